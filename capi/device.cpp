@@ -1,0 +1,118 @@
+// metile_device_* and metile_buffer_*.
+#include "guard.h"
+#include "handles.h"
+#include "out_string.h"
+
+using namespace metile;
+using capi::get;
+using capi::guard;
+
+extern "C" {
+
+METILE_API metile_status metile_device_open(metile_device** out, const char* name) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    auto dev = open_device(name ? name : "");
+    metile_device* h = capi::make_handle<metile_device>();
+    h->impl = std::move(dev);
+    *out = h;
+  });
+}
+
+METILE_API metile_status metile_device_retain(metile_device* d) {
+  return guard([&] { capi::retain(d, __func__); });
+}
+
+METILE_API metile_status metile_device_release(metile_device* d) {
+  return guard([&] { capi::release(d, __func__); });
+}
+
+METILE_API metile_status metile_devices_available(char** out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    std::string names;
+    for (const DeviceEntry& e : device_registry())
+      if (e.probe().empty()) names += (names.empty() ? "" : ",") + std::string(e.name);
+    *out = capi::dup_string(names);
+  });
+}
+
+METILE_API metile_status metile_device_get_info(const metile_device* d, metile_device_info* out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    const DeviceInfo& i = get(d, __func__)->impl->info();
+    if (out->struct_size < sizeof(metile_device_info))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__,
+           ": struct_size is too small (set it to sizeof(metile_device_info))");
+    out->name = i.name.c_str();
+    out->description = i.description.c_str();
+    out->architecture = i.architecture.c_str();
+    out->simd_width = i.simd_width;
+    out->max_threads_per_group = i.max_threads_per_group;
+    out->threadgroup_memory_bytes = i.threadgroup_memory_bytes;
+    out->unified_memory = i.unified_memory ? 1 : 0;
+    out->asynchronous = i.asynchronous ? 1 : 0;
+  });
+}
+
+METILE_API metile_status metile_device_synchronize(metile_device* d) {
+  return guard([&] { get(d, __func__)->impl->synchronize(); });
+}
+
+METILE_API metile_status metile_buffer_alloc(metile_buffer** out, metile_device* d, size_t bytes) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    auto dev = get(d, __func__)->impl;
+    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": size must be > 0");
+    auto buf = dev->alloc(bytes);
+    metile_buffer* h = capi::make_handle<metile_buffer>();
+    h->impl = std::move(buf);
+    h->device = std::move(dev);
+    *out = h;
+  });
+}
+
+METILE_API metile_status metile_buffer_wrap(metile_buffer** out, metile_device* d, void* host,
+                                            size_t bytes) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    METILE_CHECK_ARG(host);
+    auto dev = get(d, __func__)->impl;
+    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": size must be > 0");
+    auto buf = dev->wrap(host, bytes);
+    metile_buffer* h = capi::make_handle<metile_buffer>();
+    h->impl = std::move(buf);
+    h->device = std::move(dev);
+    *out = h;
+  });
+}
+
+METILE_API metile_status metile_buffer_retain(metile_buffer* b) {
+  return guard([&] { capi::retain(b, __func__); });
+}
+
+METILE_API metile_status metile_buffer_release(metile_buffer* b) {
+  return guard([&] { capi::release(b, __func__); });
+}
+
+METILE_API metile_status metile_buffer_contents(metile_buffer* b, void** out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    *out = get(b, __func__)->impl->contents();
+  });
+}
+
+METILE_API metile_status metile_buffer_size(const metile_buffer* b, size_t* out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    *out = get(b, __func__)->impl->size();
+  });
+}
+
+METILE_API int32_t metile_buffer_shares_memory(const metile_buffer* b) {
+  int32_t r = 0;
+  guard([&] { r = get(b, __func__)->impl->shares_memory() ? 1 : 0; });
+  return r;
+}
+
+}  // extern "C"

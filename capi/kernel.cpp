@@ -1,0 +1,265 @@
+// metile_kernel_* and metile_launch_*: compiling, argument checking, launching.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "guard.h"
+#include "handles.h"
+#include "out_string.h"
+#include "support/half.h"
+
+using namespace metile;
+using capi::get;
+using capi::guard;
+
+namespace {
+
+const char* kind_name(metile_arg_kind k) {
+  switch (k) {
+    case METILE_ARG_BUFFER: return "buffer";
+    case METILE_ARG_I32: return "i32";
+    case METILE_ARG_U32: return "u32";
+    case METILE_ARG_I64: return "i64";
+    case METILE_ARG_F32: return "f32";
+    case METILE_ARG_F64: return "f64";
+    default: return "unknown";
+  }
+}
+
+// The scalar's bits in the parameter's dtype; rejects values that do not fit exactly.
+uint64_t scalar_bits(const Program& p, const Param& prm, const metile_arg& a) {
+  DType d = p.type(prm.value).dtype;
+  bool int_arg = a.kind == METILE_ARG_I32 || a.kind == METILE_ARG_U32 || a.kind == METILE_ARG_I64;
+  bool float_arg = a.kind == METILE_ARG_F32 || a.kind == METILE_ARG_F64;
+  auto bad = [&](const char* why) {
+    fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` (", dtype_name(d),
+         "): ", why);
+  };
+  if (!int_arg && !float_arg) bad(cat("got a ", kind_name(a.kind), " argument").c_str());
+  if (is_float(d)) {
+    double v = int_arg ? static_cast<double>(a.i) : a.f;
+    if (int_arg && static_cast<int64_t>(v) != a.i) bad("the integer is not exactly representable");
+    float f = static_cast<float>(v);
+    if (d == DType::f32) return float_bits(f);
+    if (d == DType::f16) return float_to_f16(f);
+    return float_to_bf16(f);
+  }
+  if (!int_arg) bad("got a float for an integer parameter");
+  int64_t v = a.i;
+  int64_t lo = 0, hi = 0;
+  switch (d) {
+    case DType::i32: lo = INT32_MIN; hi = INT32_MAX; break;
+    case DType::u32: lo = 0; hi = UINT32_MAX; break;
+    case DType::i64: lo = INT64_MIN; hi = INT64_MAX; break;
+    case DType::i8: lo = INT8_MIN; hi = INT8_MAX; break;
+    case DType::u8: lo = 0; hi = UINT8_MAX; break;
+    case DType::boolean: lo = 0; hi = 1; break;
+    default: bad("unsupported parameter dtype");
+  }
+  if (v < lo || v > hi) bad(cat("value ", v, " is out of range").c_str());
+  uint64_t bits = static_cast<uint64_t>(v);
+  size_t size = dtype_size(d);
+  return size == 8 ? bits : bits & ((uint64_t{1} << (size * 8)) - 1);
+}
+
+LaunchArg check_arg(const CompiledKernel& k, size_t i, const metile_arg& a,
+                    std::shared_ptr<Buffer>* keep) {
+  const Program& p = *k.program;
+  const Param& prm = p.params[i];
+  const Type& t = p.type(prm.value);
+  LaunchArg out;
+  if (t.is_ptr) {
+    if (a.kind != METILE_ARG_BUFFER)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` (",
+           t.str(), ") needs a buffer, got ", kind_name(a.kind));
+    metile_buffer* b = get(a.buffer, "metile_kernel_launch");
+    size_t elem = dtype_size(t.dtype);
+    if (a.offset > b->impl->size() || a.offset % elem != 0)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "`: offset ", a.offset,
+           " is past the buffer's ", b->impl->size(), " bytes or not a multiple of ", elem);
+    out.buffer = b->impl.get();
+    out.offset = a.offset;
+    if (keep) *keep = b->impl;
+    return out;
+  }
+  out.bits = scalar_bits(p, prm, a);
+  return out;
+}
+
+std::vector<LaunchArg> check_args(const CompiledKernel& k, const metile_arg* args, size_t n,
+                                  std::vector<std::shared_ptr<Buffer>>* keep) {
+  const Program& p = *k.program;
+  if (n != p.params.size())
+    fail(METILE_ERROR_INVALID_ARGUMENT, "launch", p.name, " takes ", p.params.size(),
+         " arguments, got ", n);
+  if (n > 0) METILE_CHECK_ARG(args);
+  std::vector<LaunchArg> out(n);
+  if (keep) keep->resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = check_arg(k, i, args[i], keep ? &(*keep)[i] : nullptr);
+  return out;
+}
+
+Grid check_grid(const uint32_t* grid) {
+  METILE_CHECK_ARG(grid);
+  Grid g;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "grid[", i, "] is 0 (each dimension must be >= 1)");
+    g.dims[i] = grid[i];
+  }
+  return g;
+}
+
+CompileOptions options_of(const metile_compile_options* o) {
+  CompileOptions c;
+  if (o == nullptr) return c;
+  if (o->struct_size < sizeof(metile_compile_options))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "api",
+         "metile_compile_options.struct_size is too small (use metile_compile_options_init)");
+  if (o->num_threads < 0 || o->num_threads > 4096)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "api", "num_threads ", o->num_threads, " is out of range");
+  if (o->allow_tf32 < -1 || o->allow_tf32 > 1)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "api", "allow_tf32 must be -1, 0 or 1");
+  c.num_threads = o->num_threads;
+  c.allow_tf32 = o->allow_tf32;
+  c.opt_level = o->opt_level;
+  c.no_cache = o->no_cache != 0;
+  return c;
+}
+
+}  // namespace
+
+extern "C" {
+
+METILE_API void metile_compile_options_init(metile_compile_options* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->allow_tf32 = -1;
+  o->opt_level = 1;
+}
+
+METILE_API metile_status metile_kernel_compile(metile_kernel** out, metile_device* d,
+                                               const metile_program* p,
+                                               const metile_compile_options* options) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    auto dev = get(d, __func__)->impl;
+    auto prog = get(p, __func__)->impl;
+    auto ck = compile_kernel(dev, prog, options_of(options));
+    metile_kernel* h = capi::make_handle<metile_kernel>();
+    h->impl = std::move(ck);
+    h->device = std::move(dev);
+    *out = h;
+  });
+}
+
+METILE_API metile_status metile_kernel_retain(metile_kernel* k) {
+  return guard([&] { capi::retain(k, __func__); });
+}
+
+METILE_API metile_status metile_kernel_release(metile_kernel* k) {
+  return guard([&] { capi::release(k, __func__); });
+}
+
+METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char* stage, char** out) {
+  return guard([&] {
+    METILE_CHECK_ARG(stage);
+    METILE_CHECK_ARG(out);
+    const CompiledKernel& ck = *get(k, __func__)->impl;
+    std::string s = stage;
+    if (s == "tile_ir") {
+      *out = capi::dup_string(print(*ck.program));
+      return;
+    }
+    auto it = ck.artifact.sources.find(s);
+    if (it == ck.artifact.sources.end()) {
+      std::string have = "tile_ir";
+      for (const auto& kv : ck.artifact.sources) have += ", " + kv.first;
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": no stage \"", s,
+           "\" for this kernel (available: ", have, ")");
+    }
+    *out = capi::dup_string(it->second);
+  });
+}
+
+METILE_API metile_status metile_kernel_cache_key(const metile_kernel* k, char* out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    const std::string& key = get(k, __func__)->impl->cache_key;
+    std::memcpy(out, key.c_str(), std::min<size_t>(key.size(), 64) + 1);
+    out[std::min<size_t>(key.size(), 64)] = '\0';
+  });
+}
+
+METILE_API metile_status metile_kernel_get_info(const metile_kernel* k, metile_kernel_info* out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    const CompiledKernel& ck = *get(k, __func__)->impl;
+    if (out->struct_size < sizeof(metile_kernel_info))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__,
+           ": struct_size is too small (set it to sizeof(metile_kernel_info))");
+    out->threads_per_group = ck.artifact.threads_per_group;
+    out->threadgroup_memory_bytes = ck.artifact.threadgroup_memory_bytes;
+    out->from_cache = ck.from_cache ? 1 : 0;
+    out->compile_seconds = ck.seconds;
+  });
+}
+
+METILE_API metile_status metile_kernel_launch(metile_kernel* k, const uint32_t grid[3],
+                                              const metile_arg* args, size_t num_args) {
+  return guard([&] {
+    CompiledKernel& ck = *get(k, __func__)->impl;
+    Grid g = check_grid(grid);
+    ck.kernel->launch(g, check_args(ck, args, num_args, nullptr));
+  });
+}
+
+METILE_API metile_status metile_launch_create(metile_launch** out, metile_kernel* k,
+                                              const uint32_t grid[3], const metile_arg* args,
+                                              size_t num_args) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    auto ck = get(k, __func__)->impl;
+    Grid g = check_grid(grid);
+    std::vector<std::shared_ptr<Buffer>> keep;
+    auto launch = ck->kernel->prepare(g, check_args(*ck, args, num_args, &keep));
+    launch->keep_alive = std::move(keep);
+    metile_launch* h = capi::make_handle<metile_launch>();
+    h->impl = std::move(launch);
+    h->kernel = std::move(ck);
+    *out = h;
+  });
+}
+
+METILE_API metile_status metile_launch_set_arg(metile_launch* l, size_t index, const metile_arg* arg) {
+  return guard([&] {
+    METILE_CHECK_ARG(arg);
+    metile_launch* h = get(l, __func__);
+    if (index >= h->impl->args.size())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
+           h->impl->args.size(), " parameters)");
+    std::shared_ptr<Buffer> keep;
+    h->impl->args[index] = check_arg(*h->kernel, index, *arg, &keep);
+    h->impl->keep_alive[index] = std::move(keep);
+    h->impl->update();
+  });
+}
+
+METILE_API metile_status metile_launch_set_grid(metile_launch* l, const uint32_t grid[3]) {
+  return guard([&] {
+    metile_launch* h = get(l, __func__);
+    h->impl->grid = check_grid(grid);
+    h->impl->update();
+  });
+}
+
+METILE_API metile_status metile_launch_run(metile_launch* l) {
+  return guard([&] { get(l, __func__)->impl->run(); });
+}
+
+METILE_API metile_status metile_launch_release(metile_launch* l) {
+  return guard([&] { capi::release(l, __func__); });
+}
+
+}  // extern "C"

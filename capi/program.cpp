@@ -1,0 +1,63 @@
+// metile_program_*: parse, print and inspect verified programs.
+#include "guard.h"
+#include "handles.h"
+#include "out_string.h"
+
+using namespace metile;
+using capi::get;
+using capi::guard;
+
+extern "C" {
+
+METILE_API metile_status metile_program_parse(metile_program** out, const char* text) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    METILE_CHECK_ARG(text);
+    auto prog = std::make_shared<const Program>(parse(text));
+    metile_program* h = capi::make_handle<metile_program>();
+    h->impl = std::move(prog);
+    *out = h;
+  });
+}
+
+METILE_API metile_status metile_program_print(const metile_program* p, char** out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    *out = capi::dup_string(print(*get(p, __func__)->impl));
+  });
+}
+
+METILE_API metile_status metile_program_retain(metile_program* p) {
+  return guard([&] { capi::retain(p, __func__); });
+}
+
+METILE_API metile_status metile_program_release(metile_program* p) {
+  return guard([&] { capi::release(p, __func__); });
+}
+
+METILE_API const char* metile_program_name(const metile_program* p) {
+  const char* name = nullptr;
+  guard([&] { name = get(p, __func__)->impl->name.c_str(); });
+  return name;
+}
+
+METILE_API metile_status metile_program_num_params(const metile_program* p, size_t* out) {
+  return guard([&] {
+    METILE_CHECK_ARG(out);
+    *out = get(p, __func__)->impl->params.size();
+  });
+}
+
+METILE_API metile_status metile_program_param(const metile_program* p, size_t index,
+                                              const char** out_name, metile_type* out_type) {
+  return guard([&] {
+    const Program& prog = *get(p, __func__)->impl;
+    if (index >= prog.params.size())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": index ", index, " out of range (",
+           prog.params.size(), " parameters)");
+    if (out_name) *out_name = prog.params[index].name.c_str();
+    if (out_type) *out_type = to_c_type(prog.type(prog.params[index].value));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,621 @@
+/**
+ * \file metile.h
+ * The stable C ABI of metile, a tile-kernel compiler and runtime.
+ *
+ * Conventions (fixed for the life of a major version):
+ * - Every fallible call returns a ::metile_status; 0 (METILE_OK) means success. On failure a
+ *   message naming the subsystem (and, for program errors, the user's source location) is stored
+ *   per thread and read with metile_last_error(). Output parameters come first and are written
+ *   only on success.
+ * - Handles are opaque. Each has a `_release`; shared ones (device, program, kernel, buffer) also
+ *   have `_retain`. NULL, released or foreign handles give METILE_ERROR_INVALID_ARGUMENT, never a
+ *   crash (releasing NULL is a no-op that returns METILE_OK).
+ * - Strings the library returns through `char **` are owned by the caller and freed with
+ *   metile_free(). `const char *` returns are owned by the library (see each call for lifetime).
+ * - Option structs start with `struct_size`; set it to sizeof(the struct) (the `_init` functions
+ *   do) so the struct can grow without breaking callers.
+ * - Thread safety: every call may be made from any thread. Builders and prepared launches are
+ *   single-owner objects: one thread at a time per handle. Devices, programs, kernels and buffers
+ *   may be used from many threads at once (buffer *contents* are the caller's to synchronize).
+ * - No call aborts, exits or lets a C++ exception escape.
+ */
+#ifndef METILE_METILE_H
+#define METILE_METILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(METILE_BUILDING_LIBRARY)
+#    define METILE_API __declspec(dllexport)
+#  else
+#    define METILE_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define METILE_API __attribute__((visibility("default")))
+#else
+#  define METILE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Version */
+/* ------------------------------------------------------------------------------------------ */
+
+#define METILE_VERSION_MAJOR 0
+#define METILE_VERSION_MINOR 1
+#define METILE_VERSION_PATCH 0
+/** MAJOR*10000 + MINOR*100 + PATCH, as metile_version() returns it. */
+#define METILE_VERSION_NUMBER \
+  (METILE_VERSION_MAJOR * 10000 + METILE_VERSION_MINOR * 100 + METILE_VERSION_PATCH)
+
+/** The runtime library's version number (compare with METILE_VERSION_NUMBER). */
+METILE_API uint32_t metile_version(void);
+/** The runtime library's version as "MAJOR.MINOR.PATCH"; static storage. */
+METILE_API const char *metile_version_string(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Status and errors */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Result of every fallible call. Values are pinned forever. */
+typedef enum metile_status {
+  METILE_OK = 0,
+  /** A bad argument: NULL/released/foreign handle, out-of-range value, wrong launch args. */
+  METILE_ERROR_INVALID_ARGUMENT = 1,
+  /** The program is ill-formed: verifier or text-parse error (message has file:line). */
+  METILE_ERROR_INVALID_PROGRAM = 2,
+  /** A backend compiler failed; the message carries its log. */
+  METILE_ERROR_COMPILE = 3,
+  /** A valid program uses something this device cannot run yet; the message names both. */
+  METILE_ERROR_UNSUPPORTED = 4,
+  /** The device cannot start here (no driver, no compiler, wrong OS); the message says why. */
+  METILE_ERROR_DEVICE_UNAVAILABLE = 5,
+  /** A launch or device operation failed at run time (e.g. out-of-bounds access on interp). */
+  METILE_ERROR_DEVICE = 6,
+  /** An allocation failed. */
+  METILE_ERROR_OUT_OF_MEMORY = 7,
+  /** A file-system operation failed. */
+  METILE_ERROR_IO = 8,
+  /** A bug in metile; please report it with the message. */
+  METILE_ERROR_INTERNAL = 9,
+  METILE_STATUS_FORCE32 = 0x7fffffff
+} metile_status;
+
+/** "METILE_OK", "METILE_ERROR_INVALID_ARGUMENT", ...; "METILE_STATUS_UNKNOWN" otherwise. Static. */
+METILE_API const char *metile_status_name(metile_status status);
+
+/**
+ * The message of the last failed call on this thread; "" if none. Never NULL. Valid until the
+ * next metile call on this thread. A successful call does not clear it.
+ */
+METILE_API const char *metile_last_error(void);
+
+/** Frees a string or array the library returned through an out-parameter. NULL is fine. */
+METILE_API void metile_free(void *ptr);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Element types */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum metile_dtype {
+  METILE_DTYPE_INVALID = 0,
+  METILE_DTYPE_F32 = 1,
+  METILE_DTYPE_F16 = 2,
+  METILE_DTYPE_BF16 = 3,
+  METILE_DTYPE_I32 = 4,
+  METILE_DTYPE_U32 = 5,
+  METILE_DTYPE_I64 = 6,
+  METILE_DTYPE_BOOL = 7, /**< one byte in memory, 0 or 1 */
+  METILE_DTYPE_I8 = 8,
+  METILE_DTYPE_U8 = 9,
+  METILE_DTYPE_FORCE32 = 0x7fffffff
+} metile_dtype;
+
+/** Size in bytes of one element; 0 for an invalid dtype. */
+METILE_API size_t metile_dtype_size(metile_dtype dtype);
+/** "f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8"; "invalid" otherwise. Static. */
+METILE_API const char *metile_dtype_name(metile_dtype dtype);
+
+typedef enum metile_address_space {
+  METILE_ADDRESS_SPACE_DEVICE = 0,
+  METILE_ADDRESS_SPACE_THREADGROUP = 1,
+  METILE_ADDRESS_SPACE_FORCE32 = 0x7fffffff
+} metile_address_space;
+
+/**
+ * The type of a value: a scalar (rank 0) or a 1-D/2-D tile of `dtype`, or, when `is_pointer`,
+ * a pointer (or tile of pointers) to `dtype` elements in `address_space`.
+ */
+typedef struct metile_type {
+  metile_dtype dtype;
+  int32_t rank;     /**< 0, 1 or 2 */
+  int64_t shape[2]; /**< the first `rank` entries are used */
+  int32_t is_pointer;
+  metile_address_space address_space;
+} metile_type;
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Devices */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct metile_device metile_device;
+
+/**
+ * Opens a device by name: "interp", "cpu", "metal", "metal-sim" or "cuda". NULL or "" opens the
+ * default: $METILE_DEVICE, else metal, else cuda, else cpu. Opening the same name twice returns
+ * the same underlying device (retained). METILE_ERROR_DEVICE_UNAVAILABLE says why a device
+ * cannot start; METILE_ERROR_INVALID_ARGUMENT for an unknown name.
+ */
+METILE_API metile_status metile_device_open(metile_device **out, const char *name);
+METILE_API metile_status metile_device_retain(metile_device *device);
+METILE_API metile_status metile_device_release(metile_device *device);
+
+/**
+ * Writes a newly allocated comma-separated list of the device names usable on this machine
+ * (probed; e.g. "interp,cpu,metal-sim") to *out. Free with metile_free().
+ */
+METILE_API metile_status metile_devices_available(char **out);
+
+/** Device properties. Strings point into the device and live as long as it. */
+typedef struct metile_device_info {
+  size_t struct_size;
+  const char *name;          /**< "cpu", "cuda", ... */
+  const char *description;   /**< e.g. the GPU's or CPU's model name */
+  const char *architecture;  /**< e.g. "sm_90", "apple8", "x86_64" */
+  int32_t simd_width;        /**< 32 on GPUs, 1 on interp/cpu */
+  int32_t max_threads_per_group;
+  uint64_t threadgroup_memory_bytes;
+  int32_t unified_memory;    /**< host and device address the same buffers */
+  int32_t asynchronous;      /**< launches return before the work is done */
+} metile_device_info;
+
+METILE_API metile_status metile_device_get_info(const metile_device *device,
+                                                metile_device_info *out);
+/** Waits until every launch issued on this device so far has finished. */
+METILE_API metile_status metile_device_synchronize(metile_device *device);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Buffers */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct metile_buffer metile_buffer;
+
+/** Allocates `bytes` (> 0) of zeroed memory that host and device both address. */
+METILE_API metile_status metile_buffer_alloc(metile_buffer **out, metile_device *device,
+                                             size_t bytes);
+
+/**
+ * Wraps caller memory. Where the device can address `host` directly (cpu and interp always;
+ * metal when pointer and length are page-aligned), no copy is made and writes by kernels land in
+ * the caller's memory; metile_buffer_shares_memory() then returns 1. Otherwise the bytes are
+ * copied into a new buffer (shares_memory returns 0) and the caller must read results through
+ * metile_buffer_contents(). The caller keeps `host` alive until the buffer is released.
+ */
+METILE_API metile_status metile_buffer_wrap(metile_buffer **out, metile_device *device,
+                                            void *host, size_t bytes);
+METILE_API metile_status metile_buffer_retain(metile_buffer *buffer);
+METILE_API metile_status metile_buffer_release(metile_buffer *buffer);
+
+/**
+ * The host address of the buffer's memory. Does not synchronize: call
+ * metile_device_synchronize() before reading what an asynchronous launch wrote.
+ */
+METILE_API metile_status metile_buffer_contents(metile_buffer *buffer, void **out);
+METILE_API metile_status metile_buffer_size(const metile_buffer *buffer, size_t *out);
+/** 1 when the buffer uses the memory given to metile_buffer_wrap() in place, else 0. */
+METILE_API int32_t metile_buffer_shares_memory(const metile_buffer *buffer);
+
+/**
+ * Exports the buffer as a DLPack (v0.8 ABI) `DLManagedTensor *` of the given dtype and shape
+ * (row-major, `ndim` <= 8). The tensor keeps the buffer alive until its deleter runs.
+ */
+METILE_API metile_status metile_buffer_to_dlpack(metile_buffer *buffer, metile_dtype dtype,
+                                                 int32_t ndim, const int64_t *shape,
+                                                 void **out_managed_tensor);
+/**
+ * Imports a DLPack `DLManagedTensor *` (compact row-major) without a copy when the device can
+ * address its memory; the tensor's deleter runs when the buffer is released. On failure the
+ * tensor is left untouched (the caller still owns it).
+ */
+METILE_API metile_status metile_buffer_from_dlpack(metile_buffer **out, metile_device *device,
+                                                   void *managed_tensor);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Tile IR ops (pinned values; see DESIGN.md §3 for semantics) */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum metile_op {
+  METILE_OP_INVALID = 0,
+  METILE_OP_CONST = 1,
+  METILE_OP_PROGRAM_ID = 2,
+  METILE_OP_NUM_PROGRAMS = 3,
+  METILE_OP_ARANGE = 4,
+  METILE_OP_CAST = 5,
+  METILE_OP_BROADCAST = 6,
+  METILE_OP_RESHAPE = 7,
+  /* binary element-wise; operands are promoted and broadcast by the builder */
+  METILE_OP_ADD = 10,
+  METILE_OP_SUB = 11,
+  METILE_OP_MUL = 12,
+  METILE_OP_DIV = 13,      /**< true division on floats, truncating on integers */
+  METILE_OP_FLOORDIV = 14, /**< floor(a / b) */
+  METILE_OP_MOD = 15,      /**< remainder with the sign of the dividend (C fmod / %) */
+  METILE_OP_MAXIMUM = 16,
+  METILE_OP_MINIMUM = 17,
+  METILE_OP_BITAND = 18,
+  METILE_OP_BITOR = 19,
+  METILE_OP_BITXOR = 20,
+  METILE_OP_SHL = 21,
+  METILE_OP_SHR = 22, /**< arithmetic on signed, logical on unsigned */
+  METILE_OP_POW = 23,
+  /* comparisons; result is bool */
+  METILE_OP_LT = 30,
+  METILE_OP_LE = 31,
+  METILE_OP_GT = 32,
+  METILE_OP_GE = 33,
+  METILE_OP_EQ = 34,
+  METILE_OP_NE = 35,
+  /* unary element-wise */
+  METILE_OP_NEG = 40,
+  METILE_OP_NOT = 41, /**< bitwise not; logical not on bool */
+  METILE_OP_EXP = 42,
+  METILE_OP_LOG = 43,
+  METILE_OP_SQRT = 44,
+  METILE_OP_RSQRT = 45,
+  METILE_OP_ABS = 46,
+  METILE_OP_TANH = 47,
+  METILE_OP_SIN = 48,
+  METILE_OP_COS = 49,
+  METILE_OP_EXP2 = 50,
+  METILE_OP_LOG2 = 51,
+  METILE_OP_FLOOR = 52,
+  METILE_OP_CEIL = 53,
+  METILE_OP_ERF = 54,
+  METILE_OP_SIGMOID = 55,
+  METILE_OP_SELECT = 60,
+  /* memory */
+  METILE_OP_PTR_OFFSET = 70,
+  METILE_OP_LOAD = 71,
+  METILE_OP_STORE = 72,
+  METILE_OP_TILE_LOAD = 73,
+  METILE_OP_TILE_STORE = 74,
+  METILE_OP_SHARED = 75,
+  /* tile */
+  METILE_OP_DOT = 80,
+  METILE_OP_REDUCE_SUM = 81,
+  METILE_OP_REDUCE_MAX = 82,
+  METILE_OP_REDUCE_MIN = 83,
+  /* structure */
+  METILE_OP_FOR = 90,
+  METILE_OP_YIELD = 91,
+  METILE_OP_SIMDGROUP_ROLE = 92,
+  /* SIMT view */
+  METILE_OP_THREAD_ID = 100,
+  METILE_OP_SIMD_LANE_ID = 101,
+  METILE_OP_SIMD_SHUFFLE_XOR = 102,
+  METILE_OP_SIMD_BROADCAST = 103,
+  METILE_OP_BARRIER = 104,
+  /* scheduling */
+  METILE_OP_TILE_SWIZZLE = 110,
+  METILE_OP_FORCE32 = 0x7fffffff
+} metile_op;
+
+/** The op's text spelling ("add", "tile_load", ...); "invalid" for unknown values. Static. */
+METILE_API const char *metile_op_name(metile_op op);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Builder: constructs a Tile IR program */
+/* ------------------------------------------------------------------------------------------ */
+
+/** A value inside one builder; 0 means "none" (for optional operands). */
+typedef uint32_t metile_value;
+
+typedef struct metile_builder metile_builder;
+typedef struct metile_program metile_program;
+
+/** Starts a kernel named `name` (a C identifier). */
+METILE_API metile_status metile_builder_create(metile_builder **out, const char *name);
+METILE_API metile_status metile_builder_release(metile_builder *builder);
+
+/**
+ * Sets the source location attached to every op built from now on (sticky). `file` is copied.
+ * Errors about those ops name "file:line".
+ */
+METILE_API metile_status metile_builder_set_loc(metile_builder *b, const char *file,
+                                                int32_t line);
+/** Records a compile-time constant the program was specialized with (for keys and signatures). */
+METILE_API metile_status metile_builder_set_constexpr(metile_builder *b, const char *name,
+                                                      const char *value);
+/**
+ * Fixes the thread count T of a kernel that uses the SIMT view (thread_id, shuffles, ...).
+ * Without it, T is the unique arange size in the kernel; finish() fails if there is none.
+ */
+METILE_API metile_status metile_builder_set_num_threads(metile_builder *b, int32_t num_threads);
+
+/** Declares the next parameter: a scalar or a (device) pointer; tiles are not parameters. */
+METILE_API metile_status metile_builder_param(metile_builder *b, const char *name,
+                                              const metile_type *type, metile_value *out);
+/** The type of a value built so far. */
+METILE_API metile_status metile_builder_value_type(const metile_builder *b, metile_value v,
+                                                   metile_type *out);
+
+METILE_API metile_status metile_builder_const_int(metile_builder *b, metile_dtype dtype,
+                                                  int64_t value, metile_value *out);
+METILE_API metile_status metile_builder_const_float(metile_builder *b, metile_dtype dtype,
+                                                    double value, metile_value *out);
+/** program_id (METILE_OP_PROGRAM_ID) or num_programs (METILE_OP_NUM_PROGRAMS) on axis 0..2. */
+METILE_API metile_status metile_builder_grid(metile_builder *b, metile_op op, int32_t axis,
+                                             metile_value *out);
+/** `start + [0, size)` as an i32 tile; `start` is an integer scalar (0 = constant 0). */
+METILE_API metile_status metile_builder_arange(metile_builder *b, metile_value start,
+                                               int64_t size, metile_value *out);
+METILE_API metile_status metile_builder_cast(metile_builder *b, metile_value x,
+                                             metile_dtype dtype, metile_value *out);
+/** Broadcasts a scalar or a tile (along size-1 dimensions) to `shape`. */
+METILE_API metile_status metile_builder_broadcast(metile_builder *b, metile_value x, int32_t rank,
+                                                  const int64_t *shape, metile_value *out);
+/** Same elements, row-major order kept, new shape of the same element count. */
+METILE_API metile_status metile_builder_reshape(metile_builder *b, metile_value x, int32_t rank,
+                                                const int64_t *shape, metile_value *out);
+/** Unary element-wise op (NEG ... SIGMOID). */
+METILE_API metile_status metile_builder_unary(metile_builder *b, metile_op op, metile_value x,
+                                              metile_value *out);
+/**
+ * Binary element-wise op or comparison (ADD ... POW, LT ... NE). Operands are promoted (the
+ * higher kind of bool < integer < float wins; within a kind a tile's dtype wins over a scalar's,
+ * else the wider) and broadcast; the casts and broadcasts appear in the program.
+ */
+METILE_API metile_status metile_builder_binary(metile_builder *b, metile_op op, metile_value x,
+                                               metile_value y, metile_value *out);
+/** where(cond, x, y), promoted and broadcast like binary ops. */
+METILE_API metile_status metile_builder_select(metile_builder *b, metile_value cond,
+                                               metile_value x, metile_value y, metile_value *out);
+/** `ptr + offsets`: a pointer, or a tile of pointers when `offsets` is a tile. */
+METILE_API metile_status metile_builder_ptr_offset(metile_builder *b, metile_value ptr,
+                                                   metile_value offsets, metile_value *out);
+/** Reads through a pointer (tile); masked-off lanes give `other` (0 if none) and touch no memory. */
+METILE_API metile_status metile_builder_load(metile_builder *b, metile_value ptrs,
+                                             metile_value mask, metile_value other,
+                                             metile_value *out);
+/** Writes `value` (cast to the pointee type) through a pointer (tile); masked-off lanes skip. */
+METILE_API metile_status metile_builder_store(metile_builder *b, metile_value ptrs,
+                                              metile_value value, metile_value mask);
+/**
+ * Reads the rows x cols tile at (row, col) of a row-major matrix with leading dimension
+ * `stride`. With bounds (`bound_rows` and `bound_cols` both non-zero values), elements outside
+ * [0, bound_rows) x [0, bound_cols) read 0 and are not accessed.
+ */
+METILE_API metile_status metile_builder_tile_load(metile_builder *b, metile_value ptr,
+                                                  metile_value row, metile_value col,
+                                                  metile_value stride, int64_t rows, int64_t cols,
+                                                  metile_value bound_rows, metile_value bound_cols,
+                                                  metile_value *out);
+/** Writes a 2-D tile like tile_load reads one; elements outside the bounds are skipped. */
+METILE_API metile_status metile_builder_tile_store(metile_builder *b, metile_value ptr,
+                                                   metile_value row, metile_value col,
+                                                   metile_value stride, metile_value value,
+                                                   metile_value bound_rows,
+                                                   metile_value bound_cols);
+/** acc + a @ b: a M x K, b K x N, acc M x N (f32 acc for f16/bf16/f32 inputs). */
+METILE_API metile_status metile_builder_dot(metile_builder *b, metile_value a, metile_value bm,
+                                            metile_value acc, metile_value *out);
+/**
+ * Reduction (REDUCE_SUM/MAX/MIN) of the whole tile to a scalar (axis = -1) or along one axis
+ * of a 2-D tile (0 or 1) to a 1-D tile.
+ */
+METILE_API metile_status metile_builder_reduce(metile_builder *b, metile_op op, metile_value x,
+                                               int32_t axis, metile_value *out);
+
+/**
+ * Opens a counted loop `for iv in range(start, end, step)` with `n` loop-carried values starting
+ * at `inits`. Writes the induction variable to *out_iv and the in-loop carried values to
+ * `out_carried[n]`. Ops built until metile_builder_for_end() form the body.
+ */
+METILE_API metile_status metile_builder_for_begin(metile_builder *b, metile_value start,
+                                                  metile_value end, metile_value step,
+                                                  const metile_value *inits, size_t n,
+                                                  metile_value *out_iv,
+                                                  metile_value *out_carried);
+/**
+ * Closes the innermost loop; `yields[n]` are the carried values for the next iteration (same
+ * types as the inits). Writes the values after the loop to `out_results[n]`.
+ */
+METILE_API metile_status metile_builder_for_end(metile_builder *b, const metile_value *yields,
+                                                size_t n, metile_value *out_results);
+/**
+ * Opens a region whose side effects run only for the threads of simdgroup range `role` of
+ * `num_roles` (even split), or, when num_sgs > 0, of simdgroups [first_sg, first_sg + num_sgs).
+ * Values defined inside do not escape.
+ */
+METILE_API metile_status metile_builder_role_begin(metile_builder *b, int32_t role,
+                                                   int32_t num_roles, int32_t first_sg,
+                                                   int32_t num_sgs);
+METILE_API metile_status metile_builder_role_end(metile_builder *b);
+
+/** SIMT view ops without operands: THREAD_ID, SIMD_LANE_ID (T-element i32 tiles), BARRIER. */
+METILE_API metile_status metile_builder_simt(metile_builder *b, metile_op op, metile_value *out);
+/** SIMD_SHUFFLE_XOR (x[i ^ lane_or_mask]) or SIMD_BROADCAST (x[(i & ~31) + lane_or_mask]). */
+METILE_API metile_status metile_builder_simd(metile_builder *b, metile_op op, metile_value x,
+                                             metile_value lane_or_mask, metile_value *out);
+/** Threadgroup memory of `size` elements; returns a threadgroup pointer. */
+METILE_API metile_status metile_builder_shared(metile_builder *b, int64_t size,
+                                               metile_dtype dtype, metile_value *out);
+/**
+ * Remaps program ids for locality: pattern "morton" (Z-order in block_size x block_size blocks),
+ * "diagonal" or "grouped" (groups of block_size rows); a bijection on any grid shape.
+ */
+METILE_API metile_status metile_builder_tile_swizzle(metile_builder *b, metile_value pid_m,
+                                                     metile_value pid_n, const char *pattern,
+                                                     int32_t block_size, metile_value *out_m,
+                                                     metile_value *out_n);
+
+/**
+ * Verifies and returns the program. The builder stays usable only for release. Errors:
+ * METILE_ERROR_INVALID_PROGRAM with the op and its source location.
+ */
+METILE_API metile_status metile_builder_finish(metile_builder *b, metile_program **out);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Programs */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Parses the canonical text form (as metile_program_print writes it) and verifies it. */
+METILE_API metile_status metile_program_parse(metile_program **out, const char *text);
+/** The canonical text; parsing it gives the same program. Free with metile_free(). */
+METILE_API metile_status metile_program_print(const metile_program *program, char **out);
+METILE_API metile_status metile_program_retain(metile_program *program);
+METILE_API metile_status metile_program_release(metile_program *program);
+/** The kernel's name; lives as long as the program. NULL for a bad handle. */
+METILE_API const char *metile_program_name(const metile_program *program);
+METILE_API metile_status metile_program_num_params(const metile_program *program, size_t *out);
+/** Name (lives as long as the program) and type of parameter `index`. */
+METILE_API metile_status metile_program_param(const metile_program *program, size_t index,
+                                              const char **out_name, metile_type *out_type);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Kernels: a program compiled for a device */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct metile_kernel metile_kernel;
+
+typedef struct metile_compile_options {
+  size_t struct_size;
+  /** Threads per program instance on GPUs; 0 = the compiler chooses (or T of a SIMT kernel). */
+  int32_t num_threads;
+  /** 1: f32 dot may use TF32/relaxed matrix units; 0: exact f32; -1: device default (1 on GPUs). */
+  int32_t allow_tf32;
+  /** 0: no optimization passes (debugging); 1: the default pipeline. */
+  int32_t opt_level;
+  /** 1: bypass the compile cache for this kernel (memory and disk). */
+  int32_t no_cache;
+} metile_compile_options;
+
+/** Fills *options with defaults and struct_size. */
+METILE_API void metile_compile_options_init(metile_compile_options *options);
+
+/** Compiles (or loads from the cache). `options` may be NULL for defaults. */
+METILE_API metile_status metile_kernel_compile(metile_kernel **out, metile_device *device,
+                                               const metile_program *program,
+                                               const metile_compile_options *options);
+METILE_API metile_status metile_kernel_retain(metile_kernel *kernel);
+METILE_API metile_status metile_kernel_release(metile_kernel *kernel);
+/**
+ * A stage's text: "tile_ir", "gpu_ir", "gpu_ir_opt", "msl", "cuda", "cpp" (what the device has).
+ * METILE_ERROR_INVALID_ARGUMENT names the stages available when `stage` is not one of them.
+ */
+METILE_API metile_status metile_kernel_source(const metile_kernel *kernel, const char *stage,
+                                              char **out);
+/** The compile-cache key: 64 lowercase hex digits and a NUL, written to out[65]. */
+METILE_API metile_status metile_kernel_cache_key(const metile_kernel *kernel, char *out);
+
+typedef struct metile_kernel_info {
+  size_t struct_size;
+  int32_t threads_per_group;
+  uint64_t threadgroup_memory_bytes;
+  int32_t from_cache;     /**< 1 when loaded from the compile cache */
+  double compile_seconds; /**< time spent compiling (or loading) */
+} metile_kernel_info;
+
+METILE_API metile_status metile_kernel_get_info(const metile_kernel *kernel,
+                                                metile_kernel_info *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Launches */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum metile_arg_kind {
+  METILE_ARG_BUFFER = 1, /**< `buffer` + byte `offset`, for pointer parameters */
+  METILE_ARG_I32 = 2,    /**< integer kinds read `i` */
+  METILE_ARG_U32 = 3,
+  METILE_ARG_I64 = 4,
+  METILE_ARG_F32 = 5, /**< float kinds read `f` */
+  METILE_ARG_F64 = 6,
+  METILE_ARG_KIND_FORCE32 = 0x7fffffff
+} metile_arg_kind;
+
+/**
+ * One launch argument. A flat struct rather than a union so every FFI can fill it. Scalars are
+ * converted to the parameter's dtype when the value fits exactly (an f64 argument for an f32
+ * parameter is rounded); otherwise the launch fails naming the parameter.
+ */
+typedef struct metile_arg {
+  metile_arg_kind kind;
+  int32_t reserved;
+  metile_buffer *buffer;
+  uint64_t offset;
+  int64_t i;
+  double f;
+} metile_arg;
+
+/**
+ * Launches `kernel` over grid[0] x grid[1] x grid[2] program instances (each >= 1) with the
+ * arguments in parameter order. Asynchronous on GPU devices. Arguments are checked against
+ * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
+ */
+METILE_API metile_status metile_kernel_launch(metile_kernel *kernel, const uint32_t grid[3],
+                                              const metile_arg *args, size_t num_args);
+
+/** A launch prepared once and run many times (the hot path: arguments are checked once). */
+typedef struct metile_launch metile_launch;
+
+METILE_API metile_status metile_launch_create(metile_launch **out, metile_kernel *kernel,
+                                              const uint32_t grid[3], const metile_arg *args,
+                                              size_t num_args);
+/** Replaces argument `index` (checked like at creation). */
+METILE_API metile_status metile_launch_set_arg(metile_launch *launch, size_t index,
+                                               const metile_arg *arg);
+METILE_API metile_status metile_launch_set_grid(metile_launch *launch, const uint32_t grid[3]);
+METILE_API metile_status metile_launch_run(metile_launch *launch);
+METILE_API metile_status metile_launch_release(metile_launch *launch);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Compile cache (process-wide) */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Sets the disk cache directory (created on demand); NULL restores the default. */
+METILE_API metile_status metile_cache_set_dir(const char *dir);
+/** The disk cache directory in use. Free with metile_free(). */
+METILE_API metile_status metile_cache_get_dir(char **out);
+/** 1 enables, 0 disables the disk cache (the in-memory cache stays). */
+METILE_API metile_status metile_cache_set_enabled(int32_t enabled);
+/** Size cap of the disk cache in bytes; least recently used entries are pruned past it. */
+METILE_API metile_status metile_cache_set_max_bytes(uint64_t max_bytes);
+
+typedef struct metile_cache_stats {
+  size_t struct_size;
+  uint64_t memory_hits;
+  uint64_t disk_hits;
+  uint64_t misses;
+  uint64_t bytes_read;
+  uint64_t bytes_written;
+  double compile_seconds_saved;
+} metile_cache_stats;
+
+METILE_API metile_status metile_cache_get_stats(metile_cache_stats *out);
+/** Removes every disk entry and the in-memory cache; resets the statistics. */
+METILE_API metile_status metile_cache_clear(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/** \name Autotuning helpers */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Times each prepared launch: `warmup` untimed runs, then `rep` timed runs (synchronized),
+ * writing the median milliseconds to out_ms[i].
+ */
+METILE_API metile_status metile_autotune_time(metile_launch *const *launches, size_t n,
+                                              int32_t warmup, int32_t rep, double *out_ms);
+/** Persists `winner` (any string) for `key` under the cache directory. */
+METILE_API metile_status metile_autotune_store(const char *key, const char *winner);
+/** Looks up a stored winner; *out is NULL (and METILE_OK) when there is none. */
+METILE_API metile_status metile_autotune_lookup(const char *key, char **out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* METILE_METILE_H */

@@ -1,0 +1,514 @@
+#include "frontend/builder.h"
+
+#include <set>
+
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+int category(DType d) { return d == DType::boolean ? 0 : is_int(d) ? 1 : 2; }
+}  // namespace
+
+Builder::Builder(std::string name) {
+  p_.name = std::move(name);
+  in_scope_.push_back(false);
+}
+
+template <typename... Args>
+void Builder::bad(OpKind kind, Args&&... parts) const {
+  fail(METILE_ERROR_INVALID_PROGRAM, "builder", p_.where(loc_), op_name(kind), ": ",
+       std::forward<Args>(parts)...);
+}
+
+void Builder::check_open() const {
+  if (finished_)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "the builder was already finished");
+}
+
+void Builder::check_value(OpKind kind, ValueId v, const char* what) const {
+  if (v == kNoValue || v >= p_.values.size()) bad(kind, what, " is not a value of this builder");
+  if (!in_scope_[v])
+    bad(kind, what, " is not in scope here (it was defined inside a loop or role that is closed)");
+}
+
+void Builder::set_loc(const std::string& file, int line) {
+  check_open();
+  loc_ = file.empty() ? Loc{} : Loc{p_.intern_file(file), line};
+}
+
+void Builder::set_constexpr(const std::string& name, const std::string& value) {
+  check_open();
+  for (auto& kv : p_.constexprs)
+    if (kv.first == name) {
+      kv.second = value;
+      return;
+    }
+  p_.constexprs.emplace_back(name, value);
+}
+
+void Builder::set_num_threads(int64_t n) {
+  check_open();
+  if (n < 1 || n > 4096)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "num_threads must be in [1, 4096], got ", n);
+  if (threads_ != 0 && threads_ != n)
+    fail(METILE_ERROR_INVALID_PROGRAM, "builder", "num_threads ", n,
+         " conflicts with the SIMT tiles already built (", threads_, " elements)");
+  threads_ = n;
+  threads_fixed_ = true;
+}
+
+ValueId Builder::param(const std::string& name, const Type& type) {
+  check_open();
+  if (!p_.body.ops.empty() || !open_.empty())
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name,
+         " must be declared before any op");
+  if (!is_valid_dtype(static_cast<int>(type.dtype)))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name, " has an invalid dtype");
+  if (type.is_tile() || (type.is_ptr && type.space != AddrSpace::device))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name,
+         " must be a scalar or a device pointer, got ", type.str());
+  for (const Param& prm : p_.params)
+    if (prm.name == name)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name, " is declared twice");
+  ValueId v = p_.new_value(type);
+  in_scope_.push_back(true);
+  p_.params.push_back({name, v});
+  return v;
+}
+
+const Type& Builder::type(ValueId v) const {
+  if (v == kNoValue || v >= p_.values.size())
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "value ", v, " is not a value of this builder");
+  return p_.type(v);
+}
+
+Block& Builder::current() { return open_.empty() ? p_.body : open_.back().body(); }
+
+std::vector<ValueId> Builder::emit(OpKind kind, std::vector<ValueId> operands,
+                                   std::vector<Attr> attrs, const Type* declared) {
+  check_open();
+  for (ValueId v : operands) check_value(kind, v, "an operand");
+  Op op;
+  op.kind = kind;
+  op.operands = std::move(operands);
+  op.attrs = std::move(attrs);
+  op.loc = loc_;
+  if (declared) op.results.push_back(p_.new_value(*declared));
+  TypeContext ctx{&p_, &threads_, !threads_fixed_};
+  std::vector<Type> types = infer_result_types(op, ctx);
+  if (!declared)
+    for (const Type& t : types) op.results.push_back(p_.new_value(t));
+  in_scope_.resize(p_.values.size(), false);
+  for (ValueId r : op.results) in_scope_[r] = true;
+  std::vector<ValueId> results = op.results;
+  current().ops.push_back(std::move(op));
+  return results;
+}
+
+ValueId Builder::emit1(OpKind kind, std::vector<ValueId> operands, std::vector<Attr> attrs,
+                       const Type* declared) {
+  std::vector<ValueId> r = emit(kind, std::move(operands), std::move(attrs), declared);
+  return r.empty() ? kNoValue : r[0];
+}
+
+ValueId Builder::const_int(DType dtype, int64_t value) {
+  if (!is_int(dtype) && dtype != DType::boolean)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "const_int needs an integer or bool dtype, got ",
+         dtype_name(dtype));
+  if (dtype == DType::boolean) value = value != 0;
+  Type t = Type::scalar(dtype);
+  return emit1(OpKind::CONST, {}, {{"value", value}}, &t);
+}
+
+ValueId Builder::const_float(DType dtype, double value) {
+  if (!is_float(dtype))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "const_float needs a float dtype, got ",
+         dtype_name(dtype));
+  Type t = Type::scalar(dtype);
+  return emit1(OpKind::CONST, {}, {{"value", value}}, &t);
+}
+
+ValueId Builder::grid(OpKind kind, int axis) {
+  if (kind != OpKind::PROGRAM_ID && kind != OpKind::NUM_PROGRAMS)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "grid() takes program_id or num_programs");
+  return emit1(kind, {}, {{"axis", int64_t{axis}}});
+}
+
+ValueId Builder::arange(ValueId start, int64_t size) {
+  if (start == kNoValue) start = const_int(DType::i32, 0);
+  check_value(OpKind::ARANGE, start, "start");
+  if (is_int(type(start).dtype) && type(start).dtype != DType::i32 && type(start).is_scalar())
+    start = cast(start, DType::i32);
+  return emit1(OpKind::ARANGE, {start}, {{"size", size}});
+}
+
+ValueId Builder::cast(ValueId x, DType dtype) {
+  check_value(OpKind::CAST, x, "the operand");
+  if (!is_valid_dtype(static_cast<int>(dtype)))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "cast to an invalid dtype");
+  if (type(x).dtype == dtype && !type(x).is_ptr) return x;
+  Type t = type(x).with_dtype(dtype);
+  return emit1(OpKind::CAST, {x}, {}, &t);
+}
+
+ValueId Builder::broadcast(ValueId x, Shape shape) {
+  check_value(OpKind::BROADCAST, x, "the operand");
+  if (type(x).shape == shape) return x;
+  Type t = type(x).with_shape(shape);
+  return emit1(OpKind::BROADCAST, {x}, {}, &t);
+}
+
+ValueId Builder::reshape(ValueId x, Shape shape) {
+  check_value(OpKind::RESHAPE, x, "the operand");
+  if (type(x).shape == shape) return x;
+  Type t = type(x).with_shape(shape);
+  return emit1(OpKind::RESHAPE, {x}, {}, &t);
+}
+
+DType Builder::promote(const Type& a, const Type& b) const {
+  if (a.dtype == b.dtype) return a.dtype;
+  int ca = category(a.dtype), cb = category(b.dtype);
+  if (ca != cb) return ca > cb ? a.dtype : b.dtype;
+  // Same kind: a tile's dtype wins over a scalar's (a literal never changes a tile's type).
+  if (a.is_tile() != b.is_tile()) return a.is_tile() ? a.dtype : b.dtype;
+  if (ca == 2) return DType::f32;  // f16 with bf16, or either with f32
+  size_t sa = dtype_size(a.dtype), sb = dtype_size(b.dtype);
+  if (sa != sb) return sa > sb ? a.dtype : b.dtype;
+  if (sa == 8) return DType::i64;
+  return sa == 4 ? DType::i64 : DType::i32;  // mixed signedness needs the next wider type
+}
+
+Shape Builder::broadcast_shape(OpKind kind, const std::vector<ValueId>& vs) const {
+  Shape out;
+  for (ValueId v : vs) {
+    const Shape& s = type(v).shape;
+    if (s.rank == 0) continue;
+    if (out.rank == 0) {
+      out = s;
+      continue;
+    }
+    // numpy rule: align trailing dimensions; size 1 stretches.
+    Shape r;
+    r.rank = std::max(out.rank, s.rank);
+    for (int i = 0; i < r.rank; ++i) {
+      int ia = i - (r.rank - out.rank), ib = i - (r.rank - s.rank);
+      int64_t da = ia >= 0 ? out.dims[ia] : 1, db = ib >= 0 ? s.dims[ib] : 1;
+      if (da == db || db == 1) r.dims[i] = da;
+      else if (da == 1) r.dims[i] = db;
+      else if (da == kThreadsDim || db == kThreadsDim) {
+        int64_t other = da == kThreadsDim ? db : da;
+        if (threads_ != 0 && threads_ != other)
+          bad(kind, "shapes ", out.str(), " and ", s.str(), " do not broadcast (T = ", threads_, ")");
+        r.dims[i] = other;
+      } else {
+        bad(kind, "shapes ", out.str(), " and ", s.str(), " do not broadcast");
+      }
+    }
+    out = r;
+  }
+  return out;
+}
+
+ValueId Builder::to_dtype(ValueId v, DType d) { return type(v).dtype == d ? v : cast(v, d); }
+
+ValueId Builder::to_shape(ValueId v, const Shape& s) {
+  const Type& t = type(v);
+  if (t.is_scalar() || t.shape == s) return v;
+  if (t.shape.rank == s.rank) {
+    bool same = true;  // T-element tiles already match a resolved size
+    for (int i = 0; i < s.rank; ++i)
+      same = same && (t.shape.dims[i] == s.dims[i] ||
+                      (t.shape.dims[i] == kThreadsDim && (threads_ == s.dims[i] || threads_ == 0)));
+    if (same) return v;
+  }
+  return broadcast(v, s);
+}
+
+ValueId Builder::unary(OpKind kind, ValueId x) {
+  if (!has_trait(kind, kUnary))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind), " is not a unary op");
+  check_value(kind, x, "the operand");
+  return emit1(kind, {x});
+}
+
+ValueId Builder::binary(OpKind kind, ValueId x, ValueId y) {
+  if (!has_trait(kind, kBinary | kCompare))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind), " is not a binary op");
+  check_value(kind, x, "the lhs");
+  check_value(kind, y, "the rhs");
+  if (kind == OpKind::ADD && type(y).is_ptr && !type(x).is_ptr) std::swap(x, y);
+  if (kind == OpKind::ADD && type(x).is_ptr) return ptr_offset(x, y);
+  if (type(x).is_ptr || type(y).is_ptr) bad(kind, "pointers support only `ptr + offsets`");
+  DType d = promote(type(x), type(y));
+  x = to_dtype(x, d);
+  y = to_dtype(y, d);
+  Shape s = broadcast_shape(kind, {x, y});
+  return emit1(kind, {to_shape(x, s), to_shape(y, s)});
+}
+
+ValueId Builder::select(ValueId cond, ValueId x, ValueId y) {
+  check_value(OpKind::SELECT, cond, "the condition");
+  check_value(OpKind::SELECT, x, "the true value");
+  check_value(OpKind::SELECT, y, "the false value");
+  if (type(cond).dtype != DType::boolean || type(cond).is_ptr)
+    bad(OpKind::SELECT, "the condition must be bool, got ", type(cond).str());
+  if (!type(x).is_ptr && !type(y).is_ptr) {
+    DType d = promote(type(x), type(y));
+    x = to_dtype(x, d);
+    y = to_dtype(y, d);
+  }
+  Shape s = broadcast_shape(OpKind::SELECT, {cond, x, y});
+  return emit1(OpKind::SELECT, {to_shape(cond, s), to_shape(x, s), to_shape(y, s)});
+}
+
+ValueId Builder::ptr_offset(ValueId ptr, ValueId offsets) {
+  check_value(OpKind::PTR_OFFSET, ptr, "the pointer");
+  check_value(OpKind::PTR_OFFSET, offsets, "the offsets");
+  if (!type(ptr).is_ptr) bad(OpKind::PTR_OFFSET, "the first operand must be a pointer");
+  Shape s = broadcast_shape(OpKind::PTR_OFFSET, {ptr, offsets});
+  return emit1(OpKind::PTR_OFFSET, {to_shape(ptr, s), to_shape(offsets, s)});
+}
+
+ValueId Builder::load(ValueId ptrs, ValueId mask, ValueId other) {
+  check_value(OpKind::LOAD, ptrs, "the pointer");
+  if (!type(ptrs).is_ptr) bad(OpKind::LOAD, "needs a pointer (ptr + offsets), got ", type(ptrs).str());
+  std::vector<ValueId> all{ptrs};
+  if (mask != kNoValue) {
+    check_value(OpKind::LOAD, mask, "the mask");
+    all.push_back(mask);
+  }
+  if (other != kNoValue) {
+    check_value(OpKind::LOAD, other, "`other`");
+    if (mask == kNoValue) bad(OpKind::LOAD, "`other` needs a mask");
+    all.push_back(other);
+  }
+  Shape s = broadcast_shape(OpKind::LOAD, all);
+  std::vector<ValueId> ops{to_shape(ptrs, s)};
+  if (mask != kNoValue) ops.push_back(to_shape(mask, s));
+  if (other != kNoValue) ops.push_back(to_shape(to_dtype(other, type(ptrs).dtype), s));
+  return emit1(OpKind::LOAD, std::move(ops));
+}
+
+void Builder::store(ValueId ptrs, ValueId value, ValueId mask) {
+  check_value(OpKind::STORE, ptrs, "the pointer");
+  check_value(OpKind::STORE, value, "the value");
+  if (!type(ptrs).is_ptr) bad(OpKind::STORE, "needs a pointer (ptr + offsets), got ", type(ptrs).str());
+  if (type(value).is_ptr) bad(OpKind::STORE, "cannot store a pointer");
+  std::vector<ValueId> all{ptrs, value};
+  if (mask != kNoValue) {
+    check_value(OpKind::STORE, mask, "the mask");
+    all.push_back(mask);
+  }
+  Shape s = broadcast_shape(OpKind::STORE, all);
+  if (type(ptrs).is_scalar() && s.rank > 0)
+    bad(OpKind::STORE, "a tile value needs a tile of pointers (ptr + offsets), got one pointer");
+  std::vector<ValueId> ops{to_shape(ptrs, s), to_shape(to_dtype(value, type(ptrs).dtype), s)};
+  if (mask != kNoValue) ops.push_back(to_shape(mask, s));
+  emit(OpKind::STORE, std::move(ops), {});
+}
+
+ValueId Builder::tile_load(ValueId ptr, ValueId row, ValueId col, ValueId stride, Shape shape,
+                           ValueId bound_rows, ValueId bound_cols) {
+  check_value(OpKind::TILE_LOAD, ptr, "the pointer");
+  if (!type(ptr).is_ptr) bad(OpKind::TILE_LOAD, "needs a pointer, got ", type(ptr).str());
+  if ((bound_rows == kNoValue) != (bound_cols == kNoValue))
+    bad(OpKind::TILE_LOAD, "bounds need both rows and cols");
+  if (shape.rank != 2 || shape.dims[0] <= 0 || shape.dims[1] <= 0)
+    bad(OpKind::TILE_LOAD, "shape must be (rows, cols) with positive sizes");
+  Type t = Type::tile(type(ptr).dtype, shape);
+  std::vector<ValueId> ops{ptr, row, col, stride};
+  if (bound_rows != kNoValue) {
+    ops.push_back(bound_rows);
+    ops.push_back(bound_cols);
+  }
+  return emit1(OpKind::TILE_LOAD, std::move(ops), {}, &t);
+}
+
+void Builder::tile_store(ValueId ptr, ValueId row, ValueId col, ValueId stride, ValueId value,
+                         ValueId bound_rows, ValueId bound_cols) {
+  check_value(OpKind::TILE_STORE, ptr, "the pointer");
+  check_value(OpKind::TILE_STORE, value, "the value");
+  if (!type(ptr).is_ptr) bad(OpKind::TILE_STORE, "needs a pointer, got ", type(ptr).str());
+  if ((bound_rows == kNoValue) != (bound_cols == kNoValue))
+    bad(OpKind::TILE_STORE, "bounds need both rows and cols");
+  std::vector<ValueId> ops{ptr, row, col, stride, to_dtype(value, type(ptr).dtype)};
+  if (bound_rows != kNoValue) {
+    ops.push_back(bound_rows);
+    ops.push_back(bound_cols);
+  }
+  emit(OpKind::TILE_STORE, std::move(ops), {});
+}
+
+ValueId Builder::dot(ValueId a, ValueId b, ValueId acc) { return emit1(OpKind::DOT, {a, b, acc}); }
+
+ValueId Builder::reduce(OpKind kind, ValueId x, int axis) {
+  if (!has_trait(kind, kReduce))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind), " is not a reduction");
+  return emit1(kind, {x}, {{"axis", int64_t{axis}}});
+}
+
+std::pair<ValueId, std::vector<ValueId>> Builder::for_begin(ValueId start, ValueId end,
+                                                            ValueId step,
+                                                            const std::vector<ValueId>& inits) {
+  check_open();
+  for (ValueId v : {start, end, step}) check_value(OpKind::FOR, v, "a bound");
+  for (ValueId v : inits) check_value(OpKind::FOR, v, "an init value");
+  for (ValueId v : {start, end, step})
+    if (!is_int(type(v).dtype) || !type(v).is_scalar() || type(v).is_ptr)
+      bad(OpKind::FOR, "start, end and step must be integer scalars, got ", type(v).str());
+  DType d = promote(type(start), type(end));
+  d = promote(Type::scalar(d), type(step));
+  Op op;
+  op.kind = OpKind::FOR;
+  op.operands = {to_dtype(start, d), to_dtype(end, d), to_dtype(step, d)};
+  op.operands.insert(op.operands.end(), inits.begin(), inits.end());
+  op.loc = loc_;
+  Block body;
+  ValueId iv = p_.new_value(Type::scalar(d));
+  body.args.push_back(iv);
+  std::vector<ValueId> carried;
+  for (ValueId v : inits) {
+    carried.push_back(p_.new_value(type(v)));
+    body.args.push_back(carried.back());
+  }
+  in_scope_.resize(p_.values.size(), false);
+  for (ValueId a : body.args) in_scope_[a] = true;
+  op.regions.push_back(std::move(body));
+  open_.push_back(std::move(op));
+  return {iv, carried};
+}
+
+std::vector<ValueId> Builder::for_end(const std::vector<ValueId>& yields) {
+  check_open();
+  if (open_.empty() || open_.back().kind != OpKind::FOR)
+    fail(METILE_ERROR_INVALID_PROGRAM, "builder", p_.where(loc_),
+         "for_end without an open loop", open_.empty() ? "" : " (a simdgroup_role is open)");
+  Op& loop = open_.back();
+  size_t n = loop.operands.size() - 3;
+  if (yields.size() != n)
+    bad(OpKind::FOR, "the loop carries ", n, " values but ", yields.size(), " were yielded");
+  std::vector<ValueId> ys;
+  for (size_t i = 0; i < n; ++i) {
+    check_value(OpKind::YIELD, yields[i], "a yielded value");
+    const Type& want = type(loop.operands[3 + i]);
+    ValueId y = yields[i];
+    if (type(y).dtype != want.dtype && !type(y).is_ptr && !want.is_ptr && type(y).shape == want.shape)
+      bad(OpKind::FOR, "carried value ", i, " changes type from ", want.str(), " to ",
+          type(y).str(), "; cast the init or the update");
+    if (type(y) != want)
+      bad(OpKind::FOR, "carried value ", i, " changes type from ", want.str(), " to ",
+          type(y).str(), (want.is_scalar() && type(y).is_tile()) ? "; broadcast the init value" : "");
+    ys.push_back(y);
+  }
+  Op yield;
+  yield.kind = OpKind::YIELD;
+  yield.operands = ys;
+  yield.loc = loc_;
+  current().ops.push_back(std::move(yield));
+
+  Op done = std::move(open_.back());
+  open_.pop_back();
+  for (ValueId a : done.body().args) in_scope_[a] = false;
+  walk(done.body(), [&](const Op& o) {
+    for (ValueId r : o.results) in_scope_[r] = false;
+  });
+  for (size_t i = 0; i < n; ++i) done.results.push_back(p_.new_value(type(done.operands[3 + i])));
+  in_scope_.resize(p_.values.size(), false);
+  for (ValueId r : done.results) in_scope_[r] = true;
+  std::vector<ValueId> results = done.results;
+  current().ops.push_back(std::move(done));
+  return results;
+}
+
+void Builder::role_begin(int role, int num_roles, int first_sg, int num_sgs) {
+  check_open();
+  Op op;
+  op.kind = OpKind::SIMDGROUP_ROLE;
+  op.attrs = {{"role", int64_t{role}}, {"num_roles", int64_t{num_roles}},
+              {"first_sg", int64_t{first_sg}}, {"num_sgs", int64_t{num_sgs}}};
+  op.loc = loc_;
+  TypeContext ctx{&p_, &threads_, !threads_fixed_};
+  infer_result_types(op, ctx);  // validates the attributes now, at the user's line
+  op.regions.emplace_back();
+  open_.push_back(std::move(op));
+}
+
+void Builder::role_end() {
+  check_open();
+  if (open_.empty() || open_.back().kind != OpKind::SIMDGROUP_ROLE)
+    fail(METILE_ERROR_INVALID_PROGRAM, "builder", p_.where(loc_),
+         "role_end without an open simdgroup_role", open_.empty() ? "" : " (a loop is open)");
+  Op done = std::move(open_.back());
+  open_.pop_back();
+  walk(done.body(), [&](const Op& o) {
+    for (ValueId r : o.results) in_scope_[r] = false;
+  });
+  current().ops.push_back(std::move(done));
+}
+
+ValueId Builder::simt(OpKind kind) {
+  if (kind != OpKind::THREAD_ID && kind != OpKind::SIMD_LANE_ID && kind != OpKind::BARRIER)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind),
+         " is not thread_id, simd_lane_id or barrier");
+  return emit1(kind, {});
+}
+
+ValueId Builder::simd(OpKind kind, ValueId x, ValueId lane_or_mask) {
+  if (kind != OpKind::SIMD_SHUFFLE_XOR && kind != OpKind::SIMD_BROADCAST)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind),
+         " is not simd_shuffle_xor or simd_broadcast");
+  check_value(kind, lane_or_mask, "the lane");
+  if (is_int(type(lane_or_mask).dtype) && type(lane_or_mask).dtype != DType::i32)
+    lane_or_mask = cast(lane_or_mask, DType::i32);
+  return emit1(kind, {x, lane_or_mask});
+}
+
+ValueId Builder::shared(int64_t size, DType dtype) {
+  if (!is_valid_dtype(static_cast<int>(dtype)))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "shared() with an invalid dtype");
+  Type t = Type::ptr(dtype, AddrSpace::threadgroup);
+  return emit1(OpKind::SHARED, {}, {{"size", size}}, &t);
+}
+
+std::pair<ValueId, ValueId> Builder::tile_swizzle(ValueId pid_m, ValueId pid_n,
+                                                  const std::string& pattern, int block_size) {
+  std::vector<ValueId> r = emit(OpKind::TILE_SWIZZLE, {pid_m, pid_n},
+                                {{"pattern", pattern}, {"block_size", int64_t{block_size}}});
+  return {r[0], r[1]};
+}
+
+Program Builder::finish() {
+  check_open();
+  if (!open_.empty()) {
+    const Op& o = open_.back();
+    fail(METILE_ERROR_INVALID_PROGRAM, "builder", p_.where(o.loc), op_name(o.kind),
+         " is still open at finish()");
+  }
+  if (uses_simt(p_) && threads_ == 0) {
+    std::set<int64_t> sizes;
+    walk(p_.body, [&](const Op& op) {
+      if (op.kind == OpKind::ARANGE) sizes.insert(op.attr_int("size"));
+    });
+    if (sizes.size() != 1) {
+      const Op* first = nullptr;
+      walk(p_.body, [&](const Op& op) {
+        if (!first && has_trait(op.kind, kSimt)) first = &op;
+      });
+      fail(METILE_ERROR_INVALID_PROGRAM, "builder", p_.where(first->loc), op_name(first->kind),
+           ": the kernel uses the SIMT view but its thread count is unknown (",
+           sizes.empty() ? std::string("no arange") : cat(sizes.size(), " different arange sizes"),
+           "); set num_threads");
+    }
+    threads_ = *sizes.begin();
+  }
+  p_.num_threads = (uses_simt(p_) || threads_fixed_) ? threads_ : 0;
+  for (Type& t : p_.values)
+    for (int i = 0; i < t.shape.rank; ++i)
+      if (t.shape.dims[i] == kThreadsDim) t.shape.dims[i] = threads_;
+  verify(p_);
+  finished_ = true;
+  return std::move(p_);
+}
+
+}  // namespace metile

@@ -1,0 +1,88 @@
+/** \file builder.h
+ * Builds a Tile IR program op by op, as the C API (and through it every language binding)
+ * drives it. The builder does what a frontend would otherwise repeat: numpy-style promotion and
+ * broadcasting (inserting explicit cast/broadcast ops), scoping of region values, sticky source
+ * locations, and resolution of the SIMT thread count T. finish() verifies the program.
+ */
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/tile_ir.h"
+
+namespace metile {
+
+class Builder {
+ public:
+  explicit Builder(std::string name);
+
+  void set_loc(const std::string& file, int line);
+  void set_constexpr(const std::string& name, const std::string& value);
+  void set_num_threads(int64_t n);
+
+  ValueId param(const std::string& name, const Type& type);
+  const Type& type(ValueId v) const;
+
+  ValueId const_int(DType dtype, int64_t value);
+  ValueId const_float(DType dtype, double value);
+  ValueId grid(OpKind kind, int axis);
+  ValueId arange(ValueId start, int64_t size);
+  ValueId cast(ValueId x, DType dtype);
+  ValueId broadcast(ValueId x, Shape shape);
+  ValueId reshape(ValueId x, Shape shape);
+  ValueId unary(OpKind kind, ValueId x);
+  ValueId binary(OpKind kind, ValueId x, ValueId y);
+  ValueId select(ValueId cond, ValueId x, ValueId y);
+  ValueId ptr_offset(ValueId ptr, ValueId offsets);
+  ValueId load(ValueId ptrs, ValueId mask, ValueId other);
+  void store(ValueId ptrs, ValueId value, ValueId mask);
+  ValueId tile_load(ValueId ptr, ValueId row, ValueId col, ValueId stride, Shape shape,
+                    ValueId bound_rows, ValueId bound_cols);
+  void tile_store(ValueId ptr, ValueId row, ValueId col, ValueId stride, ValueId value,
+                  ValueId bound_rows, ValueId bound_cols);
+  ValueId dot(ValueId a, ValueId b, ValueId acc);
+  ValueId reduce(OpKind kind, ValueId x, int axis);
+  /** Returns the induction variable and the in-loop carried values. */
+  std::pair<ValueId, std::vector<ValueId>> for_begin(ValueId start, ValueId end, ValueId step,
+                                                     const std::vector<ValueId>& inits);
+  std::vector<ValueId> for_end(const std::vector<ValueId>& yields);
+  void role_begin(int role, int num_roles, int first_sg, int num_sgs);
+  void role_end();
+  /** THREAD_ID / SIMD_LANE_ID (returns the value) or BARRIER (returns kNoValue). */
+  ValueId simt(OpKind kind);
+  ValueId simd(OpKind kind, ValueId x, ValueId lane_or_mask);
+  ValueId shared(int64_t size, DType dtype);
+  std::pair<ValueId, ValueId> tile_swizzle(ValueId pid_m, ValueId pid_n, const std::string& pattern,
+                                           int block_size);
+
+  /** Verifies and hands over the program; the builder is spent afterwards. */
+  Program finish();
+
+ private:
+  template <typename... Args>
+  [[noreturn]] void bad(OpKind kind, Args&&... parts) const;
+  void check_open() const;
+  void check_value(OpKind kind, ValueId v, const char* what) const;
+  Block& current();
+  /** Types, appends and returns the op's results; `declared` types ops that take one. */
+  std::vector<ValueId> emit(OpKind kind, std::vector<ValueId> operands, std::vector<Attr> attrs,
+                            const Type* declared = nullptr);
+  ValueId emit1(OpKind kind, std::vector<ValueId> operands, std::vector<Attr> attrs = {},
+                const Type* declared = nullptr);
+  DType promote(const Type& a, const Type& b) const;
+  Shape broadcast_shape(OpKind kind, const std::vector<ValueId>& vs) const;
+  ValueId to_dtype(ValueId v, DType d);
+  ValueId to_shape(ValueId v, const Shape& s);
+
+  Program p_;
+  std::vector<Op> open_;  // region ops being built, innermost last
+  std::vector<bool> in_scope_;
+  Loc loc_;
+  int64_t threads_ = 0;
+  bool threads_fixed_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace metile

@@ -1,0 +1,65 @@
+#include "ir/ops.h"
+
+#include <map>
+#include <string>
+
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+std::vector<AttrSpec> parse_specs(std::string_view text) {
+  std::vector<AttrSpec> out;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    size_t colon = item.find(':');
+    std::string_view kind = item.substr(colon + 1);
+    AttrKind k = kind == "int" ? AttrKind::integer
+                 : kind == "num" ? AttrKind::number
+                                 : AttrKind::string;
+    out.push_back({item.substr(0, colon), k});
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+struct Table {
+  std::map<int, OpInfo> by_pin;
+  std::map<std::string_view, OpKind> by_name;
+  std::vector<OpKind> order;
+  Table() {
+#define OP(E, name, pin, mn, mx, nres, attrs, traits)                                         \
+  by_pin.emplace(pin, OpInfo{OpKind::E, #name, mn, mx, nres, parse_specs(attrs), traits}); \
+  by_name.emplace(#name, OpKind::E);                                                        \
+  order.push_back(OpKind::E);
+#include "ir/ops.def"
+  }
+};
+
+const Table& table() {
+  static const Table t;
+  return t;
+}
+
+}  // namespace
+
+const OpInfo& op_info(OpKind kind) {
+  auto it = table().by_pin.find(static_cast<int>(kind));
+  METILE_ASSERT(it != table().by_pin.end(), "unknown op kind ", static_cast<int>(kind));
+  return it->second;
+}
+
+std::optional<OpKind> parse_op_name(std::string_view name) {
+  auto it = table().by_name.find(name);
+  if (it == table().by_name.end()) return std::nullopt;
+  return it->second;
+}
+
+bool is_valid_op(int pin) { return table().by_pin.count(pin) != 0; }
+
+const std::vector<OpKind>& all_ops() { return table().order; }
+
+}  // namespace metile

@@ -1,0 +1,60 @@
+#include "ir/tile_ir.h"
+
+#include "support/error.h"
+
+namespace metile {
+
+const AttrValue* Op::find_attr(std::string_view name) const {
+  for (const Attr& a : attrs)
+    if (a.name == name) return &a.value;
+  return nullptr;
+}
+
+int64_t Op::attr_int(std::string_view name) const {
+  const AttrValue* v = find_attr(name);
+  METILE_ASSERT(v != nullptr && std::holds_alternative<int64_t>(*v), "attribute ", name,
+                " of ", op_name(kind));
+  return std::get<int64_t>(*v);
+}
+
+double Op::attr_num(std::string_view name) const {
+  const AttrValue* v = find_attr(name);
+  METILE_ASSERT(v != nullptr && !std::holds_alternative<std::string>(*v), "attribute ", name);
+  if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  return std::get<double>(*v);
+}
+
+const std::string& Op::attr_str(std::string_view name) const {
+  const AttrValue* v = find_attr(name);
+  METILE_ASSERT(v != nullptr && std::holds_alternative<std::string>(*v), "attribute ", name);
+  return std::get<std::string>(*v);
+}
+
+void Op::set_attr(std::string_view name, AttrValue v) {
+  for (Attr& a : attrs)
+    if (a.name == name) {
+      a.value = std::move(v);
+      return;
+    }
+  attrs.push_back({std::string(name), std::move(v)});
+}
+
+uint32_t Program::intern_file(const std::string& file) {
+  for (size_t i = 0; i < files.size(); ++i)
+    if (files[i] == file) return static_cast<uint32_t>(i + 1);
+  files.push_back(file);
+  return static_cast<uint32_t>(files.size());
+}
+
+std::string Program::where(const Loc& loc) const {
+  if (loc.file == 0 || loc.file > files.size()) return {};
+  return files[loc.file - 1] + ":" + std::to_string(loc.line) + ": ";
+}
+
+bool uses_simt(const Program& p) {
+  bool found = false;
+  walk(p.body, [&](const Op& op) { found = found || has_trait(op.kind, kSimt); });
+  return found;
+}
+
+}  // namespace metile

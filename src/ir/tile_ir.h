@@ -1,0 +1,128 @@
+/** \file tile_ir.h
+ * The Tile IR: a Program owns a value table and a body Block; a Block is a list of Ops and its
+ * arguments; an Op has a kind (ops.def), operand and result value ids, attributes, an optional
+ * region (one Block) and a source location. One generic node for every op keeps passes and
+ * backends free of per-op visitor boilerplate.
+ *
+ * Region ops:
+ *   for:            operands (start, end, step, init...), results (carried out...);
+ *                   block args (iv, carried...); the block ends with `yield` of the next values.
+ *   simdgroup_role: no operands or results; block without args, no terminator.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ir/ops.h"
+#include "ir/types.h"
+
+namespace metile {
+
+using ValueId = uint32_t;  // 0 = none
+inline constexpr ValueId kNoValue = 0;
+
+using AttrValue = std::variant<int64_t, double, std::string>;
+
+struct Attr {
+  std::string name;
+  AttrValue value;
+};
+
+/** A source location: file index into Program::files (1-based; 0 = unknown) and line. */
+struct Loc {
+  uint32_t file = 0;
+  int32_t line = 0;
+  bool operator==(const Loc& o) const { return file == o.file && line == o.line; }
+};
+
+struct Op;
+
+struct Block {
+  std::vector<ValueId> args;
+  std::vector<Op> ops;
+};
+
+struct Op {
+  OpKind kind{};
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  std::vector<Attr> attrs;
+  std::vector<Block> regions;  // empty, or exactly one block for region ops
+  Loc loc;
+
+  ValueId result() const { return results.empty() ? kNoValue : results[0]; }
+  const AttrValue* find_attr(std::string_view name) const;
+  int64_t attr_int(std::string_view name) const;
+  double attr_num(std::string_view name) const;  // integer or float attribute as double
+  const std::string& attr_str(std::string_view name) const;
+  void set_attr(std::string_view name, AttrValue v);
+  Block& body() { return regions.at(0); }
+  const Block& body() const { return regions.at(0); }
+};
+
+struct Param {
+  std::string name;
+  ValueId value = kNoValue;
+};
+
+struct Program {
+  std::string name;
+  std::vector<Param> params;
+  Block body;
+  std::vector<Type> values{Type{}};  // index = ValueId; slot 0 is the "none" value
+  std::vector<std::string> files;    // Loc::file - 1 indexes this
+  std::vector<std::pair<std::string, std::string>> constexprs;
+  int64_t num_threads = 0;  // SIMT thread count T; 0 when the program uses no SIMT op
+
+  ValueId new_value(const Type& t) {
+    values.push_back(t);
+    return static_cast<ValueId>(values.size() - 1);
+  }
+  const Type& type(ValueId v) const { return values.at(v); }
+  bool valid(ValueId v) const { return v != kNoValue && v < values.size(); }
+  uint32_t intern_file(const std::string& file);
+  /** "file:line: " for a known location, else "". */
+  std::string where(const Loc& loc) const;
+};
+
+/** Visits every op in `block` and nested blocks, pre-order. */
+template <typename F>
+void walk(const Block& block, F&& f) {
+  for (const Op& op : block.ops) {
+    f(op);
+    for (const Block& r : op.regions) walk(r, f);
+  }
+}
+template <typename F>
+void walk_mut(Block& block, F&& f) {
+  for (Op& op : block.ops) {
+    f(op);
+    for (Block& r : op.regions) walk_mut(r, f);
+  }
+}
+
+/** True when the program contains an op with the kSimt trait. */
+bool uses_simt(const Program& p);
+
+/** Infers result types of `op` from its operand types and attributes (type_rules.cpp). */
+struct TypeContext {
+  const Program* program = nullptr;
+  /** The SIMT thread count; 0 while unknown. Builders resolve it by unification. */
+  int64_t* num_threads = nullptr;
+  bool allow_unresolved_threads = false;
+};
+std::vector<Type> infer_result_types(const Op& op, const TypeContext& ctx);
+
+/** Checks the whole program; throws Error(METILE_ERROR_INVALID_PROGRAM) naming op and location. */
+void verify(const Program& program);
+
+/** Canonical text form. `with_locations` adds `loc("file":line)` suffixes (they do not key caches). */
+std::string print(const Program& program, bool with_locations = true);
+/** Parses print()'s output and verifies it; throws Error(METILE_ERROR_INVALID_PROGRAM). */
+Program parse(std::string_view text);
+
+}  // namespace metile

@@ -1,0 +1,152 @@
+// The Tile IR verifier: structure (SSA, scoping, regions, terminators), parameters, the SIMT
+// thread count, and every op's type rule (type_rules.cpp). Every message names the op and the
+// user's source location.
+#include <unordered_set>
+
+#include "ir/tile_ir.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+struct Verifier {
+  const Program& p;
+  int64_t threads;
+  std::vector<bool> defined;  // by ValueId: defined and currently in scope
+  std::vector<bool> ever;     // by ValueId: defined somewhere (SSA: at most once)
+
+  template <typename... Args>
+  [[noreturn]] void bad(const Op& op, Args&&... parts) {
+    fail(METILE_ERROR_INVALID_PROGRAM, "verify", p.where(op.loc), op_name(op.kind), ": ",
+         std::forward<Args>(parts)...);
+  }
+
+  void define(ValueId v, const Op* op) {
+    if (!p.valid(v)) {
+      if (op) bad(*op, "defines an invalid value");
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "invalid parameter value");
+    }
+    if (ever[v]) {
+      if (op) bad(*op, "redefines a value");
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "value defined twice");
+    }
+    const Type& t = p.type(v);
+    if (t.dtype == DType::invalid) {
+      if (op) bad(*op, "has a result without a type");
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "value without a type");
+    }
+    for (int i = 0; i < t.shape.rank; ++i)
+      if (t.shape.dims[i] <= 0) {
+        if (op) bad(*op, "has an invalid shape ", t.str());
+        fail(METILE_ERROR_INVALID_PROGRAM, "verify", "invalid shape");
+      }
+    ever[v] = defined[v] = true;
+  }
+
+  void block(const Block& b, const Op* parent) {
+    std::vector<ValueId> scope(b.args.begin(), b.args.end());
+    for (ValueId a : b.args) define(a, parent);
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      const Op& op = b.ops[i];
+      bool last = i + 1 == b.ops.size();
+      one(op, parent, last);
+      for (ValueId r : op.results) {
+        define(r, &op);
+        scope.push_back(r);
+      }
+    }
+    if (parent && parent->kind == OpKind::FOR &&
+        (b.ops.empty() || b.ops.back().kind != OpKind::YIELD))
+      bad(*parent, "body must end with yield");
+    // Values defined in a region do not escape it.
+    if (parent)
+      for (ValueId v : scope) defined[v] = false;
+  }
+
+  void one(const Op& op, const Op* parent, bool last) {
+    for (ValueId v : op.operands)
+      if (!p.valid(v) || !defined[v]) bad(op, "uses a value that is not defined before it here");
+    const OpInfo& info = op_info(op.kind);
+    if (op.kind == OpKind::YIELD) {
+      if (!parent || parent->kind != OpKind::FOR || !last)
+        bad(op, "must be the last op of a for body");
+      size_t n = parent->operands.size() - 3;
+      if (op.operands.size() != n) bad(op, "yields ", op.operands.size(), " values, the loop carries ", n);
+      for (size_t i = 0; i < n; ++i)
+        if (p.type(op.operands[i]) != p.type(parent->operands[3 + i]))
+          bad(op, "carried value ", i, " changes type from ", p.type(parent->operands[3 + i]).str(),
+              " to ", p.type(op.operands[i]).str());
+    }
+    int64_t t = threads;
+    TypeContext ctx{&p, &t, false};
+    if (has_trait(op.kind, kSimt) && threads == 0)
+      bad(op, "needs a thread count: set num_threads (the kernel has no unique arange size)");
+    std::vector<Type> want = infer_result_types(op, ctx);
+    if (info.num_results >= 0 && op.results.size() != static_cast<size_t>(info.num_results))
+      bad(op, "must have ", info.num_results, " results, has ", op.results.size());
+    if (want.size() != op.results.size())
+      bad(op, "has ", op.results.size(), " results, expected ", want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!p.valid(op.results[i]) || p.type(op.results[i]) != want[i])
+        bad(op, "result ", i, " has type ",
+            p.valid(op.results[i]) ? p.type(op.results[i]).str() : "<none>", ", expected ",
+            want[i].str());
+    bool region = has_trait(op.kind, kRegion);
+    if (op.regions.size() != (region ? 1u : 0u))
+      bad(op, region ? "needs exactly one region" : "must not have a region");
+    if (!region) return;
+    const Block& body = op.body();
+    if (op.kind == OpKind::FOR) {
+      size_t n = op.operands.size() - 3;
+      if (body.args.size() != n + 1)
+        bad(op, "body needs the induction variable and ", n, " carried values as arguments");
+      if (p.valid(body.args[0]) && p.type(body.args[0]) != p.type(op.operands[0]))
+        bad(op, "induction variable type differs from start");
+      for (size_t i = 0; i < n; ++i)
+        if (p.valid(body.args[i + 1]) && p.type(body.args[i + 1]) != p.type(op.operands[3 + i]))
+          bad(op, "carried argument ", i, " type differs from its init");
+    } else if (!body.args.empty()) {
+      bad(op, "body takes no arguments");
+    }
+    this->block(body, &op);
+  }
+};
+
+}  // namespace
+
+void verify(const Program& p) {
+  if (!is_identifier(p.name))
+    fail(METILE_ERROR_INVALID_PROGRAM, "verify", "kernel name \"", p.name,
+         "\" is not an identifier");
+  Verifier v{p, p.num_threads, std::vector<bool>(p.values.size()),
+             std::vector<bool>(p.values.size())};
+  if (p.num_threads < 0 || p.num_threads > 4096)
+    fail(METILE_ERROR_INVALID_PROGRAM, "verify", "num_threads ", p.num_threads,
+         " is out of range [1, 4096]");
+  std::unordered_set<std::string> names;
+  for (const Param& prm : p.params) {
+    if (!is_identifier(prm.name))
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "parameter name \"", prm.name,
+           "\" is not an identifier");
+    if (!names.insert(prm.name).second)
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "parameter ", prm.name, " is declared twice");
+    if (!p.valid(prm.value))
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "parameter ", prm.name, " has no value");
+    const Type& t = p.type(prm.value);
+    if (t.is_tile() || (t.is_ptr && t.space != AddrSpace::device))
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "parameter ", prm.name,
+           " must be a scalar or a device pointer, got ", t.str());
+    v.define(prm.value, nullptr);
+  }
+  v.block(p.body, nullptr);
+}
+
+}  // namespace metile

@@ -1,0 +1,29 @@
+/** \file compile.h
+ * Compiling a program for a device, through the compile cache (src/cache): the one place that
+ * computes cache keys and decides between a memory hit, a disk hit and a fresh build.
+ */
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/device.h"
+
+namespace metile {
+
+struct CompiledKernel {
+  std::shared_ptr<const Program> program;
+  CompileOptions options;
+  std::shared_ptr<Kernel> kernel;
+  Artifact artifact;      // stage sources and launch metadata
+  std::string cache_key;  // 64 hex digits
+  bool from_cache = false;
+  double seconds = 0;  // compile or load time
+};
+
+/** Compiles (or finds in the cache) `program` for `device`. Thread-safe. */
+std::shared_ptr<CompiledKernel> compile_kernel(const std::shared_ptr<Device>& device,
+                                               std::shared_ptr<const Program> program,
+                                               const CompileOptions& options);
+
+}  // namespace metile

@@ -1,0 +1,129 @@
+/** \file device.h
+ * The device interface every backend implements (interp, cpu, metal, metal-sim, cuda), and the
+ * device-independent objects around it: buffers, compiled kernels, prepared launches.
+ *
+ * Compilation is split in two so the compile cache (src/cache) can sit between the halves:
+ * build() turns a verified Program into an Artifact (bytes + stage sources + metadata), load()
+ * turns an Artifact into a runnable Kernel. A device whose cache_identity() is empty is never
+ * disk-cached (interp).
+ */
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/tile_ir.h"
+
+namespace metile {
+
+class Device;
+
+struct DeviceInfo {
+  std::string name;
+  std::string description;
+  std::string architecture;
+  int simd_width = 1;
+  int max_threads_per_group = 1;
+  uint64_t threadgroup_memory_bytes = 0;
+  bool unified_memory = true;
+  bool asynchronous = false;
+};
+
+/** Device memory that the host can address (see DESIGN.md §7). */
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  /** Host address of the first byte. */
+  virtual void* contents() = 0;
+  /** The address kernels on the device use (equal to contents() on cpu/interp). */
+  virtual uint64_t device_address() { return reinterpret_cast<uint64_t>(contents()); }
+  virtual size_t size() const = 0;
+  virtual bool shares_memory() const { return false; }
+  Device* device = nullptr;
+};
+
+struct CompileOptions {
+  int num_threads = 0;
+  int allow_tf32 = -1;
+  int opt_level = 1;
+  bool no_cache = false;
+  /** Canonical text of the options that affect code (part of the cache key). */
+  std::string key() const;
+};
+
+/** What build() produces: the compiled code and everything needed to explain it. */
+struct Artifact {
+  std::string kind;                          // "so", "cubin", "metallib", "msl", "none"
+  std::vector<uint8_t> bytes;                // the binary
+  std::map<std::string, std::string> sources;  // stage name -> text ("cpp", "msl", ...)
+  int threads_per_group = 1;
+  uint64_t threadgroup_memory_bytes = 0;
+};
+
+/** A launch argument after checking against the signature. */
+struct LaunchArg {
+  Buffer* buffer = nullptr;  // pointer parameters
+  uint64_t offset = 0;       // byte offset into buffer
+  uint64_t bits = 0;         // scalar parameters: the value in the parameter's dtype, zero-extended
+};
+
+struct Grid {
+  std::array<uint32_t, 3> dims{1, 1, 1};
+  uint64_t count() const { return uint64_t{dims[0]} * dims[1] * dims[2]; }
+};
+
+/** A launch whose arguments were checked once; run() may be called many times. */
+class PreparedLaunch {
+ public:
+  virtual ~PreparedLaunch() = default;
+  virtual void run() = 0;
+  /** Called after args/grid changed (set_arg, set_grid), before the next run(). */
+  virtual void update() {}
+  Grid grid;
+  std::vector<LaunchArg> args;
+  /** Keeps buffers alive while the launch exists. */
+  std::vector<std::shared_ptr<Buffer>> keep_alive;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual std::unique_ptr<PreparedLaunch> prepare(const Grid& grid,
+                                                  std::vector<LaunchArg> args) = 0;
+  /** One-shot launch; devices may override with a faster path. */
+  virtual void launch(const Grid& grid, std::vector<LaunchArg> args) {
+    prepare(grid, std::move(args))->run();
+  }
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+  virtual std::shared_ptr<Buffer> alloc(size_t bytes) = 0;
+  /** Zero-copy when the device can address `host`, else a copy (shares_memory() false). */
+  virtual std::shared_ptr<Buffer> wrap(void* host, size_t bytes) = 0;
+  virtual void synchronize() {}
+  /** Device kind + architecture + toolchain identity for cache keys; "" disables disk caching. */
+  virtual std::string cache_identity() const { return {}; }
+  virtual Artifact build(const Program& program, const CompileOptions& options) = 0;
+  virtual std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program,
+                                       const CompileOptions& options, const Artifact& artifact) = 0;
+};
+
+/** Factory registry (registry.cpp): every backend registers {name, probe, create}. */
+struct DeviceEntry {
+  const char* name;
+  /** Returns "" when the device can start here, else the reason it cannot. */
+  std::string (*probe)();
+  std::shared_ptr<Device> (*create)();
+};
+const std::vector<DeviceEntry>& device_registry();
+/** Opens (once per process) the named device; "" = default. Throws DEVICE_UNAVAILABLE. */
+std::shared_ptr<Device> open_device(const std::string& name);
+
+}  // namespace metile

@@ -10,5 +10,8 @@ namespace metile {
 
 class Device;
 
+/** cpu (runtime/cpu): "" when a host C++ compiler is available, else why not. */
+std::string cpu_probe();
+std::shared_ptr<Device> cpu_create();
 
 }  // namespace metile

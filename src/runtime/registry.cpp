@@ -11,6 +11,7 @@ namespace metile {
 
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
+      {"cpu", cpu_probe, cpu_create},
   };
   return entries;
 }

@@ -11,6 +11,7 @@ namespace metile {
 
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
+      {"interp", probe_interp_device, make_interp_device},
   };
   return entries;
 }

@@ -14,4 +14,8 @@ class Device;
 std::string cpu_probe();
 std::shared_ptr<Device> cpu_create();
 
+/** interp: always available (executes Tile IR directly; src/runtime/interp). */
+std::string probe_interp_device();
+std::shared_ptr<Device> make_interp_device();
+
 }  // namespace metile

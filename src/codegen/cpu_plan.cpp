@@ -46,8 +46,8 @@ void hoist_block(Block& b) {
         kept.push_back(std::move(op));
       }
     }
-    if (hoisted.empty()) continue;
     body.ops = std::move(kept);
+    if (hoisted.empty()) continue;
     b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i),
                  std::make_move_iterator(hoisted.begin()), std::make_move_iterator(hoisted.end()));
     i += hoisted.size();

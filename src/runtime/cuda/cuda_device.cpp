@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "runtime/backends.h"
 #include "runtime/cuda/cuda_api.h"
 #include "support/error.h"
 

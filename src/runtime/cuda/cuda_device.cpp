@@ -115,6 +115,13 @@ class CudaDevice : public Device {
     return buf;
   }
 
+  std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes) override {
+    // Device memory (cudaMalloc): kernels use it in place; the host cannot dereference it.
+    auto buf = std::make_shared<CudaBuffer>(d_, address, bytes, false, nullptr);
+    buf->device = this;
+    return buf;
+  }
+
   void synchronize() override {
     make_current();
     check(d_->cuStreamSynchronize(stream_), "cuStreamSynchronize");

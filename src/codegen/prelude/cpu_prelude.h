@@ -222,26 +222,28 @@ MT_CONTRACT_FN static inline void mt_dot_tail(const float* a, const float* b, fl
     }
 }
 
-// Rows of one column panel: MR rows at a time, then single rows.
+// Rows [i0, M) of one column panel: MR rows at a time, the rest with halved blocks.
 template <int M, int N, int K, int NV, int MR>
-static inline void mt_dot_panel(const float* a, const float* b, float* c, int j, int k0, int kc) {
-  int i = 0;
+static inline void mt_dot_panel(const float* a, const float* b, float* c, int i0, int j, int k0,
+                                int kc) {
+  int i = i0;
   for (; i + MR <= M; i += MR)
     mt_dot_block<MR, NV, K, N, N>(a + i * K + k0, b + k0 * N + j, c + i * N + j, kc);
-  for (; i < M; ++i) mt_dot_block<1, NV, K, N, N>(a + i * K + k0, b + k0 * N + j, c + i * N + j, kc);
+  if (MR > 1 && i < M) mt_dot_panel<M, N, K, NV, (MR > 1 ? MR / 2 : 1)>(a, b, c, i, j, k0, kc);
 }
 
 template <int M, int N, int K>
 static inline void mt_dot_f32(const float* __restrict a, const float* __restrict b,
                               float* __restrict c) {
   // K is split so that a b panel (KC x NR) stays in L1 while every row block streams past it.
-  const int KC = 256;
+  const int KC = 128;
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = K - k0 < KC ? K - k0 : KC;
     int j = 0;
-    for (; j + 4 * MT_VW <= N; j += 4 * MT_VW) mt_dot_panel<M, N, K, 4, 4>(a, b, c, j, k0, kc);
-    for (; j + 2 * MT_VW <= N; j += 2 * MT_VW) mt_dot_panel<M, N, K, 2, 8>(a, b, c, j, k0, kc);
-    for (; j + MT_VW <= N; j += MT_VW) mt_dot_panel<M, N, K, 1, 8>(a, b, c, j, k0, kc);
+    // 6 x 4 and 8 x 2 vectors: 24 or 16 accumulators, within the 32 vector registers.
+    for (; j + 4 * MT_VW <= N; j += 4 * MT_VW) mt_dot_panel<M, N, K, 4, 6>(a, b, c, 0, j, k0, kc);
+    for (; j + 2 * MT_VW <= N; j += 2 * MT_VW) mt_dot_panel<M, N, K, 2, 8>(a, b, c, 0, j, k0, kc);
+    for (; j + MT_VW <= N; j += MT_VW) mt_dot_panel<M, N, K, 1, 8>(a, b, c, 0, j, k0, kc);
     if (j < N && k0 == 0) mt_dot_tail<M, N, K>(a, b, c, j);
   }
 }

@@ -43,10 +43,10 @@ def median_seconds(fn, repeat, min_time=0.3):
 
 def run_bench(binary, pattern, repeat):
     """Median real time (seconds) and counters of each benchmark matching `pattern`."""
-    out = subprocess.run(
-        [binary, "--benchmark_format=json", "--benchmark_filter=" + pattern,
-         "--benchmark_repetitions=%d" % repeat, "--benchmark_report_aggregates_only=true"],
-        check=True, capture_output=True, text=True).stdout
+    cmd = [binary, "--benchmark_format=json", "--benchmark_filter=" + pattern]
+    if repeat > 1:
+        cmd += ["--benchmark_repetitions=%d" % repeat, "--benchmark_report_aggregates_only=true"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     results = {}
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
     for b in json.loads(out)["benchmarks"]:
@@ -103,41 +103,52 @@ def main():
     ap.add_argument("--blas-dir")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for both sides (METILE_NUM_THREADS, OPENBLAS_NUM_THREADS); 0: all")
     args = ap.parse_args()
-    if args.blas_dir and os.environ.get("METILE_BENCH_BLAS_DIR") != args.blas_dir:
-        env = dict(os.environ, METILE_BENCH_BLAS_DIR=args.blas_dir,
-                   LD_LIBRARY_PATH=args.blas_dir + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    # BLAS reads its library path and thread count at load: set them, then run this script again.
+    want = {}
+    if args.blas_dir:
+        want["LD_LIBRARY_PATH"] = args.blas_dir + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+    if args.threads:
+        for var in ("METILE_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+            want[var] = str(args.threads)
+    if want and os.environ.get("METILE_BENCH_REEXEC") != "1":
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  dict(os.environ, METILE_BENCH_REEXEC="1", **want))
     rng = np.random.default_rng(0)
-    rows = []  # (workload, metile, reference, unit, ratio)
+    rows = []  # (workload, metile, reference, ratio, aim)
 
-    m = run_bench(args.bench, "VectorAdd", args.repeat)
-    met = m["BM_VectorAdd_Metile/16777216/real_time"]["bytes_per_second"]
-    loop = m["BM_VectorAdd_PlainLoop/16777216/real_time"]["bytes_per_second"]
+    def side_by_side(np_fn, pattern, key):
+        """Alternates numpy samples and benchmark runs so that both see the same machine load."""
+        t_np, t_m, met = [], [], None
+        for _ in range(args.repeat):
+            t_np.append(median_seconds(np_fn, 1, 0.2))
+            met = run_bench(args.bench, pattern, 1)[key]
+            t_m.append(met["seconds"])
+        return statistics.median(t_np), statistics.median(t_m), met
+
+    adds = [run_bench(args.bench, "VectorAdd", 1) for _ in range(args.repeat)]
+    met = statistics.median(a["BM_VectorAdd_Metile/16777216/real_time"]["bytes_per_second"] for a in adds)
+    loop = statistics.median(a["BM_VectorAdd_PlainLoop/16777216/real_time"]["bytes_per_second"] for a in adds)
     rows.append(("vector add 2^24 f32 (GB/s) vs plain -O3 loop", met / 1e9, loop / 1e9, met / loop, 0.9))
 
-    for name, fn, mk in [("softmax", numpy_softmax, None), ("layernorm", numpy_layernorm, None)]:
+    for name in ("softmax", "layernorm"):
         for r, c in [(4096, 4096), (512, 32768)]:
             x = rng.standard_normal((r, c), dtype=np.float32)
+            w = rng.standard_normal(c, dtype=np.float32)
+            b = rng.standard_normal(c, dtype=np.float32)
             if name == "softmax":
-                t_np = median_seconds(lambda: fn(x), args.repeat)
-                key = "BM_Softmax/%d/%d/real_time" % (r, c)
-                bench = run_bench(args.bench, "BM_Softmax/%d/%d" % (r, c), args.repeat)
+                fn, bm = (lambda: numpy_softmax(x)), "BM_Softmax"
             else:
-                w = rng.standard_normal(c, dtype=np.float32)
-                b = rng.standard_normal(c, dtype=np.float32)
-                t_np = median_seconds(lambda: fn(x, w, b), args.repeat)
-                key = "BM_LayerNorm/%d/%d/real_time" % (r, c)
-                bench = run_bench(args.bench, "BM_LayerNorm/%d/%d" % (r, c), args.repeat)
-            t_m = bench[key]["seconds"]
+                fn, bm = (lambda: numpy_layernorm(x, w, b)), "BM_LayerNorm"
+            t_np, t_m, _ = side_by_side(fn, "%s/%d/%d" % (bm, r, c), "%s/%d/%d/real_time" % (bm, r, c))
             rows.append(("%s %dx%d (ms) vs numpy" % (name, r, c), t_m * 1e3, t_np * 1e3, t_np / t_m, 2.0))
 
     for n in (1024, 2048):
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
-        t_np = median_seconds(lambda: np.matmul(a, b), args.repeat)
-        bench = run_bench(args.bench, "BM_Gemm/%d/" % n, args.repeat)
-        t_m = bench["BM_Gemm/%d/real_time" % n]["seconds"]
+        t_np, t_m, _ = side_by_side(lambda: np.matmul(a, b), "BM_Gemm/%d/" % n, "BM_Gemm/%d/real_time" % n)
         gf = 2.0 * n ** 3 / 1e9
         rows.append(("GEMM %d^3 f32 (GFLOP/s) vs numpy.matmul" % n, gf / t_m, gf / t_np, t_np / t_m, 0.5))
 
@@ -147,6 +158,7 @@ def main():
     compile_ = run_bench(args.bench, "ColdCompile", 1)
 
     print("machine: " + machine())
+    print("threads: %s" % (args.threads or "all (metile's pool and BLAS default)"))
     print("numpy %s, BLAS: %s" % (np.__version__, blas_name()))
     fmt = "| {:<52} | {:>10} | {:>10} | {:>7} | {:>5} |" if args.markdown else "{:<54} {:>10} {:>10} {:>8} {:>6}"
     print(fmt.format("workload", "metile", "reference", "ratio", "aim"))

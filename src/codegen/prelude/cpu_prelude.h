@@ -140,14 +140,20 @@ MT_INLINE float mt_fmin(float a, float b) { return (a <= b || b != b) ? a : b; }
 
 // 2^k * exp(r) for an integral k in [-150, 128] and |r| <= ln2 / 2. Branch-free, so loops over
 // it vectorize (the libm call would not). The polynomial is Cephes' expf minimax fit.
+#if defined(__FMA__)
+#define MT_MADD(a, b, c) __builtin_fmaf(a, b, c)
+#else
+#define MT_MADD(a, b, c) ((a) * (b) + (c))
+#endif
 MT_INLINE float mt_exp_scaled(float k, float r) {
+  // Horner steps fused where the hardware has FMA (this exp is not libm's anyway).
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * (r * r) + r + 1.0f;
+  p = MT_MADD(p, r, 1.3981999507e-3f);
+  p = MT_MADD(p, r, 8.3334519073e-3f);
+  p = MT_MADD(p, r, 4.1665795894e-2f);
+  p = MT_MADD(p, r, 1.6666665459e-1f);
+  p = MT_MADD(p, r, 5.0000001201e-1f);
+  float y = MT_MADD(p, r * r, r) + 1.0f;
   // Two power-of-two steps keep each factor normal down to subnormal results.
   int32_t ki = (int32_t)k;
   int32_t k1 = ki >> 1, k2 = ki - k1;

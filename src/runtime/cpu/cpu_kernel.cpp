@@ -204,7 +204,8 @@ void CpuKernel::execute(const Grid& grid, void** argv) const {
     job.ctx = &ctx;
     job.total = total;
     threads = pool.concurrency();
-    job.chunk = std::max<uint64_t>(1, total / (static_cast<uint64_t>(threads) * 4));
+    // Many small chunks: a descheduled thread holding a chunk delays the whole launch.
+    job.chunk = std::max<uint64_t>(1, total / (static_cast<uint64_t>(threads) * 16));
     pool.run(job, caller_can_run);
   }
   double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();

@@ -26,12 +26,13 @@ int pool_size() {
 
 ThreadPool& ThreadPool::instance() {
   // Never destroyed: workers may be mid-job while static destructors run at exit.
-  static ThreadPool* pool = new ThreadPool(std::max(1, pool_size() - 1));
+  static ThreadPool* pool = new ThreadPool(pool_size());
   return *pool;
 }
 
-ThreadPool::ThreadPool(int workers) {
+ThreadPool::ThreadPool(int size) : size_(size) {
   queue_.reserve(64);
+  int workers = std::max(1, size - 1);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kWorkerStackBytes);

@@ -35,8 +35,8 @@ class ThreadPool {
   static ThreadPool& instance();
   ~ThreadPool();
 
-  /** Threads that run program instances, the launching thread included. */
-  int concurrency() const { return static_cast<int>(workers_.size()) + 1; }
+  /** Threads that run program instances, the launching thread included (METILE_NUM_THREADS). */
+  int concurrency() const { return size_; }
 
   /**
    * Runs `job` to completion. With `caller_helps` the calling thread takes chunks too (and
@@ -45,7 +45,9 @@ class ThreadPool {
   void run(Job& job, bool caller_helps);
 
  private:
-  explicit ThreadPool(int workers);
+  /** `size` threads in all: size - 1 workers beside the launching thread, and at least one
+   * worker for instances too big for the launching thread's stack. */
+  explicit ThreadPool(int size);
   void worker_main();
   static void drain(Job& job);
 
@@ -54,6 +56,7 @@ class ThreadPool {
   std::condition_variable done_cv_;  // a worker left a job
   std::vector<Job*> queue_;  // capacity reserved up front: launching allocates nothing
   bool stop_ = false;
+  int size_ = 1;
   std::vector<pthread_t> workers_;
 };
 

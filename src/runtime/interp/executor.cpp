@@ -411,7 +411,12 @@ void Instance::dot(const Op& op) {
       const size_t ij = static_cast<size_t>(i * n + j);
       if (fl) {
         float s = c.e[ij].f;
-        for (int64_t k = 0; k < kk; ++k) s += a.e[i * kk + k].f * b.e[k * n + j].f;
+        for (int64_t k = 0; k < kk; ++k) {
+          // Two statements: the product is rounded before the sum, never fused into an FMA
+          // (clang contracts within one expression by default).
+          const float product = a.e[i * kk + k].f * b.e[k * n + j].f;
+          s += product;
+        }
         out.e[ij] = float_elem(round_float(s, ct.dtype));
       } else {
         uint64_t s = static_cast<uint64_t>(c.e[ij].i);

@@ -103,7 +103,7 @@ Elem float_binary(OpKind k, DType d, float a, float b) {
       r = std::fmin(a, b);
       break;
     case OpKind::POW:
-      r = std::pow(a, b);
+      r = std::pow(a, b);  // the float overload (powf)
       break;
     case OpKind::LT:
       return int_elem(a < b);

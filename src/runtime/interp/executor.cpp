@@ -14,7 +14,8 @@
 //   logical on bool. Comparisons give bool; NaN compares unequal to everything.
 // Casts. Float to float rounds; integer to float converts to f32 (nearest) then rounds to the
 //   storage type; float to integer truncates toward zero; integer to integer wraps; to bool is
-//   x != 0; bool to a number is 0 or 1. A float constant is rounded to f32, then to its dtype.
+//   x != 0; bool to a number is 0 or 1. A float constant is rounded to f32, then to its dtype;
+//   an integer constant wraps to its dtype.
 // Device errors (METILE_ERROR_DEVICE, naming the op, its source location and the program id;
 //   these are undefined behaviour on real hardware and the interp is the checker): integer
 //   div/floordiv/mod by zero, shift counts outside [0, bits), float-to-integer casts of NaN or

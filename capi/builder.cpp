@@ -87,6 +87,12 @@ METILE_API metile_status metile_builder_param(metile_builder* b, const char* nam
     if (type->rank != 0)
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": parameter ", name,
            " must be a scalar or pointer (rank 0)");
+    // Validated here, before from_c_type() narrows the C enums into the IR's types.
+    dtype_of(type->dtype, fn);
+    if (type->address_space != METILE_ADDRESS_SPACE_DEVICE &&
+        type->address_space != METILE_ADDRESS_SPACE_THREADGROUP)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": parameter ", name,
+           " has an unknown address space ", static_cast<int>(type->address_space));
     OUT(bb.param(name, from_c_type(*type)));
   });
 }

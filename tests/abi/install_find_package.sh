@@ -11,7 +11,10 @@ prefix=$tmp/prefix
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
+if ! cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"; then
+  cat "$tmp/install.log"
+  fail "cmake --install"
+fi
 
 configure() {  # <binary dir> <wanted version>
   cmake -S "$src/tests/abi/consumer" -B "$1" -G "$generator" -DCMAKE_C_COMPILER="$cc" \
@@ -19,7 +22,10 @@ configure() {  # <binary dir> <wanted version>
 }
 
 configure "$tmp/consumer" "$major" || { cat "$tmp/consumer.log"; fail "configuring the consumer"; }
-cmake --build "$tmp/consumer" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "building the consumer"; }
+if ! cmake --build "$tmp/consumer" >"$tmp/build.log" 2>&1; then
+  cat "$tmp/build.log"
+  fail "building the consumer"
+fi
 out=$("$tmp/consumer/consumer") || { echo "$out"; fail "the consumer exited with $?"; }
 echo "$out"
 case "$out" in "consumer: metile $version, devices: "*) ;; *) fail "unexpected output" ;; esac

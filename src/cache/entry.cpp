@@ -153,12 +153,15 @@ std::optional<Bytes> decode_entry(std::span<const uint8_t> file, const KeyDigest
       raw_size > compressed * kMaxRatio)
     return std::nullopt;
 
-  Bytes raw(raw_size);
+  // One spare byte of room: a stream that inflates to more than the header says is caught by
+  // the size check instead of stopping silently at the boundary (and an empty payload still has
+  // somewhere to point).
+  Bytes raw(raw_size + 1);
   z_stream z{};
   if (inflateInit(&z) != Z_OK) return std::nullopt;
   z.next_in = const_cast<Bytef*>(file.data() + kEntryHeaderSize);
   z.next_out = raw.data();
-  size_t in_left = compressed, out_left = raw_size;
+  size_t in_left = compressed, out_left = raw.size();
   int rc = Z_OK;
   while (rc == Z_OK) {
     uInt in_now = clamp_uint(in_left), out_now = clamp_uint(out_left);
@@ -167,12 +170,13 @@ std::optional<Bytes> decode_entry(std::span<const uint8_t> file, const KeyDigest
     rc = inflate(&z, Z_NO_FLUSH);
     in_left -= in_now - z.avail_in;
     out_left -= out_now - z.avail_out;
-    // No progress possible: the stream wants more input or more room than the header promised.
+    // No progress possible: the stream wants more input than the file has.
     if (rc == Z_OK && z.avail_in == in_now && z.avail_out == out_now) break;
   }
   inflateEnd(&z);
-  if (rc != Z_STREAM_END || in_left != 0 || out_left != 0 || crc32_of(raw) != crc)
-    return std::nullopt;
+  if (rc != Z_STREAM_END || in_left != 0 || out_left != 1) return std::nullopt;
+  raw.pop_back();
+  if (crc32_of(raw) != crc) return std::nullopt;
   return raw;
 }
 

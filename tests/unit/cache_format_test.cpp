@@ -71,7 +71,9 @@ TEST(CacheEntry, RoundTripsAndCompresses) {
     auto back = decode_entry(file, key, PayloadKind::artifact);
     ASSERT_TRUE(back) << n;
     EXPECT_EQ(*back, raw);
-    if (n == 300000) EXPECT_LT(file.size(), n / 2) << "this payload is very compressible";
+    if (n == 300000) {
+      EXPECT_LT(file.size(), n / 2) << "this payload is very compressible";
+    }
   }
 }
 
@@ -106,7 +108,9 @@ TEST(CacheEntry, EveryTruncationAndEveryByteFlipIsRejected) {
       Bytes bad = file;
       bad[i] ^= bit;
       auto back = decode_entry(bad, key, PayloadKind::artifact);
-      if (back) EXPECT_EQ(*back, raw) << "flipped bit " << int{bit} << " of byte " << i;
+      if (back) {
+        EXPECT_EQ(*back, raw) << "flipped bit " << int{bit} << " of byte " << i;
+      }
       rejected += !back;
     }
   }

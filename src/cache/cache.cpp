@@ -187,11 +187,6 @@ std::optional<MemoryEntry> Cache::find_in_memory(const std::string& key,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = memory_.find({key, device.get()});
   if (it == memory_.end()) return std::nullopt;
-  // The address may belong to a newer device than the one the kernel was loaded on.
-  if (it->second.first.lock() != device) {
-    memory_.erase(it);
-    return std::nullopt;
-  }
   stats_.memory_hits++;
   stats_.compile_seconds_saved += it->second.second.build_seconds;
   return it->second.second;

@@ -55,7 +55,7 @@ struct KeyMaterial {
 /** sha256 of the key material, 64 lowercase hex digits. */
 std::string compute_cache_key(const KeyMaterial& m);
 
-/** A kernel kept in memory; tied to the device instance it was loaded on. */
+/** A kernel kept in memory for the device instance it was loaded on. */
 struct MemoryEntry {
   std::shared_ptr<Kernel> kernel;
   Artifact artifact;
@@ -130,7 +130,9 @@ class Cache {
   Settings settings_;
   WriteFaultHook hook_;
   CacheStats stats_;
-  std::map<std::pair<std::string, const Device*>, std::pair<std::weak_ptr<Device>, MemoryEntry>> memory_;
+  // The entry owns its device: a kernel must not outlive the device it was loaded on, and a live
+  // device's address cannot be reused by another one.
+  std::map<std::pair<std::string, const Device*>, std::pair<std::shared_ptr<Device>, MemoryEntry>> memory_;
   std::string broken_dir_;  // writes to it failed; do not try again
   // Running estimate of the directory's size, started by one scan at the first write into it.
   std::string estimate_dir_;

@@ -1,8 +1,10 @@
 /** \file files.h
  * The file-system side of the cache: whole-file reads, atomic publication (temp file in the same
  * directory + rename, so a reader sees either the old entry or the complete new one, never a
- * torn file), LRU touch, listing and pruning. Failures are returned as errno values, because to
- * the cache a failed write means "continue without the disk", not an error.
+ * torn file) and listing. There is no fsync: readers verify every entry, so a file torn by a
+ * crash reads as a miss, never as a wrong kernel, and compiles do not wait for the disk.
+ * Failures are returned as errno values, because to the cache a failed write means "continue
+ * without the disk", not an error.
  */
 #pragma once
 

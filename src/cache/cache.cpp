@@ -198,7 +198,7 @@ void Cache::remember(const std::string& key, const std::shared_ptr<Device>& devi
   memory_[{key, device.get()}] = {device, std::move(entry)};
 }
 
-std::optional<CachedArtifact> Cache::find_on_disk(const std::string& key) {
+std::optional<Cache::DiskHit> Cache::find_on_disk(const std::string& key) {
   std::string d = disk_dir();
   auto digest = parse_key_hex(key);
   if (d.empty() || !digest) return std::nullopt;
@@ -213,11 +213,14 @@ std::optional<CachedArtifact> Cache::find_on_disk(const std::string& key) {
   auto entry = deserialize_artifact(*raw);
   if (!entry) return std::nullopt;
   touch(path);
+  return DiskHit{std::move(*entry), file->size()};
+}
+
+void Cache::count_disk_hit(const DiskHit& hit) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.disk_hits++;
-  stats_.bytes_read += file->size();
-  stats_.compile_seconds_saved += entry->build_seconds;
-  return entry;
+  stats_.bytes_read += hit.file_bytes;
+  stats_.compile_seconds_saved += hit.entry.build_seconds;
 }
 
 void Cache::store_on_disk(const std::string& key, const CachedArtifact& entry) {

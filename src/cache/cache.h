@@ -93,10 +93,16 @@ class Cache {
   std::optional<MemoryEntry> find_in_memory(const std::string& key, const std::shared_ptr<Device>& device);
   void remember(const std::string& key, const std::shared_ptr<Device>& device, MemoryEntry entry);
 
-  /** The valid entry for `key`, touching it for LRU; counts a disk hit. nullopt: absent/unusable. */
-  std::optional<CachedArtifact> find_on_disk(const std::string& key);
+  struct DiskHit {
+    CachedArtifact entry;
+    uint64_t file_bytes = 0;
+  };
+  /** The valid entry for `key`, touched for LRU. nullopt: absent or unusable. */
+  std::optional<DiskHit> find_on_disk(const std::string& key);
   /** Publishes the entry; on a failed write warns once and stops writing to this directory. */
   void store_on_disk(const std::string& key, const CachedArtifact& entry);
+  /** Statistics the caller records once it knows how a lookup ended (a disk entry may not load). */
+  void count_disk_hit(const DiskHit& hit);
   void count_miss();
 
   /** Persists `winner` for `key` (a no-op when the disk level is off; warns on failure). */

@@ -67,7 +67,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   }
   if (use_disk) {
     if (auto hit = cache.find_on_disk(ck->cache_key)) {
-      ck->artifact = std::move(hit->artifact);
+      ck->artifact = std::move(hit->entry.artifact);
       dump_sources(*ck);
       try {
         ck->kernel = device->load(program, options, ck->artifact);
@@ -78,7 +78,8 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
                                 " did not load; rebuilding (", e.what(), ")"));
       }
       if (ck->kernel) {
-        cache.remember(ck->cache_key, device, {ck->kernel, ck->artifact, hit->build_seconds});
+        cache.count_disk_hit(*hit);
+        cache.remember(ck->cache_key, device, {ck->kernel, ck->artifact, hit->entry.build_seconds});
         ck->from_cache = true;
         ck->seconds = seconds_since(start);
         log_compile(*ck, "loaded from disk cache in " + ms(ck->seconds));

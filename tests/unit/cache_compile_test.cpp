@@ -531,9 +531,12 @@ TEST(CacheCompile, EntryThatNoLongerLoadsIsRebuilt) {
   write_bytes(path, encode_entry(*parse_key_hex(first->cache_key), PayloadKind::artifact,
                                  serialize_artifact(wrong)));
   auto dev = fake();
-  auto k = compile_kernel(*cache_in(dir.path()), dev, prog, {});
+  auto cache = cache_in(dir.path());
+  auto k = compile_kernel(*cache, dev, prog, {});
   EXPECT_EQ(dev->builds, 1);
   EXPECT_FALSE(k->from_cache);
+  EXPECT_EQ(cache->stats().disk_hits, 0u);
+  EXPECT_EQ(cache->stats().misses, 1u);
   auto again = fake();
   EXPECT_TRUE(compile_kernel(*cache_in(dir.path()), again, prog, {})->from_cache);
   EXPECT_EQ(again->builds, 0);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -25,6 +26,8 @@ constexpr const char* kAutotuneSuffix = ".mta";
 constexpr const char* kAutotuneDir = "autotune";
 // A temp file this old belongs to a writer that died; publications take milliseconds.
 constexpr int64_t kStaleTempNs = int64_t{3600} * 1000000000;
+// Shard directories (of 256) read to predict the cache's size at a process's first write.
+constexpr int kSampleShards = 4;
 
 bool is_hex(std::string_view s) {
   return std::all_of(s.begin(), s.end(),
@@ -37,6 +40,8 @@ bool is_named(const std::string& name, const char* suffix) {
 }
 
 bool is_shard_dir(const std::string& name) { return name.size() == 2 && is_hex(name); }
+
+bool is_entry(const std::string& name) { return is_named(name, kEntrySuffix); }
 
 std::string home_dir() {
   std::string home = env_string("HOME");
@@ -279,10 +284,32 @@ void Cache::after_write(const std::string& dir, const std::string& path, uint64_
       if (*estimate_ <= max) return;
     }
   }
+  if (!estimate_known(dir)) {
+    // First write here: keys are uniform hashes, so a few shards predict the whole directory at
+    // a fraction of a full scan's cost. Only a prediction past the cap pays for the exact scan.
+    uint64_t sample = 0;
+    int shard = std::stoi(path.substr(dir.size() + 1, 2), nullptr, 16);
+    for (int i = 0; i < kSampleShards; ++i) {
+      char name[3];
+      std::snprintf(name, sizeof name, "%02x", (shard + i) % 256);
+      for (const FileInfo& f : list_files(dir + "/" + name, is_entry)) sample += f.size;
+    }
+    uint64_t predicted = sample * (256 / kSampleShards);
+    if (predicted <= max) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (estimate_dir_ == dir) estimate_ = predicted;
+      return;
+    }
+  }
   // Prune to 90% of the cap so the next few writes do not each pay for a scan.
   uint64_t total = prune(dir, max, max - max / 10, path);
   std::lock_guard<std::mutex> lock(mu_);
   if (estimate_dir_ == dir) estimate_ = total;
+}
+
+bool Cache::estimate_known(const std::string& dir) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return estimate_dir_ == dir && estimate_.has_value();
 }
 
 uint64_t Cache::prune(const std::string& dir, uint64_t max, uint64_t target,

@@ -124,6 +124,7 @@ class Cache {
   bool writes_broken(const std::string& dir) const;
   void write_failed(const std::string& dir, int err);
   void after_write(const std::string& dir, const std::string& path, uint64_t bytes);
+  bool estimate_known(const std::string& dir) const;
   /**
    * Scans `dir`; when it holds more than `max` bytes, removes least recently used entries (never
    * `keep`) until at most `target` remain. Returns the bytes left. Also drops stale temp files.
@@ -140,7 +141,8 @@ class Cache {
   // device's address cannot be reused by another one.
   std::map<std::pair<std::string, const Device*>, std::pair<std::shared_ptr<Device>, MemoryEntry>> memory_;
   std::string broken_dir_;  // writes to it failed; do not try again
-  // Running estimate of the directory's size, started by one scan at the first write into it.
+  // Running estimate of the directory's size, started at the first write into it from a sample
+  // of shards (or a full scan when the sample predicts more than the cap).
   std::string estimate_dir_;
   std::optional<uint64_t> estimate_;
 };

@@ -42,7 +42,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
 }
 
 std::string temp_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "metile-cache-bench-XXXXXX").string();
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "metile-cache-bench-XXXXXX").string();
   return ::mkdtemp(tmpl.data());
 }
 
@@ -63,9 +64,10 @@ std::optional<CachedArtifact> cpu_kernel_artifact() {
   if (metile_device_open(&dev, "cpu") != METILE_OK) return std::nullopt;
   Builder b("bench_axpb");
   ValueId x = b.param("X", Type::ptr(DType::f32));
-  ValueId offs = b.binary(OpKind::ADD, b.binary(OpKind::MUL, b.grid(OpKind::PROGRAM_ID, 0),
-                                                b.const_int(DType::i32, 256)),
-                          b.arange(kNoValue, 256));
+  ValueId offs =
+      b.binary(OpKind::ADD,
+               b.binary(OpKind::MUL, b.grid(OpKind::PROGRAM_ID, 0), b.const_int(DType::i32, 256)),
+               b.arange(kNoValue, 256));
   ValueId p = b.binary(OpKind::ADD, x, offs);
   b.store(p, b.binary(OpKind::MUL, b.load(p, kNoValue, kNoValue), b.const_float(DType::f32, 3)),
           kNoValue);
@@ -186,7 +188,8 @@ DriverResult run_driver(const std::string& device, const std::string& dir) {
     while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
     int status = 0;
     ::waitpid(pid, &status, 0);
-    r.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    r.wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   ::close(fds[0]);
@@ -242,9 +245,13 @@ int register_all() {
     benchmark::RegisterBenchmark(("DiskLookup/" + name).c_str(), BM_DiskLookup, name);
   }
   benchmark::RegisterBenchmark("FreshProcess/cpu/cold_compile", BM_FreshProcess, false)
-      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(5);
   benchmark::RegisterBenchmark("FreshProcess/cpu/warm_first_launch", BM_FreshProcess, true)
-      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(20);
   return 0;
 }
 

@@ -37,9 +37,8 @@ double time_launch(metile_launch* h, int warmup, int rep) {
 extern "C" {
 
 METILE_API metile_status metile_cache_set_dir(const char* dir) {
-  return guard([&] {
-    global_cache().set_dir(dir ? std::optional<std::string>(dir) : std::nullopt);
-  });
+  return guard(
+      [&] { global_cache().set_dir(dir ? std::optional<std::string>(dir) : std::nullopt); });
 }
 
 METILE_API metile_status metile_cache_get_dir(char** out) {
@@ -92,7 +91,8 @@ METILE_API metile_status metile_autotune_time(metile_launch* const* launches, si
     if (n == 0) return;
     METILE_CHECK_ARG(launches);
     METILE_CHECK_ARG(out_ms);
-    if (warmup < 0) fail(METILE_ERROR_INVALID_ARGUMENT, "autotune", "warmup must be >= 0, got ", warmup);
+    if (warmup < 0)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "autotune", "warmup must be >= 0, got ", warmup);
     if (rep < 1) fail(METILE_ERROR_INVALID_ARGUMENT, "autotune", "rep must be >= 1, got ", rep);
     // Check every handle before timing any, so a bad one fails fast and leaves out_ms untouched.
     for (size_t i = 0; i < n; ++i) get(launches[i], __func__);

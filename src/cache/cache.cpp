@@ -88,7 +88,9 @@ void remove_matching(const std::string& dir, const char* suffix, std::string* fi
 
 }  // namespace
 
-CacheIdentity default_cache_identity() { return CacheIdentity{kCacheFormatVersion, kBuildIdentity}; }
+CacheIdentity default_cache_identity() {
+  return CacheIdentity{kCacheFormatVersion, kBuildIdentity};
+}
 
 std::string compute_cache_key(const KeyMaterial& m) {
   Sha256 h;
@@ -317,7 +319,9 @@ uint64_t Cache::prune(const std::string& dir, uint64_t max, uint64_t target,
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-  auto entry_or_temp = [](const std::string& n) { return is_named(n, kEntrySuffix) || is_temp_name(n); };
+  auto entry_or_temp = [](const std::string& n) {
+    return is_named(n, kEntrySuffix) || is_temp_name(n);
+  };
   std::vector<FileInfo> entries;
   uint64_t total = 0;
   for (const std::string& shard : list_dirs(dir)) {
@@ -345,8 +349,8 @@ uint64_t Cache::prune(const std::string& dir, uint64_t max, uint64_t target,
       removed++;
     }
   }
-  log(LogLevel::debug, cat("compile cache: pruned ", removed, " entries from ", dir, "; ", total,
-                           " bytes remain"));
+  log(LogLevel::debug,
+      cat("compile cache: pruned ", removed, " entries from ", dir, "; ", total, " bytes remain"));
   return total;
 }
 

@@ -28,7 +28,8 @@ namespace metile {
 struct CacheStats {
   uint64_t memory_hits = 0;
   uint64_t disk_hits = 0;
-  /** Compiles that found no usable entry (requests with CompileOptions::no_cache are not counted). */
+  /** Compiles that found no usable entry (requests with CompileOptions::no_cache are not counted).
+   */
   uint64_t misses = 0;
   uint64_t bytes_read = 0;     // entry files read for disk hits
   uint64_t bytes_written = 0;  // entry files published
@@ -85,12 +86,14 @@ class Cache {
    * The key of compiling `program` for `device` with `options`. Devices with an empty
    * cache_identity() get a key from their name; such keys are only used in memory.
    */
-  std::string key(const Device& device, const Program& program, const CompileOptions& options) const;
+  std::string key(const Device& device, const Program& program,
+                  const CompileOptions& options) const;
   /** Where the entry for `key` lives on disk ("" without a directory). */
   std::string entry_path(const std::string& key) const;
 
   /** A kernel loaded earlier on this device instance; counts a memory hit. */
-  std::optional<MemoryEntry> find_in_memory(const std::string& key, const std::shared_ptr<Device>& device);
+  std::optional<MemoryEntry> find_in_memory(const std::string& key,
+                                            const std::shared_ptr<Device>& device);
   void remember(const std::string& key, const std::shared_ptr<Device>& device, MemoryEntry entry);
 
   struct DiskHit {
@@ -139,7 +142,8 @@ class Cache {
   CacheStats stats_;
   // The entry owns its device: a kernel must not outlive the device it was loaded on, and a live
   // device's address cannot be reused by another one.
-  std::map<std::pair<std::string, const Device*>, std::pair<std::shared_ptr<Device>, MemoryEntry>> memory_;
+  std::map<std::pair<std::string, const Device*>, std::pair<std::shared_ptr<Device>, MemoryEntry>>
+      memory_;
   std::string broken_dir_;  // writes to it failed; do not try again
   // Running estimate of the directory's size, started at the first write into it from a sample
   // of shards (or a full scan when the sample predicts more than the cap).

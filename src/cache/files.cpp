@@ -44,7 +44,8 @@ int make_dirs(const std::string& dir) {
 // pid + per-process random + counter: unique across processes and threads, and across pid reuse
 // in containers where several hosts share the cache directory.
 std::string temp_path_for(const std::string& path) {
-  static const uint64_t salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
+  static const uint64_t salt =
+      std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
   static std::atomic<uint64_t> counter{0};
   size_t slash = path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);

@@ -1,7 +1,7 @@
 // compile_kernel through a Cache: the memory and disk levels, key sensitivity, bad entries,
 // unwritable disks, pruning, statistics, logging and debug dumps.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +25,8 @@ std::shared_ptr<FakeDevice> fake(const std::string& identity = "fake v1", size_t
   return std::make_shared<FakeDevice>(identity, payload);
 }
 
-std::unique_ptr<Cache> cache_in(const std::string& dir, CacheIdentity id = default_cache_identity()) {
+std::unique_ptr<Cache> cache_in(const std::string& dir,
+                                CacheIdentity id = default_cache_identity()) {
   auto c = std::make_unique<Cache>(std::move(id));
   c->set_dir(dir);
   c->set_enabled(true);
@@ -39,7 +40,8 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 // The entry at `path` decodes, for `key`, to a valid artifact.
@@ -128,8 +130,9 @@ TEST(CacheCompile, KeyMaterialFieldsAreFramed) {
 
 // Replaces the entry for `prog` with what `corrupt` makes of it, then checks a fresh builder
 // treats it as a miss, rebuilds, and leaves a valid entry behind.
-void expect_replaced(const char* what,
-                     const std::function<void(const std::string& path, const std::string& dir)>& corrupt) {
+void expect_replaced(
+    const char* what,
+    const std::function<void(const std::string& path, const std::string& dir)>& corrupt) {
   TempDir dir;
   auto prog = store_const("k", 1);
   auto first = compile_kernel(*cache_in(dir.path()), fake(), prog, {});
@@ -160,7 +163,8 @@ TEST(CacheCompile, BadEntriesAreMissesAndGetReplaced) {
     b.resize(b.size() / 2);
     write_bytes(p, b);
   });
-  expect_replaced("an empty file", [](const std::string& p, const std::string&) { write_bytes(p, {}); });
+  expect_replaced("an empty file",
+                  [](const std::string& p, const std::string&) { write_bytes(p, {}); });
   expect_replaced("a foreign file", [](const std::string& p, const std::string&) {
     std::string text = "not a metile cache entry\n";
     write_bytes(p, {text.begin(), text.end()});
@@ -169,17 +173,19 @@ TEST(CacheCompile, BadEntriesAreMissesAndGetReplaced) {
     auto other = compile_kernel(*cache_in(d), fake(), store_const("other", 7), {});
     write_bytes(p, read_bytes(cache_in(d)->entry_path(other->cache_key)));
   });
-  expect_replaced("an entry of another format version", [](const std::string& p, const std::string&) {
-    auto b = read_bytes(p);
-    auto key = *parse_key_hex(p.substr(p.size() - 68, 64));
-    auto raw = decode_entry(b, key, PayloadKind::artifact);
-    write_bytes(p, encode_entry(key, PayloadKind::artifact, *raw, kCacheFormatVersion + 1));
-  });
-  expect_replaced("a valid stream with a bad payload", [](const std::string& p, const std::string&) {
-    auto key = *parse_key_hex(p.substr(p.size() - 68, 64));
-    Bytes junk = {1, 2, 3};
-    write_bytes(p, encode_entry(key, PayloadKind::artifact, junk));
-  });
+  expect_replaced(
+      "an entry of another format version", [](const std::string& p, const std::string&) {
+        auto b = read_bytes(p);
+        auto key = *parse_key_hex(p.substr(p.size() - 68, 64));
+        auto raw = decode_entry(b, key, PayloadKind::artifact);
+        write_bytes(p, encode_entry(key, PayloadKind::artifact, *raw, kCacheFormatVersion + 1));
+      });
+  expect_replaced("a valid stream with a bad payload",
+                  [](const std::string& p, const std::string&) {
+                    auto key = *parse_key_hex(p.substr(p.size() - 68, 64));
+                    Bytes junk = {1, 2, 3};
+                    write_bytes(p, encode_entry(key, PayloadKind::artifact, junk));
+                  });
 }
 
 TEST(CacheCompile, MemoryLevelReusesTheLoadedKernel) {
@@ -276,7 +282,8 @@ TEST(CacheCompile, StatisticsCountBytesAndSavedTime) {
   EXPECT_EQ(w.bytes_written, size);
   EXPECT_EQ(w.bytes_read, 0u);
 
-  auto raw = decode_entry(read_bytes(path), *parse_key_hex(first->cache_key), PayloadKind::artifact);
+  auto raw =
+      decode_entry(read_bytes(path), *parse_key_hex(first->cache_key), PayloadKind::artifact);
   double recorded = deserialize_artifact(*raw)->build_seconds;
   EXPECT_GT(recorded, 0.0);
 
@@ -324,7 +331,8 @@ bool permissions_apply(const std::string& dir) {
 
 int count(const std::string& haystack, const std::string& needle) {
   int n = 0;
-  for (size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) n++;
+  for (size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1))
+    n++;
   return n;
 }
 
@@ -388,9 +396,8 @@ TEST(CacheCompile, FullDiskMidWriteLeavesNothingBehind) {
 TEST(CacheCompile, FailedRenameLeavesNoTempFile) {
   TempDir dir;
   auto cache = cache_in(dir.path());
-  cache->set_write_fault_hook([](const char* step, uint64_t) {
-    return std::string(step) == "rename" ? EXDEV : 0;
-  });
+  cache->set_write_fault_hook(
+      [](const char* step, uint64_t) { return std::string(step) == "rename" ? EXDEV : 0; });
   testing::internal::CaptureStderr();
   compile_kernel(*cache, fake(), store_const("k", 1), {});
   testing::internal::GetCapturedStderr();
@@ -425,11 +432,57 @@ TEST(CacheCompile, PrunesLeastRecentlyUsedToTheCap) {
   auto dev = fake("fake v1", payload);
   EXPECT_TRUE(compile_kernel(*cache, dev, store_const("k", 0), {})->from_cache);
   // A fourth entry crosses the cap; the least recently used (k1) goes.
-  std::string p3 = cache->entry_path(compile_kernel(*cache, dev, store_const("k", 3), {})->cache_key);
+  std::string p3 =
+      cache->entry_path(compile_kernel(*cache, dev, store_const("k", 3), {})->cache_key);
   EXPECT_TRUE(std::filesystem::exists(paths[0]));
   EXPECT_FALSE(std::filesystem::exists(paths[1]));
   EXPECT_TRUE(std::filesystem::exists(paths[2]));
   EXPECT_TRUE(std::filesystem::exists(p3));
+}
+
+// Fills every shard with one old 1000-byte entry (shard i older than shard i + 1), so a sample
+// of any few shards predicts 256 kB plus whatever was just written.
+std::vector<std::string> fill_shards(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 256; ++i) {
+    char shard[3];
+    std::snprintf(shard, sizeof shard, "%02x", i);
+    std::filesystem::create_directories(dir + "/" + shard);
+    std::string path = dir + "/" + shard + "/" + shard + std::string(62, '0') + ".mtc";
+    write_bytes(path, std::vector<uint8_t>(1000, 7));
+    set_mtime(path, 10000 - i);
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+TEST(CacheCompile, FirstWriteUnderTheCapPrunesNothing) {
+  TempDir dir;
+  auto old = fill_shards(dir.path());
+  auto cache = cache_in(dir.path());
+  cache->set_max_bytes(400000);
+  compile_kernel(*cache, fake("fake v1", 16), store_const("k", 0), {});
+  for (const std::string& p : old) EXPECT_TRUE(std::filesystem::exists(p)) << p;
+}
+
+TEST(CacheCompile, FirstWriteOverTheCapPrunesOldestToNinetyPercent) {
+  TempDir dir;
+  auto old = fill_shards(dir.path());
+  auto cache = cache_in(dir.path());
+  cache->set_max_bytes(200000);
+  auto k = compile_kernel(*cache, fake("fake v1", 16), store_const("k", 0), {});
+  std::string fresh = cache->entry_path(k->cache_key);
+  uint64_t total = 0;
+  for (const std::string& f : all_files(dir.path()))
+    total += std::filesystem::file_size(dir.path() + "/" + f);
+  EXPECT_LE(total, 180000u);
+  EXPECT_GT(total, 170000u) << "pruned far more than needed";
+  EXPECT_TRUE(std::filesystem::exists(fresh));
+  // Least recently used first: the survivors are exactly the newest old entries.
+  size_t kept = std::count_if(old.begin(), old.end(),
+                              [](const std::string& p) { return std::filesystem::exists(p); });
+  for (size_t i = 0; i < old.size(); ++i)
+    EXPECT_EQ(std::filesystem::exists(old[i]), i >= old.size() - kept) << old[i];
 }
 
 TEST(CacheCompile, PruningKeepsTheNewestEntryEvenOverTheCap) {
@@ -437,8 +490,10 @@ TEST(CacheCompile, PruningKeepsTheNewestEntryEvenOverTheCap) {
   auto cache = cache_in(dir.path());
   cache->set_max_bytes(1000);
   auto dev = fake("fake v1", 5000);
-  std::string p0 = cache->entry_path(compile_kernel(*cache, dev, store_const("k", 0), {})->cache_key);
-  std::string p1 = cache->entry_path(compile_kernel(*cache, dev, store_const("k", 1), {})->cache_key);
+  std::string p0 =
+      cache->entry_path(compile_kernel(*cache, dev, store_const("k", 0), {})->cache_key);
+  std::string p1 =
+      cache->entry_path(compile_kernel(*cache, dev, store_const("k", 1), {})->cache_key);
   EXPECT_FALSE(std::filesystem::exists(p0));
   EXPECT_TRUE(std::filesystem::exists(p1));
 }
@@ -448,7 +503,8 @@ TEST(CacheCompile, PruningRemovesStaleTempFiles) {
   auto cache = cache_in(dir.path());
   cache->set_max_bytes(1);
   auto dev = fake();
-  std::string p0 = cache->entry_path(compile_kernel(*cache, dev, store_const("k", 0), {})->cache_key);
+  std::string p0 =
+      cache->entry_path(compile_kernel(*cache, dev, store_const("k", 0), {})->cache_key);
   std::string shard = p0.substr(0, p0.find_last_of('/'));
   std::string stale = shard + "/.x.mtc.1.2.3.tmp", fresh = shard + "/.y.mtc.1.2.3.tmp";
   write_bytes(stale, {1});
@@ -473,8 +529,10 @@ TEST(CacheCompile, SettingsAndDefaults) {
   ::setenv("HOME", "/tmp/home", 1);
   EXPECT_EQ(cache.dir(), "/tmp/home/.cache/metile");
   ::unsetenv("XDG_CACHE_HOME");
-  if (home.empty()) ::unsetenv("HOME");
-  else ::setenv("HOME", home.c_str(), 1);
+  if (home.empty())
+    ::unsetenv("HOME");
+  else
+    ::setenv("HOME", home.c_str(), 1);
   cache.set_dir("relative/dir");
   EXPECT_EQ(cache.dir(), std::filesystem::current_path().string() + "/relative/dir");
   cache.set_dir(std::nullopt);
@@ -502,7 +560,8 @@ TEST(CacheCompile, LogsOneLinePerCompile) {
   ::unsetenv("METILE_LOG");
   EXPECT_EQ(count(err, "\n"), 3) << err;
   EXPECT_NE(err.find("metile: info: logged on fake: compiled in "), std::string::npos) << err;
-  EXPECT_NE(err.find("metile: info: logged on fake: loaded from disk cache in "), std::string::npos) << err;
+  EXPECT_NE(err.find("metile: info: logged on fake: loaded from disk cache in "), std::string::npos)
+      << err;
   EXPECT_NE(err.find("metile: info: logged on fake: memory cache hit"), std::string::npos) << err;
 }
 

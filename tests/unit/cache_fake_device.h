@@ -65,7 +65,9 @@ class FakeDevice : public Device {
     info_.description = "compile-cache test device";
   }
   const DeviceInfo& info() const override { return info_; }
-  std::shared_ptr<Buffer> alloc(size_t bytes) override { return std::make_shared<FakeBuffer>(bytes); }
+  std::shared_ptr<Buffer> alloc(size_t bytes) override {
+    return std::make_shared<FakeBuffer>(bytes);
+  }
   std::shared_ptr<Buffer> wrap(void*, size_t bytes) override { return alloc(bytes); }
   void synchronize() override { events += 's'; }
   std::string cache_identity() const override { return identity_; }
@@ -96,8 +98,8 @@ class FakeDevice : public Device {
     return expected(program, options);
   }
 
-  std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions& options,
-                               const Artifact& artifact) override {
+  std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program,
+                               const CompileOptions& options, const Artifact& artifact) override {
     loads++;
     Artifact want = expected(*program, options);
     if (artifact.kind != want.kind || artifact.bytes != want.bytes ||
@@ -140,7 +142,8 @@ inline std::shared_ptr<const Program> store_const(const std::string& name, int v
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "metile-cache-test-XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "metile-cache-test-XXXXXX").string();
     path_ = ::mkdtemp(tmpl.data());
   }
   ~TempDir() {

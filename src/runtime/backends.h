@@ -10,5 +10,8 @@ namespace metile {
 
 class Device;
 
+// metal_sim/metal_sim_device.cpp
+std::string metal_sim_probe();
+std::shared_ptr<Device> create_metal_sim_device();
 
 }  // namespace metile

@@ -11,6 +11,7 @@ namespace metile {
 
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
+      {"metal-sim", &metal_sim_probe, &create_metal_sim_device},
   };
   return entries;
 }

@@ -74,6 +74,7 @@ GroupRunner::GroupRunner()
       arena_storage_(new unsigned char[kThreadgroupMemoryLimit + kArenaAlign]) {
   auto p = reinterpret_cast<uintptr_t>(arena_storage_.get());
   arena_ = arena_storage_.get() + ((kArenaAlign - p % kArenaAlign) % kArenaAlign);
+  fiber_adopt_thread(main_);
 }
 
 GroupRunner::~GroupRunner() = default;
@@ -150,13 +151,9 @@ bool GroupRunner::run(const LaunchPlan& plan, uint64_t index, std::string* error
     make_ready(th);
   }
 
-  while (queue_size_ > 0 && !failed_) {
-    Thread& th = threads_[queue_[queue_head_]];
-    queue_head_ = (queue_head_ + 1) % thread_count_;
-    --queue_size_;
-    th.state = State::running;
-    fiber_switch(main_, th.fiber);
-  }
+  // Threads switch straight to the next ready thread; control comes back here only when none is
+  // left (or the group failed).
+  if (queue_size_ > 0) fiber_switch(main_, next_fiber());
   if (!failed_ && finished_ < thread_count_) {
     failed_ = true;
     bool at_barrier = false;
@@ -173,7 +170,7 @@ bool GroupRunner::run(const LaunchPlan& plan, uint64_t index, std::string* error
 void GroupRunner::thread_main(void* p) {
   Thread& th = *static_cast<Thread*>(p);
   GroupRunner& r = *th.runner;
-  fiber_started(r.main_);
+  fiber_started();
   r.plan_->entry(&th.abi, r.args_.data());
   r.finish(th);
 }
@@ -187,10 +184,19 @@ void GroupRunner::finish(Thread& th) {
   --sg.live;
   // The lanes still waiting in a collective may have been waiting only for this one.
   if (sg.live > 0 && sg.waiting == sg.live) release_simd(sg, nullptr);
-  fiber_exit(th.fiber, main_);
+  fiber_exit(th.fiber, failed_ ? main_ : next_fiber());
 }
 
 void GroupRunner::abandon(Thread& th) { fiber_exit(th.fiber, main_); }
+
+Fiber& GroupRunner::next_fiber() {
+  if (queue_size_ == 0) return main_;
+  Thread& th = threads_[queue_[queue_head_]];
+  queue_head_ = (queue_head_ + 1) % thread_count_;
+  --queue_size_;
+  th.state = State::running;
+  return th.fiber;
+}
 
 void GroupRunner::make_ready(Thread& th) {
   th.state = State::ready;
@@ -214,7 +220,7 @@ void GroupRunner::barrier(Thread& th, Site site) {
     }
     // Every thread waits, at different barriers: the scheduler finds nothing to run and reports.
   }
-  fiber_switch(th.fiber, main_);
+  fiber_switch(th.fiber, next_fiber());
 }
 
 void GroupRunner::simd_sync(Thread& th, Site site) {
@@ -227,7 +233,7 @@ void GroupRunner::simd_sync(Thread& th, Site site) {
     th.state = State::running;
     return;
   }
-  fiber_switch(th.fiber, main_);
+  fiber_switch(th.fiber, next_fiber());
 }
 
 bool GroupRunner::release_simd(Simdgroup& sg, Thread* self) {

@@ -11,7 +11,9 @@ namespace metile {
 
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
-      {"metal-sim", &metal_sim_probe, &create_metal_sim_device},
+      {"interp", probe_interp_device, make_interp_device},
+      {"cuda", probe_cuda_device, make_cuda_device},
+      {"metal-sim", probe_metal_sim_device, make_metal_sim_device},
   };
   return entries;
 }
@@ -41,6 +43,10 @@ std::string default_name() {
 }
 
 }  // namespace
+
+std::shared_ptr<Buffer> Device::wrap_device_memory(uint64_t, size_t) {
+  fail(METILE_ERROR_UNSUPPORTED, "device", info().name, " cannot wrap device memory");
+}
 
 std::shared_ptr<Device> open_device(const std::string& requested) {
   std::string name = requested.empty() ? default_name() : requested;

@@ -360,7 +360,7 @@ TEST(MetalSimKernel, FragmentLayoutIsApples) {
       {"mtile_fragment_layout",
        {MslArg::buffer("In", 0, DType::f32, true), MslArg::buffer("Out", 1, DType::f32, false),
         MslArg::builtin_arg("slid", B::thread_index_in_simdgroup)}});
-  std::vector<float> in(64), out(256);
+  std::vector<float> in(64), out(320);
   for (int i = 0; i < 64; ++i) in[i] = float(i);
   k.launch({1, 1, 1}, {32, 1, 1}, {buf(in.data()), buf(out.data())});
   // Apple's lane ownership as metile-spec §8.6 states it, written out independently.
@@ -375,6 +375,7 @@ TEST(MetalSimKernel, FragmentLayoutIsApples) {
       EXPECT_EQ(out[64 + r * 8 + c], in[c * 8 + r]) << "transposed load " << r << "," << c;
       EXPECT_EQ(out[128 + r * 8 + c], in[r * 8 + c]) << "hand-filled fragment " << r << "," << c;
       EXPECT_EQ(out[192 + r * 8 + c], 2.0f * in[r * 8 + c]) << "times 2I " << r << "," << c;
+      EXPECT_EQ(out[256 + r * 8 + c], in[c * 8 + r]) << "transposed store " << r << "," << c;
     }
 }
 

@@ -10,5 +10,12 @@ namespace metile {
 
 class Device;
 
+/** interp: always available (executes Tile IR directly; src/runtime/interp). */
+std::string probe_interp_device();
+std::shared_ptr<Device> make_interp_device();
+
+/** cuda: needs the NVIDIA driver and NVRTC, opened with dlopen (src/runtime/cuda). */
+std::string probe_cuda_device();
+std::shared_ptr<Device> make_cuda_device();
 
 }  // namespace metile

@@ -11,6 +11,8 @@ namespace metile {
 
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
+      {"interp", probe_interp_device, make_interp_device},
+      {"cuda", probe_cuda_device, make_cuda_device},
   };
   return entries;
 }
@@ -40,6 +42,10 @@ std::string default_name() {
 }
 
 }  // namespace
+
+std::shared_ptr<Buffer> Device::wrap_device_memory(uint64_t, size_t) {
+  fail(METILE_ERROR_UNSUPPORTED, "device", info().name, " cannot wrap device memory");
+}
 
 std::shared_ptr<Device> open_device(const std::string& requested) {
   std::string name = requested.empty() ? default_name() : requested;

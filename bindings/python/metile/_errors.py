@@ -75,11 +75,12 @@ _BY_STATUS = {
 }
 
 
-def error_for(status: int, context: str = "") -> MetileError:
-    """The exception for a failed C call, with the library's message (and `context`)."""
+def error_for(status: int, context: str = "", unless: str = "") -> MetileError:
+    """The exception for a failed C call, with the library's message; `context` is appended
+    unless the message already mentions `unless` (e.g. the kernel's file)."""
     cls = _BY_STATUS.get(status, InternalError)
     msg = _ffi.last_error() or _ffi.metile_status_name(status).decode()
-    if context and context not in msg:
+    if context and context not in msg and not (unless and unless in msg):
         msg = f"{msg}\n  ({context})"
     return cls(msg)
 

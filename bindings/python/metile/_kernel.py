@@ -93,9 +93,10 @@ class PreparedLaunch:
     numpy arrays the device had to copy are copied in before and back after each run."""
 
     __slots__ = ("_handle", "device", "kernel", "args", "kwargs", "keep", "copy_in",
-                 "copy_back", "context", "__weakref__")
+                 "copy_back", "context", "file", "__weakref__")
 
-    def __init__(self, handle, device, kernel, args, kwargs, keep, copy_in, copy_back, context):
+    def __init__(self, handle, device, kernel, args, kwargs, keep, copy_in, copy_back, context,
+                 file):
         self._handle = handle
         self.device = device
         self.kernel = kernel
@@ -103,13 +104,14 @@ class PreparedLaunch:
         self.keep = keep
         self.copy_in, self.copy_back = copy_in, copy_back
         self.context = context
+        self.file = file
 
     def __call__(self):
         for arr, buf in self.copy_in:
             ctypes.memmove(buf._ptr, arr.ctypes.data, arr.nbytes)
         st = _run(self._handle)
         if st:
-            raise error_for(st, self.context)
+            raise error_for(st, self.context, self.file)
         if self.copy_back:
             self.device.synchronize()
             for arr, buf in self.copy_back:
@@ -310,7 +312,7 @@ class KernelFunction:
                                             ctypes.byref(opts))
             if st:
                 raise error_for(st, f"kernel {self.fn.__name__} at {self.location}, device "
-                                    f"{dev.name}")
+                                    f"{dev.name}", self.fn.__code__.co_filename)
             k = spec.kernels[dev] = CompiledKernel(h, dev, self.location)
         return k
 
@@ -478,13 +480,14 @@ class Launcher:
         h = _LaunchPtr()
         context = f"kernel {k.fn.__name__} at {k.location}, device {dev.name}"
         st = _ffi.metile_launch_create(ctypes.byref(h), compiled._handle, _U32x3(*grid), arr, n)
+        file = k.fn.__code__.co_filename
         if st:
-            raise error_for(st, context)
+            raise error_for(st, context, file)
         # Arrays the device copied (not addressable in place) are copied in before each run
         # and, when writable, back after it, so no kernel write is lost.
         copy_back = [(a, b) for a, b in copied if a.flags.writeable]
         return PreparedLaunch(h, dev, compiled, args, dict(kwargs), keep, copied, copy_back,
-                              context)
+                              context, file)
 
 
 def kernel(fn=None):

@@ -176,7 +176,8 @@ class _Rewriter(ast.NodeTransformer):
         assign_lines = {}
         for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names:
-                assign_lines[n.id] = builtins.max(assign_lines.get(n.id, 0), n.lineno)
+                line = getattr(n, "lineno", node.lineno)
+                assign_lines[n.id] = builtins.max(assign_lines.get(n.id, 0), line)
         target = node.target.id if isinstance(node.target, ast.Name) else None
         self.infos.append({"line": node.lineno, "assign_lines": assign_lines, "target": target})
 
@@ -211,6 +212,7 @@ class _Rewriter(ast.NodeTransformer):
         out.extend(node.orelse)
         for n in (make, loop, end_call) + tuple(out[2:]):
             ast.copy_location(n, node)
+            ast.fix_missing_locations(n)
         return out
 
 

@@ -289,52 +289,58 @@ FUNCTIONS = [
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+_NAMES = {"linux": ["libmetile.so", "libmetile.so.0"], "darwin": ["libmetile.dylib",
+                                                                   "libmetile.0.dylib"],
+          "win32": ["metile.dll"]}.get(sys.platform, ["libmetile.so", "libmetile.so.0"])
+
+
 def _candidates():
-    """(description, path) pairs in lookup order."""
+    """(where, folder or None, library path or name) in lookup order."""
     env = os.environ.get("METILE_LIBRARY")
     if env:
         yield "$METILE_LIBRARY", env
         return
-    names = ["libmetile.so", "libmetile.so.0", "libmetile.dylib", "libmetile.0.dylib",
-             "metile.dll"]
-    for n in names:
+    for n in _NAMES:
         yield "the package folder", os.path.join(_PKG_DIR, n)
-    # A development checkout: bindings/python/metile -> <repo>/build/.
+    # A development checkout: <repo>/bindings/python/metile, library in <repo>/build*/.
     repo = os.path.dirname(os.path.dirname(os.path.dirname(_PKG_DIR)))
-    for build in ("build", "build-release", "build-debug"):
-        for n in names[:4]:
-            yield "the build tree", os.path.join(repo, build, n)
+    if os.path.exists(os.path.join(repo, "include", "metile", "metile.h")):
+        for build in ("build", "build-release", "build-debug"):
+            for n in _NAMES:
+                yield "the build tree", os.path.join(repo, build, n)
     found = ctypes.util.find_library("metile")
-    if found:
-        yield "the system (find_library)", found
+    yield "the system (ctypes.util.find_library)", found or "metile: not found"
+    libdir = ""
     if shutil.which("pkg-config"):
         try:
             libdir = subprocess.run(["pkg-config", "--variable=libdir", "metile"],
                                     capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             libdir = ""
-        if libdir:
-            for n in names[:4]:
-                yield "pkg-config libdir", os.path.join(libdir, n)
+    if libdir:
+        for n in _NAMES:
+            yield "pkg-config --variable=libdir metile", os.path.join(libdir, n)
+    else:
+        yield "pkg-config --variable=libdir metile", "no metile.pc found"
 
 
 def _load():
     tried = []
     for where, path in _candidates():
-        is_file_path = os.sep in path or path.startswith(".")
-        if is_file_path and not os.path.exists(path):
+        if path.endswith("not found") or path.startswith("no "):
+            tried.append(f"{where}: {path}")
+            continue
+        if os.sep in path and not os.path.exists(path):
             tried.append(f"{where}: {path} (missing)")
             continue
         try:
             return ctypes.CDLL(path), path
         except OSError as e:
             tried.append(f"{where}: {path} ({e})")
-    if not tried:
-        tried.append("the system: find_library('metile') found nothing and pkg-config is absent")
     raise ImportError(
         "metile: cannot find the libmetile shared library. Looked in:\n  " + "\n  ".join(tried)
-        + "\nBuild it (cmake -S . -B build && cmake --build build) or set METILE_LIBRARY to its "
-        "path.")
+        + "\nBuild it (cmake -S . -B build -G Ninja && ninja -C build metile), install it, or "
+        "set METILE_LIBRARY to its path.")
 
 
 lib, LIBRARY_PATH = _load()

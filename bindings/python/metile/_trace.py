@@ -17,7 +17,10 @@ import numpy as np
 from . import _dtypes, _ffi
 from ._errors import InvalidProgramError, TracingError, error_for
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Code objects carry the path the module was imported by (possibly relative or with ".."),
+# so recognise the package under each spelling.
+_PKG_DIRS = tuple({os.path.dirname(p) + os.sep for p in
+                   (__file__, os.path.abspath(__file__), os.path.realpath(__file__))})
 _state = threading.local()
 _V = _ffi.metile_value
 
@@ -25,7 +28,7 @@ _V = _ffi.metile_value
 def user_frame(depth: int = 1):
     """The innermost frame that is not metile's own code."""
     f = sys._getframe(depth)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIRS):
         f = f.f_back
     return f
 

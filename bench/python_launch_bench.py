@@ -1,0 +1,95 @@
+"""Launch overhead of the Python binding: microseconds per `kernel[grid](...)` call and per
+prepared launch (`kernel[grid].prepare(...)()`), for a small kernel (one program of 64
+elements). Runs on cpu when it is available, else on interp (labelled); --device picks one.
+
+    /usr/bin/python3 bench/python_launch_bench.py [--device NAME] [--iters N]
+
+The time includes the device's own launch cost (for interp: interpreting the program once), so
+it is measured with a kernel that does almost nothing; `bare C launch` is metile_launch_run
+called straight through ctypes, the floor for any Python launch path.
+"""
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings",
+                                "python"))
+import metile  # noqa: E402
+from metile import _ffi  # noqa: E402
+
+
+@metile.kernel
+def tiny(X, Out, N, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    m = offs < N
+    metile.store(Out + offs, metile.load(X + offs, mask=m) + 1.0, mask=m)
+
+
+def per_call_us(fn, iters, repeats=5):
+    """Median over `repeats` runs of the mean time per call, in microseconds."""
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        samples.append((time.perf_counter() - t0) / iters * 1e6)
+    return statistics.median(samples)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--iters", type=int, default=20000)
+    args = ap.parse_args()
+    name = args.device or ("cpu" if "cpu" in metile.devices() else "interp")
+    dev = metile.set_device(name)
+    label = "" if name == "cpu" else f"  [{name}: not the cpu device]"
+
+    x = metile.Buffer(data=np.arange(64, dtype=np.float32))
+    out = metile.Buffer.zeros((64,))
+    xa = np.arange(64, dtype=np.float32)
+    oa = np.zeros(64, np.float32)
+    launcher = tiny[(1,)]
+    launcher(x, out, 64, BLOCK=64)          # trace + compile outside the timing
+    launcher(xa, oa, 64, BLOCK=64)
+    prepared = launcher.prepare(x, out, 64, BLOCK=64)
+    handle = prepared._handle
+    run = _ffi.metile_launch_run
+
+    results = [
+        ("bare C launch (metile_launch_run via ctypes)", per_call_us(lambda: run(handle), args.iters)),
+        ("prepared launch: run = k[grid].prepare(...); run()", per_call_us(prepared, args.iters)),
+        ("k[grid](buffers, N, BLOCK=64)", per_call_us(lambda: tiny[(1,)](x, out, 64, BLOCK=64),
+                                                      args.iters)),
+        ("k[grid](numpy arrays, N, BLOCK=64)",
+         per_call_us(lambda: tiny[(1,)](xa, oa, 64, BLOCK=64), args.iters)),
+    ]
+    fresh = [np.zeros(64, np.float32) for _ in range(64)]
+    i = [0]
+
+    def changing():   # a different output array each call: the full (classify + prepare) path
+        i[0] = (i[0] + 1) % len(fresh)
+        tiny[(1,)](xa, fresh[i[0]], 64, BLOCK=64)
+    results.append(("k[grid](...) with new arrays every call (full path)",
+                    per_call_us(changing, max(args.iters // 10, 100))))
+    dev.synchronize()
+    assert (out.numpy() == np.arange(64) + 1).all() and (oa == xa + 1).all()
+
+    print(f"metile Python launch overhead on {dev.name} ({dev.description}){label}")
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, library {metile.LIBRARY_PATH}")
+    bare = results[0][1]
+    print(f"  {'':<56} {'per call':>11} {'over bare C':>12}")
+    for what, us in results:
+        extra = f"{us - bare:+9.2f} us" if what != results[0][0] else ""
+        print(f"  {what:<56} {us:8.2f} us {extra:>12}")
+    print("targets: <= 10 us per k[grid](...) call, <= 3 us per prepared launch")
+
+
+if __name__ == "__main__":
+    main()

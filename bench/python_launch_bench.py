@@ -4,9 +4,10 @@ elements). Runs on cpu when it is available, else on interp (labelled); --device
 
     /usr/bin/python3 bench/python_launch_bench.py [--device NAME] [--iters N]
 
-The time includes the device's own launch cost (for interp: interpreting the program once), so
-it is measured with a kernel that does almost nothing; `bare C launch` is metile_launch_run
-called straight through ctypes, the floor for any Python launch path.
+Each time includes the device's own launch cost (for interp: interpreting the program), so the
+kernel does almost nothing; `bare C launch` is metile_launch_run called straight through ctypes,
+the floor for any Python launch path. The last block replaces the device call by a no-op C call
+of the same signature (metile_launch_release(NULL)) to show the binding's own overhead.
 """
 
 import argparse
@@ -81,12 +82,34 @@ def main():
     dev.synchronize()
     assert (out.numpy() == np.arange(64) + 1).all() and (oa == xa + 1).all()
 
+    # Binding overhead alone: the launch handles become NULL and the run call a no-op.
+    from metile import _kernel
+    null = ctypes.POINTER(_ffi.metile_launch)()
+    noop = _ffi.metile_launch_release
+    launcher(x, out, 64, BLOCK=64)          # make these arguments the launcher's cached launch
+    last = launcher._last
+    saved = (_kernel._run, prepared._handle, last._handle)
+    _kernel._run, prepared._handle, last._handle = noop, null, null
+    try:
+        overhead = [
+            ("no-op C call (metile_launch_release(NULL))", per_call_us(lambda: noop(null), args.iters)),
+            ("prepared launch, device call stubbed", per_call_us(prepared, args.iters)),
+            ("k[grid](buffers, N, BLOCK=64), device call stubbed",
+             per_call_us(lambda: tiny[(1,)](x, out, 64, BLOCK=64), args.iters)),
+        ]
+    finally:
+        _kernel._run, prepared._handle, last._handle = saved
+
     print(f"metile Python launch overhead on {dev.name} ({dev.description}){label}")
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, library {metile.LIBRARY_PATH}")
     bare = results[0][1]
     print(f"  {'':<56} {'per call':>11} {'over bare C':>12}")
     for what, us in results:
         extra = f"{us - bare:+9.2f} us" if what != results[0][0] else ""
+        print(f"  {what:<56} {us:8.2f} us {extra:>12}")
+    print("binding overhead (no device work):")
+    for what, us in overhead:
+        extra = f"{us - overhead[0][1]:+9.2f} us" if what != overhead[0][0] else ""
         print(f"  {what:<56} {us:8.2f} us {extra:>12}")
     print("targets: <= 10 us per k[grid](...) call, <= 3 us per prepared launch")
 

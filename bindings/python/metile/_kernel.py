@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import re
+import threading
 
 import numpy as np
 
@@ -92,8 +93,8 @@ class PreparedLaunch:
     on GPU devices). Arguments are captured: buffers are reused and scalars are frozen.
     numpy arrays the device had to copy are copied in before and back after each run."""
 
-    __slots__ = ("_handle", "device", "kernel", "args", "kwargs", "keep", "copy_in",
-                 "copy_back", "context", "file", "__weakref__")
+    __slots__ = ("_handle", "device", "kernel", "args", "kwargs", "kwtypes", "keep", "copy_in",
+                 "copy_back", "context", "file", "lock", "__weakref__")
 
     def __init__(self, handle, device, kernel, args, kwargs, keep, copy_in, copy_back, context,
                  file):
@@ -101,12 +102,18 @@ class PreparedLaunch:
         self.device = device
         self.kernel = kernel
         self.args, self.kwargs = args, kwargs
+        self.kwtypes = tuple(map(type, kwargs.values()))
         self.keep = keep
         self.copy_in, self.copy_back = copy_in, copy_back
         self.context = context
         self.file = file
+        self.lock = threading.Lock()  # a C launch object runs on one thread at a time
 
     def __call__(self):
+        with self.lock:
+            self._run_locked()
+
+    def _run_locked(self):
         for arr, buf in self.copy_in:
             ctypes.memmove(buf._ptr, arr.ctypes.data, arr.nbytes)
         st = _run(self._handle)
@@ -164,6 +171,7 @@ class KernelFunction:
         self.defaults = {p.name: p.default for p in self.params if p.default is not p.empty}
         self._programs: dict = {}
         self._launchers: dict = {}
+        self._lock = threading.RLock()  # tracing and compiling from several threads
         self._traceable = None
         self._loop_infos = None
 
@@ -246,8 +254,11 @@ class KernelFunction:
                 "(int, float, bool, str, tuple)") from None
         spec = self._programs.get(key)
         if spec is None:
-            spec = self._programs[key] = _Specialization(self._trace(specs, consts, options),
-                                                         options)
+            with self._lock:
+                spec = self._programs.get(key)
+                if spec is None:
+                    spec = _Specialization(self._trace(specs, consts, options), options)
+                    self._programs[key] = spec
         return spec
 
     def _trace(self, specs, consts, options) -> Program:
@@ -298,22 +309,27 @@ class KernelFunction:
     def compiled(self, spec: _Specialization, dev) -> CompiledKernel:
         k = spec.kernels.get(dev)
         if k is None:
-            opts = _ffi.metile_compile_options()
-            _ffi.metile_compile_options_init(ctypes.byref(opts))
-            o = spec.options
-            if "num_threads" in o:
-                opts.num_threads = int(o["num_threads"])
-            if "allow_tf32" in o:
-                opts.allow_tf32 = -1 if o["allow_tf32"] is None else int(bool(o["allow_tf32"]))
-            if "opt_level" in o:
-                opts.opt_level = int(o["opt_level"])
-            h = ctypes.POINTER(_ffi.metile_kernel)()
-            st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
-                                            ctypes.byref(opts))
-            if st:
-                raise error_for(st, f"kernel {self.fn.__name__} at {self.location}, device "
-                                    f"{dev.name}", self.fn.__code__.co_filename)
-            k = spec.kernels[dev] = CompiledKernel(h, dev, self.location)
+            with self._lock:
+                k = spec.kernels.get(dev) or self._compile(spec, dev)
+        return k
+
+    def _compile(self, spec: _Specialization, dev) -> CompiledKernel:
+        opts = _ffi.metile_compile_options()
+        _ffi.metile_compile_options_init(ctypes.byref(opts))
+        o = spec.options
+        if "num_threads" in o:
+            opts.num_threads = int(o["num_threads"])
+        if "allow_tf32" in o:
+            opts.allow_tf32 = -1 if o["allow_tf32"] is None else int(bool(o["allow_tf32"]))
+        if "opt_level" in o:
+            opts.opt_level = int(o["opt_level"])
+        h = ctypes.POINTER(_ffi.metile_kernel)()
+        st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
+                                        ctypes.byref(opts))
+        if st:
+            raise error_for(st, f"kernel {self.fn.__name__} at {self.location}, device "
+                                f"{dev.name}", self.fn.__code__.co_filename)
+        k = spec.kernels[dev] = CompiledKernel(h, dev, self.location)
         return k
 
 
@@ -409,21 +425,29 @@ class Launcher:
 
     def __call__(self, *args, **kwargs):
         last = self._last
-        if last is not None and last.device is _device._current and len(args) == len(last.args):
-            try:
-                same = kwargs == last.kwargs
-            except ValueError:  # an array passed by keyword: compare the slow way
-                same = False
-            if same:
-                for a, b in zip(args, last.args):
-                    if a is not b and not (type(a) is type(b) and type(a) in _SCALARS and a == b):
-                        break
-                else:
-                    last()
-                    return
+        # The hot path: the same device, equal plain-constant keywords of the same types, and
+        # the same buffer/array objects and equal scalars as the cached launch.
+        if (last is not None and last.device is _device._current and len(args) == len(last.args)
+                and kwargs == last.kwargs and tuple(map(type, kwargs.values())) == last.kwtypes):
+            for a, b in zip(args, last.args):
+                if a is not b and (type(a) is not type(b) or type(a) not in _SCALARS or a != b):
+                    break
+            else:
+                # Another thread running the same launch takes the full path instead of waiting.
+                if last.lock.acquire(False):
+                    try:
+                        if last.copy_in:
+                            last._run_locked()
+                            return
+                        st = _run(last._handle)
+                        if st:
+                            raise error_for(st, last.context, last.file)
+                        return
+                    finally:
+                        last.lock.release()
         launch = self._prepare(args, kwargs)
         if launch is not None:
-            launch()
+            launch._run_locked()  # not shared with other threads yet
             # Reused only while kwargs hold plain constants (equality of arrays is not identity).
             simple = all(type(v) in _CONSTS for v in kwargs.values())
             self._last = launch if simple else None

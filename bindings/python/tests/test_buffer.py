@@ -1,5 +1,7 @@
 """metile.Buffer: zero-copy wrapping, allocation, numpy views, dtypes, DLPack."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -198,3 +200,44 @@ def test_dlpack_exports_are_released(device, monkeypatch):
     assert len(_dlpack._live) == base + 1
     del a
     assert len(_dlpack._live) == base
+
+
+@pytest.fixture
+def copying_device(device, monkeypatch):
+    """Makes buffer wrapping copy (as metal does for memory it cannot address in place)."""
+    from metile import _ffi
+    real_shares = _ffi.metile_buffer_shares_memory
+    copies = set()
+
+    def wrap(out, dev, host, nbytes):
+        st = _ffi.metile_buffer_alloc(out, dev, nbytes)
+        if st == 0:
+            ptr = ctypes.c_void_p()
+            _ffi.metile_buffer_contents(out._obj, ctypes.byref(ptr))
+            ctypes.memmove(ptr.value, host, nbytes)
+            copies.add(ctypes.addressof(out._obj.contents))
+        return st
+
+    def shares(h):
+        return 0 if ctypes.addressof(h.contents) in copies else real_shares(h)
+    monkeypatch.setattr(_ffi, "metile_buffer_wrap", wrap)
+    monkeypatch.setattr(_ffi, "metile_buffer_shares_memory", shares)
+    return device
+
+
+def test_copied_arrays_are_copied_in_and_back(copying_device):
+    arr = np.arange(100, dtype=np.float32)
+    buf = metile.Buffer(data=arr)
+    assert not buf.shares_memory
+    launcher = inc[(1,)]
+    launcher(arr, 100, BLOCK=128)
+    np.testing.assert_array_equal(arr, np.arange(100) + 1)   # copied back after the launch
+    launcher(arr, 100, BLOCK=128)                            # the hot path copies both ways too
+    np.testing.assert_array_equal(arr, np.arange(100) + 2)
+    arr[:] = 10                                              # host writes are copied in
+    launcher(arr, 100, BLOCK=128)
+    np.testing.assert_array_equal(arr, 11)
+    run = inc[(1,)].prepare(arr, 100, BLOCK=128)
+    run()
+    run()
+    np.testing.assert_array_equal(arr, 13)

@@ -180,3 +180,48 @@ def test_metile_debug_prints_stages(tmp_path):
     assert "tile_ir" in r.stderr and "kernel @twice" in r.stderr
     r = _run(code, METILE_CACHE_DIR=str(tmp_path))
     assert r.returncode == 0 and "kernel @twice" not in r.stderr
+
+
+def test_launching_from_several_threads(device):
+    import threading
+
+    @metile.kernel
+    def scaled(X, Out, N, F: metile.constexpr, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        m = offs < N
+        metile.store(Out + offs, metile.load(X + offs, mask=m) * F, mask=m)
+    x = np.arange(300, dtype=np.float32)
+    outs = [np.zeros_like(x) for _ in range(8)]
+    errors = []
+
+    def work(i):
+        try:
+            with metile.use_device(device.name):
+                for _ in range(3):
+                    scaled[(metile.cdiv(300, 64),)](x, outs[i], 300, F=i % 3 + 1, BLOCK=64)
+        except Exception as e:  # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    metile.synchronize()
+    for i, o in enumerate(outs):
+        np.testing.assert_array_equal(o, x * (i % 3 + 1))
+    assert len(scaled._programs) == 3
+
+
+@metile.kernel
+def numpy_scalar_literals(X, Out, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    x = metile.load(X + offs)
+    metile.store(Out + offs, np.float32(0.5) * x + np.int32(1))
+
+
+def test_numpy_scalars_inside_kernels(device):
+    x = np.arange(16, dtype=np.float32)
+    out = np.zeros_like(x)
+    numpy_scalar_literals[(1,)](x, out, BLOCK=16)
+    np.testing.assert_array_equal(out, 0.5 * x + 1)

@@ -37,7 +37,7 @@ class Config:
         return isinstance(other, Config) and self.kwargs == other.kwargs
 
     def __hash__(self):
-        return hash(tuple(sorted(self.kwargs.items())))
+        return hash(repr(self))
 
 
 def autotune(configs, key, warmup=5, rep=20, verbose=True):
@@ -141,33 +141,33 @@ class AutotunedKernel:
 
     def _tune(self, grid, args, kwargs, key_values) -> Config:
         k = self.kernel
-        launches, ok, failures = [], [], {}
-        for c in self.configs:
+        launches, ok, failures = [], [], {}  # ok/failures by config index
+        for i, c in enumerate(self.configs):
             try:
                 launches.append(k[grid].prepare(*args, **{**kwargs, **c.kwargs}))
-                ok.append(c)
+                ok.append(i)
             except MetileError as e:
-                failures[c] = e
+                failures[i] = e
         if not ok:
-            detail = "\n".join(f"  {c}: {type(e).__name__}: {e}" for c, e in failures.items())
+            detail = "\n".join(f"  {self.configs[i]}: {type(e).__name__}: {e}"
+                               for i, e in failures.items())
             raise MetileError(f"autotune {k.fn.__name__}: all {len(self.configs)} configs "
                               f"failed:\n{detail}")
-        times = _time(launches, self.warmup, self.rep)
-        best_i = min(range(len(ok)), key=times.__getitem__)
-        self.last_timings = [(c, times[ok.index(c)] if c in ok else None) for c in self.configs]
+        times = dict(zip(ok, _time(launches, self.warmup, self.rep)))
+        best = min(ok, key=times.__getitem__)
+        self.last_timings = [(c, times.get(i)) for i, c in enumerate(self.configs)]
         if verbose_enabled(self.verbose):
             kv = ", ".join(f"{n}={v}" for n, v in zip(self.key, key_values))
-            print(f"autotune {k.fn.__name__} [{kv}]: {ok[best_i]}")
-            for c in self.configs:
-                if c in failures:
-                    e = failures[c]
+            print(f"autotune {k.fn.__name__} [{kv}]: {self.configs[best]}")
+            for i, c in enumerate(self.configs):
+                if i in failures:
+                    e = failures[i]
                     first = str(e).splitlines()[0] if str(e) else type(e).__name__
                     print(f"  {c!r:<48} FAILED ({type(e).__name__}: {first})")
                 else:
-                    ms = times[ok.index(c)]
-                    mark = "  <--" if c is ok[best_i] else ""
-                    print(f"  {c!r:<48} {ms:10.4f} ms{mark}")
-        return ok[best_i]
+                    mark = "  <--" if i == best else ""
+                    print(f"  {c!r:<48} {times[i]:10.4f} ms{mark}")
+        return self.configs[best]
 
 
 def verbose_enabled(v) -> bool:

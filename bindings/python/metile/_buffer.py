@@ -178,7 +178,7 @@ class Buffer:
         if self.device.asynchronous:
             self.device.synchronize()
         dev_type = self.__dlpack_device__()[0]
-        if _ffi.has("metile_buffer_to_dlpack") and self.device.name != "cuda":
+        if _ffi.has("metile_buffer_to_dlpack"):
             shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
             out = ctypes.c_void_p()
             check(_ffi.metile_buffer_to_dlpack(self._handle, _dtypes.to_enum(self.dtype),
@@ -205,7 +205,8 @@ def from_dlpack(obj, device=None) -> Buffer:
     if not hasattr(obj, "__dlpack__"):
         raise InvalidArgumentError(f"from_dlpack: {type(obj).__name__} has no __dlpack__ method")
     dev = _device_of(device)
-    if hasattr(obj, "__dlpack_device__"):
+    native = _ffi.has("metile_buffer_from_dlpack")  # it also accepts CUDA device memory
+    if hasattr(obj, "__dlpack_device__") and not native:
         dev_type, _ = obj.__dlpack_device__()
         if int(dev_type) not in (_dlpack.KDL_CPU, _dlpack.KDL_CUDA_HOST, _dlpack.KDL_CUDA_MANAGED):
             raise InvalidArgumentError(
@@ -230,7 +231,7 @@ def from_dlpack(obj, device=None) -> Buffer:
             expect *= shape[i]
     nbytes = math.prod(shape) * _dtypes.itemsize(dtype)
     h = _BufPtr()
-    if _ffi.has("metile_buffer_from_dlpack") and nbytes:
+    if native and nbytes:
         st = _ffi.metile_buffer_from_dlpack(ctypes.byref(h), dev._handle, address)
         if st:
             raise error_for(st, "from_dlpack")

@@ -93,10 +93,6 @@ def _python_deleter(managed):
         _live.pop(managed.contents.manager_ctx or 0, None)
 
 
-def dl_dtype(name: str) -> tuple[int, int]:
-    return _DL[name]
-
-
 def dtype_from_dl(code: int, bits: int, lanes: int) -> str | None:
     if lanes != 1:
         return None

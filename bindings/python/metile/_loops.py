@@ -29,7 +29,7 @@ import textwrap
 
 import numpy as np
 
-from . import _dtypes, _lang
+from . import _lang
 from ._errors import TracingError
 from ._trace import Poison, Retrace, Value, current
 

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from . import _dtypes, _ffi
-from ._errors import InvalidProgramError, TracingError, error_for
+from ._errors import TracingError, error_for
 
 # Code objects carry the path the module was imported by (possibly relative or with ".."),
 # so recognise the package under each spelling.
@@ -324,11 +324,3 @@ class Value:
 def _is_operand(o) -> bool:
     from ._lang import constexpr
     return isinstance(o, (Value, int, float, np.generic, constexpr))
-
-
-def ensure_value(x, like=None) -> Value:
-    return current().literal(x, like)
-
-
-def program_error(msg: str) -> InvalidProgramError:
-    return InvalidProgramError(f"{user_location()}: {msg}")

@@ -159,6 +159,12 @@ def test_version_macros_match():
                                      + _ffi.METILE_VERSION_MINOR * 100 + _ffi.METILE_VERSION_PATCH)
 
 
+def test_library_version_is_reported():
+    import metile
+    v = metile.library_version()
+    assert v == f"{_ffi.METILE_VERSION_MAJOR}.{_ffi.METILE_VERSION_MINOR}.{_ffi.METILE_VERSION_PATCH}"
+
+
 def test_the_parser_catches_a_wrong_declaration():
     # The checks above must be able to fail: a changed parameter type is detected.
     text = _header_text()

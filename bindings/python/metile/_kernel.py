@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _device, _dtypes, _ffi, _loops
 from ._buffer import Buffer, from_dlpack
-from ._errors import InvalidArgumentError, TracingError, check, error_for
+from ._errors import InvalidArgumentError, InvalidProgramError, TracingError, check, error_for
 from ._lang import constexpr
 from ._trace import Retrace, Trace, set_active, active
 
@@ -300,6 +300,13 @@ class KernelFunction:
                 return Program(prog)
             except Retrace:
                 continue
+            except InvalidProgramError as e:
+                if "not in scope" in str(e):
+                    raise InvalidProgramError(
+                        f"{e}\n  (a variable assigned inside a metile.tile_range loop leaves the "
+                        "loop only when the loop is written in the kernel function itself and "
+                        "its source is available to inspect.getsource)") from None
+                raise
             finally:
                 set_active(outer)
                 t.release()

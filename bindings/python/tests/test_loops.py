@@ -234,3 +234,22 @@ def test_int_literal_init_becomes_a_float_tile(device):
     assert out[0] == (x * x).sum()
     conditional_update[(1,)](x, out, 32, BLOCK=16, SQUARE=False)
     assert out[0] == x.sum()
+
+
+def _helper_loop(X, N, BLOCK):
+    acc = metile.zeros(BLOCK)
+    for i in metile.tile_range(0, N, BLOCK):   # in a helper: not analysed, nothing is carried
+        acc = acc + metile.load(X + i + metile.arange(0, BLOCK))
+    return acc
+
+
+@metile.kernel
+def uses_helper(X, Out, N, BLOCK: metile.constexpr):
+    metile.store(Out + metile.arange(0, BLOCK), _helper_loop(X, N, BLOCK))
+
+
+def test_loops_in_helpers_explain_the_limit(device):
+    x = np.zeros(64, np.float32)
+    with pytest.raises(metile.InvalidProgramError) as e:
+        uses_helper[(1,)](x, x, 64, BLOCK=16)
+    assert "not in scope" in str(e.value) and "kernel function itself" in str(e.value)

@@ -233,3 +233,23 @@ def test_constexpr_defaults_and_wrappers(device):
     np.testing.assert_array_equal(out, 0.5 * x)
     defaults[(2,)](x, out, N=100, BLOCK=64)   # a runtime argument by keyword
     np.testing.assert_array_equal(out, 2 * x)
+
+
+@metile.kernel
+def sized_roles(X, Out, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    x = metile.load(X + offs)
+    with metile.simdgroup_role(0, num_roles=2, num_sgs=2):    # simdgroups 0-1
+        metile.store(Out + offs, x + 1)
+    with metile.simdgroup_role(1, num_roles=2, num_sgs=6):    # simdgroups 2-7
+        metile.store(Out + offs, x + 2)
+
+
+def test_simdgroup_roles_with_sizes_take_consecutive_ranges(device):
+    x = np.zeros(256, np.float32)
+    out = np.zeros(256, np.float32)
+    sized_roles[(1,)](x, out, BLOCK=256)
+    np.testing.assert_array_equal(out[:64], 1)
+    np.testing.assert_array_equal(out[64:], 2)
+    text = sized_roles[(1,)].trace(x, out, BLOCK=256).text
+    assert "first_sg = 0" in text and "first_sg = 2" in text

@@ -87,7 +87,7 @@ def main():
     null = ctypes.POINTER(_ffi.metile_launch)()
     noop = _ffi.metile_launch_release
     launcher(x, out, 64, BLOCK=64)          # make these arguments the launcher's cached launch
-    last = launcher._last
+    last = launcher._recent[0]
     saved = (_kernel._run, prepared._handle, last._handle)
     _kernel._run, prepared._handle, last._handle = noop, null, null
     try:

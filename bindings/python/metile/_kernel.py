@@ -420,44 +420,55 @@ def _grid3(grid, meta, kernel_name) -> tuple[int, int, int]:
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
+def _matches(launch, args, kwargs) -> bool:
+    """The hot-path test: the same device, equal plain-constant keywords of the same types,
+    and the same buffer/array objects and equal scalars as `launch` was prepared with."""
+    if (launch.device is not _device._current or len(args) != len(launch.args)
+            or kwargs != launch.kwargs or tuple(map(type, kwargs.values())) != launch.kwtypes):
+        return False
+    for a, b in zip(args, launch.args):
+        if a is not b and (type(a) is not type(b) or type(a) not in _SCALARS or a != b):
+            return False
+    return True
+
+
+_RECENT = 4  # prepared launches each launcher keeps (ping-pong buffers hit them)
+
+
 class Launcher:
     """kernel[grid]: call it with the kernel's arguments to launch."""
 
-    __slots__ = ("kernel", "grid", "_last")
+    __slots__ = ("kernel", "grid", "_recent")
 
     def __init__(self, kernel, grid):
         self.kernel = kernel
         self.grid = grid
-        self._last = None
+        self._recent = []  # most recent first
 
     def __call__(self, *args, **kwargs):
-        last = self._last
-        # The hot path: the same device, equal plain-constant keywords of the same types, and
-        # the same buffer/array objects and equal scalars as the cached launch.
-        if (last is not None and last.device is _device._current and len(args) == len(last.args)
-                and kwargs == last.kwargs and tuple(map(type, kwargs.values())) == last.kwtypes):
-            for a, b in zip(args, last.args):
-                if a is not b and (type(a) is not type(b) or type(a) not in _SCALARS or a != b):
-                    break
-            else:
-                # Another thread running the same launch takes the full path instead of waiting.
-                if last.lock.acquire(False):
-                    try:
-                        if last.copy_in:
-                            last._run_locked()
-                            return
-                        st = _run(last._handle)
+        recent = self._recent
+        for i, launch in enumerate(recent):
+            # Another thread running the same launch takes the full path instead of waiting.
+            if _matches(launch, args, kwargs) and launch.lock.acquire(False):
+                try:
+                    if launch.copy_in:
+                        launch._run_locked()
+                    else:
+                        st = _run(launch._handle)
                         if st:
-                            raise error_for(st, last.context, last.file)
-                        return
-                    finally:
-                        last.lock.release()
+                            raise error_for(st, launch.context, launch.file)
+                finally:
+                    launch.lock.release()
+                if i:
+                    recent.insert(0, recent.pop(i))
+                return
         launch = self._prepare(args, kwargs)
         if launch is not None:
             launch._run_locked()  # not shared with other threads yet
             # Reused only while kwargs hold plain constants (equality of arrays is not identity).
-            simple = all(type(v) in _CONSTS for v in kwargs.values())
-            self._last = launch if simple else None
+            if all(type(v) in _CONSTS for v in kwargs.values()):
+                recent.insert(0, launch)
+                del recent[_RECENT:]
 
     def prepare(self, *args, **kwargs) -> PreparedLaunch:
         """Traces and compiles (if needed) and returns a PreparedLaunch: calling it launches

@@ -225,3 +225,19 @@ def test_numpy_scalars_inside_kernels(device):
     out = np.zeros_like(x)
     numpy_scalar_literals[(1,)](x, out, BLOCK=16)
     np.testing.assert_array_equal(out, 0.5 * x + 1)
+
+
+def test_ping_pong_arguments_reuse_prepared_launches(device):
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros_like(a)
+    launcher = copy[(1,)]
+    launcher._recent.clear()
+    for i in range(6):                       # alternate source and destination
+        src, dst = (a, b) if i % 2 == 0 else (b, a)
+        src[0] = i
+        launcher(src, dst, 64, BLOCK=64)
+        assert dst[0] == i
+    assert len(launcher._recent) == 2
+    for n in range(10):                      # at most a few launches are kept
+        launcher(a, b, n, BLOCK=64)
+    assert len(launcher._recent) == 4

@@ -13,7 +13,6 @@ of the same signature (metile_launch_release(NULL)) to show the binding's own ov
 import argparse
 import ctypes
 import os
-import statistics
 import sys
 import time
 
@@ -32,15 +31,16 @@ def tiny(X, Out, N, BLOCK: metile.constexpr):
     metile.store(Out + offs, metile.load(X + offs, mask=m) + 1.0, mask=m)
 
 
-def per_call_us(fn, iters, repeats=5):
-    """Median over `repeats` runs of the mean time per call, in microseconds."""
+def per_call_us(fn, iters, repeats=7):
+    """The best of `repeats` runs of the mean time per call, in microseconds (the minimum is
+    the least disturbed by other load on the machine)."""
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(iters):
             fn()
         samples.append((time.perf_counter() - t0) / iters * 1e6)
-    return statistics.median(samples)
+    return min(samples)
 
 
 def main():
@@ -101,7 +101,8 @@ def main():
         _kernel._run, prepared._handle, last._handle = saved
 
     print(f"metile Python launch overhead on {dev.name} ({dev.description}){label}")
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, library {metile.LIBRARY_PATH}")
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, library {metile.LIBRARY_PATH}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     bare = results[0][1]
     print(f"  {'':<56} {'per call':>11} {'over bare C':>12}")
     for what, us in results:

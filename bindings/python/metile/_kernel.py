@@ -91,10 +91,12 @@ class CompiledKernel:
 class PreparedLaunch:
     """A launch whose arguments were checked once; calling it launches again (asynchronous
     on GPU devices). Arguments are captured: buffers are reused and scalars are frozen.
-    numpy arrays the device had to copy are copied in before and back after each run."""
+    numpy arrays the device had to copy are copied in before and back after each run.
+    Like the C object behind it, it runs on one thread at a time: threads that launch
+    concurrently each prepare their own."""
 
     __slots__ = ("_handle", "device", "kernel", "args", "kwargs", "kwtypes", "keep", "copy_in",
-                 "copy_back", "context", "file", "lock", "__weakref__")
+                 "copy_back", "context", "file", "owner", "__weakref__")
 
     def __init__(self, handle, device, kernel, args, kwargs, keep, copy_in, copy_back, context,
                  file):
@@ -107,13 +109,9 @@ class PreparedLaunch:
         self.copy_in, self.copy_back = copy_in, copy_back
         self.context = context
         self.file = file
-        self.lock = threading.Lock()  # a C launch object runs on one thread at a time
+        self.owner = threading.get_ident()  # the thread whose k[grid](...) calls reuse it
 
     def __call__(self):
-        with self.lock:
-            self._run_locked()
-
-    def _run_locked(self):
         for arr, buf in self.copy_in:
             ctypes.memmove(buf._ptr, arr.ctypes.data, arr.nbytes)
         st = _run(self._handle)
@@ -433,6 +431,7 @@ def _matches(launch, args, kwargs) -> bool:
 
 
 _RECENT = 4  # prepared launches each launcher keeps (ping-pong buffers hit them)
+_thread_id = threading.get_ident
 
 
 class Launcher:
@@ -447,24 +446,22 @@ class Launcher:
 
     def __call__(self, *args, **kwargs):
         recent = self._recent
+        me = _thread_id()
         for i, launch in enumerate(recent):
-            # Another thread running the same launch takes the full path instead of waiting.
-            if _matches(launch, args, kwargs) and launch.lock.acquire(False):
-                try:
-                    if launch.copy_in:
-                        launch._run_locked()
-                    else:
-                        st = _run(launch._handle)
-                        if st:
-                            raise error_for(st, launch.context, launch.file)
-                finally:
-                    launch.lock.release()
+            # Only the thread that prepared a launch reuses it (C launches are single-owner).
+            if launch.owner == me and _matches(launch, args, kwargs):
+                if launch.copy_in:
+                    launch()
+                else:
+                    st = _run(launch._handle)
+                    if st:
+                        raise error_for(st, launch.context, launch.file)
                 if i:
                     recent.insert(0, recent.pop(i))
                 return
         launch = self._prepare(args, kwargs)
         if launch is not None:
-            launch._run_locked()  # not shared with other threads yet
+            launch()
             # Reused only while kwargs hold plain constants (equality of arrays is not identity).
             if all(type(v) in _CONSTS for v in kwargs.values()):
                 recent.insert(0, launch)

@@ -221,7 +221,12 @@ struct Emitter {
       }
       case OpKind::RESHAPE: {
         ValueId src = op.operands[0];
-        return name(src) + "[" + flat(type(op.results[0]).shape, idx) + "]";
+        std::string f = flat(type(op.results[0]).shape, idx);
+        if (plan[src].form == Form::array) return name(src) + "[" + f + "]";
+        const Shape& s = type(src).shape;
+        if (s.rank <= 1) return elem(src, {f, ""});
+        std::string cols = std::to_string(s.dims[1]);
+        return elem(src, {"(" + f + " / " + cols + ")", "(" + f + " % " + cols + ")"});
       }
       case OpKind::CAST: return spell_cast(d, in, type(op.results[0]).dtype, arg(0));
       case OpKind::SELECT: return spell_select(arg(0), arg(1), arg(2));

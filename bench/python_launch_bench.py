@@ -64,7 +64,8 @@ def main():
     run = _ffi.metile_launch_run
 
     results = [
-        ("bare C launch (metile_launch_run via ctypes)", per_call_us(lambda: run(handle), args.iters)),
+        ("bare C launch (metile_launch_run via ctypes)",
+         per_call_us(lambda: run(handle), args.iters)),
         ("prepared launch: run = k[grid].prepare(...); run()", per_call_us(prepared, args.iters)),
         ("k[grid](buffers, N, BLOCK=64)", per_call_us(lambda: tiny[(1,)](x, out, 64, BLOCK=64),
                                                       args.iters)),
@@ -92,7 +93,8 @@ def main():
     _kernel._run, prepared._handle, last._handle = noop, null, null
     try:
         overhead = [
-            ("no-op C call (metile_launch_release(NULL))", per_call_us(lambda: noop(null), args.iters)),
+            ("no-op C call (metile_launch_release(NULL))",
+             per_call_us(lambda: noop(null), args.iters)),
             ("prepared launch, device call stubbed", per_call_us(prepared, args.iters)),
             ("k[grid](buffers, N, BLOCK=64), device call stubbed",
              per_call_us(lambda: tiny[(1,)](x, out, 64, BLOCK=64), args.iters)),
@@ -101,8 +103,8 @@ def main():
         _kernel._run, prepared._handle, last._handle = saved
 
     print(f"metile Python launch overhead on {dev.name} ({dev.description}){label}")
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, library {metile.LIBRARY_PATH}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, library "
+          f"{metile.LIBRARY_PATH}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     bare = results[0][1]
     print(f"  {'':<56} {'per call':>11} {'over bare C':>12}")
     for what, us in results:

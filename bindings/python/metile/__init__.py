@@ -8,8 +8,8 @@ CPU or the `interp` reference device.
         pid = metile.program_id(0)
         offs = pid * BLOCK + metile.arange(0, BLOCK)
         mask = offs < N
-        metile.store(Out + offs, metile.load(X + offs, mask=mask) + metile.load(Y + offs, mask=mask),
-                     mask=mask)
+        x = metile.load(X + offs, mask=mask)
+        metile.store(Out + offs, x + metile.load(Y + offs, mask=mask), mask=mask)
 
     add[(metile.cdiv(N, 256),)](x, y, out, N, BLOCK=256)
 """

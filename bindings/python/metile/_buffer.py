@@ -27,7 +27,8 @@ def _shape_of(shape) -> tuple[int, ...]:
     try:
         shape = tuple(int(s) for s in shape)
     except TypeError:
-        raise InvalidArgumentError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+        raise InvalidArgumentError(
+            f"shape must be an int or a tuple of ints, got {shape!r}") from None
     if any(s < 0 for s in shape):
         raise InvalidArgumentError(f"shape {shape} has a negative dimension")
     return shape
@@ -164,7 +165,8 @@ class Buffer:
 
     def __repr__(self):
         share = ", shares memory" if self.shares_memory else ""
-        return f"metile.Buffer(shape={self.shape}, dtype={self.dtype}, device={self.device.name}{share})"
+        return (f"metile.Buffer(shape={self.shape}, dtype={self.dtype}, "
+                f"device={self.device.name}{share})")
 
     # ------------------------------------------------------------------------------ DLPack
     def __dlpack_device__(self):

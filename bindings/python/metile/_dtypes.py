@@ -68,7 +68,8 @@ def normalize(dtype, what: str = "dtype") -> str:
         name = _ALIASES.get(dtype, dtype)
         if name in _TABLE:
             return name
-        raise InvalidArgumentError(f"{what}: unknown dtype {dtype!r} (use one of {', '.join(NAMES)})")
+        raise InvalidArgumentError(
+            f"{what}: unknown dtype {dtype!r} (use one of {', '.join(NAMES)})")
     try:
         npd = np.dtype(dtype)
     except TypeError:

@@ -407,8 +407,9 @@ def _grid3(grid, meta, kernel_name) -> tuple[int, int, int]:
     try:
         dims = tuple(grid)
     except TypeError:
-        raise InvalidArgumentError(f"kernel {kernel_name}: the grid must be an int, a tuple of 1 "
-                                   f"to 3 ints, or a callable returning one; got {grid!r}") from None
+        raise InvalidArgumentError(
+            f"kernel {kernel_name}: the grid must be an int, a tuple of 1 to 3 ints, or a "
+            f"callable returning one; got {grid!r}") from None
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool)
                                           for d in dims):
         raise InvalidArgumentError(f"kernel {kernel_name}: the grid must be 1 to 3 ints, got "

@@ -271,7 +271,8 @@ def reshape(x, shape) -> Value:
     t = current()
     dims = _shape(shape, "reshape")
     x = t.literal(_plain(x))
-    return t.emit(_ffi.metile_builder_reshape, x.id, len(dims), _I64x2(*dims, *(0,) * (2 - len(dims))))
+    return t.emit(_ffi.metile_builder_reshape, x.id, len(dims),
+                  _I64x2(*dims, *(0,) * (2 - len(dims))))
 
 
 def broadcast_to(x, shape) -> Value:
@@ -357,7 +358,8 @@ def _bounds(bounds, what):
         return 0, 0
     bounds = _plain(bounds)
     if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
-        raise TracingError(f"{user_location()}: {what}: bounds must be (rows, cols), got {bounds!r}")
+        raise TracingError(
+            f"{user_location()}: {what}: bounds must be (rows, cols), got {bounds!r}")
     return _val(bounds[0]).id, _val(bounds[1]).id
 
 

@@ -6,12 +6,13 @@ liveness analysis, and for each `for v in tile_range(...)` (under any name that 
 metile.tile_range) carries the names that the body assigns and that are live at the start of
 an iteration or after the loop. It rewrites
 
-    for k in tile_range(a, b, c):            _l = __metile_loop__(tile_range(a, b, c), ("acc", "m"), locals(), 0)
-        body                          ==>    for k in _l:
-                                                 acc, m = _l.carried
-                                                 body
-                                                 _l.end((acc, m))
-                                             acc, m = _l.results
+    for k in tile_range(a, b, c):     _l = __metile_loop__(tile_range(a, b, c), ("acc", "m"),
+        body                                               locals(), 0)
+                               ==>    for k in _l:
+                                          acc, m = _l.carried
+                                          body
+                                          _l.end((acc, m))
+                                      acc, m = _l.results
 
 and compiles the result with the original file name and line numbers, so errors and the
 builder's source locations still point at the user's code. LoopRuntime (the __metile_loop__

@@ -106,7 +106,8 @@ def test_every_header_function_is_declared_with_the_same_types():
         assert _same(_expected_ctype(ret, text), dret), f"{name}: return type {ret}"
         assert len(args) == len(dargs), f"{name}: {len(args)} parameters in the header"
         for i, (a, d) in enumerate(zip(args, dargs)):
-            assert _same(_expected_ctype(a, text), d), f"{name}: parameter {i} is `{a}`, bound as {d}"
+            assert _same(_expected_ctype(a, text), d), \
+                f"{name}: parameter {i} is `{a}`, bound as {d}"
 
 
 def test_declaration_order_follows_the_header():
@@ -162,7 +163,8 @@ def test_version_macros_match():
 def test_library_version_is_reported():
     import metile
     v = metile.library_version()
-    assert v == f"{_ffi.METILE_VERSION_MAJOR}.{_ffi.METILE_VERSION_MINOR}.{_ffi.METILE_VERSION_PATCH}"
+    assert v == ".".join(str(getattr(_ffi, f"METILE_VERSION_{p}")) for p in
+                         ("MAJOR", "MINOR", "PATCH"))
 
 
 def test_the_parser_catches_a_wrong_declaration():

@@ -330,8 +330,8 @@ def reductions(X, Out, BLOCK: metile.constexpr):
 
 
 def test_language_reductions(device):
-    for x in (np.random.randn(128).astype(np.float32), -np.abs(np.random.randn(128)).astype(np.float32) - 1,
-              np.abs(np.random.randn(128)).astype(np.float32) + 1):
+    r = np.random.randn(128).astype(np.float32)
+    for x in (r, -np.abs(r) - 1, np.abs(r) + 1):   # mixed, all negative, all positive
         out = np.zeros(3, np.float32)
         reductions[(1,)](x, out, BLOCK=128)
         np.testing.assert_allclose(out, [x.astype(np.float64).sum(), x.max(), x.min()],

@@ -142,7 +142,11 @@ class Trace:
         if isinstance(x, int):
             if ld in _dtypes.FLOATS:
                 return self.const(x, ld)
-            if ld in _dtypes.INTS and _dtypes.int_fits(ld, x):
+            if ld in _dtypes.INTS:
+                if not _dtypes.int_fits(ld, x):  # numpy (NEP 50) refuses too
+                    raise TracingError(
+                        f"{user_location()}: the literal {x} does not fit the {ld} value it "
+                        f"meets; convert that value first (e.g. .to(\"i64\"))")
                 return self.const(x, ld)
             return self.const(x, "i32" if _dtypes.int_fits("i32", x) else "i64")
         if isinstance(x, float):

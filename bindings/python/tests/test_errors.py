@@ -215,3 +215,18 @@ def test_error_classes_follow_the_status():
     assert isinstance(_errors.error_for(_ffi.METILE_ERROR_OUT_OF_MEMORY), MemoryError)
     assert isinstance(_errors.error_for(_ffi.METILE_ERROR_INVALID_ARGUMENT), ValueError)
     assert issubclass(metile.TracingError, metile.MetileError)
+
+
+@metile.kernel
+def overflowing_literal(X, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    x = metile.load(X + offs)
+    metile.store(X + offs, x * 300)
+
+
+def test_integer_literals_must_fit_the_value_they_meet(device):
+    x = np.zeros(16, np.int8)
+    with pytest.raises(metile.TracingError) as e:
+        overflowing_literal[(1,)](x, BLOCK=16)
+    assert "literal 300 does not fit the i8" in str(e.value)
+    assert f"{HERE}:{line_of(overflowing_literal.fn, 'x * 300')}" in str(e.value)

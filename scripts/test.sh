@@ -80,6 +80,11 @@ step_go() (
   cd bindings/go/metile && go vet ./... && go test -count=1 ./...
 )
 
+step_c_examples() (
+  export PKG_CONFIG_PATH=$prefix/lib/pkgconfig LD_LIBRARY_PATH=$prefix/lib
+  make -s -C examples/c run BUILD="$build/examples"
+)
+
 # libFuzzer on the Tile IR parser for a fixed 60 s, seeded from the kernel suite.
 fuzz_build=$build-fuzz
 step_fuzz() {
@@ -105,6 +110,7 @@ STEPS=(
   "pytest        step_pytest        install"
   "rust          step_rust          install"
   "go            step_go            install"
+  "c-examples    step_c_examples    install"
   "fuzz          step_fuzz          build"
   "asan-build    step_asan_build    deps"
   "asan-test     step_asan_test     asan-build"

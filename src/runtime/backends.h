@@ -10,5 +10,8 @@ namespace metile {
 
 class Device;
 
+/** interp: always available (executes Tile IR directly; src/runtime/interp). */
+std::string probe_interp_device();
+std::shared_ptr<Device> make_interp_device();
 
 }  // namespace metile

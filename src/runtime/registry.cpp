@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "runtime/backends.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "support/env.h"
 #include "support/error.h"
@@ -11,6 +12,8 @@ namespace metile {
 
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
+      {"interp", probe_interp_device, make_interp_device},
+      {"cuda", probe_cuda_device, make_cuda_device},
   };
   return entries;
 }

@@ -1,0 +1,3 @@
+module metile.dev/metile
+
+go 1.19

@@ -1,0 +1,555 @@
+// Package metile binds the metile C ABI: build tile programs, compile them for a device
+// ("cpu", "interp", "cuda", "metal", "metal-sim") and launch them on buffers the host can read.
+//
+// Handles are released by Close, or by a finalizer when the Go value is collected. Every error
+// carries the library's status and message, read in the same cgo call as the failing function
+// (see wrappers.h), so no goroutine needs to be locked to its OS thread.
+package metile
+
+/*
+#cgo pkg-config: metile
+#include "wrappers.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"unsafe"
+)
+
+// Error is a failed call: the metile_status and the library's message.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s", StatusName(e.Status), e.Message)
+}
+
+// StatusName returns e.g. "METILE_ERROR_INVALID_ARGUMENT".
+func StatusName(status int) string {
+	return C.GoString(C.metile_status_name(C.metile_status(status)))
+}
+
+// Status values (pinned by the C ABI).
+const (
+	OK                 = int(C.METILE_OK)
+	ErrInvalidArgument = int(C.METILE_ERROR_INVALID_ARGUMENT)
+	ErrInvalidProgram  = int(C.METILE_ERROR_INVALID_PROGRAM)
+	ErrCompile         = int(C.METILE_ERROR_COMPILE)
+	ErrUnsupported     = int(C.METILE_ERROR_UNSUPPORTED)
+	ErrUnavailable     = int(C.METILE_ERROR_DEVICE_UNAVAILABLE)
+	ErrDevice          = int(C.METILE_ERROR_DEVICE)
+)
+
+// check turns a wrapper's status and error string into a Go error.
+func check(status C.metile_status, msg *C.char) error {
+	if status == C.METILE_OK {
+		return nil
+	}
+	text := ""
+	if msg != nil {
+		text = C.GoString(msg)
+		C.free(unsafe.Pointer(msg))
+	}
+	return &Error{Status: int(status), Message: text}
+}
+
+// Version returns the library version, e.g. "0.1.0".
+func Version() string { return C.GoString(C.metile_version_string()) }
+
+// DevicesAvailable lists the devices usable on this machine.
+func DevicesAvailable() ([]string, error) {
+	var out, msg *C.char
+	if err := check(C.go_metile_devices_available(&msg, &out), msg); err != nil {
+		return nil, err
+	}
+	defer C.metile_free(unsafe.Pointer(out))
+	s := C.GoString(out)
+	if s == "" {
+		return nil, nil
+	}
+	return strings.Split(s, ","), nil
+}
+
+// DType is an element type.
+type DType int
+
+const (
+	F32  DType = DType(C.METILE_DTYPE_F32)
+	F16  DType = DType(C.METILE_DTYPE_F16)
+	BF16 DType = DType(C.METILE_DTYPE_BF16)
+	I32  DType = DType(C.METILE_DTYPE_I32)
+	U32  DType = DType(C.METILE_DTYPE_U32)
+	I64  DType = DType(C.METILE_DTYPE_I64)
+	Bool DType = DType(C.METILE_DTYPE_BOOL)
+)
+
+// Device is an open device.
+type Device struct{ raw *C.metile_device }
+
+// OpenDevice opens a device by name; "" opens the default ($METILE_DEVICE, else metal, cuda, cpu).
+func OpenDevice(name string) (*Device, error) {
+	var cname *C.char
+	if name != "" {
+		cname = C.CString(name)
+		defer C.free(unsafe.Pointer(cname))
+	}
+	var raw *C.metile_device
+	var msg *C.char
+	if err := check(C.go_metile_device_open(&msg, &raw, cname), msg); err != nil {
+		return nil, err
+	}
+	d := &Device{raw}
+	runtime.SetFinalizer(d, (*Device).Close)
+	return d, nil
+}
+
+// Close releases the device handle (idempotent).
+func (d *Device) Close() {
+	if d.raw != nil {
+		C.metile_device_release(d.raw)
+		d.raw = nil
+	}
+}
+
+// Name returns the device's name.
+func (d *Device) Name() string {
+	var info C.metile_device_info
+	info.struct_size = C.size_t(unsafe.Sizeof(info))
+	var msg *C.char
+	if check(C.go_metile_device_get_info(&msg, d.raw, &info), msg) != nil {
+		return ""
+	}
+	return C.GoString(info.name)
+}
+
+// Synchronize waits for every launch issued so far.
+func (d *Device) Synchronize() error {
+	var msg *C.char
+	return check(C.go_metile_device_synchronize(&msg, d.raw), msg)
+}
+
+// Buffer is memory that host and device both address.
+type Buffer struct {
+	raw   *C.metile_buffer
+	bytes int
+}
+
+// Alloc returns a zeroed buffer.
+func (d *Device) Alloc(bytes int) (*Buffer, error) {
+	var raw *C.metile_buffer
+	var msg *C.char
+	if err := check(C.go_metile_buffer_alloc(&msg, &raw, d.raw, C.size_t(bytes)), msg); err != nil {
+		return nil, err
+	}
+	b := &Buffer{raw, bytes}
+	runtime.SetFinalizer(b, (*Buffer).Close)
+	return b, nil
+}
+
+// BufferFromFloat32 returns a new buffer holding a copy of data.
+func (d *Device) BufferFromFloat32(data []float32) (*Buffer, error) {
+	b, err := d.Alloc(4 * len(data))
+	if err != nil {
+		return nil, err
+	}
+	copy(b.Float32s(), data)
+	return b, nil
+}
+
+// Close releases the buffer (idempotent).
+func (b *Buffer) Close() {
+	if b.raw != nil {
+		C.metile_buffer_release(b.raw)
+		b.raw = nil
+	}
+}
+
+func (b *Buffer) contents() unsafe.Pointer {
+	var p unsafe.Pointer
+	var msg *C.char
+	if err := check(C.go_metile_buffer_contents(&msg, b.raw, &p), msg); err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Float32s views the contents as float32s (no copy; synchronize first after async launches).
+func (b *Buffer) Float32s() []float32 {
+	return unsafe.Slice((*float32)(b.contents()), b.bytes/4)
+}
+
+// Value is a value inside a Builder; the zero Value means "none" for optional operands.
+type Value C.metile_value
+
+// Builder builds a tile program op by op.
+type Builder struct {
+	raw *C.metile_builder
+	err error // the first error; later calls do nothing and Finish returns it
+}
+
+// NewBuilder starts a kernel named name.
+func NewBuilder(name string) (*Builder, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var raw *C.metile_builder
+	var msg *C.char
+	if err := check(C.go_metile_builder_create(&msg, &raw, cname), msg); err != nil {
+		return nil, err
+	}
+	b := &Builder{raw: raw}
+	runtime.SetFinalizer(b, (*Builder).Close)
+	return b, nil
+}
+
+// Close releases the builder (idempotent).
+func (b *Builder) Close() {
+	if b.raw != nil {
+		C.metile_builder_release(b.raw)
+		b.raw = nil
+	}
+}
+
+// Err returns the first error the builder met.
+func (b *Builder) Err() error { return b.err }
+
+// value records the first failure so a program reads as straight-line code; check Err or Finish.
+func (b *Builder) value(status C.metile_status, msg *C.char, v C.metile_value) Value {
+	if err := check(status, msg); err != nil && b.err == nil {
+		b.err = err
+	}
+	return Value(v)
+}
+
+func (b *Builder) ok() bool { return b.err == nil }
+
+// SetLoc attaches file:line to the ops built from now on.
+func (b *Builder) SetLoc(file string, line int) {
+	if !b.ok() {
+		return
+	}
+	c := C.CString(file)
+	defer C.free(unsafe.Pointer(c))
+	var msg *C.char
+	b.value(C.go_metile_builder_set_loc(&msg, b.raw, c, C.int32_t(line)), msg, 0)
+}
+
+func (b *Builder) param(name string, dtype DType, pointer bool) Value {
+	if !b.ok() {
+		return 0
+	}
+	c := C.CString(name)
+	defer C.free(unsafe.Pointer(c))
+	var t C.metile_type
+	t.dtype = C.metile_dtype(dtype)
+	if pointer {
+		t.is_pointer = 1
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_param(&msg, b.raw, c, &t, &v), msg, v)
+}
+
+// ParamPtr declares a pointer parameter; ParamScalar a scalar one.
+func (b *Builder) ParamPtr(name string, dtype DType) Value    { return b.param(name, dtype, true) }
+func (b *Builder) ParamScalar(name string, dtype DType) Value { return b.param(name, dtype, false) }
+
+// ConstI32 and ConstF32 make constants.
+func (b *Builder) ConstI32(x int32) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_const_int(&msg, b.raw, C.METILE_DTYPE_I32, C.int64_t(x), &v), msg, v)
+}
+
+func (b *Builder) ConstF32(x float32) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_const_float(&msg, b.raw, C.METILE_DTYPE_F32, C.double(x), &v), msg, v)
+}
+
+// ProgramID is the program instance's index along axis.
+func (b *Builder) ProgramID(axis int) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_grid(&msg, b.raw, C.METILE_OP_PROGRAM_ID, C.int32_t(axis), &v), msg, v)
+}
+
+// Arange is start + [0, size).
+func (b *Builder) Arange(start Value, size int64) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_arange(&msg, b.raw, C.metile_value(start), C.int64_t(size), &v), msg, v)
+}
+
+// Broadcast broadcasts x to shape (1-D or 2-D).
+func (b *Builder) Broadcast(x Value, shape ...int64) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_broadcast(&msg, b.raw, C.metile_value(x), C.int32_t(len(shape)),
+		(*C.int64_t)(unsafe.Pointer(&shape[0])), &v), msg, v)
+}
+
+// Op codes for Binary/Unary/Reduce.
+const (
+	OpAdd     = int(C.METILE_OP_ADD)
+	OpSub     = int(C.METILE_OP_SUB)
+	OpMul     = int(C.METILE_OP_MUL)
+	OpDiv     = int(C.METILE_OP_DIV)
+	OpMaximum = int(C.METILE_OP_MAXIMUM)
+	OpLt      = int(C.METILE_OP_LT)
+	OpExp     = int(C.METILE_OP_EXP)
+	OpSum     = int(C.METILE_OP_REDUCE_SUM)
+	OpMax     = int(C.METILE_OP_REDUCE_MAX)
+)
+
+// Binary applies a binary op or comparison (promoting and broadcasting like numpy).
+func (b *Builder) Binary(op int, x, y Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_binary(&msg, b.raw, C.metile_op(op), C.metile_value(x), C.metile_value(y), &v), msg, v)
+}
+
+func (b *Builder) Add(x, y Value) Value     { return b.Binary(OpAdd, x, y) }
+func (b *Builder) Sub(x, y Value) Value     { return b.Binary(OpSub, x, y) }
+func (b *Builder) Mul(x, y Value) Value     { return b.Binary(OpMul, x, y) }
+func (b *Builder) Div(x, y Value) Value     { return b.Binary(OpDiv, x, y) }
+func (b *Builder) Maximum(x, y Value) Value { return b.Binary(OpMaximum, x, y) }
+func (b *Builder) Lt(x, y Value) Value      { return b.Binary(OpLt, x, y) }
+
+// Unary applies a unary op.
+func (b *Builder) Unary(op int, x Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_unary(&msg, b.raw, C.metile_op(op), C.metile_value(x), &v), msg, v)
+}
+
+func (b *Builder) Exp(x Value) Value { return b.Unary(OpExp, x) }
+
+// Reduce reduces a tile to a scalar (axis -1) or along an axis of a 2-D tile.
+func (b *Builder) Reduce(op int, x Value, axis int) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_reduce(&msg, b.raw, C.metile_op(op), C.metile_value(x), C.int32_t(axis), &v), msg, v)
+}
+
+// PtrOffset is ptr + offsets.
+func (b *Builder) PtrOffset(ptr, offsets Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_ptr_offset(&msg, b.raw, C.metile_value(ptr), C.metile_value(offsets), &v), msg, v)
+}
+
+// Load reads through ptrs; masked-off lanes give other (0 when other is the zero Value).
+func (b *Builder) Load(ptrs, mask, other Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_load(&msg, b.raw, C.metile_value(ptrs), C.metile_value(mask), C.metile_value(other), &v), msg, v)
+}
+
+// Store writes value through ptrs where mask (zero Value: everywhere).
+func (b *Builder) Store(ptrs, value, mask Value) {
+	if !b.ok() {
+		return
+	}
+	var msg *C.char
+	b.value(C.go_metile_builder_store(&msg, b.raw, C.metile_value(ptrs), C.metile_value(value), C.metile_value(mask)), msg, 0)
+}
+
+// TileLoad reads the rows x cols tile at (row, col); bounds are (boundRows, boundCols) or zero Values.
+func (b *Builder) TileLoad(ptr, row, col, stride Value, rows, cols int64, boundRows, boundCols Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_tile_load(&msg, b.raw, C.metile_value(ptr), C.metile_value(row), C.metile_value(col),
+		C.metile_value(stride), C.int64_t(rows), C.int64_t(cols), C.metile_value(boundRows), C.metile_value(boundCols), &v), msg, v)
+}
+
+// TileStore writes a 2-D tile.
+func (b *Builder) TileStore(ptr, row, col, stride, value, boundRows, boundCols Value) {
+	if !b.ok() {
+		return
+	}
+	var msg *C.char
+	b.value(C.go_metile_builder_tile_store(&msg, b.raw, C.metile_value(ptr), C.metile_value(row), C.metile_value(col),
+		C.metile_value(stride), C.metile_value(value), C.metile_value(boundRows), C.metile_value(boundCols)), msg, 0)
+}
+
+// Dot is acc + a @ bm.
+func (b *Builder) Dot(a, bm, acc Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_dot(&msg, b.raw, C.metile_value(a), C.metile_value(bm), C.metile_value(acc), &v), msg, v)
+}
+
+// ForRange builds `for iv in range(start, end, step)` with loop-carried values: body receives
+// the induction variable and the carried values and returns the next ones.
+func (b *Builder) ForRange(start, end, step Value, inits []Value, body func(iv Value, carried []Value) []Value) []Value {
+	if !b.ok() {
+		return make([]Value, len(inits))
+	}
+	n := len(inits)
+	cin := make([]C.metile_value, n+1)
+	for i, v := range inits {
+		cin[i] = C.metile_value(v)
+	}
+	carried := make([]C.metile_value, n+1)
+	var iv C.metile_value
+	var msg *C.char
+	b.value(C.go_metile_builder_for_begin(&msg, b.raw, C.metile_value(start), C.metile_value(end), C.metile_value(step),
+		&cin[0], C.size_t(n), &iv, &carried[0]), msg, 0)
+	if !b.ok() {
+		return make([]Value, n)
+	}
+	goCarried := make([]Value, n)
+	for i := range goCarried {
+		goCarried[i] = Value(carried[i])
+	}
+	yields := body(Value(iv), goCarried)
+	cy := make([]C.metile_value, len(yields)+1)
+	for i, v := range yields {
+		cy[i] = C.metile_value(v)
+	}
+	results := make([]C.metile_value, len(yields)+1)
+	var msg2 *C.char
+	b.value(C.go_metile_builder_for_end(&msg2, b.raw, &cy[0], C.size_t(len(yields)), &results[0]), msg2, 0)
+	out := make([]Value, len(yields))
+	for i := range out {
+		out[i] = Value(results[i])
+	}
+	return out
+}
+
+// Program is a verified tile program.
+type Program struct{ raw *C.metile_program }
+
+// Finish verifies the program; it returns the builder's first error if there was one.
+func (b *Builder) Finish() (*Program, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	var raw *C.metile_program
+	var msg *C.char
+	if err := check(C.go_metile_builder_finish(&msg, b.raw, &raw), msg); err != nil {
+		return nil, err
+	}
+	p := &Program{raw}
+	runtime.SetFinalizer(p, (*Program).Close)
+	return p, nil
+}
+
+// Close releases the program (idempotent).
+func (p *Program) Close() {
+	if p.raw != nil {
+		C.metile_program_release(p.raw)
+		p.raw = nil
+	}
+}
+
+// Text returns the canonical text form.
+func (p *Program) Text() (string, error) {
+	var out, msg *C.char
+	if err := check(C.go_metile_program_print(&msg, p.raw, &out), msg); err != nil {
+		return "", err
+	}
+	defer C.metile_free(unsafe.Pointer(out))
+	return C.GoString(out), nil
+}
+
+// Kernel is a program compiled for a device.
+type Kernel struct{ raw *C.metile_kernel }
+
+// Compile compiles p for d (or loads it from the compile cache).
+func Compile(d *Device, p *Program) (*Kernel, error) {
+	var raw *C.metile_kernel
+	var msg *C.char
+	if err := check(C.go_metile_kernel_compile(&msg, &raw, d.raw, p.raw, nil), msg); err != nil {
+		return nil, err
+	}
+	k := &Kernel{raw}
+	runtime.SetFinalizer(k, (*Kernel).Close)
+	return k, nil
+}
+
+// Close releases the kernel (idempotent).
+func (k *Kernel) Close() {
+	if k.raw != nil {
+		C.metile_kernel_release(k.raw)
+		k.raw = nil
+	}
+}
+
+// Arg is one launch argument: BufferArg, I32Arg or F32Arg.
+type Arg struct{ c C.metile_arg }
+
+func BufferArg(b *Buffer) Arg {
+	var a Arg
+	a.c.kind = C.METILE_ARG_BUFFER
+	a.c.buffer = b.raw
+	return a
+}
+
+func I32Arg(v int32) Arg {
+	var a Arg
+	a.c.kind = C.METILE_ARG_I32
+	a.c.i = C.int64_t(v)
+	return a
+}
+
+func F32Arg(v float32) Arg {
+	var a Arg
+	a.c.kind = C.METILE_ARG_F32
+	a.c.f = C.double(v)
+	return a
+}
+
+// Launch runs the kernel over grid program instances (asynchronous on GPUs).
+func (k *Kernel) Launch(grid [3]uint32, args ...Arg) error {
+	cargs := make([]C.metile_arg, len(args)+1)
+	for i, a := range args {
+		cargs[i] = a.c
+	}
+	cgrid := [3]C.uint32_t{C.uint32_t(grid[0]), C.uint32_t(grid[1]), C.uint32_t(grid[2])}
+	var msg *C.char
+	err := check(C.go_metile_kernel_launch(&msg, k.raw, &cgrid[0], &cargs[0], C.size_t(len(args))), msg)
+	runtime.KeepAlive(args)
+	return err
+}

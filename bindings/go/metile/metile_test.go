@@ -1,0 +1,208 @@
+package metile
+
+import (
+	"math"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func random(n int, seed uint64) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		out[i] = float32(seed>>33)/float32(1<<31)*2 - 1
+	}
+	return out
+}
+
+func device(t *testing.T) *Device {
+	d, err := OpenDevice("")
+	if err != nil {
+		t.Fatalf("the default device does not open: %v", err)
+	}
+	return d
+}
+
+func TestVectorAdd(t *testing.T) {
+	const block = 256
+	n := 1000 // not a multiple of the block
+	b, err := NewBuilder("vadd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y, out := b.ParamPtr("x", F32), b.ParamPtr("y", F32), b.ParamPtr("out", F32)
+	nv := b.ParamScalar("n", I32)
+	offs := b.Arange(b.Mul(b.ProgramID(0), b.ConstI32(block)), block)
+	mask := b.Lt(offs, nv)
+	sum := b.Add(b.Load(b.PtrOffset(x, offs), mask, 0), b.Load(b.PtrOffset(y, offs), mask, 0))
+	b.Store(b.PtrOffset(out, offs), sum, mask)
+	prog, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := device(t)
+	k, err := Compile(d, prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hx, hy := random(n, 1), random(n, 2)
+	bx, _ := d.BufferFromFloat32(hx)
+	by, _ := d.BufferFromFloat32(hy)
+	bo, _ := d.Alloc(4 * n)
+	if err := k.Launch([3]uint32{uint32((n + block - 1) / block), 1, 1},
+		BufferArg(bx), BufferArg(by), BufferArg(bo), I32Arg(int32(n))); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range bo.Float32s() {
+		if v != hx[i]+hy[i] {
+			t.Fatalf("element %d: %v != %v", i, v, hx[i]+hy[i])
+		}
+	}
+}
+
+func TestSoftmax(t *testing.T) {
+	const block = 128
+	rows, cols := 5, 300
+	b, _ := NewBuilder("softmax")
+	x, out := b.ParamPtr("x", F32), b.ParamPtr("out", F32)
+	n := b.ParamScalar("n", I32)
+	rowStart := b.Mul(b.ProgramID(0), n)
+	zero, step := b.ConstI32(0), b.ConstI32(block)
+	negInf := b.ConstF32(float32(math.Inf(-1)))
+	load := func(i Value, other Value) Value {
+		c := b.Arange(i, block)
+		return b.Load(b.PtrOffset(b.PtrOffset(x, rowStart), c), b.Lt(c, n), other)
+	}
+	m := b.ForRange(zero, n, step, []Value{b.Broadcast(negInf, block)}, func(i Value, c []Value) []Value {
+		return []Value{b.Maximum(c[0], load(i, negInf))}
+	})
+	mx := b.Reduce(OpMax, m[0], -1)
+	s := b.ForRange(zero, n, step, []Value{b.Broadcast(b.ConstF32(0), block)}, func(i Value, c []Value) []Value {
+		return []Value{b.Add(c[0], b.Exp(b.Sub(load(i, negInf), mx)))}
+	})
+	total := b.Reduce(OpSum, s[0], -1)
+	b.ForRange(zero, n, step, nil, func(i Value, _ []Value) []Value {
+		c := b.Arange(i, block)
+		v := b.Div(b.Exp(b.Sub(load(i, 0), mx)), total)
+		b.Store(b.PtrOffset(b.PtrOffset(out, rowStart), c), v, b.Lt(c, n))
+		return nil
+	})
+	prog, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := device(t)
+	k, err := Compile(d, prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hx := random(rows*cols, 3)
+	bx, _ := d.BufferFromFloat32(hx)
+	bo, _ := d.Alloc(4 * rows * cols)
+	if err := k.Launch([3]uint32{uint32(rows), 1, 1}, BufferArg(bx), BufferArg(bo), I32Arg(int32(cols))); err != nil {
+		t.Fatal(err)
+	}
+	d.Synchronize()
+	got := bo.Float32s()
+	for r := 0; r < rows; r++ {
+		row := hx[r*cols : (r+1)*cols]
+		mxv := math.Inf(-1)
+		for _, v := range row {
+			mxv = math.Max(mxv, float64(v))
+		}
+		sum := 0.0
+		for _, v := range row {
+			sum += math.Exp(float64(v) - mxv)
+		}
+		for c := 0; c < cols; c++ {
+			want := math.Exp(float64(row[c])-mxv) / sum
+			if have := float64(got[r*cols+c]); math.Abs(have-want) > 1e-5+1e-5*want {
+				t.Fatalf("(%d,%d): %v vs %v", r, c, have, want)
+			}
+		}
+	}
+}
+
+func TestGemmWithBounds(t *testing.T) {
+	const bm, bn, bk = 16, 16, 8
+	m, n, kdim := 37, 29, 21
+	b, _ := NewBuilder("gemm")
+	a, bb, c := b.ParamPtr("a", F32), b.ParamPtr("b", F32), b.ParamPtr("c", F32)
+	mv, nv, kv := b.ParamScalar("M", I32), b.ParamScalar("N", I32), b.ParamScalar("K", I32)
+	row, col := b.Mul(b.ProgramID(0), b.ConstI32(bm)), b.Mul(b.ProgramID(1), b.ConstI32(bn))
+	acc := b.ForRange(b.ConstI32(0), kv, b.ConstI32(bk), []Value{b.Broadcast(b.ConstF32(0), bm, bn)},
+		func(kk Value, carried []Value) []Value {
+			ta := b.TileLoad(a, row, kk, kv, bm, bk, mv, kv)
+			tb := b.TileLoad(bb, kk, col, nv, bk, bn, kv, nv)
+			return []Value{b.Dot(ta, tb, carried[0])}
+		})
+	b.TileStore(c, row, col, nv, acc[0], mv, nv)
+	prog, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := device(t)
+	k, err := Compile(d, prog)
+	if e, ok := err.(*Error); ok && e.Status == ErrUnsupported {
+		t.Skipf("device %s: %v", d.Name(), err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	ha, hb := random(m*kdim, 4), random(kdim*n, 5)
+	ba, _ := d.BufferFromFloat32(ha)
+	bbuf, _ := d.BufferFromFloat32(hb)
+	bc, _ := d.Alloc(4 * m * n)
+	grid := [3]uint32{uint32((m + bm - 1) / bm), uint32((n + bn - 1) / bn), 1}
+	if err := k.Launch(grid, BufferArg(ba), BufferArg(bbuf), BufferArg(bc), I32Arg(int32(m)), I32Arg(int32(n)), I32Arg(int32(kdim))); err != nil {
+		t.Fatal(err)
+	}
+	d.Synchronize()
+	got := bc.Float32s()
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			want := 0.0
+			for p := 0; p < kdim; p++ {
+				want += float64(ha[i*kdim+p]) * float64(hb[p*n+j])
+			}
+			if have := float64(got[i*n+j]); math.Abs(have-want) > 1e-4+1e-4*math.Abs(want) {
+				t.Fatalf("(%d,%d): %v vs %v", i, j, have, want)
+			}
+		}
+	}
+}
+
+func TestErrorsCarryStatusAndLocation(t *testing.T) {
+	b, _ := NewBuilder("bad")
+	b.SetLoc("bad.go", 42)
+	b.Add(b.Arange(0, 8), b.Arange(0, 16))
+	_, err := b.Finish()
+	e, ok := err.(*Error)
+	if !ok || e.Status != ErrInvalidProgram || !strings.Contains(e.Message, "bad.go:42") {
+		t.Fatalf("unexpected error %v", err)
+	}
+	if _, err := OpenDevice("no-such-device"); err == nil || !strings.Contains(err.Error(), "no-such-device") {
+		t.Fatalf("unexpected error %v", err)
+	}
+}
+
+// Every function of metile.h that reports a status has a same-call error wrapper, and the
+// wrappers call the header's functions with its own parameter types (the C compiler checks them
+// when cgo builds wrappers.h), so the binding cannot drift from the header.
+func TestEveryHeaderFunctionIsWrapped(t *testing.T) {
+	header, err := os.ReadFile("../../../include/metile/metile.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrappers, _ := os.ReadFile("wrappers.h")
+	re := regexp.MustCompile(`METILE_API\s+metile_status\s+(metile_\w+)\s*\(`)
+	for _, m := range re.FindAllStringSubmatch(string(header), -1) {
+		if !strings.Contains(string(wrappers), "go_"+m[1]+"(") {
+			t.Errorf("%s has no wrapper: run python3 regen.py", m[1])
+		}
+	}
+}

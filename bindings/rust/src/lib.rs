@@ -1,0 +1,579 @@
+//! Safe Rust bindings for metile: build tile programs, compile them for a device (`cpu`,
+//! `interp`, `cuda`, `metal`, `metal-sim`), and launch them on buffers the host can read.
+//!
+//! ```no_run
+//! use metile::{Builder, DType, Device, Kernel, Arg};
+//! let dev = Device::open(None)?;                      // $METILE_DEVICE or the best available
+//! let mut b = Builder::new("double_it")?;
+//! let x = b.param_ptr("x", DType::F32)?;
+//! let pid = b.program_id(0)?;
+//! let block = b.const_i32(256)?;
+//! let offs = b.arange(b.mul(pid, block)?, 256)?;
+//! let p = b.ptr_offset(x, offs)?;
+//! let v = b.load(p, None, None)?;
+//! let two = b.const_f32(2.0)?;
+//! b.store(p, b.mul(v, two)?, None)?;
+//! let kernel = Kernel::compile(&dev, &b.finish()?)?;
+//! let buf = dev.buffer_from(&[1.0f32; 256])?;
+//! kernel.launch([1, 1, 1], &[Arg::Buffer(&buf)])?;
+//! dev.synchronize()?;
+//! assert_eq!(buf.as_slice::<f32>()[0], 2.0);
+//! # Ok::<(), metile::Error>(())
+//! ```
+#![allow(clippy::missing_safety_doc)]
+
+pub mod sys;
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::os::raw::c_char;
+use std::ptr;
+
+/// A failed call: the status code and the library's message (naming the subsystem and, for
+/// program errors, the source location).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub status: i32,
+    pub message: String,
+}
+
+impl Error {
+    /// The status's name, e.g. "METILE_ERROR_INVALID_ARGUMENT".
+    pub fn status_name(&self) -> String {
+        unsafe { cstr(sys::metile_status_name(self.status)) }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.status_name(), self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+unsafe fn cstr(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+/// Turns a status into a Result, reading the thread-local message right after the call.
+fn check(status: sys::metile_status) -> Result<()> {
+    if status == sys::METILE_OK {
+        Ok(())
+    } else {
+        Err(Error { status, message: unsafe { cstr(sys::metile_last_error()) } })
+    }
+}
+
+fn c_string(s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error {
+        status: sys::METILE_ERROR_INVALID_ARGUMENT,
+        message: format!("string {s:?} contains a NUL byte"),
+    })
+}
+
+/// Takes ownership of a string the library allocated.
+unsafe fn owned_string(p: *mut c_char) -> String {
+    let s = cstr(p);
+    sys::metile_free(p.cast());
+    s
+}
+
+/// The library's version, e.g. "0.1.0".
+pub fn version() -> String {
+    unsafe { cstr(sys::metile_version_string()) }
+}
+
+/// Device names usable on this machine, e.g. ["interp", "cpu"].
+pub fn devices_available() -> Result<Vec<String>> {
+    let mut out = ptr::null_mut();
+    check(unsafe { sys::metile_devices_available(&mut out) })?;
+    let s = unsafe { owned_string(out) };
+    Ok(s.split(',').filter(|x| !x.is_empty()).map(String::from).collect())
+}
+
+/// Element types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum DType {
+    F32 = 1,
+    F16 = 2,
+    BF16 = 3,
+    I32 = 4,
+    U32 = 5,
+    I64 = 6,
+    Bool = 7,
+    I8 = 8,
+    U8 = 9,
+}
+
+/// Plain element types whose buffers can be viewed as Rust slices.
+pub trait Element: Copy + 'static {
+    const DTYPE: DType;
+}
+impl Element for f32 { const DTYPE: DType = DType::F32; }
+impl Element for i32 { const DTYPE: DType = DType::I32; }
+impl Element for u32 { const DTYPE: DType = DType::U32; }
+impl Element for i64 { const DTYPE: DType = DType::I64; }
+impl Element for i8 { const DTYPE: DType = DType::I8; }
+impl Element for u8 { const DTYPE: DType = DType::U8; }
+
+/// An open device. Cloning retains it; dropping releases it.
+pub struct Device {
+    raw: *mut sys::metile_device,
+}
+
+unsafe impl Send for Device {}
+unsafe impl Sync for Device {}
+
+impl Device {
+    /// Opens a device by name; `None` opens the default ($METILE_DEVICE, else metal, cuda, cpu).
+    pub fn open(name: Option<&str>) -> Result<Device> {
+        let name = name.map(c_string).transpose()?;
+        let mut raw = ptr::null_mut();
+        check(unsafe {
+            sys::metile_device_open(&mut raw, name.as_ref().map_or(ptr::null(), |n| n.as_ptr()))
+        })?;
+        Ok(Device { raw })
+    }
+
+    /// The device's name ("cpu", "cuda", ...).
+    pub fn name(&self) -> String {
+        let mut info: sys::metile_device_info = unsafe { std::mem::zeroed() };
+        info.struct_size = std::mem::size_of::<sys::metile_device_info>();
+        match check(unsafe { sys::metile_device_get_info(self.raw, &mut info) }) {
+            Ok(()) => unsafe { cstr(info.name) },
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Waits for every launch issued so far.
+    pub fn synchronize(&self) -> Result<()> {
+        check(unsafe { sys::metile_device_synchronize(self.raw) })
+    }
+
+    /// A zeroed buffer of `bytes` bytes.
+    pub fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::metile_buffer_alloc(&mut raw, self.raw, bytes) })?;
+        Ok(Buffer { raw, bytes })
+    }
+
+    /// A new buffer holding a copy of `data`.
+    pub fn buffer_from<T: Element>(&self, data: &[T]) -> Result<Buffer> {
+        let buf = self.alloc(std::mem::size_of_val(data).max(1))?;
+        unsafe {
+            ptr::copy_nonoverlapping(data.as_ptr() as *const u8, buf.contents()?, std::mem::size_of_val(data));
+        }
+        Ok(buf)
+    }
+}
+
+impl Clone for Device {
+    fn clone(&self) -> Device {
+        unsafe { sys::metile_device_retain(self.raw) };
+        Device { raw: self.raw }
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        unsafe { sys::metile_device_release(self.raw) };
+    }
+}
+
+/// Memory that the host and the device both address.
+pub struct Buffer {
+    raw: *mut sys::metile_buffer,
+    bytes: usize,
+}
+
+unsafe impl Send for Buffer {}
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    fn contents(&self) -> Result<*mut u8> {
+        let mut p = ptr::null_mut();
+        check(unsafe { sys::metile_buffer_contents(self.raw, &mut p) })?;
+        Ok(p.cast())
+    }
+
+    pub fn len_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The contents as a slice (synchronize the device first after asynchronous launches).
+    pub fn as_slice<T: Element>(&self) -> &[T] {
+        let p = self.contents().expect("a live buffer has contents");
+        unsafe { std::slice::from_raw_parts(p as *const T, self.bytes / std::mem::size_of::<T>()) }
+    }
+
+    /// The contents as a mutable slice.
+    pub fn as_mut_slice<T: Element>(&mut self) -> &mut [T] {
+        let p = self.contents().expect("a live buffer has contents");
+        unsafe { std::slice::from_raw_parts_mut(p as *mut T, self.bytes / std::mem::size_of::<T>()) }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        unsafe { sys::metile_buffer_release(self.raw) };
+    }
+}
+
+/// A value inside a [`Builder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Value(sys::metile_value);
+
+impl Value {
+    /// The "none" value (0) is accepted where an operand is optional, e.g. `arange`'s start.
+    pub fn from_raw(raw: sys::metile_value) -> Value {
+        Value(raw)
+    }
+}
+
+/// Builds a tile program op by op (see DESIGN.md §3 for the semantics of each op).
+pub struct Builder {
+    raw: *mut sys::metile_builder,
+}
+
+macro_rules! binary_ops {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        $(pub fn $name(&mut self, x: Value, y: Value) -> Result<Value> {
+            self.binary(sys::$op, x, y)
+        })*
+    };
+}
+
+macro_rules! unary_ops {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        $(pub fn $name(&mut self, x: Value) -> Result<Value> {
+            self.unary(sys::$op, x)
+        })*
+    };
+}
+
+fn opt(v: Option<Value>) -> sys::metile_value {
+    v.map_or(0, |v| v.0)
+}
+
+impl Builder {
+    pub fn new(kernel_name: &str) -> Result<Builder> {
+        let name = c_string(kernel_name)?;
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::metile_builder_create(&mut raw, name.as_ptr()) })?;
+        Ok(Builder { raw })
+    }
+
+    fn out(&mut self, f: impl FnOnce(*mut sys::metile_value) -> sys::metile_status) -> Result<Value> {
+        let mut v = 0;
+        check(f(&mut v))?;
+        Ok(Value(v))
+    }
+
+    /// Attaches `file:line` to the ops built from now on.
+    pub fn set_loc(&mut self, file: &str, line: i32) -> Result<()> {
+        let f = c_string(file)?;
+        check(unsafe { sys::metile_builder_set_loc(self.raw, f.as_ptr(), line) })
+    }
+
+    pub fn set_num_threads(&mut self, n: i32) -> Result<()> {
+        check(unsafe { sys::metile_builder_set_num_threads(self.raw, n) })
+    }
+
+    fn param(&mut self, name: &str, dtype: DType, pointer: bool) -> Result<Value> {
+        let n = c_string(name)?;
+        let t = sys::metile_type {
+            dtype: dtype as i32,
+            rank: 0,
+            shape: [0, 0],
+            is_pointer: pointer as i32,
+            address_space: sys::METILE_ADDRESS_SPACE_DEVICE,
+        };
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_param(raw, n.as_ptr(), &t, o) })
+    }
+
+    /// A pointer parameter to `dtype` elements.
+    pub fn param_ptr(&mut self, name: &str, dtype: DType) -> Result<Value> {
+        self.param(name, dtype, true)
+    }
+
+    /// A scalar parameter.
+    pub fn param_scalar(&mut self, name: &str, dtype: DType) -> Result<Value> {
+        self.param(name, dtype, false)
+    }
+
+    pub fn const_i32(&mut self, v: i32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_int(raw, sys::METILE_DTYPE_I32, v as i64, o) })
+    }
+
+    pub fn const_f32(&mut self, v: f32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_float(raw, sys::METILE_DTYPE_F32, v as f64, o) })
+    }
+
+    pub fn program_id(&mut self, axis: i32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_grid(raw, sys::METILE_OP_PROGRAM_ID, axis, o) })
+    }
+
+    pub fn num_programs(&mut self, axis: i32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_grid(raw, sys::METILE_OP_NUM_PROGRAMS, axis, o) })
+    }
+
+    /// `start + [0, size)` as an i32 tile.
+    pub fn arange(&mut self, start: Value, size: i64) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_arange(raw, start.0, size, o) })
+    }
+
+    pub fn cast(&mut self, x: Value, dtype: DType) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_cast(raw, x.0, dtype as i32, o) })
+    }
+
+    /// Broadcasts to a 1-D or 2-D shape (numpy rules).
+    pub fn broadcast(&mut self, x: Value, shape: &[i64]) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_broadcast(raw, x.0, shape.len() as i32, shape.as_ptr(), o) })
+    }
+
+    pub fn reshape(&mut self, x: Value, shape: &[i64]) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_reshape(raw, x.0, shape.len() as i32, shape.as_ptr(), o) })
+    }
+
+    pub fn binary(&mut self, op: sys::metile_op, x: Value, y: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_binary(raw, op, x.0, y.0, o) })
+    }
+
+    pub fn unary(&mut self, op: sys::metile_op, x: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_unary(raw, op, x.0, o) })
+    }
+
+    binary_ops! {
+        add => METILE_OP_ADD, sub => METILE_OP_SUB, mul => METILE_OP_MUL, div => METILE_OP_DIV,
+        floordiv => METILE_OP_FLOORDIV, rem => METILE_OP_MOD, maximum => METILE_OP_MAXIMUM,
+        minimum => METILE_OP_MINIMUM, lt => METILE_OP_LT, le => METILE_OP_LE, gt => METILE_OP_GT,
+        ge => METILE_OP_GE, eq => METILE_OP_EQ, ne => METILE_OP_NE,
+    }
+
+    unary_ops! {
+        neg => METILE_OP_NEG, exp => METILE_OP_EXP, log => METILE_OP_LOG, sqrt => METILE_OP_SQRT,
+        rsqrt => METILE_OP_RSQRT, abs => METILE_OP_ABS, tanh => METILE_OP_TANH,
+        sigmoid => METILE_OP_SIGMOID,
+    }
+
+    /// `where(cond, x, y)`.
+    pub fn select(&mut self, cond: Value, x: Value, y: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_select(raw, cond.0, x.0, y.0, o) })
+    }
+
+    pub fn ptr_offset(&mut self, ptr: Value, offsets: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_ptr_offset(raw, ptr.0, offsets.0, o) })
+    }
+
+    /// Masked-off lanes give `other` (0 when None) and touch no memory.
+    pub fn load(&mut self, ptrs: Value, mask: Option<Value>, other: Option<Value>) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_load(raw, ptrs.0, opt(mask), opt(other), o) })
+    }
+
+    pub fn store(&mut self, ptrs: Value, value: Value, mask: Option<Value>) -> Result<()> {
+        check(unsafe { sys::metile_builder_store(self.raw, ptrs.0, value.0, opt(mask)) })
+    }
+
+    /// The `shape` tile at (row, col) of a row-major matrix with leading dimension `stride`;
+    /// with `bounds` (rows, cols), elements outside read 0.
+    pub fn tile_load(&mut self, ptr: Value, row: Value, col: Value, stride: Value, shape: [i64; 2],
+                     bounds: Option<(Value, Value)>) -> Result<Value> {
+        let (br, bc) = bounds.map_or((0, 0), |(r, c)| (r.0, c.0));
+        let raw = self.raw;
+        self.out(|o| unsafe {
+            sys::metile_builder_tile_load(raw, ptr.0, row.0, col.0, stride.0, shape[0], shape[1], br, bc, o)
+        })
+    }
+
+    pub fn tile_store(&mut self, ptr: Value, row: Value, col: Value, stride: Value, value: Value,
+                      bounds: Option<(Value, Value)>) -> Result<()> {
+        let (br, bc) = bounds.map_or((0, 0), |(r, c)| (r.0, c.0));
+        check(unsafe { sys::metile_builder_tile_store(self.raw, ptr.0, row.0, col.0, stride.0, value.0, br, bc) })
+    }
+
+    /// A zero-filled f32 tile.
+    pub fn zeros(&mut self, shape: &[i64]) -> Result<Value> {
+        let z = self.const_f32(0.0)?;
+        self.broadcast(z, shape)
+    }
+
+    /// `acc + a @ b`.
+    pub fn dot(&mut self, a: Value, b: Value, acc: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_dot(raw, a.0, b.0, acc.0, o) })
+    }
+
+    fn reduce(&mut self, op: sys::metile_op, x: Value, axis: Option<i32>) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_reduce(raw, op, x.0, axis.unwrap_or(-1), o) })
+    }
+
+    /// Sum of all elements (`axis` None) or along an axis of a 2-D tile.
+    pub fn sum(&mut self, x: Value, axis: Option<i32>) -> Result<Value> {
+        self.reduce(sys::METILE_OP_REDUCE_SUM, x, axis)
+    }
+
+    pub fn max(&mut self, x: Value, axis: Option<i32>) -> Result<Value> {
+        self.reduce(sys::METILE_OP_REDUCE_MAX, x, axis)
+    }
+
+    pub fn min(&mut self, x: Value, axis: Option<i32>) -> Result<Value> {
+        self.reduce(sys::METILE_OP_REDUCE_MIN, x, axis)
+    }
+
+    /// A counted loop with loop-carried values: `body(builder, iv, carried)` returns the next
+    /// values; the values after the loop are returned.
+    pub fn for_range<F>(&mut self, start: Value, end: Value, step: Value, inits: &[Value], body: F) -> Result<Vec<Value>>
+    where
+        F: FnOnce(&mut Builder, Value, &[Value]) -> Result<Vec<Value>>,
+    {
+        let raw_inits: Vec<sys::metile_value> = inits.iter().map(|v| v.0).collect();
+        let mut iv = 0;
+        let mut carried = vec![0; inits.len()];
+        check(unsafe {
+            sys::metile_builder_for_begin(self.raw, start.0, end.0, step.0, raw_inits.as_ptr(),
+                                          raw_inits.len(), &mut iv, carried.as_mut_ptr())
+        })?;
+        let carried: Vec<Value> = carried.into_iter().map(Value).collect();
+        let yields = body(self, Value(iv), &carried)?;
+        let raw_yields: Vec<sys::metile_value> = yields.iter().map(|v| v.0).collect();
+        let mut results = vec![0; raw_yields.len()];
+        check(unsafe {
+            sys::metile_builder_for_end(self.raw, raw_yields.as_ptr(), raw_yields.len(), results.as_mut_ptr())
+        })?;
+        Ok(results.into_iter().map(Value).collect())
+    }
+
+    /// Verifies and returns the program; the builder is spent.
+    pub fn finish(self) -> Result<Program> {
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::metile_builder_finish(self.raw, &mut raw) })?;
+        Ok(Program { raw })
+    }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        unsafe { sys::metile_builder_release(self.raw) };
+    }
+}
+
+/// A verified tile program.
+pub struct Program {
+    raw: *mut sys::metile_program,
+}
+
+unsafe impl Send for Program {}
+unsafe impl Sync for Program {}
+
+impl Program {
+    /// Parses the canonical text form.
+    pub fn parse(text: &str) -> Result<Program> {
+        let t = c_string(text)?;
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::metile_program_parse(&mut raw, t.as_ptr()) })?;
+        Ok(Program { raw })
+    }
+
+    /// The canonical text form.
+    pub fn text(&self) -> Result<String> {
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::metile_program_print(self.raw, &mut out) })?;
+        Ok(unsafe { owned_string(out) })
+    }
+
+    pub fn name(&self) -> String {
+        unsafe { cstr(sys::metile_program_name(self.raw)) }
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        unsafe { sys::metile_program_release(self.raw) };
+    }
+}
+
+/// A launch argument, in parameter order.
+pub enum Arg<'a> {
+    Buffer(&'a Buffer),
+    BufferAt(&'a Buffer, u64),
+    I32(i32),
+    U32(u32),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+}
+
+impl Arg<'_> {
+    fn raw(&self) -> sys::metile_arg {
+        let mut a = sys::metile_arg { kind: 0, reserved: 0, buffer: ptr::null_mut(), offset: 0, i: 0, f: 0.0 };
+        match *self {
+            Arg::Buffer(b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
+            Arg::BufferAt(b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
+            Arg::I32(v) => { a.kind = sys::METILE_ARG_I32; a.i = v as i64; }
+            Arg::U32(v) => { a.kind = sys::METILE_ARG_U32; a.i = v as i64; }
+            Arg::I64(v) => { a.kind = sys::METILE_ARG_I64; a.i = v; }
+            Arg::F32(v) => { a.kind = sys::METILE_ARG_F32; a.f = v as f64; }
+            Arg::F64(v) => { a.kind = sys::METILE_ARG_F64; a.f = v; }
+        }
+        a
+    }
+}
+
+/// A program compiled for a device.
+pub struct Kernel {
+    raw: *mut sys::metile_kernel,
+}
+
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+impl Kernel {
+    pub fn compile(device: &Device, program: &Program) -> Result<Kernel> {
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::metile_kernel_compile(&mut raw, device.raw, program.raw, ptr::null()) })?;
+        Ok(Kernel { raw })
+    }
+
+    /// Launches over `grid` program instances (asynchronous on GPUs).
+    pub fn launch(&self, grid: [u32; 3], args: &[Arg]) -> Result<()> {
+        let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
+        check(unsafe { sys::metile_kernel_launch(self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })
+    }
+
+    /// A stage's text: "tile_ir", "cpp", "msl", "cuda", ...
+    pub fn source(&self, stage: &str) -> Result<String> {
+        let s = c_string(stage)?;
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::metile_kernel_source(self.raw, s.as_ptr(), &mut out) })?;
+        Ok(unsafe { owned_string(out) })
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        unsafe { sys::metile_kernel_release(self.raw) };
+    }
+}

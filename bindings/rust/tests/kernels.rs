@@ -1,0 +1,205 @@
+// Vector add, softmax and GEMM built with the safe API, run on the default device
+// ($METILE_DEVICE or the best available) and checked against plain Rust.
+use metile::{Arg, Builder, DType, Device, Kernel, Result};
+
+fn lcg(seed: &mut u64) -> f32 {
+    *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    ((*seed >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+}
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n).map(|_| lcg(&mut s)).collect()
+}
+
+fn device() -> Device {
+    Device::open(None).expect("the default device opens")
+}
+
+#[test]
+fn vector_add() -> Result<()> {
+    const BLOCK: i64 = 256;
+    let n = 1000; // not a multiple of BLOCK
+    let mut b = Builder::new("vadd")?;
+    b.set_loc(file!(), line!() as i32)?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let y = b.param_ptr("y", DType::F32)?;
+    let out = b.param_ptr("out", DType::F32)?;
+    let nv = b.param_scalar("n", DType::I32)?;
+    let pid = b.program_id(0)?;
+    let block = b.const_i32(BLOCK as i32)?;
+    let start = b.mul(pid, block)?;
+    let offs = b.arange(start, BLOCK)?;
+    let mask = b.lt(offs, nv)?;
+    let px = b.ptr_offset(x, offs)?;
+    let py = b.ptr_offset(y, offs)?;
+    let po = b.ptr_offset(out, offs)?;
+    let xv = b.load(px, Some(mask), None)?;
+    let yv = b.load(py, Some(mask), None)?;
+    let sum = b.add(xv, yv)?;
+    b.store(po, sum, Some(mask))?;
+    let program = b.finish()?;
+    assert!(program.text()?.contains("kernel @vadd"));
+
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &program)?;
+    let (hx, hy) = (random(n, 1), random(n, 2));
+    let bx = dev.buffer_from(&hx)?;
+    let by = dev.buffer_from(&hy)?;
+    let bo = dev.alloc(n * 4)?;
+    let grid = ((n as i64 + BLOCK - 1) / BLOCK) as u32;
+    kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::Buffer(&bo), Arg::I32(n as i32)])?;
+    dev.synchronize()?;
+    for (i, v) in bo.as_slice::<f32>().iter().enumerate() {
+        assert_eq!(*v, hx[i] + hy[i], "element {i}");
+    }
+    Ok(())
+}
+
+#[test]
+fn softmax_rows() -> Result<()> {
+    const BLOCK: i64 = 128;
+    let (rows, cols) = (7usize, 300usize);
+    let mut b = Builder::new("softmax")?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let out = b.param_ptr("out", DType::F32)?;
+    let n = b.param_scalar("n", DType::I32)?;
+    let row = b.program_id(0)?;
+    let row_start = b.mul(row, n)?;
+    let zero = b.const_i32(0)?;
+    let step = b.const_i32(BLOCK as i32)?;
+    let neg_inf = b.const_f32(f32::NEG_INFINITY)?;
+    let m0 = b.broadcast(neg_inf, &[BLOCK])?;
+    // Pass 1: running maximum.
+    let m = b.for_range(zero, n, step, &[m0], |b, i, c| {
+        let cols = b.arange(i, BLOCK)?;
+        let mask = b.lt(cols, n)?;
+        let base = b.ptr_offset(x, row_start)?;
+        let p = b.ptr_offset(base, cols)?;
+        let v = b.load(p, Some(mask), Some(neg_inf))?;
+        Ok(vec![b.maximum(c[0], v)?])
+    })?;
+    let m = b.max(m[0], None)?;
+    // Pass 2: sum of exponentials.
+    let fzero = b.const_f32(0.0)?;
+    let s0 = b.broadcast(fzero, &[BLOCK])?;
+    let s = b.for_range(zero, n, step, &[s0], |b, i, c| {
+        let cols = b.arange(i, BLOCK)?;
+        let mask = b.lt(cols, n)?;
+        let base = b.ptr_offset(x, row_start)?;
+        let p = b.ptr_offset(base, cols)?;
+        let v = b.load(p, Some(mask), Some(neg_inf))?;
+        let d = b.sub(v, m)?;
+        let e = b.exp(d)?;
+        Ok(vec![b.add(c[0], e)?])
+    })?;
+    let s = b.sum(s[0], None)?;
+    // Pass 3: normalize.
+    b.for_range(zero, n, step, &[], |b, i, _| {
+        let cols = b.arange(i, BLOCK)?;
+        let mask = b.lt(cols, n)?;
+        let base = b.ptr_offset(x, row_start)?;
+        let p = b.ptr_offset(base, cols)?;
+        let v = b.load(p, Some(mask), None)?;
+        let d = b.sub(v, m)?;
+        let e = b.exp(d)?;
+        let r = b.div(e, s)?;
+        let obase = b.ptr_offset(out, row_start)?;
+        let po = b.ptr_offset(obase, cols)?;
+        b.store(po, r, Some(mask))?;
+        Ok(vec![])
+    })?;
+    let program = b.finish()?;
+
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &program)?;
+    let hx = random(rows * cols, 3);
+    let bx = dev.buffer_from(&hx)?;
+    let bo = dev.alloc(rows * cols * 4)?;
+    kernel.launch([rows as u32, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&bo), Arg::I32(cols as i32)])?;
+    dev.synchronize()?;
+    let got = bo.as_slice::<f32>();
+    for r in 0..rows {
+        let row = &hx[r * cols..(r + 1) * cols];
+        let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let total: f64 = row.iter().map(|v| (*v as f64 - mx).exp()).sum();
+        for c in 0..cols {
+            let want = (row[c] as f64 - mx).exp() / total;
+            let have = got[r * cols + c] as f64;
+            assert!((have - want).abs() <= 1e-5 + 1e-5 * want.abs(), "({r},{c}): {have} vs {want}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gemm_with_bounds() -> Result<()> {
+    const BM: i64 = 16;
+    const BN: i64 = 16;
+    const BK: i64 = 8;
+    let (m, n, k) = (37usize, 29usize, 21usize); // ragged in every dimension
+    let mut b = Builder::new("gemm")?;
+    let a = b.param_ptr("a", DType::F32)?;
+    let bb = b.param_ptr("b", DType::F32)?;
+    let c = b.param_ptr("c", DType::F32)?;
+    let mv = b.param_scalar("M", DType::I32)?;
+    let nv = b.param_scalar("N", DType::I32)?;
+    let kv = b.param_scalar("K", DType::I32)?;
+    let pm = b.program_id(0)?;
+    let pn = b.program_id(1)?;
+    let bm = b.const_i32(BM as i32)?;
+    let bn = b.const_i32(BN as i32)?;
+    let row = b.mul(pm, bm)?;
+    let col = b.mul(pn, bn)?;
+    let acc0 = b.zeros(&[BM, BN])?;
+    let zero = b.const_i32(0)?;
+    let step = b.const_i32(BK as i32)?;
+    let acc = b.for_range(zero, kv, step, &[acc0], |b, kk, carried| {
+        let ta = b.tile_load(a, row, kk, kv, [BM, BK], Some((mv, kv)))?;
+        let tb = b.tile_load(bb, kk, col, nv, [BK, BN], Some((kv, nv)))?;
+        Ok(vec![b.dot(ta, tb, carried[0])?])
+    })?;
+    b.tile_store(c, row, col, nv, acc[0], Some((mv, nv)))?;
+    let program = b.finish()?;
+
+    let dev = device();
+    let kernel = match Kernel::compile(&dev, &program) {
+        Err(e) if e.status == metile::sys::METILE_ERROR_UNSUPPORTED => {
+            eprintln!("skipping: {e}");
+            return Ok(());
+        }
+        other => other?,
+    };
+    let (ha, hb) = (random(m * k, 4), random(k * n, 5));
+    let ba = dev.buffer_from(&ha)?;
+    let bbuf = dev.buffer_from(&hb)?;
+    let bc = dev.alloc(m * n * 4)?;
+    let grid = [((m as i64 + BM - 1) / BM) as u32, ((n as i64 + BN - 1) / BN) as u32, 1];
+    kernel.launch(grid, &[Arg::Buffer(&ba), Arg::Buffer(&bbuf), Arg::Buffer(&bc),
+                          Arg::I32(m as i32), Arg::I32(n as i32), Arg::I32(k as i32)])?;
+    dev.synchronize()?;
+    let got = bc.as_slice::<f32>();
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|p| ha[i * k + p] as f64 * hb[p * n + j] as f64).sum();
+            let have = got[i * n + j] as f64;
+            assert!((have - want).abs() <= 1e-4 + 1e-4 * want.abs(), "({i},{j}): {have} vs {want}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn errors_carry_status_and_location() {
+    let mut b = Builder::new("bad").unwrap();
+    b.set_loc("bad.rs", 42).unwrap();
+    let x = b.arange(metile::Value::from_raw(0), 8).unwrap();
+    let y = b.arange(metile::Value::from_raw(0), 16).unwrap();
+    let e = b.add(x, y).unwrap_err();
+    assert_eq!(e.status, metile::sys::METILE_ERROR_INVALID_PROGRAM);
+    assert!(e.message.contains("bad.rs:42"), "{}", e.message);
+    assert_eq!(e.status_name(), "METILE_ERROR_INVALID_PROGRAM");
+    let e = Device::open(Some("no-such-device")).err().unwrap();
+    assert_eq!(e.status, metile::sys::METILE_ERROR_INVALID_ARGUMENT);
+    assert!(e.message.contains("no-such-device"), "{}", e.message);
+}

@@ -1,0 +1,189 @@
+#include "runtime/cuda/cuda_api.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <vector>
+
+#include "support/env.h"
+#include "support/error.h"
+
+namespace metile::cuda {
+
+namespace {
+
+void* open_first(const std::vector<std::string>& names, std::string* tried) {
+  for (const std::string& n : names) {
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    *tried += (tried->empty() ? "" : ", ") + n;
+  }
+  return nullptr;
+}
+
+template <typename T>
+bool sym(void* lib, const char* name, T& out) {
+  out = reinterpret_cast<T>(dlsym(lib, name));
+  return out != nullptr;
+}
+
+struct Loaded {
+  Driver driver{};
+  std::string driver_why;
+  bool driver_ok = false;
+  Nvrtc nvrtc{};
+  std::string nvrtc_why;
+  bool nvrtc_ok = false;
+};
+
+Loaded& loaded() {
+  static Loaded l;
+  return l;
+}
+
+void load_driver_once() {
+  Loaded& l = loaded();
+  std::string tried;
+  void* lib = open_first({"libcuda.so.1", "libcuda.so"}, &tried);
+  if (lib == nullptr) {
+    l.driver_why = "the NVIDIA driver library was not found (tried " + tried + ")";
+    return;
+  }
+  Driver& d = l.driver;
+  bool ok = sym(lib, "cuInit", d.cuInit) && sym(lib, "cuDriverGetVersion", d.cuDriverGetVersion) &&
+            sym(lib, "cuDeviceGetCount", d.cuDeviceGetCount) && sym(lib, "cuDeviceGet", d.cuDeviceGet) &&
+            sym(lib, "cuDeviceGetName", d.cuDeviceGetName) &&
+            sym(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
+            sym(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
+            sym(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) && sym(lib, "cuStreamCreate", d.cuStreamCreate) &&
+            sym(lib, "cuStreamSynchronize", d.cuStreamSynchronize) &&
+            sym(lib, "cuModuleLoadData", d.cuModuleLoadData) && sym(lib, "cuModuleUnload", d.cuModuleUnload) &&
+            sym(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
+            sym(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute) && sym(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
+            sym(lib, "cuMemAllocManaged", d.cuMemAllocManaged) && sym(lib, "cuMemFree_v2", d.cuMemFree) &&
+            sym(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) && sym(lib, "cuMemsetD8_v2", d.cuMemsetD8) &&
+            sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString);
+  if (!ok) {
+    l.driver_why = std::string("the driver library lacks a needed function (") + dlerror() + ")";
+    return;
+  }
+  if (!sym(lib, "cuMemPrefetchAsync_v2", d.cuMemPrefetchAsync_v2))
+    sym(lib, "cuMemPrefetchAsync", d.cuMemPrefetchAsync);
+  CUresult r = d.cuInit(0);
+  if (r != 0) {
+    const char* name = "?";
+    d.cuGetErrorName(r, &name);
+    l.driver_why = std::string("cuInit failed: ") + name;
+    return;
+  }
+  int count = 0;
+  if (d.cuDeviceGetCount(&count) != 0 || count == 0) {
+    l.driver_why = "no CUDA device is present";
+    return;
+  }
+  l.driver_ok = true;
+}
+
+void load_nvrtc_once() {
+  Loaded& l = loaded();
+  std::vector<std::string> names;
+  std::string custom = env_string("METILE_NVRTC");
+  if (!custom.empty()) names.push_back(custom);
+  for (const char* n : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2",
+                        "/usr/local/cuda/lib64/libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
+                        "/usr/local/cuda/lib64/libnvrtc.so.12"})
+    names.push_back(n);
+  std::string tried;
+  void* lib = open_first(names, &tried);
+  if (lib == nullptr) {
+    l.nvrtc_why = "NVRTC was not found (tried " + tried + "; set METILE_NVRTC)";
+    return;
+  }
+  Nvrtc& n = l.nvrtc;
+  bool ok = sym(lib, "nvrtcVersion", n.nvrtcVersion) && sym(lib, "nvrtcGetErrorString", n.nvrtcGetErrorString) &&
+            sym(lib, "nvrtcCreateProgram", n.nvrtcCreateProgram) &&
+            sym(lib, "nvrtcDestroyProgram", n.nvrtcDestroyProgram) &&
+            sym(lib, "nvrtcCompileProgram", n.nvrtcCompileProgram) &&
+            sym(lib, "nvrtcGetProgramLogSize", n.nvrtcGetProgramLogSize) &&
+            sym(lib, "nvrtcGetProgramLog", n.nvrtcGetProgramLog) &&
+            sym(lib, "nvrtcGetCUBINSize", n.nvrtcGetCUBINSize) && sym(lib, "nvrtcGetCUBIN", n.nvrtcGetCUBIN);
+  if (!ok) {
+    l.nvrtc_why = std::string("NVRTC lacks a needed function (") + dlerror() + ")";
+    return;
+  }
+  l.nvrtc_ok = true;
+}
+
+}  // namespace
+
+const Driver* load_driver(std::string* why) {
+  static std::once_flag once;
+  std::call_once(once, load_driver_once);
+  if (!loaded().driver_ok) {
+    if (why) *why = loaded().driver_why;
+    return nullptr;
+  }
+  return &loaded().driver;
+}
+
+const Nvrtc* load_nvrtc(std::string* why) {
+  static std::once_flag once;
+  std::call_once(once, load_nvrtc_once);
+  if (!loaded().nvrtc_ok) {
+    if (why) *why = loaded().nvrtc_why;
+    return nullptr;
+  }
+  return &loaded().nvrtc;
+}
+
+void check(CUresult r, const char* what) {
+  if (r == 0) return;
+  const char *name = "CUDA_ERROR_UNKNOWN", *msg = "";
+  if (const Driver* d = load_driver(nullptr)) {
+    d->cuGetErrorName(r, &name);
+    d->cuGetErrorString(r, &msg);
+  }
+  fail(r == 2 ? METILE_ERROR_OUT_OF_MEMORY : METILE_ERROR_DEVICE, "cuda", what, ": ", name, " (",
+       msg, ")");
+}
+
+std::string nvrtc_version() {
+  std::string why;
+  const Nvrtc* n = load_nvrtc(&why);
+  if (n == nullptr) return "nvrtc unavailable";
+  int major = 0, minor = 0;
+  n->nvrtcVersion(&major, &minor);
+  return "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string nvrtc_compile(const std::string& source, const std::string& name,
+                          const std::string& arch, std::string* log_out) {
+  std::string why;
+  const Nvrtc* n = load_nvrtc(&why);
+  if (n == nullptr) fail(METILE_ERROR_DEVICE_UNAVAILABLE, "cuda", why);
+  nvrtcProgram prog = nullptr;
+  nvrtcResult r = n->nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
+  if (r != 0) fail(METILE_ERROR_COMPILE, "cuda", "nvrtcCreateProgram: ", n->nvrtcGetErrorString(r));
+  std::string arch_opt = "-arch=" + arch;
+  // No fast-math: results must match the other devices within float rounding.
+  const char* opts[] = {arch_opt.c_str(), "-std=c++17", "-default-device"};
+  r = n->nvrtcCompileProgram(prog, 3, opts);
+  size_t log_size = 0;
+  n->nvrtcGetProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size) n->nvrtcGetProgramLog(prog, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  if (log_out) *log_out = log;
+  if (r != 0) {
+    n->nvrtcDestroyProgram(&prog);
+    fail(METILE_ERROR_COMPILE, "cuda", "NVRTC failed to compile ", name, " for ", arch, ": ",
+         n->nvrtcGetErrorString(r), "\n", log.substr(0, 8192));
+  }
+  size_t size = 0;
+  n->nvrtcGetCUBINSize(prog, &size);
+  std::string cubin(size, '\0');
+  n->nvrtcGetCUBIN(prog, cubin.data());
+  n->nvrtcDestroyProgram(&prog);
+  return cubin;
+}
+
+}  // namespace metile::cuda

@@ -1,0 +1,100 @@
+/** \file cuda_api.h
+ * The parts of the CUDA driver API and NVRTC that metile uses, declared here and resolved with
+ * dlopen/dlsym at run time: the library has no link-time CUDA dependency, builds without the
+ * toolkit, and a machine without a driver gets a clear "unavailable" reason instead of a loader
+ * error.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace metile::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using nvrtcResult = int;
+using nvrtcProgram = struct _nvrtcProgram*;
+
+struct CUmemLocation {
+  int type;  // 1 = device
+  int id;
+};
+
+inline constexpr int kAttrMaxThreadsPerBlock = 1;
+inline constexpr int kAttrMultiprocessorCount = 16;
+inline constexpr int kAttrComputeMajor = 75;
+inline constexpr int kAttrComputeMinor = 76;
+inline constexpr int kAttrManagedMemory = 83;
+inline constexpr int kAttrPageableMemoryAccess = 88;
+inline constexpr int kAttrConcurrentManagedAccess = 89;
+inline constexpr int kAttrMaxSharedPerBlockOptin = 97;
+inline constexpr int kFuncAttrMaxDynamicShared = 8;
+inline constexpr unsigned kMemAttachGlobal = 1;
+
+/** Driver entry points; every pointer is non-null once load_driver() succeeded. */
+struct Driver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void**, void**);
+  CUresult (*cuMemAllocManaged)(CUdeviceptr*, size_t, unsigned);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  // One of the two prefetch signatures (CUDA >= 12.2 takes a location).
+  CUresult (*cuMemPrefetchAsync_v2)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream);
+  CUresult (*cuMemPrefetchAsync)(CUdeviceptr, size_t, CUdevice, CUstream);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+};
+
+struct Nvrtc {
+  nvrtcResult (*nvrtcVersion)(int*, int*);
+  const char* (*nvrtcGetErrorString)(nvrtcResult);
+  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int,
+                                    const char* const*, const char* const*);
+  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
+  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
+  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+};
+
+/** The driver, loaded and initialized once; nullptr with *why set when unavailable. */
+const Driver* load_driver(std::string* why);
+/** NVRTC, loaded once; nullptr with *why set when unavailable. */
+const Nvrtc* load_nvrtc(std::string* why);
+
+/** Throws METILE_ERROR_DEVICE "[cuda] <what>: CUDA_ERROR_X (message)" when `r` is not success. */
+void check(CUresult r, const char* what);
+
+/**
+ * Compiles CUDA C++ to a cubin for `arch` (e.g. "sm_90") with NVRTC. Throws METILE_ERROR_COMPILE
+ * with NVRTC's log, or METILE_ERROR_DEVICE_UNAVAILABLE when NVRTC cannot be loaded.
+ */
+std::string nvrtc_compile(const std::string& source, const std::string& name,
+                          const std::string& arch, std::string* log_out = nullptr);
+/** "nvrtc 13.0" (part of cache keys). */
+std::string nvrtc_version();
+
+}  // namespace metile::cuda

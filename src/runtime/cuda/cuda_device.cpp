@@ -1,0 +1,258 @@
+#include "runtime/cuda/cuda_device.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "runtime/cuda/cuda_api.h"
+#include "support/error.h"
+
+namespace metile {
+
+using namespace cuda;
+
+namespace {
+
+class CudaDevice;
+
+class CudaBuffer : public Buffer {
+ public:
+  CudaBuffer(const Driver* d, CUdeviceptr p, size_t n, bool owned, void* host)
+      : d_(d), ptr_(p), size_(n), owned_(owned), host_(host) {}
+  ~CudaBuffer() override {
+    if (owned_) d_->cuMemFree(ptr_);
+  }
+  void* contents() override {
+    // The host may touch the pages from now on: prefetch them back before the next launch.
+    host_dirty = true;
+    return owned_ ? reinterpret_cast<void*>(ptr_) : host_;
+  }
+  uint64_t device_address() override { return ptr_; }
+  size_t size() const override { return size_; }
+  bool shares_memory() const override { return !owned_; }
+  bool host_dirty = true;
+
+ private:
+  const Driver* d_;
+  CUdeviceptr ptr_;
+  size_t size_;
+  bool owned_;
+  void* host_;
+};
+
+class CudaDevice : public Device {
+ public:
+  CudaDevice() {
+    std::string why;
+    d_ = load_driver(&why);
+    if (d_ == nullptr) fail(METILE_ERROR_DEVICE_UNAVAILABLE, "cuda", why);
+    check(d_->cuDeviceGet(&dev_, 0), "cuDeviceGet");
+    check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+    make_current();
+    check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate");
+    char name[256] = {};
+    d_->cuDeviceGetName(name, sizeof name, dev_);
+    int major = 0, minor = 0, threads = 0, smem = 0, pageable = 0, version = 0;
+    d_->cuDeviceGetAttribute(&major, kAttrComputeMajor, dev_);
+    d_->cuDeviceGetAttribute(&minor, kAttrComputeMinor, dev_);
+    d_->cuDeviceGetAttribute(&threads, kAttrMaxThreadsPerBlock, dev_);
+    d_->cuDeviceGetAttribute(&smem, kAttrMaxSharedPerBlockOptin, dev_);
+    d_->cuDeviceGetAttribute(&pageable, kAttrPageableMemoryAccess, dev_);
+    d_->cuDriverGetVersion(&version);
+    pageable_ = pageable != 0;
+    info_.name = "cuda";
+    info_.description = name;
+    info_.architecture = "sm_" + std::to_string(major) + std::to_string(minor);
+    info_.simd_width = 32;
+    info_.max_threads_per_group = threads;
+    info_.threadgroup_memory_bytes = static_cast<uint64_t>(smem);
+    info_.unified_memory = true;
+    info_.asynchronous = true;
+    identity_ = "cuda;" + info_.architecture + ";" + nvrtc_version() + ";driver " +
+                std::to_string(version);
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+  std::string cache_identity() const override { return identity_; }
+
+  void make_current() const {
+    // The driver keeps the current context per OS thread; every entry point may be on a new one.
+    thread_local CUcontext current = nullptr;
+    if (current != ctx_) {
+      check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+      current = ctx_;
+    }
+  }
+
+  std::shared_ptr<Buffer> alloc(size_t bytes) override {
+    make_current();
+    size_t free_bytes = 0, total = 0;
+    check(d_->cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
+    // Managed memory larger than what the card has free can hang the GPU: refuse it up front.
+    if (bytes > free_bytes)
+      fail(METILE_ERROR_OUT_OF_MEMORY, "cuda", "cannot allocate ", bytes, " bytes: the GPU has ",
+           free_bytes, " bytes free");
+    CUdeviceptr p = 0;
+    check(d_->cuMemAllocManaged(&p, bytes, kMemAttachGlobal), "cuMemAllocManaged");
+    auto buf = std::make_shared<CudaBuffer>(d_, p, bytes, true, nullptr);
+    CUresult r = d_->cuMemsetD8(p, 0, bytes);
+    if (r == 0) r = d_->cuStreamSynchronize(nullptr);
+    check(r, "zeroing a new buffer");
+    buf->device = this;
+    return buf;
+  }
+
+  std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
+    if (pageable_) {
+      // The GPU reads pageable host memory coherently (HMM/ATS): use it in place.
+      auto buf = std::make_shared<CudaBuffer>(d_, reinterpret_cast<CUdeviceptr>(host), bytes,
+                                              false, host);
+      buf->device = this;
+      return buf;
+    }
+    auto buf = alloc(bytes);
+    std::memcpy(buf->contents(), host, bytes);
+    return buf;
+  }
+
+  void synchronize() override {
+    make_current();
+    check(d_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  }
+
+  Artifact build(const Program& program, const CompileOptions&) override {
+    fail(METILE_ERROR_UNSUPPORTED, "cuda", "kernel ", program.name,
+         ": CUDA code generation from the GPU IR is not available in this build yet");
+  }
+
+  std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
+                               const Artifact& artifact) override;
+
+  void prefetch(CudaBuffer* b) {
+    if (!b->host_dirty || b->shares_memory()) return;
+    b->host_dirty = false;
+    if (d_->cuMemPrefetchAsync_v2) {
+      check(d_->cuMemPrefetchAsync_v2(b->device_address(), b->size(), CUmemLocation{1, dev_}, 0,
+                                      stream_),
+            "cuMemPrefetchAsync");
+    } else if (d_->cuMemPrefetchAsync) {
+      check(d_->cuMemPrefetchAsync(b->device_address(), b->size(), dev_, stream_),
+            "cuMemPrefetchAsync");
+    }
+  }
+
+  const Driver* d_ = nullptr;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  bool pageable_ = false;
+  DeviceInfo info_;
+  std::string identity_;
+};
+
+class CudaKernel;
+
+class CudaLaunch : public PreparedLaunch {
+ public:
+  CudaLaunch(std::shared_ptr<const CudaKernel> k) : k_(std::move(k)) {}
+  void update() override;
+  void run() override;
+
+ private:
+  std::shared_ptr<const CudaKernel> k_;
+  std::vector<uint64_t> storage_;
+  std::vector<void*> params_;
+};
+
+class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel> {
+ public:
+  CudaKernel(CudaDevice* dev, std::shared_ptr<const Program> program, const Artifact& a)
+      : dev_(dev), program_(std::move(program)), threads_(a.threads_per_group),
+        smem_(a.threadgroup_memory_bytes) {
+    dev_->make_current();
+    const Driver* d = dev_->d_;
+    check(d->cuModuleLoadData(&module_, a.bytes.data()), "cuModuleLoadData");
+    // Generated kernels are named after the program (extern "C", so the name is the symbol).
+    const std::string& name = program_->name;
+    check(d->cuModuleGetFunction(&fn_, module_, name.c_str()), "cuModuleGetFunction");
+    if (smem_ > 48 * 1024) {
+      if (smem_ > dev_->info().threadgroup_memory_bytes)
+        fail(METILE_ERROR_UNSUPPORTED, "cuda", "kernel ", name, " needs ", smem_,
+             " bytes of shared memory; the device allows ", dev_->info().threadgroup_memory_bytes);
+      check(d->cuFuncSetAttribute(fn_, kFuncAttrMaxDynamicShared, static_cast<int>(smem_)),
+            "cuFuncSetAttribute(max dynamic shared memory)");
+    }
+  }
+  ~CudaKernel() override {
+    if (module_) dev_->d_->cuModuleUnload(module_);
+  }
+
+  std::unique_ptr<PreparedLaunch> prepare(const Grid& grid, std::vector<LaunchArg> args) override {
+    auto l = std::make_unique<CudaLaunch>(shared_from_this());
+    l->grid = grid;
+    l->args = std::move(args);
+    l->update();
+    return l;
+  }
+
+  CudaDevice* dev_;
+  std::shared_ptr<const Program> program_;
+  CUmodule module_ = nullptr;
+  CUfunction fn_ = nullptr;
+  int threads_;
+  uint64_t smem_;
+};
+
+void CudaLaunch::update() {
+  const Program& p = *k_->program_;
+  storage_.assign(args.size(), 0);
+  params_.assign(args.size(), nullptr);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Type& t = p.type(p.params[i].value);
+    // Scalars sit in the low bytes of a 64-bit slot: the driver copies the parameter's size.
+    storage_[i] = t.is_ptr ? args[i].buffer->device_address() + args[i].offset : args[i].bits;
+    params_[i] = &storage_[i];
+  }
+}
+
+void CudaLaunch::run() {
+  CudaDevice* dev = k_->dev_;
+  dev->make_current();
+  for (const LaunchArg& a : args)
+    if (a.buffer) dev->prefetch(static_cast<CudaBuffer*>(a.buffer));
+  check(dev->d_->cuLaunchKernel(k_->fn_, grid.dims[0], grid.dims[1], grid.dims[2],
+                                static_cast<unsigned>(k_->threads_), 1, 1,
+                                static_cast<unsigned>(k_->smem_), dev->stream_, params_.data(),
+                                nullptr),
+        "cuLaunchKernel");
+}
+
+std::shared_ptr<Kernel> CudaDevice::load(std::shared_ptr<const Program> program,
+                                         const CompileOptions&, const Artifact& artifact) {
+  if (artifact.kind != "cubin")
+    fail(METILE_ERROR_INTERNAL, "cuda", "cannot load a ", artifact.kind, " artifact");
+  return std::make_shared<CudaKernel>(this, std::move(program), artifact);
+}
+
+}  // namespace
+
+std::string probe_cuda_device() {
+  std::string why;
+  if (load_driver(&why) == nullptr) return why;
+  if (load_nvrtc(&why) == nullptr) return why;
+  return {};
+}
+
+std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>(); }
+
+Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch) {
+  Artifact a;
+  a.kind = "cubin";
+  std::string cubin = nvrtc_compile(src.text, src.entry, arch);
+  a.bytes.assign(cubin.begin(), cubin.end());
+  a.sources["cuda"] = src.text;
+  a.threads_per_group = src.threads_per_group;
+  a.threadgroup_memory_bytes = src.dynamic_shared_bytes;
+  return a;
+}
+
+}  // namespace metile

@@ -1,0 +1,30 @@
+/** \file cuda_device.h
+ * The `cuda` device: buffers in managed memory (prefetched to the GPU before launches), one
+ * stream, asynchronous launches through cuLaunchKernel, cubins from NVRTC. The CUDA C++ comes from
+ * the GPU IR's CUDA dialect; build_from_source() is the seam between code generation and this
+ * runtime (also used by tests with hand-written kernels).
+ */
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/device.h"
+
+namespace metile {
+
+/** What the runtime needs to know about generated CUDA C++ besides its text. */
+struct CudaSource {
+  std::string text;
+  std::string entry;  // extern "C" __global__ function name: the program's name
+  int threads_per_group = 1;
+  uint64_t dynamic_shared_bytes = 0;
+};
+
+std::string probe_cuda_device();
+std::shared_ptr<Device> make_cuda_device();
+
+/** Compiles `src` with NVRTC for the open CUDA device (or `arch` when no device: CI). */
+Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch);
+
+}  // namespace metile

@@ -1,0 +1,128 @@
+// The interp device: buffers are page-aligned host memory, "compiling" keeps the verified
+// program, and a launch runs it through the executor (executor.cpp holds the semantics).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/backends.h"
+#include "runtime/device.h"
+#include "runtime/interp/executor.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+class InterpBuffer final : public Buffer {
+ public:
+  // Allocates zeroed, page-aligned memory.
+  explicit InterpBuffer(size_t bytes) : size_(bytes), owned_(true) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    if (bytes > SIZE_MAX - page)
+      fail(METILE_ERROR_OUT_OF_MEMORY, "interp", "cannot allocate ", bytes, " bytes");
+    const size_t rounded = (bytes + page - 1) / page * page;
+    data_ = std::aligned_alloc(page, rounded);
+    if (data_ == nullptr)
+      fail(METILE_ERROR_OUT_OF_MEMORY, "interp", "cannot allocate ", bytes, " bytes");
+    std::memset(data_, 0, rounded);
+  }
+  // Uses the caller's memory in place.
+  InterpBuffer(void* host, size_t bytes) : data_(host), size_(bytes), owned_(false) {}
+  ~InterpBuffer() override {
+    if (owned_) std::free(data_);
+  }
+  InterpBuffer(const InterpBuffer&) = delete;
+  InterpBuffer& operator=(const InterpBuffer&) = delete;
+
+  void* contents() override { return data_; }
+  size_t size() const override { return size_; }
+  bool shares_memory() const override { return !owned_; }
+
+ private:
+  void* data_;
+  size_t size_;
+  bool owned_;
+};
+
+class InterpLaunch final : public PreparedLaunch {
+ public:
+  InterpLaunch(std::shared_ptr<const Program> program, const Grid& g, std::vector<LaunchArg> a)
+      : program_(std::move(program)) {
+    grid = g;
+    args = std::move(a);
+  }
+  void run() override { interp::execute(*program_, grid, args); }
+
+ private:
+  std::shared_ptr<const Program> program_;
+};
+
+class InterpKernel final : public Kernel {
+ public:
+  explicit InterpKernel(std::shared_ptr<const Program> program) : program_(std::move(program)) {}
+  std::unique_ptr<PreparedLaunch> prepare(const Grid& grid, std::vector<LaunchArg> args) override {
+    return std::make_unique<InterpLaunch>(program_, grid, std::move(args));
+  }
+  void launch(const Grid& grid, std::vector<LaunchArg> args) override {
+    interp::execute(*program_, grid, args);
+  }
+
+ private:
+  std::shared_ptr<const Program> program_;
+};
+
+class InterpDevice final : public Device {
+ public:
+  InterpDevice() {
+    info_.name = "interp";
+    info_.description = "Tile IR interpreter (reference semantics, bounds-checked)";
+    info_.architecture = "tile-ir";
+    info_.simd_width = 1;
+    info_.max_threads_per_group = interp::kMaxThreads;
+    info_.threadgroup_memory_bytes = interp::kThreadgroupMemoryBytes;
+    info_.unified_memory = true;
+    info_.asynchronous = false;
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+  std::shared_ptr<Buffer> alloc(size_t bytes) override { return own(std::make_shared<InterpBuffer>(bytes)); }
+  std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
+    return own(std::make_shared<InterpBuffer>(host, bytes));
+  }
+
+  Artifact build(const Program& program, const CompileOptions& options) override {
+    interp::check_supported(program);
+    if (program.num_threads != 0 && options.num_threads != 0 &&
+        options.num_threads != program.num_threads)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "interp", "compile option num_threads = ",
+           options.num_threads, " conflicts with kernel ", program.name, "'s thread count ",
+           program.num_threads);
+    Artifact a;
+    a.kind = "none";
+    a.threads_per_group = program.num_threads != 0 ? static_cast<int>(program.num_threads) : 1;
+    a.threadgroup_memory_bytes = interp::shared_memory_bytes(program);
+    return a;
+  }
+
+  std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
+                               const Artifact&) override {
+    interp::check_supported(*program);
+    return std::make_shared<InterpKernel>(std::move(program));
+  }
+
+ private:
+  std::shared_ptr<Buffer> own(std::shared_ptr<Buffer> b) {
+    b->device = this;
+    return b;
+  }
+  DeviceInfo info_;
+};
+
+}  // namespace
+
+std::string probe_interp_device() { return {}; }
+
+std::shared_ptr<Device> make_interp_device() { return std::make_shared<InterpDevice>(); }
+
+}  // namespace metile

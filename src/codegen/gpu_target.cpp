@@ -12,6 +12,7 @@ const GpuTarget& apple_gpu_target() {
     g.threadgroup_memory_bytes = 32768;
     g.vector_bytes = 16;
     g.vector_needs_alignment = false;  // packed_floatN / packed_halfN
+    g.vector_dtypes = {DType::f32, DType::f16, DType::i32, DType::u32, DType::i8, DType::u8};
     g.matrix_atoms = {
         {"simdgroup_matrix", 8, 8, 8, DType::f32, DType::f32, false},
         {"simdgroup_matrix", 8, 8, 8, DType::f16, DType::f32, false},
@@ -32,6 +33,8 @@ const GpuTarget& nvidia_gpu_target() {
     g.threadgroup_memory_bytes = 48 * 1024;
     g.vector_bytes = 16;
     g.vector_needs_alignment = true;
+    g.vector_dtypes = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u32, DType::i64,
+                       DType::i8, DType::u8};
     g.matrix_atoms = {
         {"mma.sync", 16, 8, 8, DType::f32, DType::f32, true},  // tf32
         {"mma.sync", 16, 8, 16, DType::f16, DType::f32, false},

@@ -36,6 +36,8 @@ struct GpuTarget {
    * element-aligned vector types (MSL packed_float4) and needs no run-time alignment check.
    */
   bool vector_needs_alignment = true;
+  /** Element types the dialect has vector types for (float4, half4, ...). */
+  std::vector<DType> vector_dtypes;
   std::vector<MatrixAtom> matrix_atoms;
 };
 

@@ -248,16 +248,18 @@ ValueId GpuBuilder::ew(OpKind k, std::vector<ValueId> operands, DType cast_to) {
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::coord(LayoutId layout) {
+ValueId GpuBuilder::coord(LayoutId layout, ValueId tid) {
   Op op;
   op.kind = GpuOpKind::COORD;
+  op.operands = {tid};
   op.results = {new_value(DType::i32, layout)};
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::valid(LayoutId layout) {
+ValueId GpuBuilder::valid(LayoutId layout, ValueId tid) {
   Op op;
   op.kind = GpuOpKind::VALID;
+  op.operands = {tid};
   op.results = {new_value(DType::boolean, layout)};
   return append(std::move(op)).result();
 }

@@ -16,7 +16,7 @@
  *
  * Ops (operands -> results; attributes in braces):
  *   const {value} -> uniform              builtin {name, axis} -> uniform or thread
- *   elementwise[OpKind](a, b, c) -> r     coord -> i32 element index   valid -> bool
+ *   elementwise[OpKind](a, b, c) -> r     coord(tid) -> i32 element index   valid(tid) -> bool
  *   splat(x) -> r                         load(ptrs [, pred, other]) -> r
  *   store(ptrs, value [, pred])           vload/vstore: as load/store, {width} registers at a time
  *   alloc {size} -> threadgroup pointer   barrier
@@ -43,7 +43,7 @@ enum class GpuOpKind : uint8_t {
 
 enum GpuTrait : uint32_t {
   kGPure = 1u << 0,         // no side effects and no memory reads: CSE-able, removable
-  kGRead = 1u << 1,         // reads memory: removable when unused, never merged
+  kGRead = 1u << 1,         // reads (or allocates) memory: removable when unused, never merged
   kGWrite = 1u << 2,        // writes memory or synchronizes: never removed or merged
   kGSync = 1u << 3,         // every thread of a simdgroup/threadgroup must reach it together
   kGPerRegister = 1u << 4,  // acts register by register on operands of one layout
@@ -211,8 +211,10 @@ class GpuBuilder {
   ValueId builtin(const std::string& name, int axis, LayoutId layout);
   /** An element-wise op; `dtype` is the result type for casts (ignored otherwise). */
   ValueId ew(OpKind k, std::vector<ValueId> operands, DType cast_to = DType::invalid);
-  ValueId coord(LayoutId layout);
-  ValueId valid(LayoutId layout);
+  /** Element index of each register of `layout` (tid: the thread_index builtin). */
+  ValueId coord(LayoutId layout, ValueId tid);
+  /** Whether each register of `layout` holds an element (not padding). */
+  ValueId valid(LayoutId layout, ValueId tid);
   ValueId splat(ValueId x, LayoutId layout);
   /** Loads through `ptrs`; when pred is set, registers whose predicate is false read `other`. */
   ValueId load(ValueId ptrs, ValueId pred = kNoValue, ValueId other = kNoValue);

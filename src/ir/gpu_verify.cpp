@@ -174,8 +174,10 @@ struct Verifier {
         break;
       case GpuOpKind::COORD:
       case GpuOpKind::VALID: {
-        operands(0, 0);
+        operands(1, 1);
         results(1);
+        const Value& tid = val(op.operands[0]);
+        if (tid.layout != kThread || tid.dtype != DType::i32) bad("needs the thread index (an i32 thread value)");
         const Value& r = val(op.result());
         if (!f.layout(r.layout).is_tile()) bad("needs a tile layout");
         if (r.dtype != (op.kind == GpuOpKind::COORD ? DType::i32 : DType::boolean)) bad("wrong result type");

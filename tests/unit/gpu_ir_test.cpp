@@ -34,9 +34,10 @@ struct Fixture {
     f.params.push_back({name, id});
     return id;
   }
+  ValueId tid(GpuBuilder& b) { return b.named(b.builtin("thread_index", 0, kThread), "tid"); }
   void build() {
     GpuBuilder b(f, &f.body);
-    ValueId idx = b.named(b.coord(tile), "idx");
+    ValueId idx = b.named(b.coord(tile, tid(b)), "idx");
     ValueId mask = b.named(b.ew(OpKind::LT, {idx, n}), "mask");
     ValueId xs = b.ew(OpKind::PTR_OFFSET, {x, idx});
     ValueId v = b.named(b.load(xs, mask, b.constant_float(DType::f32, 0.0)), "v");
@@ -74,7 +75,7 @@ TEST(GpuIr, PrintsTypedValuesWithLayouts) {
   EXPECT_NE(text.find("gpu_kernel @scale(%x: ptr<f32>, %out: ptr<f32>, %n: i32) threads=256"),
             std::string::npos) << text;
   EXPECT_NE(text.find("#2 = tile<1024> thr=(256):(4) reg=(4):(1)"), std::string::npos) << text;
-  EXPECT_NE(text.find("%idx: i32 x4 #2 = coord #2"), std::string::npos) << text;
+  EXPECT_NE(text.find("%idx: i32 x4 #2 = coord #2 %tid"), std::string::npos) << text;
   EXPECT_NE(text.find("%mask: bool x4 #2 = lt %idx, %n"), std::string::npos) << text;
   EXPECT_NE(text.find("%v: f32 x4 #2 = load "), std::string::npos) << text;
   EXPECT_NE(text.find("store "), std::string::npos) << text;
@@ -83,10 +84,11 @@ TEST(GpuIr, PrintsTypedValuesWithLayouts) {
 TEST(GpuIr, NamesAreUniqueAndAvoidReservedWords) {
   Fixture fx;
   GpuBuilder b(fx.f, &fx.f.body);
-  ValueId a = b.named(b.coord(fx.tile), "float");
-  ValueId c = b.named(b.coord(fx.tile), "idx");
-  ValueId d = b.named(b.coord(fx.tile), "idx");
-  ValueId e = b.named(b.coord(fx.tile), "x");  // clashes with the parameter
+  ValueId t = fx.tid(b);
+  ValueId a = b.named(b.coord(fx.tile, t), "float");
+  ValueId c = b.named(b.coord(fx.tile, t), "idx");
+  ValueId d = b.named(b.coord(fx.tile, t), "idx");
+  ValueId e = b.named(b.coord(fx.tile, t), "x");  // clashes with the parameter
   auto names = name_values(fx.f, {"float"});
   EXPECT_EQ(names[fx.x], "x");
   EXPECT_EQ(names[a], "float1");
@@ -110,7 +112,7 @@ void expect_invalid(Function& f, F&& mutate, const std::string& needle) {
 TEST(GpuIr, VerifierRejectsUseBeforeDefinition) {
   Fixture fx;
   fx.build();
-  expect_invalid(fx.f, [](Function& f) { std::swap(f.body.ops[0], f.body.ops[1]); },
+  expect_invalid(fx.f, [](Function& f) { std::swap(f.body.ops[1], f.body.ops[2]); },
                  "is used where it is not defined");
 }
 
@@ -124,11 +126,11 @@ TEST(GpuIr, VerifierRejectsMixedLayouts) {
   LayoutId l2 = fx.f.add_layout(other);
   expect_invalid(fx.f, [&](Function& f) {
     GpuBuilder b(f, &f.body);
-    ValueId i = b.coord(l2);
+    ValueId i = b.coord(l2, f.body.ops[0].result());
     Op op;
     op.kind = GpuOpKind::ELEMENTWISE;
     op.ew = OpKind::ADD;
-    op.operands = {i, f.body.ops[0].result()};
+    op.operands = {i, f.body.ops[1].result()};
     op.results = {b.new_value(DType::i32, l2)};
     b.append(op);
   }, "operands have different layouts");

@@ -72,7 +72,17 @@ LaunchArg check_arg(const CompiledKernel& k, size_t i, const metile_arg& a,
     if (a.kind != METILE_ARG_BUFFER)
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` (",
            t.str(), ") needs a buffer, got ", kind_name(a.kind));
-    metile_buffer* b = get(a.buffer, "metile_kernel_launch");
+    if (a.buffer == nullptr)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` (", t.str(),
+           "): the buffer is NULL");
+    metile_buffer* b = nullptr;
+    try {
+      b = get(a.buffer, "metile_kernel_launch");
+    } catch (const Error&) {
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` (", t.str(),
+           "): ", static_cast<const void*>(a.buffer),
+           " is not a live metile_buffer (released, or another kind of handle)");
+    }
     size_t elem = dtype_size(t.dtype);
     if (a.offset > b->impl->size() || a.offset % elem != 0)
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "`: offset ", a.offset,

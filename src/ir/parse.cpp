@@ -27,7 +27,12 @@ struct Parser {
 
   template <typename... Args>
   [[noreturn]] void bad(Args&&... parts) {
-    fail(METILE_ERROR_INVALID_PROGRAM, "parse", "line ", line, ": ", std::forward<Args>(parts)...);
+    bad_at(line, std::forward<Args>(parts)...);
+  }
+  // For problems found after the parser looked past the end of the line they are on.
+  template <typename... Args>
+  [[noreturn]] void bad_at(int at, Args&&... parts) {
+    fail(METILE_ERROR_INVALID_PROGRAM, "parse", "line ", at, ": ", std::forward<Args>(parts)...);
   }
 
   void skip_ws() {
@@ -47,6 +52,12 @@ struct Parser {
   }
   bool peek(std::string_view s) {
     skip_ws();
+    return src.substr(pos, s.size()) == s;
+  }
+  // Like peek() but without crossing a line break: an operand-less op (`barrier`) must not take
+  // the next line's result name as its operand.
+  bool peek_inline(std::string_view s) {
+    while (pos < src.size() && (src[pos] == ' ' || src[pos] == '\t' || src[pos] == '\r')) ++pos;
     return src.substr(pos, s.size()) == s;
   }
   bool accept(std::string_view s) {
@@ -150,9 +161,9 @@ struct Parser {
     }
     bad("value %", name, " is not defined here");
   }
-  void bind(const std::string& name, ValueId v) {
+  void bind(const std::string& name, ValueId v, int at) {
     for (const auto& s : scopes)
-      if (s.count(name)) bad("value %", name, " is defined twice");
+      if (s.count(name)) bad_at(at, "value %", name, " is defined twice");
     scopes.back()[name] = v;
   }
   ValueId operand() { return lookup(value_name()); }
@@ -175,6 +186,8 @@ struct Parser {
   }
 
   Op op() {
+    skip_ws();
+    const int start = line;
     std::vector<std::string> results;
     if (peek("%")) {
       do results.push_back(value_name());
@@ -186,8 +199,8 @@ struct Parser {
     if (!kind) bad("unknown op '", name, "'");
     Op o;
     o.kind = *kind;
-    if (o.kind == OpKind::FOR) return for_op(std::move(o), results);
-    if (peek("%")) {
+    if (o.kind == OpKind::FOR) return for_op(std::move(o), results, start);
+    if (peek_inline("%")) {
       do o.operands.push_back(operand());
       while (accept(","));
     }
@@ -208,7 +221,7 @@ struct Parser {
       while (accept(","));
     }
     if (types.size() != results.size())
-      bad(name, ": ", results.size(), " results but ", types.size(), " types");
+      bad_at(start, name, ": ", results.size(), " results but ", types.size(), " types");
     o.loc = loc();
     if (has_trait(o.kind, kRegion)) {
       o.regions.emplace_back();
@@ -219,12 +232,12 @@ struct Parser {
     for (size_t i = 0; i < results.size(); ++i) {
       ValueId v = prog.new_value(types[i]);
       o.results.push_back(v);
-      bind(results[i], v);
+      bind(results[i], v, start);
     }
     return o;
   }
 
-  Op for_op(Op o, const std::vector<std::string>& results) {
+  Op for_op(Op o, const std::vector<std::string>& results, int start) {
     std::string iv = value_name();
     expect("=");
     ValueId s = operand();
@@ -249,18 +262,18 @@ struct Parser {
       expect(")");
     }
     if (types.size() != carried.size() || results.size() != carried.size())
-      bad("for: ", carried.size(), " carried values, ", types.size(), " types and ",
+      bad_at(start, "for: ", carried.size(), " carried values, ", types.size(), " types and ",
           results.size(), " results must agree");
     o.loc = loc();
     Block body;
     scopes.emplace_back();
     ValueId ivv = prog.new_value(prog.type(s));
     body.args.push_back(ivv);
-    bind(iv, ivv);
+    bind(iv, ivv, start);
     for (size_t i = 0; i < carried.size(); ++i) {
       ValueId v = prog.new_value(prog.type(o.operands[3 + i]));
       body.args.push_back(v);
-      bind(carried[i], v);
+      bind(carried[i], v, start);
     }
     block(body);
     scopes.pop_back();
@@ -268,7 +281,7 @@ struct Parser {
     for (size_t i = 0; i < results.size(); ++i) {
       ValueId v = prog.new_value(types[i]);
       o.results.push_back(v);
-      bind(results[i], v);
+      bind(results[i], v, start);
     }
     return o;
   }
@@ -284,7 +297,7 @@ struct Parser {
         std::string n = value_name();
         expect(":");
         ValueId v = prog.new_value(type());
-        bind(n, v);
+        bind(n, v, line);
         prog.params.push_back({n, v});
       } while (accept(","));
       expect(")");

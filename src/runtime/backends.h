@@ -10,6 +10,10 @@ namespace metile {
 
 class Device;
 
+/** cpu (runtime/cpu): "" when a host C++ compiler is available, else why not. */
+std::string cpu_probe();
+std::shared_ptr<Device> cpu_create();
+
 /** interp: always available (executes Tile IR directly; src/runtime/interp). */
 std::string probe_interp_device();
 std::shared_ptr<Device> make_interp_device();

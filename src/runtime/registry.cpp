@@ -13,6 +13,7 @@ namespace metile {
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
       {"interp", probe_interp_device, make_interp_device},
+      {"cpu", cpu_probe, cpu_create},
       {"cuda", probe_cuda_device, make_cuda_device},
   };
   return entries;

@@ -1,0 +1,670 @@
+// Tile IR -> C++ for the cpu device. Requires a verified program; produces one translation unit
+// (prelude + one static function per program instance + the exported range entry point).
+//
+// Every tile that the plan (cpu_plan.h) keeps is a local array; each op that produces one is a
+// loop nest over the tile's elements whose innermost loop is `#pragma omp simd` (compiled with
+// -fopenmp-simd, which needs no OpenMP runtime). Inline values are written as `const` locals
+// inside the loop of the op that consumes them, so an element-wise chain ending in a store or a
+// reduction is a single loop. Values keep the Tile IR's numbering (%12 is v12) so the C++ reads
+// side by side with METILE_DEBUG=tile_ir.
+#include "codegen/cpu_cpp.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "codegen/cpu_plan.h"
+#include "support/embedded.h"
+#include "support/error.h"
+
+namespace metile {
+
+const Dialect& cpu_dialect() {
+  static const Dialect d = [] {
+    Dialect x;
+    x.name = "cpu";
+    auto set = [&](DType t, const char* value, const char* storage, const char* literal) {
+      size_t i = static_cast<size_t>(t);
+      x.value_type[i] = value;
+      x.storage_type[i] = storage;
+      x.int_literal[i] = literal;
+      x.compute_type[i] = is_float(t) ? "float" : "";
+    };
+    set(DType::f32, "float", "float", "");
+    set(DType::f16, "float", "uint16_t", "");
+    set(DType::bf16, "float", "uint16_t", "");
+    set(DType::i32, "int32_t", "int32_t", "{}");
+    set(DType::u32, "uint32_t", "uint32_t", "{}u");
+    set(DType::i64, "int64_t", "int64_t", "INT64_C({})");
+    set(DType::boolean, "bool", "bool", "");
+    set(DType::i8, "int8_t", "int8_t", "((int8_t){})");
+    set(DType::u8, "uint8_t", "uint8_t", "((uint8_t){})");
+    auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
+      size_t i = static_cast<size_t>(t);
+      x.load_from_storage[i] = load;
+      x.store_to_storage[i] = store;
+      x.round_to[i] = round;
+    };
+    narrow(DType::f16, "mt_f16_to_f32({})", "mt_f32_to_f16({})", "mt_round_f16({})");
+    narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
+    auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
+    math(OpKind::EXP, "mt_exp");
+    math(OpKind::EXP2, "mt_exp2");
+    math(OpKind::LOG, "__builtin_logf");
+    math(OpKind::LOG2, "__builtin_log2f");
+    math(OpKind::SQRT, "__builtin_sqrtf");
+    math(OpKind::ABS, "__builtin_fabsf");
+    math(OpKind::TANH, "__builtin_tanhf");
+    math(OpKind::SIN, "__builtin_sinf");
+    math(OpKind::COS, "__builtin_cosf");
+    math(OpKind::FLOOR, "__builtin_floorf");
+    math(OpKind::CEIL, "__builtin_ceilf");
+    math(OpKind::ERF, "__builtin_erff");
+    x.pow_fn = "__builtin_powf";
+    x.fmod_fn = "__builtin_fmodf";
+    x.floor_fn = "__builtin_floorf";
+    x.inf_f32 = "__builtin_inff()";
+    x.nan_f32 = "__builtin_nanf(\"\")";
+    x.cast = "(({t})({}))";
+    x.kernel_qualifier = "extern \"C\"";
+    x.restrict_qualifier = "__restrict";
+    x.inline_qualifier = "static inline";
+    x.address_space = {"", ""};
+    return x;
+  }();
+  return d;
+}
+
+namespace {
+
+// An element index: i0 for 1-D tiles, (i0, i1) for 2-D ones; empty for scalars.
+struct Idx {
+  std::string i0, i1;
+  std::string key() const { return i0 + "," + i1; }
+};
+
+struct Emitter {
+  const CpuPlan& plan;
+  const Program& p;
+  const Dialect& d = cpu_dialect();
+  SourceWriter w;
+  // Inline values already written in the current loop body, by (value, index).
+  std::map<std::pair<ValueId, std::string>, std::string> memo;
+  Idx canonical;
+  int fresh = 0;
+  // Inside a simdgroup_role region: T-element stores are limited to threads [lo, hi).
+  std::string role_lo, role_hi;
+
+  explicit Emitter(const CpuPlan& pl) : plan(pl), p(pl.program) {}
+
+  [[noreturn]] void unsupported(const Op& op, const std::string& why) const {
+    fail(METILE_ERROR_UNSUPPORTED, "cpu", p.where(op.loc), op_name(op.kind),
+         " is not supported on the cpu device: ", why);
+  }
+
+  const Type& type(ValueId v) const { return p.type(v); }
+  const std::string& name(ValueId v) const { return plan[v].name; }
+
+  std::string ctype(const Type& t) const {
+    return t.is_ptr ? d.storage(t.dtype) + "*" : d.value(t.dtype);
+  }
+  // A declaration of an immutable local.
+  std::string decl(const Type& t, const std::string& n) const {
+    return t.is_ptr ? ctype(t) + " const " + n : "const " + ctype(t) + " " + n;
+  }
+
+  static std::string flat(const Shape& s, const Idx& idx) {
+    if (s.rank <= 1) return idx.i0;
+    return "(" + idx.i0 + " * " + std::to_string(s.dims[1]) + " + " + idx.i1 + ")";
+  }
+
+  // One line describing the op in Tile IR terms.
+  std::string describe(const Op& op) const {
+    std::string s;
+    for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + plan[op.results[i]].ir_name;
+    if (!s.empty()) s += " = ";
+    s += std::string(op_name(op.kind));
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      s += (i ? ", " : " ") + plan[op.operands[i]].ir_name;
+    for (const Attr& a : op.attrs) {
+      s += " " + a.name + "=";
+      if (auto* iv = std::get_if<int64_t>(&a.value)) s += std::to_string(*iv);
+      else if (auto* sv = std::get_if<std::string>(&a.value)) s += *sv;
+      else s += std::to_string(std::get<double>(a.value));
+    }
+    if (op.results.size() == 1) s += " : " + type(op.results[0]).str();
+    std::string where = p.where(op.loc);
+    if (!where.empty()) s += "  (" + where.substr(0, where.size() - 2) + ")";
+    return s;
+  }
+
+  // ---- element expressions ---------------------------------------------------------------
+
+  // The expression of value `v` at element `idx`, writing the statements it needs.
+  std::string elem(ValueId v, const Idx& idx) {
+    const ValuePlan& vp = plan[v];
+    if (vp.form == Form::scalar) return vp.name;
+    if (vp.form == Form::array) return vp.name + "[" + flat(type(v).shape, idx) + "]";
+    METILE_ASSERT(vp.form == Form::inline_, "value ", vp.ir_name, " has no form");
+    auto key = std::make_pair(v, idx.key());
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    const Op& op = *def_op(v);
+    std::string e = op_elem(op, idx);
+    std::string n = idx.key() == canonical.key() ? vp.name : vp.name + "_" + std::to_string(++fresh);
+    w.line(decl(type(v).element(), n) + " = " + e + ";");
+    memo.emplace(key, n);
+    return n;
+  }
+
+  std::map<ValueId, const Op*> defs;
+  const Op* def_op(ValueId v) const { return defs.at(v); }
+
+  Idx broadcast_idx(const Shape& from, const Shape& to, const Idx& idx) const {
+    std::string parts[2] = {idx.i0, idx.i1};
+    std::string out[2];
+    int off = to.rank - from.rank;
+    for (int j = 0; j < from.rank; ++j)
+      out[j] = (from.dims[j] == 1 && to.dims[j + off] != 1) ? "0" : parts[j + off];
+    return {out[0], out[1]};
+  }
+
+  bool is_const_zero(ValueId v) const {
+    auto it = defs.find(v);
+    if (it == defs.end() || it->second->kind != OpKind::CONST) return false;
+    const AttrValue* a = it->second->find_attr("value");
+    if (auto* iv = std::get_if<int64_t>(a)) return *iv == 0;
+    return false;
+  }
+
+  std::string offset_of(ValueId v, const Idx& idx) {
+    std::string o = elem(v, idx);
+    return type(v).dtype == DType::i64 ? o : "(int64_t)" + o;
+  }
+
+  // The value of `op`'s single result at `idx`, as an expression over operand elements.
+  std::string op_elem(const Op& op, const Idx& idx) {
+    const OpKind k = op.kind;
+    auto arg = [&](size_t i) { return elem(op.operands[i], idx); };
+    DType in = op.operands.empty() ? DType::invalid : type(op.operands[0]).dtype;
+    const ValuePlan& rp = plan[op.results[0]];
+    if (has_trait(k, kBinary | kCompare)) {
+      std::string a = arg(0), b = arg(1);
+      if (rp.index_arith && (k == OpKind::ADD || k == OpKind::SUB || k == OpKind::MUL)) {
+        const char* sym = k == OpKind::ADD ? " + " : k == OpKind::SUB ? " - " : " * ";
+        return "(" + a + sym + b + ")";
+      }
+      return spell_binary(d, k, in, a, b);
+    }
+    if (has_trait(k, kUnary)) return spell_unary(d, k, in, arg(0));
+    switch (k) {
+      case OpKind::CONST: {
+        DType t = type(op.results[0]).dtype;
+        const AttrValue& a = *op.find_attr("value");
+        if (auto* iv = std::get_if<int64_t>(&a)) return spell_int_literal(d, t, *iv);
+        return spell_float_literal(d, t, std::get<double>(a));
+      }
+      case OpKind::PROGRAM_ID: return "mt_pid[" + std::to_string(op.attr_int("axis")) + "]";
+      case OpKind::NUM_PROGRAMS: return "mt_npg[" + std::to_string(op.attr_int("axis")) + "]";
+      case OpKind::ARANGE: {
+        if (is_const_zero(op.operands[0])) return idx.i0;
+        std::string s = elem(op.operands[0], {});
+        return rp.index_arith ? "(" + s + " + " + idx.i0 + ")" : "mt_wrap_add(" + s + ", " + idx.i0 + ")";
+      }
+      case OpKind::THREAD_ID: return idx.i0;
+      case OpKind::SIMD_LANE_ID: return "(" + idx.i0 + " & 31)";
+      case OpKind::BROADCAST: {
+        const Type& from = type(op.operands[0]);
+        return elem(op.operands[0], broadcast_idx(from.shape, type(op.results[0]).shape, idx));
+      }
+      case OpKind::RESHAPE: {
+        ValueId src = op.operands[0];
+        return name(src) + "[" + flat(type(op.results[0]).shape, idx) + "]";
+      }
+      case OpKind::CAST: return spell_cast(d, in, type(op.results[0]).dtype, arg(0));
+      case OpKind::SELECT: return spell_select(arg(0), arg(1), arg(2));
+      case OpKind::PTR_OFFSET: return "(" + arg(0) + " + " + offset_of(op.operands[1], idx) + ")";
+      case OpKind::LOAD: {
+        DType t = type(op.results[0]).dtype;
+        std::string ptr = arg(0);
+        std::string value = spell_from_storage(d, t, "*" + ptr);
+        if (op.operands.size() < 2) return value;
+        std::string other = op.operands.size() > 2 ? arg(2) : spell_zero(d, t);
+        return spell_select(arg(1), value, other);
+      }
+      case OpKind::TILE_LOAD: return tile_elem(op, idx);
+      case OpKind::SIMD_SHUFFLE_XOR:
+        return lane_elem(op, idx, "(" + idx.i0 + " ^ " + elem(op.operands[1], {}) + ")");
+      case OpKind::SIMD_BROADCAST:
+        return lane_elem(op, idx, "((" + idx.i0 + " & ~31) + " + elem(op.operands[1], {}) + ")");
+      default:
+        unsupported(op, "it has no element-wise form");
+    }
+  }
+
+  // x[j] for another thread j of the same T-element tile.
+  std::string lane_elem(const Op& op, const Idx& idx, const std::string& j) {
+    (void)idx;
+    ValueId x = op.operands[0];
+    if (type(x).is_scalar()) return elem(x, {});
+    return elem(x, {j, ""});
+  }
+
+  // Element (r, c) of a tile_load: row-major at (row + r, col + c), zero outside the bounds.
+  std::string tile_elem(const Op& op, const Idx& idx) {
+    DType t = type(op.results[0]).dtype;
+    std::string base = elem(op.operands[0], {});
+    std::string n = name(op.results[0]) + "_" + std::to_string(++fresh);
+    w.line("const int64_t " + n + "_r = (int64_t)" + elem(op.operands[1], {}) + " + " + idx.i0 +
+           ", " + n + "_c = (int64_t)" + elem(op.operands[2], {}) + " + " + idx.i1 + ";");
+    std::string at = spell_from_storage(
+        d, t, base + "[" + n + "_r * " + elem(op.operands[3], {}) + " + " + n + "_c]");
+    if (op.operands.size() < 6) return at;
+    std::string rows = elem(op.operands[4], {}), cols = elem(op.operands[5], {});
+    return "((" + n + "_r >= 0) & (" + n + "_r < " + rows + ") & (" + n + "_c >= 0) & (" + n +
+           "_c < " + cols + ") ? " + at + " : " + spell_zero(d, t) + ")";
+  }
+
+  // ---- loops -----------------------------------------------------------------------------
+
+  // Writes loops over `s` and calls `body` with the element index inside the innermost one.
+  void for_each(const Shape& s, const std::function<void(const Idx&)>& body,
+                const std::string& clause = {}) {
+    auto inner = [&](const Idx& idx, const std::string& var, int64_t n) {
+      w.line("#pragma omp simd" + clause);
+      w.open("for (int32_t " + var + " = 0; " + var + " < " + std::to_string(n) + "; ++" + var + ")");
+      auto saved = memo;
+      Idx prev = canonical;
+      canonical = idx;
+      body(idx);
+      canonical = prev;
+      memo = std::move(saved);
+      w.close();
+    };
+    if (s.rank <= 1) {
+      inner({"i", ""}, "i", s.rank == 0 ? 1 : s.dims[0]);
+      return;
+    }
+    w.open("for (int32_t r = 0; r < " + std::to_string(s.dims[0]) + "; ++r)");
+    inner({"r", "c"}, "c", s.dims[1]);
+    w.close();
+  }
+
+  void declare_array(ValueId v) {
+    const Type& t = type(v);
+    w.line("alignas(64) " + ctype(t) + " " + name(v) + "[" + std::to_string(t.shape.numel()) + "];");
+  }
+
+  bool owns_storage(ValueId v) const { return plan[v].storage == v; }
+
+  // Fills the array of `target` with the elements of `source` (an expression source).
+  void fill_array(ValueId target, ValueId source) {
+    const Shape& s = type(target).shape;
+    for_each(s, [&](const Idx& idx) {
+      w.line(name(target) + "[" + flat(s, idx) + "] = " + elem(source, idx) + ";");
+    });
+  }
+
+  // ---- ops -------------------------------------------------------------------------------
+
+  void emit_block(const Block& b) {
+    for (const Op& op : b.ops) emit_op(op);
+  }
+
+  void emit_op(const Op& op) {
+    switch (op.kind) {
+      case OpKind::FOR: return emit_for(op);
+      case OpKind::YIELD: return;  // written by emit_for
+      case OpKind::SIMDGROUP_ROLE: return emit_role(op);
+      case OpKind::STORE: return emit_store(op);
+      case OpKind::TILE_STORE: return emit_tile_store(op);
+      case OpKind::DOT: return emit_dot(op);
+      case OpKind::REDUCE_SUM:
+      case OpKind::REDUCE_MAX:
+      case OpKind::REDUCE_MIN: return emit_reduce(op);
+      case OpKind::SHARED: return emit_shared(op);
+      case OpKind::BARRIER:
+        w.comment("barrier: a no-op here, the whole tile of threads runs in program order");
+        return;
+      case OpKind::TILE_SWIZZLE:
+        unsupported(op, "tile_swizzle is not implemented by this backend yet");
+      default: break;
+    }
+    ValueId v = op.result();
+    if (v == kNoValue) unsupported(op, "it has no lowering");
+    const ValuePlan& vp = plan[v];
+    if (vp.form == Form::inline_) return;
+    if (vp.form == Form::scalar) {
+      w.line(decl(type(v), vp.name) + " = " + op_elem(op, {}) + ";");
+      return;
+    }
+    if (op.kind == OpKind::RESHAPE) {
+      w.comment(describe(op) + ": the same array, viewed with another shape");
+      return;
+    }
+    w.comment(describe(op));
+    if (owns_storage(v)) declare_array(v);
+    const Shape& s = type(v).shape;
+    for_each(s, [&](const Idx& idx) {
+      w.line(vp.name + "[" + flat(s, idx) + "] = " + op_elem(op, idx) + ";");
+    });
+  }
+
+  // Extra condition limiting a T-element side effect to the current role's threads.
+  std::string role_guard(const Type& t, const Idx& idx) const {
+    if (role_lo.empty()) return {};
+    if (t.shape.rank == 1 && t.shape.dims[0] == p.num_threads)
+      return "(" + idx.i0 + " >= " + role_lo + ") & (" + idx.i0 + " < " + role_hi + ")";
+    return {};
+  }
+
+  void emit_store(const Op& op) {
+    w.comment(describe(op));
+    const Type& pt = type(op.operands[0]);
+    DType t = pt.dtype;
+    auto body = [&](const Idx& idx) {
+      std::string ptr = elem(op.operands[0], idx);
+      std::string value = spell_to_storage(d, t, elem(op.operands[1], idx));
+      std::string cond = op.operands.size() > 2 ? elem(op.operands[2], idx) : "";
+      std::string guard = role_guard(pt, idx);
+      if (!guard.empty()) cond = cond.empty() ? guard : "(" + cond + ") & " + guard;
+      w.line((cond.empty() ? "" : "if (" + cond + ") ") + "*" + ptr + " = " + value + ";");
+    };
+    if (pt.is_scalar()) {
+      w.open("");
+      body({});
+      w.close();
+      return;
+    }
+    for_each(pt.shape, body);
+  }
+
+  void emit_tile_store(const Op& op) {
+    w.comment(describe(op));
+    ValueId value = op.operands[4];
+    const Shape& s = type(value).shape;
+    DType t = type(op.operands[0]).dtype;
+    for_each(s, [&](const Idx& idx) {
+      std::string base = elem(op.operands[0], {});
+      w.line("const int64_t row = (int64_t)" + elem(op.operands[1], {}) + " + " + idx.i0 +
+             ", col = (int64_t)" + elem(op.operands[2], {}) + " + " + idx.i1 + ";");
+      std::string store = base + "[row * " + elem(op.operands[3], {}) + " + col] = " +
+                          spell_to_storage(d, t, elem(value, idx)) + ";";
+      if (op.operands.size() < 7) {
+        w.line(store);
+        return;
+      }
+      w.line("if ((row >= 0) & (row < " + elem(op.operands[5], {}) + ") & (col >= 0) & (col < " +
+             elem(op.operands[6], {}) + ")) " + store);
+    });
+  }
+
+  void emit_dot(const Op& op) {
+    w.comment(describe(op));
+    ValueId a = op.operands[0], b = op.operands[1], acc = op.operands[2], out = op.results[0];
+    const Shape& sa = type(a).shape;
+    const Shape& so = type(out).shape;
+    if (owns_storage(out)) declare_array(out);
+    if (plan[out].storage != plan[acc].storage || plan[acc].form != Form::array) fill_array(out, acc);
+    std::string dims = std::to_string(so.dims[0]) + ", " + std::to_string(so.dims[1]) + ", " +
+                       std::to_string(sa.dims[1]);
+    DType in = type(a).dtype, acc_t = type(out).dtype;
+    if (is_float(in)) {
+      w.line("mt_dot_f32<" + dims + ">(" + name(a) + ", " + name(b) + ", " + name(out) + ");");
+      if (!d.round_to[static_cast<size_t>(acc_t)].empty()) {
+        for_each(so, [&](const Idx& idx) {
+          std::string e = name(out) + "[" + flat(so, idx) + "]";
+          w.line(e + " = " + fill_pattern(d.round_to[static_cast<size_t>(acc_t)], e) + ";");
+        });
+      }
+      return;
+    }
+    w.line("mt_dot_int<" + dims + ">(" + name(a) + ", " + name(b) + ", " + name(out) + ");");
+  }
+
+  void emit_reduce(const Op& op) {
+    w.comment(describe(op));
+    ValueId x = op.operands[0], out = op.results[0];
+    const Type& xt = type(x);
+    DType t = xt.dtype;
+    int64_t axis = op.attr_int("axis");
+    bool fl = is_float(t);
+    // Sums accumulate in f32 (floats) or wrap (integers, through the unsigned type).
+    std::string acc_type = fl ? "float" : (t == DType::i64 || t == DType::u32 || t == DType::i32)
+                                              ? (dtype_size(t) == 8 ? "uint64_t" : "uint32_t")
+                                              : "uint32_t";
+    std::string init, clause;
+    std::function<std::string(const std::string&, const std::string&)> step;
+    if (op.kind == OpKind::REDUCE_SUM) {
+      init = fl ? "0.0f" : "0";
+      clause = " reduction(+ : {})";
+      step = [&](const std::string& a, const std::string& e) {
+        return a + " += " + (fl ? e : "(" + acc_type + ")" + e) + ";";
+      };
+    } else {
+      bool mx = op.kind == OpKind::REDUCE_MAX;
+      acc_type = d.value(t);
+      init = fl ? spell_float_literal(d, DType::f32, mx ? -HUGE_VAL : HUGE_VAL)
+                : std::string(mx ? "mt_lowest<" : "mt_highest<") + acc_type + ">()";
+      clause = std::string(" reduction(") + (mx ? "max" : "min") + " : {})";
+      // NaNs never win (maxNum folding from the identity), so a plain compare-select suffices.
+      step = [&, mx](const std::string& a, const std::string& e) {
+        return a + " = " + e + (mx ? " > " : " < ") + a + " ? " + e + " : " + a + ";";
+      };
+    }
+    auto finish = [&](const std::string& a) {
+      if (op.kind != OpKind::REDUCE_SUM) return a;
+      if (fl) return d.round_to[static_cast<size_t>(t)].empty()
+                         ? a
+                         : fill_pattern(d.round_to[static_cast<size_t>(t)], a);
+      return "(" + d.value(t) + ")" + a;
+    };
+    if (axis == -1) {
+      std::string acc = name(out) + "_acc";
+      w.line(acc_type + " " + acc + " = " + init + ";");
+      for_each(xt.shape, [&](const Idx& idx) { w.line(step(acc, elem(x, idx))); },
+               fill_pattern(clause, acc));
+      w.line("const " + d.value(t) + " " + name(out) + " = " + finish(acc) + ";");
+      return;
+    }
+    declare_array(out);
+    int64_t rows = xt.shape.dims[0], cols = xt.shape.dims[1];
+    if (axis == 0) {
+      // Column sums: rows outer, columns inner and vectorized, in row order.
+      std::string acc = name(out) + "_acc";
+      w.line(acc_type + " " + acc + "[" + std::to_string(cols) + "];");
+      w.line("for (int32_t c = 0; c < " + std::to_string(cols) + "; ++c) " + acc + "[c] = " + init + ";");
+      for_each(xt.shape, [&](const Idx& idx) { w.line(step(acc + "[c]", elem(x, idx))); });
+      w.line("for (int32_t c = 0; c < " + std::to_string(cols) + "; ++c) " + name(out) +
+             "[c] = " + finish(acc + "[c]") + ";");
+      return;
+    }
+    w.open("for (int32_t r = 0; r < " + std::to_string(rows) + "; ++r)");
+    std::string acc = name(out) + "_acc";
+    w.line(acc_type + " " + acc + " = " + init + ";");
+    w.line("#pragma omp simd" + fill_pattern(clause, acc));
+    w.open("for (int32_t c = 0; c < " + std::to_string(cols) + "; ++c)");
+    auto saved = memo;
+    Idx prev = canonical;
+    canonical = {"r", "c"};
+    w.line(step(acc, elem(x, canonical)));
+    canonical = prev;
+    memo = std::move(saved);
+    w.close();
+    w.line(name(out) + "[r] = " + finish(acc) + ";");
+    w.close();
+  }
+
+  void emit_shared(const Op& op) {
+    ValueId v = op.results[0];
+    DType t = type(v).dtype;
+    w.comment(describe(op));
+    w.line("alignas(64) " + d.storage(t) + " " + name(v) + "_mem[" +
+           std::to_string(op.attr_int("size")) + "] = {};");
+    w.line(d.storage(t) + "* const " + name(v) + " = " + name(v) + "_mem;");
+  }
+
+  void emit_role(const Op& op) {
+    int64_t role = op.attr_int("role"), n = op.attr_int("num_roles");
+    int64_t first = op.attr_int("first_sg"), count = op.attr_int("num_sgs");
+    int64_t sgs = (p.num_threads + 31) / 32;
+    if (count == 0) {
+      int64_t per = sgs / n;
+      first = role * per;
+      count = role == n - 1 ? sgs - first : per;
+    }
+    int64_t lo = std::min(first * 32, p.num_threads), hi = std::min((first + count) * 32, p.num_threads);
+    w.comment(describe(op) + ": side effects of threads [" + std::to_string(lo) + ", " +
+              std::to_string(hi) + ") only");
+    w.open("");
+    std::string saved_lo = role_lo, saved_hi = role_hi;
+    role_lo = std::to_string(lo);
+    role_hi = std::to_string(hi);
+    emit_block(op.body());
+    role_lo = saved_lo;
+    role_hi = saved_hi;
+    w.close();
+  }
+
+  void emit_for(const Op& op) {
+    const Block& body = op.body();
+    w.comment(describe(op));
+    ValueId iv = body.args[0];
+    // Carried values live in variables declared before the loop; the results are those
+    // variables after it.
+    for (size_t k = 1; k < body.args.size(); ++k) {
+      ValueId c = body.args[k], init = op.operands[k + 2];
+      if (plan[c].form == Form::scalar) {
+        w.line(ctype(type(c)) + " " + name(c) + " = " + elem(init, {}) + ";");
+      } else {
+        declare_array(c);
+        fill_array(c, init);
+      }
+    }
+    std::string t = ctype(type(iv));
+    std::string start = elem(op.operands[0], {}), end = elem(op.operands[1], {}),
+                step = elem(op.operands[2], {});
+    w.open("for (" + t + " " + name(iv) + " = " + start + "; " + name(iv) + " < " + end + "; " +
+           name(iv) + " += " + step + ")");
+    emit_block(body);
+    emit_yield(op);
+    w.close();
+    if (!op.results.empty()) {
+      std::string s;
+      for (size_t k = 0; k < op.results.size(); ++k)
+        s += (k ? ", " : "") + plan[op.results[k]].ir_name + " is " + name(op.results[k]);
+      w.comment("after the loop: " + s);
+    }
+  }
+
+  // Carried values take their next values "at once": a source that is itself a carried value
+  // overwritten by this yield is first copied aside.
+  void emit_yield(const Op& loop) {
+    const Block& body = loop.body();
+    const Op& yield = body.ops.back();
+    std::vector<std::string> src(yield.operands.size());
+    std::vector<bool> copy(yield.operands.size());
+    std::map<ValueId, size_t> written;
+    for (size_t k = 0; k < yield.operands.size(); ++k) {
+      ValueId c = body.args[k + 1], y = yield.operands[k];
+      copy[k] = plan[y].storage != plan[c].storage || plan[c].form == Form::scalar ? y != c : false;
+      if (copy[k]) written[plan[c].storage] = k;
+    }
+    if (std::none_of(copy.begin(), copy.end(), [](bool b) { return b; })) return;
+    w.comment("yield");
+    for (size_t k = 0; k < yield.operands.size(); ++k) {
+      if (!copy[k]) continue;
+      ValueId y = yield.operands[k];
+      auto hit = written.find(plan[y].storage);
+      bool clobbered = hit != written.end() && hit->second != k;
+      if (!clobbered) continue;
+      std::string tmp = name(y) + "_next" + std::to_string(k);
+      if (plan[y].form == Form::scalar) {
+        w.line(decl(type(y), tmp) + " = " + name(y) + ";");
+      } else {
+        const Shape& s = type(y).shape;
+        w.line("alignas(64) " + ctype(type(y)) + " " + tmp + "[" + std::to_string(s.numel()) + "];");
+        w.line("__builtin_memcpy(" + tmp + ", " + name(y) + ", sizeof " + tmp + ");");
+      }
+      src[k] = tmp;
+    }
+    for (size_t k = 0; k < yield.operands.size(); ++k) {
+      if (!copy[k]) continue;
+      ValueId c = body.args[k + 1], y = yield.operands[k];
+      if (plan[c].form == Form::scalar) {
+        w.line(name(c) + " = " + (src[k].empty() ? elem(y, {}) : src[k]) + ";");
+      } else if (!src[k].empty()) {
+        w.line("__builtin_memcpy(" + name(c) + ", " + src[k] + ", sizeof " + name(c) + ");");
+      } else {
+        fill_array(c, y);
+      }
+    }
+  }
+
+  // ---- the translation unit --------------------------------------------------------------
+
+  std::string param_decl(const Param& prm, bool storage) const {
+    const Type& t = type(prm.value);
+    if (t.is_ptr) return d.storage(t.dtype) + "* " + name(prm.value);
+    return (storage ? d.storage(t.dtype) : d.value(t.dtype)) + " " + name(prm.value) +
+           (storage ? "_arg" : "");
+  }
+
+  CpuSource run() {
+    walk(p.body, [&](const Op& op) {
+      for (ValueId r : op.results) defs[r] = &op;
+    });
+    std::string fn = c_identifier(p.name);
+    w.raw(embedded_file("cpu_prelude.h"));
+    w.line();
+    w.comment("---- kernel " + p.name + " (generated by metile from its Tile IR) ----");
+    std::string params, args, entry_params;
+    for (const Param& prm : p.params) {
+      params += param_decl(prm, false) + ", ";
+      entry_params += param_decl(prm, true) + ", ";
+      const Type& t = type(prm.value);
+      std::string a = t.is_ptr ? name(prm.value) : name(prm.value) + "_arg";
+      args += (t.is_ptr ? a : spell_from_storage(d, t.dtype, a)) + ", ";
+    }
+    w.comment("One program instance.");
+    w.open("static inline void " + fn + "(" + params +
+           "const int32_t mt_pid[3], const int32_t mt_npg[3])");
+    emit_block(p.body);
+    w.close();
+    w.line();
+    CpuSource out;
+    out.entry = "metile_entry";
+    out.stack_symbol = "metile_stack_bytes";
+    out.stack_bytes = plan.array_bytes;
+    w.line("extern \"C\" const uint64_t " + out.stack_symbol + " = " +
+           std::to_string(out.stack_bytes) + ";");
+    w.line();
+    w.comment("Runs program instances [begin, end) of the grid, x fastest.");
+    w.open("extern \"C\" void " + out.entry + "(" + entry_params + "const mt_range* mt_r)");
+    w.line("const uint32_t mt_g0 = mt_r->grid[0], mt_g1 = mt_r->grid[1];");
+    w.line("const int32_t mt_npg[3] = {(int32_t)mt_g0, (int32_t)mt_g1, (int32_t)mt_r->grid[2]};");
+    w.line("uint32_t mt_p0 = (uint32_t)(mt_r->begin % mt_g0);");
+    w.line("uint32_t mt_p1 = (uint32_t)(mt_r->begin / mt_g0 % mt_g1);");
+    w.line("uint32_t mt_p2 = (uint32_t)(mt_r->begin / ((uint64_t)mt_g0 * mt_g1));");
+    w.open("for (uint64_t mt_n = mt_r->begin; mt_n < mt_r->end; ++mt_n)");
+    w.line("const int32_t mt_pid[3] = {(int32_t)mt_p0, (int32_t)mt_p1, (int32_t)mt_p2};");
+    w.line(fn + "(" + args + "mt_pid, mt_npg);");
+    w.open("if (++mt_p0 == mt_g0)");
+    w.line("mt_p0 = 0;");
+    w.line("if (++mt_p1 == mt_g1) mt_p1 = 0, ++mt_p2;");
+    w.close();
+    w.close();
+    w.close();
+    out.text = w.str();
+    return out;
+  }
+};
+
+}  // namespace
+
+CpuSource generate_cpu_cpp(const Program& program) {
+  CpuPlan plan = plan_cpu(program);
+  return Emitter(plan).run();
+}
+
+}  // namespace metile

@@ -1,0 +1,264 @@
+// metile CPU prelude: included at the top of every generated CPU kernel (embedded in the
+// library; see src/codegen/cpu_cpp.cpp). It defines the helpers that the C-like emitter
+// (src/codegen/c_like.h) spells ops with, narrow-float conversions, a vectorizable exp, and the
+// register-blocked matrix-multiply micro-kernel behind `dot`.
+//
+// Kernels are compiled without fast-math and with -ffp-contract=off, so element-wise results
+// match the interp device bit for bit wherever both use the same formula; only `dot` (explicit
+// FMA) and reductions (vectorized, so summed in another order) may differ in the last bits.
+#include <stdint.h>
+
+#define MT_INLINE static inline __attribute__((always_inline))
+#if defined(__clang__)
+#define MT_CONTRACT_FN
+#define MT_CONTRACT_BODY _Pragma("clang fp contract(fast)")
+#else
+#define MT_CONTRACT_FN __attribute__((optimize("fp-contract=fast")))
+#define MT_CONTRACT_BODY
+#endif
+
+// Which program instances one call runs: linear ids [begin, end) of a grid, x fastest.
+typedef struct mt_range {
+  uint32_t grid[3];
+  uint32_t reserved;
+  uint64_t begin, end;
+} mt_range;
+
+// ---- bits and narrow floats (round to nearest even, like src/support/half.h) ------------------
+
+MT_INLINE float mt_bits_f32(uint32_t u) {
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+MT_INLINE uint32_t mt_f32_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+
+MT_INLINE float mt_bf16_to_f32(uint16_t h) { return mt_bits_f32((uint32_t)h << 16); }
+MT_INLINE uint16_t mt_f32_to_bf16(float f) {
+  uint32_t u = mt_f32_bits(f);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
+}
+
+MT_INLINE float mt_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float sub = (float)mant * (1.0f / 16777216.0f);  // 2^-24 units
+  uint32_t normal = sign | ((exp + 112u) << 23) | (mant << 13);
+  uint32_t special = sign | 0x7f800000u | (mant << 13);
+  float r = mt_bits_f32(exp == 31u ? special : normal);
+  return exp == 0u ? (sign ? -sub : sub) : r;
+}
+MT_INLINE uint16_t mt_f32_to_f16(float f) {
+  uint32_t u = mt_f32_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  // Normal range: drop 13 mantissa bits with round-to-nearest-even.
+  uint32_t n = (a - 0x38000000u) >> 13;
+  uint32_t rem = a & 0x1fffu;
+  n += (rem > 0x1000u || (rem == 0x1000u && (n & 1u))) ? 1u : 0u;
+  // Subnormal range: scale to units of 2^-24 and round (the FPU rounds to nearest even).
+  uint32_t s = (uint32_t)__builtin_rintf(mt_bits_f32(a) * 16777216.0f);
+  uint32_t r = a >= 0x477ff000u ? 0x7c00u : (a < 0x38800000u ? s : n);
+  r = a > 0x7f800000u ? 0x7e00u : r;
+  return (uint16_t)(sign | r);
+}
+MT_INLINE float mt_round_f16(float f) { return mt_f16_to_f32(mt_f32_to_f16(f)); }
+MT_INLINE float mt_round_bf16(float f) { return mt_bf16_to_f32(mt_f32_to_bf16(f)); }
+
+// ---- integers: wrap-around arithmetic and non-trapping division -------------------------------
+
+MT_INLINE int32_t mt_wrap_add(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+MT_INLINE int32_t mt_wrap_sub(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+MT_INLINE int32_t mt_wrap_mul(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
+MT_INLINE int32_t mt_wrap_neg(int32_t a) { return (int32_t)(0u - (uint32_t)a); }
+MT_INLINE int32_t mt_wrap_abs(int32_t a) { return a < 0 ? mt_wrap_neg(a) : a; }
+MT_INLINE int64_t mt_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+MT_INLINE int64_t mt_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+MT_INLINE int64_t mt_wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+MT_INLINE int64_t mt_wrap_neg(int64_t a) { return (int64_t)(0ull - (uint64_t)a); }
+MT_INLINE int64_t mt_wrap_abs(int64_t a) { return a < 0 ? mt_wrap_neg(a) : a; }
+
+// Truncating division and remainder; x / 0 gives 0 and MIN / -1 wraps instead of trapping.
+template <class T>
+MT_INLINE T mt_div(T a, T b) {
+  if (b == 0) return 0;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)(0ull - (uint64_t)a);
+  return (T)(a / b);
+}
+template <class T>
+MT_INLINE T mt_mod(T a, T b) {
+  if (b == 0 || ((T)-1 < (T)0 && b == (T)-1)) return 0;
+  return (T)(a % b);
+}
+template <class T>
+MT_INLINE T mt_floordiv(T a, T b) {
+  T q = mt_div(a, b);
+  bool adjust = (T)-1 < (T)0 && b != 0 && mt_mod(a, b) != 0 && ((a < 0) != (b < 0));
+  return adjust ? (T)(q - 1) : q;
+}
+MT_INLINE float mt_floordiv(float a, float b) { return __builtin_floorf(a / b); }
+
+// Shift counts are taken modulo the operand's bit width.
+template <class T>
+MT_INLINE T mt_shl(T a, T b) {
+  const unsigned bits = sizeof(T) * 8;
+  return (T)((uint64_t)a << ((uint64_t)b & (bits - 1)));
+}
+template <class T>
+MT_INLINE T mt_shr(T a, T b) {
+  const unsigned bits = sizeof(T) * 8;
+  return (T)(a >> ((uint64_t)b & (bits - 1)));
+}
+
+// Float -> integer: truncation toward zero, saturating at the type's range, NaN -> 0.
+template <class T>
+MT_INLINE T mt_f2i(float x) {
+  const bool is_signed = (T)-1 < (T)0;
+  const float lo = is_signed ? -(float)((uint64_t)1 << (sizeof(T) * 8 - 1)) : 0.0f;
+  const float hi = is_signed ? (float)((uint64_t)1 << (sizeof(T) * 8 - 1))
+                             : (float)((uint64_t)1 << (sizeof(T) * 8 - 1)) * 2.0f;
+  if (x != x) return 0;
+  if (x <= lo) return is_signed ? (T)((uint64_t)1 << (sizeof(T) * 8 - 1)) : (T)0;
+  if (x >= hi) return (T)~(is_signed ? ((uint64_t)1 << (sizeof(T) * 8 - 1)) : 0ull) ;
+  return (T)x;
+}
+
+// Identities of integer max/min reductions.
+template <class T>
+MT_INLINE T mt_lowest() {
+  return (T)-1 < (T)0 ? (T)((uint64_t)1 << (sizeof(T) * 8 - 1)) : (T)0;
+}
+template <class T>
+MT_INLINE T mt_highest() {
+  return (T)~mt_lowest<T>();
+}
+
+// ---- float math ------------------------------------------------------------------------------
+
+// maxNum / minNum: a NaN operand yields the other operand.
+MT_INLINE float mt_fmax(float a, float b) { return (a >= b || b != b) ? a : b; }
+MT_INLINE float mt_fmin(float a, float b) { return (a <= b || b != b) ? a : b; }
+
+// 2^k * exp(r) for an integral k in [-150, 128] and |r| <= ln2 / 2. Branch-free, so loops over
+// it vectorize (the libm call would not). The polynomial is Cephes' expf minimax fit.
+MT_INLINE float mt_exp_scaled(float k, float r) {
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * (r * r) + r + 1.0f;
+  // Two power-of-two steps keep each factor normal down to subnormal results.
+  int32_t ki = (int32_t)k;
+  int32_t k1 = ki >> 1, k2 = ki - k1;
+  y = y * mt_bits_f32((uint32_t)(k1 + 127) << 23);
+  return y * mt_bits_f32((uint32_t)(k2 + 127) << 23);
+}
+MT_INLINE float mt_exp(float x) {
+  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  xc = x != x ? 0.0f : xc;
+  float k = __builtin_rintf(xc * 1.44269504088896341f);
+  // Cody-Waite: k * 0.693359375 is exact (the constant has 9 significant bits).
+  float r = xc - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  float y = mt_exp_scaled(k, r);
+  return x != x ? x : y;
+}
+MT_INLINE float mt_exp2(float x) {
+  float xc = x < -150.0f ? -150.0f : (x > 129.0f ? 129.0f : x);
+  xc = x != x ? 0.0f : xc;
+  float k = __builtin_rintf(xc);
+  float y = mt_exp_scaled(k, (xc - k) * 0.693147180559945309f);
+  return x != x ? x : y;
+}
+MT_INLINE float mt_sigmoid(float x) { return 1.0f / (1.0f + mt_exp(-x)); }
+MT_INLINE float mt_rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+
+// ---- dot: c (M x N) += a (M x K) @ b (K x N), row-major f32, register-blocked ------------------
+
+#if defined(__AVX512F__)
+#define MT_VW 16
+#elif defined(__AVX__)
+#define MT_VW 8
+#else
+#define MT_VW 4
+#endif
+typedef float mt_vf __attribute__((vector_size(MT_VW * 4)));
+
+MT_INLINE mt_vf mt_vload(const float* p) {
+  mt_vf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+MT_INLINE void mt_vstore(float* p, mt_vf v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// One MR x (NV * MT_VW) block of c, accumulated in registers over k in [0, K).
+template <int MR, int NV, int LDA, int LDB, int LDC>
+MT_CONTRACT_FN static inline void mt_dot_block(const float* a, const float* b, float* c, int K) {
+  MT_CONTRACT_BODY
+  mt_vf acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NV; ++j) acc[i][j] = mt_vload(c + i * LDC + j * MT_VW);
+  for (int k = 0; k < K; ++k) {
+    mt_vf bv[NV];
+    for (int j = 0; j < NV; ++j) bv[j] = mt_vload(b + k * LDB + j * MT_VW);
+    for (int i = 0; i < MR; ++i) {
+      mt_vf av = (mt_vf){} + a[i * LDA + k];
+      for (int j = 0; j < NV; ++j) acc[i][j] = av * bv[j] + acc[i][j];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NV; ++j) mt_vstore(c + i * LDC + j * MT_VW, acc[i][j]);
+}
+
+// Columns [j0, N) that do not fill a vector: plain loops (j innermost, so they still vectorize).
+template <int M, int N, int K>
+MT_CONTRACT_FN static inline void mt_dot_tail(const float* a, const float* b, float* c, int j0) {
+  MT_CONTRACT_BODY
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) {
+      const float av = a[i * K + k];
+      for (int j = j0; j < N; ++j) c[i * N + j] = av * b[k * N + j] + c[i * N + j];
+    }
+}
+
+// Rows of one column panel: MR rows at a time, then single rows.
+template <int M, int N, int K, int NV, int MR>
+static inline void mt_dot_panel(const float* a, const float* b, float* c, int j, int k0, int kc) {
+  int i = 0;
+  for (; i + MR <= M; i += MR)
+    mt_dot_block<MR, NV, K, N, N>(a + i * K + k0, b + k0 * N + j, c + i * N + j, kc);
+  for (; i < M; ++i) mt_dot_block<1, NV, K, N, N>(a + i * K + k0, b + k0 * N + j, c + i * N + j, kc);
+}
+
+template <int M, int N, int K>
+static inline void mt_dot_f32(const float* __restrict a, const float* __restrict b,
+                              float* __restrict c) {
+  // K is split so that a b panel (KC x NR) stays in L1 while every row block streams past it.
+  const int KC = 256;
+  for (int k0 = 0; k0 < K; k0 += KC) {
+    const int kc = K - k0 < KC ? K - k0 : KC;
+    int j = 0;
+    for (; j + 4 * MT_VW <= N; j += 4 * MT_VW) mt_dot_panel<M, N, K, 4, 4>(a, b, c, j, k0, kc);
+    for (; j + 2 * MT_VW <= N; j += 2 * MT_VW) mt_dot_panel<M, N, K, 2, 8>(a, b, c, j, k0, kc);
+    for (; j + MT_VW <= N; j += MT_VW) mt_dot_panel<M, N, K, 1, 8>(a, b, c, j, k0, kc);
+    if (j < N && k0 == 0) mt_dot_tail<M, N, K>(a, b, c, j);
+  }
+}
+
+// Integer dot (8-bit inputs, i32 accumulator); wraps like every i32 operation.
+template <int M, int N, int K, class T>
+static inline void mt_dot_int(const T* __restrict a, const T* __restrict b, int32_t* __restrict c) {
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) {
+      const uint32_t av = (uint32_t)(int32_t)a[i * K + k];
+      for (int j = 0; j < N; ++j)
+        c[i * N + j] = (int32_t)((uint32_t)c[i * N + j] + av * (uint32_t)(int32_t)b[k * N + j]);
+    }
+}

@@ -1,0 +1,135 @@
+// The `cpu` device: Tile IR -> C++ (codegen/cpu_cpp) -> host compiler -> shared object bytes
+// (the artifact) -> loaded from memory and called through libffi (cpu_kernel). Buffers are
+// page-aligned host memory; launches are synchronous.
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "codegen/cpu_cpp.h"
+#include "runtime/backends.h"
+#include "runtime/cpu/cpu_kernel.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/toolchain.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+class MappedBuffer : public Buffer {
+ public:
+  explicit MappedBuffer(size_t bytes) : size_(bytes) {
+    size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    mapped_ = (bytes + page - 1) / page * page;
+    // Anonymous mappings are page-aligned and already zeroed.
+    void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      fail(METILE_ERROR_OUT_OF_MEMORY, "cpu", "cannot allocate a buffer of ", bytes, " bytes");
+    data_ = p;
+  }
+  ~MappedBuffer() override { ::munmap(data_, mapped_); }
+  void* contents() override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0, mapped_ = 0;
+};
+
+// Caller memory used in place: the cpu addresses any host memory.
+class HostBuffer : public Buffer {
+ public:
+  HostBuffer(void* host, size_t bytes) : data_(host), size_(bytes) {}
+  void* contents() override { return data_; }
+  size_t size() const override { return size_; }
+  bool shares_memory() const override { return true; }
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      std::string m = line.substr(line.find(':') + 1);
+      return m.substr(m.find_first_not_of(' '));
+    }
+  }
+  return "unknown CPU";
+}
+
+class CpuDevice : public Device {
+ public:
+  CpuDevice() {
+    struct utsname u;
+    info_.name = "cpu";
+    info_.architecture = ::uname(&u) == 0 ? u.machine : "unknown";
+    info_.description = cpu_model() + " (" +
+                        std::to_string(cpu::ThreadPool::instance().concurrency()) + " threads)";
+    info_.simd_width = 1;
+    info_.max_threads_per_group = 4096;
+    info_.threadgroup_memory_bytes = cpu::kWorkerStackBytes / 2;
+    info_.unified_memory = true;
+    info_.asynchronous = false;
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  std::shared_ptr<Buffer> alloc(size_t bytes) override {
+    auto b = std::make_shared<MappedBuffer>(bytes);
+    b->device = this;
+    return b;
+  }
+
+  std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
+    auto b = std::make_shared<HostBuffer>(host, bytes);
+    b->device = this;
+    return b;
+  }
+
+  std::string cache_identity() const override { return cpu::current_toolchain().identity(); }
+
+  Artifact build(const Program& program, const CompileOptions&) override {
+    CpuSource src = generate_cpu_cpp(program);
+    // Tiles live on the stack of whichever thread runs an instance; workers have kWorkerStackBytes.
+    if (src.stack_bytes > cpu::kWorkerStackBytes / 2)
+      fail(METILE_ERROR_UNSUPPORTED, "cpu", "kernel ", program.name, " keeps ",
+           src.stack_bytes >> 20, " MiB of tiles per program instance; the cpu device allows ",
+           (cpu::kWorkerStackBytes / 2) >> 20, " MiB (use smaller blocks)");
+    Artifact a;
+    a.kind = "so";
+    a.sources["cpp"] = src.text;
+    a.bytes = cpu::compile_shared_object(cpu::current_toolchain(), src.text, program.name);
+    a.threads_per_group = program.num_threads > 0 ? static_cast<int>(program.num_threads) : 1;
+    walk(program.body, [&](const Op& op) {
+      if (op.kind == OpKind::SHARED)
+        a.threadgroup_memory_bytes += static_cast<uint64_t>(op.attr_int("size")) *
+                                      dtype_size(program.type(op.results[0]).dtype);
+    });
+    return a;
+  }
+
+  std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
+                               const Artifact& artifact) override {
+    if (artifact.kind != "so")
+      fail(METILE_ERROR_INVALID_ARGUMENT, "cpu", "cannot load a \"", artifact.kind,
+           "\" artifact (the cpu device runs shared objects)");
+    return std::make_shared<cpu::CpuKernel>(std::move(program), artifact);
+  }
+
+ private:
+  DeviceInfo info_;
+};
+
+}  // namespace
+
+std::string cpu_probe() { return cpu::probe_compiler(); }
+
+std::shared_ptr<Device> cpu_create() { return std::make_shared<CpuDevice>(); }
+
+}  // namespace metile

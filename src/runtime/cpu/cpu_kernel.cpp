@@ -1,0 +1,240 @@
+// Loading and launching cpu kernels. A launch hands the pool chunks of the grid's linear
+// instance ids; each chunk is one ffi_call of the entry point with that chunk's mt_range. Grids
+// that measured cheap run entirely on the calling thread, so tiny launches cost one ffi_call.
+#include "runtime/cpu/cpu_kernel.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "runtime/cpu/thread_pool.h"
+#include "support/env.h"
+#include "support/error.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "ffi argument slots hold scalars in their low-order bytes");
+
+namespace metile::cpu {
+
+namespace {
+
+// Mirrors mt_range in the CPU prelude.
+struct Range {
+  uint32_t grid[3];
+  uint32_t reserved;
+  uint64_t begin, end;
+};
+
+// Below this much work a launch runs on the calling thread: waking a worker costs more.
+constexpr double kInlineNs = 20000;
+// Stack the calling thread keeps free beyond what a program instance declares.
+constexpr size_t kStackMargin = size_t{256} << 10;
+
+size_t caller_stack_room() {
+  thread_local char* low = nullptr;
+  if (low == nullptr) {
+    pthread_attr_t attr;
+    void* addr = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstack(&attr, &addr, &size);
+      pthread_attr_destroy(&attr);
+    }
+    low = static_cast<char*>(addr);
+  }
+  char* sp = static_cast<char*>(__builtin_frame_address(0));
+  return low != nullptr && sp > low ? static_cast<size_t>(sp - low) : 0;
+}
+
+ffi_type* ffi_type_of(const Type& t) {
+  if (t.is_ptr) return &ffi_type_pointer;
+  switch (t.dtype) {
+    case DType::f32: return &ffi_type_float;
+    case DType::f16:
+    case DType::bf16: return &ffi_type_uint16;
+    case DType::i32: return &ffi_type_sint32;
+    case DType::u32: return &ffi_type_uint32;
+    case DType::i64: return &ffi_type_sint64;
+    case DType::boolean:
+    case DType::u8: return &ffi_type_uint8;
+    case DType::i8: return &ffi_type_sint8;
+    default: fail(METILE_ERROR_INTERNAL, "cpu", "no ffi type for ", t.str());
+  }
+}
+
+struct ChunkContext {
+  const ffi_cif* cif;
+  void (*entry)();
+  void** argv;
+  size_t nargs;  // including the range slot
+  const Grid* grid;
+};
+
+void run_chunk(void* p, uint64_t begin, uint64_t end) {
+  const ChunkContext& c = *static_cast<const ChunkContext*>(p);
+  Range range{{c.grid->dims[0], c.grid->dims[1], c.grid->dims[2]}, 0, begin, end};
+  const Range* rp = &range;
+  void* small[32];
+  std::vector<void*> big;
+  void** argv = small;
+  if (c.nargs > 32) {
+    big.resize(c.nargs);
+    argv = big.data();
+  }
+  std::memcpy(argv, c.argv, (c.nargs - 1) * sizeof(void*));
+  argv[c.nargs - 1] = &rp;
+  ffi_call(const_cast<ffi_cif*>(c.cif), c.entry, nullptr, argv);
+}
+
+class CpuLaunch : public PreparedLaunch {
+ public:
+  CpuLaunch(std::shared_ptr<const CpuKernel> k, const Grid& g, std::vector<LaunchArg> a)
+      : kernel_(std::move(k)), slots_(kernel_->num_params()), argv_(kernel_->num_params() + 1) {
+    grid = g;
+    args = std::move(a);
+    for (size_t i = 0; i < slots_.size(); ++i) argv_[i] = &slots_[i];
+    update();
+  }
+  void update() override {
+    for (size_t i = 0; i < slots_.size(); ++i) kernel_->fill_slot(i, args[i], &slots_[i]);
+  }
+  void run() override { kernel_->execute(grid, argv_.data()); }
+
+ private:
+  std::shared_ptr<const CpuKernel> kernel_;
+  std::vector<uint64_t> slots_;
+  std::vector<void*> argv_;
+};
+
+}  // namespace
+
+SharedObject::SharedObject(const std::vector<uint8_t>& bytes, const std::string& label)
+    : label_(label) {
+  auto write_all = [&](int fd) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  std::string error;
+  fd_ = ::memfd_create(("metile-" + label).c_str(), MFD_CLOEXEC);
+  if (fd_ >= 0 && write_all(fd_)) {
+    handle_ = ::dlopen(("/proc/self/fd/" + std::to_string(fd_)).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle_ == nullptr) error = ::dlerror();
+  }
+  if (handle_ != nullptr) return;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  // Without memfd (or with /proc unavailable): a private temporary file, unlinked once mapped.
+  std::string path = env_string("TMPDIR", "/tmp") + "/metile-kernel-XXXXXX.so";
+  std::vector<char> buf(path.begin(), path.end());
+  buf.push_back('\0');
+  int fd = ::mkstemps(buf.data(), 3);
+  if (fd < 0)
+    fail(METILE_ERROR_IO, "cpu", "cannot create a file to load kernel ", label, ": ",
+         std::strerror(errno));
+  bool ok = write_all(fd);
+  ::close(fd);
+  if (ok) {
+    handle_ = ::dlopen(buf.data(), RTLD_NOW | RTLD_LOCAL);
+    if (handle_ == nullptr) error += std::string(error.empty() ? "" : "; ") + ::dlerror();
+  }
+  ::unlink(buf.data());
+  if (handle_ == nullptr)
+    fail(METILE_ERROR_DEVICE, "cpu", "cannot load compiled kernel ", label, ": ",
+         ok ? error : std::string("write failed"));
+}
+
+SharedObject::~SharedObject() {
+  if (handle_ != nullptr) ::dlclose(handle_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void* SharedObject::symbol(const char* name) const {
+  void* s = ::dlsym(handle_, name);
+  if (s == nullptr)
+    fail(METILE_ERROR_DEVICE, "cpu", "kernel ", label_, " has no symbol ", name,
+         " (a corrupt or foreign artifact?)");
+  return s;
+}
+
+CpuKernel::CpuKernel(std::shared_ptr<const Program> program, const Artifact& artifact)
+    : program_(std::move(program)), object_(artifact.bytes, program_->name) {
+  entry_ = reinterpret_cast<void (*)()>(object_.symbol("metile_entry"));
+  stack_bytes_ = *static_cast<const uint64_t*>(object_.symbol("metile_stack_bytes"));
+  for (const Param& prm : program_->params) types_.push_back(ffi_type_of(program_->type(prm.value)));
+  types_.push_back(&ffi_type_pointer);  // const mt_range*
+  if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(types_.size()), &ffi_type_void,
+                   types_.data()) != FFI_OK)
+    fail(METILE_ERROR_INTERNAL, "cpu", "ffi_prep_cif failed for kernel ", program_->name);
+}
+
+void CpuKernel::fill_slot(size_t i, const LaunchArg& arg, uint64_t* slot) const {
+  const Type& t = program_->type(program_->params[i].value);
+  if (t.is_ptr) {
+    void* p = static_cast<char*>(arg.buffer->contents()) + arg.offset;
+    std::memcpy(slot, &p, sizeof p);
+  } else {
+    *slot = arg.bits;
+  }
+}
+
+void CpuKernel::execute(const Grid& grid, void** argv) const {
+  ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid};
+  uint64_t total = grid.count();
+  ThreadPool& pool = ThreadPool::instance();
+  bool caller_can_run = caller_stack_room() > stack_bytes_ + stack_bytes_ / 4 + kStackMargin;
+  double est = ns_per_instance_.load(std::memory_order_relaxed);
+  bool small = total == 1 || (est > 0 && est * static_cast<double>(total) < kInlineNs);
+  auto start = std::chrono::steady_clock::now();
+  int threads = 1;
+  if (caller_can_run && (small || pool.concurrency() == 1)) {
+    run_chunk(&ctx, 0, total);
+  } else {
+    Job job;
+    job.run = run_chunk;
+    job.ctx = &ctx;
+    job.total = total;
+    threads = pool.concurrency();
+    job.chunk = std::max<uint64_t>(1, total / (static_cast<uint64_t>(threads) * 4));
+    pool.run(job, caller_can_run);
+  }
+  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  double per = ns * threads / static_cast<double>(total);
+  ns_per_instance_.store(est > 0 ? 0.75 * est + 0.25 * per : per, std::memory_order_relaxed);
+}
+
+std::unique_ptr<PreparedLaunch> CpuKernel::prepare(const Grid& grid, std::vector<LaunchArg> args) {
+  return std::make_unique<CpuLaunch>(shared_from_this(), grid, std::move(args));
+}
+
+void CpuKernel::launch(const Grid& grid, std::vector<LaunchArg> args) {
+  size_t n = num_params();
+  uint64_t small_slots[31];
+  void* small_argv[32];
+  std::vector<uint64_t> big_slots;
+  std::vector<void*> big_argv;
+  uint64_t* slots = small_slots;
+  void** argv = small_argv;
+  if (n >= 31) {
+    big_slots.resize(n);
+    big_argv.resize(n + 1);
+    slots = big_slots.data();
+    argv = big_argv.data();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    fill_slot(i, args[i], &slots[i]);
+    argv[i] = &slots[i];
+  }
+  execute(grid, argv);
+}
+
+}  // namespace metile::cpu

@@ -18,4 +18,8 @@ std::shared_ptr<Device> cpu_create();
 std::string probe_interp_device();
 std::shared_ptr<Device> make_interp_device();
 
+// metal_sim/metal_sim_device.cpp
+std::string metal_sim_probe();
+std::shared_ptr<Device> create_metal_sim_device();
+
 }  // namespace metile

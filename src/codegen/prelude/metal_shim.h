@@ -1,0 +1,880 @@
+/** \file metal_shim.h
+ * The Metal Shading Language surface that generated kernels use, as C++17 for clang >= 15, so the
+ * metal-sim device can run MSL on any host. The runtime compiles
+ *   clang++ -x c++ -std=c++17 -O2 -Werror -include metal_shim.h <prepared MSL + trampoline>
+ * where "prepared" (src/runtime/metal_sim/msl_prepare.cpp) rewrites the two constructs a header
+ * cannot express: kernel-scope `threadgroup` variables (one object shared by the threads of a
+ * group, while `threadgroup` on a pointer is only a qualifier) and `[[attribute]]` lists (whose
+ * names would clash with parameter names if they were macros).
+ *
+ * Threads run as fibers, one simdgroup's lanes exchanging values through metal_sim_abi.h; every
+ * collective (simd_*, simdgroup_barrier, simdgroup_multiply_accumulate) needs all live lanes of the
+ * simdgroup at the same call site, and threadgroup_barrier all threads of the group.
+ *
+ * Deliberate differences from MSL (none matter for the code metile emits):
+ * - vectors are clang ext_vector_type: a vector comparison yields an integer mask (-1/0), which
+ *   select/all/any/boolN(...) accept; static_cast or a C cast between vector types reinterprets
+ *   bits, so convert with the constructor spelling `float4(v)`;
+ * - half arithmetic may keep float precision inside one expression; bfloat computes in float;
+ * - simdgroup_matrix is 8x8 float or half; there is no erf (MSL has none either).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metal_sim_abi.h"
+
+namespace metal {
+
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
+typedef _Float16 half;
+
+namespace detail {
+template <bool B, typename T = int>
+struct enable_if {};
+template <typename T>
+struct enable_if<true, T> {
+  typedef T type;
+};
+template <bool B>
+using when = typename enable_if<B>::type;
+
+template <typename T, typename U>
+inline constexpr bool same = false;
+template <typename T>
+inline constexpr bool same<T, T> = true;
+
+template <typename T>
+inline constexpr bool is_scalar = false;
+#define METAL_SIM_SCALAR(T) \
+  template <>               \
+  inline constexpr bool is_scalar<T> = true;
+METAL_SIM_SCALAR(bool)
+METAL_SIM_SCALAR(char)
+METAL_SIM_SCALAR(signed char)
+METAL_SIM_SCALAR(uchar)
+METAL_SIM_SCALAR(short)
+METAL_SIM_SCALAR(ushort)
+METAL_SIM_SCALAR(int)
+METAL_SIM_SCALAR(uint)
+METAL_SIM_SCALAR(long)
+METAL_SIM_SCALAR(ulong)
+METAL_SIM_SCALAR(half)
+METAL_SIM_SCALAR(float)
+METAL_SIM_SCALAR(double)
+#undef METAL_SIM_SCALAR
+}  // namespace detail
+
+/** bfloat16: stored as the upper half of a float, rounded to nearest even; computes in float. */
+struct bfloat {
+  uint16_t bits;
+  bfloat() = default;
+  template <typename U, detail::when<detail::is_scalar<U>> = 0>
+  constexpr bfloat(U v) : bits(from_float(float(v))) {}
+  constexpr operator float() const { return __builtin_bit_cast(float, uint32_t(bits) << 16); }
+  bfloat& operator+=(float v) { return *this = float(*this) + v; }
+  bfloat& operator-=(float v) { return *this = float(*this) - v; }
+  bfloat& operator*=(float v) { return *this = float(*this) * v; }
+  bfloat& operator/=(float v) { return *this = float(*this) / v; }
+  static constexpr uint16_t from_float(float f) {
+    uint32_t u = __builtin_bit_cast(uint32_t, f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // quiet the NaN
+    return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+};
+
+namespace detail {
+template <>
+inline constexpr bool is_scalar<bfloat> = true;
+}  // namespace detail
+
+// bfloat mixed with any scalar computes in float (without these, bfloat * half is ambiguous).
+#define METAL_SIM_BFLOAT_OP(op, R)                                                         \
+  template <typename U, detail::when<detail::is_scalar<U>> = 0>                            \
+  constexpr R operator op(bfloat a, U b) {                                                 \
+    return float(a) op float(b);                                                           \
+  }                                                                                        \
+  template <typename U, detail::when<detail::is_scalar<U> && !detail::same<U, bfloat>> = 0> \
+  constexpr R operator op(U a, bfloat b) {                                                 \
+    return float(a) op float(b);                                                           \
+  }
+METAL_SIM_BFLOAT_OP(+, float)
+METAL_SIM_BFLOAT_OP(-, float)
+METAL_SIM_BFLOAT_OP(*, float)
+METAL_SIM_BFLOAT_OP(/, float)
+METAL_SIM_BFLOAT_OP(<, bool)
+METAL_SIM_BFLOAT_OP(>, bool)
+METAL_SIM_BFLOAT_OP(<=, bool)
+METAL_SIM_BFLOAT_OP(>=, bool)
+METAL_SIM_BFLOAT_OP(==, bool)
+METAL_SIM_BFLOAT_OP(!=, bool)
+#undef METAL_SIM_BFLOAT_OP
+
+template <typename T, int N>
+using vec = T __attribute__((ext_vector_type(N)));
+
+#define METAL_SIM_VECTORS(T, name) \
+  typedef vec<T, 2> name##2;       \
+  typedef vec<T, 3> name##3;       \
+  typedef vec<T, 4> name##4;
+// bool vectors hold plain char (0/1): clang's own bool vectors are bit-packed and have no .x.
+METAL_SIM_VECTORS(char, bool)
+METAL_SIM_VECTORS(signed char, char)
+METAL_SIM_VECTORS(uchar, uchar)
+METAL_SIM_VECTORS(short, short)
+METAL_SIM_VECTORS(ushort, ushort)
+METAL_SIM_VECTORS(int, int)
+METAL_SIM_VECTORS(uint, uint)
+METAL_SIM_VECTORS(long, long)
+METAL_SIM_VECTORS(ulong, ulong)
+METAL_SIM_VECTORS(half, half)
+METAL_SIM_VECTORS(float, float)
+#undef METAL_SIM_VECTORS
+
+namespace detail {
+
+template <typename V>
+struct vector_traits {
+  static constexpr bool is_vector = false;
+  static constexpr int size = 1;
+  typedef V element;
+};
+template <typename T, int N>
+struct vector_traits<vec<T, N>> {
+  static constexpr bool is_vector = true;
+  static constexpr int size = N;
+  typedef T element;
+};
+template <typename V>
+inline constexpr bool is_vector = vector_traits<V>::is_vector;
+template <typename V>
+inline constexpr int size_of = vector_traits<V>::size;
+template <typename V>
+using element_of = typename vector_traits<V>::element;
+template <typename V>
+inline constexpr bool is_float_like = same<element_of<V>, float> || same<element_of<V>, half>;
+
+template <typename V, typename P>
+void append(V& r, int& k, const P& p) {
+  if constexpr (is_vector<P>) {
+    for (int i = 0; i < size_of<P>; ++i) r[k++] = element_of<V>(p[i]);
+  } else {
+    r[k++] = element_of<V>(p);
+  }
+}
+
+/** Builds vector V from scalars and vectors whose components add up to V's size (MSL's
+ *  `float4(a, b.xy, c)`), or splats one scalar, or converts one vector of the same size. */
+template <typename V, typename... A>
+V make_vector(const A&... parts) {
+  constexpr int n = size_of<V>;
+  V r{};
+  if constexpr (sizeof...(A) == 1 && (!is_vector<A> && ...)) {
+    for (int i = 0; i < n; ++i) r[i] = element_of<V>(parts...);
+  } else if constexpr (sizeof...(A) == 1 && (is_vector<A> && ...)) {
+    static_assert(((size_of<A> == n) && ...), "vector conversion needs vectors of the same size");
+    auto convert = [&](const auto& p) {
+      for (int i = 0; i < n; ++i)
+        r[i] = same<element_of<V>, char> ? element_of<V>(p[i] != 0) : element_of<V>(p[i]);
+    };
+    (convert(parts), ...);
+  } else if constexpr (sizeof...(A) > 1) {
+    static_assert((size_of<A> + ...) == n, "vector constructor: components do not add up to its size");
+    int k = 0;
+    (append(r, k, parts), ...);
+  }
+  return r;
+}
+
+template <typename V, typename F>
+V map(const V& v, F f) {
+  V r;
+  for (int i = 0; i < size_of<V>; ++i) r[i] = f(v[i]);
+  return r;
+}
+template <typename V, typename F>
+V map(const V& a, const V& b, F f) {
+  V r;
+  for (int i = 0; i < size_of<V>; ++i) r[i] = f(a[i], b[i]);
+  return r;
+}
+template <typename V, typename F>
+V map(const V& a, const V& b, const V& c, F f) {
+  V r;
+  for (int i = 0; i < size_of<V>; ++i) r[i] = f(a[i], b[i], c[i]);
+  return r;
+}
+template <typename V, typename F>
+vec<char, size_of<V>> test(const V& v, F f) {
+  vec<char, size_of<V>> r;
+  for (int i = 0; i < size_of<V>; ++i) r[i] = f(v[i]);
+  return r;
+}
+
+/** The simulated thread running on this OS thread; set by the trampoline and after every fiber
+ *  switch (all threads of a group share one OS thread). */
+inline thread_local metal_sim_thread* current = nullptr;
+
+inline uint lane_of(const metal_sim_thread* t) {
+  return t->builtin[METAL_SIM_THREAD_INDEX_IN_SIMDGROUP][0];
+}
+
+/** The values the lanes published for one collective. */
+template <typename T>
+struct lane_values {
+  const metal_sim_thread* t;
+  uint parity;
+  T operator[](uint lane) const {
+    T v;
+    __builtin_memcpy(&v, t->simd_slots[parity][lane], sizeof(T));
+    return v;
+  }
+  uint32_t active() const { return t->simd_active; }
+  bool is_active(uint lane) const { return lane < METAL_SIM_SIMD_WIDTH && ((active() >> lane) & 1u); }
+  uint self() const { return lane_of(t); }
+};
+
+/** Publishes `value` and waits until every live lane of the simdgroup did the same. */
+template <typename T>
+lane_values<T> exchange(const T& value, const char* what, uint32_t line, uint32_t column) {
+  static_assert(sizeof(T) <= METAL_SIM_SLOT_BYTES, "simd collectives take values of at most 32 bytes");
+  metal_sim_thread* t = current;
+  uint parity = t->simd_parity;
+  t->simd_parity = parity ^ 1u;
+  __builtin_memcpy(t->simd_slots[parity][lane_of(t)], &value, sizeof(T));
+  t->ops->simd_sync(t, line, column, what);
+  current = t;
+  return {t, parity};
+}
+
+template <typename T, typename F>
+T fold_active(const lane_values<T>& l, F f) {
+  uint32_t m = l.active();
+  T r = l[uint(__builtin_ctz(m))];
+  for (m &= m - 1; m != 0; m &= m - 1) r = f(r, l[uint(__builtin_ctz(m))]);
+  return r;
+}
+
+/** Lanes that are active and below `lane` (exclusive) or up to it (inclusive). */
+inline uint32_t lanes_before(uint32_t active, uint lane, bool inclusive) {
+  uint32_t below = lane >= 31 ? 0xffffffffu >> (inclusive ? 0 : 1)
+                              : (1u << (lane + (inclusive ? 1 : 0))) - 1u;
+  return active & below;
+}
+
+/** A builtin argument; converts to whatever scalar or vector type the kernel declares. */
+struct builtin_value {
+  uint32_t v[3];
+  template <typename T>
+  operator T() const {
+    if constexpr (is_vector<T>) {
+      T r{};
+      for (int i = 0; i < size_of<T> && i < 3; ++i) r[i] = element_of<T>(v[i]);
+      return r;
+    } else {
+      return T(v[0]);
+    }
+  }
+};
+inline builtin_value builtin(const metal_sim_thread* t, int which) {
+  return {{t->builtin[which][0], t->builtin[which][1], t->builtin[which][2]}};
+}
+
+/** A kernel-scope `threadgroup T name[...]` after preparation: the group's shared object. */
+template <typename T>
+T& threadgroup_variable(uint32_t id, const char* name) {
+  metal_sim_thread* t = current;
+  return *static_cast<T*>(t->ops->threadgroup_variable(t, id, sizeof(T), alignof(T), name));
+}
+
+}  // namespace detail
+
+// ---- math ----------------------------------------------------------------------------------
+// Float functions map to clang builtins (no <math.h>, whose global overloads would make calls
+// such as exp(1) ambiguous); half computes in float; vectors apply the scalar function per lane.
+
+#define METAL_SIM_FLOAT1(name, expr)                                      \
+  inline float name(float x) { return expr; }                             \
+  inline half name(half h) { return half(name(float(h))); }               \
+  template <typename V, detail::when<detail::is_vector<V> &&              \
+                                     detail::is_float_like<V>> = 0>       \
+  inline V name(V v) {                                                    \
+    return detail::map(v, [](auto e) { return name(e); });                \
+  }
+#define METAL_SIM_FLOAT2(name, expr)                                      \
+  inline float name(float x, float y) { return expr; }                    \
+  inline half name(half a, half b) { return half(name(float(a), float(b))); } \
+  template <typename V, detail::when<detail::is_vector<V> &&              \
+                                     detail::is_float_like<V>> = 0>       \
+  inline V name(V a, V b) {                                               \
+    return detail::map(a, b, [](auto p, auto q) { return name(p, q); });  \
+  }
+
+METAL_SIM_FLOAT1(exp, __builtin_expf(x))
+METAL_SIM_FLOAT1(exp2, __builtin_exp2f(x))
+METAL_SIM_FLOAT1(exp10, __builtin_powf(10.0f, x))
+METAL_SIM_FLOAT1(log, __builtin_logf(x))
+METAL_SIM_FLOAT1(log2, __builtin_log2f(x))
+METAL_SIM_FLOAT1(log10, __builtin_log10f(x))
+METAL_SIM_FLOAT1(sqrt, __builtin_sqrtf(x))
+METAL_SIM_FLOAT1(rsqrt, 1.0f / __builtin_sqrtf(x))
+METAL_SIM_FLOAT1(fabs, __builtin_fabsf(x))
+METAL_SIM_FLOAT1(sin, __builtin_sinf(x))
+METAL_SIM_FLOAT1(cos, __builtin_cosf(x))
+METAL_SIM_FLOAT1(tan, __builtin_tanf(x))
+METAL_SIM_FLOAT1(asin, __builtin_asinf(x))
+METAL_SIM_FLOAT1(acos, __builtin_acosf(x))
+METAL_SIM_FLOAT1(atan, __builtin_atanf(x))
+METAL_SIM_FLOAT1(sinh, __builtin_sinhf(x))
+METAL_SIM_FLOAT1(cosh, __builtin_coshf(x))
+METAL_SIM_FLOAT1(tanh, __builtin_tanhf(x))
+METAL_SIM_FLOAT1(asinh, __builtin_asinhf(x))
+METAL_SIM_FLOAT1(acosh, __builtin_acoshf(x))
+METAL_SIM_FLOAT1(atanh, __builtin_atanhf(x))
+METAL_SIM_FLOAT1(floor, __builtin_floorf(x))
+METAL_SIM_FLOAT1(ceil, __builtin_ceilf(x))
+METAL_SIM_FLOAT1(round, __builtin_roundf(x))
+METAL_SIM_FLOAT1(trunc, __builtin_truncf(x))
+METAL_SIM_FLOAT1(rint, __builtin_rintf(x))
+METAL_SIM_FLOAT1(fract, __builtin_fminf(x - __builtin_floorf(x), 0x1.fffffep-1f))
+METAL_SIM_FLOAT1(saturate, __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f))
+METAL_SIM_FLOAT1(sign, x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == x ? x : 0.0f)
+METAL_SIM_FLOAT2(pow, __builtin_powf(x, y))
+METAL_SIM_FLOAT2(powr, __builtin_powf(x, y))
+METAL_SIM_FLOAT2(atan2, __builtin_atan2f(x, y))
+METAL_SIM_FLOAT2(fmod, __builtin_fmodf(x, y))
+METAL_SIM_FLOAT2(copysign, __builtin_copysignf(x, y))
+METAL_SIM_FLOAT2(fdim, __builtin_fdimf(x, y))
+METAL_SIM_FLOAT2(fmax, __builtin_fmaxf(x, y))
+METAL_SIM_FLOAT2(fmin, __builtin_fminf(x, y))
+METAL_SIM_FLOAT2(divide, x / y)
+METAL_SIM_FLOAT2(step, y < x ? 0.0f : 1.0f)
+#undef METAL_SIM_FLOAT1
+#undef METAL_SIM_FLOAT2
+
+inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+inline half fma(half a, half b, half c) { return half(__builtin_fmaf(float(a), float(b), float(c))); }
+inline float mix(float x, float y, float a) { return x + (y - x) * a; }
+inline half mix(half x, half y, half a) { return half(mix(float(x), float(y), float(a))); }
+inline float smoothstep(float e0, float e1, float x) {
+  float t = __builtin_fminf(__builtin_fmaxf((x - e0) / (e1 - e0), 0.0f), 1.0f);
+  return t * t * (3.0f - 2.0f * t);
+}
+template <typename V, detail::when<detail::is_vector<V> && detail::is_float_like<V>> = 0>
+inline V fma(V a, V b, V c) {
+  return detail::map(a, b, c, [](auto p, auto q, auto r) { return fma(p, q, r); });
+}
+template <typename V, detail::when<detail::is_vector<V> && detail::is_float_like<V>> = 0>
+inline V mix(V x, V y, V a) {
+  return detail::map(x, y, a, [](auto p, auto q, auto r) { return mix(p, q, r); });
+}
+
+// max/min: fmax/fmin for floating point (a NaN operand yields the other one), plain compare else.
+inline float max(float a, float b) { return __builtin_fmaxf(a, b); }
+inline float min(float a, float b) { return __builtin_fminf(a, b); }
+inline half max(half a, half b) { return half(__builtin_fmaxf(float(a), float(b))); }
+inline half min(half a, half b) { return half(__builtin_fminf(float(a), float(b))); }
+#define METAL_SIM_INTEGER(T)                                             \
+  inline T max(T a, T b) { return a < b ? b : a; }                      \
+  inline T min(T a, T b) { return b < a ? b : a; }                      \
+  inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
+METAL_SIM_INTEGER(signed char)
+METAL_SIM_INTEGER(uchar)
+METAL_SIM_INTEGER(short)
+METAL_SIM_INTEGER(ushort)
+METAL_SIM_INTEGER(int)
+METAL_SIM_INTEGER(uint)
+METAL_SIM_INTEGER(long)
+METAL_SIM_INTEGER(ulong)
+#undef METAL_SIM_INTEGER
+inline float clamp(float x, float lo, float hi) { return min(max(x, lo), hi); }
+inline half clamp(half x, half lo, half hi) { return min(max(x, lo), hi); }
+template <typename V, detail::when<detail::is_vector<V>> = 0>
+inline V max(V a, V b) {
+  return detail::map(a, b, [](auto p, auto q) { return max(p, q); });
+}
+template <typename V, detail::when<detail::is_vector<V>> = 0>
+inline V min(V a, V b) {
+  return detail::map(a, b, [](auto p, auto q) { return min(p, q); });
+}
+template <typename V, detail::when<detail::is_vector<V>> = 0>
+inline V clamp(V x, V lo, V hi) {
+  return min(max(x, lo), hi);
+}
+
+inline float abs(float x) { return __builtin_fabsf(x); }
+inline half abs(half x) { return half(__builtin_fabsf(float(x))); }
+inline int abs(int x) { return x < 0 ? -x : x; }
+inline long abs(long x) { return x < 0 ? -x : x; }
+inline short abs(short x) { return short(x < 0 ? -x : x); }
+inline signed char abs(signed char x) { return (signed char)(x < 0 ? -x : x); }
+template <typename V, detail::when<detail::is_vector<V>> = 0>
+inline V abs(V v) {
+  return detail::map(v, [](auto e) { return abs(e); });
+}
+
+inline uint popcount(uint x) { return uint(__builtin_popcount(x)); }
+inline uint clz(uint x) { return x == 0 ? 32u : uint(__builtin_clz(x)); }
+inline uint ctz(uint x) { return x == 0 ? 32u : uint(__builtin_ctz(x)); }
+inline int popcount(int x) { return int(popcount(uint(x))); }
+inline int clz(int x) { return int(clz(uint(x))); }
+inline int ctz(int x) { return int(ctz(uint(x))); }
+
+// ---- relational ------------------------------------------------------------------------------
+
+inline bool isnan(float x) { return __builtin_isnan(x); }
+inline bool isinf(float x) { return __builtin_isinf(x); }
+inline bool isfinite(float x) { return __builtin_isfinite(x); }
+inline bool signbit(float x) { return __builtin_signbit(x); }
+inline bool isnan(half x) { return isnan(float(x)); }
+inline bool isinf(half x) { return isinf(float(x)); }
+inline bool isfinite(half x) { return isfinite(float(x)); }
+inline bool signbit(half x) { return signbit(float(x)); }
+#define METAL_SIM_TEST(name)                                                           \
+  template <typename V, detail::when<detail::is_vector<V> && detail::is_float_like<V>> = 0> \
+  inline vec<char, detail::size_of<V>> name(V v) {                                    \
+    return detail::test(v, [](auto e) { return name(e); });                           \
+  }
+METAL_SIM_TEST(isnan)
+METAL_SIM_TEST(isinf)
+METAL_SIM_TEST(isfinite)
+METAL_SIM_TEST(signbit)
+#undef METAL_SIM_TEST
+
+/** all/any take bool vectors and the integer masks that vector comparisons produce. */
+template <typename V, detail::when<detail::is_vector<V>> = 0>
+inline bool all(V v) {
+  for (int i = 0; i < detail::size_of<V>; ++i)
+    if (!v[i]) return false;
+  return true;
+}
+template <typename V, detail::when<detail::is_vector<V>> = 0>
+inline bool any(V v) {
+  for (int i = 0; i < detail::size_of<V>; ++i)
+    if (v[i]) return true;
+  return false;
+}
+inline bool all(bool b) { return b; }
+inline bool any(bool b) { return b; }
+
+/** select(a, b, c): b where c is true, else a; c is a bool, a bool vector or a comparison mask. */
+template <typename T, typename C>
+inline T select(T a, T b, C c) {
+  if constexpr (detail::is_vector<T> && detail::is_vector<C>) {
+    static_assert(detail::size_of<T> == detail::size_of<C>, "select: condition size differs");
+    T r;
+    for (int i = 0; i < detail::size_of<T>; ++i) r[i] = c[i] ? b[i] : a[i];
+    return r;
+  } else {
+    static_assert(!detail::is_vector<C>, "select: a vector condition needs vector operands");
+    return c ? b : a;
+  }
+}
+
+template <typename T, typename U>
+inline T as_type(const U& u) {
+  static_assert(sizeof(T) == sizeof(U), "as_type: the two types differ in size");
+  return __builtin_bit_cast(T, u);
+}
+
+namespace precise {
+using metal::acos; using metal::acosh; using metal::asin; using metal::asinh; using metal::atan;
+using metal::atan2; using metal::atanh; using metal::ceil; using metal::cos; using metal::cosh;
+using metal::divide; using metal::exp; using metal::exp10; using metal::exp2; using metal::fabs;
+using metal::floor; using metal::fmax; using metal::fmin; using metal::fmod; using metal::fract;
+using metal::log; using metal::log10; using metal::log2; using metal::pow; using metal::powr;
+using metal::rint; using metal::round; using metal::rsqrt; using metal::sin; using metal::sinh;
+using metal::sqrt; using metal::tan; using metal::tanh; using metal::trunc;
+}  // namespace precise
+namespace fast {
+using namespace precise;
+}  // namespace fast
+
+// ---- synchronization -------------------------------------------------------------------------
+
+enum class mem_flags : uint {
+  mem_none = 0,
+  mem_device = 1,
+  mem_threadgroup = 2,
+  mem_texture = 4,
+  mem_threadgroup_imageblock = 8,
+  mem_object_data = 16,
+};
+constexpr mem_flags operator|(mem_flags a, mem_flags b) { return mem_flags(uint(a) | uint(b)); }
+
+// The fence flags need no action: a group's threads share one OS thread.
+inline void threadgroup_barrier(mem_flags, uint32_t line = __builtin_LINE(),
+                                uint32_t column = __builtin_COLUMN()) {
+  metal_sim_thread* t = detail::current;
+  t->ops->threadgroup_barrier(t, line, column);
+  detail::current = t;
+}
+inline void simdgroup_barrier(mem_flags, uint32_t line = __builtin_LINE(),
+                              uint32_t column = __builtin_COLUMN()) {
+  metal_sim_thread* t = detail::current;
+  t->ops->simd_sync(t, line, column, "simdgroup_barrier");
+  detail::current = t;
+}
+
+// ---- simdgroup functions ---------------------------------------------------------------------
+// Lanes beyond the group size and threads that returned are inactive: reductions skip them, and a
+// shuffle whose source lane is inactive or outside the simdgroup returns the caller's own value
+// (undefined in MSL; shuffle_up/down define it that way for lanes past the edge).
+
+#define METAL_SIM_SITE uint32_t line = __builtin_LINE(), uint32_t column = __builtin_COLUMN()
+
+#define METAL_SIM_REDUCE(name, op)                                       \
+  template <typename T>                                                  \
+  inline T name(T x, METAL_SIM_SITE) {                                   \
+    auto l = detail::exchange(x, #name, line, column);                   \
+    return detail::fold_active(l, [](T a, T b) { return T(op); });       \
+  }
+METAL_SIM_REDUCE(simd_sum, a + b)
+METAL_SIM_REDUCE(simd_product, a * b)
+METAL_SIM_REDUCE(simd_max, max(a, b))
+METAL_SIM_REDUCE(simd_min, min(a, b))
+METAL_SIM_REDUCE(simd_and, a & b)
+METAL_SIM_REDUCE(simd_or, a | b)
+METAL_SIM_REDUCE(simd_xor, a ^ b)
+#undef METAL_SIM_REDUCE
+
+#define METAL_SIM_SCAN(name, op, inclusive, identity)                              \
+  template <typename T>                                                            \
+  inline T name(T x, METAL_SIM_SITE) {                                             \
+    auto l = detail::exchange(x, #name, line, column);                             \
+    T r = T(identity);                                                             \
+    for (uint32_t m = detail::lanes_before(l.active(), l.self(), inclusive); m != 0; \
+         m &= m - 1)                                                               \
+      r = T(r op l[uint(__builtin_ctz(m))]);                                       \
+    return r;                                                                      \
+  }
+METAL_SIM_SCAN(simd_prefix_inclusive_sum, +, true, 0)
+METAL_SIM_SCAN(simd_prefix_exclusive_sum, +, false, 0)
+METAL_SIM_SCAN(simd_prefix_inclusive_product, *, true, 1)
+METAL_SIM_SCAN(simd_prefix_exclusive_product, *, false, 1)
+#undef METAL_SIM_SCAN
+
+#define METAL_SIM_SHUFFLE(name, P, source)                                \
+  template <typename T>                                                   \
+  inline T name(T x, P arg, METAL_SIM_SITE) {                             \
+    auto l = detail::exchange(x, #name, line, column);                    \
+    long src = (source);                                                  \
+    return src >= 0 && l.is_active(uint(src)) ? l[uint(src)] : x;        \
+  }
+METAL_SIM_SHUFFLE(simd_shuffle, ushort, long(arg))
+METAL_SIM_SHUFFLE(simd_broadcast, ushort, long(arg))
+METAL_SIM_SHUFFLE(simd_shuffle_xor, ushort, long(l.self() ^ uint(arg)))
+METAL_SIM_SHUFFLE(simd_shuffle_up, ushort, long(l.self()) - long(arg))
+METAL_SIM_SHUFFLE(simd_shuffle_down, ushort, long(l.self()) + long(arg))
+METAL_SIM_SHUFFLE(simd_shuffle_rotate_up, ushort,
+                  long((l.self() + METAL_SIM_SIMD_WIDTH - arg % METAL_SIM_SIMD_WIDTH) %
+                       METAL_SIM_SIMD_WIDTH))
+METAL_SIM_SHUFFLE(simd_shuffle_rotate_down, ushort,
+                  long((l.self() + arg) % METAL_SIM_SIMD_WIDTH))
+#undef METAL_SIM_SHUFFLE
+
+template <typename T>
+inline T simd_broadcast_first(T x, METAL_SIM_SITE) {
+  auto l = detail::exchange(x, "simd_broadcast_first", line, column);
+  return l[uint(__builtin_ctz(l.active()))];
+}
+
+/** The result of simd_ballot: one bit per lane, plus which lanes were active. */
+class simd_vote {
+ public:
+  typedef ulong vote_t;
+  explicit constexpr simd_vote(vote_t bits = 0, vote_t active = ~vote_t(0))
+      : bits_(bits), active_(active) {}
+  explicit constexpr operator vote_t() const { return bits_; }
+  constexpr bool all() const { return (bits_ & active_) == active_; }
+  constexpr bool any() const { return bits_ != 0; }
+
+ private:
+  vote_t bits_, active_;
+};
+
+inline simd_vote simd_ballot(bool b, METAL_SIM_SITE) {
+  auto l = detail::exchange(b, "simd_ballot", line, column);
+  ulong bits = 0;
+  for (uint32_t m = l.active(); m != 0; m &= m - 1)
+    if (l[uint(__builtin_ctz(m))]) bits |= ulong(1) << __builtin_ctz(m);
+  return simd_vote(bits, l.active());
+}
+inline simd_vote simd_active_threads_mask(METAL_SIM_SITE) {
+  auto l = detail::exchange(true, "simd_active_threads_mask", line, column);
+  return simd_vote(l.active(), l.active());
+}
+inline bool simd_all(bool b, METAL_SIM_SITE) { return simd_ballot(b, line, column).all(); }
+inline bool simd_any(bool b, METAL_SIM_SITE) { return simd_ballot(b, line, column).any(); }
+inline bool simd_is_first(METAL_SIM_SITE) {
+  auto l = detail::exchange(true, "simd_is_first", line, column);
+  return uint(__builtin_ctz(l.active())) == l.self();
+}
+
+// ---- atomics ---------------------------------------------------------------------------------
+// Real atomics: threadgroups run concurrently on several OS threads.
+
+enum memory_order {
+  memory_order_relaxed = __ATOMIC_RELAXED,
+  memory_order_acquire = __ATOMIC_ACQUIRE,
+  memory_order_release = __ATOMIC_RELEASE,
+  memory_order_acq_rel = __ATOMIC_ACQ_REL,
+  memory_order_seq_cst = __ATOMIC_SEQ_CST,
+};
+
+template <typename T>
+struct atomic {
+  T storage;
+};
+typedef atomic<int> atomic_int;
+typedef atomic<uint> atomic_uint;
+typedef atomic<bool> atomic_bool;
+typedef atomic<float> atomic_float;  // add/sub only
+
+namespace detail {
+template <typename T>
+struct identity {
+  typedef T type;
+};
+template <typename T>
+using same_as = typename identity<T>::type;
+}  // namespace detail
+
+template <typename T>
+inline void atomic_store_explicit(volatile atomic<T>* a, detail::same_as<T> v, memory_order o) {
+  __atomic_store_n(&a->storage, v, o);
+}
+template <typename T>
+inline T atomic_load_explicit(volatile atomic<T>* a, memory_order o) {
+  return __atomic_load_n(&a->storage, o);
+}
+template <typename T>
+inline T atomic_exchange_explicit(volatile atomic<T>* a, detail::same_as<T> v, memory_order o) {
+  return __atomic_exchange_n(&a->storage, v, o);
+}
+template <typename T>
+inline bool atomic_compare_exchange_weak_explicit(volatile atomic<T>* a, T* expected,
+                                                  detail::same_as<T> desired, memory_order success,
+                                                  memory_order failure) {
+  return __atomic_compare_exchange_n(&a->storage, expected, desired, true, success, failure);
+}
+#define METAL_SIM_ATOMIC_RMW(function, builtin)                                               \
+  template <typename T, detail::when<!detail::same<T, float>> = 0>                            \
+  inline T function(volatile atomic<T>* a, detail::same_as<T> v, memory_order o) {           \
+    return builtin(&a->storage, v, o);                                                        \
+  }
+METAL_SIM_ATOMIC_RMW(atomic_fetch_add_explicit, __atomic_fetch_add)
+METAL_SIM_ATOMIC_RMW(atomic_fetch_sub_explicit, __atomic_fetch_sub)
+METAL_SIM_ATOMIC_RMW(atomic_fetch_and_explicit, __atomic_fetch_and)
+METAL_SIM_ATOMIC_RMW(atomic_fetch_or_explicit, __atomic_fetch_or)
+METAL_SIM_ATOMIC_RMW(atomic_fetch_xor_explicit, __atomic_fetch_xor)
+#undef METAL_SIM_ATOMIC_RMW
+#define METAL_SIM_ATOMIC_CAS(function, update)                                                \
+  template <typename T>                                                                       \
+  inline T function(volatile atomic<T>* a, detail::same_as<T> v, memory_order o) {            \
+    T old = __atomic_load_n(&a->storage, __ATOMIC_RELAXED);                                   \
+    while (!__atomic_compare_exchange_n(&a->storage, &old, T(update), true, o,                \
+                                        __ATOMIC_RELAXED)) {                                  \
+    }                                                                                         \
+    return old;                                                                               \
+  }
+METAL_SIM_ATOMIC_CAS(atomic_fetch_min_explicit, v < old ? v : old)
+METAL_SIM_ATOMIC_CAS(atomic_fetch_max_explicit, old < v ? v : old)
+#undef METAL_SIM_ATOMIC_CAS
+inline float atomic_fetch_add_explicit(volatile atomic<float>* a, float v, memory_order o) {
+  volatile uint32_t* bits = reinterpret_cast<volatile uint32_t*>(&a->storage);
+  uint32_t old = __atomic_load_n(bits, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(
+      bits, &old, __builtin_bit_cast(uint32_t, __builtin_bit_cast(float, old) + v), true, o,
+      __ATOMIC_RELAXED)) {
+  }
+  return __builtin_bit_cast(float, old);
+}
+inline float atomic_fetch_sub_explicit(volatile atomic<float>* a, float v, memory_order o) {
+  return atomic_fetch_add_explicit(a, -v, o);
+}
+
+// ---- simdgroup matrices ----------------------------------------------------------------------
+// An 8x8 matrix spread over the 32 lanes, two horizontally adjacent elements per lane. The lane
+// layout is Apple's, which Apple does not document; it is the one MLX's GEMM relies on
+// (mlx/backend/metal/kernels/steel/gemm/mma.h: qid = lane/4, row = (qid & 4) + (lane/2) % 4,
+// col = (qid & 2) * 2 + (lane % 2) * 2) and that metal-flash-attention's
+// simdgroup_matrix_internals.hpp derives from Apple patent US11256518B2; metile-spec §8.6 states
+// the same bit mapping: lane bit 0 -> column bit 1, bits 1-2 -> row bits 0-1, bit 3 -> column
+// bit 2, bit 4 -> row bit 2.
+
+namespace detail {
+inline uint fragment_row(uint lane) { return ((lane & 7u) >> 1) | ((lane >> 4) << 2); }
+inline uint fragment_col(uint lane) { return ((lane & 1u) << 1) | ((lane & 8u) >> 1); }
+/** The lane holding element (row, col); it is that lane's element col % 2. */
+inline uint fragment_lane(uint row, uint col) {
+  return ((row & 3u) << 1) | ((row >> 2) << 4) | ((col >> 1) & 1u) | (((col >> 2) & 1u) << 3);
+}
+/** matrix_origin: MSL takes a ulong2 (x = column, y = row); 0 is accepted for the origin. */
+struct matrix_origin {
+  ulong x = 0, y = 0;
+  matrix_origin(int zero = 0) : x(ulong(zero)), y(ulong(zero)) {}
+  template <typename V, when<is_vector<V>> = 0>
+  matrix_origin(V v) : x(ulong(v[0])), y(ulong(v[1])) {}
+};
+}  // namespace detail
+
+template <typename T, int Cols, int Rows>
+struct simdgroup_matrix {
+  static_assert(Cols == 8 && Rows == 8, "metal-sim implements 8x8 simdgroup matrices");
+  static_assert(detail::same<T, float> || detail::same<T, half>,
+                "metal-sim implements float and half simdgroup matrices");
+  vec<T, 2> elements;
+
+  simdgroup_matrix() = default;
+  /** MSL's diagonal constructor: `value` on the diagonal, zero elsewhere. */
+  explicit simdgroup_matrix(T value) {
+    uint lane = detail::lane_of(detail::current);
+    uint r = detail::fragment_row(lane), c = detail::fragment_col(lane);
+    elements = vec<T, 2>{r == c ? value : T(0), r == c + 1 ? value : T(0)};
+  }
+  vec<T, 2>& thread_elements() { return elements; }
+  const vec<T, 2>& thread_elements() const { return elements; }
+};
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+
+template <typename T, int C, int R>
+inline simdgroup_matrix<T, C, R> make_filled_simdgroup_matrix(T value) {
+  simdgroup_matrix<T, C, R> m;
+  m.elements = vec<T, 2>{value, value};
+  return m;
+}
+
+template <typename T, int C, int R>
+inline void simdgroup_load(simdgroup_matrix<T, C, R>& d, const T* src, ulong elements_per_row = C,
+                           detail::matrix_origin origin = 0, bool transpose = false) {
+  uint lane = detail::lane_of(detail::current);
+  uint r = detail::fragment_row(lane), c = detail::fragment_col(lane);
+  src += origin.y * elements_per_row + origin.x;
+  for (uint j = 0; j < 2; ++j)
+    d.elements[j] = transpose ? src[(c + j) * elements_per_row + r] : src[r * elements_per_row + c + j];
+}
+
+template <typename T, int C, int R>
+inline void simdgroup_store(const simdgroup_matrix<T, C, R>& m, T* dst, ulong elements_per_row = C,
+                            detail::matrix_origin origin = 0, bool transpose = false) {
+  uint lane = detail::lane_of(detail::current);
+  uint r = detail::fragment_row(lane), c = detail::fragment_col(lane);
+  dst += origin.y * elements_per_row + origin.x;
+  for (uint j = 0; j < 2; ++j)
+    (transpose ? dst[(c + j) * elements_per_row + r] : dst[r * elements_per_row + c + j]) =
+        m.elements[j];
+}
+
+/** d = a * b + c; products and sums in float (fused, k ascending), rounded once into d. */
+template <typename TD, typename TA, typename TB, typename TC>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d,
+                                          const simdgroup_matrix<TA, 8, 8>& a,
+                                          const simdgroup_matrix<TB, 8, 8>& b,
+                                          const simdgroup_matrix<TC, 8, 8>& c, METAL_SIM_SITE) {
+  struct operands {
+    vec<TA, 2> a;
+    vec<TB, 2> b;
+  };
+  vec<TC, 2> acc = c.elements;  // read before d is written: d may alias c
+  auto l = detail::exchange(operands{a.elements, b.elements}, "simdgroup_multiply_accumulate",
+                            line, column);
+  uint row = detail::fragment_row(l.self()), col = detail::fragment_col(l.self());
+  vec<TD, 2> out;
+  for (uint j = 0; j < 2; ++j) {
+    float s = float(acc[j]);
+    for (uint k = 0; k < 8; ++k) {
+      float x = float(l[detail::fragment_lane(row, k)].a[k & 1u]);
+      float y = float(l[detail::fragment_lane(k, col + j)].b[(col + j) & 1u]);
+      s = __builtin_fmaf(x, y, s);
+    }
+    out[j] = TD(s);
+  }
+  d.elements = out;
+}
+
+template <typename TD, typename TA, typename TB>
+inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
+                               const simdgroup_matrix<TB, 8, 8>& b, METAL_SIM_SITE) {
+  simdgroup_multiply_accumulate(d, a, b, make_filled_simdgroup_matrix<TD, 8, 8>(TD(0)), line,
+                                column);
+}
+
+#undef METAL_SIM_SITE
+
+}  // namespace metal
+
+// MSL spells half literals 1.5h; C++14 lets a library claim the `h` suffix.
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wuser-defined-literals"
+constexpr metal::half operator""h(long double v) { return metal::half(v); }
+constexpr metal::half operator""h(unsigned long long v) { return metal::half(v); }
+#pragma clang diagnostic pop
+
+// ---- MSL keywords and constants --------------------------------------------------------------
+// Address spaces are qualifiers only (one host address space); `threadgroup` is handled when the
+// source is prepared. `constant` memory is read-only, so it becomes const; MSL code often adds its
+// own const (`constant const T*`), hence the one diagnostic silenced here.
+#pragma clang diagnostic ignored "-Wduplicate-decl-specifier"
+#define kernel
+#define device
+#define constant const
+#define thread
+#define METAL_FUNC inline __attribute__((always_inline))
+
+#define INFINITY __builtin_inff()
+#define NAN __builtin_nanf("")
+#define HUGE_VALF __builtin_huge_valf()
+#define MAXFLOAT 0x1.fffffep127f
+#define FLT_MAX 0x1.fffffep127f
+#define FLT_MIN 0x1p-126f
+#define FLT_EPSILON 0x1p-23f
+#define HALF_MAX 65504.0h
+#define HALF_MIN 0x1p-14h
+#define M_PI_F 3.14159265358979323846f
+#define M_E_F 2.71828182845904523536f
+#define M_LOG2E_F 1.44269504088896340736f
+#define M_LN2_F 0.693147180559945309417f
+#define M_SQRT2_F 1.41421356237309504880f
+
+// MSL constructs vectors with function-call syntax (float4(x), float4(a.xy, b)); clang's vector
+// types only take braces, so each name used as a call goes through make_vector. A name not
+// followed by '(' stays the type.
+#define bool2(...) ::metal::detail::make_vector<::metal::bool2>(__VA_ARGS__)
+#define bool3(...) ::metal::detail::make_vector<::metal::bool3>(__VA_ARGS__)
+#define bool4(...) ::metal::detail::make_vector<::metal::bool4>(__VA_ARGS__)
+#define char2(...) ::metal::detail::make_vector<::metal::char2>(__VA_ARGS__)
+#define char3(...) ::metal::detail::make_vector<::metal::char3>(__VA_ARGS__)
+#define char4(...) ::metal::detail::make_vector<::metal::char4>(__VA_ARGS__)
+#define uchar2(...) ::metal::detail::make_vector<::metal::uchar2>(__VA_ARGS__)
+#define uchar3(...) ::metal::detail::make_vector<::metal::uchar3>(__VA_ARGS__)
+#define uchar4(...) ::metal::detail::make_vector<::metal::uchar4>(__VA_ARGS__)
+#define short2(...) ::metal::detail::make_vector<::metal::short2>(__VA_ARGS__)
+#define short3(...) ::metal::detail::make_vector<::metal::short3>(__VA_ARGS__)
+#define short4(...) ::metal::detail::make_vector<::metal::short4>(__VA_ARGS__)
+#define ushort2(...) ::metal::detail::make_vector<::metal::ushort2>(__VA_ARGS__)
+#define ushort3(...) ::metal::detail::make_vector<::metal::ushort3>(__VA_ARGS__)
+#define ushort4(...) ::metal::detail::make_vector<::metal::ushort4>(__VA_ARGS__)
+#define int2(...) ::metal::detail::make_vector<::metal::int2>(__VA_ARGS__)
+#define int3(...) ::metal::detail::make_vector<::metal::int3>(__VA_ARGS__)
+#define int4(...) ::metal::detail::make_vector<::metal::int4>(__VA_ARGS__)
+#define uint2(...) ::metal::detail::make_vector<::metal::uint2>(__VA_ARGS__)
+#define uint3(...) ::metal::detail::make_vector<::metal::uint3>(__VA_ARGS__)
+#define uint4(...) ::metal::detail::make_vector<::metal::uint4>(__VA_ARGS__)
+#define long2(...) ::metal::detail::make_vector<::metal::long2>(__VA_ARGS__)
+#define long3(...) ::metal::detail::make_vector<::metal::long3>(__VA_ARGS__)
+#define long4(...) ::metal::detail::make_vector<::metal::long4>(__VA_ARGS__)
+#define ulong2(...) ::metal::detail::make_vector<::metal::ulong2>(__VA_ARGS__)
+#define ulong3(...) ::metal::detail::make_vector<::metal::ulong3>(__VA_ARGS__)
+#define ulong4(...) ::metal::detail::make_vector<::metal::ulong4>(__VA_ARGS__)
+#define half2(...) ::metal::detail::make_vector<::metal::half2>(__VA_ARGS__)
+#define half3(...) ::metal::detail::make_vector<::metal::half3>(__VA_ARGS__)
+#define half4(...) ::metal::detail::make_vector<::metal::half4>(__VA_ARGS__)
+#define float2(...) ::metal::detail::make_vector<::metal::float2>(__VA_ARGS__)
+#define float3(...) ::metal::detail::make_vector<::metal::float3>(__VA_ARGS__)
+#define float4(...) ::metal::detail::make_vector<::metal::float4>(__VA_ARGS__)

@@ -1,0 +1,182 @@
+#include "runtime/metal_sim/metal_sim_device.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "codegen/prelude/metal_sim_abi.h"
+#include "runtime/backends.h"
+#include "runtime/metal_sim/fiber.h"
+#include "runtime/metal_sim/sim_kernel.h"
+#include "runtime/metal_sim/toolchain.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+using metal_sim::MslArg;
+using metal_sim::MslSignature;
+using metal_sim::SimArg;
+using metal_sim::SimKernel;
+
+#if defined(__x86_64__)
+constexpr const char* kHostCpu = "x86_64";
+#elif defined(__aarch64__)
+constexpr const char* kHostCpu = "arm64";
+#else
+constexpr const char* kHostCpu = "unsupported";
+#endif
+
+/** Page-aligned host memory, owned or wrapped; the simulated GPU addresses it directly. */
+class HostBuffer final : public Buffer {
+ public:
+  HostBuffer(void* data, size_t size, bool owned) : data_(data), size_(size), owned_(owned) {}
+  ~HostBuffer() override {
+    if (owned_) std::free(data_);
+  }
+  void* contents() override { return data_; }
+  size_t size() const override { return size_; }
+  bool shares_memory() const override { return true; }
+
+ private:
+  void* data_;
+  size_t size_;
+  bool owned_;
+};
+
+class SimLaunch final : public PreparedLaunch {
+ public:
+  SimLaunch(SimKernel kernel, uint32_t threads) : kernel_(std::move(kernel)), threads_(threads) {}
+  void run() override {
+    std::vector<SimArg> sim_args;
+    sim_args.reserve(args.size());
+    for (const LaunchArg& a : args)
+      sim_args.push_back(a.buffer ? SimArg::buffer(static_cast<char*>(a.buffer->contents()) + a.offset)
+                                  : SimArg::scalar(a.bits));
+    kernel_.launch(grid.dims, {threads_, 1, 1}, sim_args);
+  }
+
+ private:
+  SimKernel kernel_;  // shares the loaded library, so the launch may outlive its Kernel
+  uint32_t threads_;
+};
+
+class SimDeviceKernel final : public Kernel {
+ public:
+  SimDeviceKernel(SimKernel kernel, int threads) : kernel_(std::move(kernel)), threads_(threads) {}
+  std::unique_ptr<PreparedLaunch> prepare(const Grid& grid, std::vector<LaunchArg> args) override {
+    const MslSignature& sig = kernel_.signature();
+    if (args.size() != sig.launch_arg_count())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", sig.kernel, ": ", args.size(),
+           " launch arguments for ", sig.launch_arg_count(), " parameters");
+    size_t next = 0;
+    for (const MslArg& a : sig.args) {
+      if (a.kind != MslArg::Kind::buffer && a.kind != MslArg::Kind::scalar) continue;
+      if ((a.kind == MslArg::Kind::buffer) != (args[next].buffer != nullptr))
+        fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", sig.kernel, ": argument '", a.name,
+             a.kind == MslArg::Kind::buffer ? "' needs a buffer" : "' is a scalar, not a buffer");
+      ++next;
+    }
+    auto launch = std::make_unique<SimLaunch>(kernel_, static_cast<uint32_t>(threads_));
+    launch->grid = grid;
+    launch->args = std::move(args);
+    return launch;
+  }
+
+ private:
+  SimKernel kernel_;
+  int threads_;
+};
+
+class MetalSimDevice final : public Device {
+ public:
+  MetalSimDevice() {
+    const metal_sim::Clang& clang = metal_sim::probe_clang().clang;
+    info_.name = "metal-sim";
+    info_.description = cat("Metal Shading Language on the host CPU (", clang.version,
+                            ", one fiber per GPU thread)");
+    info_.architecture = cat("metal-sim-", kHostCpu);
+    info_.simd_width = METAL_SIM_SIMD_WIDTH;
+    info_.max_threads_per_group = static_cast<int>(metal_sim::kMaxThreadsPerGroup);
+    info_.threadgroup_memory_bytes = metal_sim::kThreadgroupMemoryLimit;
+    info_.unified_memory = true;
+    info_.asynchronous = false;
+    identity_ = cat("metal-sim;", kHostCpu, ";", clang.version, ";abi=", METAL_SIM_ABI_VERSION);
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  std::shared_ptr<Buffer> alloc(size_t bytes) override {
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+    void* p = nullptr;
+    if (posix_memalign(&p, page, rounded) != 0)
+      fail(METILE_ERROR_OUT_OF_MEMORY, "metal-sim", "cannot allocate a buffer of ", bytes,
+           " bytes");
+    std::memset(p, 0, rounded);
+    auto b = std::make_shared<HostBuffer>(p, bytes, true);
+    b->device = this;
+    return b;
+  }
+
+  std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
+    auto b = std::make_shared<HostBuffer>(host, bytes, false);
+    b->device = this;
+    return b;
+  }
+
+  std::string cache_identity() const override { return identity_; }
+
+  Artifact build(const Program&, const CompileOptions&) override {
+    // The seam: emit (MSL, MslSignature, threads per group) from the program and return
+    // metal_sim::make_msl_artifact(...) of them.
+    fail(METILE_ERROR_UNSUPPORTED, "metal-sim", "MSL code generation is not available yet");
+  }
+
+  std::shared_ptr<Kernel> load(std::shared_ptr<const Program>, const CompileOptions&,
+                               const Artifact& artifact) override {
+    auto sig = artifact.sources.find("msl_signature");
+    if (artifact.kind != "so" || sig == artifact.sources.end())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim",
+           "the artifact is not a metal-sim kernel (kind \"", artifact.kind, "\")");
+    if (artifact.threads_per_group < 1 ||
+        artifact.threads_per_group > static_cast<int>(metal_sim::kMaxThreadsPerGroup))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "artifact with ",
+           artifact.threads_per_group, " threads per group");
+    SimKernel kernel = metal_sim::load_msl(artifact.bytes, metal_sim::parse_signature(sig->second));
+    return std::make_shared<SimDeviceKernel>(std::move(kernel), artifact.threads_per_group);
+  }
+
+ private:
+  DeviceInfo info_;
+  std::string identity_;
+};
+
+}  // namespace
+
+std::string metal_sim_probe() {
+  if (!metal_sim::fibers_supported())
+    return cat("metal-sim runs GPU threads as fibers, which are not implemented for ", kHostCpu);
+  return metal_sim::probe_clang().unavailable;
+}
+
+std::shared_ptr<Device> create_metal_sim_device() { return std::make_shared<MetalSimDevice>(); }
+
+namespace metal_sim {
+
+Artifact make_msl_artifact(std::string msl, const MslSignature& signature, int threads_per_group) {
+  Artifact a;
+  a.kind = "so";
+  a.bytes = build_msl(msl, signature);
+  a.sources["msl"] = std::move(msl);
+  a.sources["msl_signature"] = print_signature(signature);
+  a.threads_per_group = threads_per_group;
+  a.threadgroup_memory_bytes = signature.threadgroup_arg_bytes();
+  return a;
+}
+
+}  // namespace metal_sim
+
+}  // namespace metile

@@ -1,0 +1,23 @@
+/** \file metal_sim_device.h
+ * The "metal-sim" device: Metal Shading Language run on the host (clang + metal_shim.h, one
+ * fiber per GPU thread). Its Artifact is a shared object plus the MSL and its signature
+ * (sources "msl" and "msl_signature"), so load() needs nothing else.
+ *
+ * The seam for the MSL emitter: build() must turn the Program into (MSL, MslSignature, threads
+ * per group) and return make_msl_artifact(...) of them. Until the emitter exists build() throws
+ * METILE_ERROR_UNSUPPORTED. The registry reaches the device through runtime/backends.h.
+ */
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/device.h"
+#include "runtime/metal_sim/msl_signature.h"
+
+namespace metile::metal_sim {
+
+/** Compiles `msl` and packs it as the Artifact metal-sim's load() takes. */
+Artifact make_msl_artifact(std::string msl, const MslSignature& signature, int threads_per_group);
+
+}  // namespace metile::metal_sim

@@ -1,0 +1,268 @@
+#include "runtime/metal_sim/msl_signature.h"
+
+#include <cctype>
+#include <set>
+#include <sstream>
+
+#include "support/error.h"
+
+namespace metile::metal_sim {
+
+namespace {
+
+constexpr const char* kBuiltinNames[kMslBuiltinCount] = {
+    "thread_position_in_grid",        "thread_position_in_threadgroup",
+    "thread_index_in_threadgroup",    "threadgroup_position_in_grid",
+    "threads_per_threadgroup",        "threadgroups_per_grid",
+    "threads_per_grid",               "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup", "threads_per_simdgroup",
+    "simdgroups_per_threadgroup",
+};
+
+// The trampoline's spelling (qualified, so it does not depend on `using namespace metal`).
+const char* cpp_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float";
+    case DType::f16: return "::metal::half";
+    case DType::bf16: return "::metal::bfloat";
+    case DType::i32: return "int";
+    case DType::u32: return "::metal::uint";
+    case DType::i64: return "long";
+    case DType::boolean: return "bool";
+    case DType::i8: return "char";
+    case DType::u8: return "::metal::uchar";
+    case DType::invalid: break;
+  }
+  return "";
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+const char* kind_word(MslArg::Kind k) {
+  switch (k) {
+    case MslArg::Kind::buffer: return "buffer";
+    case MslArg::Kind::scalar: return "scalar";
+    case MslArg::Kind::threadgroup: return "threadgroup";
+    case MslArg::Kind::builtin: return "builtin";
+  }
+  return "";
+}
+
+[[noreturn]] void bad(const MslSignature& s, const std::string& what) {
+  fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "signature of kernel '", s.kernel, "': ", what);
+}
+
+}  // namespace
+
+const char* builtin_name(MslBuiltin b) { return kBuiltinNames[static_cast<int>(b)]; }
+
+std::optional<MslBuiltin> parse_builtin(std::string_view name) {
+  for (int i = 0; i < kMslBuiltinCount; ++i)
+    if (name == kBuiltinNames[i]) return static_cast<MslBuiltin>(i);
+  return std::nullopt;
+}
+
+MslArg MslArg::buffer(std::string name, int binding, DType dtype, bool is_const) {
+  MslArg a;
+  a.kind = Kind::buffer;
+  a.name = std::move(name);
+  a.binding = binding;
+  a.dtype = dtype;
+  a.is_const = is_const;
+  return a;
+}
+
+MslArg MslArg::atomic_buffer(std::string name, int binding, DType dtype) {
+  MslArg a = buffer(std::move(name), binding, dtype, false);
+  a.atomic = true;
+  return a;
+}
+
+MslArg MslArg::scalar(std::string name, int binding, DType dtype) {
+  MslArg a = buffer(std::move(name), binding, dtype, true);
+  a.kind = Kind::scalar;
+  return a;
+}
+
+MslArg MslArg::threadgroup(std::string name, int binding, DType dtype, uint64_t count) {
+  MslArg a = buffer(std::move(name), binding, dtype, false);
+  a.kind = Kind::threadgroup;
+  a.count = count;
+  return a;
+}
+
+MslArg MslArg::builtin_arg(std::string name, MslBuiltin which) {
+  MslArg a;
+  a.kind = Kind::builtin;
+  a.name = std::move(name);
+  a.builtin = which;
+  return a;
+}
+
+size_t MslSignature::launch_arg_count() const {
+  size_t n = 0;
+  for (const MslArg& a : args) n += a.kind == MslArg::Kind::buffer || a.kind == MslArg::Kind::scalar;
+  return n;
+}
+
+uint64_t MslSignature::threadgroup_arg_bytes() const {
+  uint64_t total = 0;
+  for (const MslArg& a : args)
+    if (a.kind == MslArg::Kind::threadgroup)
+      total = (total + 15) / 16 * 16 + a.count * dtype_size(a.dtype);
+  return total;
+}
+
+const char* msl_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return "half";
+    case DType::bf16: return "bfloat";
+    case DType::u32: return "uint";
+    case DType::u8: return "uchar";
+    default: return cpp_type_name(dtype);
+  }
+}
+
+void validate(const MslSignature& s) {
+  if (!is_identifier(s.kernel))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "kernel name '", s.kernel,
+         "' is not an identifier");
+  std::set<std::string> names;
+  std::set<int> buffers, threadgroups;
+  for (const MslArg& a : s.args) {
+    if (!is_identifier(a.name)) bad(s, cat("argument name '", a.name, "' is not an identifier"));
+    if (!names.insert(a.name).second) bad(s, cat("two arguments are named '", a.name, "'"));
+    if (a.kind == MslArg::Kind::builtin) continue;
+    if (a.binding < 0 || a.binding > kMaxBinding)
+      bad(s, cat("argument '", a.name, "': binding ", a.binding, " is outside 0..", kMaxBinding));
+    if (a.dtype == DType::invalid) bad(s, cat("argument '", a.name, "' has no element type"));
+    std::set<int>& space = a.kind == MslArg::Kind::threadgroup ? threadgroups : buffers;
+    if (!space.insert(a.binding).second)
+      bad(s, cat("argument '", a.name, "': ",
+                 a.kind == MslArg::Kind::threadgroup ? "[[threadgroup(" : "[[buffer(", a.binding,
+                 ")]] is already taken"));
+    if (a.atomic && (a.kind != MslArg::Kind::buffer ||
+                     (a.dtype != DType::i32 && a.dtype != DType::u32 && a.dtype != DType::f32)))
+      bad(s, cat("argument '", a.name, "': atomics are device buffers of i32, u32 or f32"));
+    if (a.kind == MslArg::Kind::threadgroup &&
+        (a.count == 0 || a.count > kThreadgroupMemoryLimit))
+      bad(s, cat("threadgroup argument '", a.name, "' has ", a.count, " elements"));
+  }
+}
+
+std::string print_signature(const MslSignature& s) {
+  std::ostringstream os;
+  os << "kernel " << s.kernel << "\n";
+  for (const MslArg& a : s.args) {
+    if (a.kind == MslArg::Kind::builtin) {
+      os << "builtin " << a.name << " " << builtin_name(a.builtin) << "\n";
+      continue;
+    }
+    os << (a.atomic ? "atomic" : kind_word(a.kind)) << " " << a.name << " " << a.binding << " "
+       << dtype_name(a.dtype);
+    if (a.kind == MslArg::Kind::buffer && a.is_const) os << " const";
+    if (a.kind == MslArg::Kind::threadgroup) os << " " << a.count;
+    os << "\n";
+  }
+  return os.str();
+}
+
+MslSignature parse_signature(std::string_view text) {
+  MslSignature s;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int line_no = 0;
+  auto malformed = [&](const std::string& why) {
+    fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "signature line ", line_no, " (\"", line,
+         "\"): ", why);
+  };
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (line_no == 1) {
+      if (w.size() != 2 || w[0] != "kernel") malformed("expected `kernel NAME`");
+      s.kernel = w[1];
+      continue;
+    }
+    if (w.size() < 3) malformed("too few fields");
+    if (w[0] == "builtin") {
+      auto b = parse_builtin(w[2]);
+      if (w.size() != 3 || !b) malformed("expected `builtin NAME ATTRIBUTE`");
+      s.args.push_back(MslArg::builtin_arg(w[1], *b));
+      continue;
+    }
+    if (w.size() < 4) malformed("too few fields");
+    int binding = 0;
+    try {
+      binding = std::stoi(w[2]);
+    } catch (const std::exception&) {
+      malformed("the binding is not a number");
+    }
+    auto dtype = parse_dtype(w[3]);
+    if (!dtype) malformed(cat("unknown element type '", w[3], "'"));
+    if (w[0] == "buffer" && (w.size() == 4 || (w.size() == 5 && w[4] == "const"))) {
+      s.args.push_back(MslArg::buffer(w[1], binding, *dtype, w.size() == 5));
+    } else if (w[0] == "atomic" && w.size() == 4) {
+      s.args.push_back(MslArg::atomic_buffer(w[1], binding, *dtype));
+    } else if (w[0] == "scalar" && w.size() == 4) {
+      s.args.push_back(MslArg::scalar(w[1], binding, *dtype));
+    } else if (w[0] == "threadgroup" && w.size() == 5) {
+      uint64_t count = 0;
+      try {
+        count = std::stoull(w[4]);
+      } catch (const std::exception&) {
+        malformed("the element count is not a number");
+      }
+      s.args.push_back(MslArg::threadgroup(w[1], binding, *dtype, count));
+    } else {
+      malformed("expected buffer|atomic|scalar|threadgroup|builtin with its fields");
+    }
+  }
+  if (line_no == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "empty signature");
+  validate(s);
+  return s;
+}
+
+std::string make_trampoline(const MslSignature& s) {
+  std::ostringstream os;
+  os << "// metal-sim trampoline: binds launch arguments and builtins to the kernel's parameters.\n"
+     << "extern \"C\" __attribute__((visibility(\"default\"))) const int metal_sim_abi_version = "
+        "METAL_SIM_ABI_VERSION;\n"
+     << "extern \"C\" __attribute__((visibility(\"default\"))) void metal_sim_entry("
+        "metal_sim_thread* t, void* const* a) {\n"
+     << "  ::metal::detail::current = t;\n"
+     << "  " << s.kernel << "(";
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const MslArg& a = s.args[i];
+    os << (i == 0 ? "\n      " : ",\n      ");
+    std::string type = cpp_type_name(a.dtype);
+    switch (a.kind) {
+      case MslArg::Kind::buffer:
+        if (a.atomic) type = "::metal::atomic<" + type + ">";
+        os << "static_cast<" << (a.is_const ? "const " : "") << type << "*>(a[" << i << "])";
+        break;
+      case MslArg::Kind::scalar:
+        os << "*static_cast<const " << type << "*>(a[" << i << "])";
+        break;
+      case MslArg::Kind::threadgroup:
+        os << "static_cast<" << type << "*>(a[" << i << "])";
+        break;
+      case MslArg::Kind::builtin:
+        os << "::metal::detail::builtin(t, " << static_cast<int>(a.builtin) << " /* "
+           << builtin_name(a.builtin) << " */)";
+        break;
+    }
+  }
+  os << ");\n}\n";
+  return os.str();
+}
+
+}  // namespace metile::metal_sim

@@ -1,0 +1,95 @@
+/** \file msl_signature.h
+ * The parameter list of an MSL kernel as data. The MSL emitter knows it when it writes the kernel;
+ * metal-sim needs it to generate the C++ trampoline that binds launch arguments and builtins to
+ * the kernel function, to size threadgroup memory, and to check the kernel's own `[[...]]`
+ * attributes. It travels inside the Artifact as text (print_signature / parse_signature).
+ */
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace metile::metal_sim {
+
+/** Builtin parameter attributes; the order matches metal_sim_builtin (metal_sim_abi.h). */
+enum class MslBuiltin : uint8_t {
+  thread_position_in_grid,
+  thread_position_in_threadgroup,
+  thread_index_in_threadgroup,
+  threadgroup_position_in_grid,
+  threads_per_threadgroup,
+  threadgroups_per_grid,
+  threads_per_grid,
+  thread_index_in_simdgroup,
+  simdgroup_index_in_threadgroup,
+  threads_per_simdgroup,
+  simdgroups_per_threadgroup,
+};
+inline constexpr int kMslBuiltinCount = 11;
+
+const char* builtin_name(MslBuiltin b);
+std::optional<MslBuiltin> parse_builtin(std::string_view name);
+
+struct MslArg {
+  enum class Kind : uint8_t {
+    buffer,       // device [const] T* NAME [[buffer(i)]] (or device atomic<T>*)
+    scalar,       // constant T& NAME [[buffer(i)]]
+    threadgroup,  // threadgroup T* NAME [[threadgroup(i)]], `count` elements per group
+    builtin,      // uint/uintN NAME [[<builtin>]]
+  };
+  Kind kind = Kind::buffer;
+  std::string name;
+  int binding = 0;
+  DType dtype = DType::invalid;
+  bool is_const = false;  // buffer: device const T*
+  bool atomic = false;    // buffer: device atomic<T>* (i32, u32 or f32)
+  uint64_t count = 0;     // threadgroup: elements
+  MslBuiltin builtin = MslBuiltin::thread_position_in_grid;
+
+  static MslArg buffer(std::string name, int binding, DType dtype, bool is_const);
+  static MslArg atomic_buffer(std::string name, int binding, DType dtype);
+  static MslArg scalar(std::string name, int binding, DType dtype);
+  static MslArg threadgroup(std::string name, int binding, DType dtype, uint64_t count);
+  static MslArg builtin_arg(std::string name, MslBuiltin which);
+  bool operator==(const MslArg&) const = default;
+};
+
+struct MslSignature {
+  std::string kernel;         // the kernel function's name
+  std::vector<MslArg> args;  // in parameter order
+
+  /** Arguments a launch supplies (buffers and scalars), in order. */
+  size_t launch_arg_count() const;
+  /** Threadgroup memory the [[threadgroup(i)]] arguments take, in bytes (16-byte aligned each). */
+  uint64_t threadgroup_arg_bytes() const;
+  bool operator==(const MslSignature&) const = default;
+};
+
+/** Apple's threadgroup memory limit, in bytes. */
+inline constexpr uint64_t kThreadgroupMemoryLimit = 32768;
+/** The highest [[buffer(i)]] / [[threadgroup(i)]] index Metal accepts. */
+inline constexpr int kMaxBinding = 30;
+
+/** Throws METILE_ERROR_INVALID_ARGUMENT naming the first problem. */
+void validate(const MslSignature& signature);
+
+/** MSL spelling of an element type: float, half, bfloat, int, uint, long, bool, char, uchar. */
+const char* msl_type_name(DType dtype);
+
+/** One line per argument; parse_signature(print_signature(s)) == s. */
+std::string print_signature(const MslSignature& signature);
+/** Throws METILE_ERROR_INVALID_ARGUMENT on malformed text. */
+MslSignature parse_signature(std::string_view text);
+
+/**
+ * C++ appended after the prepared MSL: exports metal_sim_abi_version and metal_sim_entry, which
+ * calls the kernel with each argument cast to the signature's type.
+ */
+std::string make_trampoline(const MslSignature& signature);
+
+}  // namespace metile::metal_sim

@@ -1,0 +1,188 @@
+#include "runtime/metal_sim/sim_kernel.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "codegen/prelude/metal_sim_abi.h"
+#include "runtime/metal_sim/group_runner.h"
+#include "runtime/metal_sim/msl_prepare.h"
+#include "runtime/metal_sim/toolchain.h"
+#include "runtime/metal_sim/worker_pool.h"
+#include "support/embedded.h"
+#include "support/error.h"
+
+namespace metile::metal_sim {
+
+namespace {
+
+const Clang& clang_or_fail() {
+  const ClangProbe& p = probe_clang();
+  if (!p.unavailable.empty()) fail(METILE_ERROR_DEVICE_UNAVAILABLE, "metal-sim", p.unavailable);
+  return p.clang;
+}
+
+// Files the MSL's #include lines and the shim itself resolve to.
+std::vector<std::pair<std::string, std::string_view>> include_files() {
+  std::vector<std::pair<std::string, std::string_view>> files = {
+      {"metal_shim.h", embedded_file("metal_shim.h")},
+      {"metal_sim_abi.h", embedded_file("metal_sim_abi.h")}};
+  for (const char* header : {"metal_stdlib", "metal_simdgroup_matrix", "metal_simdgroup",
+                             "metal_math", "metal_atomic", "metal_compute", "metal_integer",
+                             "metal_common", "metal_relational", "metal_geometric"})
+    files.push_back({header, "#include \"metal_shim.h\"\n"});
+  return files;
+}
+
+std::string file_name(const MslSignature& s) { return s.kernel + ".metal"; }
+
+}  // namespace
+
+std::string translation_unit(std::string_view msl, const MslSignature& signature) {
+  validate(signature);
+  std::string name = file_name(signature);
+  return cat("#line 1 \"", name, "\"\n", prepare_msl(msl, name, &signature),
+             "\n#line 1 \"metal_sim_trampoline\"\n", make_trampoline(signature));
+}
+
+std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signature) {
+  std::string tu = translation_unit(msl, signature);
+  uint64_t tg_bytes = signature.threadgroup_arg_bytes();
+  if (tg_bytes > kThreadgroupMemoryLimit)
+    fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel, ": its [[threadgroup(i)]] arguments need ",
+         tg_bytes, " bytes, over Apple's ", kThreadgroupMemoryLimit, "-byte threadgroup memory limit");
+  ClangRun run = run_clang(clang_or_fail(), tu, file_name(signature) + ".cpp", include_files(), true);
+  if (!run.ok)
+    fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel, ": clang failed to compile the MSL:\n",
+         run.log);
+  return run.output;
+}
+
+void check_msl(std::string_view msl, std::string_view name) {
+  std::string tu = cat("#line 1 \"", name, "\"\n", prepare_msl(msl, name, nullptr));
+  ClangRun run = run_clang(clang_or_fail(), tu, cat(name, ".cpp"), include_files(), false);
+  if (!run.ok) fail(METILE_ERROR_COMPILE, "metal-sim", name, ": clang rejected it:\n", run.log);
+}
+
+/** A dlopen()ed kernel library. */
+class SharedObject {
+ public:
+  explicit SharedObject(const std::vector<uint8_t>& bytes) {
+    // dlopen needs a file; it may go as soon as the library is mapped.
+    std::string path =
+        (std::filesystem::temp_directory_path() / "metile-msl-XXXXXX.so").string();
+    int fd = mkstemps(path.data(), 3);
+    if (fd < 0)
+      fail(METILE_ERROR_IO, "metal-sim", "cannot create ", path, ": ", std::strerror(errno));
+    bool written = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+    close(fd);
+    if (written) handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string why = written ? (handle_ ? "" : dlerror()) : std::strerror(errno);
+    unlink(path.c_str());
+    if (handle_ == nullptr)
+      fail(METILE_ERROR_DEVICE, "metal-sim", "cannot load the compiled kernel: ", why);
+  }
+  ~SharedObject() { dlclose(handle_); }
+  SharedObject(const SharedObject&) = delete;
+  SharedObject& operator=(const SharedObject&) = delete;
+  void* symbol(const char* name) const { return dlsym(handle_, name); }
+
+ private:
+  void* handle_ = nullptr;
+};
+
+SimKernel load_msl(const std::vector<uint8_t>& bytes, MslSignature signature) {
+  validate(signature);
+  SimKernel k;
+  k.library_ = std::make_shared<SharedObject>(bytes);
+  auto* version = static_cast<const int*>(k.library_->symbol("metal_sim_abi_version"));
+  k.entry_ = k.library_->symbol("metal_sim_entry");
+  if (version == nullptr || k.entry_ == nullptr)
+    fail(METILE_ERROR_DEVICE, "metal-sim", signature.kernel,
+         ": the library is not a metal-sim kernel (no metal_sim_entry)");
+  if (*version != METAL_SIM_ABI_VERSION)
+    fail(METILE_ERROR_DEVICE, "metal-sim", signature.kernel, ": the library was built for ABI ",
+         *version, ", this runtime speaks ", METAL_SIM_ABI_VERSION);
+  k.signature_ = std::move(signature);
+  return k;
+}
+
+SimKernel compile_msl(std::string_view msl, const MslSignature& signature) {
+  return load_msl(build_msl(msl, signature), signature);
+}
+
+void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> threads,
+                       const std::vector<SimArg>& args) const {
+  const std::string& name = signature_.kernel;
+  uint64_t count = 1, per_group = 1;
+  for (int d = 0; d < 3; ++d) {
+    if (groups[d] == 0 || threads[d] == 0)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", name, ": launch dimension ", d,
+           " is 0 (threadgroups ", groups[d], ", threads ", threads[d], ")");
+    count *= groups[d];
+    per_group *= threads[d];
+  }
+  if (per_group > kMaxThreadsPerGroup)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", name, ": ", per_group,
+         " threads per threadgroup exceeds the maximum of ", kMaxThreadsPerGroup);
+  if (args.size() != signature_.launch_arg_count())
+    fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", name, ": the launch passes ", args.size(),
+         " arguments, the kernel takes ", signature_.launch_arg_count(),
+         " (its buffers and scalars)");
+
+  LaunchPlan plan;
+  plan.kernel = name;
+  plan.entry = reinterpret_cast<metal_sim_entry_fn>(entry_);
+  plan.groups = groups;
+  plan.threads = threads;
+  std::vector<uint64_t> scalars(signature_.args.size());
+  size_t next = 0;
+  for (size_t i = 0; i < signature_.args.size(); ++i) {
+    const MslArg& a = signature_.args[i];
+    void* slot = nullptr;
+    if (a.kind == MslArg::Kind::buffer) {
+      slot = args[next++].pointer;
+      if (slot == nullptr)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", name, ": buffer argument '", a.name,
+             "' is NULL");
+    } else if (a.kind == MslArg::Kind::scalar) {
+      scalars[i] = args[next++].bits;
+      slot = &scalars[i];
+    } else if (a.kind == MslArg::Kind::threadgroup) {
+      plan.threadgroup_args.push_back({i, a.count * dtype_size(a.dtype)});
+    }
+    plan.args.push_back(slot);
+  }
+
+  std::mutex mu;
+  uint64_t failed_group = UINT64_MAX;
+  metile_status status = METILE_OK;
+  std::string error;
+  std::atomic<bool> stop{false};
+  WorkerPool::shared().parallel_for(count, [&](uint64_t g) {
+    if (stop.load(std::memory_order_relaxed)) return;
+    std::string why;
+    metile_status st = METILE_ERROR_DEVICE;
+    try {
+      if (GroupRunner::for_this_thread().run(plan, g, &why)) return;
+      why = cat("[metal-sim] ", why);
+    } catch (const Error& e) {
+      st = e.status();
+      why = e.what();
+    }
+    stop.store(true, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu);
+    // Report the lowest failing group, so the message does not depend on scheduling as long as
+    // that group was reached.
+    if (g < failed_group) failed_group = g, status = st, error = std::move(why);
+  });
+  if (status != METILE_OK) throw Error(status, error);
+}
+
+}  // namespace metile::metal_sim

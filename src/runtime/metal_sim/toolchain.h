@@ -1,0 +1,50 @@
+/** \file toolchain.h
+ * The host clang that compiles MSL for metal-sim: finding it ($METILE_CLANG, else the newest
+ * clang++-N on PATH, else clang++; version >= 15 because the shim needs _Float16 and bool-sized
+ * vector elements on every target) and running it on a source text.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace metile::metal_sim {
+
+inline constexpr int kMinClangMajor = 15;
+
+struct Clang {
+  std::string command;  // as found: a name on PATH or a path
+  std::string version;  // the first line of `--version`
+  int major = 0;
+};
+
+struct ClangProbe {
+  Clang clang;
+  std::string unavailable;  // "" when clang is usable, else why not
+};
+
+/** Probes once per process (thread-safe) and remembers the answer. */
+const ClangProbe& probe_clang();
+
+/** Probes one candidate command; `unavailable` says why it cannot be used. */
+ClangProbe probe_clang_command(const std::string& command);
+
+/** What one clang run produced. */
+struct ClangRun {
+  bool ok = false;
+  std::string log;               // clang's stdout and stderr
+  std::vector<uint8_t> output;  // the output file's bytes (when ok and one was asked for)
+};
+
+/**
+ * Compiles `source` (C++17; file name `source_name` in diagnostics) with the given extra files
+ * placed in its include directory. With `shared_object`, links a shared library and returns its
+ * bytes; otherwise only checks the source (-fsyntax-only). Throws only when clang cannot be run.
+ */
+ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view source_name,
+                   const std::vector<std::pair<std::string, std::string_view>>& include_files,
+                   bool shared_object);
+
+}  // namespace metile::metal_sim

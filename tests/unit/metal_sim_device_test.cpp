@@ -1,0 +1,130 @@
+// The "metal-sim" device: registry entry, buffers, the not-yet-connected build(), and loading an
+// MSL artifact through the Device/Kernel interface.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "metal_sim_test_util.h"
+#include "runtime/backends.h"
+#include "runtime/metal_sim/metal_sim_device.h"
+
+namespace metile::metal_sim {
+namespace {
+
+using testing::error_of;
+
+TEST(MetalSimDevice, RegisteredAndDescribed) {
+  bool found = false;
+  for (const DeviceEntry& e : device_registry()) found |= std::string(e.name) == "metal-sim";
+  EXPECT_TRUE(found);
+  METAL_SIM_REQUIRE_CLANG();
+  EXPECT_EQ(metal_sim_probe(), "");
+  std::shared_ptr<Device> dev = open_device("metal-sim");
+  const DeviceInfo& info = dev->info();
+  EXPECT_EQ(info.name, "metal-sim");
+  EXPECT_EQ(info.simd_width, 32);
+  EXPECT_EQ(info.max_threads_per_group, 1024);
+  EXPECT_EQ(info.threadgroup_memory_bytes, 32768u);
+  EXPECT_TRUE(info.unified_memory);
+  EXPECT_NE(info.description.find(probe_clang().clang.version), std::string::npos);
+  EXPECT_NE(dev->cache_identity().find("metal-sim;"), std::string::npos);
+}
+
+TEST(MetalSimDevice, BuffersArePageAlignedHostMemory) {
+  METAL_SIM_REQUIRE_CLANG();
+  std::shared_ptr<Device> dev = open_device("metal-sim");
+  auto b = dev->alloc(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b->contents()) % 4096, 0u);
+  EXPECT_EQ(b->size(), 1000u);
+  EXPECT_TRUE(b->shares_memory());
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(static_cast<unsigned char*>(b->contents())[i], 0);
+  std::vector<float> host(10, 1.0f);
+  auto w = dev->wrap(host.data(), host.size() * sizeof(float));
+  EXPECT_EQ(w->contents(), host.data());
+  EXPECT_TRUE(w->shares_memory());
+  EXPECT_EQ(w->device, dev.get());
+}
+
+TEST(MetalSimDevice, BuildWaitsForTheMslEmitter) {
+  METAL_SIM_REQUIRE_CLANG();
+  std::shared_ptr<Device> dev = open_device("metal-sim");
+  auto [status, message] = error_of([&] { dev->build(Program{}, CompileOptions{}); });
+  EXPECT_EQ(status, METILE_ERROR_UNSUPPORTED);
+  EXPECT_EQ(message, "[metal-sim] MSL code generation is not available yet");
+}
+
+MslSignature vector_add_signature() {
+  return {"mtile_vector_add",
+          {MslArg::buffer("X", 0, DType::f32, true), MslArg::buffer("Y", 1, DType::f32, true),
+           MslArg::buffer("Out", 2, DType::f32, false), MslArg::scalar("N", 3, DType::i32),
+           MslArg::builtin_arg("tid", MslBuiltin::thread_position_in_grid)}};
+}
+
+TEST(MetalSimDevice, LoadsAnMslArtifactAndLaunchesIt) {
+  METAL_SIM_REQUIRE_CLANG();
+  std::shared_ptr<Device> dev = open_device("metal-sim");
+  std::string msl = testing::read_metal("vector_add.metal");
+  Artifact art = make_msl_artifact(msl, vector_add_signature(), 128);
+  EXPECT_EQ(art.kind, "so");
+  EXPECT_EQ(art.sources.at("msl"), msl);
+  EXPECT_EQ(parse_signature(art.sources.at("msl_signature")), vector_add_signature());
+  EXPECT_FALSE(art.bytes.empty());
+
+  std::shared_ptr<Kernel> kernel = dev->load(nullptr, CompileOptions{}, art);
+  const int n = 300;
+  auto x = dev->alloc(n * 4), y = dev->alloc(n * 4), out = dev->alloc(n * 4);
+  auto* xp = static_cast<float*>(x->contents());
+  auto* yp = static_cast<float*>(y->contents());
+  for (int i = 0; i < n; ++i) xp[i] = float(i), yp[i] = 0.5f;
+  Grid grid;
+  grid.dims = {3, 1, 1};  // 3 groups of 128 threads cover 300 elements
+  std::vector<LaunchArg> args(4);
+  args[0].buffer = x.get();
+  args[1].buffer = y.get();
+  args[2].buffer = out.get();
+  args[3].bits = n;
+  std::unique_ptr<PreparedLaunch> launch = kernel->prepare(grid, args);
+  launch->run();
+  auto* op = static_cast<float*>(out->contents());
+  for (int i = 0; i < n; ++i) ASSERT_EQ(op[i], float(i) + 0.5f) << i;
+
+  // A byte offset into a buffer reaches the kernel as a shifted pointer.
+  args[0].offset = 4 * 100;
+  args[3].bits = 50;
+  kernel->launch(grid, args);
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(op[i], float(i + 100) + 0.5f) << i;
+}
+
+TEST(MetalSimDevice, RejectsBadArtifactsAndArguments) {
+  METAL_SIM_REQUIRE_CLANG();
+  std::shared_ptr<Device> dev = open_device("metal-sim");
+  Artifact wrong;
+  wrong.kind = "cubin";
+  auto [status, message] = error_of([&] { dev->load(nullptr, CompileOptions{}, wrong); });
+  EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("not a metal-sim kernel"), std::string::npos) << message;
+
+  Artifact garbage;
+  garbage.kind = "so";
+  garbage.bytes = {1, 2, 3};
+  garbage.sources["msl_signature"] = print_signature(vector_add_signature());
+  std::tie(status, message) = error_of([&] { dev->load(nullptr, CompileOptions{}, garbage); });
+  EXPECT_EQ(status, METILE_ERROR_DEVICE);
+  EXPECT_NE(message.find("cannot load the compiled kernel"), std::string::npos) << message;
+
+  Artifact art = make_msl_artifact(testing::read_metal("vector_add.metal"), vector_add_signature(), 64);
+  std::shared_ptr<Kernel> kernel = dev->load(nullptr, CompileOptions{}, art);
+  auto b = dev->alloc(64);
+  std::vector<LaunchArg> args(4);
+  args[0].buffer = args[1].buffer = args[2].buffer = b.get();
+  std::tie(status, message) = error_of([&] { kernel->prepare(Grid{}, {args[0]}); });
+  EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("1 launch arguments for 4 parameters"), std::string::npos) << message;
+  args[3].buffer = b.get();
+  std::tie(status, message) = error_of([&] { kernel->prepare(Grid{}, args); });
+  EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("argument 'N' is a scalar, not a buffer"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace metile::metal_sim

@@ -69,6 +69,7 @@ class Emitter {
   int64_t regs(ValueId v) const { return f_.regs(v); }
   DType dtype(ValueId v) const { return f_.value(v).dtype; }
   std::string type_of(ValueId v) const;
+  std::string decl(ValueId v) const;
   std::string expr(ValueId v, const std::string& r) const;
   std::string spell(const gpu::Op& op, const std::string& r) const;
   std::string coord(gpu::LayoutId l, const std::string& tid, const std::string& r) const;
@@ -216,6 +217,11 @@ std::string Emitter::type_of(ValueId v) const {
   return c_.value(val.dtype);
 }
 
+// `const float x`; pointers are `device float* x` (a leading const would bind to the pointee).
+std::string Emitter::decl(ValueId v) const {
+  return (f_.value(v).is_ptr ? "" : "const ") + type_of(v) + " " + name_[v];
+}
+
 std::string Emitter::expr(ValueId v, const std::string& r) const {
   const gpu::Op* op = def_[v];
   if (op != nullptr && op->kind == GpuOpKind::CONST) {
@@ -327,7 +333,7 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
   }
   value = strip_parens(value);
   if (in_loop && !local_[v] && regs(v) > 1) w_.line(name_[v] + "[" + r + "] = " + value + ";");
-  else w_.line("const " + type_of(v) + " " + name_[v] + " = " + value + ";");
+  else w_.line(decl(v) + " = " + value + ";");
 }
 
 void Emitter::group(const std::vector<const gpu::Op*>& ops, int64_t n) {
@@ -474,7 +480,7 @@ void Emitter::standalone(const gpu::Op& op) {
       return;
     case GpuOpKind::SHUFFLE_XOR:
     case GpuOpKind::SHUFFLE:
-      w_.line("const " + type_of(v) + " " + name_[v] + " = " +
+      w_.line(decl(v) + " = " +
               d_.shuffle(op.kind == GpuOpKind::SHUFFLE_XOR, dtype(v), expr(op.operands[0], "0"),
                          strip_parens(expr(op.operands[1], "0"))) + ";");
       return;
@@ -482,7 +488,7 @@ void Emitter::standalone(const gpu::Op& op) {
       std::string x = strip_parens(expr(op.operands[0], "0"));
       std::string native = d_.simd_reduce(op.ew, dtype(v), x);
       if (!native.empty()) {
-        w_.line("const " + type_of(v) + " " + name_[v] + " = " + native + ";");
+        w_.line(decl(v) + " = " + native + ";");
         return;
       }
       w_.line(type_of(v) + " " + name_[v] + " = " + x + ";");

@@ -33,6 +33,13 @@ std::string strip_parens(const std::string& s) {
   return s.substr(1, s.size() - 2);
 }
 
+bool is_identifier(const std::string& s) {
+  if (s.empty() || isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch)) && ch != '_') return false;
+  return true;
+}
+
 bool is_number(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
@@ -159,7 +166,10 @@ void Emitter::decide() {
     if (std::count(u->operands.begin(), u->operands.end(), v) != 1) continue;
     bool address = op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::PTR_OFFSET &&
                    gpu::has_gpu_trait(u->kind, gpu::kGRead | gpu::kGWrite) && u->operands[0] == v;
-    inline_[v] = regs(v) == 1 || address || unit_.at(u) == unit_.at(&op);
+    // An expression over one-register values reads the same anywhere in the block.
+    bool portable = true;
+    for (ValueId o : op.operands) portable = portable && regs(o) == 1;
+    inline_[v] = regs(v) == 1 || address || portable || unit_.at(u) == unit_.at(&op);
   }
   for (ValueId v = 1; v < n; ++v) {
     if (def_[v] == nullptr || inline_[v] || regs(v) == 1 || def_[v]->kind == GpuOpKind::CONST) continue;
@@ -301,10 +311,22 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
   }
   OpKind k = op.ew;
   DType t = dtype(op.operands[0]);
-  if (k == OpKind::PTR_OFFSET) return "(" + arg(0) + " + " + arg(1) + ")";
+  if (k == OpKind::PTR_OFFSET) {  // (p + a) + b reads as p + a + b
+    std::string base = arg(0);
+    if (inline_[op.operands[0]]) base = strip_parens(base);
+    return "(" + base + " + " + arg(1) + ")";
+  }
   if (k == OpKind::SELECT) return spell_select(arg(0), arg(1), arg(2));
   if (k == OpKind::CAST) return spell_cast(c_, t, dtype(op.result()), arg(0));
-  if (has_trait(k, kUnary)) return spell_unary(c_, k, t, arg(0));
+  // 32/64-bit bitwise ops need no narrowing cast (C only promotes the 8-bit types).
+  bool wide = t == DType::i32 || t == DType::u32 || t == DType::i64;
+  if (wide && (k == OpKind::BITAND || k == OpKind::BITOR || k == OpKind::BITXOR)) {
+    const char* sym = k == OpKind::BITAND ? " & " : k == OpKind::BITOR ? " | " : " ^ ";
+    return "(" + arg(0) + sym + arg(1) + ")";
+  }
+  if (wide && k == OpKind::NOT) return "(~" + arg(0) + ")";
+  if (has_trait(k, kUnary))  // float math is a call: its argument needs no parentheses
+    return spell_unary(c_, k, t, is_float(t) && k != OpKind::NEG ? strip_parens(arg(0)) : arg(0));
   bool index_op = k == OpKind::ADD || k == OpKind::SUB || k == OpKind::MUL;
   if (index_op && (t == DType::i32 || t == DType::i64) && geometry_[op.result()]) {
     const char* sym = k == OpKind::ADD ? " + " : k == OpKind::SUB ? " - " : " * ";
@@ -332,6 +354,10 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
     value = spell(op, r);
   }
   value = strip_parens(value);
+  if (regs(v) == 1 && is_identifier(value)) {  // a copy of another variable: reuse its name
+    name_[v] = value;
+    return;
+  }
   if (in_loop && !local_[v] && regs(v) > 1) w_.line(name_[v] + "[" + r + "] = " + value + ";");
   else w_.line(decl(v) + " = " + value + ";");
 }

@@ -102,18 +102,22 @@ void Lowering::reduce(const Op& op) {
   }
   LayoutId l = f.value(x).layout;
   if (ValueId valid = valid_pred(l); valid != kNoValue) x = b.ew(OpKind::SELECT, {valid, x, identity(k, d)});
-  ValueId part = f.layout(l).regs() > 1 ? b.reg_reduce(k, x) : x;
+  std::string what = stem.substr(0, 3);  // sum, max, min
+  ValueId part = f.layout(l).regs() > 1 ? b.named(b.reg_reduce(k, x), "local_" + what) : x;
   int64_t nsg = f.threads / f.simd_width;
-  ValueId r = b.simd_reduce(k, part, nsg == 1);
+  ValueId r = b.named(b.simd_reduce(k, part, nsg == 1), "sg_" + what);
   if (nsg > 1) {
+    // Lane 0 of each simdgroup publishes its partial; every simdgroup then folds them all.
     ValueId buf = scratch(d, nsg);
     ValueId lane = builtin("simd_lane"), sg = builtin("simdgroup_index");
-    b.store(b.ew(OpKind::PTR_OFFSET, {buf, sg}), r, b.ew(OpKind::EQ, {lane, c_i32(0)}));
+    ValueId slot = b.named(b.ew(OpKind::PTR_OFFSET, {buf, sg}), "slot");
+    b.store(slot, r, b.named(b.ew(OpKind::EQ, {lane, c_i32(0)}), "first_lane"));
     b.barrier();
-    ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, lane});
+    ValueId at = b.named(b.ew(OpKind::PTR_OFFSET, {buf, lane}), "lane_slot");
     ValueId partial = nsg == f.simd_width
                           ? b.load(at)
-                          : b.load(at, b.ew(OpKind::LT, {lane, c_i32(nsg)}), identity(k, d));
+                          : b.load(at, b.named(b.ew(OpKind::LT, {lane, c_i32(nsg)}), "has_partial"),
+                                   identity(k, d));
     r = b.simd_reduce(k, b.named(partial, "partial"), true);
     b.barrier();
   }

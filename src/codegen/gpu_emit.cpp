@@ -62,6 +62,7 @@ class Emitter {
   std::map<const gpu::Op*, int> unit_;
   std::map<const gpu::Op*, const gpu::Block*> block_of_;
   std::vector<bool> inline_, local_, geometry_, const_ptr_;
+  std::vector<ValueId> in_place_;  // a loop's next carried value written straight into it
   std::vector<uint64_t> params_of_;  // pointers: bit i = derived from parameter i
   std::string sep_;
 
@@ -69,6 +70,8 @@ class Emitter {
   void index(const gpu::Block& b, int& next_unit);
   int64_t op_regs(const gpu::Op& op) const;
   int effective_unit(const gpu::Op* user) const;
+  const gpu::Op* effective_user(const gpu::Op* user) const;
+  void find_in_place_updates(const gpu::Op& loop);
   void decide();
   void derive_params();
 
@@ -82,6 +85,13 @@ class Emitter {
   std::string coord(gpu::LayoutId l, const std::string& tid, const std::string& r) const;
   std::string deref(ValueId ptr, const std::string& r) const;
   std::string combine(OpKind reduce, DType t, const std::string& a, const std::string& b) const;
+  /** Integer +, -, * on launch geometry: spelled with plain operators. */
+  bool index_op(const gpu::Op& op) const {
+    bool arith = op.ew == OpKind::ADD || op.ew == OpKind::SUB || op.ew == OpKind::MUL;
+    DType t = op.operands.empty() ? DType::invalid : dtype(op.operands[0]);
+    return op.kind == GpuOpKind::ELEMENTWISE && arith && (t == DType::i32 || t == DType::i64) &&
+           geometry_[op.result()];
+  }
 
   // ----- statements -----
   void block(const gpu::Block& b);
@@ -136,6 +146,33 @@ int Emitter::effective_unit(const gpu::Op* user) const {
   return unit_.at(user);
 }
 
+const gpu::Op* Emitter::effective_user(const gpu::Op* user) const {
+  if (!user->results.empty() && inline_[user->result()])
+    return effective_user(users_[user->result()].front());
+  return user;
+}
+
+// acc = f(acc, ...) as the loop's next value is written into acc itself when nothing reads acc
+// after that point of the body, which saves a copy per carried value and reads as intended.
+void Emitter::find_in_place_updates(const gpu::Op& loop) {
+  const gpu::Block& body = loop.body();
+  const gpu::Op& yield = body.ops.back();
+  std::map<const gpu::Op*, size_t> pos;
+  for (size_t i = 0; i < body.ops.size(); ++i) pos[&body.ops[i]] = i;
+  for (size_t i = 0; i < yield.operands.size(); ++i) {
+    ValueId v = yield.operands[i], carried = body.args[1 + i];
+    const gpu::Op* d = def_[v];
+    if (v == carried || d == nullptr || def_block_[v] != &body || users_[v].size() != 1) continue;
+    if (d->kind != GpuOpKind::ELEMENTWISE && d->kind != GpuOpKind::LOAD) continue;
+    bool ok = true;
+    for (const gpu::Op* u : users_[carried]) {
+      const gpu::Op* e = effective_user(u);
+      ok = ok && e != &yield && block_of_.at(e) == &body && pos.at(e) <= pos.at(d);
+    }
+    if (ok) in_place_[v] = carried;
+  }
+}
+
 void Emitter::decide() {
   size_t n = f_.values.size();
   inline_.assign(n, false);
@@ -160,6 +197,10 @@ void Emitter::decide() {
     ValueId v = op.result();
     bool pure = op.kind == GpuOpKind::ELEMENTWISE || op.kind == GpuOpKind::COORD ||
                 op.kind == GpuOpKind::VALID || op.kind == GpuOpKind::SPLAT;
+    if (op.kind == GpuOpKind::SPLAT) {  // one scalar in every register: spelled as the scalar
+      inline_[v] = true;
+      continue;
+    }
     if (!pure || users_[v].size() != 1) continue;
     const gpu::Op* u = users_[v].front();
     if (u->kind == GpuOpKind::YIELD || block_of_[u] != block_of_[&op]) continue;
@@ -171,6 +212,10 @@ void Emitter::decide() {
     for (ValueId o : op.operands) portable = portable && regs(o) == 1;
     inline_[v] = regs(v) == 1 || address || portable || unit_.at(u) == unit_.at(&op);
   }
+  in_place_.assign(n, kNoValue);
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    if (op.kind == GpuOpKind::FOR) find_in_place_updates(op);
+  });
   for (ValueId v = 1; v < n; ++v) {
     if (def_[v] == nullptr || inline_[v] || regs(v) == 1 || def_[v]->kind == GpuOpKind::CONST) continue;
     if (!gpu::has_gpu_trait(def_[v]->kind, gpu::kGPerRegister)) continue;
@@ -327,10 +372,26 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
   if (wide && k == OpKind::NOT) return "(~" + arg(0) + ")";
   if (has_trait(k, kUnary))  // float math is a call: its argument needs no parentheses
     return spell_unary(c_, k, t, is_float(t) && k != OpKind::NEG ? strip_parens(arg(0)) : arg(0));
-  bool index_op = k == OpKind::ADD || k == OpKind::SUB || k == OpKind::MUL;
-  if (index_op && (t == DType::i32 || t == DType::i64) && geometry_[op.result()]) {
+  if (index_op(op)) {
+    // Integer + and * are associative even when they wrap, so operands that are themselves
+    // sums (for +) or products drop their parentheses: pid_x * 256 + tid * 4 + r.
+    enum { atom, sum, difference, product, other };
+    auto kind = [&](ValueId x) {
+      if (!inline_[x]) return atom;
+      const gpu::Op& d = *def_[x];
+      if (d.kind == GpuOpKind::COORD) return sum;
+      if (!index_op(d)) return other;
+      return d.ew == OpKind::ADD ? sum : d.ew == OpKind::SUB ? difference : product;
+    };
+    auto operand = [&](size_t i) {
+      int o = kind(op.operands[i]);
+      bool bare = o == atom || o == product;
+      if (k == OpKind::ADD) bare = bare || o == sum || (i == 0 && o == difference);
+      if (k == OpKind::SUB && i == 0) bare = bare || o == sum || o == difference;
+      return bare ? strip_parens(arg(i)) : arg(i);
+    };
     const char* sym = k == OpKind::ADD ? " + " : k == OpKind::SUB ? " - " : " * ";
-    return "(" + arg(0) + sym + arg(1) + ")";
+    return "(" + operand(0) + sym + operand(1) + ")";
   }
   return spell_binary(c_, k, t, arg(0), arg(1));
 }
@@ -354,6 +415,10 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
     value = spell(op, r);
   }
   value = strip_parens(value);
+  if (ValueId into = in_place_[v]; into != kNoValue) {
+    w_.line(name_[into] + (regs(v) > 1 ? "[" + r + "]" : "") + " = " + value + ";");
+    return;
+  }
   if (regs(v) == 1 && is_identifier(value)) {  // a copy of another variable: reuse its name
     name_[v] = value;
     return;
@@ -365,7 +430,7 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
 void Emitter::group(const std::vector<const gpu::Op*>& ops, int64_t n) {
   for (const gpu::Op* op : ops)
     for (ValueId v : op->results)
-      if (!inline_[v] && !local_[v]) w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(n) + "];");
+      if (!inline_[v] && !local_[v] && in_place_[v] == kNoValue) w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(n) + "];");
   w_.line(d_.unroll());
   w_.open("for (int r = 0; r < " + std::to_string(n) + "; ++r)");
   for (const gpu::Op* op : ops) statement(*op, "r", true);
@@ -452,7 +517,7 @@ void Emitter::assign_all(const std::vector<ValueId>& dst, const std::vector<Valu
     }
   }
   for (size_t i = 0; i < src.size(); ++i) {
-    if (src[i] == dst[i]) continue;
+    if (src[i] == dst[i] || in_place_[src[i]] == dst[i]) continue;
     int64_t n = regs(dst[i]);
     auto value = [&](const std::string& r) {
       if (!from[i].empty()) return n == 1 ? from[i] : from[i] + "[" + r + "]";

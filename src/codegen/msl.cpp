@@ -28,6 +28,8 @@ const Dialect& msl_dialect() {
     type(DType::i8, "char");
     type(DType::u8, "uchar");
     // half arithmetic is native (IEEE, correctly rounded); bfloat computes in float.
+    x.compute_type[static_cast<size_t>(DType::f32)] = "float";
+    x.compute_type[static_cast<size_t>(DType::f16)] = "half";
     x.compute_type[static_cast<size_t>(DType::bf16)] = "float";
     x.round_to[static_cast<size_t>(DType::bf16)] = "bfloat({})";
     auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "support/error.h"
 
@@ -56,6 +57,7 @@ class Emitter {
   const Dialect& c_;
   SourceWriter w_;
   std::vector<std::string> name_;
+  std::set<std::string> taken_;  // every identifier in use, for helper variables
   std::vector<const gpu::Op*> def_;
   std::vector<const gpu::Block*> def_block_;
   std::vector<std::vector<const gpu::Op*>> users_;
@@ -99,6 +101,7 @@ class Emitter {
   void group(const std::vector<const gpu::Op*>& ops, int64_t r);
   void standalone(const gpu::Op& op);
   void vector_access(const gpu::Op& op);
+  std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);
   void assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);
 };
@@ -437,6 +440,13 @@ void Emitter::group(const std::vector<const gpu::Op*>& ops, int64_t n) {
   w_.close();
 }
 
+std::string Emitter::fresh_name(const std::string& stem) {
+  std::string n = stem;
+  for (int i = 1; taken_.count(n); ++i) n = stem + std::to_string(i);
+  taken_.insert(n);
+  return n;
+}
+
 void Emitter::vector_access(const gpu::Op& op) {
   bool load = op.kind == GpuOpKind::VLOAD;
   int64_t width = op.attr_int("width");
@@ -468,9 +478,11 @@ void Emitter::vector_access(const gpu::Op& op) {
   if (!cond.empty()) w_.open("if (" + cond + ")");
   std::string vt = d_.vector_type(t, width);
   if (load) {
-    w_.line("const " + vt + " v = *" + vptr + ";");
+    // Named after the array it fills: several unpredicated loads can share one scope.
+    std::string vec = fresh_name(name_[data] + "_vec");
+    w_.line("const " + vt + " " + vec + " = *" + vptr + ";");
     for (int64_t j = 0; j < width; ++j)
-      w_.line(name_[data] + "[" + at(j) + "] = " + spell_from_storage(c_, t, "v[" + std::to_string(j) + "]") + ";");
+      w_.line(name_[data] + "[" + at(j) + "] = " + spell_from_storage(c_, t, vec + "[" + std::to_string(j) + "]") + ";");
   } else {
     std::string parts;
     for (int64_t j = 0; j < width; ++j)
@@ -660,6 +672,8 @@ std::string Emitter::run(KernelInterface* k) {
   for (gpu::Value& v : named.values) v.stem = c_identifier(v.stem.empty() ? "t" : v.stem);
   for (gpu::GpuParam& p : named.params) p.name = c_identifier(p.name);
   name_ = gpu::name_values(named, reserved);
+  taken_.insert(name_.begin(), name_.end());
+  taken_.insert(reserved.begin(), reserved.end());
   decide();
   derive_params();
 

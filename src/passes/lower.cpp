@@ -139,8 +139,9 @@ ValueId Lowering::valid_pred(LayoutId l) {
 std::string Lowering::param_stem(ValueId gpu_ptr) const {
   for (const gpu::GpuParam& prm : f.params)
     if (prm.value == gpu_ptr) return lower_stem(prm.name);
-  std::string stem = f.value(gpu_ptr).stem;
-  return stem.ends_with("_ptrs") ? stem.substr(0, stem.size() - 5) : "val";
+  const gpu::Value& v = f.value(gpu_ptr);
+  if (v.is_ptr && v.space == AddrSpace::threadgroup && v.layout == gpu::kUniform) return v.stem;
+  return v.stem.ends_with("_ptrs") ? v.stem.substr(0, v.stem.size() - 5) : "val";
 }
 
 void Lowering::elementwise(const Op& op) {

@@ -34,8 +34,9 @@ void Lowering::load(const Op& op) {
   ValueId r = pred == kNoValue ? b.load(ptrs)
                                : b.load(ptrs, pred, other != kNoValue ? other : zero(d));
   std::string stem = param_stem(ptrs);
-  for (const gpu::GpuParam& prm : f.params)
-    if (prm.name == stem) stem += "_val";
+  bool taken = f.value(ptrs).space == AddrSpace::threadgroup;  // the array's own name
+  for (const gpu::GpuParam& prm : f.params) taken = taken || prm.name == stem;
+  if (taken) stem += "_val";
   set(op.result(), b.named(r, stem));
 }
 
@@ -46,6 +47,8 @@ void Lowering::store(const Op& op) {
   std::vector<ValueId> all{ptrs, value};
   if (mask != kNoValue) all.push_back(mask);
   LayoutId l = b.join(all);
+  if (f.value(value).stem == "t" && f.value(ptrs).space == AddrSpace::device)
+    b.named(value, param_stem(ptrs));  // the value stored to Out reads as out[r]
   ValueId pred = mask;
   if (f.layout(l).is_tile()) {
     pred = and_pred(and_pred(pred, valid_pred(l)), role_predicate(op.operands[0]));
@@ -104,7 +107,7 @@ void Lowering::shared(const Op& op) {
   // threads clear it together before the body runs (one barrier for all arrays).
   DType d = p.type(op.result()).dtype;
   int64_t size = op.attr_int("size");
-  ValueId buf = pb.alloc(d, size, "shared");
+  ValueId buf = pb.alloc(d, size, "smem");
   set(op.result(), buf);
   gpu::Block* saved = b.block();
   b.set_block(&init);

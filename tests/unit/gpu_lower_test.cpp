@@ -47,8 +47,8 @@ TEST(GpuLower, VectorAddIsBlockedCyclicAndPredicated) {
   EXPECT_TRUE(has(text, "#2 = tile<1024> thr=(256):(4) reg=(4):(1)\n")) << text;
   EXPECT_TRUE(has(text, "%mask: bool x4 #2 = lt %offs")) << text;
   EXPECT_TRUE(has(text, "= load %x_ptrs, %mask, %c")) << text;
-  EXPECT_TRUE(has(text, "store %out_ptrs, %t2, %mask")) << text;
-  EXPECT_TRUE(has(text, "%t2: f32 x4 #2 = add %x, %y")) << text;
+  EXPECT_TRUE(has(text, "store %out_ptrs, %out, %mask")) << text;
+  EXPECT_TRUE(has(text, "%out: f32 x4 #2 = add %x, %y")) << text;
 }
 
 TEST(GpuLower, SmallTilesUseNarrowerChunksAndPadding) {

@@ -155,6 +155,25 @@ TEST_F(GpuMetalSim, SimdBroadcastAndRoles) {
   agree(c, 0.0);
 }
 
+TEST_F(GpuMetalSim, CastsAndIntegerArithmetic) {
+  KernelBuilder k("ints");
+  V a = k.ptr("A", DType::i32), b = k.ptr("B", DType::i32);
+  V of = k.ptr("OutF"), oi = k.ptr("OutI", DType::i32);
+  V offs = k.arange(0, 256);
+  V x = k.load(a + offs), y = k.load(b + offs);
+  k.store(of + offs, k.cast(x, DType::f32) / k.cast(y, DType::f32));  // true division
+  k.store(oi + offs, x / y);                                          // truncating
+  k.store(oi + 256 + offs, k.wrap(k.raw().binary(OpKind::FLOORDIV, x.id, y.id)));
+  k.store(oi + 512 + offs, x % y);
+  k.store(oi + 768 + offs, k.wrap(k.raw().binary(OpKind::BITXOR, (x >> 2).id, (x * 7).id)));
+  k.store(oi + 1024 + offs, k.cast(k.cast(x, DType::f32) * 0.37, DType::i32));
+  std::vector<double> xs = noise(256, 21), ys = noise(256, 22);
+  for (double& v : xs) v = std::floor(v * 100000.0);
+  for (double& v : ys) v = std::floor(v * 7.0) == 0 ? 3.0 : std::floor(v * 7.0);
+  Case c{"ints", k.finish(), {in(DType::i32, xs), in(DType::i32, ys), out(DType::f32, 256), out(DType::i32, 1280)}, {1, 1, 1}, {}, 0, 0};
+  agree(c, 1e-6);
+}
+
 TEST_F(GpuMetalSim, TileSwizzleOutsideGemm) {
   for (const char* pattern : {"morton", "diagonal", "grouped"}) {
     KernelBuilder k("swizzle");

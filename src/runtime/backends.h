@@ -18,6 +18,10 @@ std::shared_ptr<Device> cpu_create();
 std::string probe_interp_device();
 std::shared_ptr<Device> make_interp_device();
 
+/** cuda: needs the NVIDIA driver and NVRTC, opened with dlopen (src/runtime/cuda). */
+std::string probe_cuda_device();
+std::shared_ptr<Device> make_cuda_device();
+
 // metal_sim/metal_sim_device.cpp
 std::string metal_sim_probe();
 std::shared_ptr<Device> create_metal_sim_device();

@@ -107,6 +107,8 @@ class Device {
   virtual std::shared_ptr<Buffer> alloc(size_t bytes) = 0;
   /** Zero-copy when the device can address `host`, else a copy (shares_memory() false). */
   virtual std::shared_ptr<Buffer> wrap(void* host, size_t bytes) = 0;
+  /** Wraps memory the device already addresses (a CUDA device pointer from DLPack kDLCUDA). */
+  virtual std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes);
   virtual void synchronize() {}
   /** Device kind + architecture + toolchain identity for cache keys; "" disables disk caching. */
   virtual std::string cache_identity() const { return {}; }

@@ -3,7 +3,6 @@
 #include <mutex>
 
 #include "runtime/backends.h"
-#include "runtime/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "support/env.h"
 #include "support/error.h"
@@ -45,6 +44,10 @@ std::string default_name() {
 }
 
 }  // namespace
+
+std::shared_ptr<Buffer> Device::wrap_device_memory(uint64_t, size_t) {
+  fail(METILE_ERROR_UNSUPPORTED, "device", info().name, " cannot wrap device memory");
+}
 
 std::shared_ptr<Device> open_device(const std::string& requested) {
   std::string name = requested.empty() ? default_name() : requested;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "frontend/builder.h"
+#include "runtime/backends.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_device.h"
 #include "support/error.h"

@@ -2,17 +2,16 @@
 //! `interp`, `cuda`, `metal`, `metal-sim`), and launch them on buffers the host can read.
 //!
 //! ```no_run
-//! use metile::{Builder, DType, Device, Kernel, Arg};
+//! use metile::{Arg, Builder, DType, Device, Kernel, Value};
 //! let dev = Device::open(None)?;                      // $METILE_DEVICE or the best available
 //! let mut b = Builder::new("double_it")?;
 //! let x = b.param_ptr("x", DType::F32)?;
-//! let pid = b.program_id(0)?;
-//! let block = b.const_i32(256)?;
-//! let offs = b.arange(b.mul(pid, block)?, 256)?;
+//! let offs = b.arange(Value::from_raw(0), 256)?;
 //! let p = b.ptr_offset(x, offs)?;
 //! let v = b.load(p, None, None)?;
 //! let two = b.const_f32(2.0)?;
-//! b.store(p, b.mul(v, two)?, None)?;
+//! let doubled = b.mul(v, two)?;
+//! b.store(p, doubled, None)?;
 //! let kernel = Kernel::compile(&dev, &b.finish()?)?;
 //! let buf = dev.buffer_from(&[1.0f32; 256])?;
 //! kernel.launch([1, 1, 1], &[Arg::Buffer(&buf)])?;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "runtime/backends.h"
 #include "runtime/cuda/cuda_api.h"
 #include "support/error.h"
 
@@ -111,6 +112,13 @@ class CudaDevice : public Device {
     }
     auto buf = alloc(bytes);
     std::memcpy(buf->contents(), host, bytes);
+    return buf;
+  }
+
+  std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes) override {
+    // Device memory (cudaMalloc): kernels use it in place; the host cannot dereference it.
+    auto buf = std::make_shared<CudaBuffer>(d_, address, bytes, false, nullptr);
+    buf->device = this;
     return buf;
   }
 

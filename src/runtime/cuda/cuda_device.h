@@ -21,9 +21,6 @@ struct CudaSource {
   uint64_t dynamic_shared_bytes = 0;
 };
 
-std::string probe_cuda_device();
-std::shared_ptr<Device> make_cuda_device();
-
 /** Compiles `src` with NVRTC for the open CUDA device (or `arch` when no device: CI). */
 Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch);
 

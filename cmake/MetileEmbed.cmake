@@ -1,13 +1,13 @@
 # Embeds every file of a directory (device preludes, shim headers) into the library as strings,
 # and derives the build identity (a hash of every compiler source) for compile-cache keys.
 
-# metile_embed_files(<out_var> <dir> [extra files...]): generates generated/embedded_files.cpp
-# with a table {relative name, contents} readable through src/support/embedded.h. Extra files
-# (headers shared with generated code, e.g. src/ir/swizzle.h) are named by their file name.
+# metile_embed_files(<out_var> <dir> [extra files...]): generates generated/embedded_files.cpp with
+# a table {relative name, contents} readable through src/support/embedded.h. Extra files (shared
+# sources that generated code pastes in, such as src/ir/swizzle.h) are named by their file name.
 function(metile_embed_files out_var dir)
   file(GLOB_RECURSE files CONFIGURE_DEPENDS "${dir}/*")
-  set(gen "${CMAKE_CURRENT_BINARY_DIR}/generated/embedded_files.cpp")
   string(REPLACE ";" "|" extra "${ARGN}")
+  set(gen "${CMAKE_CURRENT_BINARY_DIR}/generated/embedded_files.cpp")
   add_custom_command(OUTPUT ${gen}
     COMMAND ${CMAKE_COMMAND} -DDIR=${dir} "-DEXTRA=${extra}" -DOUT=${gen} -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed.cmake
     DEPENDS ${files} ${ARGN} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed.cmake

@@ -36,7 +36,7 @@ const Dialect& cpu_dialect() {
     set(DType::i32, "int32_t", "int32_t", "{}");
     set(DType::u32, "uint32_t", "uint32_t", "{}u");
     set(DType::i64, "int64_t", "int64_t", "INT64_C({})");
-    set(DType::boolean, "bool", "bool", "");
+    set(DType::boolean, "bool", "uint8_t", "");
     set(DType::i8, "int8_t", "int8_t", "((int8_t){})");
     set(DType::u8, "uint8_t", "uint8_t", "((uint8_t){})");
     auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
@@ -46,6 +46,8 @@ const Dialect& cpu_dialect() {
       x.round_to[i] = round;
     };
     narrow(DType::f16, "mt_f16_to_f32({})", "mt_f32_to_f16({})", "mt_round_f16({})");
+    // A bool in memory is a byte; any non-zero byte reads as true.
+    narrow(DType::boolean, "({} != 0)", "(uint8_t)({})", "");
     narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
     auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
     math(OpKind::EXP, "mt_exp");
@@ -93,7 +95,7 @@ struct Emitter {
   Idx canonical;
   int fresh = 0;
   // Inside a simdgroup_role region: T-element stores are limited to threads [lo, hi).
-  std::string role_lo, role_hi;
+  int64_t role_lo = -1, role_hi = -1;
 
   explicit Emitter(const CpuPlan& pl) : plan(pl), p(pl.program) {}
 
@@ -219,7 +221,12 @@ struct Emitter {
       }
       case OpKind::RESHAPE: {
         ValueId src = op.operands[0];
-        return name(src) + "[" + flat(type(op.results[0]).shape, idx) + "]";
+        std::string f = flat(type(op.results[0]).shape, idx);
+        if (plan[src].form == Form::array) return name(src) + "[" + f + "]";
+        const Shape& s = type(src).shape;
+        if (s.rank <= 1) return elem(src, {f, ""});
+        std::string cols = std::to_string(s.dims[1]);
+        return elem(src, {"(" + f + " / " + cols + ")", "(" + f + " % " + cols + ")"});
       }
       case OpKind::CAST: return spell_cast(d, in, type(op.results[0]).dtype, arg(0));
       case OpKind::SELECT: return spell_select(arg(0), arg(1), arg(2));
@@ -271,7 +278,9 @@ struct Emitter {
   void for_each(const Shape& s, const std::function<void(const Idx&)>& body,
                 const std::string& clause = {}) {
     auto inner = [&](const Idx& idx, const std::string& var, int64_t n) {
-      w.line("#pragma omp simd" + clause);
+      // Only reductions get `omp simd` (to reassociate their sums): on element-wise loops GCC
+      // vectorizes by itself, and GCC 12 if-converts masked stores wrongly under the pragma.
+      if (!clause.empty()) w.line("#pragma omp simd" + clause);
       w.open("for (int32_t " + var + " = 0; " + var + " < " + std::to_string(n) + "; ++" + var + ")");
       auto saved = memo;
       Idx prev = canonical;
@@ -326,8 +335,7 @@ struct Emitter {
       case OpKind::BARRIER:
         w.comment("barrier: a no-op here, the whole tile of threads runs in program order");
         return;
-      case OpKind::TILE_SWIZZLE:
-        unsupported(op, "tile_swizzle is not implemented by this backend yet");
+      case OpKind::TILE_SWIZZLE: return emit_swizzle(op);
       default: break;
     }
     ValueId v = op.result();
@@ -352,9 +360,10 @@ struct Emitter {
 
   // Extra condition limiting a T-element side effect to the current role's threads.
   std::string role_guard(const Type& t, const Idx& idx) const {
-    if (role_lo.empty()) return {};
+    if (role_lo < 0) return {};
     if (t.shape.rank == 1 && t.shape.dims[0] == p.num_threads)
-      return "(" + idx.i0 + " >= " + role_lo + ") & (" + idx.i0 + " < " + role_hi + ")";
+      return "(" + idx.i0 + " >= " + std::to_string(role_lo) + ") & (" + idx.i0 + " < " +
+             std::to_string(role_hi) + ")";
     return {};
   }
 
@@ -495,31 +504,67 @@ struct Emitter {
     w.close();
   }
 
+  // The memory itself is declared (zero-filled) at the top of the instance: one region per
+  // shared op and instance, however often the op runs.
   void emit_shared(const Op& op) {
     ValueId v = op.results[0];
-    DType t = type(v).dtype;
     w.comment(describe(op));
-    w.line("alignas(64) " + d.storage(t) + " " + name(v) + "_mem[" +
-           std::to_string(op.attr_int("size")) + "] = {};");
-    w.line(d.storage(t) + "* const " + name(v) + " = " + name(v) + "_mem;");
+    w.line(d.storage(type(v).dtype) + "* const " + name(v) + " = " + name(v) + "_mem;");
   }
 
+  void declare_shared_memory() {
+    walk(p.body, [&](const Op& op) {
+      if (op.kind != OpKind::SHARED) return;
+      ValueId v = op.results[0];
+      w.line("alignas(64) " + d.storage(type(v).dtype) + " " + name(v) + "_mem[" +
+             std::to_string(op.attr_int("size")) + "] = {};");
+    });
+  }
+
+  void emit_swizzle(const Op& op) {
+    w.comment(describe(op));
+    const std::string& pattern = op.attr_str("pattern");
+    std::string code = pattern == "morton"     ? "METILE_SWIZZLE_MORTON"
+                       : pattern == "grouped" ? "METILE_SWIZZLE_GROUPED"
+                                              : "METILE_SWIZZLE_DIAGONAL";
+    std::string s = name(op.results[0]) + "_swizzled";
+    w.line("const metile_swizzled<int32_t> " + s + " = metile_swizzle<int32_t>(" + code + ", " +
+           elem(op.operands[0], {}) + ", " + elem(op.operands[1], {}) + ", mt_npg[0], mt_npg[1], " +
+           std::to_string(op.attr_int("block_size")) + ");");
+    w.line("const int32_t " + name(op.results[0]) + " = " + s + ".m;");
+    w.line("const int32_t " + name(op.results[1]) + " = " + s + ".n;");
+  }
+
+  // A role's T-element stores write only its threads' elements; its other side effects run
+  // when it has any thread. Nested roles intersect.
   void emit_role(const Op& op) {
-    int64_t role = op.attr_int("role"), n = op.attr_int("num_roles");
-    int64_t first = op.attr_int("first_sg"), count = op.attr_int("num_sgs");
-    int64_t sgs = (p.num_threads + 31) / 32;
-    if (count == 0) {
-      int64_t per = sgs / n;
-      first = role * per;
-      count = role == n - 1 ? sgs - first : per;
+    int64_t t = p.num_threads;
+    int64_t lo = 0, hi = t;
+    if (t > 0) {
+      int64_t role = op.attr_int("role"), n = op.attr_int("num_roles");
+      int64_t first = op.attr_int("first_sg"), count = op.attr_int("num_sgs");
+      int64_t sgs = (t + 31) / 32;
+      int64_t sg_begin = count == 0 ? role * sgs / n : first;
+      int64_t sg_end = count == 0 ? (role + 1) * sgs / n : first + count;
+      lo = std::min(sg_begin * 32, t);
+      hi = std::min(sg_end * 32, t);
+      if (role_lo >= 0) {
+        lo = std::max(lo, role_lo);
+        hi = std::min(hi, role_hi);
+      }
     }
-    int64_t lo = std::min(first * 32, p.num_threads), hi = std::min((first + count) * 32, p.num_threads);
+    if (lo >= hi) {
+      w.comment(describe(op) + ": no thread has this role, so nothing runs");
+      return;
+    }
     w.comment(describe(op) + ": side effects of threads [" + std::to_string(lo) + ", " +
               std::to_string(hi) + ") only");
     w.open("");
-    std::string saved_lo = role_lo, saved_hi = role_hi;
-    role_lo = std::to_string(lo);
-    role_hi = std::to_string(hi);
+    int64_t saved_lo = role_lo, saved_hi = role_hi;
+    if (t > 0) {
+      role_lo = lo;
+      role_hi = hi;
+    }
     emit_block(op.body());
     role_lo = saved_lo;
     role_hi = saved_hi;
@@ -541,13 +586,21 @@ struct Emitter {
         fill_array(c, init);
       }
     }
+    // iv takes the exact integers start, start + step, ... while below end (step > 0) or above
+    // it (step < 0); a 64-bit counter keeps i32 loops from wrapping near the type's limits.
     std::string t = ctype(type(iv));
     std::string start = elem(op.operands[0], {}), end = elem(op.operands[1], {}),
                 step = elem(op.operands[2], {});
-    w.open("for (" + t + " " + name(iv) + " = " + start + "; " + name(iv) + " < " + end + "; " +
-           name(iv) + " += " + step + ")");
+    std::string k = name(iv) + "_k";
+    bool wide = type(iv).dtype == DType::i64 || type(iv).dtype == DType::u32;
+    std::string cond = "(" + step + " > 0 ? " + k + " < " + end + " : " + step + " < 0 && " + k +
+                       " > " + end + ")";
+    w.open("for (int64_t " + k + " = " + start + "; " + cond + "; " +
+           (wide ? "" : k + " += " + step) + ")");
+    w.line("const " + t + " " + name(iv) + " = (" + t + ")" + k + ";");
     emit_block(body);
     emit_yield(op);
+    if (wide) w.line("if (__builtin_add_overflow(" + k + ", " + step + ", &" + k + ")) break;");
     w.close();
     if (!op.results.empty()) {
       std::string s;
@@ -627,8 +680,12 @@ struct Emitter {
       args += (t.is_ptr ? a : spell_from_storage(d, t.dtype, a)) + ", ";
     }
     w.comment("One program instance.");
+    bool swizzles = false;
+    walk(p.body, [&](const Op& op) { swizzles = swizzles || op.kind == OpKind::TILE_SWIZZLE; });
+    if (swizzles) w.raw(embedded_file("swizzle.h")).line();
     w.open("static inline void " + fn + "(" + params +
            "const int32_t mt_pid[3], const int32_t mt_npg[3])");
+    declare_shared_memory();
     emit_block(p.body);
     w.close();
     w.line();

@@ -46,8 +46,8 @@ void hoist_block(Block& b) {
         kept.push_back(std::move(op));
       }
     }
-    if (hoisted.empty()) continue;
     body.ops = std::move(kept);
+    if (hoisted.empty()) continue;
     b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i),
                  std::make_move_iterator(hoisted.begin()), std::make_move_iterator(hoisted.end()));
     i += hoisted.size();
@@ -243,7 +243,9 @@ struct Planner {
   Form decide(ValueId v, const Op& op) {
     const Type& t = p.type(v);
     if (t.is_scalar()) return Form::scalar;
-    if (op.kind == OpKind::RESHAPE || !fusible(op.kind)) return Form::array;
+    // A reshape reads its operand's array in row-major order, or recomputes an inline operand.
+    if (op.kind == OpKind::RESHAPE) return plan.values[op.operands[0]].form;
+    if (!fusible(op.kind)) return Form::array;
     const Site& d = def.at(v);
     const auto& us = uses[v];
     bool free = op.kind == OpKind::ARANGE || op.kind == OpKind::THREAD_ID ||
@@ -305,7 +307,8 @@ struct Planner {
           plan.values[op->results[k]].form = plan.values[carried].form;
           plan.values[op->results[k]].storage = carried;
         }
-      if (op->kind == OpKind::RESHAPE) plan.values[op->results[0]].storage = owner_of(op->operands[0]);
+      if (op->kind == OpKind::RESHAPE && plan.values[op->results[0]].form == Form::array)
+        plan.values[op->results[0]].storage = owner_of(op->operands[0]);
     }
   }
 
@@ -428,7 +431,8 @@ struct Planner {
       ValuePlan& vp = plan.values[v];
       if (vp.form == Form::array && owner_of(v) == v)
         plan.array_bytes += static_cast<uint64_t>(p.type(v).shape.numel()) * 8;
-      if (vp.form == Form::array && owner_of(v) != v) vp.name = plan.values[owner_of(v)].name;
+      if (vp.form != Form::inline_ && vp.storage != kNoValue && owner_of(v) != v)
+        vp.name = plan.values[owner_of(v)].name;
     }
     walk(p.body, [&](const Op& op) {
       if (op.kind == OpKind::SHARED)

@@ -1,12 +1,13 @@
 // The "metal-sim" device: registry entry, buffers, the not-yet-connected build(), and loading an
 // MSL artifact through the Device/Kernel interface.
+#include "runtime/metal_sim/metal_sim_device.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
 #include "metal_sim_test_util.h"
 #include "runtime/backends.h"
-#include "runtime/metal_sim/metal_sim_device.h"
 
 namespace metile::metal_sim {
 namespace {
@@ -112,7 +113,14 @@ TEST(MetalSimDevice, RejectsBadArtifactsAndArguments) {
   EXPECT_EQ(status, METILE_ERROR_DEVICE);
   EXPECT_NE(message.find("cannot load the compiled kernel"), std::string::npos) << message;
 
-  Artifact art = make_msl_artifact(testing::read_metal("vector_add.metal"), vector_add_signature(), 64);
+  garbage.sources["msl_signature"] =
+      "kernel k\nthreadgroup a 0 f32 8192\nthreadgroup b 1 f32 8192\n";
+  std::tie(status, message) = error_of([&] { dev->load(nullptr, CompileOptions{}, garbage); });
+  EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("arguments need 65536 bytes"), std::string::npos) << message;
+
+  Artifact art =
+      make_msl_artifact(testing::read_metal("vector_add.metal"), vector_add_signature(), 64);
   std::shared_ptr<Kernel> kernel = dev->load(nullptr, CompileOptions{}, art);
   auto b = dev->alloc(64);
   std::vector<LaunchArg> args(4);

@@ -54,7 +54,8 @@ TEST(MetalSimKernel, ManyGroupsRunInParallel) {
   const int n = 1 << 16;
   std::vector<float> x(n), y(n), out(n);
   for (int i = 0; i < n; ++i) x[i] = float(i), y[i] = float(3 * i);
-  k.launch({n / 128, 1, 1}, {128, 1, 1}, {buf(x.data()), buf(y.data()), buf(out.data()), scalar_i32(n)});
+  k.launch({n / 128, 1, 1}, {128, 1, 1},
+           {buf(x.data()), buf(y.data()), buf(out.data()), scalar_i32(n)});
   for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], float(4 * i)) << i;
 }
 
@@ -140,7 +141,8 @@ TEST(MetalSimKernel, ShufflesOfOtherTypes) {
   std::vector<uint16_t> out_h(n);
   std::vector<float> out_v(n * 4);
   for (int i = 0; i < n; ++i) in[i] = uint32_t(i * 7 % 64);
-  k.launch({1, 1, 1}, {n, 1, 1}, {buf(in.data()), buf(out_u.data()), buf(out_h.data()), buf(out_v.data())});
+  k.launch({1, 1, 1}, {n, 1, 1},
+           {buf(in.data()), buf(out_u.data()), buf(out_h.data()), buf(out_v.data())});
   for (int t = 0; t < n; ++t) {
     SCOPED_TRACE(t);
     int base = t / 32 * 32, lane = t % 32;
@@ -164,7 +166,57 @@ TEST(MetalSimKernel, ShufflesOfOtherTypes) {
   }
 }
 
-std::vector<uint32_t> barrier_rounds_reference(const std::vector<uint32_t>& in, int tpg, int rounds) {
+TEST(MetalSimKernel, ScalarAndVectorTypes) {
+  METAL_SIM_REQUIRE_CLANG();
+  SimKernel k = compile_file(
+      "types.metal",
+      {"mtile_types",
+       {MslArg::buffer("In", 0, DType::f32, true), MslArg::buffer("Out", 1, DType::f32, false),
+        MslArg::buffer("Bits", 2, DType::u32, false),
+        MslArg::builtin_arg("tid", B::thread_position_in_grid)}});
+  std::vector<float> in = {0.0f,   1.5f,        -2.25f,   3.14159f, 1e-3f,   65519.0f, 1.00390625f,
+                           -7.7f,  1000.7f,     0.33333f, 70000.0f, -0.4f,   2.5f,     -1e-8f,
+                           1.0f,   1.00048828f, -3.5f,    12.75f};
+  const size_t n = in.size();
+  std::vector<float> out(n * 20);
+  std::vector<uint32_t> bits(n * 2);
+  k.launch({1, 1, 1}, {uint32_t(n), 1, 1}, {buf(in.data()), buf(out.data()), buf(bits.data())});
+  for (size_t t = 0; t < n; ++t) {
+    float x = in[t];
+    SCOPED_TRACE(x);
+    const float* o = &out[t * 20];
+    float v[4] = {x, x + 1.0f, -x, 2.0f * x}, w[4] = {2.0f * x, -x, x + 1.0f, x};
+    int mask = 0;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(o[i], v[i] < w[i] ? w[i] : v[i]) << i;
+      mask |= (v[i] < w[i]) << i;
+    }
+    EXPECT_FLOAT_EQ(o[4], x * (x + 1.0f) + 1.0f);
+    EXPECT_FLOAT_EQ(o[5], (x + 1.0f) * x + 1.0f);
+    uint16_t h = float_to_f16(x), b = float_to_bf16(x);
+    EXPECT_EQ(o[6], f16_to_float(h));
+    EXPECT_EQ(o[7], f16_to_float(float_to_f16(x + 1.0f)) * 0.5f);
+    EXPECT_EQ(o[8], bf16_to_float(b));
+    EXPECT_EQ(o[9], bf16_to_float(b) * bf16_to_float(b));
+    EXPECT_FLOAT_EQ(o[10], std::exp(x));
+    EXPECT_FLOAT_EQ(o[11], std::tanh(x));
+    EXPECT_EQ(o[12], float(mask == 15) + 2.0f * float(mask != 0));
+    EXPECT_EQ(o[13], float(mask));
+    int iv[4];
+    for (int i = 0; i < 4; ++i) iv[i] = int(v[i]) * 3 - 1;
+    EXPECT_EQ(o[14], float(iv[2]));
+    EXPECT_EQ(o[15], float(uint32_t(std::abs(iv[0])) + uint32_t(std::abs(iv[1]))));
+    EXPECT_EQ(o[16], std::max(x, -x) + std::min(-x, 0.0f) + std::clamp(x, -0.5f, 0.5f));
+    EXPECT_EQ(o[17], -x);
+    EXPECT_FLOAT_EQ(o[18], v[0] * w[0] + v[1] * w[1] + v[2] * w[2] + v[3] * w[3]);
+    EXPECT_EQ(o[19], (x + 1.0f) + x);
+    EXPECT_EQ(bits[t * 2], h);
+    EXPECT_EQ(bits[t * 2 + 1], b);
+  }
+}
+
+std::vector<uint32_t> barrier_rounds_reference(const std::vector<uint32_t>& in, int tpg,
+                                               int rounds) {
   std::vector<uint32_t> out(in.size());
   for (size_t g = 0; g < in.size() / tpg; ++g) {
     std::vector<uint32_t> v(in.begin() + g * tpg, in.begin() + (g + 1) * tpg), scratch(tpg);
@@ -195,27 +247,28 @@ TEST(MetalSimKernel, BarriersOrderWritesAndReadsAcrossSimdgroups) {
     const int groups = 3, rounds = 5;
     std::vector<uint32_t> in(groups * tpg), out(groups * tpg);
     for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i * 2654435761u);
-    k.launch({groups, 1, 1}, {uint32_t(tpg), 1, 1}, {buf(in.data()), buf(out.data()), scalar_i32(rounds)});
+    k.launch({groups, 1, 1}, {uint32_t(tpg), 1, 1},
+             {buf(in.data()), buf(out.data()), scalar_i32(rounds)});
     EXPECT_EQ(out, barrier_rounds_reference(in, tpg, rounds));
   }
 }
 
 TEST(MetalSimKernel, BuiltinsOfATwoDimensionalLaunch) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel k = compile_file(
-      "barrier_rounds.metal",
-      {"mtile_builtins",
-       {MslArg::buffer("Out", 0, DType::u32, false), MslArg::builtin_arg("gid", B::thread_position_in_grid),
-        MslArg::builtin_arg("tg", B::threadgroup_position_in_grid),
-        MslArg::builtin_arg("local", B::thread_position_in_threadgroup),
-        MslArg::builtin_arg("index", B::thread_index_in_threadgroup),
-        MslArg::builtin_arg("tpg", B::threads_per_threadgroup),
-        MslArg::builtin_arg("ntg", B::threadgroups_per_grid),
-        MslArg::builtin_arg("tpgrid", B::threads_per_grid),
-        MslArg::builtin_arg("lane", B::thread_index_in_simdgroup),
-        MslArg::builtin_arg("sg", B::simdgroup_index_in_threadgroup),
-        MslArg::builtin_arg("width", B::threads_per_simdgroup),
-        MslArg::builtin_arg("sgs", B::simdgroups_per_threadgroup)}});
+  SimKernel k = compile_file("barrier_rounds.metal",
+                             {"mtile_builtins",
+                              {MslArg::buffer("Out", 0, DType::u32, false),
+                               MslArg::builtin_arg("gid", B::thread_position_in_grid),
+                               MslArg::builtin_arg("tg", B::threadgroup_position_in_grid),
+                               MslArg::builtin_arg("local", B::thread_position_in_threadgroup),
+                               MslArg::builtin_arg("index", B::thread_index_in_threadgroup),
+                               MslArg::builtin_arg("tpg", B::threads_per_threadgroup),
+                               MslArg::builtin_arg("ntg", B::threadgroups_per_grid),
+                               MslArg::builtin_arg("tpgrid", B::threads_per_grid),
+                               MslArg::builtin_arg("lane", B::thread_index_in_simdgroup),
+                               MslArg::builtin_arg("sg", B::simdgroup_index_in_threadgroup),
+                               MslArg::builtin_arg("width", B::threads_per_simdgroup),
+                               MslArg::builtin_arg("sgs", B::simdgroups_per_threadgroup)}});
   const uint32_t gx = 3, gy = 2, tx = 8, ty = 5;
   std::vector<uint32_t> out(gx * gy * tx * ty * 16, 12345);
   k.launch({gx, gy, 1}, {tx, ty, 1}, {buf(out.data())});
@@ -224,9 +277,22 @@ TEST(MetalSimKernel, BuiltinsOfATwoDimensionalLaunch) {
       SCOPED_TRACE(::testing::Message() << x << "," << y);
       const uint32_t* o = &out[(y * gx * tx + x) * 16];
       uint32_t index = (y % ty) * tx + x % tx;
-      std::vector<uint32_t> want = {x,     y,      0,       x / tx,     y / ty,     x % tx,
-                                    y % ty, index, tx * 100 + ty, gx * 100 + gy,
-                                    gx * tx * 100 + gy * ty, index % 32, index / 32, 32, 2, 3};
+      std::vector<uint32_t> want = {x,
+                                    y,
+                                    0,
+                                    x / tx,
+                                    y / ty,
+                                    x % tx,
+                                    y % ty,
+                                    index,
+                                    tx * 100 + ty,
+                                    gx * 100 + gy,
+                                    gx * tx * 100 + gy * ty,
+                                    index % 32,
+                                    index / 32,
+                                    32,
+                                    2,
+                                    3};
       EXPECT_EQ(std::vector<uint32_t>(o, o + 16), want);
     }
   }
@@ -244,15 +310,17 @@ MslSignature gemm_signature(const char* name, DType in, DType out) {
 
 TEST(MetalSimKernel, SimdgroupMatrixGemmF32) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel k = compile_file("simdgroup_matrix.metal", gemm_signature("mtile_gemm_f32", DType::f32, DType::f32));
+  SimKernel k = compile_file("simdgroup_matrix.metal",
+                             gemm_signature("mtile_gemm_f32", DType::f32, DType::f32));
   const int M = 32, N = 48, K = 40;  // K is not a multiple of BK: the tail loads zeros
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> a(M * K), b(K * N), c(M * N, -1.0f);
   for (float& v : a) v = dist(rng);
   for (float& v : b) v = dist(rng);
-  k.launch({M / 16, N / 16, 1}, {128, 1, 1},
-           {buf(a.data()), buf(b.data()), buf(c.data()), scalar_i32(M), scalar_i32(N), scalar_i32(K)});
+  k.launch(
+      {M / 16, N / 16, 1}, {128, 1, 1},
+      {buf(a.data()), buf(b.data()), buf(c.data()), scalar_i32(M), scalar_i32(N), scalar_i32(K)});
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       double want = 0;
@@ -263,7 +331,8 @@ TEST(MetalSimKernel, SimdgroupMatrixGemmF32) {
 
 TEST(MetalSimKernel, SimdgroupMatrixGemmF16WithReluEpilogue) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel k = compile_file("simdgroup_matrix.metal", gemm_signature("mtile_gemm_f16", DType::f16, DType::f16));
+  SimKernel k = compile_file("simdgroup_matrix.metal",
+                             gemm_signature("mtile_gemm_f16", DType::f16, DType::f16));
   const int M = 32, N = 32, K = 48;
   // Multiples of 1/8 in [-2, 2]: every product and partial sum is exact in float, so the only
   // rounding is the final one to half.
@@ -273,8 +342,9 @@ TEST(MetalSimKernel, SimdgroupMatrixGemmF16WithReluEpilogue) {
   std::vector<float> af(M * K), bf(K * N);
   for (int i = 0; i < M * K; ++i) af[i] = dist(rng) / 8.0f, a[i] = float_to_f16(af[i]);
   for (int i = 0; i < K * N; ++i) bf[i] = dist(rng) / 8.0f, b[i] = float_to_f16(bf[i]);
-  k.launch({M / 16, N / 16, 1}, {128, 1, 1},
-           {buf(a.data()), buf(b.data()), buf(c.data()), scalar_i32(M), scalar_i32(N), scalar_i32(K)});
+  k.launch(
+      {M / 16, N / 16, 1}, {128, 1, 1},
+      {buf(a.data()), buf(b.data()), buf(c.data()), scalar_i32(M), scalar_i32(N), scalar_i32(K)});
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       float want = 0;
@@ -314,7 +384,8 @@ TEST(MetalSimKernel, ExitedLanesAreInactiveInSimdReductions) {
       "errors.metal",
       {"mtile_early_exit_sum",
        {MslArg::buffer("In", 0, DType::f32, true), MslArg::buffer("Out", 1, DType::f32, false),
-        MslArg::scalar("n", 2, DType::u32), MslArg::builtin_arg("tid", B::thread_position_in_grid)}});
+        MslArg::scalar("n", 2, DType::u32),
+        MslArg::builtin_arg("tid", B::thread_position_in_grid)}});
   std::vector<float> in(64), out(64, -1.0f);
   for (int i = 0; i < 64; ++i) in[i] = float(i + 1);
   k.launch({1, 1, 1}, {64, 1, 1}, {buf(in.data()), buf(out.data()), SimArg::scalar(40)});
@@ -325,12 +396,15 @@ TEST(MetalSimKernel, ExitedLanesAreInactiveInSimdReductions) {
 }
 
 MslSignature one_buffer(const char* kernel, B builtin, const char* builtin_name = "lid") {
-  return {kernel, {MslArg::buffer("Out", 0, DType::f32, false), MslArg::builtin_arg(builtin_name, builtin)}};
+  return {
+      kernel,
+      {MslArg::buffer("Out", 0, DType::f32, false), MslArg::builtin_arg(builtin_name, builtin)}};
 }
 
 TEST(MetalSimKernel, BarrierSkippedByFinishedThreadsIsAnError) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel k = compile_file("errors.metal", one_buffer("mtile_divergent_barrier", B::thread_position_in_threadgroup));
+  SimKernel k = compile_file(
+      "errors.metal", one_buffer("mtile_divergent_barrier", B::thread_position_in_threadgroup));
   int line = line_of("errors.metal", "mtile_divergent_barrier(", "threadgroup_barrier");
   std::vector<float> out(64 * 4);
   auto [status, message] = error_of([&] { k.launch({4, 1, 1}, {64, 1, 1}, {buf(out.data())}); });
@@ -342,7 +416,8 @@ TEST(MetalSimKernel, BarrierSkippedByFinishedThreadsIsAnError) {
 
 TEST(MetalSimKernel, BarriersAtDifferentPlacesAreAnError) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel k = compile_file("errors.metal", one_buffer("mtile_split_barrier", B::thread_position_in_threadgroup));
+  SimKernel k = compile_file("errors.metal",
+                             one_buffer("mtile_split_barrier", B::thread_position_in_threadgroup));
   int first = line_of("errors.metal", "mtile_split_barrier(", "threadgroup_barrier");
   int second = line_of("errors.metal", "} else {", "threadgroup_barrier");
   std::vector<float> out(64);
@@ -358,10 +433,11 @@ TEST(MetalSimKernel, BarriersAtDifferentPlacesAreAnError) {
 
 TEST(MetalSimKernel, LanesAtDifferentSimdCallsAreAnError) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel k = compile_file("errors.metal", {"mtile_divergent_simd",
-                                              {MslArg::buffer("Out", 0, DType::f32, false),
-                                               MslArg::builtin_arg("tid", B::thread_position_in_grid),
-                                               MslArg::builtin_arg("slid", B::thread_index_in_simdgroup)}});
+  SimKernel k =
+      compile_file("errors.metal", {"mtile_divergent_simd",
+                                    {MslArg::buffer("Out", 0, DType::f32, false),
+                                     MslArg::builtin_arg("tid", B::thread_position_in_grid),
+                                     MslArg::builtin_arg("slid", B::thread_index_in_simdgroup)}});
   int line = line_of("errors.metal", "mtile_divergent_simd(", "simd_sum");
   std::vector<float> out(32);
   auto [status, message] = error_of([&] { k.launch({1, 1, 1}, {32, 1, 1}, {buf(out.data())}); });
@@ -375,23 +451,28 @@ TEST(MetalSimKernel, LanesAtDifferentSimdCallsAreAnError) {
 
 TEST(MetalSimKernel, ThreadgroupMemoryOverTheLimitIsAnError) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel k = compile_file("errors.metal", one_buffer("mtile_threadgroup_overflow", B::thread_position_in_threadgroup));
+  SimKernel k = compile_file(
+      "errors.metal", one_buffer("mtile_threadgroup_overflow", B::thread_position_in_threadgroup));
   std::vector<float> out(64);
   auto [status, message] = error_of([&] { k.launch({1, 1, 1}, {64, 1, 1}, {buf(out.data())}); });
   EXPECT_EQ(status, METILE_ERROR_DEVICE);
-  EXPECT_EQ(message, "[metal-sim] mtile_threadgroup_overflow: threadgroup memory exceeds Apple's "
-                     "32768-byte limit: threadgroup variable 'big' needs 36000 bytes and 0 are in use");
+  EXPECT_EQ(message,
+            "[metal-sim] mtile_threadgroup_overflow: threadgroup memory exceeds Apple's "
+            "32768-byte limit: threadgroup variable 'big' needs 36000 bytes and 0 are in use");
 }
 
 TEST(MetalSimKernel, RunsCleanlyAfterAFailedLaunch) {
   METAL_SIM_REQUIRE_CLANG();
-  SimKernel bad = compile_file("errors.metal", one_buffer("mtile_divergent_barrier", B::thread_position_in_threadgroup));
+  SimKernel bad = compile_file(
+      "errors.metal", one_buffer("mtile_divergent_barrier", B::thread_position_in_threadgroup));
   SimKernel good = compile_file("barrier_rounds.metal", barrier_rounds_signature(256));
   std::vector<float> junk(64 * 16);
   std::vector<uint32_t> in(16 * 256), out(16 * 256);
   for (size_t i = 0; i < in.size(); ++i) in[i] = uint32_t(i);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    EXPECT_EQ(error_of([&] { bad.launch({16, 1, 1}, {64, 1, 1}, {buf(junk.data())}); }).first,
+    EXPECT_EQ(error_of([&] {
+                bad.launch({16, 1, 1}, {64, 1, 1}, {buf(junk.data())});
+              }).first,
               METILE_ERROR_DEVICE);
     good.launch({16, 1, 1}, {256, 1, 1}, {buf(in.data()), buf(out.data()), scalar_i32(3)});
     EXPECT_EQ(out, barrier_rounds_reference(in, 256, 3));
@@ -409,12 +490,21 @@ TEST(MetalSimKernel, BadLaunchesAreRejected) {
     EXPECT_NE(message.find(what), std::string::npos) << message;
   };
   expect([&] { k.launch({0, 1, 1}, {256, 1, 1}, args); }, "launch dimension 0 is 0");
-  expect([&] { k.launch({1, 1, 1}, {64, 32, 1}, args); },
-         "2048 threads per threadgroup exceeds the maximum of 1024");
-  expect([&] { k.launch({1, 1, 1}, {256, 1, 1}, {buf(in.data())}); },
-         "the launch passes 1 arguments, the kernel takes 3");
-  expect([&] { k.launch({1, 1, 1}, {256, 1, 1}, {buf(in.data()), buf(nullptr), scalar_i32(1)}); },
-         "buffer argument 'Out' is NULL");
+  expect(
+      [&] {
+        k.launch({1, 1, 1}, {64, 32, 1}, args);
+      },
+      "2048 threads per threadgroup exceeds the maximum of 1024");
+  expect(
+      [&] {
+        k.launch({1, 1, 1}, {256, 1, 1}, {buf(in.data())});
+      },
+      "the launch passes 1 arguments, the kernel takes 3");
+  expect(
+      [&] {
+        k.launch({1, 1, 1}, {256, 1, 1}, {buf(in.data()), buf(nullptr), scalar_i32(1)});
+      },
+      "buffer argument 'Out' is NULL");
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ struct Pair { float2 a; half b; };
 static inline float helper(thread const float& x, threadgroup float* t) { return x + t[0]; }
 kernel void surface(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
                     device atomic_uint* counter [[buffer(2)]], constant uint& n [[buffer(3)]],
-                    uint tid [[thread_position_in_grid]], ushort lane [[thread_index_in_simdgroup]]) {
+                    uint tid [[thread_position_in_grid]],
+                    ushort lane [[thread_index_in_simdgroup]]) {
   threadgroup float t[32], u[4];
   threadgroup float* p = t;
   float4 a = float4(1.0f, 2.0f, 3.0f, 4.0f), b = float4(a.xy, a.zw) * 2.0f;
@@ -83,9 +84,10 @@ TEST(MetalSimShim, MslThatRealMetalRejectsDoesNotCompile) {
   METAL_SIM_REQUIRE_CLANG();
   // MSL has no erf; the emitter must not rely on one.
   auto [status, message] = error_of([] {
-    check_msl("#include <metal_stdlib>\nusing namespace metal;\n"
-              "kernel void k(device float* y [[buffer(0)]]) { y[0] = erf(y[0]); }\n",
-              "erf.metal");
+    check_msl(
+        "#include <metal_stdlib>\nusing namespace metal;\n"
+        "kernel void k(device float* y [[buffer(0)]]) { y[0] = erf(y[0]); }\n",
+        "erf.metal");
   });
   EXPECT_EQ(status, METILE_ERROR_COMPILE);
   EXPECT_NE(message.find("erf.metal:3:"), std::string::npos) << message;
@@ -99,8 +101,9 @@ TEST(MetalSimPrepare, ThreadgroupVariablesBecomeGroupStorage) {
       "  threadgroup float* p = (threadgroup float*)(s);\n"
       "}\n",
       "k.metal", nullptr);
-  EXPECT_NE(out.find("auto& s = ::metal::detail::threadgroup_variable<float[ 8 ] [ 4 ]>(0, \"s\");"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("auto& s = ::metal::detail::threadgroup_variable<float[ 8 ] [ 4 ]>(0, \"s\");"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("auto& n = ::metal::detail::threadgroup_variable<uint>(1, \"n\"); "
                      "auto& m = ::metal::detail::threadgroup_variable<uint[ 2 ]>(2, \"m\");"),
@@ -125,7 +128,8 @@ TEST(MetalSimPrepare, RejectsWhatMetalSimCannotRun) {
     EXPECT_EQ(status, METILE_ERROR_COMPILE) << src;
     EXPECT_NE(message.find(what), std::string::npos) << message;
   };
-  expect("kernel void k() {\n threadgroup float x[4] = {0};\n}", "k.metal:2: threadgroup variable 'x' cannot have an initializer");
+  expect("kernel void k() {\n threadgroup float x[4] = {0};\n}",
+         "k.metal:2: threadgroup variable 'x' cannot have an initializer");
   expect("threadgroup float g[4];\n", "threadgroup variable 'g' at program scope");
   expect("kernel void k() { threadgroup float a[4], *p; }", "separately");
   expect("kernel void k(uint x [[position_in_grid]]) {}", "unknown attribute [[position_in_grid]]");
@@ -218,12 +222,12 @@ TEST(MetalSimSignature, RejectsMalformedSignatures) {
 
 TEST(MetalSimSignature, TrampolineCastsEveryArgument) {
   std::string t = make_trampoline(sample_signature());
-  for (const char* piece : {"static_cast<const ::metal::half*>(a[0])",
-                            "static_cast<::metal::bfloat*>(a[1])",
-                            "static_cast<::metal::atomic<::metal::uint>*>(a[2])",
-                            "*static_cast<const long*>(a[3])", "static_cast<float*>(a[4])",
-                            "::metal::detail::builtin(t, 8 /* simdgroup_index_in_threadgroup */)",
-                            "void metal_sim_entry(", "metal_sim_abi_version"})
+  for (const char* piece :
+       {"static_cast<const ::metal::half*>(a[0])", "static_cast<::metal::bfloat*>(a[1])",
+        "static_cast<::metal::atomic<::metal::uint>*>(a[2])", "*static_cast<const long*>(a[3])",
+        "static_cast<float*>(a[4])",
+        "::metal::detail::builtin(t, 8 /* simdgroup_index_in_threadgroup */)",
+        "void metal_sim_entry(", "metal_sim_abi_version"})
     EXPECT_NE(t.find(piece), std::string::npos) << piece << "\n" << t;
 }
 
@@ -231,10 +235,11 @@ TEST(MetalSimCompile, MslErrorsComeBackWithClangsLog) {
   METAL_SIM_REQUIRE_CLANG();
   MslSignature sig{"bad", {MslArg::buffer("y", 0, DType::f32, false)}};
   auto [status, message] = error_of([&] {
-    build_msl("#include <metal_stdlib>\nusing namespace metal;\n\n"
-              "kernel void bad(device float* y [[buffer(0)]]) {\n"
-              "  y[0] = undeclared_value * 2.0f;\n}\n",
-              sig);
+    build_msl(
+        "#include <metal_stdlib>\nusing namespace metal;\n\n"
+        "kernel void bad(device float* y [[buffer(0)]]) {\n"
+        "  y[0] = undeclared_value * 2.0f;\n}\n",
+        sig);
   });
   EXPECT_EQ(status, METILE_ERROR_COMPILE);
   EXPECT_NE(message.find("[metal-sim] bad: clang failed to compile the MSL"), std::string::npos)
@@ -248,23 +253,26 @@ TEST(MetalSimCompile, ParameterTypesMustMatchTheSignature) {
   METAL_SIM_REQUIRE_CLANG();
   // The attributes agree but the element type does not: the typed trampoline call fails.
   MslSignature sig{"k", {MslArg::buffer("y", 0, DType::i32, false)}};
-  auto [status, message] = error_of([&] {
-    build_msl("kernel void k(device float* y [[buffer(0)]]) { y[0] = 1.0f; }\n", sig);
-  });
+  auto [status, message] = error_of(
+      [&] { build_msl("kernel void k(device float* y [[buffer(0)]]) { y[0] = 1.0f; }\n", sig); });
   EXPECT_EQ(status, METILE_ERROR_COMPILE);
   EXPECT_NE(message.find("metal_sim_trampoline"), std::string::npos) << message;
 }
 
 TEST(MetalSimCompile, ThreadgroupArgumentsOverTheLimitAreRejected) {
-  MslSignature sig{"k", {MslArg::threadgroup("t", 0, DType::f32, 4096),
-                         MslArg::threadgroup("u", 1, DType::f32, 4097)}};
+  MslSignature sig{"k",
+                   {MslArg::threadgroup("t", 0, DType::f32, 4096),
+                    MslArg::threadgroup("u", 1, DType::f32, 4097)}};
   auto [status, message] = error_of([&] {
-    build_msl("kernel void k(threadgroup float* t [[threadgroup(0)]], threadgroup float* u "
-              "[[threadgroup(1)]]) {}",
-              sig);
+    build_msl(
+        "kernel void k(threadgroup float* t [[threadgroup(0)]], threadgroup float* u "
+        "[[threadgroup(1)]]) {}",
+        sig);
   });
   EXPECT_EQ(status, METILE_ERROR_COMPILE);
-  EXPECT_NE(message.find("need 32772 bytes, over Apple's 32768-byte threadgroup memory limit"), std::string::npos) << message;
+  EXPECT_NE(message.find("need 32772 bytes, over Apple's 32768-byte threadgroup memory limit"),
+            std::string::npos)
+      << message;
 }
 
 TEST(MetalSimToolchain, RejectsClangsThatCannotCompileTheShim) {
@@ -272,8 +280,7 @@ TEST(MetalSimToolchain, RejectsClangsThatCannotCompileTheShim) {
   EXPECT_NE(missing.unavailable.find("cannot run metile-no-such-clang"), std::string::npos)
       << missing.unavailable;
   ClangProbe not_clang = probe_clang_command("true");
-  EXPECT_NE(not_clang.unavailable.find("is not clang"), std::string::npos)
-      << not_clang.unavailable;
+  EXPECT_NE(not_clang.unavailable.find("is not clang"), std::string::npos) << not_clang.unavailable;
   if (std::system("command -v clang++-14 > /dev/null 2>&1") == 0) {
     ClangProbe old = probe_clang_command("clang++-14");
     EXPECT_NE(old.unavailable.find("is clang 14; metal-sim needs clang >= 15"), std::string::npos)

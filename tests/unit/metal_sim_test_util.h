@@ -40,8 +40,8 @@ inline std::pair<metile_status, std::string> error_of(const std::function<void()
 
 }  // namespace metile::metal_sim::testing
 
-#define METAL_SIM_REQUIRE_CLANG()                                                  \
-  do {                                                                             \
-    const auto& probe_ = ::metile::metal_sim::probe_clang();                       \
-    if (!probe_.unavailable.empty()) GTEST_SKIP() << probe_.unavailable;           \
+#define METAL_SIM_REQUIRE_CLANG()                                        \
+  do {                                                                   \
+    const auto& probe_ = ::metile::metal_sim::probe_clang();             \
+    if (!probe_.unavailable.empty()) GTEST_SKIP() << probe_.unavailable; \
   } while (0)

@@ -73,8 +73,10 @@ typedef struct metal_sim_thread {
   uint32_t simd_parity;
 } metal_sim_thread;
 
-/** The kernel library's entry point: runs the kernel for one thread. args: one per signature
- *  argument (device pointer, pointer to the scalar's bytes, threadgroup pointer; builtins: unused). */
+/**
+ * The kernel library's entry point: runs the kernel for one thread. args: one per signature
+ * argument (device pointer, pointer to the scalar's bytes, threadgroup pointer; builtins: unused).
+ */
 typedef void (*metal_sim_entry_fn)(metal_sim_thread* t, void* const* args);
 
 #ifdef __cplusplus

@@ -29,13 +29,10 @@ void __asan_unpoison_memory_region(const volatile void* addr, size_t size);
 // is laid out as if it had called metile_fiber_swap, "returning" into metile_fiber_start, which
 // calls fn(arg) from the registers fiber_init seeded.
 #if defined(__APPLE__)
-#define METILE_ASM_SYM(name) "_" #name
-#define METILE_ASM_FUNC(name) \
-  ".globl " METILE_ASM_SYM(name) "\n.private_extern " METILE_ASM_SYM(name) "\n" METILE_ASM_SYM(name) ":\n"
+#define METILE_ASM_FUNC(name) ".globl _" #name "\n.private_extern _" #name "\n_" #name ":\n"
 #define METILE_ASM_END(name)
 #else
-#define METILE_ASM_SYM(name) #name
-#define METILE_ASM_FUNC(name)                                                                     \
+#define METILE_ASM_FUNC(name) \
   ".globl " #name "\n.hidden " #name "\n.type " #name ",%function\n" #name ":\n"
 #define METILE_ASM_END(name) ".size " #name ", .-" #name "\n"
 #endif
@@ -109,8 +106,8 @@ void StackPool::reserve(size_t n) {
   size_t page = page_size();
   size_t slot = page + stack_bytes_;
   size_t bytes = slot * n;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     fail(METILE_ERROR_OUT_OF_MEMORY, "metal-sim", "cannot map ", n, " fiber stacks of ",
          stack_bytes_, " bytes: ", std::strerror(errno));
@@ -119,8 +116,8 @@ void StackPool::reserve(size_t n) {
     if (mprotect(base + i * slot, page, PROT_NONE) != 0) {
       int err = errno;
       munmap(p, bytes);
-      fail(METILE_ERROR_OUT_OF_MEMORY, "metal-sim", "cannot protect fiber stack guard pages: ",
-           std::strerror(err));
+      fail(METILE_ERROR_OUT_OF_MEMORY, "metal-sim",
+           "cannot protect fiber stack guard pages: ", std::strerror(err));
     }
   }
   if (base_ != nullptr) munmap(base_, mapped_);
@@ -146,12 +143,12 @@ void fiber_init(Fiber& f, void* bottom, size_t size, void (*entry)(void*), void*
   // Popped by metile_fiber_swap: r15 r14 r13 r12 rbx rbp, then the return address. After the
   // `ret`, rsp is 16-byte aligned, so the `call` in metile_fiber_start enters fn as the ABI wants.
   auto* slots = reinterpret_cast<void**>(top - 72);
-  slots[0] = nullptr;                                   // r15
-  slots[1] = nullptr;                                   // r14
-  slots[2] = reinterpret_cast<void*>(entry);            // r13
-  slots[3] = arg;                                       // r12
-  slots[4] = nullptr;                                   // rbx
-  slots[5] = nullptr;                                   // rbp: ends frame-pointer chains
+  slots[0] = nullptr;                                       // r15
+  slots[1] = nullptr;                                       // r14
+  slots[2] = reinterpret_cast<void*>(entry);                // r13
+  slots[3] = arg;                                           // r12
+  slots[4] = nullptr;                                       // rbx
+  slots[5] = nullptr;                                       // rbp: ends frame-pointer chains
   slots[6] = reinterpret_cast<void*>(&metile_fiber_start);  // return address
   slots[7] = nullptr;
   slots[8] = nullptr;
@@ -159,8 +156,8 @@ void fiber_init(Fiber& f, void* bottom, size_t size, void (*entry)(void*), void*
 #elif defined(__aarch64__)
   auto* slots = reinterpret_cast<void**>(top - 160);
   std::memset(slots, 0, 160);
-  slots[0] = arg;                                        // x19
-  slots[1] = reinterpret_cast<void*>(entry);             // x20
+  slots[0] = arg;                                            // x19
+  slots[1] = reinterpret_cast<void*>(entry);                 // x20
   slots[11] = reinterpret_cast<void*>(&metile_fiber_start);  // x30
   f.sp = slots;
 #else

@@ -63,7 +63,8 @@ void* op_threadgroup_variable(metal_sim_thread* t, uint32_t id, uint64_t size, u
 const metal_sim_ops kOps = {&op_barrier, &op_simd_sync, &op_threadgroup_variable};
 
 bool same_site(const GroupRunner::Site& a, const GroupRunner::Site& b) {
-  return a.line == b.line && a.column == b.column && std::strcmp(a.what, b.what) == 0;
+  return a.line == b.line && a.column == b.column &&
+         (a.what == b.what || std::strcmp(a.what, b.what) == 0);
 }
 
 }  // namespace
@@ -193,7 +194,8 @@ void GroupRunner::abandon(Thread& th) { fiber_exit(th.fiber, main_); }
 
 void GroupRunner::make_ready(Thread& th) {
   th.state = State::ready;
-  queue_[(queue_head_ + queue_size_) % thread_count_] = static_cast<uint32_t>(&th - threads_.data());
+  queue_[(queue_head_ + queue_size_) % thread_count_] =
+      static_cast<uint32_t>(&th - threads_.data());
   ++queue_size_;
 }
 
@@ -237,10 +239,10 @@ bool GroupRunner::release_simd(Simdgroup& sg, Thread* self) {
     if (!same_site(s, *site)) {
       failed_ = true;
       uint32_t lanes = std::min(kWidth, thread_count_ - sg.first);
-      error_ = cat(plan_->kernel, ": the lanes of simdgroup ", sg.first / kWidth,
-                   " called different simd functions (", describe(sg.first, lanes, "thread"),
-                   ") in ", where(),
-                   "; metal-sim needs every live lane of a simdgroup at the same simd_* call");
+      error_ =
+          cat(plan_->kernel, ": the lanes of simdgroup ", sg.first / kWidth,
+              " called different simd functions (", describe(sg.first, lanes, "thread"), ") in ",
+              where(), "; metal-sim needs every live lane of a simdgroup at the same simd_* call");
       return false;
     }
   }
@@ -293,11 +295,14 @@ std::string GroupRunner::describe(uint32_t first, uint32_t count, const char* no
   auto state_of = [&](uint32_t i) {
     const Thread& t = threads_[i];
     switch (t.state) {
-      case State::finished: return std::string("finished");
+      case State::finished:
+        return std::string("finished");
       case State::barrier:
-      case State::simd: return cat("waiting at ", t.site.what, " (line ", t.site.line, ")");
+      case State::simd:
+        return cat("waiting at ", t.site.what, " (line ", t.site.line, ")");
       case State::ready:
-      case State::running: break;
+      case State::running:
+        break;
     }
     return std::string("running");
   };

@@ -55,8 +55,9 @@ class SimLaunch final : public PreparedLaunch {
     std::vector<SimArg> sim_args;
     sim_args.reserve(args.size());
     for (const LaunchArg& a : args)
-      sim_args.push_back(a.buffer ? SimArg::buffer(static_cast<char*>(a.buffer->contents()) + a.offset)
-                                  : SimArg::scalar(a.bits));
+      sim_args.push_back(a.buffer
+                             ? SimArg::buffer(static_cast<char*>(a.buffer->contents()) + a.offset)
+                             : SimArg::scalar(a.bits));
     kernel_.launch(grid.dims, {threads_, 1, 1}, sim_args);
   }
 
@@ -148,8 +149,8 @@ class MetalSimDevice final : public Device {
            "the artifact is not a metal-sim kernel (kind \"", artifact.kind, "\")");
     if (artifact.threads_per_group < 1 ||
         artifact.threads_per_group > static_cast<int>(metal_sim::kMaxThreadsPerGroup))
-      fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "artifact with ",
-           artifact.threads_per_group, " threads per group");
+      fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "artifact with ", artifact.threads_per_group,
+           " threads per group");
     SimKernel kernel = metal_sim::load_msl(artifact.bytes, metal_sim::parse_signature(sig->second));
     return std::make_shared<SimDeviceKernel>(std::move(kernel), artifact.threads_per_group);
   }

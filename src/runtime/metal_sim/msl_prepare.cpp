@@ -151,8 +151,8 @@ class Preparer {
         if (scoped || !is_metal_attribute(t.text)) {
           static constexpr std::string_view standard[] = {"maybe_unused", "fallthrough",
                                                           "nodiscard", "noreturn", "deprecated"};
-          if (!scoped && std::find(std::begin(standard), std::end(standard), t.text) ==
-                             std::end(standard))
+          if (!scoped &&
+              std::find(std::begin(standard), std::end(standard), t.text) == std::end(standard))
             error(t.line, cat("unknown attribute [[", t.text, "]]"));
           ++other;
         } else {
@@ -163,8 +163,8 @@ class Preparer {
           if (punct(k, '(')) {
             size_t close = match(k);
             if (metal > 0 && a.argument.empty() && a.name == t.text)
-              a.argument = std::string(src_.substr(toks_[k + 1].begin,
-                                                   toks_[close].begin - toks_[k + 1].begin));
+              a.argument = std::string(
+                  src_.substr(toks_[k + 1].begin, toks_[close].begin - toks_[k + 1].begin));
             k = close;
           }
           ++k;
@@ -187,7 +187,8 @@ class Preparer {
       if (punct(i, '}')) --depth;
       if (!toks_[i].is("threadgroup") || attribute_at(i) != nullptr) continue;
       bool statement_start = i == 0 || punct(i - 1, ';') || punct(i - 1, '{') || punct(i - 1, '}');
-      if (!statement_start || !declare_variables(i, depth)) edits_.push_back({toks_[i].begin, toks_[i].end, " "});
+      if (!statement_start || !declare_variables(i, depth))
+        edits_.push_back({toks_[i].begin, toks_[i].end, " "});
     }
   }
 
@@ -241,8 +242,8 @@ class Preparer {
         initialized |= nest == 0 && punct(i, '=');
       }
       if (initialized && !pointer)
-        error(toks_[kw].line, cat("threadgroup variable '", toks_[name].text,
-                                  "' cannot have an initializer"));
+        error(toks_[kw].line,
+              cat("threadgroup variable '", toks_[name].text, "' cannot have an initializer"));
       decls.push_back({name, e, pointer});
     }
     bool any_pointer = false, all_pointer = true;
@@ -298,7 +299,8 @@ class Preparer {
     if (params.size() != sig_->args.size())
       error(line, cat("kernel '", sig_->kernel, "' has ", params.size(),
                       " parameters but its signature lists ", sig_->args.size()));
-    for (size_t p = 0; p < params.size(); ++p) check_parameter(p, params[p].first, params[p].second);
+    for (size_t p = 0; p < params.size(); ++p)
+      check_parameter(p, params[p].first, params[p].second);
   }
 
   void check_parameter(size_t index, size_t b, size_t e) {
@@ -319,8 +321,7 @@ class Preparer {
     }
     int line = toks_[b < e ? b : b - 1].line;
     std::string what = cat("kernel parameter ", index, " '", name, "'");
-    if (name != arg.name)
-      error(line, cat(what, " is named '", arg.name, "' in the signature"));
+    if (name != arg.name) error(line, cat(what, " is named '", arg.name, "' in the signature"));
     std::string expected;
     bool shape_ok = true;
     switch (arg.kind) {
@@ -366,8 +367,9 @@ class Preparer {
       out.append(src_.substr(pos, e.begin - pos));
       out += e.text;
       // Keep the line count so clang's diagnostics point at the MSL's lines.
-      out.append(static_cast<size_t>(std::count(src_.begin() + e.begin, src_.begin() + e.end, '\n')),
-                 '\n');
+      out.append(
+          static_cast<size_t>(std::count(src_.begin() + e.begin, src_.begin() + e.end, '\n')),
+          '\n');
       pos = e.end;
     }
     out.append(src_.substr(pos));

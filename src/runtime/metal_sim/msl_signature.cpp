@@ -11,27 +11,42 @@ namespace metile::metal_sim {
 namespace {
 
 constexpr const char* kBuiltinNames[kMslBuiltinCount] = {
-    "thread_position_in_grid",        "thread_position_in_threadgroup",
-    "thread_index_in_threadgroup",    "threadgroup_position_in_grid",
-    "threads_per_threadgroup",        "threadgroups_per_grid",
-    "threads_per_grid",               "thread_index_in_simdgroup",
-    "simdgroup_index_in_threadgroup", "threads_per_simdgroup",
+    "thread_position_in_grid",
+    "thread_position_in_threadgroup",
+    "thread_index_in_threadgroup",
+    "threadgroup_position_in_grid",
+    "threads_per_threadgroup",
+    "threadgroups_per_grid",
+    "threads_per_grid",
+    "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup",
+    "threads_per_simdgroup",
     "simdgroups_per_threadgroup",
 };
 
 // The trampoline's spelling (qualified, so it does not depend on `using namespace metal`).
 const char* cpp_type_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "float";
-    case DType::f16: return "::metal::half";
-    case DType::bf16: return "::metal::bfloat";
-    case DType::i32: return "int";
-    case DType::u32: return "::metal::uint";
-    case DType::i64: return "long";
-    case DType::boolean: return "bool";
-    case DType::i8: return "char";
-    case DType::u8: return "::metal::uchar";
-    case DType::invalid: break;
+    case DType::f32:
+      return "float";
+    case DType::f16:
+      return "::metal::half";
+    case DType::bf16:
+      return "::metal::bfloat";
+    case DType::i32:
+      return "int";
+    case DType::u32:
+      return "::metal::uint";
+    case DType::i64:
+      return "long";
+    case DType::boolean:
+      return "bool";
+    case DType::i8:
+      return "char";
+    case DType::u8:
+      return "::metal::uchar";
+    case DType::invalid:
+      break;
   }
   return "";
 }
@@ -45,10 +60,14 @@ bool is_identifier(std::string_view s) {
 
 const char* kind_word(MslArg::Kind k) {
   switch (k) {
-    case MslArg::Kind::buffer: return "buffer";
-    case MslArg::Kind::scalar: return "scalar";
-    case MslArg::Kind::threadgroup: return "threadgroup";
-    case MslArg::Kind::builtin: return "builtin";
+    case MslArg::Kind::buffer:
+      return "buffer";
+    case MslArg::Kind::scalar:
+      return "scalar";
+    case MslArg::Kind::threadgroup:
+      return "threadgroup";
+    case MslArg::Kind::builtin:
+      return "builtin";
   }
   return "";
 }
@@ -106,7 +125,8 @@ MslArg MslArg::builtin_arg(std::string name, MslBuiltin which) {
 
 size_t MslSignature::launch_arg_count() const {
   size_t n = 0;
-  for (const MslArg& a : args) n += a.kind == MslArg::Kind::buffer || a.kind == MslArg::Kind::scalar;
+  for (const MslArg& a : args)
+    n += a.kind == MslArg::Kind::buffer || a.kind == MslArg::Kind::scalar;
   return n;
 }
 
@@ -120,11 +140,16 @@ uint64_t MslSignature::threadgroup_arg_bytes() const {
 
 const char* msl_type_name(DType dtype) {
   switch (dtype) {
-    case DType::f16: return "half";
-    case DType::bf16: return "bfloat";
-    case DType::u32: return "uint";
-    case DType::u8: return "uchar";
-    default: return cpp_type_name(dtype);
+    case DType::f16:
+      return "half";
+    case DType::bf16:
+      return "bfloat";
+    case DType::u32:
+      return "uint";
+    case DType::u8:
+      return "uchar";
+    default:
+      return cpp_type_name(dtype);
   }
 }
 
@@ -143,14 +168,13 @@ void validate(const MslSignature& s) {
     if (a.dtype == DType::invalid) bad(s, cat("argument '", a.name, "' has no element type"));
     std::set<int>& space = a.kind == MslArg::Kind::threadgroup ? threadgroups : buffers;
     if (!space.insert(a.binding).second)
-      bad(s, cat("argument '", a.name, "': ",
-                 a.kind == MslArg::Kind::threadgroup ? "[[threadgroup(" : "[[buffer(", a.binding,
-                 ")]] is already taken"));
+      bad(s, cat("argument '", a.name,
+                 "': ", a.kind == MslArg::Kind::threadgroup ? "[[threadgroup(" : "[[buffer(",
+                 a.binding, ")]] is already taken"));
     if (a.atomic && (a.kind != MslArg::Kind::buffer ||
                      (a.dtype != DType::i32 && a.dtype != DType::u32 && a.dtype != DType::f32)))
       bad(s, cat("argument '", a.name, "': atomics are device buffers of i32, u32 or f32"));
-    if (a.kind == MslArg::Kind::threadgroup &&
-        (a.count == 0 || a.count > kThreadgroupMemoryLimit))
+    if (a.kind == MslArg::Kind::threadgroup && (a.count == 0 || a.count > kThreadgroupMemoryLimit))
       bad(s, cat("threadgroup argument '", a.name, "' has ", a.count, " elements"));
   }
 }

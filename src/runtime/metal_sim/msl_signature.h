@@ -60,7 +60,7 @@ struct MslArg {
 };
 
 struct MslSignature {
-  std::string kernel;         // the kernel function's name
+  std::string kernel;        // the kernel function's name
   std::vector<MslArg> args;  // in parameter order
 
   /** Arguments a launch supplies (buffers and scalars), in order. */

@@ -32,10 +32,11 @@ const Clang& clang_or_fail() {
 std::vector<std::pair<std::string, std::string_view>> include_files() {
   std::vector<std::pair<std::string, std::string_view>> files = {
       {"metal_shim.h", embedded_file("metal_shim.h")},
+      {"metal_shim_matrix.h", embedded_file("metal_shim_matrix.h")},
       {"metal_sim_abi.h", embedded_file("metal_sim_abi.h")}};
-  for (const char* header : {"metal_stdlib", "metal_simdgroup_matrix", "metal_simdgroup",
-                             "metal_math", "metal_atomic", "metal_compute", "metal_integer",
-                             "metal_common", "metal_relational", "metal_geometric"})
+  for (const char* header :
+       {"metal_stdlib", "metal_simdgroup_matrix", "metal_simdgroup", "metal_math", "metal_atomic",
+        "metal_compute", "metal_integer", "metal_common", "metal_relational", "metal_geometric"})
     files.push_back({header, "#include \"metal_shim.h\"\n"});
   return files;
 }
@@ -55,12 +56,14 @@ std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signatu
   std::string tu = translation_unit(msl, signature);
   uint64_t tg_bytes = signature.threadgroup_arg_bytes();
   if (tg_bytes > kThreadgroupMemoryLimit)
-    fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel, ": its [[threadgroup(i)]] arguments need ",
-         tg_bytes, " bytes, over Apple's ", kThreadgroupMemoryLimit, "-byte threadgroup memory limit");
-  ClangRun run = run_clang(clang_or_fail(), tu, file_name(signature) + ".cpp", include_files(), true);
+    fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel,
+         ": its [[threadgroup(i)]] arguments need ", tg_bytes, " bytes, over Apple's ",
+         kThreadgroupMemoryLimit, "-byte threadgroup memory limit");
+  ClangRun run =
+      run_clang(clang_or_fail(), tu, file_name(signature) + ".cpp", include_files(), true);
   if (!run.ok)
-    fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel, ": clang failed to compile the MSL:\n",
-         run.log);
+    fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel,
+         ": clang failed to compile the MSL:\n", run.log);
   return run.output;
 }
 
@@ -75,8 +78,7 @@ class SharedObject {
  public:
   explicit SharedObject(const std::vector<uint8_t>& bytes) {
     // dlopen needs a file; it may go as soon as the library is mapped.
-    std::string path =
-        (std::filesystem::temp_directory_path() / "metile-msl-XXXXXX.so").string();
+    std::string path = (std::filesystem::temp_directory_path() / "metile-msl-XXXXXX.so").string();
     int fd = mkstemps(path.data(), 3);
     if (fd < 0)
       fail(METILE_ERROR_IO, "metal-sim", "cannot create ", path, ": ", std::strerror(errno));
@@ -99,6 +101,10 @@ class SharedObject {
 
 SimKernel load_msl(const std::vector<uint8_t>& bytes, MslSignature signature) {
   validate(signature);
+  if (signature.threadgroup_arg_bytes() > kThreadgroupMemoryLimit)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", signature.kernel,
+         ": its [[threadgroup(i)]] arguments need ", signature.threadgroup_arg_bytes(),
+         " bytes, over Apple's ", kThreadgroupMemoryLimit, "-byte threadgroup memory limit");
   SimKernel k;
   k.library_ = std::make_shared<SharedObject>(bytes);
   auto* version = static_cast<const int*>(k.library_->symbol("metal_sim_abi_version"));

@@ -126,8 +126,9 @@ ClangProbe probe_clang_command(const std::string& command) {
   }
   p.clang.major = std::stoi(m[1].str());
   if (p.clang.major < kMinClangMajor)
-    p.unavailable = cat(command, " is clang ", p.clang.major, "; metal-sim needs clang >= ",
-                        kMinClangMajor, " (set METILE_CLANG to a newer one)");
+    p.unavailable =
+        cat(command, " is clang ", p.clang.major, "; metal-sim needs clang >= ", kMinClangMajor,
+            " (set METILE_CLANG to a newer one)");
   return p;
 }
 
@@ -151,9 +152,9 @@ const ClangProbe& probe_clang() {
       reasons += "; " + p.unavailable;
     }
     ClangProbe none;
-    none.unavailable = cat("no clang >= ", kMinClangMajor,
-                           " found (tried $METILE_CLANG, clang++-N and clang++ on PATH", reasons,
-                           ")");
+    none.unavailable =
+        cat("no clang >= ", kMinClangMajor,
+            " found (tried $METILE_CLANG, clang++-N and clang++ on PATH", reasons, ")");
     return none;
   }();
   return probe;
@@ -167,10 +168,21 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
   fs::path src = dir.path() / std::string(source_name);
   write_file(src, source);
   fs::path out = dir.path() / "kernel.so";
-  std::vector<std::string> argv = {clang.command, "-x", "c++", "-std=c++17", "-O2", "-fPIC",
-                                   "-Werror", "-fvisibility=hidden", "-fno-exceptions",
-                                   "-fno-rtti", "-I", dir.path().string(), "-include",
-                                   "metal_shim.h", src.string()};
+  std::vector<std::string> argv = {clang.command,
+                                   "-x",
+                                   "c++",
+                                   "-std=c++17",
+                                   "-O2",
+                                   "-fPIC",
+                                   "-Werror",
+                                   "-fvisibility=hidden",
+                                   "-fno-exceptions",
+                                   "-fno-rtti",
+                                   "-I",
+                                   dir.path().string(),
+                                   "-include",
+                                   "metal_shim.h",
+                                   src.string()};
   if (shared_object) {
     argv.insert(argv.end(), {"-shared", "-o", out.string()});
   } else {

@@ -34,7 +34,7 @@ ClangProbe probe_clang_command(const std::string& command);
 /** What one clang run produced. */
 struct ClangRun {
   bool ok = false;
-  std::string log;               // clang's stdout and stderr
+  std::string log;              // clang's stdout and stderr
   std::vector<uint8_t> output;  // the output file's bytes (when ok and one was asked for)
 };
 

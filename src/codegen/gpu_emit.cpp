@@ -295,20 +295,23 @@ std::string Emitter::expr(ValueId v, const std::string& r) const {
 std::string Emitter::coord(gpu::LayoutId id, const std::string& tid, const std::string& r) const {
   const gpu::Layout& l = f_.layout(id);
   std::vector<std::string> terms;
-  auto modes = [&](const std::vector<gpu::Mode>& ms, const std::string& i, int64_t total) {
+  // Each mode of the (flat) CuTe layout contributes ((i / below) % size) * stride.
+  auto modes = [&](const metile::Layout& layout, const std::string& i, int64_t total) {
     if (is_number(i)) {  // a literal register index folds to a number
-      int64_t x = gpu::eval_modes(ms, std::stoll(i));
+      int64_t x = layout(std::stoll(i));
       if (x != 0) terms.push_back(std::to_string(x));
       return;
     }
+    metile::Layout flat = flatten(layout);
+    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
     int64_t below = 1;
-    for (const gpu::Mode& m : ms) {
+    for (size_t m = 0; m < sizes.size(); ++m) {
       std::string t = below == 1 ? i : "(" + i + " / " + std::to_string(below) + ")";
-      if (below * m.size < total) t += " % " + std::to_string(m.size);
-      if (m.size > 1 && m.stride != 0)
-        terms.push_back(m.stride == 1 ? t : (t.find(' ') != std::string::npos ? "(" + t + ")" : t) +
-                                                " * " + std::to_string(m.stride));
-      below *= m.size;
+      if (below * sizes[m] < total) t += " % " + std::to_string(sizes[m]);
+      if (sizes[m] > 1 && strides[m] != 0)
+        terms.push_back(strides[m] == 1 ? t : (t.find(' ') != std::string::npos ? "(" + t + ")" : t) +
+                                                  " * " + std::to_string(strides[m]));
+      below *= sizes[m];
     }
   };
   modes(l.thr, tid, f_.threads);

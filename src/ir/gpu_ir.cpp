@@ -19,40 +19,24 @@ const OpRow kRows[] = {
 #include "ir/gpu_ops.def"
 };
 
-std::string modes_str(const std::vector<Mode>& m) {
-  std::ostringstream s;
-  s << "(";
-  for (size_t i = 0; i < m.size(); ++i) s << (i ? "," : "") << m[i].size;
-  s << "):(";
-  for (size_t i = 0; i < m.size(); ++i) s << (i ? "," : "") << m[i].stride;
-  s << ")";
-  return s.str();
-}
-
 }  // namespace
 
 std::string_view gpu_op_name(GpuOpKind k) { return kRows[static_cast<size_t>(k)].name; }
 uint32_t gpu_op_traits(GpuOpKind k) { return kRows[static_cast<size_t>(k)].traits; }
 
-int64_t eval_modes(const std::vector<Mode>& modes, int64_t i) {
-  int64_t out = 0;
-  for (const Mode& m : modes) {
-    out += (i % m.size) * m.stride;
-    i /= m.size;
-  }
-  return out;
-}
-
-int64_t modes_size(const std::vector<Mode>& modes) {
-  int64_t n = 1;
-  for (const Mode& m : modes) n *= m.size;
-  return n;
-}
-
 std::string Layout::str() const {
-  if (!is_tile()) return thr.empty() ? "uniform" : "thread";
-  return cat("tile<", numel, "> thr=", modes_str(thr), " reg=", modes_str(reg),
-             padded ? " padded" : "");
+  if (kind == Kind::uniform) return "uniform";
+  if (kind == Kind::thread) return "thread";
+  return cat("tile<", numel, "> thr=", thr.str(), " reg=", reg.str(), padded ? " padded" : "");
+}
+
+Layout tile_layout(int64_t numel, metile::Layout thr, metile::Layout reg) {
+  Layout l;
+  l.kind = Layout::Kind::tile;
+  l.numel = numel;
+  l.thr = coalesce(thr);
+  l.reg = coalesce(reg);
+  return l;
 }
 
 const AttrValue* Op::find_attr(std::string_view name) const {
@@ -83,7 +67,7 @@ const std::string& Op::attr_str(std::string_view name) const {
 Function::Function() {
   layouts.push_back(Layout{});  // kUniform
   Layout thread;
-  thread.thr = {{1, 0}};  // distinguishes it from the uniform layout; holds no element
+  thread.kind = Layout::Kind::thread;
   layouts.push_back(thread);
 }
 
@@ -97,7 +81,7 @@ LayoutId Function::add_layout(Layout l) {
   for (LayoutId i = 0; i < layouts.size(); ++i)
     if (layouts[i] == l) return i;
   int64_t numel = l.numel;
-  int64_t nthr = modes_size(l.thr);
+  int64_t nthr = l.thr.size();
   l.padded = false;
   for (int64_t t = 0; t < nthr && !l.padded; ++t)
     for (int64_t r = 0; r < l.regs() && !l.padded; ++r) l.padded = l.element(t, r) >= numel;

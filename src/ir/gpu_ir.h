@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/layout.h"
 #include "ir/ops.h"
 #include "ir/tile_ir.h"
 #include "ir/types.h"
@@ -59,38 +60,34 @@ using LayoutId = uint32_t;
 inline constexpr LayoutId kUniform = 0;
 inline constexpr LayoutId kThread = 1;
 
-/** One mode of a flat CuTe-style map: index i contributes ((i / below) % size) * stride. */
-struct Mode {
-  int64_t size = 1;
-  int64_t stride = 0;
-  bool operator==(const Mode& o) const { return size == o.size && stride == o.stride; }
-};
-
-/** Evaluates a flat mode list (first mode fastest) at `i`. */
-int64_t eval_modes(const std::vector<Mode>& modes, int64_t i);
-int64_t modes_size(const std::vector<Mode>& modes);
-
 /**
  * Which element of a tile each (thread, register) pair holds: element(t, r) = thr(t) + reg(r),
- * a linear index into the tile's row-major flattening; indices >= numel are padding. A layout
- * depends on the element count only, not on the tile's shape, so a reshape that keeps the
- * mapping moves no data; lowering derives rows and columns from the index where it needs them.
+ * a linear index into the tile's row-major flattening; indices >= numel are padding. thr and
+ * reg are CuTe layouts (src/ir/layout.h), kept coalesced so that equal maps compare equal. A
+ * layout depends on the element count only, not on the tile's shape, so a reshape that keeps
+ * the mapping moves no data; lowering derives rows and columns from the index where it needs
+ * them.
  */
 struct Layout {
-  int64_t numel = 0;       // 0 for the uniform and thread layouts
-  std::vector<Mode> thr;   // over the thread index; covers the whole threadgroup
-  std::vector<Mode> reg;   // over the register index
-  bool padded = false;     // some pair is padding (set by Function::add_layout)
+  enum class Kind : uint8_t { uniform, thread, tile };
+  Kind kind = Kind::uniform;
+  int64_t numel = 0;     // tiles: the element count
+  metile::Layout thr;    // over the thread index; covers the whole threadgroup
+  metile::Layout reg;    // over the register index
+  bool padded = false;   // some pair is padding (set by Function::add_layout)
 
-  bool is_tile() const { return numel > 0; }
-  int64_t regs() const { return is_tile() ? modes_size(reg) : 1; }
-  int64_t element(int64_t t, int64_t r) const { return eval_modes(thr, t) + eval_modes(reg, r); }
+  bool is_tile() const { return kind == Kind::tile; }
+  int64_t regs() const { return is_tile() ? reg.size() : 1; }
+  int64_t element(int64_t t, int64_t r) const { return thr(t) + reg(r); }
   bool operator==(const Layout& o) const {
-    return numel == o.numel && thr == o.thr && reg == o.reg;
+    return kind == o.kind && numel == o.numel && thr == o.thr && reg == o.reg;
   }
-  /** "tile<1024> thr=(256):(4) reg=(4,1):(1,1024)". */
+  /** "tile<1024> thr=256:4 reg=(4,2):(1,1024)". */
   std::string str() const;
 };
+
+/** A tile layout of `numel` elements (coalesces the two maps). */
+Layout tile_layout(int64_t numel, metile::Layout thr, metile::Layout reg);
 
 struct Value {
   DType dtype = DType::invalid;  // element type; the pointee type for pointers

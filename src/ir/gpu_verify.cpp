@@ -308,12 +308,8 @@ struct Verifier {
     for (LayoutId l = 2; l < f.layouts.size(); ++l) {
       const Layout& lay = f.layout(l);
       if (!lay.is_tile()) bad("layout #", l, " is not a tile layout");
-      if (modes_size(lay.thr) != f.threads)
-        bad("layout #", l, " covers ", modes_size(lay.thr), " threads, the group has ", f.threads);
-      for (const Mode& m : lay.thr)
-        if (m.size < 1) bad("layout #", l, " has an empty mode");
-      for (const Mode& m : lay.reg)
-        if (m.size < 1) bad("layout #", l, " has an empty mode");
+      if (lay.thr.size() != f.threads)
+        bad("layout #", l, " covers ", lay.thr.size(), " threads, the group has ", f.threads);
     }
     for (const GpuParam& p : f.params) {
       define(p.value);

@@ -70,9 +70,7 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
 }
 
 LayoutId Lowering::layout_for(const Shape& s) {
-  gpu::Layout l;
   int64_t n = s.numel(), threads = f.threads;
-  l.numel = n;
   int64_t v = 1;
   // SIMT kernels: T elements are the identity (V = 1, one chunk) whatever the rank.
   if (!(simt > 0 && n == simt))
@@ -82,10 +80,8 @@ LayoutId Lowering::layout_for(const Shape& s) {
         break;
       }
   int64_t chunks = (n + threads * v - 1) / (threads * v);
-  l.thr = {{threads, v}};
-  if (v > 1) l.reg.push_back({v, 1});
-  if (chunks > 1 || v == 1) l.reg.push_back({chunks, chunks > 1 ? threads * v : 0});
-  return f.add_layout(l);
+  return f.add_layout(gpu::tile_layout(n, make_layout(threads, v),
+                                       make_layout(tup(v, chunks), tup(1, threads * v))));
 }
 
 ValueId Lowering::get(ValueId v) const {

@@ -34,12 +34,23 @@ bool divisible(int64_t divisor, int64_t v) { return divisor == 0 || divisor % v 
 
 // Register chunks r0..r0+V-1 (r0 % V == 0) hold consecutive elements starting at a multiple of V.
 bool chunk_aligned(const gpu::Layout& l, int64_t v) {
-  if (!l.is_tile() || l.reg.empty() || l.reg[0].stride != 1 || l.reg[0].size % v != 0) return false;
-  for (size_t i = 1; i < l.reg.size(); ++i)
-    if (l.reg[i].size > 1 && l.reg[i].stride % v != 0) return false;
-  for (const gpu::Mode& m : l.thr)
-    if (m.size > 1 && m.stride % v != 0) return false;
+  if (!l.is_tile()) return false;
+  metile::Layout reg = flatten(l.reg), thr = flatten(l.thr);
+  std::vector<int64_t> rs = reg.shape().leaves(), rd = reg.stride().leaves();
+  if (rd[0] != 1 || rs[0] % v != 0) return false;
+  for (size_t i = 1; i < rs.size(); ++i)
+    if (rs[i] > 1 && rd[i] % v != 0) return false;
+  std::vector<int64_t> ts = thr.shape().leaves(), td = thr.stride().leaves();
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (ts[i] > 1 && td[i] % v != 0) return false;
   return true;
+}
+
+// Registers per chunk of consecutive elements: the first register mode when it has stride 1.
+int64_t chunk_regs(const gpu::Layout& l) {
+  if (!l.is_tile()) return 1;
+  metile::Layout reg = flatten(l.reg);
+  return reg.stride().leaves()[0] == 1 ? reg.shape().leaves()[0] : 1;
 }
 
 struct Analysis {
@@ -169,11 +180,12 @@ struct Vectorizer {
     DType d = f.value(ptrs).dtype;
     bool listed = false;
     for (DType t : target.vector_dtypes) listed = listed || t == d;
-    if (!listed || !l.is_tile() || l.reg.empty() || l.reg[0].stride != 1) return 0;
-    int64_t v = l.reg[0].size;
+    int64_t chunk = chunk_regs(l);
+    if (!listed || chunk < 2) return 0;
+    int64_t v = chunk;
     while (v > 1 && static_cast<int64_t>(dtype_size(d)) * v > target.vector_bytes) v /= 2;
     for (; v >= 2; v /= 2) {
-      if (l.reg[0].size % v != 0 || !chunk_aligned(l, v)) continue;
+      if (chunk % v != 0 || !chunk_aligned(l, v)) continue;
       if (analysis(v).info(ptrs).kind == Info::contig) return v;
     }
     return 0;

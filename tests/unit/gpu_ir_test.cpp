@@ -16,11 +16,7 @@ struct Fixture {
   Fixture() {
     f.name = "scale";
     f.threads = 256;
-    Layout l;
-    l.numel = 1024;
-    l.thr = {{256, 4}};
-    l.reg = {{4, 1}};
-    tile = f.add_layout(l);
+    tile = f.add_layout(tile_layout(1024, make_layout(256, 4), make_layout(4, 1)));
     x = param("x", DType::f32, true);
     out = param("out", DType::f32, true);
     n = param("n", DType::i32, false);
@@ -47,10 +43,7 @@ struct Fixture {
 };
 
 TEST(GpuIr, LayoutMapsThreadsAndRegistersToElements) {
-  Layout l;
-  l.numel = 2000;
-  l.thr = {{256, 4}};
-  l.reg = {{4, 1}, {2, 1024}};
+  Layout l = tile_layout(2000, make_layout(256, 4), make_layout(tup(4, 2), tup(1, 1024)));
   EXPECT_EQ(l.regs(), 8);
   EXPECT_EQ(l.element(0, 0), 0);
   EXPECT_EQ(l.element(1, 0), 4);
@@ -62,9 +55,9 @@ TEST(GpuIr, LayoutMapsThreadsAndRegistersToElements) {
   LayoutId id = f.add_layout(l);
   EXPECT_TRUE(f.layout(id).padded);  // 2048 slots for 2000 elements
   EXPECT_EQ(f.add_layout(l), id);    // deduplicated
-  l.numel = 2048;
+  l = tile_layout(2048, l.thr, l.reg);
   EXPECT_FALSE(f.layout(f.add_layout(l)).padded);
-  EXPECT_EQ(f.layout(id).str(), "tile<2000> thr=(256):(4) reg=(4,2):(1,1024) padded");
+  EXPECT_EQ(f.layout(id).str(), "tile<2000> thr=256:4 reg=(4,2):(1,1024) padded");
 }
 
 TEST(GpuIr, PrintsTypedValuesWithLayouts) {
@@ -74,7 +67,7 @@ TEST(GpuIr, PrintsTypedValuesWithLayouts) {
   std::string text = print(fx.f);
   EXPECT_NE(text.find("gpu_kernel @scale(%x: ptr<f32>, %out: ptr<f32>, %n: i32) threads=256"),
             std::string::npos) << text;
-  EXPECT_NE(text.find("#2 = tile<1024> thr=(256):(4) reg=(4):(1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("#2 = tile<1024> thr=256:4 reg=4:1"), std::string::npos) << text;
   EXPECT_NE(text.find("%idx: i32 x4 #2 = coord #2 %tid"), std::string::npos) << text;
   EXPECT_NE(text.find("%mask: bool x4 #2 = lt %idx, %n"), std::string::npos) << text;
   EXPECT_NE(text.find("%v: f32 x4 #2 = load "), std::string::npos) << text;
@@ -119,10 +112,7 @@ TEST(GpuIr, VerifierRejectsUseBeforeDefinition) {
 TEST(GpuIr, VerifierRejectsMixedLayouts) {
   Fixture fx;
   fx.build();
-  Layout other;
-  other.numel = 256;
-  other.thr = {{256, 1}};
-  other.reg = {{1, 0}};
+  Layout other = tile_layout(256, make_layout(256, 1), make_layout(1, 0));
   LayoutId l2 = fx.f.add_layout(other);
   expect_invalid(fx.f, [&](Function& f) {
     GpuBuilder b(f, &f.body);

@@ -44,7 +44,7 @@ TEST(GpuLower, VectorAddIsBlockedCyclicAndPredicated) {
   std::string text = gpu::print(f);
   EXPECT_EQ(f.threads, 256);  // min(256, 1024 / 4)
   // Thread t owns elements 4t .. 4t+3: coalesced, one 16-byte access per thread.
-  EXPECT_TRUE(has(text, "#2 = tile<1024> thr=(256):(4) reg=(4):(1)\n")) << text;
+  EXPECT_TRUE(has(text, "#2 = tile<1024> thr=256:4 reg=4:1\n")) << text;
   EXPECT_TRUE(has(text, "%mask: bool x4 #2 = lt %offs")) << text;
   EXPECT_TRUE(has(text, "= load %x_ptrs, %mask, %c")) << text;
   EXPECT_TRUE(has(text, "store %out_ptrs, %out, %mask")) << text;
@@ -55,7 +55,7 @@ TEST(GpuLower, SmallTilesUseNarrowerChunksAndPadding) {
   gpu::Function f = lower(kernels::vector_add(100), 64);
   std::string text = gpu::print(f);
   // 100 elements over 64 threads: one element per thread in two rounds, 28 padding slots.
-  EXPECT_TRUE(has(text, "tile<100> thr=(64):(1) reg=(2):(64) padded")) << text;
+  EXPECT_TRUE(has(text, "tile<100> thr=64:1 reg=2:64 padded")) << text;
   EXPECT_TRUE(has(text, "valid #2 %tid")) << text;
   // The user's mask and the padding predicate both guard the accesses.
   EXPECT_TRUE(has(text, "= bitand %mask, %in_tile")) << text;
@@ -77,7 +77,7 @@ TEST(GpuLower, SimtKernelsUseTheIdentityLayout) {
   gpu::Function f = lower(kernels::fft(64));
   std::string text = gpu::print(f);
   EXPECT_EQ(f.threads, 64);
-  EXPECT_TRUE(has(text, "tile<64> thr=(64):(1) reg=(1):(0)\n")) << text;
+  EXPECT_TRUE(has(text, "tile<64> thr=64:1 reg=1:0\n")) << text;
   EXPECT_EQ(count(text, "shuffle_xor"), 2 * 5) << text;  // re and im for 5 simd stages
   EXPECT_TRUE(has(text, "alloc size=64")) << text;
   EXPECT_TRUE(has(text, "barrier")) << text;
@@ -96,7 +96,7 @@ TEST(GpuLower, SimtThreadCountRoundsUpToWholeSimdgroups) {
   gpu::Function f = lower(k.finish());
   EXPECT_EQ(f.threads, 64);
   std::string text = gpu::print(f);
-  EXPECT_TRUE(has(text, "tile<48> thr=(64):(1) reg=(1):(0) padded")) << text;
+  EXPECT_TRUE(has(text, "tile<48> thr=64:1 reg=1:0 padded")) << text;
   EXPECT_TRUE(has(text, "in_tile")) << text;  // threads 48..63 store nothing
 }
 

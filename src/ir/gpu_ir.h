@@ -19,7 +19,7 @@
  *   elementwise[OpKind](a, b, c) -> r     coord(tid) -> i32 element index   valid(tid) -> bool
  *   splat(x) -> r                         load(ptrs [, pred, other]) -> r
  *   store(ptrs, value [, pred])           vload/vstore: as load/store, {width} registers at a time
- *   alloc {size} -> threadgroup pointer   barrier
+ *   alloc {size} -> threadgroup pointer   barrier [{device}: also orders device memory]
  *   shuffle_xor(x, mask)  shuffle(x, lane)  simd_reduce[op](x)  reg_reduce[op](x) -> thread
  *   swizzle {pattern, block}(pid_m, pid_n, grid_m, grid_n) -> (m, n)
  *   for(start, end, step, inits...) -> carried; block args (iv, carried...), ends in yield

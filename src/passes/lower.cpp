@@ -274,9 +274,18 @@ void Lowering::simt_op(const Op& op) {
       set(op.result(), b.named(r, f.value(x).stem));
       return;
     }
-    case OpKind::BARRIER:
+    case OpKind::BARRIER: {
+      // A user barrier also orders device memory when the kernel writes any: threads may
+      // exchange data through a buffer as well as through shared memory.
       b.barrier();
+      bool device_writes = false;
+      walk(p.body, [&](const Op& o) {
+        if (o.kind == OpKind::STORE || o.kind == OpKind::TILE_STORE)
+          device_writes = device_writes || p.type(o.operands[0]).space == AddrSpace::device;
+      });
+      if (device_writes) b.block()->ops.back().attrs.push_back({"device", int64_t{1}});
       return;
+    }
     default:
       METILE_ASSERT(false, "not a SIMT op");
   }

@@ -188,6 +188,12 @@ TEST(GpuLower, RoleRangesFollowInterp) {
   EXPECT_TRUE(has(text, ", %leader\n")) << text;
 }
 
+TEST(GpuLower, UserBarriersOrderDeviceMemoryWhenTheKernelWritesIt) {
+  std::string text = gpu::print(lower(kernels::fft(64)));  // stores Y_re, Y_im
+  EXPECT_TRUE(has(text, "barrier device=1")) << text;
+  EXPECT_TRUE(has(text, "barrier\n")) << text;  // the zero-fill's barrier is threadgroup-only
+}
+
 TEST(GpuLower, SharedMemoryIsZeroFilled) {
   gpu::Function f = lower(kernels::fft(64));
   std::string text = gpu::print(f);

@@ -82,6 +82,8 @@ TEST(MslEmit, ReductionsUseSimdFunctionsAndThreadgroupScratch) {
 TEST(MslEmit, SimtKernelsSpellShufflesAndSharedArrays) {
   MslKernel k = emit(kernels::fft(64));
   EXPECT_TRUE(has(k.source, "simd_shuffle_xor(")) << k.source;
+  EXPECT_TRUE(has(k.source, "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);"))
+      << k.source;
   int shared = 0;
   for (const MslArg& a : k.signature.args)
     if (a.kind == MslArg::Kind::threadgroup) {

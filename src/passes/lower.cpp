@@ -7,6 +7,7 @@
 // thread gets a whole chunk, else smaller. In SIMT kernels a T-element 1-D tile is the identity
 // (thread i holds element i), which is how thread_id, lanes and shuffles are defined.
 #include <algorithm>
+#include <set>
 
 #include "passes/lower_internal.h"
 
@@ -274,21 +275,55 @@ void Lowering::simt_op(const Op& op) {
       set(op.result(), b.named(r, f.value(x).stem));
       return;
     }
-    case OpKind::BARRIER: {
-      // A user barrier also orders device memory when the kernel writes any: threads may
-      // exchange data through a buffer as well as through shared memory.
+    case OpKind::BARRIER:
       b.barrier();
-      bool device_writes = false;
-      walk(p.body, [&](const Op& o) {
-        if (o.kind == OpKind::STORE || o.kind == OpKind::TILE_STORE)
-          device_writes = device_writes || p.type(o.operands[0]).space == AddrSpace::device;
-      });
-      if (device_writes) b.block()->ops.back().attrs.push_back({"device", int64_t{1}});
+      if (device_exchange()) b.block()->ops.back().attrs.push_back({"device", int64_t{1}});
       return;
-    }
     default:
       METILE_ASSERT(false, "not a SIMT op");
   }
+}
+
+// Threads may also exchange data through a buffer the kernel both writes and reads; then a
+// user barrier must order device memory too. Pointers are traced back to their parameters
+// (a pointer of unknown origin, such as a loop-carried one, counts as every parameter).
+bool Lowering::device_exchange() {
+  if (device_exchange_ >= 0) return device_exchange_ == 1;
+  std::map<ValueId, const Op*> def;
+  walk(p.body, [&](const Op& o) {
+    for (ValueId r : o.results) def[r] = &o;
+  });
+  std::set<ValueId> params;
+  for (const Param& prm : p.params) params.insert(prm.value);
+  auto roots = [&](ValueId v, auto& self) -> std::set<ValueId> {
+    if (params.count(v)) return {v};
+    auto it = def.find(v);
+    if (it == def.end()) return params;  // a block argument
+    const Op& o = *it->second;
+    if (o.kind == OpKind::PTR_OFFSET || o.kind == OpKind::BROADCAST || o.kind == OpKind::RESHAPE)
+      return self(o.operands[0], self);
+    if (o.kind == OpKind::SELECT) {
+      std::set<ValueId> a = self(o.operands[1], self), c = self(o.operands[2], self);
+      a.insert(c.begin(), c.end());
+      return a;
+    }
+    return {};  // shared memory
+  };
+  std::set<ValueId> read, written;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind == OpKind::LOAD || o.kind == OpKind::TILE_LOAD) {
+      std::set<ValueId> r = roots(o.operands[0], roots);
+      read.insert(r.begin(), r.end());
+    }
+    if (o.kind == OpKind::STORE || o.kind == OpKind::TILE_STORE) {
+      std::set<ValueId> w = roots(o.operands[0], roots);
+      written.insert(w.begin(), w.end());
+    }
+  });
+  bool both = false;
+  for (ValueId v : written) both = both || read.count(v);
+  device_exchange_ = both ? 1 : 0;
+  return both;
 }
 
 void Lowering::swizzle(const Op& op) {

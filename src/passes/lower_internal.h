@@ -77,6 +77,9 @@ class Lowering {
   void role(const Op& op);
   void simt_op(const Op& op);
   void swizzle(const Op& op);
+  /** Whether some buffer is both written and read, so user barriers must order device memory. */
+  bool device_exchange();
+  int device_exchange_ = -1;  // memo: -1 unknown
 
   // --- lower_memory.cpp ---
   void load(const Op& op);

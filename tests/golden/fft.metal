@@ -108,7 +108,7 @@ inline T mt_f2i(float x) {
   smem[bit_rev] = x_re;
   const float x_im = X_im[t4 + tid];
   smem1[bit_rev] = x_im;
-  threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
   threadgroup float* smem_ptrs4 = smem + tid;
   const float smem_val = *smem_ptrs4;
   threadgroup float* smem_ptrs5 = smem1 + tid;
@@ -175,7 +175,7 @@ inline T mt_f2i(float x) {
   const float t76 = (smem_val10 * t70) + (smem_val11 * t69);
   *smem_ptrs4 = mask5 ? (t67 + t73) : (t67 - t73);
   *smem_ptrs5 = mask5 ? (t68 + t76) : (t68 - t76);
-  threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
   for (int i = 0; i < 3; i += 1) {
     const int t84 = mt_shl(1, (i + 5));
     const bool mask6 = (tid & t84) == 0;
@@ -191,10 +191,10 @@ inline T mt_f2i(float x) {
     const float smem_val17 = smem1[tid16];
     const float t89 = (smem_val12 * smem_val16) - (smem_val13 * smem_val17);
     const float t92 = (smem_val12 * smem_val17) + (smem_val13 * smem_val16);
-    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
     *smem_ptrs4 = mask6 ? (smem_val14 + t89) : (smem_val14 - t89);
     *smem_ptrs5 = mask6 ? (smem_val15 + t92) : (smem_val15 - t92);
-    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
   }
   const float smem_val18 = *smem_ptrs4;
   Y_re[t4 + tid] = smem_val18;

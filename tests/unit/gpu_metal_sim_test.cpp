@@ -174,6 +174,19 @@ TEST_F(GpuMetalSim, CastsAndIntegerArithmetic) {
   agree(c, 1e-6);
 }
 
+TEST_F(GpuMetalSim, ThreadsExchangeThroughADeviceBufferAcrossABarrier) {
+  KernelBuilder k("exchange");
+  V buf = k.ptr("Buf");
+  k.raw().set_num_threads(128);
+  V tid = k.thread_id();
+  V base = k.program_id(0) * 256;
+  k.store(buf + base + tid, k.cast(tid * 3, DType::f32));
+  k.barrier();
+  k.store(buf + base + 128 + tid, k.load(buf + base + (127 - tid)));
+  Case c{"exchange", k.finish(), {out(DType::f32, 512)}, {2, 1, 1}, {}, 0, 0};
+  agree(c, 0.0);
+}
+
 TEST_F(GpuMetalSim, TileSwizzleOutsideGemm) {
   for (const char* pattern : {"morton", "diagonal", "grouped"}) {
     KernelBuilder k("swizzle");

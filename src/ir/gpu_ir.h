@@ -155,12 +155,13 @@ void walk(const Block& block, F&& f) {
   }
 }
 
-/** Calls f(block) on `block` and every nested block, innermost first (rewrites op lists). */
+/** Visits every op of `block` and its nested blocks, pre-order, allowing in-place rewrites. */
 template <typename F>
-void for_each_block(Block& block, F&& f) {
-  for (Op& op : block.ops)
-    for (Block& r : op.regions) for_each_block(r, f);
-  f(block);
+void walk_mut(Block& block, F&& f) {
+  for (Op& op : block.ops) {
+    f(op);
+    for (Block& r : op.regions) walk_mut(r, f);
+  }
 }
 
 /** Number of uses of each value, indexed by ValueId. */

@@ -191,17 +191,14 @@ struct Vectorizer {
     return 0;
   }
 
-  void block(gpu::Block& b) {
-    for (gpu::Op& op : b.ops) {
-      for (gpu::Block& r : op.regions) block(r);
-      if (op.kind != GpuOpKind::LOAD && op.kind != GpuOpKind::STORE) continue;
-      // The value layout must be the tile's (not a uniform stored through tile pointers).
-      if (op.kind == GpuOpKind::STORE && f.value(op.operands[1]).layout != f.value(op.operands[0]).layout)
-        continue;
-      if (int64_t w = width(op)) {
-        op.kind = op.kind == GpuOpKind::LOAD ? GpuOpKind::VLOAD : GpuOpKind::VSTORE;
-        op.attrs = {{"width", w}};
-      }
+  void visit(gpu::Op& op) {
+    if (op.kind != GpuOpKind::LOAD && op.kind != GpuOpKind::STORE) return;
+    // The value layout must be the tile's (not a uniform stored through tile pointers).
+    if (op.kind == GpuOpKind::STORE && f.value(op.operands[1]).layout != f.value(op.operands[0]).layout)
+      return;
+    if (int64_t w = width(op)) {
+      op.kind = op.kind == GpuOpKind::LOAD ? GpuOpKind::VLOAD : GpuOpKind::VSTORE;
+      op.attrs = {{"width", w}};
     }
   }
 };
@@ -211,7 +208,7 @@ struct Vectorizer {
 void vectorize_access(gpu::Function& f, const PassContext& ctx) {
   Vectorizer vz{f, ctx.target, {}, {}, {}};
   vz.collect(f.body);
-  vz.block(f.body);
+  gpu::walk_mut(f.body, [&](gpu::Op& op) { vz.visit(op); });
 }
 
 }  // namespace metile

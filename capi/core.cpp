@@ -50,6 +50,7 @@ METILE_API const char* metile_last_error(void) { return capi::last_error.c_str()
 METILE_API void metile_free(void* ptr) { std::free(ptr); }
 
 METILE_API size_t metile_dtype_size(metile_dtype dtype) {
+  if (!is_valid_dtype(dtype)) return 0;
   return dtype_size(static_cast<DType>(dtype));
 }
 

@@ -10,7 +10,7 @@ using capi::guard;
 extern "C" {
 
 METILE_API metile_status metile_device_open(metile_device** out, const char* name) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     auto dev = open_device(name ? name : "");
     metile_device* h = capi::make_handle<metile_device>();
@@ -20,15 +20,15 @@ METILE_API metile_status metile_device_open(metile_device** out, const char* nam
 }
 
 METILE_API metile_status metile_device_retain(metile_device* d) {
-  return guard([&] { capi::retain(d, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::retain(d, fn); });
 }
 
 METILE_API metile_status metile_device_release(metile_device* d) {
-  return guard([&] { capi::release(d, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::release(d, fn); });
 }
 
 METILE_API metile_status metile_devices_available(char** out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     std::string names;
     for (const DeviceEntry& e : device_registry())
@@ -38,11 +38,11 @@ METILE_API metile_status metile_devices_available(char** out) {
 }
 
 METILE_API metile_status metile_device_get_info(const metile_device* d, metile_device_info* out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    const DeviceInfo& i = get(d, __func__)->impl->info();
+    const DeviceInfo& i = get(d, fn)->impl->info();
     if (out->struct_size < sizeof(metile_device_info))
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__,
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
            ": struct_size is too small (set it to sizeof(metile_device_info))");
     out->name = i.name.c_str();
     out->description = i.description.c_str();
@@ -56,14 +56,14 @@ METILE_API metile_status metile_device_get_info(const metile_device* d, metile_d
 }
 
 METILE_API metile_status metile_device_synchronize(metile_device* d) {
-  return guard([&] { get(d, __func__)->impl->synchronize(); });
+  return guard(__func__, [&](const char* fn) { get(d, fn)->impl->synchronize(); });
 }
 
 METILE_API metile_status metile_buffer_alloc(metile_buffer** out, metile_device* d, size_t bytes) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    auto dev = get(d, __func__)->impl;
-    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": size must be > 0");
+    auto dev = get(d, fn)->impl;
+    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": size must be > 0");
     auto buf = dev->alloc(bytes);
     metile_buffer* h = capi::make_handle<metile_buffer>();
     h->impl = std::move(buf);
@@ -74,11 +74,11 @@ METILE_API metile_status metile_buffer_alloc(metile_buffer** out, metile_device*
 
 METILE_API metile_status metile_buffer_wrap(metile_buffer** out, metile_device* d, void* host,
                                             size_t bytes) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     METILE_CHECK_ARG(host);
-    auto dev = get(d, __func__)->impl;
-    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": size must be > 0");
+    auto dev = get(d, fn)->impl;
+    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": size must be > 0");
     auto buf = dev->wrap(host, bytes);
     metile_buffer* h = capi::make_handle<metile_buffer>();
     h->impl = std::move(buf);
@@ -88,30 +88,30 @@ METILE_API metile_status metile_buffer_wrap(metile_buffer** out, metile_device* 
 }
 
 METILE_API metile_status metile_buffer_retain(metile_buffer* b) {
-  return guard([&] { capi::retain(b, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::retain(b, fn); });
 }
 
 METILE_API metile_status metile_buffer_release(metile_buffer* b) {
-  return guard([&] { capi::release(b, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::release(b, fn); });
 }
 
 METILE_API metile_status metile_buffer_contents(metile_buffer* b, void** out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    *out = get(b, __func__)->impl->contents();
+    *out = get(b, fn)->impl->contents();
   });
 }
 
 METILE_API metile_status metile_buffer_size(const metile_buffer* b, size_t* out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    *out = get(b, __func__)->impl->size();
+    *out = get(b, fn)->impl->size();
   });
 }
 
 METILE_API int32_t metile_buffer_shares_memory(const metile_buffer* b) {
   int32_t r = 0;
-  guard([&] { r = get(b, __func__)->impl->shares_memory() ? 1 : 0; });
+  guard(__func__, [&](const char* fn) { r = get(b, fn)->impl->shares_memory() ? 1 : 0; });
   return r;
 }
 

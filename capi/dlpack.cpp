@@ -98,9 +98,9 @@ extern "C" {
 
 METILE_API metile_status metile_buffer_to_dlpack(metile_buffer* b, metile_dtype dtype, int32_t ndim,
                                                  const int64_t* shape, void** out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    metile_buffer* h = get(b, __func__);
+    metile_buffer* h = get(b, fn);
     if (!is_valid_dtype(dtype)) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "invalid dtype ", int(dtype));
     if (ndim < 0 || ndim > 8) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "ndim must be in [0, 8], got ", ndim);
     if (ndim > 0) METILE_CHECK_ARG(shape);
@@ -133,10 +133,10 @@ METILE_API metile_status metile_buffer_to_dlpack(metile_buffer* b, metile_dtype 
 
 METILE_API metile_status metile_buffer_from_dlpack(metile_buffer** out, metile_device* dev,
                                                    void* managed_tensor) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     METILE_CHECK_ARG(managed_tensor);
-    auto device = get(dev, __func__)->impl;
+    auto device = get(dev, fn)->impl;
     auto* mt = static_cast<DLManagedTensor*>(managed_tensor);
     const DLTensor& t = mt->dl_tensor;
     if (t.ndim < 0 || t.ndim > 32) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "bad ndim ", t.ndim);

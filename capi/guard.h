@@ -1,6 +1,8 @@
 /** \file guard.h
  * The exception firewall: every exported function runs its body through guard(), which turns a
  * thrown metile::Error (or anything else) into a metile_status plus the thread-local message.
+ * guard() hands the body the exported function's name (`fn`), because __func__ inside the body's
+ * lambda would name the lambda ("operator()"), and messages must name the API call.
  */
 #pragma once
 
@@ -14,10 +16,11 @@ namespace metile::capi {
 /** Stores the message returned by metile_last_error() on this thread. */
 void set_last_error(const std::string& message);
 
+/** Usage: `return guard(__func__, [&](const char* fn) { ... });` */
 template <typename F>
-metile_status guard(F&& body) noexcept {
+metile_status guard(const char* fn, F&& body) noexcept {
   try {
-    body();
+    body(fn);
     return METILE_OK;
   } catch (const Error& e) {
     set_last_error(e.what());
@@ -34,12 +37,13 @@ metile_status guard(F&& body) noexcept {
   }
 }
 
-/** Throws INVALID_ARGUMENT when a required pointer argument is NULL. */
-#define METILE_CHECK_ARG(ptr)                                                        \
-  do {                                                                               \
-    if ((ptr) == nullptr)                                                            \
-      ::metile::fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": argument `", \
-                     #ptr, "` is NULL");                                             \
+/** Throws INVALID_ARGUMENT when a required pointer argument is NULL; `fn` (the API call's name)
+ * must be in scope. */
+#define METILE_CHECK_ARG(ptr)                                                  \
+  do {                                                                         \
+    if ((ptr) == nullptr)                                                      \
+      ::metile::fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": argument `", \
+                     #ptr, "` is NULL");                                       \
   } while (0)
 
 }  // namespace metile::capi

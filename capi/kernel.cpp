@@ -63,7 +63,7 @@ uint64_t scalar_bits(const Program& p, const Param& prm, const metile_arg& a) {
 }
 
 LaunchArg check_arg(const CompiledKernel& k, size_t i, const metile_arg& a,
-                    std::shared_ptr<Buffer>* keep) {
+                    std::shared_ptr<Buffer>* keep, const char* fn) {
   const Program& p = *k.program;
   const Param& prm = p.params[i];
   const Type& t = p.type(prm.value);
@@ -77,7 +77,7 @@ LaunchArg check_arg(const CompiledKernel& k, size_t i, const metile_arg& a,
            "): the buffer is NULL");
     metile_buffer* b = nullptr;
     try {
-      b = get(a.buffer, "metile_kernel_launch");
+      b = get(a.buffer, fn);
     } catch (const Error&) {
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` (", t.str(),
            "): ", static_cast<const void*>(a.buffer),
@@ -97,7 +97,7 @@ LaunchArg check_arg(const CompiledKernel& k, size_t i, const metile_arg& a,
 }
 
 std::vector<LaunchArg> check_args(const CompiledKernel& k, const metile_arg* args, size_t n,
-                                  std::vector<std::shared_ptr<Buffer>>* keep) {
+                                  std::vector<std::shared_ptr<Buffer>>* keep, const char* fn) {
   const Program& p = *k.program;
   if (n != p.params.size())
     fail(METILE_ERROR_INVALID_ARGUMENT, "launch", p.name, " takes ", p.params.size(),
@@ -105,11 +105,11 @@ std::vector<LaunchArg> check_args(const CompiledKernel& k, const metile_arg* arg
   if (n > 0) METILE_CHECK_ARG(args);
   std::vector<LaunchArg> out(n);
   if (keep) keep->resize(n);
-  for (size_t i = 0; i < n; ++i) out[i] = check_arg(k, i, args[i], keep ? &(*keep)[i] : nullptr);
+  for (size_t i = 0; i < n; ++i) out[i] = check_arg(k, i, args[i], keep ? &(*keep)[i] : nullptr, fn);
   return out;
 }
 
-Grid check_grid(const uint32_t* grid) {
+Grid check_grid(const uint32_t* grid, const char* fn) {
   METILE_CHECK_ARG(grid);
   Grid g;
   for (int i = 0; i < 3; ++i) {
@@ -152,10 +152,10 @@ METILE_API void metile_compile_options_init(metile_compile_options* o) {
 METILE_API metile_status metile_kernel_compile(metile_kernel** out, metile_device* d,
                                                const metile_program* p,
                                                const metile_compile_options* options) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    auto dev = get(d, __func__)->impl;
-    auto prog = get(p, __func__)->impl;
+    auto dev = get(d, fn)->impl;
+    auto prog = get(p, fn)->impl;
     auto ck = compile_kernel(dev, prog, options_of(options));
     metile_kernel* h = capi::make_handle<metile_kernel>();
     h->impl = std::move(ck);
@@ -165,18 +165,18 @@ METILE_API metile_status metile_kernel_compile(metile_kernel** out, metile_devic
 }
 
 METILE_API metile_status metile_kernel_retain(metile_kernel* k) {
-  return guard([&] { capi::retain(k, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::retain(k, fn); });
 }
 
 METILE_API metile_status metile_kernel_release(metile_kernel* k) {
-  return guard([&] { capi::release(k, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::release(k, fn); });
 }
 
 METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char* stage, char** out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(stage);
     METILE_CHECK_ARG(out);
-    const CompiledKernel& ck = *get(k, __func__)->impl;
+    const CompiledKernel& ck = *get(k, fn)->impl;
     std::string s = stage;
     if (s == "tile_ir") {
       *out = capi::dup_string(print(*ck.program));
@@ -186,7 +186,7 @@ METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char
     if (it == ck.artifact.sources.end()) {
       std::string have = "tile_ir";
       for (const auto& kv : ck.artifact.sources) have += ", " + kv.first;
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": no stage \"", s,
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": no stage \"", s,
            "\" for this kernel (available: ", have, ")");
     }
     *out = capi::dup_string(it->second);
@@ -194,20 +194,20 @@ METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char
 }
 
 METILE_API metile_status metile_kernel_cache_key(const metile_kernel* k, char* out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    const std::string& key = get(k, __func__)->impl->cache_key;
+    const std::string& key = get(k, fn)->impl->cache_key;
     std::memcpy(out, key.c_str(), std::min<size_t>(key.size(), 64) + 1);
     out[std::min<size_t>(key.size(), 64)] = '\0';
   });
 }
 
 METILE_API metile_status metile_kernel_get_info(const metile_kernel* k, metile_kernel_info* out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    const CompiledKernel& ck = *get(k, __func__)->impl;
+    const CompiledKernel& ck = *get(k, fn)->impl;
     if (out->struct_size < sizeof(metile_kernel_info))
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__,
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
            ": struct_size is too small (set it to sizeof(metile_kernel_info))");
     out->threads_per_group = ck.artifact.threads_per_group;
     out->threadgroup_memory_bytes = ck.artifact.threadgroup_memory_bytes;
@@ -218,22 +218,22 @@ METILE_API metile_status metile_kernel_get_info(const metile_kernel* k, metile_k
 
 METILE_API metile_status metile_kernel_launch(metile_kernel* k, const uint32_t grid[3],
                                               const metile_arg* args, size_t num_args) {
-  return guard([&] {
-    CompiledKernel& ck = *get(k, __func__)->impl;
-    Grid g = check_grid(grid);
-    ck.kernel->launch(g, check_args(ck, args, num_args, nullptr));
+  return guard(__func__, [&](const char* fn) {
+    CompiledKernel& ck = *get(k, fn)->impl;
+    Grid g = check_grid(grid, fn);
+    ck.kernel->launch(g, check_args(ck, args, num_args, nullptr, fn));
   });
 }
 
 METILE_API metile_status metile_launch_create(metile_launch** out, metile_kernel* k,
                                               const uint32_t grid[3], const metile_arg* args,
                                               size_t num_args) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    auto ck = get(k, __func__)->impl;
-    Grid g = check_grid(grid);
+    auto ck = get(k, fn)->impl;
+    Grid g = check_grid(grid, fn);
     std::vector<std::shared_ptr<Buffer>> keep;
-    auto launch = ck->kernel->prepare(g, check_args(*ck, args, num_args, &keep));
+    auto launch = ck->kernel->prepare(g, check_args(*ck, args, num_args, &keep, fn));
     launch->keep_alive = std::move(keep);
     metile_launch* h = capi::make_handle<metile_launch>();
     h->impl = std::move(launch);
@@ -243,33 +243,33 @@ METILE_API metile_status metile_launch_create(metile_launch** out, metile_kernel
 }
 
 METILE_API metile_status metile_launch_set_arg(metile_launch* l, size_t index, const metile_arg* arg) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(arg);
-    metile_launch* h = get(l, __func__);
+    metile_launch* h = get(l, fn);
     if (index >= h->impl->args.size())
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
            h->impl->args.size(), " parameters)");
     std::shared_ptr<Buffer> keep;
-    h->impl->args[index] = check_arg(*h->kernel, index, *arg, &keep);
+    h->impl->args[index] = check_arg(*h->kernel, index, *arg, &keep, fn);
     h->impl->keep_alive[index] = std::move(keep);
     h->impl->update();
   });
 }
 
 METILE_API metile_status metile_launch_set_grid(metile_launch* l, const uint32_t grid[3]) {
-  return guard([&] {
-    metile_launch* h = get(l, __func__);
-    h->impl->grid = check_grid(grid);
+  return guard(__func__, [&](const char* fn) {
+    metile_launch* h = get(l, fn);
+    h->impl->grid = check_grid(grid, fn);
     h->impl->update();
   });
 }
 
 METILE_API metile_status metile_launch_run(metile_launch* l) {
-  return guard([&] { get(l, __func__)->impl->run(); });
+  return guard(__func__, [&](const char* fn) { get(l, fn)->impl->run(); });
 }
 
 METILE_API metile_status metile_launch_release(metile_launch* l) {
-  return guard([&] { capi::release(l, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::release(l, fn); });
 }
 
 }  // extern "C"

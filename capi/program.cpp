@@ -10,7 +10,7 @@ using capi::guard;
 extern "C" {
 
 METILE_API metile_status metile_program_parse(metile_program** out, const char* text) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     METILE_CHECK_ARG(text);
     auto prog = std::make_shared<const Program>(parse(text));
@@ -21,39 +21,39 @@ METILE_API metile_status metile_program_parse(metile_program** out, const char* 
 }
 
 METILE_API metile_status metile_program_print(const metile_program* p, char** out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    *out = capi::dup_string(print(*get(p, __func__)->impl));
+    *out = capi::dup_string(print(*get(p, fn)->impl));
   });
 }
 
 METILE_API metile_status metile_program_retain(metile_program* p) {
-  return guard([&] { capi::retain(p, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::retain(p, fn); });
 }
 
 METILE_API metile_status metile_program_release(metile_program* p) {
-  return guard([&] { capi::release(p, __func__); });
+  return guard(__func__, [&](const char* fn) { capi::release(p, fn); });
 }
 
 METILE_API const char* metile_program_name(const metile_program* p) {
   const char* name = nullptr;
-  guard([&] { name = get(p, __func__)->impl->name.c_str(); });
+  guard(__func__, [&](const char* fn) { name = get(p, fn)->impl->name.c_str(); });
   return name;
 }
 
 METILE_API metile_status metile_program_num_params(const metile_program* p, size_t* out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    *out = get(p, __func__)->impl->params.size();
+    *out = get(p, fn)->impl->params.size();
   });
 }
 
 METILE_API metile_status metile_program_param(const metile_program* p, size_t index,
                                               const char** out_name, metile_type* out_type) {
-  return guard([&] {
-    const Program& prog = *get(p, __func__)->impl;
+  return guard(__func__, [&](const char* fn) {
+    const Program& prog = *get(p, fn)->impl;
     if (index >= prog.params.size())
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__, ": index ", index, " out of range (",
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": index ", index, " out of range (",
            prog.params.size(), " parameters)");
     if (out_name) *out_name = prog.params[index].name.c_str();
     if (out_type) *out_type = to_c_type(prog.type(prog.params[index].value));

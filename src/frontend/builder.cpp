@@ -352,6 +352,8 @@ std::pair<ValueId, std::vector<ValueId>> Builder::for_begin(ValueId start, Value
                                                             ValueId step,
                                                             const std::vector<ValueId>& inits) {
   check_open();
+  if (open_.size() >= static_cast<size_t>(kMaxRegionDepth))
+    bad(OpKind::FOR, "regions nest deeper than ", kMaxRegionDepth, " levels");
   for (ValueId v : {start, end, step}) check_value(OpKind::FOR, v, "a bound");
   for (ValueId v : inits) check_value(OpKind::FOR, v, "an init value");
   for (ValueId v : {start, end, step})
@@ -423,6 +425,8 @@ std::vector<ValueId> Builder::for_end(const std::vector<ValueId>& yields) {
 
 void Builder::role_begin(int role, int num_roles, int first_sg, int num_sgs) {
   check_open();
+  if (open_.size() >= static_cast<size_t>(kMaxRegionDepth))
+    bad(OpKind::SIMDGROUP_ROLE, "regions nest deeper than ", kMaxRegionDepth, " levels");
   Op op;
   op.kind = OpKind::SIMDGROUP_ROLE;
   op.attrs = {{"role", int64_t{role}}, {"num_roles", int64_t{num_roles}},

@@ -178,6 +178,8 @@ struct Parser {
   }
 
   void block(Block& b) {
+    if (static_cast<int>(scopes.size()) > kMaxRegionDepth + 1)
+      bad("regions nest deeper than ", kMaxRegionDepth, " levels");
     expect("{");
     while (!accept("}")) {
       if (pos >= src.size()) bad("unexpected end of input (missing '}')");

@@ -20,7 +20,11 @@ struct metile_swizzled {
 };
 
 /** Pattern codes, as generated code passes them. */
-enum metile_swizzle_pattern { METILE_SWIZZLE_DIAGONAL = 0, METILE_SWIZZLE_GROUPED = 1, METILE_SWIZZLE_MORTON = 2 };
+enum metile_swizzle_pattern {
+  METILE_SWIZZLE_DIAGONAL = 0,
+  METILE_SWIZZLE_GROUPED = 1,
+  METILE_SWIZZLE_MORTON = 2
+};
 
 /** Column pid_n is rotated by the row: consecutive programs of a column hit different columns. */
 template <typename I>

@@ -69,6 +69,10 @@ struct Param {
   ValueId value = kNoValue;
 };
 
+/** Deepest nesting of regions (loops, roles) a program may have; parsing, verifying and
+ * printing recurse once per level. */
+inline constexpr int kMaxRegionDepth = 64;
+
 struct Program {
   std::string name;
   std::vector<Param> params;

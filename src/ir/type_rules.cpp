@@ -22,9 +22,18 @@ struct Checker {
   }
 
   const Type& operand(size_t i) const { return ctx.program->type(op.operands[i]); }
+  // Declared result types are where arbitrary shapes enter; bound them before any rule counts
+  // their elements.
   const Type& declared() const {
     if (op.results.size() != 1) bad("expected one result");
-    return ctx.program->type(op.results[0]);
+    const Type& t = ctx.program->type(op.results[0]);
+    const Shape& s = t.shape;
+    bool too_big = false;
+    for (int i = 0; i < s.rank; ++i) too_big = too_big || s.dims[i] > kMaxTileElements;
+    if (!too_big && s.rank == 2 && s.dims[0] > 0 && s.dims[1] > 0)
+      too_big = s.dims[0] * s.dims[1] > kMaxTileElements;
+    if (too_big) bad("result ", t.str(), " has more than 2^24 elements");
+    return t;
   }
 
   bool same_dim(int64_t a, int64_t b) const {
@@ -241,7 +250,7 @@ std::vector<Type> Checker::run() const {
     case OpKind::ARANGE: {
       need_int_scalar(0, "start");
       int64_t size = op.attr_int("size");
-      if (size <= 0 || size > (1 << 24)) bad("size must be in [1, 2^24], got ", size);
+      if (size <= 0 || size > kMaxTileElements) bad("size must be in [1, 2^24], got ", size);
       return {Type::tile(DType::i32, Shape::of(size))};
     }
     case OpKind::CAST: {

@@ -41,7 +41,8 @@ bool is_int(DType t) {
          t == DType::u8;
 }
 bool is_signed(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::i8; }
-bool is_valid_dtype(int v) { return info(static_cast<DType>(v)) != nullptr && v != 0; }
+// Range-checked before the cast: DType is one byte, so 257 would otherwise pass as f32.
+bool is_valid_dtype(int v) { return v > 0 && v <= 0xff && info(static_cast<DType>(v)) != nullptr; }
 
 std::string Shape::str() const {
   std::string s;

@@ -54,6 +54,10 @@ struct Shape {
 /** Symbolic dimension "T" (the SIMT thread count) while a builder has not fixed it yet. */
 inline constexpr int64_t kThreadsDim = -1;
 
+/** Largest number of elements of one tile (and of an arange); keeps element counts far from
+ * overflow and tiles within what every backend can hold. */
+inline constexpr int64_t kMaxTileElements = int64_t{1} << 24;
+
 struct Type {
   DType dtype = DType::invalid;  // element type, or the pointee type for pointers
   Shape shape;                   // rank 0: scalar (or a single pointer)

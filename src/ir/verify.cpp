@@ -51,13 +51,14 @@ struct Verifier {
     ever[v] = defined[v] = true;
   }
 
-  void block(const Block& b, const Op* parent) {
+  void block(const Block& b, const Op* parent, int depth) {
+    if (depth > kMaxRegionDepth) bad(*parent, "nests regions deeper than ", kMaxRegionDepth, " levels");
     std::vector<ValueId> scope(b.args.begin(), b.args.end());
     for (ValueId a : b.args) define(a, parent);
     for (size_t i = 0; i < b.ops.size(); ++i) {
       const Op& op = b.ops[i];
       bool last = i + 1 == b.ops.size();
-      one(op, parent, last);
+      one(op, parent, last, depth);
       for (ValueId r : op.results) {
         define(r, &op);
         scope.push_back(r);
@@ -71,7 +72,7 @@ struct Verifier {
       for (ValueId v : scope) defined[v] = false;
   }
 
-  void one(const Op& op, const Op* parent, bool last) {
+  void one(const Op& op, const Op* parent, bool last, int depth) {
     for (ValueId v : op.operands)
       if (!p.valid(v) || !defined[v]) bad(op, "uses a value that is not defined before it here");
     const OpInfo& info = op_info(op.kind);
@@ -116,7 +117,7 @@ struct Verifier {
     } else if (!body.args.empty()) {
       bad(op, "body takes no arguments");
     }
-    this->block(body, &op);
+    this->block(body, &op, depth + 1);
   }
 };
 
@@ -146,7 +147,7 @@ void verify(const Program& p) {
            " must be a scalar or a device pointer, got ", t.str());
     v.define(prm.value, nullptr);
   }
-  v.block(p.body, nullptr);
+  v.block(p.body, nullptr, 0);
 }
 
 }  // namespace metile

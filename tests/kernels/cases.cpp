@@ -29,8 +29,12 @@ std::vector<double> randn(std::mt19937_64& rng, size_t n) {
   return v;
 }
 
-Arg input(std::vector<double> v, DType d = DType::f32) { return Arg{Arg::Kind::buffer, {d, std::move(v)}, false, 0}; }
-Arg output(size_t n) { return Arg{Arg::Kind::buffer, {DType::f32, std::vector<double>(n, 0.0)}, true, 0}; }
+Arg input(std::vector<double> v, DType d = DType::f32) {
+  return Arg{Arg::Kind::buffer, {d, std::move(v)}, false, 0};
+}
+Arg output(size_t n) {
+  return Arg{Arg::Kind::buffer, {DType::f32, std::vector<double>(n, 0.0)}, true, 0};
+}
 Arg int_arg(int64_t v) { return Arg{Arg::Kind::i32, {}, false, v}; }
 
 uint32_t cdiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -67,12 +71,18 @@ Case vector_add_case(const std::string& name, const Dims& dims, std::mt19937_64&
   std::vector<double> x = randn(rng, n), y = randn(rng, n), want(n);
   for (int64_t i = 0; i < n; ++i) want[i] = x[i] + y[i];
   // One f32 rounding of the sum.
-  return Case{name, vector_add(kBlock), {input(x), input(y), output(n), int_arg(n)},
-              {cdiv(n, kBlock), 1, 1}, {want}, 1e-7, 0.0};
+  return Case{name,
+              vector_add(kBlock),
+              {input(x), input(y), output(n), int_arg(n)},
+              {cdiv(n, kBlock), 1, 1},
+              {want},
+              1e-7,
+              0.0};
 }
 
 // softmax, layernorm, rmsnorm: one program per row of a rows x cols matrix.
-Case row_case(const std::string& kernel, const std::string& name, const Dims& dims, std::mt19937_64& rng) {
+Case row_case(const std::string& kernel, const std::string& name, const Dims& dims,
+              std::mt19937_64& rng) {
   const int64_t rows = dims.d[0], cols = dims.d[1], total = rows * cols;
   std::vector<double> x = randn(rng, total);
   if (dims.variant == "const") {
@@ -97,9 +107,12 @@ Case row_case(const std::string& kernel, const std::string& name, const Dims& di
     }
     var /= cols;
     for (int64_t c = 0; c < cols; ++c) {
-      if (kernel == "softmax") o[c] = std::exp(xr[c] - mx) / se;
-      else if (kernel == "layernorm") o[c] = (xr[c] - mean) / std::sqrt(var + 1e-5) * w[c] + b[c];
-      else o[c] = xr[c] / std::sqrt(sq / cols + 1e-5) * w[c];
+      if (kernel == "softmax")
+        o[c] = std::exp(xr[c] - mx) / se;
+      else if (kernel == "layernorm")
+        o[c] = (xr[c] - mean) / std::sqrt(var + 1e-5) * w[c] + b[c];
+      else
+        o[c] = xr[c] / std::sqrt(sq / cols + 1e-5) * w[c];
     }
   }
   Case c{name, {}, {}, {static_cast<uint32_t>(rows), 1, 1}, {want}, 1e-5, 1e-5};
@@ -116,7 +129,8 @@ Case row_case(const std::string& kernel, const std::string& name, const Dims& di
   return c;
 }
 
-Case gemm_case(const std::string& kernel, const std::string& name, const Dims& dims, std::mt19937_64& rng) {
+Case gemm_case(const std::string& kernel, const std::string& name, const Dims& dims,
+               std::mt19937_64& rng) {
   const int64_t m = dims.d[0], n = dims.d[1], k = dims.d[2];
   GemmConfig g;
   g.bounds = kernel.find("bounds") != std::string::npos;
@@ -126,7 +140,8 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
     if (kernel.find(p) != std::string::npos) g.swizzle = p;
   if (g.bounds) g.block_k = 16;
   if (!g.bounds && (m % g.block_m || n % g.block_n || k % g.block_k))
-    fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "case ", name, ": unbounded GEMM shapes must be multiples of the blocks");
+    fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "case ", name,
+         ": unbounded GEMM shapes must be multiples of the blocks");
   std::vector<double> a = randn(rng, m * k), b = randn(rng, k * n), want(m * n);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -136,18 +151,27 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
       if (g.epilogue == Epilogue::gelu) s = s / (1.0 + std::exp(-1.702 * s));
       want[i * n + j] = s;
     }
-  return Case{name, gemm(g), {input(a), input(b), output(m * n), int_arg(m), int_arg(n), int_arg(k)},
-              {cdiv(m, g.block_m), cdiv(n, g.block_n), 1}, {want}, 1e-4, 1e-4};
+  return Case{name,
+              gemm(g),
+              {input(a), input(b), output(m * n), int_arg(m), int_arg(n), int_arg(k)},
+              {cdiv(m, g.block_m), cdiv(n, g.block_n), 1},
+              {want},
+              1e-4,
+              1e-4};
 }
 
-Case activation_case(const std::string& kernel, const std::string& name, const Dims& dims, std::mt19937_64& rng) {
+Case activation_case(const std::string& kernel, const std::string& name, const Dims& dims,
+                     std::mt19937_64& rng) {
   const int64_t n = dims.d[0];
   std::vector<double> x = randn(rng, n), up = randn(rng, n), want(n);
   auto gelu_ref = [](double v) { return v / (1.0 + std::exp(-1.702 * v)); };
   for (int64_t i = 0; i < n; ++i) {
-    if (kernel == "gelu") want[i] = gelu_ref(x[i]);
-    else if (kernel == "silu") want[i] = x[i] / (1.0 + std::exp(-x[i]));
-    else want[i] = gelu_ref(x[i]) * up[i];
+    if (kernel == "gelu")
+      want[i] = gelu_ref(x[i]);
+    else if (kernel == "silu")
+      want[i] = x[i] / (1.0 + std::exp(-x[i]));
+    else
+      want[i] = gelu_ref(x[i]) * up[i];
   }
   Case c{name, {}, {}, {cdiv(n, kBlock), 1, 1}, {want}, 1e-5, 1e-6};
   if (kernel == "geglu") {
@@ -173,7 +197,8 @@ Case fft_case(const std::string& name, const Dims& dims, std::mt19937_64& rng) {
   }
   for (int s = 0; s < stages; ++s)
     for (int64_t j = 0; j < (int64_t{1} << s); ++j) {
-      const double angle = -2.0 * std::numbers::pi * static_cast<double>(j) / static_cast<double>(int64_t{2} << s);
+      const double angle =
+          -2.0 * std::numbers::pi * static_cast<double>(j) / static_cast<double>(int64_t{2} << s);
       tw_re[(int64_t{1} << s) - 1 + j] = static_cast<float>(std::cos(angle));
       tw_im[(int64_t{1} << s) - 1 + j] = static_cast<float>(std::sin(angle));
     }
@@ -195,26 +220,61 @@ Case fft_case(const std::string& name, const Dims& dims, std::mt19937_64& rng) {
       want_re[b * n + f] = sr;
       want_im[b * n + f] = si;
     }
-  return Case{name, fft(static_cast<int>(n)),
+  return Case{name,
+              fft(static_cast<int>(n)),
               {input(re), input(im), output(batch * n), output(batch * n), input(rev, DType::i32),
                input(tw_re), input(tw_im)},
-              {static_cast<uint32_t>(batch), 1, 1}, {want_re, want_im}, 1e-3, 1e-3};
+              {static_cast<uint32_t>(batch), 1, 1},
+              {want_re, want_im},
+              1e-3,
+              1e-3};
 }
 
 const std::vector<std::string>& names() {
   static const std::vector<std::string> n = {
-      "vector_add/1000", "vector_add/4096", "vector_add/1",
-      "softmax/32x64", "softmax/64x300", "softmax/1x512", "softmax/16x1000", "softmax/32x128/const",
-      "layernorm/32x64", "layernorm/64x300", "layernorm/1x512", "layernorm/8x2048",
+      "vector_add/1000",
+      "vector_add/4096",
+      "vector_add/1",
+      "softmax/32x64",
+      "softmax/64x300",
+      "softmax/1x512",
+      "softmax/16x1000",
+      "softmax/32x128/const",
+      "layernorm/32x64",
+      "layernorm/64x300",
+      "layernorm/1x512",
+      "layernorm/8x2048",
       "layernorm/16x128/const",
-      "rmsnorm/32x64", "rmsnorm/64x300", "rmsnorm/1x512", "rmsnorm/8x2048", "rmsnorm/16x128/const",
-      "gemm/64x64x64", "gemm/128x64x96", "gemm/32x32x128",
-      "gemm_bounds/50x70x37", "gemm_bounds/1x1x1", "gemm_bounds/65x33x100",
-      "gemm_relu/64x64x64", "gemm_relu_bounds/45x77x20",
-      "gemm_gelu/64x96x32", "gemm_gelu_bounds/33x31x65",
-      "gemm_morton/128x160x64", "gemm_grouped/160x96x32", "gemm_diagonal/96x128x32",
-      "gelu/1000", "gelu/1", "silu/1000", "geglu/1000", "geglu/4096",
-      "fft/1x2", "fft/1x8", "fft/1x16", "fft/2x32", "fft/1x64", "fft/4x256", "fft/1x1024",
+      "rmsnorm/32x64",
+      "rmsnorm/64x300",
+      "rmsnorm/1x512",
+      "rmsnorm/8x2048",
+      "rmsnorm/16x128/const",
+      "gemm/64x64x64",
+      "gemm/128x64x96",
+      "gemm/32x32x128",
+      "gemm_bounds/50x70x37",
+      "gemm_bounds/1x1x1",
+      "gemm_bounds/65x33x100",
+      "gemm_relu/64x64x64",
+      "gemm_relu_bounds/45x77x20",
+      "gemm_gelu/64x96x32",
+      "gemm_gelu_bounds/33x31x65",
+      "gemm_morton/128x160x64",
+      "gemm_grouped/160x96x32",
+      "gemm_diagonal/96x128x32",
+      "gelu/1000",
+      "gelu/1",
+      "silu/1000",
+      "geglu/1000",
+      "geglu/4096",
+      "fft/1x2",
+      "fft/1x8",
+      "fft/1x16",
+      "fft/2x32",
+      "fft/1x64",
+      "fft/4x256",
+      "fft/1x1024",
       "fft/3x1024",
   };
   return n;

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cmath>
-#include <source_location>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -25,7 +24,12 @@ struct V {
   ValueId id = kNoValue;
 };
 
-using Here = std::source_location;
+/** The caller's source position, captured by a default argument (GCC and clang builtins). */
+struct Here {
+  const char* file;
+  int line;
+  Here(const char* f = __builtin_FILE(), int l = __builtin_LINE()) : file(f), line(l) {}
+};
 
 class KernelBuilder {
  public:
@@ -34,68 +38,78 @@ class KernelBuilder {
   Builder& raw() { return b_; }
 
   /** Sets the location of the ops built next to the caller's line. */
-  KernelBuilder& at(Here here = Here::current()) {
-    std::string file = here.file_name();
+  KernelBuilder& at(Here here = Here()) {
+    std::string file = here.file;
     size_t slash = file.find_last_of('/');
-    b_.set_loc(slash == std::string::npos ? file : file.substr(slash + 1), static_cast<int>(here.line()));
+    b_.set_loc(slash == std::string::npos ? file : file.substr(slash + 1), here.line);
     return *this;
   }
 
-  V ptr(const std::string& name, DType d = DType::f32, Here h = Here::current()) {
+  V ptr(const std::string& name, DType d = DType::f32, Here h = Here()) {
     at(h);
     return wrap(b_.param(name, Type::ptr(d)));
   }
-  V scalar(const std::string& name, DType d = DType::i32, Here h = Here::current()) {
+  V scalar(const std::string& name, DType d = DType::i32, Here h = Here()) {
     at(h);
     return wrap(b_.param(name, Type::scalar(d)));
   }
-  void constexpr_(const std::string& name, int64_t value) { b_.set_constexpr(name, std::to_string(value)); }
+  void constexpr_(const std::string& name, int64_t value) {
+    b_.set_constexpr(name, std::to_string(value));
+  }
 
   V i32(int64_t v) { return wrap(b_.const_int(DType::i32, v)); }
   V f32(double v) { return wrap(b_.const_float(DType::f32, v)); }
-  V program_id(int axis, Here h = Here::current()) { return at(h).wrap(b_.grid(OpKind::PROGRAM_ID, axis)); }
-  V arange(V start, int64_t size, Here h = Here::current()) { return at(h).wrap(b_.arange(start.id, size)); }
-  V arange(int64_t start, int64_t size, Here h = Here::current()) { return arange(i32(start), size, h); }
-  V zeros(Shape s, Here h = Here::current()) { return full(s, 0.0, h); }
-  V full(Shape s, double v, Here h = Here::current()) { return at(h).wrap(b_.broadcast(f32(v).id, s)); }
-  V cast(V x, DType d, Here h = Here::current()) { return at(h).wrap(b_.cast(x.id, d)); }
+  V program_id(int axis, Here h = Here()) { return at(h).wrap(b_.grid(OpKind::PROGRAM_ID, axis)); }
+  V arange(V start, int64_t size, Here h = Here()) { return at(h).wrap(b_.arange(start.id, size)); }
+  V arange(int64_t start, int64_t size, Here h = Here()) { return arange(i32(start), size, h); }
+  V zeros(Shape s, Here h = Here()) { return full(s, 0.0, h); }
+  V full(Shape s, double v, Here h = Here()) { return at(h).wrap(b_.broadcast(f32(v).id, s)); }
+  V cast(V x, DType d, Here h = Here()) { return at(h).wrap(b_.cast(x.id, d)); }
 
-  V load(V ptrs, Here h = Here::current()) { return at(h).wrap(b_.load(ptrs.id, kNoValue, kNoValue)); }
-  V load(V ptrs, V mask, Here h = Here::current()) { return at(h).wrap(b_.load(ptrs.id, mask.id, kNoValue)); }
-  V load(V ptrs, V mask, double other, Here h = Here::current()) {
+  V load(V ptrs, Here h = Here()) { return at(h).wrap(b_.load(ptrs.id, kNoValue, kNoValue)); }
+  V load(V ptrs, V mask, Here h = Here()) {
+    return at(h).wrap(b_.load(ptrs.id, mask.id, kNoValue));
+  }
+  V load(V ptrs, V mask, double other, Here h = Here()) {
     at(h);
     return wrap(b_.load(ptrs.id, mask.id, f32(other).id));
   }
-  void store(V ptrs, V value, Here h = Here::current()) { at(h).b_.store(ptrs.id, value.id, kNoValue); }
-  void store(V ptrs, V value, V mask, Here h = Here::current()) { at(h).b_.store(ptrs.id, value.id, mask.id); }
-  V tile_load(V ptr, V row, V col, V stride, Shape s, Here h = Here::current()) {
+  void store(V ptrs, V value, Here h = Here()) { at(h).b_.store(ptrs.id, value.id, kNoValue); }
+  void store(V ptrs, V value, V mask, Here h = Here()) {
+    at(h).b_.store(ptrs.id, value.id, mask.id);
+  }
+  V tile_load(V ptr, V row, V col, V stride, Shape s, Here h = Here()) {
     return at(h).wrap(b_.tile_load(ptr.id, row.id, col.id, stride.id, s, kNoValue, kNoValue));
   }
-  V tile_load(V ptr, V row, V col, V stride, Shape s, V rows, V cols, Here h = Here::current()) {
+  V tile_load(V ptr, V row, V col, V stride, Shape s, V rows, V cols, Here h = Here()) {
     return at(h).wrap(b_.tile_load(ptr.id, row.id, col.id, stride.id, s, rows.id, cols.id));
   }
-  void tile_store(V ptr, V row, V col, V stride, V value, Here h = Here::current()) {
+  void tile_store(V ptr, V row, V col, V stride, V value, Here h = Here()) {
     at(h).b_.tile_store(ptr.id, row.id, col.id, stride.id, value.id, kNoValue, kNoValue);
   }
-  void tile_store(V ptr, V row, V col, V stride, V value, V rows, V cols, Here h = Here::current()) {
+  void tile_store(V ptr, V row, V col, V stride, V value, V rows, V cols, Here h = Here()) {
     at(h).b_.tile_store(ptr.id, row.id, col.id, stride.id, value.id, rows.id, cols.id);
   }
-  V dot(V a, V b, V acc, Here h = Here::current()) { return at(h).wrap(b_.dot(a.id, b.id, acc.id)); }
+  V dot(V a, V b, V acc, Here h = Here()) { return at(h).wrap(b_.dot(a.id, b.id, acc.id)); }
 
-  V unary(OpKind op, V x, Here h = Here::current()) { return at(h).wrap(b_.unary(op, x.id)); }
-  V exp(V x, Here h = Here::current()) { return unary(OpKind::EXP, x, h); }
-  V sqrt(V x, Here h = Here::current()) { return unary(OpKind::SQRT, x, h); }
-  V maximum(V a, V b, Here h = Here::current()) { return at(h).wrap(b_.binary(OpKind::MAXIMUM, a.id, b.id)); }
-  V where(V c, V a, V b, Here h = Here::current()) { return at(h).wrap(b_.select(c.id, a.id, b.id)); }
-  V where(V c, V a, double b, Here h = Here::current()) { return where(c, a, f32(b), h); }
-  V sum(V x, int axis = -1, Here h = Here::current()) { return reduce(OpKind::REDUCE_SUM, x, axis, h); }
-  V max(V x, int axis = -1, Here h = Here::current()) { return reduce(OpKind::REDUCE_MAX, x, axis, h); }
-  V reduce(OpKind op, V x, int axis, Here h = Here::current()) { return at(h).wrap(b_.reduce(op, x.id, axis)); }
+  V unary(OpKind op, V x, Here h = Here()) { return at(h).wrap(b_.unary(op, x.id)); }
+  V exp(V x, Here h = Here()) { return unary(OpKind::EXP, x, h); }
+  V sqrt(V x, Here h = Here()) { return unary(OpKind::SQRT, x, h); }
+  V maximum(V a, V b, Here h = Here()) {
+    return at(h).wrap(b_.binary(OpKind::MAXIMUM, a.id, b.id));
+  }
+  V where(V c, V a, V b, Here h = Here()) { return at(h).wrap(b_.select(c.id, a.id, b.id)); }
+  V where(V c, V a, double b, Here h = Here()) { return where(c, a, f32(b), h); }
+  V sum(V x, int axis = -1, Here h = Here()) { return reduce(OpKind::REDUCE_SUM, x, axis, h); }
+  V max(V x, int axis = -1, Here h = Here()) { return reduce(OpKind::REDUCE_MAX, x, axis, h); }
+  V reduce(OpKind op, V x, int axis, Here h = Here()) {
+    return at(h).wrap(b_.reduce(op, x.id, axis));
+  }
 
   /** `for iv in tile_range(start, end, step)` with carried values; body(iv, carried) -> yields. */
   template <typename Body>
   std::vector<V> tile_range(V start, V end, V step, const std::vector<V>& inits, Body&& body,
-                            Here h = Here::current()) {
+                            Here h = Here()) {
     at(h);
     std::vector<ValueId> ids;
     for (const V& v : inits) ids.push_back(v.id);
@@ -111,13 +125,15 @@ class KernelBuilder {
     return results;
   }
 
-  V thread_id(Here h = Here::current()) { return at(h).wrap(b_.simt(OpKind::THREAD_ID)); }
-  void barrier(Here h = Here::current()) { at(h).b_.simt(OpKind::BARRIER); }
-  V shuffle_xor(V x, V mask, Here h = Here::current()) {
+  V thread_id(Here h = Here()) { return at(h).wrap(b_.simt(OpKind::THREAD_ID)); }
+  void barrier(Here h = Here()) { at(h).b_.simt(OpKind::BARRIER); }
+  V shuffle_xor(V x, V mask, Here h = Here()) {
     return at(h).wrap(b_.simd(OpKind::SIMD_SHUFFLE_XOR, x.id, mask.id));
   }
-  V shared(int64_t size, DType d = DType::f32, Here h = Here::current()) { return at(h).wrap(b_.shared(size, d)); }
-  std::pair<V, V> tile_swizzle(V pm, V pn, const std::string& pattern, int block, Here h = Here::current()) {
+  V shared(int64_t size, DType d = DType::f32, Here h = Here()) {
+    return at(h).wrap(b_.shared(size, d));
+  }
+  std::pair<V, V> tile_swizzle(V pm, V pn, const std::string& pattern, int block, Here h = Here()) {
     auto [m, n] = at(h).b_.tile_swizzle(pm.id, pn.id, pattern, block);
     return {wrap(m), wrap(n)};
   }
@@ -138,7 +154,9 @@ class KernelBuilder {
 namespace detail {
 inline KernelBuilder* builder_of(const V& v) { return v.k; }
 template <typename T>
-KernelBuilder* builder_of(const T&) { return nullptr; }
+KernelBuilder* builder_of(const T&) {
+  return nullptr;
+}
 template <typename A, typename B>
 V bin(OpKind op, const A& a, const B& b) {
   KernelBuilder* k = builder_of(a) ? builder_of(a) : builder_of(b);
@@ -148,10 +166,10 @@ template <typename A, typename B>
 constexpr bool one_value = std::is_same_v<A, V> || std::is_same_v<B, V>;
 }  // namespace detail
 
-#define METILE_KERNELS_BINOP(sym, kind)                                       \
+#define METILE_KERNELS_BINOP(sym, kind)                                                   \
   template <typename A, typename B, typename = std::enable_if_t<detail::one_value<A, B>>> \
-  V operator sym(const A& a, const B& b) {                                   \
-    return detail::bin(OpKind::kind, a, b);                                  \
+  V operator sym(const A& a, const B& b) {                                                \
+    return detail::bin(OpKind::kind, a, b);                                               \
   }
 METILE_KERNELS_BINOP(+, ADD)
 METILE_KERNELS_BINOP(-, SUB)

@@ -24,7 +24,8 @@ std::vector<uint8_t> encode(const Array& a) {
       }
       case DType::f16:
       case DType::bf16: {
-        uint16_t h = a.dtype == DType::f16 ? float_to_f16(static_cast<float>(v)) : float_to_bf16(static_cast<float>(v));
+        uint16_t h = a.dtype == DType::f16 ? float_to_f16(static_cast<float>(v))
+                                           : float_to_bf16(static_cast<float>(v));
         std::memcpy(p, &h, 2);
         break;
       }
@@ -39,7 +40,9 @@ std::vector<uint8_t> encode(const Array& a) {
         std::memcpy(p, &x, 4);
         break;
       }
-      default: *p = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
+      default:
+        *p = static_cast<uint8_t>(static_cast<int64_t>(v));
+        break;
     }
   }
   return out;
@@ -81,8 +84,12 @@ std::vector<double> decode(const uint8_t* p, size_t n, DType d) {
         out[i] = static_cast<double>(x);
         break;
       }
-      case DType::i8: out[i] = static_cast<int8_t>(*q); break;
-      default: out[i] = *q; break;
+      case DType::i8:
+        out[i] = static_cast<int8_t>(*q);
+        break;
+      default:
+        out[i] = *q;
+        break;
     }
   }
   return out;

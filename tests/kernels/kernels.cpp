@@ -67,14 +67,14 @@ namespace {
 std::pair<V, V> row_sums(KernelBuilder& k, V x, V row_start, V n, int block, bool with_sum) {
   std::vector<V> inits{k.zeros(Shape::of(block))};
   if (with_sum) inits.push_back(k.zeros(Shape::of(block)));
-  std::vector<V> r = k.tile_range(k.i32(0), n, k.i32(block), inits,
-                                  [&](V i, std::vector<V> c) -> std::vector<V> {
-                                    V cols = i + k.arange(0, block);
-                                    V xv = k.load(x + row_start + cols, cols < n);
-                                    k.at();
-                                    if (!with_sum) return {c[0] + xv * xv};
-                                    return {c[0] + xv * xv, c[1] + xv};
-                                  });
+  std::vector<V> r =
+      k.tile_range(k.i32(0), n, k.i32(block), inits, [&](V i, std::vector<V> c) -> std::vector<V> {
+        V cols = i + k.arange(0, block);
+        V xv = k.load(x + row_start + cols, cols < n);
+        k.at();
+        if (!with_sum) return {c[0] + xv * xv};
+        return {c[0] + xv * xv, c[1] + xv};
+      });
   return {k.sum(r[0]), with_sum ? k.sum(r[1]) : V{}};
 }
 
@@ -135,7 +135,8 @@ Program gemm(const GemmConfig& g) {
   k.constexpr_("BLOCK_N", g.block_n);
   k.constexpr_("BLOCK_K", g.block_k);
   V pid_m = k.program_id(0), pid_n = k.program_id(1);
-  if (!g.swizzle.empty()) std::tie(pid_m, pid_n) = k.tile_swizzle(pid_m, pid_n, g.swizzle, g.swizzle_block);
+  if (!g.swizzle.empty())
+    std::tie(pid_m, pid_n) = k.tile_swizzle(pid_m, pid_n, g.swizzle, g.swizzle_block);
   k.at();
   V row = pid_m * g.block_m, col = pid_n * g.block_n;
   V acc = k.tile_range(
@@ -151,8 +152,10 @@ Program gemm(const GemmConfig& g) {
     k.at();
     acc = acc / (1.0 + k.exp(0.0 - 1.702 * acc));
   }
-  if (g.bounds) k.tile_store(c, row, col, n, acc, m, n);
-  else k.tile_store(c, row, col, n, acc);
+  if (g.bounds)
+    k.tile_store(c, row, col, n, acc, m, n);
+  else
+    k.tile_store(c, row, col, n, acc);
   return k.finish();
 }
 
@@ -184,7 +187,8 @@ V gelu_of(KernelBuilder& k, V x) {
 }  // namespace
 
 Program gelu(int block) {
-  return elementwise("gelu_kernel", block, 1, [](KernelBuilder& k, std::vector<V> v) { return gelu_of(k, v[0]); });
+  return elementwise("gelu_kernel", block, 1,
+                     [](KernelBuilder& k, std::vector<V> v) { return gelu_of(k, v[0]); });
 }
 
 Program silu(int block) {
@@ -203,7 +207,8 @@ Program fft(int n) {
   int stages = 0;
   while ((1 << stages) < n) ++stages;
   if (n < 2 || n > 1024 || (1 << stages) != n)
-    fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "fft length ", n, " is not a power of two in [2, 1024]");
+    fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "fft length ", n,
+         " is not a power of two in [2, 1024]");
   const int simd_stages = std::min(5, stages);
   KernelBuilder k("fft_kernel");
   V x_re = k.ptr("X_re"), x_im = k.ptr("X_im"), y_re = k.ptr("Y_re"), y_im = k.ptr("Y_im");

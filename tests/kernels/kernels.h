@@ -30,9 +30,9 @@ enum class Epilogue { none, relu, gelu };
 
 struct GemmConfig {
   int block_m = 32, block_n = 32, block_k = 32;
-  bool bounds = false;        // ragged M, N, K through tile_load/tile_store bounds
+  bool bounds = false;  // ragged M, N, K through tile_load/tile_store bounds
   Epilogue epilogue = Epilogue::none;
-  std::string swizzle;        // "" or a tile_swizzle pattern
+  std::string swizzle;  // "" or a tile_swizzle pattern
   int swizzle_block = 2;
 };
 /** C = A @ B (row-major, f32) with tile_load / dot / tile_store and an optional epilogue. */

@@ -32,9 +32,10 @@ Program vector_add(int block) {
   ValueId out = b.param("Out", Type::ptr(DType::f32));
   ValueId n = b.param("N", Type::scalar(DType::i32));
   b.set_loc("vector_add.py", 5);
-  ValueId offs = b.binary(OpKind::ADD,
-                          b.binary(OpKind::MUL, b.grid(OpKind::PROGRAM_ID, 0), b.const_int(DType::i32, block)),
-                          b.arange(kNoValue, block));
+  ValueId offs =
+      b.binary(OpKind::ADD,
+               b.binary(OpKind::MUL, b.grid(OpKind::PROGRAM_ID, 0), b.const_int(DType::i32, block)),
+               b.arange(kNoValue, block));
   ValueId mask = b.binary(OpKind::LT, offs, n);
   b.set_loc("vector_add.py", 6);
   ValueId xv = b.load(b.binary(OpKind::ADD, x, offs), mask, kNoValue);

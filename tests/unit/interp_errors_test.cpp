@@ -18,7 +18,9 @@ using kernels::KernelBuilder;
 using kernels::Launch;
 using kernels::V;
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // Out[offs] = X[offs] for offs = pid * 256 + arange(256), without a mask: the last program of a
 // ragged launch reads past X.
@@ -26,8 +28,10 @@ Program unmasked_copy(bool oob_store) {
   Builder b("copy");
   ValueId x = b.param("X", Type::ptr(DType::f32));
   ValueId out = b.param("Out", Type::ptr(DType::f32));
-  ValueId offs = b.binary(OpKind::ADD, b.binary(OpKind::MUL, b.grid(OpKind::PROGRAM_ID, 0), b.const_int(DType::i32, 256)),
-                          b.arange(kNoValue, 256));
+  ValueId offs =
+      b.binary(OpKind::ADD,
+               b.binary(OpKind::MUL, b.grid(OpKind::PROGRAM_ID, 0), b.const_int(DType::i32, 256)),
+               b.arange(kNoValue, 256));
   ValueId in = oob_store ? b.binary(OpKind::BITAND, offs, b.const_int(DType::i32, 511)) : offs;
   b.set_loc("oob.py", 12);
   ValueId v = b.load(b.binary(OpKind::ADD, x, in), kNoValue, kNoValue);
@@ -51,7 +55,9 @@ TEST(InterpErrors, OutOfBoundsStoreAndArgumentOffsets) {
   Launch l(unmasked_copy(true));
   l.buffer(x).buffer(out, 40);  // the buffer starts 10 elements in: 990 remain
   EXPECT_EQ(l.run({4, 1, 1}), METILE_ERROR_DEVICE);
-  EXPECT_TRUE(has(l.error(), "oob.py:13: store: access of element 990 outside buffer `Out` (990 elements) in program (3,0,0)"))
+  EXPECT_TRUE(has(l.error(),
+                  "oob.py:13: store: access of element 990 outside buffer `Out` (990 elements) in "
+                  "program (3,0,0)"))
       << l.error();
 }
 
@@ -60,13 +66,16 @@ TEST(InterpErrors, OutOfBoundsTileAndSharedAccess) {
     KernelBuilder k("tile_oob");
     V m = k.ptr("M");
     k.raw().set_loc("t.py", 5);
-    V t = k.wrap(k.raw().tile_load(m.id, k.i32(-1).id, k.i32(0).id, k.i32(4).id, Shape::of(2, 2), kNoValue, kNoValue));
+    V t = k.wrap(k.raw().tile_load(m.id, k.i32(-1).id, k.i32(0).id, k.i32(4).id, Shape::of(2, 2),
+                                   kNoValue, kNoValue));
     k.store(m, k.sum(t));
     std::vector<float> mv(16);
     Launch l(k.finish());
     l.buffer(mv);
     EXPECT_EQ(l.run(), METILE_ERROR_DEVICE);
-    EXPECT_TRUE(has(l.error(), "t.py:5: tile_load: access of element -4 outside buffer `M` (16 elements)")) << l.error();
+    EXPECT_TRUE(
+        has(l.error(), "t.py:5: tile_load: access of element -4 outside buffer `M` (16 elements)"))
+        << l.error();
   }
   {
     KernelBuilder k("shared_oob");
@@ -80,7 +89,9 @@ TEST(InterpErrors, OutOfBoundsTileAndSharedAccess) {
     Launch l(k.finish());
     l.buffer(o);
     EXPECT_EQ(l.run(), METILE_ERROR_DEVICE);
-    EXPECT_TRUE(has(l.error(), "s.py:7: store: access of element 8 outside shared memory #0 (8 elements)")) << l.error();
+    EXPECT_TRUE(
+        has(l.error(), "s.py:7: store: access of element 8 outside shared memory #0 (8 elements)"))
+        << l.error();
   }
 }
 
@@ -94,7 +105,9 @@ std::string scalar_fault(OpKind op, DType d, int64_t a, int64_t b) {
   bl.store(out, bl.binary(op, pa, pb), kNoValue);
   std::vector<int64_t> o(1);
   Launch l(bl.finish());
-  l.buffer(o).scalar(d == DType::i64 ? METILE_ARG_I64 : METILE_ARG_I32, a).scalar(d == DType::i64 ? METILE_ARG_I64 : METILE_ARG_I32, b);
+  l.buffer(o)
+      .scalar(d == DType::i64 ? METILE_ARG_I64 : METILE_ARG_I32, a)
+      .scalar(d == DType::i64 ? METILE_ARG_I64 : METILE_ARG_I32, b);
   EXPECT_EQ(l.run(), METILE_ERROR_DEVICE);
   return l.error();
 }
@@ -102,10 +115,14 @@ std::string scalar_fault(OpKind op, DType d, int64_t a, int64_t b) {
 TEST(InterpErrors, UndefinedIntegerArithmeticIsReported) {
   EXPECT_EQ(scalar_fault(OpKind::DIV, DType::i32, 5, 0),
             "[interp] ub.py:21: div: integer div by zero (5 / 0) in program (0,0,0)");
-  EXPECT_TRUE(has(scalar_fault(OpKind::MOD, DType::i32, 5, 0), "ub.py:21: mod: integer mod by zero"));
-  EXPECT_TRUE(has(scalar_fault(OpKind::FLOORDIV, DType::i64, -5, 0), "ub.py:21: floordiv: integer floordiv by zero"));
-  EXPECT_TRUE(has(scalar_fault(OpKind::SHL, DType::i32, 1, 32), "shl: shift count 32 is outside [0, 32) for i32"));
-  EXPECT_TRUE(has(scalar_fault(OpKind::SHR, DType::i64, 1, -1), "shr: shift count -1 is outside [0, 64) for i64"));
+  EXPECT_TRUE(
+      has(scalar_fault(OpKind::MOD, DType::i32, 5, 0), "ub.py:21: mod: integer mod by zero"));
+  EXPECT_TRUE(has(scalar_fault(OpKind::FLOORDIV, DType::i64, -5, 0),
+                  "ub.py:21: floordiv: integer floordiv by zero"));
+  EXPECT_TRUE(has(scalar_fault(OpKind::SHL, DType::i32, 1, 32),
+                  "shl: shift count 32 is outside [0, 32) for i32"));
+  EXPECT_TRUE(has(scalar_fault(OpKind::SHR, DType::i64, 1, -1),
+                  "shr: shift count -1 is outside [0, 64) for i64"));
 }
 
 std::string cast_fault(float v, DType to) {
@@ -122,7 +139,8 @@ std::string cast_fault(float v, DType to) {
 }
 
 TEST(InterpErrors, UndefinedCastsAreReported) {
-  EXPECT_TRUE(has(cast_fault(NAN, DType::i32), "cast.py:2: cast: NaN cannot be converted to i32")) << cast_fault(NAN, DType::i32);
+  EXPECT_TRUE(has(cast_fault(NAN, DType::i32), "cast.py:2: cast: NaN cannot be converted to i32"))
+      << cast_fault(NAN, DType::i32);
   EXPECT_TRUE(has(cast_fault(3e9f, DType::i32), "cast: f32 value 3e+09 is out of range for i32"));
   EXPECT_TRUE(has(cast_fault(-1.0f, DType::u32), "is out of range for u32"));
   EXPECT_TRUE(has(cast_fault(256.0f, DType::u8), "is out of range for u8"));
@@ -169,7 +187,9 @@ TEST(InterpErrors, DeviceLimitsAreUnsupported) {
     Launch l(k.finish());
     l.buffer(o);
     EXPECT_EQ(l.run(), METILE_ERROR_UNSUPPORTED);
-    EXPECT_TRUE(has(l.error(), "[interp] big.py:3: shared: kernel too_much_shared needs more than the interp device's 65536 bytes"))
+    EXPECT_TRUE(has(l.error(),
+                    "[interp] big.py:3: shared: kernel too_much_shared needs more than the interp "
+                    "device's 65536 bytes"))
         << l.error();
   }
   {
@@ -181,7 +201,8 @@ TEST(InterpErrors, DeviceLimitsAreUnsupported) {
     Launch l(k.finish());
     l.buffer(o);
     EXPECT_EQ(l.run(), METILE_ERROR_UNSUPPORTED);
-    EXPECT_TRUE(has(l.error(), "uses 2048 threads; the interp device runs at most 1024")) << l.error();
+    EXPECT_TRUE(has(l.error(), "uses 2048 threads; the interp device runs at most 1024"))
+        << l.error();
   }
 }
 
@@ -197,9 +218,11 @@ class BadLaunch : public testing::Test {
     ValueId f = b.param("F", Type::scalar(DType::f32));
     ValueId offs = b.arange(kNoValue, 4);
     ValueId p = b.binary(OpKind::ADD, x, offs);
-    b.store(p, b.binary(OpKind::MUL, b.load(p, b.binary(OpKind::LT, offs, n), kNoValue), f), b.binary(OpKind::LT, offs, n));
+    b.store(p, b.binary(OpKind::MUL, b.load(p, b.binary(OpKind::LT, offs, n), kNoValue), f),
+            b.binary(OpKind::LT, offs, n));
     ASSERT_EQ(metile_program_parse(&prog_, print(b.finish()).c_str()), METILE_OK);
-    ASSERT_EQ(metile_kernel_compile(&kernel_, dev_, prog_, nullptr), METILE_OK) << metile_last_error();
+    ASSERT_EQ(metile_kernel_compile(&kernel_, dev_, prog_, nullptr), METILE_OK)
+        << metile_last_error();
     ASSERT_EQ(metile_buffer_alloc(&buf_, dev_, 16), METILE_OK);
     args_[0].kind = METILE_ARG_BUFFER;
     args_[0].buffer = buf_;
@@ -265,7 +288,8 @@ TEST_F(BadLaunch, IntegerOutOfRange) {
 
 TEST_F(BadLaunch, MisalignedOrPastTheEndOffset) {
   args_[0].offset = 2;
-  EXPECT_TRUE(has(bad(), "argument `X`: offset 2 is past the buffer's 16 bytes or not a multiple of 4"));
+  EXPECT_TRUE(
+      has(bad(), "argument `X`: offset 2 is past the buffer's 16 bytes or not a multiple of 4"));
   args_[0].offset = 20;
   EXPECT_TRUE(has(bad(), "argument `X`: offset 20 is past the buffer's 16 bytes"));
 }
@@ -282,7 +306,8 @@ TEST_F(BadLaunch, NullOrReleasedBuffer) {
   ASSERT_EQ(metile_buffer_release(gone), METILE_OK);
   args_[0].buffer = gone;
   std::string e = bad();
-  EXPECT_TRUE(has(e, "[launch] argument `X` (ptr<f32>): ") && has(e, "is not a live metile_buffer")) << e;
+  EXPECT_TRUE(has(e, "[launch] argument `X` (ptr<f32>): ") && has(e, "is not a live metile_buffer"))
+      << e;
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ void store_all(KernelBuilder& k, V out, V value) {
 V load_n(KernelBuilder& k, V ptr, int64_t n) { return k.load(ptr + k.arange(0, n)); }
 
 template <typename T>
-std::vector<T> run1(const Program& p, std::vector<T> out, std::array<uint32_t, 3> grid = {1, 1, 1}) {
+std::vector<T> run1(const Program& p, std::vector<T> out,
+                    std::array<uint32_t, 3> grid = {1, 1, 1}) {
   Launch l(p);
   l.buffer(out);
   EXPECT_EQ(l.run(grid), METILE_OK) << l.error();
@@ -47,15 +48,16 @@ std::vector<T> run1(const Program& p, std::vector<T> out, std::array<uint32_t, 3
 TEST(InterpOps, BroadcastScalarsAndSizeOneDims) {
   KernelBuilder k("bcast");
   V out = k.ptr("Out");
-  V col = k.cast(reshape(k, k.arange(0, 4), Shape::of(4, 1)), DType::f32);         // 4x1: i
-  V row = k.cast(reshape(k, k.arange(0, 3) * 10, Shape::of(1, 3)), DType::f32);    // 1x3: 10j
+  V col = k.cast(reshape(k, k.arange(0, 4), Shape::of(4, 1)), DType::f32);       // 4x1: i
+  V row = k.cast(reshape(k, k.arange(0, 3) * 10, Shape::of(1, 3)), DType::f32);  // 1x3: 10j
   V grid = col + row;
   EXPECT_EQ(k.raw().type(grid.id).str(), "tile<4x3xf32>");
   V vec = k.cast(k.arange(0, 3), DType::f32) * 100.0;  // 1-D lines up with the columns
   store_all(k, out, grid + vec + 0.5);
   std::vector<float> r = run1(k.finish(), std::vector<float>(12));
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 3; ++j) EXPECT_EQ(r[i * 3 + j], i + 10 * j + 100 * j + 0.5f) << i << "," << j;
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(r[i * 3 + j], i + 10 * j + 100 * j + 0.5f) << i << "," << j;
 }
 
 TEST(InterpOps, PromotionKeepsTileTypes) {
@@ -69,7 +71,8 @@ TEST(InterpOps, PromotionKeepsTileTypes) {
   EXPECT_EQ(k.raw().type(half.id).str(), "tile<4xf32>");
   V scaled = h * 0.1;  // an f32 literal keeps an f16 tile f16
   EXPECT_EQ(k.raw().type(scaled.id).str(), "tile<4xf16>");
-  V mixed = k.wrap(k.raw().binary(OpKind::ADD, k.arange(0, 4).id, k.raw().const_int(DType::u32, 1)));
+  V mixed =
+      k.wrap(k.raw().binary(OpKind::ADD, k.arange(0, 4).id, k.raw().const_int(DType::u32, 1)));
   EXPECT_EQ(k.raw().type(mixed.id).str(), "tile<4xi32>");  // a scalar never widens a tile
   store_all(k, of, twice);
   store_all(k, oi, half);
@@ -129,7 +132,8 @@ TEST(InterpOps, CastsTruncateWrapAndTestNonZero) {
   std::vector<uint32_t> uv_{4294967295u};
   std::vector<uint8_t> ou8_(4), ob_(4);
   Launch l(k.finish());
-  l.buffer(xv_).buffer(iv_).buffer(uv_).buffer(oi_).buffer(ou8_).buffer(ob_).buffer(obf_).buffer(ouf_);
+  l.buffer(xv_).buffer(iv_).buffer(uv_).buffer(oi_).buffer(ou8_).buffer(ob_).buffer(obf_).buffer(
+      ouf_);
   ASSERT_EQ(l.run(), METILE_OK) << l.error();
   EXPECT_EQ(oi_, (std::vector<int32_t>{2, -2, 0, 0}));
   EXPECT_EQ(ou8_, (std::vector<uint8_t>{44, 255, 0, 5}));
@@ -160,7 +164,8 @@ TEST(InterpOps, MathFollowsTheContract) {
   KernelBuilder k("math");
   V x = k.ptr("X"), out = k.ptr("Out");
   V xv = load_n(k, x, 4);
-  const OpKind ops[] = {OpKind::SIGMOID, OpKind::RSQRT, OpKind::ERF, OpKind::EXP, OpKind::TANH, OpKind::LOG2};
+  const OpKind ops[] = {OpKind::SIGMOID, OpKind::RSQRT, OpKind::ERF,
+                        OpKind::EXP,     OpKind::TANH,  OpKind::LOG2};
   int slot = 0;
   for (OpKind op : ops) k.store(out + (k.arange(0, 4) + 4 * slot++), k.unary(op, xv));
   V nan = k.f32(NAN);
@@ -181,8 +186,8 @@ TEST(InterpOps, MathFollowsTheContract) {
     EXPECT_EQ(r[16 + i], std::tanh(v));
     EXPECT_TRUE(same(r[20 + i], std::log2(v))) << r[20 + i];
   }
-  EXPECT_EQ(r[0], 0.5f);  // sigmoid(0)
-  EXPECT_EQ(r[5], 0.5f);  // rsqrt(4)
+  EXPECT_EQ(r[0], 0.5f);   // sigmoid(0)
+  EXPECT_EQ(r[5], 0.5f);   // rsqrt(4)
   EXPECT_EQ(r[24], 1.0f);  // maximum / minimum ignore NaN
   EXPECT_EQ(r[25], 2.0f);
   EXPECT_EQ(r[26], 1024.0f);
@@ -195,9 +200,9 @@ TEST(InterpOps, HalfTypesRoundAfterEveryOp) {
   // One-element tiles: an f32 literal keeps a tile's type (two scalars would promote to f32).
   V hv = load_n(k, h, 1), bv = load_n(k, b, 1);
   V one = k.arange(0, 1);
-  k.store(oh + one, hv + 1.0 + 1.0);        // 2049 rounds to 2048 (even) each time
-  k.store(oh + (one + 1), hv * 40.0);       // 81920 overflows f16
-  k.store(ob + one, bv + 1.0 + 1.0);        // bf16 spacing at 256 is 2
+  k.store(oh + one, hv + 1.0 + 1.0);                      // 2049 rounds to 2048 (even) each time
+  k.store(oh + (one + 1), hv * 40.0);                     // 81920 overflows f16
+  k.store(ob + one, bv + 1.0 + 1.0);                      // bf16 spacing at 256 is 2
   k.store(of + one, k.cast(hv, DType::f32) + 1.0 + 1.0);  // in f32 the sum is 2050
   std::vector<uint16_t> hv_{float_to_f16(2048.0f)}, bv_{float_to_bf16(256.0f)}, oh_(2), ob_(1);
   std::vector<float> of_(1);
@@ -223,8 +228,7 @@ TEST(InterpOps, MasksSkipMemoryAndLoadsGiveOther) {
   Launch l(k.finish());
   l.buffer(xs).buffer(r).i32(10);
   ASSERT_EQ(l.run(), METILE_OK) << l.error();
-  for (int i = 0; i < 16; ++i)
-    EXPECT_EQ(r[i], i < 10 ? 2.0f * i : i < 12 ? -1.0f : 99.0f) << i;
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(r[i], i < 10 ? 2.0f * i : i < 12 ? -1.0f : 99.0f) << i;
 }
 
 TEST(InterpOps, ReductionsUseTrueIdentitiesAndAxes) {
@@ -305,13 +309,18 @@ TEST(InterpOps, TileLoadAndStoreHonourOffsetsStridesAndBounds) {
 TEST(InterpOps, LoopsCountExactlyAndCarryValues) {
   KernelBuilder k("loops");
   V out = k.ptr("Out", DType::i32);
-  auto down = k.tile_range(k.i32(10), k.i32(0), k.i32(-3), {k.i32(0), k.wrap(k.raw().broadcast(k.i32(0).id, Shape::of(2)))},
-                           [&](V iv, std::vector<V> c) -> std::vector<V> { return {c[0] + iv, c[1] + k.arange(iv, 2)}; });
+  auto down = k.tile_range(k.i32(10), k.i32(0), k.i32(-3),
+                           {k.i32(0), k.wrap(k.raw().broadcast(k.i32(0).id, Shape::of(2)))},
+                           [&](V iv, std::vector<V> c) -> std::vector<V> {
+                             return {c[0] + iv, c[1] + k.arange(iv, 2)};
+                           });
   auto none = k.tile_range(k.i32(5), k.i32(5), k.i32(1), {k.i32(42)},
                            [&](V iv, std::vector<V> c) -> std::vector<V> { return {c[0] + iv}; });
-  auto nested = k.tile_range(k.i32(0), k.i32(3), k.i32(1), {k.i32(0)}, [&](V, std::vector<V> c) -> std::vector<V> {
-    return k.tile_range(k.i32(0), k.i32(4), k.i32(1), {c[0]}, [&](V, std::vector<V> d) -> std::vector<V> { return {d[0] + 1}; });
-  });
+  auto nested = k.tile_range(
+      k.i32(0), k.i32(3), k.i32(1), {k.i32(0)}, [&](V, std::vector<V> c) -> std::vector<V> {
+        return k.tile_range(k.i32(0), k.i32(4), k.i32(1), {c[0]},
+                            [&](V, std::vector<V> d) -> std::vector<V> { return {d[0] + 1}; });
+      });
   k.store(out, down[0]);
   k.store(out + k.arange(1, 2), down[1]);
   k.store(out + 3, none[0]);
@@ -325,7 +334,8 @@ TEST(InterpOps, ThreeDimensionalGridIds) {
   KernelBuilder k("grid3");
   V out = k.ptr("Out", DType::i32), sizes = k.ptr("Sizes", DType::i32);
   V x = k.program_id(0), y = k.program_id(1), z = k.program_id(2);
-  V nx = k.wrap(k.raw().grid(OpKind::NUM_PROGRAMS, 0)), ny = k.wrap(k.raw().grid(OpKind::NUM_PROGRAMS, 1));
+  V nx = k.wrap(k.raw().grid(OpKind::NUM_PROGRAMS, 0)),
+    ny = k.wrap(k.raw().grid(OpKind::NUM_PROGRAMS, 1));
   V nz = k.wrap(k.raw().grid(OpKind::NUM_PROGRAMS, 2));
   k.store(out + (x + nx * (y + ny * z)), x * 10000 + y * 100 + z);
   k.store(sizes, nx * 10000 + ny * 100 + nz);
@@ -335,7 +345,8 @@ TEST(InterpOps, ThreeDimensionalGridIds) {
   ASSERT_EQ(l.run({3, 4, 5}), METILE_OK) << l.error();
   for (int zz = 0; zz < 5; ++zz)
     for (int yy = 0; yy < 4; ++yy)
-      for (int xx = 0; xx < 3; ++xx) EXPECT_EQ(r[xx + 3 * (yy + 4 * zz)], xx * 10000 + yy * 100 + zz);
+      for (int xx = 0; xx < 3; ++xx)
+        EXPECT_EQ(r[xx + 3 * (yy + 4 * zz)], xx * 10000 + yy * 100 + zz);
   EXPECT_EQ(s[0], 30405);
 }
 

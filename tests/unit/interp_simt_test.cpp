@@ -17,7 +17,9 @@ using kernels::KernelBuilder;
 using kernels::Launch;
 using kernels::V;
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // Out[0..T) = thread_id, [T..2T) = simd_lane_id, then shuffle_xor(x, m) per mask, then
 // simd_broadcast(x, l) per lane, with x = 1000 + 3 * thread_id.
@@ -42,7 +44,8 @@ TEST(InterpSimt, ThreadAndLaneIdentities) {
       if (t % 32 != 0 && l >= t % 32) continue;
       put(k.wrap(k.raw().simd(OpKind::SIMD_BROADCAST, x.id, k.i32(l).id)));
     }
-    put(k.wrap(k.raw().broadcast(k.shuffle_xor(k.i32(7), k.i32(3)).id, Shape::of(t))));  // scalar: unchanged
+    put(k.wrap(k.raw().broadcast(k.shuffle_xor(k.i32(7), k.i32(3)).id,
+                                 Shape::of(t))));  // scalar: unchanged
     std::vector<int32_t> r(static_cast<size_t>(t) * slot, -1);
     Launch l(k.finish());
     l.buffer(r);
@@ -57,12 +60,14 @@ TEST(InterpSimt, ThreadAndLaneIdentities) {
     ++s;
     for (int m : masks) {
       if (t % 32 != 0 && m >= 8) continue;
-      for (int i = 0; i < t; ++i) EXPECT_EQ(row(i), 1000 + 3 * (i ^ m)) << "t " << t << " mask " << m << " i " << i;
+      for (int i = 0; i < t; ++i)
+        EXPECT_EQ(row(i), 1000 + 3 * (i ^ m)) << "t " << t << " mask " << m << " i " << i;
       ++s;
     }
     for (int ln : lanes) {
       if (t % 32 != 0 && ln >= t % 32) continue;
-      for (int i = 0; i < t; ++i) EXPECT_EQ(row(i), 1000 + 3 * ((i & ~31) + ln)) << "lane " << ln << " i " << i;
+      for (int i = 0; i < t; ++i)
+        EXPECT_EQ(row(i), 1000 + 3 * ((i & ~31) + ln)) << "lane " << ln << " i " << i;
       ++s;
     }
     for (int i = 0; i < t; ++i) EXPECT_EQ(row(i), 7);
@@ -106,8 +111,9 @@ struct RoleSpec {
 
 // Runs one role region per spec over T threads: region r stores r + 1 to Out[tid] (a T-element
 // store) and adds 1 to Count[r] (a scalar store: once if the role has a thread).
-std::vector<int32_t> run_roles(int t, const std::vector<RoleSpec>& roles, std::vector<int32_t>* counts,
-                               metile_status want = METILE_OK, std::string* error = nullptr) {
+std::vector<int32_t> run_roles(int t, const std::vector<RoleSpec>& roles,
+                               std::vector<int32_t>* counts, metile_status want = METILE_OK,
+                               std::string* error = nullptr) {
   KernelBuilder k("roles");
   k.raw().set_num_threads(t);
   V out = k.ptr("Out", DType::i32), count = k.ptr("Count", DType::i32);
@@ -115,7 +121,8 @@ std::vector<int32_t> run_roles(int t, const std::vector<RoleSpec>& roles, std::v
   for (size_t r = 0; r < roles.size(); ++r) {
     k.raw().set_loc("roles.py", static_cast<int>(10 + r));
     k.raw().role_begin(roles[r].role, roles[r].num_roles, roles[r].first_sg, roles[r].num_sgs);
-    k.store(out + tid, k.wrap(k.raw().broadcast(k.i32(static_cast<int64_t>(r) + 1).id, Shape::of(t))));
+    k.store(out + tid,
+            k.wrap(k.raw().broadcast(k.i32(static_cast<int64_t>(r) + 1).id, Shape::of(t))));
     k.store(count + static_cast<int>(r), k.load(count + static_cast<int>(r)) + 1);
     k.raw().role_end();
   }
@@ -167,7 +174,9 @@ TEST(InterpSimt, RolePastTheThreadgroupIsADeviceError) {
   std::vector<int32_t> counts;
   std::string e;
   run_roles(128, {{0, 1, 3, 2}}, &counts, METILE_ERROR_DEVICE, &e);
-  EXPECT_TRUE(has(e, "roles.py:10: simdgroup_role: simdgroups [3, 5) are past the 4 simdgroups of 128 threads")) << e;
+  EXPECT_TRUE(has(
+      e, "roles.py:10: simdgroup_role: simdgroups [3, 5) are past the 4 simdgroups of 128 threads"))
+      << e;
 }
 
 TEST(InterpSimt, RolesWithoutTheSimtViewRunUnconditionally) {
@@ -189,7 +198,8 @@ TEST(InterpSimt, RolesWithoutTheSimtViewRunUnconditionally) {
 TEST(InterpSimt, TileSwizzleIsABijectionOnTheGrid) {
   for (const std::string pattern : {"diagonal", "grouped", "morton"})
     for (int block : {1, 2, 3, 4})
-      for (auto [gm, gn] : std::vector<std::pair<int, int>>{{1, 1}, {3, 5}, {4, 4}, {7, 3}, {8, 8}, {5, 12}}) {
+      for (auto [gm, gn] :
+           std::vector<std::pair<int, int>>{{1, 1}, {3, 5}, {4, 4}, {7, 3}, {8, 8}, {5, 12}}) {
         KernelBuilder k("swizzle");
         V out = k.ptr("Out", DType::i32);
         V pm = k.program_id(0), pn = k.program_id(1);
@@ -200,12 +210,13 @@ TEST(InterpSimt, TileSwizzleIsABijectionOnTheGrid) {
         std::vector<int32_t> r(static_cast<size_t>(gm) * gn * 2, -1);
         Launch l(k.finish());
         l.buffer(r);
-        ASSERT_EQ(l.run({static_cast<uint32_t>(gm), static_cast<uint32_t>(gn), 1}), METILE_OK) << l.error();
+        ASSERT_EQ(l.run({static_cast<uint32_t>(gm), static_cast<uint32_t>(gn), 1}), METILE_OK)
+            << l.error();
         std::set<std::pair<int, int>> seen;
         for (int i = 0; i < gm; ++i)
           for (int j = 0; j < gn; ++j) {
             const int32_t sm = r[(i * gn + j) * 2], sn = r[(i * gn + j) * 2 + 1];
-            const int code = pattern == "grouped" ? METILE_SWIZZLE_GROUPED
+            const int code = pattern == "grouped"  ? METILE_SWIZZLE_GROUPED
                              : pattern == "morton" ? METILE_SWIZZLE_MORTON
                                                    : METILE_SWIZZLE_DIAGONAL;
             auto want = metile_swizzle<int64_t>(code, i, j, gm, gn, block);
@@ -214,7 +225,8 @@ TEST(InterpSimt, TileSwizzleIsABijectionOnTheGrid) {
             EXPECT_TRUE(sm >= 0 && sm < gm && sn >= 0 && sn < gn);
             seen.insert({sm, sn});
           }
-        EXPECT_EQ(seen.size(), static_cast<size_t>(gm * gn)) << pattern << " block " << block << " grid " << gm << "x" << gn;
+        EXPECT_EQ(seen.size(), static_cast<size_t>(gm * gn))
+            << pattern << " block " << block << " grid " << gm << "x" << gn;
       }
 }
 
@@ -229,7 +241,9 @@ TEST(InterpSimt, TileSwizzleOfIdsOutsideTheGridIsADeviceError) {
   Launch l(k.finish());
   l.buffer(r);
   EXPECT_EQ(l.run({2, 2, 1}), METILE_ERROR_DEVICE);
-  EXPECT_TRUE(has(l.error(), "swz.py:3: tile_swizzle: program ids (2, 0) are outside the 2 x 2 grid in program (1,0,0)"))
+  EXPECT_TRUE(has(
+      l.error(),
+      "swz.py:3: tile_swizzle: program ids (2, 0) are outside the 2 x 2 grid in program (1,0,0)"))
       << l.error();
 }
 

@@ -11,7 +11,9 @@
 namespace metile {
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(RoundTrip, EverySuiteKernelPrintsParsesAndReverifies) {
   for (const Program& p : kernels::all_programs()) {
@@ -33,7 +35,8 @@ TEST(RoundTrip, EveryCaseProgramRoundTripsThroughTheCApi) {
     const kernels::Case c = kernels::make_case(name);
     const std::string text = print(c.program);
     metile_program* h = nullptr;
-    ASSERT_EQ(metile_program_parse(&h, text.c_str()), METILE_OK) << name << ": " << metile_last_error();
+    ASSERT_EQ(metile_program_parse(&h, text.c_str()), METILE_OK)
+        << name << ": " << metile_last_error();
     char* again = nullptr;
     ASSERT_EQ(metile_program_print(h, &again), METILE_OK);
     EXPECT_EQ(std::string(again), text) << name;
@@ -55,7 +58,8 @@ void expect_parse_error(const std::string& text, int line, const std::string& pa
   }
   metile_program* h = nullptr;
   EXPECT_EQ(metile_program_parse(&h, text.c_str()), METILE_ERROR_INVALID_PROGRAM);
-  EXPECT_TRUE(has(metile_last_error(), "line " + std::to_string(line) + ":")) << metile_last_error();
+  EXPECT_TRUE(has(metile_last_error(), "line " + std::to_string(line) + ":"))
+      << metile_last_error();
 }
 
 TEST(RoundTrip, MalformedTextNamesTheLine) {
@@ -64,14 +68,17 @@ TEST(RoundTrip, MalformedTextNamesTheLine) {
   expect_parse_error(head + "  %0 = frobnicate %N : i32\n}\n", 2, "unknown op 'frobnicate'");
   expect_parse_error(head + "  %0 = add %N, %M : i32\n}\n", 2, "value %M is not defined here");
   expect_parse_error(head + "  %0 = const {value = 1} : i33\n}\n", 2, "bad type 'i33'");
-  expect_parse_error(head + "  %0 = const {value = 1} : i32\n  %0 = const {value = 2} : i32\n}\n", 3,
-                     "value %0 is defined twice");
+  expect_parse_error(head + "  %0 = const {value = 1} : i32\n  %0 = const {value = 2} : i32\n}\n",
+                     3, "value %0 is defined twice");
   expect_parse_error(head + "  %0 = const {value = 1x} : i32\n}\n", 2, "bad number '1x'");
   expect_parse_error(head + "  %0 = const {value = 1} : i32\n", 3, "missing '}'");
   expect_parse_error(head + "  %0, %1 = const {value = 1} : i32\n}\n", 2, "2 results but 1 types");
-  expect_parse_error(head + "  %0 = const {value = 1} : i32 loc(\"a.py\n\":3)\n}\n", 2, "newline in a string");
+  expect_parse_error(head + "  %0 = const {value = 1} : i32 loc(\"a.py\n\":3)\n}\n", 2,
+                     "newline in a string");
   expect_parse_error(head + "}\ntrailing\n", 3, "unexpected text after the kernel");
-  expect_parse_error(head + "  %0 = arange %N {size = 4} : tile<4xi32>\n  for %i = %N to %N step %N iter_args(%c = %0) -> (tile<4xi32>, i32) {\n  }\n}\n",
+  expect_parse_error(head +
+                         "  %0 = arange %N {size = 4} : tile<4xi32>\n  for %i = %N to %N step %N "
+                         "iter_args(%c = %0) -> (tile<4xi32>, i32) {\n  }\n}\n",
                      3, "carried values");
   // Verifier errors after a successful parse carry the op's location instead.
   try {

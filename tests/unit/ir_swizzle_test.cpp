@@ -31,7 +31,8 @@ TEST(Swizzle, EveryPatternIsABijectionOnEveryGrid) {
           std::set<std::pair<int64_t, int64_t>> seen;
           for (auto [m, n] : order(pattern, gm, gn, block)) {
             ASSERT_TRUE(m >= 0 && m < gm && n >= 0 && n < gn)
-                << pattern << " block " << block << " grid " << gm << "x" << gn << " -> " << m << "," << n;
+                << pattern << " block " << block << " grid " << gm << "x" << gn << " -> " << m
+                << "," << n;
             seen.insert({m, n});
           }
           ASSERT_EQ(seen.size(), static_cast<size_t>(gm * gn))

@@ -14,7 +14,8 @@
 //   logical on bool. Comparisons give bool; NaN compares unequal to everything.
 // Casts. Float to float rounds; integer to float converts to f32 (nearest) then rounds to the
 //   storage type; float to integer truncates toward zero; integer to integer wraps; to bool is
-//   x != 0; bool to a number is 0 or 1. A float constant is rounded to f32, then to its dtype.
+//   x != 0; bool to a number is 0 or 1. A float constant is rounded to f32, then to its dtype;
+//   an integer constant wraps to its dtype.
 // Device errors (METILE_ERROR_DEVICE, naming the op, its source location and the program id;
 //   these are undefined behaviour on real hardware and the interp is the checker): integer
 //   div/floordiv/mod by zero, shift counts outside [0, bits), float-to-integer casts of NaN or
@@ -93,7 +94,9 @@ struct LaunchState {
 [[noreturn]] void fault(std::string message) { throw OpFault{std::move(message)}; }
 
 const Elem& at(const Val& v, size_t k) { return v.e.size() == 1 ? v.e[0] : v.e[k]; }
-uint32_t region_at(const Val& v, size_t k) { return v.region.size() == 1 ? v.region[0] : v.region[k]; }
+uint32_t region_at(const Val& v, size_t k) {
+  return v.region.size() == 1 ? v.region[0] : v.region[k];
+}
 
 int64_t checked_add(int64_t a, int64_t b) {
   int64_t r;
@@ -195,33 +198,59 @@ void Instance::exec(const Op& op) {
       Val out;
       out.e.resize(static_cast<size_t>(n));
       for (int64_t k = 0; k < n; ++k)
-        out.e[k] = int_elem(wrap_int(static_cast<int64_t>(static_cast<uint64_t>(start) + k), DType::i32));
+        out.e[k] =
+            int_elem(wrap_int(static_cast<int64_t>(static_cast<uint64_t>(start) + k), DType::i32));
       set(op, std::move(out));
       return;
     }
-    case OpKind::BROADCAST: set(op, broadcast(op)); return;
-    case OpKind::RESHAPE: set(op, val(op.operands[0])); return;
-    case OpKind::LOAD: load(op); return;
-    case OpKind::STORE: store(op); return;
+    case OpKind::BROADCAST:
+      set(op, broadcast(op));
+      return;
+    case OpKind::RESHAPE:
+      set(op, val(op.operands[0]));
+      return;
+    case OpKind::LOAD:
+      load(op);
+      return;
+    case OpKind::STORE:
+      store(op);
+      return;
     case OpKind::TILE_LOAD:
-    case OpKind::TILE_STORE: tile_access(op); return;
-    case OpKind::SHARED: shared(op); return;
-    case OpKind::DOT: dot(op); return;
+    case OpKind::TILE_STORE:
+      tile_access(op);
+      return;
+    case OpKind::SHARED:
+      shared(op);
+      return;
+    case OpKind::DOT:
+      dot(op);
+      return;
     case OpKind::REDUCE_SUM:
     case OpKind::REDUCE_MAX:
-    case OpKind::REDUCE_MIN: reduce(op); return;
-    case OpKind::FOR: loop(op); return;
+    case OpKind::REDUCE_MIN:
+      reduce(op);
+      return;
+    case OpKind::FOR:
+      loop(op);
+      return;
     case OpKind::YIELD:
       yielded_.clear();
       for (ValueId v : op.operands) yielded_.push_back(val(v));
       return;
-    case OpKind::SIMDGROUP_ROLE: role(op); return;
+    case OpKind::SIMDGROUP_ROLE:
+      role(op);
+      return;
     case OpKind::THREAD_ID:
     case OpKind::SIMD_LANE_ID:
     case OpKind::SIMD_SHUFFLE_XOR:
-    case OpKind::SIMD_BROADCAST: simt(op); return;
-    case OpKind::BARRIER: return;
-    case OpKind::TILE_SWIZZLE: swizzle(op); return;
+    case OpKind::SIMD_BROADCAST:
+      simt(op);
+      return;
+    case OpKind::BARRIER:
+      return;
+    case OpKind::TILE_SWIZZLE:
+      swizzle(op);
+      return;
     default:
       METILE_ASSERT(is_elementwise(op.kind), "interp has no rule for ", op_name(op.kind));
       set(op, elementwise(op));
@@ -349,8 +378,10 @@ void Instance::tile_access(const Op& op) {
       if (bounded && (c < 0 || c >= bound_cols)) continue;
       uint8_t* addr = address(ptr.region[0], checked_add(row_base, c));
       const size_t k = static_cast<size_t>(i * cols + j);
-      if (is_load) out.e[k] = read_elem(addr, d);
-      else write_elem(addr, d, value->e[k]);
+      if (is_load)
+        out.e[k] = read_elem(addr, d);
+      else
+        write_elem(addr, d, value->e[k]);
     }
   }
   if (is_load) set(op, std::move(out));
@@ -362,7 +393,8 @@ void Instance::shared(const Op& op) {
     const DType d = type(op.result()).dtype;
     const int64_t size = op.attr_int("size");
     shared_.push_back(std::make_unique<uint8_t[]>(static_cast<size_t>(size) * dtype_size(d)));
-    regions_.push_back(Region{cat("shared memory #", shared_.size() - 1), shared_.back().get(), size, d});
+    regions_.push_back(
+        Region{cat("shared memory #", shared_.size() - 1), shared_.back().get(), size, d});
     it = shared_region_.emplace(op.result(), static_cast<uint32_t>(regions_.size() - 1)).first;
   }
   set(op, Val{{int_elem(0)}, {it->second}});
@@ -380,7 +412,12 @@ void Instance::dot(const Op& op) {
       const size_t ij = static_cast<size_t>(i * n + j);
       if (fl) {
         float s = c.e[ij].f;
-        for (int64_t k = 0; k < kk; ++k) s += a.e[i * kk + k].f * b.e[k * n + j].f;
+        for (int64_t k = 0; k < kk; ++k) {
+          // Two statements: the product is rounded before the sum, never fused into an FMA
+          // (clang contracts within one expression by default).
+          const float product = a.e[i * kk + k].f * b.e[k * n + j].f;
+          s += product;
+        }
         out.e[ij] = float_elem(round_float(s, ct.dtype));
       } else {
         uint64_t s = static_cast<uint64_t>(c.e[ij].i);
@@ -412,12 +449,12 @@ void Instance::reduce(const Op& op) {
   out.e.resize(static_cast<size_t>(groups));
   for (int64_t g = 0; g < groups; ++g) {
     if (is_float(d)) {
-      float acc = k == OpKind::REDUCE_SUM ? 0.0f
+      float acc = k == OpKind::REDUCE_SUM   ? 0.0f
                   : k == OpKind::REDUCE_MAX ? -std::numeric_limits<float>::infinity()
                                             : std::numeric_limits<float>::infinity();
       for (int64_t l = 0; l < len; ++l) {
         float v = x.e[g * gs + l * ls].f;
-        acc = k == OpKind::REDUCE_SUM ? acc + v
+        acc = k == OpKind::REDUCE_SUM   ? acc + v
               : k == OpKind::REDUCE_MAX ? std::fmax(acc, v)
                                         : std::fmin(acc, v);
       }
@@ -430,7 +467,8 @@ void Instance::reduce(const Op& op) {
       int64_t acc = k == OpKind::REDUCE_SUM ? 0 : k == OpKind::REDUCE_MAX ? lo : hi;
       for (int64_t l = 0; l < len; ++l) {
         int64_t v = x.e[g * gs + l * ls].i;
-        acc = k == OpKind::REDUCE_SUM   ? static_cast<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(v))
+        acc = k == OpKind::REDUCE_SUM
+                  ? static_cast<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(v))
               : k == OpKind::REDUCE_MAX ? std::max(acc, v)
                                         : std::min(acc, v);
       }
@@ -499,7 +537,8 @@ void Instance::simt(const Op& op) {
   if (op.kind == OpKind::THREAD_ID || op.kind == OpKind::SIMD_LANE_ID) {
     out.e.resize(t);
     for (size_t i = 0; i < t; ++i)
-      out.e[i] = int_elem(op.kind == OpKind::THREAD_ID ? static_cast<int64_t>(i) : static_cast<int64_t>(i % kLanes));
+      out.e[i] = int_elem(op.kind == OpKind::THREAD_ID ? static_cast<int64_t>(i)
+                                                       : static_cast<int64_t>(i % kLanes));
     set(op, std::move(out));
     return;
   }
@@ -514,8 +553,9 @@ void Instance::simt(const Op& op) {
   }
   out.e.resize(t);
   for (size_t i = 0; i < t; ++i) {
-    const size_t from = xor_mode ? i ^ static_cast<size_t>(lane)
-                                 : (i & ~static_cast<size_t>(kLanes - 1)) + static_cast<size_t>(lane);
+    const size_t from = xor_mode
+                            ? i ^ static_cast<size_t>(lane)
+                            : (i & ~static_cast<size_t>(kLanes - 1)) + static_cast<size_t>(lane);
     if (from >= t)
       fault(cat("thread ", i, " reads lane ", from % kLanes, " of its simdgroup, thread ", from,
                 ", which is past the thread count ", t));
@@ -533,7 +573,8 @@ void Instance::swizzle(const Op& op) {
   const int code = pattern == "grouped"  ? METILE_SWIZZLE_GROUPED
                    : pattern == "morton" ? METILE_SWIZZLE_MORTON
                                          : METILE_SWIZZLE_DIAGONAL;
-  metile_swizzled<int64_t> r = metile_swizzle<int64_t>(code, pm, pn, gm, gn, op.attr_int("block_size"));
+  metile_swizzled<int64_t> r =
+      metile_swizzle<int64_t>(code, pm, pn, gm, gn, op.attr_int("block_size"));
   env_[op.results[0]] = Val{{int_elem(r.m)}, {}};
   env_[op.results[1]] = Val{{int_elem(r.n)}, {}};
 }
@@ -555,10 +596,11 @@ LaunchState make_state(const Program& p, const Grid& grid, const std::vector<Lau
       fail(METILE_ERROR_INVALID_ARGUMENT, "interp", "argument `", prm.name,
            "` needs a buffer and an offset inside it");
     const size_t elem = dtype_size(t.dtype);
-    st.regions.push_back(Region{cat("buffer `", prm.name, "`"),
-                                static_cast<uint8_t*>(a.buffer->contents()) + a.offset,
-                                static_cast<int64_t>((a.buffer->size() - a.offset) / elem), t.dtype});
-    st.params.emplace_back(prm.value, Val{{int_elem(0)}, {static_cast<uint32_t>(st.regions.size() - 1)}});
+    st.regions.push_back(Region{
+        cat("buffer `", prm.name, "`"), static_cast<uint8_t*>(a.buffer->contents()) + a.offset,
+        static_cast<int64_t>((a.buffer->size() - a.offset) / elem), t.dtype});
+    st.params.emplace_back(prm.value,
+                           Val{{int_elem(0)}, {static_cast<uint32_t>(st.regions.size() - 1)}});
   }
   return st;
 }
@@ -569,7 +611,8 @@ uint64_t shared_memory_bytes(const Program& program) {
   uint64_t total = 0;
   walk(program.body, [&](const Op& op) {
     if (op.kind != OpKind::SHARED) return;
-    uint64_t bytes = static_cast<uint64_t>(op.attr_int("size")) * dtype_size(program.type(op.result()).dtype);
+    uint64_t bytes =
+        static_cast<uint64_t>(op.attr_int("size")) * dtype_size(program.type(op.result()).dtype);
     total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
   });
   return total;
@@ -588,7 +631,8 @@ void check_supported(const Program& program) {
     if (total > kThreadgroupMemoryBytes)
       fail(METILE_ERROR_UNSUPPORTED, "interp", program.where(op.loc), "shared: kernel ",
            program.name, " needs more than the interp device's ", kThreadgroupMemoryBytes,
-           " bytes of threadgroup memory (", total == UINT64_MAX ? cat(size, " elements here") : cat(total, " bytes so far"), ")");
+           " bytes of threadgroup memory (",
+           total == UINT64_MAX ? cat(size, " elements here") : cat(total, " bytes so far"), ")");
   });
 }
 

@@ -86,7 +86,9 @@ class InterpDevice final : public Device {
   }
 
   const DeviceInfo& info() const override { return info_; }
-  std::shared_ptr<Buffer> alloc(size_t bytes) override { return own(std::make_shared<InterpBuffer>(bytes)); }
+  std::shared_ptr<Buffer> alloc(size_t bytes) override {
+    return own(std::make_shared<InterpBuffer>(bytes));
+  }
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
     return own(std::make_shared<InterpBuffer>(host, bytes));
   }
@@ -95,9 +97,9 @@ class InterpDevice final : public Device {
     interp::check_supported(program);
     if (program.num_threads != 0 && options.num_threads != 0 &&
         options.num_threads != program.num_threads)
-      fail(METILE_ERROR_INVALID_ARGUMENT, "interp", "compile option num_threads = ",
-           options.num_threads, " conflicts with kernel ", program.name, "'s thread count ",
-           program.num_threads);
+      fail(METILE_ERROR_INVALID_ARGUMENT, "interp",
+           "compile option num_threads = ", options.num_threads, " conflicts with kernel ",
+           program.name, "'s thread count ", program.num_threads);
     Artifact a;
     a.kind = "none";
     a.threads_per_group = program.num_threads != 0 ? static_cast<int>(program.num_threads) : 1;

@@ -22,9 +22,12 @@ std::string show(float f) { return cat(f); }
 int64_t int_binary(OpKind k, DType d, int64_t a, int64_t b) {
   const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
   switch (k) {
-    case OpKind::ADD: return wrap_int(static_cast<int64_t>(ua + ub), d);
-    case OpKind::SUB: return wrap_int(static_cast<int64_t>(ua - ub), d);
-    case OpKind::MUL: return wrap_int(static_cast<int64_t>(ua * ub), d);
+    case OpKind::ADD:
+      return wrap_int(static_cast<int64_t>(ua + ub), d);
+    case OpKind::SUB:
+      return wrap_int(static_cast<int64_t>(ua - ub), d);
+    case OpKind::MUL:
+      return wrap_int(static_cast<int64_t>(ua * ub), d);
     case OpKind::DIV:
     case OpKind::FLOORDIV:
     case OpKind::MOD: {
@@ -36,11 +39,16 @@ int64_t int_binary(OpKind k, DType d, int64_t a, int64_t b) {
       if (k == OpKind::FLOORDIV && r != 0 && ((r < 0) != (b < 0))) --q;
       return wrap_int(q, d);
     }
-    case OpKind::MAXIMUM: return a > b ? a : b;
-    case OpKind::MINIMUM: return a < b ? a : b;
-    case OpKind::BITAND: return a & b;
-    case OpKind::BITOR: return a | b;
-    case OpKind::BITXOR: return a ^ b;
+    case OpKind::MAXIMUM:
+      return a > b ? a : b;
+    case OpKind::MINIMUM:
+      return a < b ? a : b;
+    case OpKind::BITAND:
+      return a & b;
+    case OpKind::BITOR:
+      return a | b;
+    case OpKind::BITXOR:
+      return a ^ b;
     case OpKind::SHL:
     case OpKind::SHR: {
       if (b < 0 || b >= bits_of(d))
@@ -50,57 +58,105 @@ int64_t int_binary(OpKind k, DType d, int64_t a, int64_t b) {
       // arithmetic for signed ones.
       return a >> b;
     }
-    case OpKind::LT: return a < b;
-    case OpKind::LE: return a <= b;
-    case OpKind::GT: return a > b;
-    case OpKind::GE: return a >= b;
-    case OpKind::EQ: return a == b;
-    case OpKind::NE: return a != b;
-    default: METILE_ASSERT(false, "not an integer binary op: ", op_name(k));
+    case OpKind::LT:
+      return a < b;
+    case OpKind::LE:
+      return a <= b;
+    case OpKind::GT:
+      return a > b;
+    case OpKind::GE:
+      return a >= b;
+    case OpKind::EQ:
+      return a == b;
+    case OpKind::NE:
+      return a != b;
+    default:
+      METILE_ASSERT(false, "not an integer binary op: ", op_name(k));
   }
 }
 
 Elem float_binary(OpKind k, DType d, float a, float b) {
   float r = 0;
   switch (k) {
-    case OpKind::ADD: r = a + b; break;
-    case OpKind::SUB: r = a - b; break;
-    case OpKind::MUL: r = a * b; break;
-    case OpKind::DIV: r = a / b; break;
-    case OpKind::FLOORDIV: r = std::floor(a / b); break;
-    case OpKind::MOD: r = std::fmod(a, b); break;
-    case OpKind::MAXIMUM: r = std::fmax(a, b); break;
-    case OpKind::MINIMUM: r = std::fmin(a, b); break;
-    case OpKind::POW: r = std::pow(a, b); break;
-    case OpKind::LT: return int_elem(a < b);
-    case OpKind::LE: return int_elem(a <= b);
-    case OpKind::GT: return int_elem(a > b);
-    case OpKind::GE: return int_elem(a >= b);
-    case OpKind::EQ: return int_elem(a == b);
-    case OpKind::NE: return int_elem(a != b);
-    default: METILE_ASSERT(false, "not a float binary op: ", op_name(k));
+    case OpKind::ADD:
+      r = a + b;
+      break;
+    case OpKind::SUB:
+      r = a - b;
+      break;
+    case OpKind::MUL:
+      r = a * b;
+      break;
+    case OpKind::DIV:
+      r = a / b;
+      break;
+    case OpKind::FLOORDIV:
+      r = std::floor(a / b);
+      break;
+    case OpKind::MOD:
+      r = std::fmod(a, b);
+      break;
+    case OpKind::MAXIMUM:
+      r = std::fmax(a, b);
+      break;
+    case OpKind::MINIMUM:
+      r = std::fmin(a, b);
+      break;
+    case OpKind::POW:
+      r = std::pow(a, b);  // the float overload (powf)
+      break;
+    case OpKind::LT:
+      return int_elem(a < b);
+    case OpKind::LE:
+      return int_elem(a <= b);
+    case OpKind::GT:
+      return int_elem(a > b);
+    case OpKind::GE:
+      return int_elem(a >= b);
+    case OpKind::EQ:
+      return int_elem(a == b);
+    case OpKind::NE:
+      return int_elem(a != b);
+    default:
+      METILE_ASSERT(false, "not a float binary op: ", op_name(k));
   }
   return float_elem(round_float(r, d));
 }
 
 float float_unary(OpKind k, float x) {
   switch (k) {
-    case OpKind::NEG: return -x;
-    case OpKind::ABS: return std::fabs(x);
-    case OpKind::EXP: return std::exp(x);
-    case OpKind::LOG: return std::log(x);
-    case OpKind::SQRT: return std::sqrt(x);
-    case OpKind::RSQRT: return 1.0f / std::sqrt(x);
-    case OpKind::TANH: return std::tanh(x);
-    case OpKind::SIN: return std::sin(x);
-    case OpKind::COS: return std::cos(x);
-    case OpKind::EXP2: return std::exp2(x);
-    case OpKind::LOG2: return std::log2(x);
-    case OpKind::FLOOR: return std::floor(x);
-    case OpKind::CEIL: return std::ceil(x);
-    case OpKind::ERF: return std::erf(x);
-    case OpKind::SIGMOID: return 1.0f / (1.0f + std::exp(-x));
-    default: METILE_ASSERT(false, "not a float unary op: ", op_name(k));
+    case OpKind::NEG:
+      return -x;
+    case OpKind::ABS:
+      return std::fabs(x);
+    case OpKind::EXP:
+      return std::exp(x);
+    case OpKind::LOG:
+      return std::log(x);
+    case OpKind::SQRT:
+      return std::sqrt(x);
+    case OpKind::RSQRT:
+      return 1.0f / std::sqrt(x);
+    case OpKind::TANH:
+      return std::tanh(x);
+    case OpKind::SIN:
+      return std::sin(x);
+    case OpKind::COS:
+      return std::cos(x);
+    case OpKind::EXP2:
+      return std::exp2(x);
+    case OpKind::LOG2:
+      return std::log2(x);
+    case OpKind::FLOOR:
+      return std::floor(x);
+    case OpKind::CEIL:
+      return std::ceil(x);
+    case OpKind::ERF:
+      return std::erf(x);
+    case OpKind::SIGMOID:
+      return 1.0f / (1.0f + std::exp(-x));
+    default:
+      METILE_ASSERT(false, "not a float unary op: ", op_name(k));
   }
 }
 
@@ -108,12 +164,18 @@ float float_unary(OpKind k, float x) {
 
 int64_t wrap_int(int64_t v, DType d) {
   switch (d) {
-    case DType::i32: return static_cast<int32_t>(static_cast<uint32_t>(v));
-    case DType::u32: return static_cast<uint32_t>(v);
-    case DType::i8: return static_cast<int8_t>(static_cast<uint8_t>(v));
-    case DType::u8: return static_cast<uint8_t>(v);
-    case DType::boolean: return v != 0;
-    default: return v;
+    case DType::i32:
+      return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case DType::u32:
+      return static_cast<uint32_t>(v);
+    case DType::i8:
+      return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case DType::u8:
+      return static_cast<uint8_t>(v);
+    case DType::boolean:
+      return v != 0;
+    default:
+      return v;
   }
 }
 
@@ -132,10 +194,14 @@ Elem unary_elem(OpKind k, DType d, Elem a) {
   if (is_float(d)) return float_elem(round_float(float_unary(k, a.f), d));
   const uint64_t u = static_cast<uint64_t>(a.i);
   switch (k) {
-    case OpKind::NEG: return int_elem(wrap_int(static_cast<int64_t>(0 - u), d));
-    case OpKind::ABS: return int_elem(a.i < 0 ? wrap_int(static_cast<int64_t>(0 - u), d) : a.i);
-    case OpKind::NOT: return int_elem(d == DType::boolean ? !a.i : wrap_int(~a.i, d));
-    default: METILE_ASSERT(false, "not an integer unary op: ", op_name(k));
+    case OpKind::NEG:
+      return int_elem(wrap_int(static_cast<int64_t>(0 - u), d));
+    case OpKind::ABS:
+      return int_elem(a.i < 0 ? wrap_int(static_cast<int64_t>(0 - u), d) : a.i);
+    case OpKind::NOT:
+      return int_elem(d == DType::boolean ? !a.i : wrap_int(~a.i, d));
+    default:
+      METILE_ASSERT(false, "not an integer unary op: ", op_name(k));
   }
 }
 
@@ -191,16 +257,22 @@ Elem read_elem(const uint8_t* p, DType d) {
       std::memcpy(&v, p, 8);
       return int_elem(v);
     }
-    case DType::i8: return int_elem(static_cast<int8_t>(*p));
-    case DType::u8: return int_elem(*p);
-    case DType::boolean: return int_elem(*p != 0);
-    default: METILE_ASSERT(false, "read of dtype ", dtype_name(d));
+    case DType::i8:
+      return int_elem(static_cast<int8_t>(*p));
+    case DType::u8:
+      return int_elem(*p);
+    case DType::boolean:
+      return int_elem(*p != 0);
+    default:
+      METILE_ASSERT(false, "read of dtype ", dtype_name(d));
   }
 }
 
 void write_elem(uint8_t* p, DType d, Elem v) {
   switch (d) {
-    case DType::f32: std::memcpy(p, &v.f, 4); return;
+    case DType::f32:
+      std::memcpy(p, &v.f, 4);
+      return;
     case DType::f16:
     case DType::bf16: {
       uint16_t h = d == DType::f16 ? float_to_f16(v.f) : float_to_bf16(v.f);
@@ -213,20 +285,29 @@ void write_elem(uint8_t* p, DType d, Elem v) {
       std::memcpy(p, &u, 4);
       return;
     }
-    case DType::i64: std::memcpy(p, &v.i, 8); return;
+    case DType::i64:
+      std::memcpy(p, &v.i, 8);
+      return;
     case DType::i8:
     case DType::u8:
-    case DType::boolean: *p = static_cast<uint8_t>(v.i); return;
-    default: METILE_ASSERT(false, "write of dtype ", dtype_name(d));
+    case DType::boolean:
+      *p = static_cast<uint8_t>(v.i);
+      return;
+    default:
+      METILE_ASSERT(false, "write of dtype ", dtype_name(d));
   }
 }
 
 Elem elem_from_bits(uint64_t bits, DType d) {
   switch (d) {
-    case DType::f32: return float_elem(bits_float(static_cast<uint32_t>(bits)));
-    case DType::f16: return float_elem(f16_to_float(static_cast<uint16_t>(bits)));
-    case DType::bf16: return float_elem(bf16_to_float(static_cast<uint16_t>(bits)));
-    default: return int_elem(wrap_int(static_cast<int64_t>(bits), d));
+    case DType::f32:
+      return float_elem(bits_float(static_cast<uint32_t>(bits)));
+    case DType::f16:
+      return float_elem(f16_to_float(static_cast<uint16_t>(bits)));
+    case DType::bf16:
+      return float_elem(bf16_to_float(static_cast<uint16_t>(bits)));
+    default:
+      return int_elem(wrap_int(static_cast<int64_t>(bits), d));
   }
 }
 

@@ -209,7 +209,7 @@ struct Folder {
     }
     if (op.ew == OpKind::NEG) {
       if (d == DType::f32) return Num{true, 0, -args[0]->f};
-      if (is_int(d)) return Num{false, wrap(d, -static_cast<int64_t>(static_cast<uint64_t>(args[0]->i))), 0};
+      if (is_int(d)) return Num{false, wrap(d, static_cast<int64_t>(0 - static_cast<uint64_t>(args[0]->i))), 0};
     }
     if (op.ew == OpKind::NOT) {
       if (d == DType::boolean) return Num{false, args[0]->i ? 0 : 1, 0};

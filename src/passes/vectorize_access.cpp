@@ -32,6 +32,12 @@ struct Info {
 
 bool divisible(int64_t divisor, int64_t v) { return divisor == 0 || divisor % v == 0; }
 
+// Known divisors only need to say "a multiple of V"; on overflow, know nothing (1).
+int64_t times(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? 1 : r;
+}
+
 // Register chunks r0..r0+V-1 (r0 % V == 0) hold consecutive elements starting at a multiple of V.
 bool chunk_aligned(const gpu::Layout& l, int64_t v) {
   if (!l.is_tile()) return false;
@@ -79,7 +85,7 @@ struct Analysis {
     switch (op.kind) {
       case GpuOpKind::CONST: {
         const AttrValue& a = *op.find_attr("value");
-        if (const auto* i = std::get_if<int64_t>(&a)) return uniform(*i < 0 ? -*i : *i);
+        if (const auto* i = std::get_if<int64_t>(&a)) return uniform(*i == INT64_MIN ? 1 : *i < 0 ? -*i : *i);
         return uniform(1);
       }
       case GpuOpKind::COORD:
@@ -122,11 +128,12 @@ struct Analysis {
         return Info{};
       }
       case OpKind::MUL:
-        if (all_uniform) return uniform(in[0].divisor * in[1].divisor);
+        if (all_uniform) return uniform(times(in[0].divisor, in[1].divisor));
         return Info{};
       case OpKind::SHL: {
         int64_t s = 0;
-        if (all_uniform && const_value(1, &s) && s >= 0 && s < 32) return uniform(in[0].divisor << s);
+        if (all_uniform && const_value(1, &s) && s >= 0 && s < 32)
+          return uniform(times(in[0].divisor, int64_t{1} << s));
         break;
       }
       case OpKind::DIV:

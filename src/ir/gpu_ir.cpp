@@ -89,19 +89,6 @@ LayoutId Function::add_layout(Layout l) {
   return static_cast<LayoutId>(layouts.size() - 1);
 }
 
-std::string Function::where(const Loc& loc) const {
-  if (loc.file == 0 || loc.file > files.size()) return {};
-  return cat(files[loc.file - 1], ":", loc.line, ": ");
-}
-
-void replace_uses(Block& block, ValueId from, ValueId to) {
-  for (Op& op : block.ops) {
-    for (ValueId& v : op.operands)
-      if (v == from) v = to;
-    for (Block& r : op.regions) replace_uses(r, from, to);
-  }
-}
-
 std::vector<int> use_counts(const Function& f) {
   std::vector<int> n(f.values.size(), 0);
   walk(f.body, [&](const Op& op) {

@@ -46,7 +46,6 @@ enum GpuTrait : uint32_t {
   kGPure = 1u << 0,         // no side effects and no memory reads: CSE-able, removable
   kGRead = 1u << 1,         // reads (or allocates) memory: removable when unused, never merged
   kGWrite = 1u << 2,        // writes memory or synchronizes: never removed or merged
-  kGSync = 1u << 3,         // every thread of a simdgroup/threadgroup must reach it together
   kGPerRegister = 1u << 4,  // acts register by register on operands of one layout
   kGRegion = 1u << 5,
   kGTerminator = 1u << 6,
@@ -135,7 +134,6 @@ struct Function {
   Block body;
   int threads = 0;  // threadgroup size
   int simd_width = 32;
-  std::vector<std::string> files;  // Loc::file - 1 indexes this (from the Tile IR program)
 
   Function();
   ValueId new_value(Value v);
@@ -146,7 +144,6 @@ struct Function {
   const Layout& layout(LayoutId id) const { return layouts.at(id); }
   const Layout& layout_of(ValueId v) const { return layouts.at(value(v).layout); }
   int64_t regs(ValueId v) const { return layout_of(v).regs(); }
-  std::string where(const Loc& loc) const;
 };
 
 /** Visits every op of `block` and its nested blocks, pre-order. */
@@ -158,16 +155,15 @@ void walk(const Block& block, F&& f) {
   }
 }
 
-/** Calls f(block) on `block` and every nested block, innermost first (rewrites op lists). */
+/** Visits every op of `block` and its nested blocks, pre-order, allowing in-place rewrites. */
 template <typename F>
-void for_each_block(Block& block, F&& f) {
-  for (Op& op : block.ops)
-    for (Block& r : op.regions) for_each_block(r, f);
-  f(block);
+void walk_mut(Block& block, F&& f) {
+  for (Op& op : block.ops) {
+    f(op);
+    for (Block& r : op.regions) walk_mut(r, f);
+  }
 }
 
-/** Replaces every use of `from` (operands, nested blocks included) with `to`. */
-void replace_uses(Block& block, ValueId from, ValueId to);
 /** Number of uses of each value, indexed by ValueId. */
 std::vector<int> use_counts(const Function& f);
 

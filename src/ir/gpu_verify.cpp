@@ -261,7 +261,6 @@ struct Verifier {
 
   void loop(const Op& op) {
     if (op.operands.size() < 3) bad("needs start, end and step");
-    if (op.regions.size() != 1) bad("needs one body");
     for (size_t i = 0; i < 3; ++i) uniform_int(op.operands[i], "bound");
     const Value& s = val(op.operands[0]);
     if (val(op.operands[1]).dtype != s.dtype || val(op.operands[2]).dtype != s.dtype)
@@ -288,8 +287,10 @@ struct Verifier {
   void block(const Block& b, bool top_level, bool loop_body) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
       const Op& op = b.ops[i];
-      if (op.kind == GpuOpKind::YIELD) {
-        current = &op;
+      current = &op;
+      if (op.regions.size() != (has_gpu_trait(op.kind, kGRegion) ? 1u : 0u))
+        bad("has ", op.regions.size(), " regions");
+      if (has_gpu_trait(op.kind, kGTerminator)) {
         if (!loop_body || i + 1 != b.ops.size()) bad("yield must end a loop body");
         for (ValueId v : op.operands) use(v);
         results(0);

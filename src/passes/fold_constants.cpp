@@ -209,7 +209,7 @@ struct Folder {
     }
     if (op.ew == OpKind::NEG) {
       if (d == DType::f32) return Num{true, 0, -args[0]->f};
-      if (is_int(d)) return Num{false, wrap(d, -static_cast<int64_t>(static_cast<uint64_t>(args[0]->i))), 0};
+      if (is_int(d)) return Num{false, wrap(d, static_cast<int64_t>(0 - static_cast<uint64_t>(args[0]->i))), 0};
     }
     if (op.ew == OpKind::NOT) {
       if (d == DType::boolean) return Num{false, args[0]->i ? 0 : 1, 0};
@@ -218,30 +218,27 @@ struct Folder {
     return std::nullopt;
   }
 
-  void block(gpu::Block& b) {
-    for (gpu::Op& op : b.ops) {
-      for (ValueId& v : op.operands) v = resolve(v);
-      for (gpu::Block& r : op.regions) block(r);
-      if (op.kind == GpuOpKind::CONST) {
-        const AttrValue& a = *op.find_attr("value");
-        if (const auto* d = std::get_if<double>(&a)) consts[op.result()] = Num{true, 0, *d};
-        else consts[op.result()] = Num{false, std::get<int64_t>(a), 0};
-        continue;
-      }
-      if (op.kind != GpuOpKind::ELEMENTWISE) continue;
-      if (ValueId to = identity(op); to != kNoValue) {
-        subst[op.result()] = to;
-        continue;
-      }
-      std::optional<Num> n = evaluate(op);
-      if (!n || f.value(op.result()).layout != gpu::kUniform || f.value(op.result()).is_ptr) continue;
-      DType rd = f.value(op.result()).dtype;
-      if (is_float(rd) != n->is_float) continue;
-      op.kind = GpuOpKind::CONST;
-      op.operands.clear();
-      op.attrs = {{"value", n->is_float ? AttrValue{n->f} : AttrValue{n->i}}};
-      consts[op.result()] = *n;
+  // Pre-order: a loop's operands are resolved before its body, every value before its uses.
+  void visit(gpu::Op& op) {
+    for (ValueId& v : op.operands) v = resolve(v);
+    if (op.kind == GpuOpKind::CONST) {
+      const AttrValue& a = *op.find_attr("value");
+      if (const auto* d = std::get_if<double>(&a)) consts[op.result()] = Num{true, 0, *d};
+      else consts[op.result()] = Num{false, std::get<int64_t>(a), 0};
+      return;
     }
+    if (op.kind != GpuOpKind::ELEMENTWISE) return;
+    if (ValueId to = identity(op); to != kNoValue) {
+      subst[op.result()] = to;
+      return;
+    }
+    std::optional<Num> n = evaluate(op);
+    const gpu::Value& r = f.value(op.result());
+    if (!n || r.layout != gpu::kUniform || r.is_ptr || is_float(r.dtype) != n->is_float) return;
+    op.kind = GpuOpKind::CONST;
+    op.operands.clear();
+    op.attrs = {{"value", n->is_float ? AttrValue{n->f} : AttrValue{n->i}}};
+    consts[op.result()] = *n;
   }
 };
 
@@ -249,7 +246,7 @@ struct Folder {
 
 void fold_constants(gpu::Function& f, const PassContext&) {
   Folder folder{f, {}, {}};
-  folder.block(f.body);
+  gpu::walk_mut(f.body, [&](gpu::Op& op) { folder.visit(op); });
 }
 
 }  // namespace metile

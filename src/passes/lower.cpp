@@ -41,7 +41,6 @@ std::string lower_stem(std::string s) {
 Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOptions& o)
     : p(program), target(t), options(o) {
   f.name = p.name;
-  f.files = p.files;
   f.simd_width = target.simd_width;
   simt = p.num_threads;
   auto bad_threads = [&](metile_status st, auto&&... parts) {

@@ -32,6 +32,12 @@ struct Info {
 
 bool divisible(int64_t divisor, int64_t v) { return divisor == 0 || divisor % v == 0; }
 
+// Known divisors only need to say "a multiple of V"; on overflow, know nothing (1).
+int64_t times(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? 1 : r;
+}
+
 // Register chunks r0..r0+V-1 (r0 % V == 0) hold consecutive elements starting at a multiple of V.
 bool chunk_aligned(const gpu::Layout& l, int64_t v) {
   if (!l.is_tile()) return false;
@@ -79,7 +85,7 @@ struct Analysis {
     switch (op.kind) {
       case GpuOpKind::CONST: {
         const AttrValue& a = *op.find_attr("value");
-        if (const auto* i = std::get_if<int64_t>(&a)) return uniform(*i < 0 ? -*i : *i);
+        if (const auto* i = std::get_if<int64_t>(&a)) return uniform(*i == INT64_MIN ? 1 : *i < 0 ? -*i : *i);
         return uniform(1);
       }
       case GpuOpKind::COORD:
@@ -122,11 +128,12 @@ struct Analysis {
         return Info{};
       }
       case OpKind::MUL:
-        if (all_uniform) return uniform(in[0].divisor * in[1].divisor);
+        if (all_uniform) return uniform(times(in[0].divisor, in[1].divisor));
         return Info{};
       case OpKind::SHL: {
         int64_t s = 0;
-        if (all_uniform && const_value(1, &s) && s >= 0 && s < 32) return uniform(in[0].divisor << s);
+        if (all_uniform && const_value(1, &s) && s >= 0 && s < 32)
+          return uniform(times(in[0].divisor, int64_t{1} << s));
         break;
       }
       case OpKind::DIV:
@@ -191,17 +198,14 @@ struct Vectorizer {
     return 0;
   }
 
-  void block(gpu::Block& b) {
-    for (gpu::Op& op : b.ops) {
-      for (gpu::Block& r : op.regions) block(r);
-      if (op.kind != GpuOpKind::LOAD && op.kind != GpuOpKind::STORE) continue;
-      // The value layout must be the tile's (not a uniform stored through tile pointers).
-      if (op.kind == GpuOpKind::STORE && f.value(op.operands[1]).layout != f.value(op.operands[0]).layout)
-        continue;
-      if (int64_t w = width(op)) {
-        op.kind = op.kind == GpuOpKind::LOAD ? GpuOpKind::VLOAD : GpuOpKind::VSTORE;
-        op.attrs = {{"width", w}};
-      }
+  void visit(gpu::Op& op) {
+    if (op.kind != GpuOpKind::LOAD && op.kind != GpuOpKind::STORE) return;
+    // The value layout must be the tile's (not a uniform stored through tile pointers).
+    if (op.kind == GpuOpKind::STORE && f.value(op.operands[1]).layout != f.value(op.operands[0]).layout)
+      return;
+    if (int64_t w = width(op)) {
+      op.kind = op.kind == GpuOpKind::LOAD ? GpuOpKind::VLOAD : GpuOpKind::VSTORE;
+      op.attrs = {{"width", w}};
     }
   }
 };
@@ -211,7 +215,7 @@ struct Vectorizer {
 void vectorize_access(gpu::Function& f, const PassContext& ctx) {
   Vectorizer vz{f, ctx.target, {}, {}, {}};
   vz.collect(f.body);
-  vz.block(f.body);
+  gpu::walk_mut(f.body, [&](gpu::Op& op) { vz.visit(op); });
 }
 
 }  // namespace metile

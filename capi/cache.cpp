@@ -37,12 +37,13 @@ double time_launch(metile_launch* h, int warmup, int rep) {
 extern "C" {
 
 METILE_API metile_status metile_cache_set_dir(const char* dir) {
-  return guard(
-      [&] { global_cache().set_dir(dir ? std::optional<std::string>(dir) : std::nullopt); });
+  return guard(__func__, [&](const char*) {
+    global_cache().set_dir(dir ? std::optional<std::string>(dir) : std::nullopt);
+  });
 }
 
 METILE_API metile_status metile_cache_get_dir(char** out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     std::string dir = global_cache().dir();
     if (dir.empty())
@@ -53,23 +54,23 @@ METILE_API metile_status metile_cache_get_dir(char** out) {
 }
 
 METILE_API metile_status metile_cache_set_enabled(int32_t enabled) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     if (enabled != 0 && enabled != 1)
-      fail(METILE_ERROR_INVALID_ARGUMENT, "cache", __func__, ": enabled must be 0 or 1, got ",
+      fail(METILE_ERROR_INVALID_ARGUMENT, "cache", fn, ": enabled must be 0 or 1, got ",
            enabled);
     global_cache().set_enabled(enabled == 1);
   });
 }
 
 METILE_API metile_status metile_cache_set_max_bytes(uint64_t max_bytes) {
-  return guard([&] { global_cache().set_max_bytes(max_bytes); });
+  return guard(__func__, [&](const char*) { global_cache().set_max_bytes(max_bytes); });
 }
 
 METILE_API metile_status metile_cache_get_stats(metile_cache_stats* out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     if (out->struct_size < sizeof(metile_cache_stats))
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", __func__,
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
            ": struct_size is too small (set it to sizeof(metile_cache_stats))");
     CacheStats s = global_cache().stats();
     out->memory_hits = s.memory_hits;
@@ -82,12 +83,12 @@ METILE_API metile_status metile_cache_get_stats(metile_cache_stats* out) {
 }
 
 METILE_API metile_status metile_cache_clear(void) {
-  return guard([&] { global_cache().clear(); });
+  return guard(__func__, [&](const char*) { global_cache().clear(); });
 }
 
 METILE_API metile_status metile_autotune_time(metile_launch* const* launches, size_t n,
                                               int32_t warmup, int32_t rep, double* out_ms) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     if (n == 0) return;
     METILE_CHECK_ARG(launches);
     METILE_CHECK_ARG(out_ms);
@@ -95,7 +96,7 @@ METILE_API metile_status metile_autotune_time(metile_launch* const* launches, si
       fail(METILE_ERROR_INVALID_ARGUMENT, "autotune", "warmup must be >= 0, got ", warmup);
     if (rep < 1) fail(METILE_ERROR_INVALID_ARGUMENT, "autotune", "rep must be >= 1, got ", rep);
     // Check every handle before timing any, so a bad one fails fast and leaves out_ms untouched.
-    for (size_t i = 0; i < n; ++i) get(launches[i], __func__);
+    for (size_t i = 0; i < n; ++i) get(launches[i], fn);
     std::vector<double> ms(n);
     for (size_t i = 0; i < n; ++i) ms[i] = time_launch(launches[i], warmup, rep);
     std::copy(ms.begin(), ms.end(), out_ms);
@@ -103,7 +104,7 @@ METILE_API metile_status metile_autotune_time(metile_launch* const* launches, si
 }
 
 METILE_API metile_status metile_autotune_store(const char* key, const char* winner) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(key);
     METILE_CHECK_ARG(winner);
     global_cache().store_autotune(key, winner);
@@ -111,7 +112,7 @@ METILE_API metile_status metile_autotune_store(const char* key, const char* winn
 }
 
 METILE_API metile_status metile_autotune_lookup(const char* key, char** out) {
-  return guard([&] {
+  return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(key);
     METILE_CHECK_ARG(out);
     auto winner = global_cache().find_autotune(key);

@@ -1,11 +1,12 @@
-// The "metal-sim" device: registry entry, buffers, the not-yet-connected build(), and loading an
-// MSL artifact through the Device/Kernel interface.
+// The "metal-sim" device: registry entry, buffers, build() through the GPU pipeline and the MSL
+// emitter, and loading an MSL artifact through the Device/Kernel interface.
 #include "runtime/metal_sim/metal_sim_device.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
+#include "kernels/kernels.h"
 #include "metal_sim_test_util.h"
 #include "runtime/backends.h"
 
@@ -46,12 +47,18 @@ TEST(MetalSimDevice, BuffersArePageAlignedHostMemory) {
   EXPECT_EQ(w->device, dev.get());
 }
 
-TEST(MetalSimDevice, BuildWaitsForTheMslEmitter) {
+TEST(MetalSimDevice, BuildEmitsMslThroughTheGpuPipeline) {
   METAL_SIM_REQUIRE_CLANG();
   std::shared_ptr<Device> dev = open_device("metal-sim");
-  auto [status, message] = error_of([&] { dev->build(Program{}, CompileOptions{}); });
+  Artifact art = dev->build(kernels::vector_add(1024), CompileOptions{});
+  EXPECT_EQ(art.kind, "so");
+  EXPECT_EQ(art.threads_per_group, 256);
+  for (const char* stage : {"gpu_ir", "gpu_ir_opt", "msl", "msl_signature"})
+    EXPECT_FALSE(art.sources[stage].empty()) << stage;
+  EXPECT_NE(art.sources["msl"].find("[[kernel]] void vector_add("), std::string::npos);
+  auto [status, message] = error_of([&] { dev->build(kernels::gemm({}), CompileOptions{}); });
   EXPECT_EQ(status, METILE_ERROR_UNSUPPORTED);
-  EXPECT_EQ(message, "[metal-sim] MSL code generation is not available yet");
+  EXPECT_NE(message.find("dot is not supported on metal-sim yet"), std::string::npos) << message;
 }
 
 MslSignature vector_add_signature() {

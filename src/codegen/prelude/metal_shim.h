@@ -135,6 +135,21 @@ METAL_SIM_VECTORS(half, half)
 METAL_SIM_VECTORS(float, float)
 #undef METAL_SIM_VECTORS
 
+// packed_<T>2/4: the same vectors aligned to one element, for loads and stores at any element
+// offset (packed_<T>3 is 3 elements wide in MSL and has no clang counterpart, so it is absent).
+#define METAL_SIM_PACKED(T, name)                                                        \
+  typedef T packed_##name##2 __attribute__((ext_vector_type(2), aligned(alignof(T)))); \
+  typedef T packed_##name##4 __attribute__((ext_vector_type(4), aligned(alignof(T))));
+METAL_SIM_PACKED(signed char, char)
+METAL_SIM_PACKED(uchar, uchar)
+METAL_SIM_PACKED(short, short)
+METAL_SIM_PACKED(ushort, ushort)
+METAL_SIM_PACKED(int, int)
+METAL_SIM_PACKED(uint, uint)
+METAL_SIM_PACKED(half, half)
+METAL_SIM_PACKED(float, float)
+#undef METAL_SIM_PACKED
+
 namespace detail {
 
 template <typename V>

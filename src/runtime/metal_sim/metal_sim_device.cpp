@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "codegen/msl.h"
 #include "codegen/prelude/metal_sim_abi.h"
+#include "passes/pipeline.h"
 #include "runtime/backends.h"
 #include "runtime/metal_sim/fiber.h"
 #include "runtime/metal_sim/sim_kernel.h"
@@ -130,10 +132,13 @@ class MetalSimDevice final : public Device {
 
   std::string cache_identity() const override { return identity_; }
 
-  Artifact build(const Program&, const CompileOptions&) override {
-    // The seam: emit (MSL, MslSignature, threads per group) from the program and return
-    // metal_sim::make_msl_artifact(...) of them.
-    fail(METILE_ERROR_UNSUPPORTED, "metal-sim", "MSL code generation is not available yet");
+  Artifact build(const Program& program, const CompileOptions& options) override {
+    GpuPipelineResult gpu = run_gpu_pipeline(program, apple_gpu_target(), options, "metal-sim");
+    MslKernel msl = emit_msl(gpu.function);
+    Artifact a = metal_sim::make_msl_artifact(std::move(msl.source), msl.signature, msl.threads_per_group);
+    a.sources["gpu_ir"] = std::move(gpu.gpu_ir);
+    a.sources["gpu_ir_opt"] = std::move(gpu.gpu_ir_opt);
+    return a;
   }
 
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program>, const CompileOptions&,

@@ -3,9 +3,9 @@
  * fiber per GPU thread). Its Artifact is a shared object plus the MSL and its signature
  * (sources "msl" and "msl_signature"), so load() needs nothing else.
  *
- * The seam for the MSL emitter: build() must turn the Program into (MSL, MslSignature, threads
- * per group) and return make_msl_artifact(...) of them. Until the emitter exists build() throws
- * METILE_ERROR_UNSUPPORTED. The registry reaches the device through runtime/backends.h.
+ * build() runs the GPU pipeline (lower + passes, src/passes/pipeline.h), emits MSL with its
+ * signature (src/codegen/msl.h) and compiles it; the stages "gpu_ir", "gpu_ir_opt" and "msl"
+ * are kept in the Artifact. The registry reaches the device through runtime/backends.h.
  */
 #pragma once
 

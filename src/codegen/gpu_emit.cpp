@@ -1,0 +1,713 @@
+// The GPU IR -> C-family walker (see gpu_emit.h for the shape of the output).
+//
+// Before writing, it decides for every value how it is spelled:
+//   literal   constants;
+//   inline    a pure op with one use in the same block, written inside its user's expression
+//             (per-register values only when the user sits in the same register loop, or when
+//             the value is an address a load or store dereferences);
+//   local     a per-register value used only inside its own register loop;
+//   array     any other per-register value with more than one register;
+//   scalar    one-register values (uniforms, per-thread values, SIMT tiles).
+// Integer add/sub/mul on launch geometry (program ids, coords, loop counters, parameters) is
+// index arithmetic and uses plain operators; data arithmetic keeps the wrapping helpers.
+#include "codegen/gpu_emit.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+using gpu::GpuOpKind;
+
+std::string strip_parens(const std::string& s) {
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')') return s;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+    if (depth == 0 && i + 1 < s.size()) return s;  // the first group closes early
+  }
+  return s.substr(1, s.size() - 2);
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch)) && ch != '_') return false;
+  return true;
+}
+
+bool is_number(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+class Emitter {
+ public:
+  Emitter(const gpu::Function& f, const GpuDialect& d) : f_(f), d_(d), c_(d.c) {}
+
+  std::string run(KernelInterface* k);
+
+ private:
+  const gpu::Function& f_;
+  const GpuDialect& d_;
+  const Dialect& c_;
+  SourceWriter w_;
+  std::vector<std::string> name_;
+  std::set<std::string> taken_;  // every identifier in use, for helper variables
+  std::vector<const gpu::Op*> def_;
+  std::vector<const gpu::Block*> def_block_;
+  std::vector<std::vector<const gpu::Op*>> users_;
+  std::map<const gpu::Op*, int> unit_;
+  std::map<const gpu::Op*, const gpu::Block*> block_of_;
+  std::vector<bool> inline_, local_, geometry_, const_ptr_;
+  std::vector<ValueId> in_place_;  // a loop's next carried value written straight into it
+  std::vector<uint64_t> params_of_;  // pointers: bit i = derived from parameter i
+  std::string sep_;
+
+  // ----- analysis -----
+  void index(const gpu::Block& b, int& next_unit);
+  int64_t op_regs(const gpu::Op& op) const;
+  int effective_unit(const gpu::Op* user) const;
+  const gpu::Op* effective_user(const gpu::Op* user) const;
+  void find_in_place_updates(const gpu::Op& loop);
+  void decide();
+  void derive_params();
+
+  // ----- spelling -----
+  int64_t regs(ValueId v) const { return f_.regs(v); }
+  DType dtype(ValueId v) const { return f_.value(v).dtype; }
+  std::string type_of(ValueId v) const;
+  std::string decl(ValueId v) const;
+  std::string expr(ValueId v, const std::string& r) const;
+  std::string spell(const gpu::Op& op, const std::string& r) const;
+  std::string coord(gpu::LayoutId l, const std::string& tid, const std::string& r) const;
+  std::string deref(ValueId ptr, const std::string& r) const;
+  std::string combine(OpKind reduce, DType t, const std::string& a, const std::string& b) const;
+  /** Integer +, -, * on launch geometry: spelled with plain operators. */
+  bool index_op(const gpu::Op& op) const {
+    bool arith = op.ew == OpKind::ADD || op.ew == OpKind::SUB || op.ew == OpKind::MUL;
+    DType t = op.operands.empty() ? DType::invalid : dtype(op.operands[0]);
+    return op.kind == GpuOpKind::ELEMENTWISE && arith && (t == DType::i32 || t == DType::i64) &&
+           geometry_[op.result()];
+  }
+
+  // ----- statements -----
+  void block(const gpu::Block& b);
+  void statement(const gpu::Op& op, const std::string& r, bool in_loop);
+  void group(const std::vector<const gpu::Op*>& ops, int64_t r);
+  void standalone(const gpu::Op& op);
+  void vector_access(const gpu::Op& op);
+  std::string fresh_name(const std::string& stem);
+  void loop(const gpu::Op& op);
+  void assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);
+};
+
+// Per-register ops with more than one register join the current register loop.
+int64_t Emitter::op_regs(const gpu::Op& op) const {
+  if (!gpu::has_gpu_trait(op.kind, gpu::kGPerRegister)) return 0;
+  int64_t n = op.results.empty() ? 1 : regs(op.result());
+  for (ValueId v : op.operands) n = std::max(n, regs(v));
+  return n;
+}
+
+void Emitter::index(const gpu::Block& b, int& next_unit) {
+  int group = -1;
+  int64_t group_regs = 0;
+  for (const gpu::Op& op : b.ops) {
+    block_of_[&op] = &b;
+    for (ValueId r : op.results) {
+      def_[r] = &op;
+      def_block_[r] = &b;
+    }
+    for (ValueId v : op.operands) users_[v].push_back(&op);
+    if (op.kind == GpuOpKind::CONST) continue;  // literals: no statement, no break in a run
+    int64_t n = op_regs(op);
+    if (n > 1) {
+      if (group < 0 || group_regs != n) {
+        group = next_unit++;
+        group_regs = n;
+      }
+      unit_[&op] = group;
+    } else {
+      group = -1;
+      unit_[&op] = next_unit++;
+    }
+    for (const gpu::Block& r : op.regions) {
+      for (ValueId a : r.args) def_block_[a] = &r;
+      index(r, next_unit);
+    }
+  }
+}
+
+int Emitter::effective_unit(const gpu::Op* user) const {
+  if (!user->results.empty() && inline_[user->result()])
+    return effective_unit(users_[user->result()].front());
+  return unit_.at(user);
+}
+
+const gpu::Op* Emitter::effective_user(const gpu::Op* user) const {
+  if (!user->results.empty() && inline_[user->result()])
+    return effective_user(users_[user->result()].front());
+  return user;
+}
+
+// acc = f(acc, ...) as the loop's next value is written into acc itself when nothing reads acc
+// after that point of the body, which saves a copy per carried value and reads as intended.
+void Emitter::find_in_place_updates(const gpu::Op& loop) {
+  const gpu::Block& body = loop.body();
+  const gpu::Op& yield = body.ops.back();
+  std::map<const gpu::Op*, size_t> pos;
+  for (size_t i = 0; i < body.ops.size(); ++i) pos[&body.ops[i]] = i;
+  for (size_t i = 0; i < yield.operands.size(); ++i) {
+    ValueId v = yield.operands[i], carried = body.args[1 + i];
+    const gpu::Op* d = def_[v];
+    if (v == carried || d == nullptr || def_block_[v] != &body || users_[v].size() != 1) continue;
+    if (d->kind != GpuOpKind::ELEMENTWISE && d->kind != GpuOpKind::LOAD) continue;
+    bool ok = true;
+    for (const gpu::Op* u : users_[carried]) {
+      const gpu::Op* e = effective_user(u);
+      ok = ok && e != &yield && block_of_.at(e) == &body && pos.at(e) <= pos.at(d);
+    }
+    if (ok) in_place_[v] = carried;
+  }
+}
+
+void Emitter::decide() {
+  size_t n = f_.values.size();
+  inline_.assign(n, false);
+  local_.assign(n, false);
+  geometry_.assign(n, false);
+  for (const gpu::GpuParam& p : f_.params) geometry_[p.value] = !f_.value(p.value).is_ptr;
+  // Definitions come before uses in this order, so one forward sweep settles `geometry`.
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    bool geo = op.kind == GpuOpKind::CONST || op.kind == GpuOpKind::BUILTIN ||
+               op.kind == GpuOpKind::COORD || op.kind == GpuOpKind::ELEMENTWISE;
+    if (op.kind == GpuOpKind::ELEMENTWISE)
+      for (ValueId v : op.operands) geo = geo && geometry_[v];
+    for (ValueId r : op.results) geometry_[r] = geo;
+    if (op.kind == GpuOpKind::FOR) geometry_[op.body().args[0]] = true;
+  });
+  // Inline decisions run backwards, so a value knows whether its user is inlined.
+  std::vector<const gpu::Op*> order;
+  gpu::walk(f_.body, [&](const gpu::Op& op) { order.push_back(&op); });
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const gpu::Op& op = **it;
+    if (op.results.size() != 1) continue;
+    ValueId v = op.result();
+    bool pure = op.kind == GpuOpKind::ELEMENTWISE || op.kind == GpuOpKind::COORD ||
+                op.kind == GpuOpKind::VALID || op.kind == GpuOpKind::SPLAT;
+    if (op.kind == GpuOpKind::SPLAT) {  // one scalar in every register: spelled as the scalar
+      inline_[v] = true;
+      continue;
+    }
+    if (!pure || users_[v].size() != 1) continue;
+    const gpu::Op* u = users_[v].front();
+    if (u->kind == GpuOpKind::YIELD || block_of_[u] != block_of_[&op]) continue;
+    if (std::count(u->operands.begin(), u->operands.end(), v) != 1) continue;
+    bool address = op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::PTR_OFFSET &&
+                   gpu::has_gpu_trait(u->kind, gpu::kGRead | gpu::kGWrite) && u->operands[0] == v;
+    // An expression over one-register values reads the same anywhere in the block.
+    bool portable = true;
+    for (ValueId o : op.operands) portable = portable && regs(o) == 1;
+    inline_[v] = regs(v) == 1 || address || portable || unit_.at(u) == unit_.at(&op);
+  }
+  in_place_.assign(n, kNoValue);
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    if (op.kind == GpuOpKind::FOR) find_in_place_updates(op);
+  });
+  for (ValueId v = 1; v < n; ++v) {
+    if (def_[v] == nullptr || inline_[v] || regs(v) == 1 || def_[v]->kind == GpuOpKind::CONST) continue;
+    if (!gpu::has_gpu_trait(def_[v]->kind, gpu::kGPerRegister)) continue;
+    int home = unit_.at(def_[v]);
+    bool all_home = true;
+    for (const gpu::Op* u : users_[v]) all_home = all_home && effective_unit(u) == home;
+    local_[v] = all_home;
+  }
+}
+
+// Which parameters each pointer value may point into (stores make those parameters writable).
+void Emitter::derive_params() {
+  params_of_.assign(f_.values.size(), 0);
+  for (size_t i = 0; i < f_.params.size(); ++i)
+    params_of_[f_.params[i].value] = i < 64 ? uint64_t{1} << i : ~uint64_t{0};
+  for (bool changed = true; changed;) {
+    changed = false;
+    auto flow = [&](ValueId from, ValueId to) {
+      uint64_t m = params_of_[to] | params_of_[from];
+      changed = changed || m != params_of_[to];
+      params_of_[to] = m;
+    };
+    gpu::walk(f_.body, [&](const gpu::Op& op) {
+      if (op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::PTR_OFFSET) flow(op.operands[0], op.result());
+      if (op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::SELECT) {
+        flow(op.operands[1], op.result());
+        flow(op.operands[2], op.result());
+      }
+      if (op.kind == GpuOpKind::SPLAT) flow(op.operands[0], op.result());
+      if (op.kind == GpuOpKind::FOR) {
+        const gpu::Block& b = op.body();
+        for (size_t i = 0; i + 3 < op.operands.size(); ++i) {
+          flow(op.operands[3 + i], b.args[1 + i]);
+          flow(b.ops.back().operands[i], b.args[1 + i]);
+          flow(b.args[1 + i], op.results[i]);
+        }
+      }
+    });
+  }
+  uint64_t written = 0;
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE) written |= params_of_[op.operands[0]];
+  });
+  const_ptr_.assign(f_.values.size(), false);
+  for (ValueId v = 1; v < f_.values.size(); ++v) {
+    const gpu::Value& val = f_.value(v);
+    const_ptr_[v] = val.is_ptr && val.space == AddrSpace::device && (params_of_[v] & written) == 0;
+  }
+}
+
+std::string Emitter::type_of(ValueId v) const {
+  const gpu::Value& val = f_.value(v);
+  if (val.is_ptr) return d_.pointer(val.dtype, val.space, const_ptr_[v]);
+  return c_.value(val.dtype);
+}
+
+// `const float x`; pointers are `device float* x` (a leading const would bind to the pointee).
+std::string Emitter::decl(ValueId v) const {
+  return (f_.value(v).is_ptr ? "" : "const ") + type_of(v) + " " + name_[v];
+}
+
+std::string Emitter::expr(ValueId v, const std::string& r) const {
+  const gpu::Op* op = def_[v];
+  if (op != nullptr && op->kind == GpuOpKind::CONST) {
+    const AttrValue& a = *op->find_attr("value");
+    if (const auto* i = std::get_if<int64_t>(&a)) return spell_int_literal(c_, dtype(v), *i);
+    return spell_float_literal(c_, dtype(v), std::get<double>(a));
+  }
+  if (inline_[v]) return spell(*op, r);
+  if (regs(v) == 1 || local_[v]) return name_[v];
+  return name_[v] + "[" + r + "]";
+}
+
+std::string Emitter::coord(gpu::LayoutId id, const std::string& tid, const std::string& r) const {
+  const gpu::Layout& l = f_.layout(id);
+  std::vector<std::string> terms;
+  // Each mode of the (flat) CuTe layout contributes ((i / below) % size) * stride.
+  auto modes = [&](const metile::Layout& layout, const std::string& i, int64_t total) {
+    if (is_number(i)) {  // a literal register index folds to a number
+      int64_t x = layout(std::stoll(i));
+      if (x != 0) terms.push_back(std::to_string(x));
+      return;
+    }
+    metile::Layout flat = flatten(layout);
+    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
+    int64_t below = 1;
+    for (size_t m = 0; m < sizes.size(); ++m) {
+      std::string t = below == 1 ? i : "(" + i + " / " + std::to_string(below) + ")";
+      if (below * sizes[m] < total) t += " % " + std::to_string(sizes[m]);
+      if (sizes[m] > 1 && strides[m] != 0)
+        terms.push_back(strides[m] == 1 ? t : (t.find(' ') != std::string::npos ? "(" + t + ")" : t) +
+                                                  " * " + std::to_string(strides[m]));
+      below *= sizes[m];
+    }
+  };
+  modes(l.thr, tid, f_.threads);
+  modes(l.reg, r, l.regs());
+  if (terms.empty()) return "0";
+  std::string s;
+  for (const std::string& t : terms) s += (s.empty() ? "" : " + ") + t;
+  return terms.size() == 1 ? s : "(" + s + ")";
+}
+
+std::string Emitter::deref(ValueId ptr, const std::string& r) const {
+  // base[o1 + o2] for a chain of inlined ptr + offset; *p otherwise.
+  std::vector<std::string> offsets;
+  ValueId base = ptr;
+  while (inline_[base] && def_[base]->kind == GpuOpKind::ELEMENTWISE &&
+         def_[base]->ew == OpKind::PTR_OFFSET) {
+    offsets.insert(offsets.begin(), strip_parens(expr(def_[base]->operands[1], r)));
+    base = def_[base]->operands[0];
+  }
+  if (offsets.empty()) return "*" + expr(ptr, r);
+  std::string off;
+  for (const std::string& o : offsets) off += (off.empty() ? "" : " + ") + o;
+  return expr(base, r) + "[" + off + "]";
+}
+
+std::string Emitter::combine(OpKind reduce, DType t, const std::string& a, const std::string& b) const {
+  OpKind k = reduce == OpKind::REDUCE_SUM ? OpKind::ADD
+             : reduce == OpKind::REDUCE_MAX ? OpKind::MAXIMUM
+                                            : OpKind::MINIMUM;
+  return strip_parens(spell_binary(c_, k, t, a, b));
+}
+
+std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
+  auto arg = [&](size_t i) { return expr(op.operands[i], r); };
+  switch (op.kind) {
+    case GpuOpKind::COORD:
+      return coord(f_.value(op.result()).layout, arg(0), r);
+    case GpuOpKind::VALID: {
+      const gpu::Layout& l = f_.layout(f_.value(op.result()).layout);
+      return "(" + coord(f_.value(op.result()).layout, arg(0), r) + " < " + std::to_string(l.numel) + ")";
+    }
+    case GpuOpKind::SPLAT:
+      return expr(op.operands[0], "0");
+    case GpuOpKind::ELEMENTWISE:
+      break;
+    default:
+      METILE_ASSERT(false, "cannot spell ", gpu::gpu_op_name(op.kind), " as an expression");
+  }
+  OpKind k = op.ew;
+  DType t = dtype(op.operands[0]);
+  if (k == OpKind::PTR_OFFSET) {  // (p + a) + b reads as p + a + b
+    std::string base = arg(0);
+    if (inline_[op.operands[0]]) base = strip_parens(base);
+    return "(" + base + " + " + arg(1) + ")";
+  }
+  if (k == OpKind::SELECT) return spell_select(arg(0), arg(1), arg(2));
+  if (k == OpKind::CAST) return spell_cast(c_, t, dtype(op.result()), arg(0));
+  // 32/64-bit bitwise ops need no narrowing cast (C only promotes the 8-bit types).
+  bool wide = t == DType::i32 || t == DType::u32 || t == DType::i64;
+  if (wide && (k == OpKind::BITAND || k == OpKind::BITOR || k == OpKind::BITXOR)) {
+    const char* sym = k == OpKind::BITAND ? " & " : k == OpKind::BITOR ? " | " : " ^ ";
+    return "(" + arg(0) + sym + arg(1) + ")";
+  }
+  if (wide && k == OpKind::NOT) return "(~" + arg(0) + ")";
+  if (has_trait(k, kUnary))  // float math is a call: its argument needs no parentheses
+    return spell_unary(c_, k, t, is_float(t) && k != OpKind::NEG ? strip_parens(arg(0)) : arg(0));
+  if (index_op(op)) {
+    // Integer + and * are associative even when they wrap, so operands that are themselves
+    // sums (for +) or products drop their parentheses: pid_x * 256 + tid * 4 + r.
+    enum { atom, sum, difference, product, other };
+    auto kind = [&](ValueId x) {
+      if (!inline_[x]) return atom;
+      const gpu::Op& d = *def_[x];
+      if (d.kind == GpuOpKind::COORD) return sum;
+      if (!index_op(d)) return other;
+      return d.ew == OpKind::ADD ? sum : d.ew == OpKind::SUB ? difference : product;
+    };
+    auto operand = [&](size_t i) {
+      int o = kind(op.operands[i]);
+      bool bare = o == atom || o == product;
+      if (k == OpKind::ADD) bare = bare || o == sum || (i == 0 && o == difference);
+      if (k == OpKind::SUB && i == 0) bare = bare || o == sum || o == difference;
+      return bare ? strip_parens(arg(i)) : arg(i);
+    };
+    const char* sym = k == OpKind::ADD ? " + " : k == OpKind::SUB ? " - " : " * ";
+    return "(" + operand(0) + sym + operand(1) + ")";
+  }
+  return spell_binary(c_, k, t, arg(0), arg(1));
+}
+
+void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
+  if (op.kind == GpuOpKind::CONST) return;
+  if (op.kind == GpuOpKind::STORE) {
+    ValueId ptr = op.operands[0], v = op.operands[1];
+    std::string s = deref(ptr, r) + " = " + strip_parens(spell_to_storage(c_, dtype(v), expr(v, r))) + ";";
+    if (op.operands.size() > 2) s = "if (" + strip_parens(expr(op.operands[2], r)) + ") " + s;
+    w_.line(s);
+    return;
+  }
+  ValueId v = op.result();
+  if (inline_[v]) return;
+  std::string value;
+  if (op.kind == GpuOpKind::LOAD) {
+    value = spell_from_storage(c_, dtype(v), deref(op.operands[0], r));
+    if (op.operands.size() > 1) value = spell_select(expr(op.operands[1], r), value, expr(op.operands[2], r));
+  } else {
+    value = spell(op, r);
+  }
+  value = strip_parens(value);
+  if (ValueId into = in_place_[v]; into != kNoValue) {
+    w_.line(name_[into] + (regs(v) > 1 ? "[" + r + "]" : "") + " = " + value + ";");
+    return;
+  }
+  if (regs(v) == 1 && is_identifier(value)) {  // a copy of another variable: reuse its name
+    name_[v] = value;
+    return;
+  }
+  if (in_loop && !local_[v] && regs(v) > 1) w_.line(name_[v] + "[" + r + "] = " + value + ";");
+  else w_.line(decl(v) + " = " + value + ";");
+}
+
+void Emitter::group(const std::vector<const gpu::Op*>& ops, int64_t n) {
+  for (const gpu::Op* op : ops)
+    for (ValueId v : op->results)
+      if (!inline_[v] && !local_[v] && in_place_[v] == kNoValue) w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(n) + "];");
+  w_.line(d_.unroll());
+  w_.open("for (int r = 0; r < " + std::to_string(n) + "; ++r)");
+  for (const gpu::Op* op : ops) statement(*op, "r", true);
+  w_.close();
+}
+
+std::string Emitter::fresh_name(const std::string& stem) {
+  std::string n = stem;
+  for (int i = 1; taken_.count(n); ++i) n = stem + std::to_string(i);
+  taken_.insert(n);
+  return n;
+}
+
+void Emitter::vector_access(const gpu::Op& op) {
+  bool load = op.kind == GpuOpKind::VLOAD;
+  int64_t width = op.attr_int("width");
+  ValueId ptr = op.operands[0];
+  ValueId data = load ? op.result() : op.operands[1];
+  DType t = dtype(ptr);
+  int64_t n = regs(data);
+  bool predicated = op.operands.size() > (load ? 1u : 2u);
+  ValueId pred = predicated ? op.operands[load ? 1 : 2] : kNoValue;
+  AddrSpace space = f_.value(ptr).space;
+  if (load) w_.line(type_of(data) + " " + name_[data] + "[" + std::to_string(n) + "];");
+  bool chunks = n > width;
+  std::string c = chunks ? "c" : "0";
+  if (chunks) {
+    w_.line(d_.unroll());
+    w_.open("for (int c = 0; c < " + std::to_string(n) + "; c += " + std::to_string(width) + ")");
+  }
+  auto at = [&](int64_t j) {
+    if (c == "0") return std::to_string(j);
+    return j == 0 ? c : c + " + " + std::to_string(j);
+  };
+  std::string address = strip_parens(expr(ptr, at(0)));
+  std::string vptr = "(" + d_.vector_pointer(t, width, space, load && const_ptr_[ptr]) + ")(" + address + ")";
+  std::string cond;
+  if (predicated)
+    for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(j)));
+  std::string aligned = d_.vector_aligned(address, width * static_cast<int64_t>(dtype_size(t)));
+  if (!aligned.empty()) cond += (cond.empty() ? "" : " && ") + aligned;
+  if (!cond.empty()) w_.open("if (" + cond + ")");
+  std::string vt = d_.vector_type(t, width);
+  if (load) {
+    // Named after the array it fills: several unpredicated loads can share one scope.
+    std::string vec = fresh_name(name_[data] + "_vec");
+    w_.line("const " + vt + " " + vec + " = *" + vptr + ";");
+    for (int64_t j = 0; j < width; ++j)
+      w_.line(name_[data] + "[" + at(j) + "] = " + spell_from_storage(c_, t, vec + "[" + std::to_string(j) + "]") + ";");
+  } else {
+    std::string parts;
+    for (int64_t j = 0; j < width; ++j)
+      parts += (j ? ", " : "") + strip_parens(spell_to_storage(c_, t, expr(data, at(j))));
+    w_.line("*" + vptr + " = " + vt + "(" + parts + ");");
+  }
+  if (!cond.empty()) {
+    // "} else {" at the if's depth; the writer's indentation already suits the else branch.
+    w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
+    // The masked tail: register by register, exactly like a scalar load/store.
+    w_.line(d_.unroll());
+    w_.open("for (int j = 0; j < " + std::to_string(width) + "; ++j)");
+    std::string r = c == "0" ? "j" : c + " + j";
+    if (load) {
+      std::string value = spell_from_storage(c_, t, deref(ptr, r));
+      if (predicated) value = spell_select(expr(pred, r), value, expr(op.operands[2], r));
+      w_.line(name_[data] + "[" + r + "] = " + strip_parens(value) + ";");
+    } else {
+      std::string s = deref(ptr, r) + " = " + strip_parens(spell_to_storage(c_, t, expr(data, r))) + ";";
+      w_.line(predicated ? "if (" + strip_parens(expr(pred, r)) + ") " + s : s);
+    }
+    w_.close();
+    w_.close();
+  }
+  if (chunks) w_.close();
+}
+
+void Emitter::assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src) {
+  // Sources that are themselves destinations (a swap of carried values) go through copies.
+  std::vector<std::string> from(src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] == dst[i]) continue;
+    bool clobbered = false;
+    for (size_t j = 0; j < i; ++j) clobbered = clobbered || dst[j] == src[i];
+    if (std::find(dst.begin(), dst.end(), src[i]) != dst.end()) clobbered = true;
+    if (!clobbered) continue;
+    from[i] = name_[dst[i]] + "_next";
+    int64_t n = regs(src[i]);
+    if (n == 1) {
+      w_.line("const " + type_of(src[i]) + " " + from[i] + " = " + name_[src[i]] + ";");
+    } else {
+      w_.line(type_of(src[i]) + " " + from[i] + "[" + std::to_string(n) + "];");
+      w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + from[i] + "[r] = " + name_[src[i]] + "[r];");
+    }
+  }
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] == dst[i] || in_place_[src[i]] == dst[i]) continue;
+    int64_t n = regs(dst[i]);
+    auto value = [&](const std::string& r) {
+      if (!from[i].empty()) return n == 1 ? from[i] : from[i] + "[" + r + "]";
+      return strip_parens(expr(src[i], r));
+    };
+    if (n == 1) {
+      w_.line(name_[dst[i]] + " = " + value("0") + ";");
+    } else {
+      w_.line(d_.unroll());
+      w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + name_[dst[i]] + "[r] = " + value("r") + ";");
+    }
+  }
+}
+
+void Emitter::loop(const gpu::Op& op) {
+  const gpu::Block& body = op.body();
+  std::vector<ValueId> carried(body.args.begin() + 1, body.args.end());
+  std::vector<ValueId> inits(op.operands.begin() + 3, op.operands.end());
+  for (size_t i = 0; i < carried.size(); ++i) {
+    name_[op.results[i]] = name_[carried[i]];  // the loop's results are its carried variables
+    int64_t n = regs(carried[i]);
+    w_.line(type_of(carried[i]) + " " + name_[carried[i]] + (n > 1 ? "[" + std::to_string(n) + "]" : "") + ";");
+  }
+  assign_all(carried, inits);
+  ValueId iv = body.args[0];
+  std::string step = expr(op.operands[2], "0"), end = expr(op.operands[1], "0");
+  std::string cond;
+  const gpu::Op* s = def_[op.operands[2]];
+  if (s != nullptr && s->kind == GpuOpKind::CONST)
+    cond = std::string(name_[iv]) + (std::get<int64_t>(*s->find_attr("value")) > 0 ? " < " : " > ") + end;
+  else
+    cond = "(" + step + " > 0 ? " + name_[iv] + " < " + end + " : " + name_[iv] + " > " + end + ")";
+  w_.open("for (" + type_of(iv) + " " + name_[iv] + " = " + strip_parens(expr(op.operands[0], "0")) + "; " +
+          cond + "; " + name_[iv] + " += " + step + ")");
+  block(body);
+  assign_all(carried, body.ops.back().operands);
+  w_.close();
+}
+
+void Emitter::standalone(const gpu::Op& op) {
+  ValueId v = op.results.empty() ? kNoValue : op.result();
+  switch (op.kind) {
+    case GpuOpKind::ALLOC:
+    case GpuOpKind::YIELD:
+      return;
+    case GpuOpKind::BUILTIN:
+      w_.line("const int " + name_[v] + " = " + d_.builtin(op.attr_str("name"), static_cast<int>(op.attr_int("axis"))) + ";");
+      return;
+    case GpuOpKind::BARRIER:
+      w_.line(d_.barrier(op.find_attr("device") != nullptr) + ";");
+      return;
+    case GpuOpKind::SHUFFLE_XOR:
+    case GpuOpKind::SHUFFLE:
+      w_.line(decl(v) + " = " +
+              d_.shuffle(op.kind == GpuOpKind::SHUFFLE_XOR, dtype(v), expr(op.operands[0], "0"),
+                         strip_parens(expr(op.operands[1], "0"))) + ";");
+      return;
+    case GpuOpKind::SIMD_REDUCE: {
+      std::string x = strip_parens(expr(op.operands[0], "0"));
+      std::string native = d_.simd_reduce(op.ew, dtype(v), x);
+      if (!native.empty()) {
+        w_.line(decl(v) + " = " + native + ";");
+        return;
+      }
+      w_.line(type_of(v) + " " + name_[v] + " = " + x + ";");
+      w_.line(d_.unroll());
+      w_.open("for (int m = " + std::to_string(f_.simd_width / 2) + "; m > 0; m >>= 1)");
+      w_.line(name_[v] + " = " + combine(op.ew, dtype(v), name_[v], d_.shuffle(true, dtype(v), name_[v], "m")) + ";");
+      w_.close();
+      return;
+    }
+    case GpuOpKind::REG_REDUCE: {
+      ValueId x = op.operands[0];
+      w_.line(type_of(v) + " " + name_[v] + " = " + strip_parens(expr(x, "0")) + ";");
+      w_.line(d_.unroll());
+      w_.line("for (int r = 1; r < " + std::to_string(regs(x)) + "; ++r) " + name_[v] + " = " +
+              combine(op.ew, dtype(v), name_[v], expr(x, "r")) + ";");
+      return;
+    }
+    case GpuOpKind::VLOAD:
+    case GpuOpKind::VSTORE:
+      vector_access(op);
+      return;
+    case GpuOpKind::SWIZZLE: {
+      static const std::map<std::string, const char*> codes = {
+          {"diagonal", "METILE_SWIZZLE_DIAGONAL"}, {"grouped", "METILE_SWIZZLE_GROUPED"},
+          {"morton", "METILE_SWIZZLE_MORTON"}};
+      std::string s = name_[op.results[0]] + "_" + name_[op.results[1]];
+      std::string args;
+      for (ValueId a : op.operands) args += ", " + strip_parens(expr(a, "0"));
+      w_.line("const metile_swizzled<int> " + s + " = metile_swizzle<int>(" + codes.at(op.attr_str("pattern")) +
+              args + ", " + std::to_string(op.attr_int("block")) + ");");
+      w_.line("const int " + name_[op.results[0]] + " = " + s + ".m;");
+      w_.line("const int " + name_[op.results[1]] + " = " + s + ".n;");
+      return;
+    }
+    case GpuOpKind::FOR:
+      loop(op);
+      return;
+    default:
+      statement(op, "0", false);  // one-register per-register ops
+  }
+}
+
+void Emitter::block(const gpu::Block& b) {
+  for (size_t i = 0; i < b.ops.size();) {
+    const gpu::Op& op = b.ops[i];
+    int64_t n = op_regs(op);
+    if (op.kind == GpuOpKind::CONST || n <= 1) {
+      if (op.kind != GpuOpKind::CONST) standalone(op);
+      ++i;
+      continue;
+    }
+    std::vector<const gpu::Op*> run;
+    int unit = unit_.at(&op);
+    for (; i < b.ops.size(); ++i) {
+      const gpu::Op& o = b.ops[i];
+      if (o.kind == GpuOpKind::CONST) continue;
+      if (unit_.at(&o) != unit) break;
+      run.push_back(&o);
+    }
+    bool all_inline = true;
+    for (const gpu::Op* o : run)
+      all_inline = all_inline && !o->results.empty() && inline_[o->result()];
+    if (!all_inline) group(run, n);
+  }
+}
+
+std::string Emitter::run(KernelInterface* k) {
+  size_t n = f_.values.size();
+  def_.assign(n, nullptr);
+  def_block_.assign(n, nullptr);
+  users_.assign(n, {});
+  int next_unit = 0;
+  index(f_.body, next_unit);
+  std::vector<std::string> reserved = d_.reserved();
+  reserved.insert(reserved.end(), {"r", "c", "j", "m", "v"});
+  gpu::Function named = f_;  // parameters keep C-safe spellings of their names
+  for (gpu::GpuParam& p : named.params) named.value(p.value).stem = c_identifier(p.name);
+  for (gpu::Value& v : named.values) v.stem = c_identifier(v.stem.empty() ? "t" : v.stem);
+  for (gpu::GpuParam& p : named.params) p.name = c_identifier(p.name);
+  name_ = gpu::name_values(named, reserved);
+  taken_.insert(name_.begin(), name_.end());
+  taken_.insert(reserved.begin(), reserved.end());
+  decide();
+  derive_params();
+
+  k->name = c_identifier(f_.name);
+  k->threads = f_.threads;
+  uint64_t written = 0;
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE) written |= params_of_[op.operands[0]];
+    if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.attr_str("name"));
+    if (op.kind == GpuOpKind::ALLOC)
+      k->shared.push_back({name_[op.result()], dtype(op.result()), op.attr_int("size")});
+  });
+  for (size_t i = 0; i < f_.params.size(); ++i) {
+    const gpu::Value& v = f_.value(f_.params[i].value);
+    bool w = i >= 64 || (written >> i) & 1;
+    k->params.push_back({name_[f_.params[i].value], v.dtype, v.is_ptr, v.is_ptr && w});
+  }
+  bool swizzle = false;
+  gpu::walk(f_.body, [&](const gpu::Op& op) { swizzle = swizzle || op.kind == GpuOpKind::SWIZZLE; });
+  w_.raw(d_.prelude(swizzle));
+  d_.open_kernel(w_, *k);
+  block(f_.body);
+  w_.close();
+  return w_.str();
+}
+
+}  // namespace
+
+std::string emit_gpu_kernel(const gpu::Function& f, const GpuDialect& d, KernelInterface* iface) {
+  Emitter e(f, d);
+  return e.run(iface);
+}
+
+}  // namespace metile

@@ -1,0 +1,82 @@
+/** \file gpu_emit.h
+ * Emits GPU IR as C-family GPU source (MSL today, CUDA C++ next) on the shared c_like core. The
+ * walker here is target-neutral; a GpuDialect supplies what differs between GPU languages: the
+ * kernel's parameter list, builtins, address spaces, barriers, simd functions, vector types.
+ *
+ * Shape of the output. Consecutive per-register ops with the same register count form one
+ * `for (int r = 0; r < R; ++r)` loop (unrolled); a value used only inside its loop is a local
+ * there, one used elsewhere is an array `T name[R]`. A pure value with a single use in the same
+ * loop (or straight-line block) is spelled inline in its user, so index math and address
+ * arithmetic read as expressions (`X[row_start + offs[r]]`). Constants are literals.
+ */
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/c_like.h"
+#include "ir/gpu_ir.h"
+
+namespace metile {
+
+/** What a kernel's entry point receives, as the emitter decided it. */
+struct KernelInterface {
+  struct Param {
+    std::string name;  // identifier in the generated source
+    DType dtype = DType::invalid;
+    bool is_ptr = false;
+    bool written = false;  // pointers: some store goes through it
+  };
+  struct Shared {
+    std::string name;
+    DType dtype = DType::invalid;
+    int64_t size = 0;  // elements
+  };
+  std::string name;
+  std::vector<Param> params;   // in Tile IR order
+  std::vector<Shared> shared;  // threadgroup arrays, in allocation order
+  std::set<std::string> builtins;  // GPU IR builtin names the kernel reads
+  int threads = 0;
+};
+
+/** The differences between GPU languages; see msl.cpp. */
+class GpuDialect {
+ public:
+  explicit GpuDialect(const Dialect& c) : c(c) {}
+  virtual ~GpuDialect() = default;
+  const Dialect& c;
+
+  /** Identifiers generated names must avoid (functions and parameters the dialect uses). */
+  virtual std::vector<std::string> reserved() const = 0;
+  /** Text before the kernel (headers, helper functions); `swizzle` when tile_swizzle is used. */
+  virtual std::string prelude(bool swizzle) const = 0;
+  /** Writes the entry point's head and opens its body. */
+  virtual void open_kernel(SourceWriter& w, const KernelInterface& k) const = 0;
+  /** An i32 expression for a builtin ("thread_index", "threadgroup_position" + axis, ...). */
+  virtual std::string builtin(const std::string& name, int axis) const = 0;
+  /** Pointer type to `dtype` elements in `space`. */
+  virtual std::string pointer(DType dtype, AddrSpace space, bool is_const) const = 0;
+  virtual std::string barrier(bool device_memory) const = 0;
+  /** x of lane ^ lane_or_mask (xor) or of lane lane_or_mask; both i32 expressions. */
+  virtual std::string shuffle(bool xor_mask, DType dtype, const std::string& x,
+                              const std::string& lane_or_mask) const = 0;
+  /** A whole-simdgroup reduction, or "" when the emitter should use a shuffle_xor tree. */
+  virtual std::string simd_reduce(OpKind reduce, DType dtype, const std::string& x) const = 0;
+  /** The vector type loaded/stored `width` elements at a time, and its pointer type. */
+  virtual std::string vector_type(DType dtype, int64_t width) const = 0;
+  virtual std::string vector_pointer(DType dtype, int64_t width, AddrSpace space,
+                                     bool is_const) const = 0;
+  /** A condition that `ptr` suits a `bytes`-wide vector access, or "" when any address does. */
+  virtual std::string vector_aligned(const std::string& ptr, int64_t bytes) const = 0;
+  /** Marks a loop over registers for full unrolling. */
+  virtual std::string unroll() const { return "#pragma unroll"; }
+};
+
+/**
+ * Writes the kernel for `f` (verified GPU IR) and fills `iface`. Throws METILE_ERROR_INTERNAL
+ * for IR the walker cannot spell (a bug), never for user programs.
+ */
+std::string emit_gpu_kernel(const gpu::Function& f, const GpuDialect& d, KernelInterface* iface);
+
+}  // namespace metile

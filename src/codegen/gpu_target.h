@@ -1,0 +1,49 @@
+/** \file gpu_target.h
+ * What lowering, the passes and the emitters need to know about a GPU family: simd width,
+ * thread and threadgroup-memory limits, vector access widths, matrix units. Everything
+ * target-specific in the GPU pipeline reads it from here, so a new target (CUDA after Metal) is
+ * one more description plus its dialect file.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace metile {
+
+/** One matrix-multiply instruction shape: D(m x n) = A(m x k) * B(k x n) + C. */
+struct MatrixAtom {
+  std::string name;  // "simdgroup_matrix", "mma.sync"
+  int m = 0, n = 0, k = 0;
+  DType ab = DType::invalid;   // input type
+  DType acc = DType::invalid;  // accumulator type
+  bool relaxed = false;        // rounds f32 inputs (TF32); used only when allow_tf32
+};
+
+struct GpuTarget {
+  std::string name;     // "apple", "nvidia": the family (devices add their own identity)
+  std::string dialect;  // "msl", "cuda": the emitter that writes its source
+  int simd_width = 32;
+  int max_threads = 1024;
+  uint64_t threadgroup_memory_bytes = 32768;
+  /** Widest single memory access per thread, in bytes (16: float4). */
+  int vector_bytes = 16;
+  /**
+   * Vector accesses need the address aligned to the vector size. When false the dialect has
+   * element-aligned vector types (MSL packed_float4) and needs no run-time alignment check.
+   */
+  bool vector_needs_alignment = true;
+  /** Element types the dialect has vector types for (float4, half4, ...). */
+  std::vector<DType> vector_dtypes;
+  std::vector<MatrixAtom> matrix_atoms;
+};
+
+/** Apple GPUs (Metal): 32-wide simdgroups, 32 KiB threadgroup memory, simdgroup_matrix 8x8. */
+const GpuTarget& apple_gpu_target();
+/** NVIDIA GPUs (CUDA): 32-wide warps, 48 KiB static shared memory, mma.sync atoms. */
+const GpuTarget& nvidia_gpu_target();
+
+}  // namespace metile

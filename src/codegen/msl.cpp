@@ -1,0 +1,205 @@
+// The MSL dialect: the c_like spelling table for Metal and the GpuDialect hooks (entry point,
+// builtins, address spaces, barriers, simd functions, packed vector types).
+#include "codegen/msl.h"
+
+#include "codegen/gpu_emit.h"
+#include "support/embedded.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+const Dialect& msl_dialect() {
+  static const Dialect d = [] {
+    Dialect x;
+    x.name = "msl";
+    auto type = [&](DType t, const char* name) {
+      x.value_type[static_cast<size_t>(t)] = name;
+      x.storage_type[static_cast<size_t>(t)] = name;
+    };
+    type(DType::f32, "float");
+    type(DType::f16, "half");
+    type(DType::bf16, "bfloat");
+    type(DType::i32, "int");
+    type(DType::u32, "uint");
+    type(DType::i64, "long");
+    type(DType::boolean, "bool");
+    type(DType::i8, "char");
+    type(DType::u8, "uchar");
+    // half arithmetic is native (IEEE, correctly rounded); bfloat computes in float.
+    x.compute_type[static_cast<size_t>(DType::f32)] = "float";
+    x.compute_type[static_cast<size_t>(DType::f16)] = "half";
+    x.compute_type[static_cast<size_t>(DType::bf16)] = "float";
+    x.round_to[static_cast<size_t>(DType::bf16)] = "bfloat({})";
+    auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
+    math(OpKind::EXP, "exp");
+    math(OpKind::EXP2, "exp2");
+    math(OpKind::LOG, "log");
+    math(OpKind::LOG2, "log2");
+    math(OpKind::SQRT, "sqrt");
+    math(OpKind::ABS, "fabs");
+    math(OpKind::TANH, "tanh");
+    math(OpKind::SIN, "sin");
+    math(OpKind::COS, "cos");
+    math(OpKind::FLOOR, "floor");
+    math(OpKind::CEIL, "ceil");
+    math(OpKind::ERF, "mt_erf");
+    x.pow_fn = "pow";
+    x.fmod_fn = "fmod";
+    x.floor_fn = "floor";
+    auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
+    lit(DType::i32, "{}");
+    lit(DType::u32, "{}u");
+    lit(DType::i64, "{}l");
+    lit(DType::i8, "char({})");
+    lit(DType::u8, "uchar({})");
+    x.inf_f32 = "INFINITY";
+    x.nan_f32 = "NAN";
+    x.cast = "{t}({})";
+    x.kernel_qualifier = "[[kernel]]";
+    x.inline_qualifier = "inline";
+    x.address_space = {"device", "threadgroup"};
+    return x;
+  }();
+  return d;
+}
+
+// Builtin parameters, with the short names Metal kernels conventionally give them.
+struct BuiltinParam {
+  const char* ir;     // GPU IR builtin
+  const char* param;  // parameter name
+  const char* type;
+  metal_sim::MslBuiltin attr;
+};
+const BuiltinParam kBuiltins[] = {
+    {"threadgroup_position", "tgpig", "uint3", metal_sim::MslBuiltin::threadgroup_position_in_grid},
+    {"threadgroups_per_grid", "tgpg", "uint3", metal_sim::MslBuiltin::threadgroups_per_grid},
+    {"thread_index", "tiitg", "uint", metal_sim::MslBuiltin::thread_index_in_threadgroup},
+    {"simd_lane", "tiisg", "uint", metal_sim::MslBuiltin::thread_index_in_simdgroup},
+    {"simdgroup_index", "sgitg", "uint", metal_sim::MslBuiltin::simdgroup_index_in_threadgroup},
+};
+
+bool native_simd(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::i32 || t == DType::u32;
+}
+
+class MslDialect final : public GpuDialect {
+ public:
+  MslDialect() : GpuDialect(msl_dialect()) {}
+
+  std::vector<std::string> reserved() const override {
+    std::vector<std::string> r = {
+        "metal", "device", "constant", "threadgroup", "thread", "kernel", "half", "bfloat",
+        "uint", "uchar", "ushort", "ulong", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "fabs",
+        "abs", "tanh", "sin", "cos", "floor", "ceil", "pow", "fmod", "fmax", "fmin", "max", "min",
+        "select", "isnan", "as_type", "simd_sum", "simd_max", "simd_min", "simd_shuffle_xor",
+        "simd_broadcast", "threadgroup_barrier", "mem_flags", "INFINITY", "NAN"};
+    for (const BuiltinParam& b : kBuiltins) r.push_back(b.param);
+    return r;
+  }
+
+  std::string prelude(bool swizzle) const override {
+    std::string s = "#include <metal_stdlib>\nusing namespace metal;\n\n";
+    s += embedded_file("msl_prelude.h");
+    if (swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
+    return s + "\n";
+  }
+
+  void open_kernel(SourceWriter& w, const KernelInterface& k) const override {
+    std::vector<std::string> params;
+    int buffer = 0, group = 0;
+    for (const KernelInterface::Param& p : k.params) {
+      const std::string& t = c.storage(p.dtype);
+      if (p.is_ptr)
+        params.push_back(pointer(p.dtype, AddrSpace::device, !p.written) + " " + p.name + " [[buffer(" + std::to_string(buffer++) + ")]]");
+      else
+        params.push_back("constant " + t + "& " + p.name + " [[buffer(" + std::to_string(buffer++) + ")]]");
+    }
+    for (const KernelInterface::Shared& s : k.shared)
+      params.push_back("threadgroup " + c.storage(s.dtype) + "* " + s.name + " [[threadgroup(" + std::to_string(group++) + ")]]");
+    for (const BuiltinParam& b : kBuiltins)
+      if (k.builtins.count(b.ir))
+        params.push_back(std::string(b.type) + " " + b.param + " [[" + metal_sim::builtin_name(b.attr) + "]]");
+    if (params.empty()) {
+      w.open("[[kernel]] void " + k.name + "()");
+      return;
+    }
+    w.line("[[kernel]] void " + k.name + "(");
+    for (size_t i = 0; i + 1 < params.size(); ++i) w.line("    " + params[i] + ",");
+    w.open("    " + params.back() + ")");
+  }
+
+  std::string builtin(const std::string& name, int axis) const override {
+    static const char* axes[] = {".x", ".y", ".z"};
+    for (const BuiltinParam& b : kBuiltins)
+      if (name == b.ir)
+        return std::string("int(") + b.param + (std::string(b.type) == "uint3" ? axes[axis] : "") + ")";
+    fail(METILE_ERROR_INTERNAL, "msl", "unknown builtin ", name);
+  }
+
+  std::string pointer(DType dtype, AddrSpace space, bool is_const) const override {
+    if (space == AddrSpace::threadgroup) return "threadgroup " + c.storage(dtype) + "*";
+    return std::string(is_const ? "device const " : "device ") + c.storage(dtype) + "*";
+  }
+
+  std::string barrier(bool device_memory) const override {
+    return device_memory ? "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup)"
+                         : "threadgroup_barrier(mem_flags::mem_threadgroup)";
+  }
+
+  std::string shuffle(bool xor_mask, DType t, const std::string& x,
+                      const std::string& lane) const override {
+    std::string fn = xor_mask ? "simd_shuffle_xor" : "simd_broadcast";
+    std::string l = lane.find_first_not_of("0123456789") == std::string::npos ? lane : "ushort(" + lane + ")";
+    auto call = [&](const std::string& v) { return fn + "(" + v + ", " + l + ")"; };
+    switch (t) {
+      case DType::boolean: return "bool(" + call("ushort(" + x + ")") + ")";
+      case DType::i8: return "char(" + call("short(" + x + ")") + ")";
+      case DType::u8: return "uchar(" + call("ushort(" + x + ")") + ")";
+      case DType::i64: return "as_type<long>(" + call("as_type<uint2>(" + x + ")") + ")";
+      case DType::bf16: return "as_type<bfloat>(" + call("as_type<ushort>(" + x + ")") + ")";
+      default: return call(x);
+    }
+  }
+
+  std::string simd_reduce(OpKind reduce, DType t, const std::string& x) const override {
+    if (!native_simd(t)) return "";
+    const char* fn = reduce == OpKind::REDUCE_SUM ? "simd_sum" : reduce == OpKind::REDUCE_MAX ? "simd_max" : "simd_min";
+    return std::string(fn) + "(" + x + ")";
+  }
+
+  std::string vector_type(DType t, int64_t width) const override {
+    return c.storage(t) + std::to_string(width);
+  }
+
+  // Packed vectors need only element alignment, so any chunk start is a valid address.
+  std::string vector_pointer(DType t, int64_t width, AddrSpace space, bool is_const) const override {
+    std::string q = space == AddrSpace::threadgroup ? "threadgroup " : is_const ? "device const " : "device ";
+    return q + "packed_" + vector_type(t, width) + "*";
+  }
+
+  std::string vector_aligned(const std::string&, int64_t) const override { return ""; }
+};
+
+}  // namespace
+
+MslKernel emit_msl(const gpu::Function& f) {
+  MslDialect dialect;
+  KernelInterface k;
+  MslKernel out;
+  out.source = emit_gpu_kernel(f, dialect, &k);
+  out.threads_per_group = k.threads;
+  out.signature.kernel = k.name;
+  int buffer = 0, group = 0;
+  for (const KernelInterface::Param& p : k.params)
+    out.signature.args.push_back(p.is_ptr ? metal_sim::MslArg::buffer(p.name, buffer++, p.dtype, !p.written)
+                                          : metal_sim::MslArg::scalar(p.name, buffer++, p.dtype));
+  for (const KernelInterface::Shared& s : k.shared)
+    out.signature.args.push_back(metal_sim::MslArg::threadgroup(s.name, group++, s.dtype, static_cast<uint64_t>(s.size)));
+  for (const BuiltinParam& b : kBuiltins)
+    if (k.builtins.count(b.ir)) out.signature.args.push_back(metal_sim::MslArg::builtin_arg(b.param, b.attr));
+  return out;
+}
+
+}  // namespace metile

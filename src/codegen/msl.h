@@ -1,0 +1,24 @@
+/** \file msl.h
+ * Metal Shading Language from GPU IR: the MSL dialect of the GPU emitter (gpu_emit.h). The
+ * kernel takes device buffers at [[buffer(i)]] in parameter order, scalars as `constant T&`,
+ * threadgroup arrays as [[threadgroup(k)]] arguments (their sizes are in the signature, so the
+ * runtime provides them) and the builtins it reads. Used by metal-sim and the metal device.
+ */
+#pragma once
+
+#include <string>
+
+#include "ir/gpu_ir.h"
+#include "runtime/metal_sim/msl_signature.h"
+
+namespace metile {
+
+struct MslKernel {
+  std::string source;
+  metal_sim::MslSignature signature;
+  int threads_per_group = 0;
+};
+
+MslKernel emit_msl(const gpu::Function& f);
+
+}  // namespace metile

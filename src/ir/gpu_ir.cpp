@@ -1,0 +1,313 @@
+#include "ir/gpu_ir.h"
+
+#include <set>
+#include <sstream>
+
+#include "support/error.h"
+
+namespace metile::gpu {
+
+namespace {
+
+struct OpRow {
+  std::string_view name;
+  uint32_t traits;
+};
+
+const OpRow kRows[] = {
+#define GPU_OP(E, name, traits) {#name, traits},
+#include "ir/gpu_ops.def"
+};
+
+}  // namespace
+
+std::string_view gpu_op_name(GpuOpKind k) { return kRows[static_cast<size_t>(k)].name; }
+uint32_t gpu_op_traits(GpuOpKind k) { return kRows[static_cast<size_t>(k)].traits; }
+
+std::string Layout::str() const {
+  if (kind == Kind::uniform) return "uniform";
+  if (kind == Kind::thread) return "thread";
+  return cat("tile<", numel, "> thr=", thr.str(), " reg=", reg.str(), padded ? " padded" : "");
+}
+
+Layout tile_layout(int64_t numel, metile::Layout thr, metile::Layout reg) {
+  Layout l;
+  l.kind = Layout::Kind::tile;
+  l.numel = numel;
+  l.thr = coalesce(thr);
+  l.reg = coalesce(reg);
+  return l;
+}
+
+const AttrValue* Op::find_attr(std::string_view name) const {
+  for (const Attr& a : attrs)
+    if (a.name == name) return &a.value;
+  return nullptr;
+}
+
+int64_t Op::attr_int(std::string_view name) const {
+  const AttrValue* v = find_attr(name);
+  METILE_ASSERT(v != nullptr && std::holds_alternative<int64_t>(*v), "gpu attribute ", name);
+  return std::get<int64_t>(*v);
+}
+
+double Op::attr_num(std::string_view name) const {
+  const AttrValue* v = find_attr(name);
+  METILE_ASSERT(v != nullptr && !std::holds_alternative<std::string>(*v), "gpu attribute ", name);
+  if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  return std::get<double>(*v);
+}
+
+const std::string& Op::attr_str(std::string_view name) const {
+  const AttrValue* v = find_attr(name);
+  METILE_ASSERT(v != nullptr && std::holds_alternative<std::string>(*v), "gpu attribute ", name);
+  return std::get<std::string>(*v);
+}
+
+Function::Function() {
+  layouts.push_back(Layout{});  // kUniform
+  Layout thread;
+  thread.kind = Layout::Kind::thread;
+  layouts.push_back(thread);
+}
+
+ValueId Function::new_value(Value v) {
+  values.push_back(std::move(v));
+  return static_cast<ValueId>(values.size() - 1);
+}
+
+LayoutId Function::add_layout(Layout l) {
+  METILE_ASSERT(l.is_tile(), "only tile layouts are added");
+  for (LayoutId i = 0; i < layouts.size(); ++i)
+    if (layouts[i] == l) return i;
+  int64_t numel = l.numel;
+  int64_t nthr = l.thr.size();
+  l.padded = false;
+  for (int64_t t = 0; t < nthr && !l.padded; ++t)
+    for (int64_t r = 0; r < l.regs() && !l.padded; ++r) l.padded = l.element(t, r) >= numel;
+  layouts.push_back(std::move(l));
+  return static_cast<LayoutId>(layouts.size() - 1);
+}
+
+std::vector<int> use_counts(const Function& f) {
+  std::vector<int> n(f.values.size(), 0);
+  walk(f.body, [&](const Op& op) {
+    for (ValueId v : op.operands) ++n[v];
+  });
+  return n;
+}
+
+std::vector<std::string> name_values(const Function& f,
+                                     const std::vector<std::string>& reserved) {
+  std::set<std::string> taken(reserved.begin(), reserved.end());
+  std::vector<std::string> names(f.values.size());
+  auto claim = [&](ValueId v, std::string stem) {
+    if (stem.empty()) stem = "t";
+    std::string n = stem;
+    // A stem that ends in a digit would make "x1" + "2" ambiguous, hence the underscore.
+    std::string sep = isdigit(static_cast<unsigned char>(stem.back())) ? "_" : "";
+    for (int i = 1; taken.count(n); ++i) n = cat(stem, sep, i);
+    taken.insert(n);
+    names[v] = n;
+  };
+  for (const GpuParam& p : f.params) claim(p.value, p.name);
+  auto visit = [&](const Block& b, auto& self) -> void {
+    for (ValueId a : b.args) claim(a, f.value(a).stem);
+    for (const Op& op : b.ops) {
+      for (const Block& r : op.regions) self(r, self);  // a loop's body reads before its results
+      for (ValueId r : op.results) claim(r, f.value(r).stem);
+    }
+  };
+  visit(f.body, visit);
+  return names;
+}
+
+uint64_t threadgroup_bytes(const Function& f) {
+  uint64_t total = 0;
+  for (const Op& op : f.body.ops)
+    if (op.kind == GpuOpKind::ALLOC) {
+      uint64_t bytes = static_cast<uint64_t>(op.attr_int("size")) *
+                       dtype_size(f.value(op.result()).dtype);
+      total += (bytes + 15) / 16 * 16;
+    }
+  return total;
+}
+
+// ----- GpuBuilder -----
+
+ValueId GpuBuilder::new_value(DType d, LayoutId layout, bool is_ptr, AddrSpace space) {
+  Value v;
+  v.dtype = d;
+  v.layout = layout;
+  v.is_ptr = is_ptr;
+  v.space = space;
+  return f_.new_value(std::move(v));
+}
+
+Op& GpuBuilder::append(Op op) {
+  op.loc = loc_;
+  block_->ops.push_back(std::move(op));
+  return block_->ops.back();
+}
+
+ValueId GpuBuilder::named(ValueId v, const std::string& stem) {
+  f_.value(v).stem = stem;
+  return v;
+}
+
+LayoutId GpuBuilder::join(const std::vector<ValueId>& operands) const {
+  LayoutId out = kUniform;
+  for (ValueId v : operands) {
+    LayoutId l = f_.value(v).layout;
+    if (l == kUniform) continue;
+    if (l == kThread) {
+      if (out == kUniform) out = kThread;
+      continue;
+    }
+    METILE_ASSERT(out == kUniform || out == kThread || out == l,
+                  "per-register operands with different layouts: ", f_.layout(out).str(), " vs ",
+                  f_.layout(l).str());
+    out = l;
+  }
+  return out;
+}
+
+ValueId GpuBuilder::constant_int(DType d, int64_t v) {
+  Op op;
+  op.kind = GpuOpKind::CONST;
+  op.attrs = {{"value", v}};
+  op.results = {named(new_value(d, kUniform), "c")};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::constant_float(DType d, double v) {
+  Op op;
+  op.kind = GpuOpKind::CONST;
+  op.attrs = {{"value", v}};
+  op.results = {named(new_value(d, kUniform), "c")};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::builtin(const std::string& name, int axis, LayoutId layout) {
+  Op op;
+  op.kind = GpuOpKind::BUILTIN;
+  op.attrs = {{"name", name}, {"axis", int64_t{axis}}};
+  op.results = {new_value(DType::i32, layout)};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::ew(OpKind k, std::vector<ValueId> operands, DType cast_to) {
+  METILE_ASSERT(is_elementwise(k) || k == OpKind::SELECT || k == OpKind::PTR_OFFSET,
+                "not element-wise: ", op_name(k));
+  LayoutId layout = join(operands);
+  const Value& a = f_.value(operands.at(0));
+  ValueId r;
+  if (has_trait(k, kCompare)) r = new_value(DType::boolean, layout);
+  else if (k == OpKind::CAST) r = new_value(cast_to, layout);
+  else if (k == OpKind::PTR_OFFSET) r = new_value(a.dtype, layout, true, a.space);
+  else if (k == OpKind::SELECT) {
+    const Value& b = f_.value(operands.at(1));
+    r = new_value(b.dtype, layout, b.is_ptr, b.space);
+  } else {
+    r = new_value(a.dtype, layout);
+  }
+  Op op;
+  op.kind = GpuOpKind::ELEMENTWISE;
+  op.ew = k;
+  op.operands = std::move(operands);
+  op.results = {r};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::coord(LayoutId layout, ValueId tid) {
+  Op op;
+  op.kind = GpuOpKind::COORD;
+  op.operands = {tid};
+  op.results = {new_value(DType::i32, layout)};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::valid(LayoutId layout, ValueId tid) {
+  Op op;
+  op.kind = GpuOpKind::VALID;
+  op.operands = {tid};
+  op.results = {new_value(DType::boolean, layout)};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::splat(ValueId x, LayoutId layout) {
+  const Value& v = f_.value(x);
+  Op op;
+  op.kind = GpuOpKind::SPLAT;
+  op.operands = {x};
+  op.results = {new_value(v.dtype, layout, v.is_ptr, v.space)};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::load(ValueId ptrs, ValueId pred, ValueId other) {
+  Op op;
+  op.kind = GpuOpKind::LOAD;
+  op.operands = {ptrs};
+  if (pred != kNoValue) op.operands.insert(op.operands.end(), {pred, other});
+  op.results = {new_value(f_.value(ptrs).dtype, join(op.operands))};
+  return append(std::move(op)).result();
+}
+
+void GpuBuilder::store(ValueId ptrs, ValueId value, ValueId pred) {
+  Op op;
+  op.kind = GpuOpKind::STORE;
+  op.operands = {ptrs, value};
+  if (pred != kNoValue) op.operands.push_back(pred);
+  append(std::move(op));
+}
+
+ValueId GpuBuilder::alloc(DType d, int64_t size, const std::string& stem) {
+  Op op;
+  op.kind = GpuOpKind::ALLOC;
+  op.attrs = {{"size", size}};
+  op.results = {new_value(d, kUniform, true, AddrSpace::threadgroup)};
+  named(op.results[0], stem);
+  return append(std::move(op)).result();
+}
+
+void GpuBuilder::barrier() {
+  Op op;
+  op.kind = GpuOpKind::BARRIER;
+  append(std::move(op));
+}
+
+ValueId GpuBuilder::shuffle_xor(ValueId x, ValueId mask) {
+  Op op;
+  op.kind = GpuOpKind::SHUFFLE_XOR;
+  op.operands = {x, mask};
+  op.results = {new_value(f_.value(x).dtype, f_.value(x).layout)};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::shuffle(ValueId x, ValueId lane) {
+  Op op;
+  op.kind = GpuOpKind::SHUFFLE;
+  op.operands = {x, lane};
+  op.results = {new_value(f_.value(x).dtype, f_.value(x).layout)};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::simd_reduce(OpKind reduce, ValueId x, bool uniform) {
+  Op op;
+  op.kind = GpuOpKind::SIMD_REDUCE;
+  op.ew = reduce;
+  op.operands = {x};
+  op.results = {new_value(f_.value(x).dtype, uniform ? kUniform : kThread)};
+  return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::reg_reduce(OpKind reduce, ValueId x) {
+  Op op;
+  op.kind = GpuOpKind::REG_REDUCE;
+  op.ew = reduce;
+  op.operands = {x};
+  op.results = {new_value(f_.value(x).dtype, kThread)};
+  return append(std::move(op)).result();
+}
+
+}  // namespace metile::gpu

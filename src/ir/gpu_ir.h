@@ -1,0 +1,238 @@
+/** \file gpu_ir.h
+ * The GPU IR: a structured, per-thread SSA program for one threadgroup of `threads` threads
+ * (simdgroups of the target's simd width). Every value is a per-thread register array of one
+ * element type, annotated with a layout that says what the registers hold:
+ *
+ * - uniform: one register, the same value in every thread (scalars, program ids, parameters);
+ * - thread:  one register that differs per thread but stands for no tile element (partial sums);
+ * - a tile layout: register r of thread t holds element thr(t) + reg(r) of a Tile IR tile, in
+ *   the row-major flattening of its shape; pairs past numel are padding and hold garbage.
+ *
+ * Per-register ops (elementwise, coord, valid, splat, load, store) act register by register.
+ * Their operands either share the result's layout or are uniform/thread values, which stand
+ * for the same value in every register. Control flow is structured and thread-uniform: `for`
+ * bounds are uniform, and per-element predicates are data (operands of loads and stores), so
+ * barriers and simd operations never sit in divergent code.
+ *
+ * Ops (operands -> results; attributes in braces):
+ *   const {value} -> uniform              builtin {name, axis} -> uniform or thread
+ *   elementwise[OpKind](a, b, c) -> r     coord(tid) -> i32 element index   valid(tid) -> bool
+ *   splat(x) -> r                         load(ptrs [, pred, other]) -> r
+ *   store(ptrs, value [, pred])           vload/vstore: as load/store, {width} registers at a time
+ *   alloc {size} -> threadgroup pointer   barrier [{device}: also orders device memory]
+ *   shuffle_xor(x, mask)  shuffle(x, lane)  simd_reduce[op](x)  reg_reduce[op](x) -> thread
+ *   swizzle {pattern, block}(pid_m, pid_n, grid_m, grid_n) -> (m, n)
+ *   for(start, end, step, inits...) -> carried; block args (iv, carried...), ends in yield
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/layout.h"
+#include "ir/ops.h"
+#include "ir/tile_ir.h"
+#include "ir/types.h"
+
+namespace metile::gpu {
+
+enum class GpuOpKind : uint8_t {
+#define GPU_OP(E, name, traits) E,
+#include "ir/gpu_ops.def"
+};
+
+enum GpuTrait : uint32_t {
+  kGPure = 1u << 0,         // no side effects and no memory reads: CSE-able, removable
+  kGRead = 1u << 1,         // reads (or allocates) memory: removable when unused, never merged
+  kGWrite = 1u << 2,        // writes memory or synchronizes: never removed or merged
+  kGPerRegister = 1u << 4,  // acts register by register on operands of one layout
+  kGRegion = 1u << 5,
+  kGTerminator = 1u << 6,
+};
+
+std::string_view gpu_op_name(GpuOpKind k);
+uint32_t gpu_op_traits(GpuOpKind k);
+inline bool has_gpu_trait(GpuOpKind k, uint32_t t) { return (gpu_op_traits(k) & t) != 0; }
+
+using LayoutId = uint32_t;
+inline constexpr LayoutId kUniform = 0;
+inline constexpr LayoutId kThread = 1;
+
+/**
+ * Which element of a tile each (thread, register) pair holds: element(t, r) = thr(t) + reg(r),
+ * a linear index into the tile's row-major flattening; indices >= numel are padding. thr and
+ * reg are CuTe layouts (src/ir/layout.h), kept coalesced so that equal maps compare equal. A
+ * layout depends on the element count only, not on the tile's shape, so a reshape that keeps
+ * the mapping moves no data; lowering derives rows and columns from the index where it needs
+ * them.
+ */
+struct Layout {
+  enum class Kind : uint8_t { uniform, thread, tile };
+  Kind kind = Kind::uniform;
+  int64_t numel = 0;     // tiles: the element count
+  metile::Layout thr;    // over the thread index; covers the whole threadgroup
+  metile::Layout reg;    // over the register index
+  bool padded = false;   // some pair is padding (set by Function::add_layout)
+
+  bool is_tile() const { return kind == Kind::tile; }
+  int64_t regs() const { return is_tile() ? reg.size() : 1; }
+  int64_t element(int64_t t, int64_t r) const { return thr(t) + reg(r); }
+  bool operator==(const Layout& o) const {
+    return kind == o.kind && numel == o.numel && thr == o.thr && reg == o.reg;
+  }
+  /** "tile<1024> thr=256:4 reg=(4,2):(1,1024)". */
+  std::string str() const;
+};
+
+/** A tile layout of `numel` elements (coalesces the two maps). */
+Layout tile_layout(int64_t numel, metile::Layout thr, metile::Layout reg);
+
+struct Value {
+  DType dtype = DType::invalid;  // element type; the pointee type for pointers
+  bool is_ptr = false;
+  AddrSpace space = AddrSpace::device;
+  LayoutId layout = kUniform;
+  std::string stem;  // readable name stem ("x", "mask"); made unique by name_values()
+};
+
+struct Op;
+
+struct Block {
+  std::vector<ValueId> args;
+  std::vector<Op> ops;
+};
+
+struct Op {
+  GpuOpKind kind{};
+  OpKind ew{};  // elementwise: the Tile IR op; simd_reduce/reg_reduce: REDUCE_SUM/MAX/MIN
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  std::vector<Attr> attrs;
+  std::vector<Block> regions;
+  Loc loc;  // of the Tile IR op it came from
+
+  ValueId result() const { return results.empty() ? kNoValue : results[0]; }
+  const AttrValue* find_attr(std::string_view name) const;
+  int64_t attr_int(std::string_view name) const;
+  double attr_num(std::string_view name) const;
+  const std::string& attr_str(std::string_view name) const;
+  Block& body() { return regions.at(0); }
+  const Block& body() const { return regions.at(0); }
+};
+
+struct GpuParam {
+  std::string name;
+  ValueId value = kNoValue;
+};
+
+struct Function {
+  std::string name;
+  std::vector<GpuParam> params;  // in Tile IR parameter order
+  std::vector<Value> values{Value{}};
+  std::vector<Layout> layouts;   // [kUniform], [kThread], tile layouts
+  Block body;
+  int threads = 0;  // threadgroup size
+  int simd_width = 32;
+
+  Function();
+  ValueId new_value(Value v);
+  const Value& value(ValueId v) const { return values.at(v); }
+  Value& value(ValueId v) { return values.at(v); }
+  /** Returns the id of an equal layout, adding it first if needed (computes `padded`). */
+  LayoutId add_layout(Layout l);
+  const Layout& layout(LayoutId id) const { return layouts.at(id); }
+  const Layout& layout_of(ValueId v) const { return layouts.at(value(v).layout); }
+  int64_t regs(ValueId v) const { return layout_of(v).regs(); }
+};
+
+/** Visits every op of `block` and its nested blocks, pre-order. */
+template <typename F>
+void walk(const Block& block, F&& f) {
+  for (const Op& op : block.ops) {
+    f(op);
+    for (const Block& r : op.regions) walk(r, f);
+  }
+}
+
+/** Visits every op of `block` and its nested blocks, pre-order, allowing in-place rewrites. */
+template <typename F>
+void walk_mut(Block& block, F&& f) {
+  for (Op& op : block.ops) {
+    f(op);
+    for (Block& r : op.regions) walk_mut(r, f);
+  }
+}
+
+/** Number of uses of each value, indexed by ValueId. */
+std::vector<int> use_counts(const Function& f);
+
+/**
+ * Unique identifiers for every value: parameters keep their names, others get their stem
+ * plus a number where needed. `reserved` names (language keywords, builtins) are avoided.
+ */
+std::vector<std::string> name_values(const Function& f, const std::vector<std::string>& reserved);
+
+/** Human-readable text (METILE_DEBUG=gpu_ir). */
+std::string print(const Function& f);
+
+/**
+ * Checks structure, typing and layouts; throws METILE_ERROR_INTERNAL naming the op, since an
+ * ill-formed GPU IR function is a compiler bug.
+ */
+void verify(const Function& f);
+
+/** Total threadgroup memory the function allocates, in bytes (each array 16-byte aligned). */
+uint64_t threadgroup_bytes(const Function& f);
+
+/**
+ * Appends ops to a block, typing results: the way lowering and passes create GPU IR.
+ * Per-register results take the layout of their tile operands (or thread, or uniform).
+ */
+class GpuBuilder {
+ public:
+  GpuBuilder(Function& f, Block* block) : f_(f), block_(block) {}
+
+  Function& function() { return f_; }
+  Block* block() const { return block_; }
+  void set_block(Block* b) { block_ = b; }
+  void set_loc(Loc loc) { loc_ = loc; }
+  Loc loc() const { return loc_; }
+
+  ValueId constant_int(DType d, int64_t v);
+  ValueId constant_float(DType d, double v);
+  ValueId builtin(const std::string& name, int axis, LayoutId layout);
+  /** An element-wise op; `dtype` is the result type for casts (ignored otherwise). */
+  ValueId ew(OpKind k, std::vector<ValueId> operands, DType cast_to = DType::invalid);
+  /** Element index of each register of `layout` (tid: the thread_index builtin). */
+  ValueId coord(LayoutId layout, ValueId tid);
+  /** Whether each register of `layout` holds an element (not padding). */
+  ValueId valid(LayoutId layout, ValueId tid);
+  ValueId splat(ValueId x, LayoutId layout);
+  /** Loads through `ptrs`; when pred is set, registers whose predicate is false read `other`. */
+  ValueId load(ValueId ptrs, ValueId pred = kNoValue, ValueId other = kNoValue);
+  void store(ValueId ptrs, ValueId value, ValueId pred = kNoValue);
+  ValueId alloc(DType d, int64_t size, const std::string& stem);
+  void barrier();
+  ValueId shuffle_xor(ValueId x, ValueId mask);
+  ValueId shuffle(ValueId x, ValueId lane);
+  /** `uniform`: the whole threadgroup is one simdgroup, so every thread gets the same result. */
+  ValueId simd_reduce(OpKind reduce, ValueId x, bool uniform = false);
+  ValueId reg_reduce(OpKind reduce, ValueId x);
+  /** Appends a prepared op (loops, swizzles) with the builder's location; returns it. */
+  Op& append(Op op);
+  /** Gives `v` a readable stem (no effect on semantics); returns v. */
+  ValueId named(ValueId v, const std::string& stem);
+
+  /** The layout element-wise ops on these operands produce. */
+  LayoutId join(const std::vector<ValueId>& operands) const;
+  ValueId new_value(DType d, LayoutId layout, bool is_ptr = false,
+                    AddrSpace space = AddrSpace::device);
+
+ private:
+  Function& f_;
+  Block* block_;
+  Loc loc_;
+};
+
+}  // namespace metile::gpu

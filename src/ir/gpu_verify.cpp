@@ -1,0 +1,327 @@
+// The GPU IR verifier: SSA scoping, operand counts and types per op kind, layout agreement of
+// per-register operands, loop structure, and where allocations may appear. The pipeline runs it
+// after lowering and after every pass; a failure is a compiler bug (METILE_ERROR_INTERNAL).
+#include <set>
+#include <vector>
+
+#include "ir/gpu_ir.h"
+#include "support/error.h"
+
+namespace metile::gpu {
+
+namespace {
+
+const std::set<std::string> kBuiltins = {"thread_index", "simd_lane", "simdgroup_index",
+                                         "threadgroup_position", "threadgroups_per_grid"};
+
+bool same_type(const Value& a, const Value& b) {
+  return a.dtype == b.dtype && a.is_ptr == b.is_ptr && a.layout == b.layout &&
+         (!a.is_ptr || a.space == b.space);
+}
+
+struct Verifier {
+  const Function& f;
+  std::vector<bool> defined = std::vector<bool>(f.values.size(), false);
+  std::vector<std::string> names = name_values(f, {});
+  const Op* current = nullptr;
+
+  template <typename... Args>
+  [[noreturn]] void bad(Args&&... parts) const {
+    std::string what = current == nullptr ? std::string("function")
+                       : current->kind == GpuOpKind::ELEMENTWISE
+                           ? std::string(op_name(current->ew))
+                           : std::string(gpu_op_name(current->kind));
+    fail(METILE_ERROR_INTERNAL, "gpu-verify", "@", f.name, ": ", what, ": ",
+         std::forward<Args>(parts)...);
+  }
+  const Value& val(ValueId v) const { return f.value(v); }
+  std::string show(ValueId v) const { return "%" + names[v]; }
+
+  void define(ValueId v) {
+    if (v == kNoValue || v >= f.values.size()) bad("result is not a value of the function");
+    if (defined[v]) bad(show(v), " is defined twice");
+    if (val(v).layout >= f.layouts.size()) bad(show(v), " has an unknown layout");
+    defined[v] = true;
+  }
+  void use(ValueId v) const {
+    if (v == kNoValue || v >= f.values.size()) bad("operand is not a value of the function");
+    if (!defined[v]) bad(show(v), " is used where it is not defined");
+  }
+  void need(bool ok, const char* what) const {
+    if (!ok) bad(what);
+  }
+  void operands(size_t lo, size_t hi) const {
+    size_t n = current->operands.size();
+    if (n < lo || n > hi) bad("takes ", lo, lo == hi ? "" : cat(" to ", hi), " operands, got ", n);
+  }
+  void results(size_t n) const {
+    if (current->results.size() != n) bad("has ", current->results.size(), " results, expected ", n);
+  }
+  void uniform_int(ValueId v, const char* what) const {
+    const Value& x = val(v);
+    if (x.layout != kUniform || x.is_ptr || !is_int(x.dtype)) bad(what, " must be a uniform integer");
+  }
+  bool scalar_per_thread(ValueId v) const { return f.regs(v) == 1; }
+  // Per-register ops: the result layout is the join of the operands' layouts.
+  void agree(const std::vector<ValueId>& ops, ValueId result) const {
+    LayoutId out = kUniform;
+    for (ValueId v : ops) {
+      LayoutId l = val(v).layout;
+      if (l == kUniform) continue;
+      if (l == kThread) {
+        if (out == kUniform) out = kThread;
+        continue;
+      }
+      if (out != kUniform && out != kThread && out != l)
+        bad("operands have different layouts #", out, " and #", l);
+      out = l;
+    }
+    if (result != kNoValue && val(result).layout != out)
+      bad("result layout #", val(result).layout, " differs from the operands' #", out);
+  }
+
+  void elementwise(const Op& op) {
+    OpKind k = op.ew;
+    results(1);
+    const Value& r = val(op.result());
+    if (has_trait(k, kBinary | kCompare)) {
+      operands(2, 2);
+      const Value &a = val(op.operands[0]), &b = val(op.operands[1]);
+      if (a.is_ptr || b.is_ptr) bad("pointer operand");
+      if (a.dtype != b.dtype) bad("operand dtypes differ: ", dtype_name(a.dtype), " vs ", dtype_name(b.dtype));
+      DType want = has_trait(k, kCompare) ? DType::boolean : a.dtype;
+      if (r.dtype != want || r.is_ptr) bad("result must be ", dtype_name(want));
+    } else if (has_trait(k, kUnary) || k == OpKind::CAST) {
+      operands(1, 1);
+      const Value& a = val(op.operands[0]);
+      if (a.is_ptr || r.is_ptr) bad("pointer operand");
+      if (k != OpKind::CAST && r.dtype != a.dtype) bad("result dtype differs from the operand's");
+    } else if (k == OpKind::SELECT) {
+      operands(3, 3);
+      const Value &c = val(op.operands[0]), &a = val(op.operands[1]), &b = val(op.operands[2]);
+      if (c.dtype != DType::boolean || c.is_ptr) bad("condition must be bool");
+      if (a.dtype != b.dtype || a.is_ptr != b.is_ptr || r.dtype != a.dtype || r.is_ptr != a.is_ptr)
+        bad("branches and result must have one type");
+    } else if (k == OpKind::PTR_OFFSET) {
+      operands(2, 2);
+      const Value &p = val(op.operands[0]), &o = val(op.operands[1]);
+      if (!p.is_ptr || o.is_ptr || !is_int(o.dtype)) bad("needs a pointer and integer offsets");
+      if (!r.is_ptr || r.dtype != p.dtype || r.space != p.space) bad("result must be the pointer type");
+    } else {
+      bad("is not element-wise");
+    }
+    agree(op.operands, op.result());
+  }
+
+  void memory(const Op& op) {
+    bool load = op.kind == GpuOpKind::LOAD || op.kind == GpuOpKind::VLOAD;
+    if (load) {
+      operands(1, 3);
+      results(1);
+      if (op.operands.size() == 2) bad("a predicate needs an `other` value");
+    } else {
+      operands(2, 3);
+      results(0);
+    }
+    const Value& p = val(op.operands[0]);
+    if (!p.is_ptr) bad("first operand must be pointers");
+    size_t pred_i = load ? 1 : 2;
+    if (op.operands.size() > pred_i) {
+      const Value& m = val(op.operands[pred_i]);
+      if (m.is_ptr || m.dtype != DType::boolean) bad("predicate must be bool");
+    }
+    const Value& v = val(load ? (op.operands.size() > 2 ? op.operands[2] : op.result()) : op.operands[1]);
+    if (v.is_ptr || v.dtype != p.dtype) bad("value type must be the pointee type ", dtype_name(p.dtype));
+    if (load && val(op.result()).dtype != p.dtype) bad("result type must be the pointee type");
+    agree(op.operands, load ? op.result() : kNoValue);
+    if (op.kind == GpuOpKind::VLOAD || op.kind == GpuOpKind::VSTORE) {
+      int64_t w = op.attr_int("width");
+      int64_t regs = f.regs(load ? op.result() : op.operands[1]);
+      if (w < 2 || regs % w != 0) bad("width ", w, " does not divide ", regs, " registers");
+    }
+  }
+
+  void check(const Op& op, bool top_level) {
+    current = &op;
+    for (ValueId v : op.operands) use(v);
+    switch (op.kind) {
+      case GpuOpKind::CONST: {
+        operands(0, 0);
+        results(1);
+        const Value& r = val(op.result());
+        if (r.layout != kUniform || r.is_ptr) bad("must be a uniform scalar");
+        const AttrValue* a = op.find_attr("value");
+        if (a == nullptr || std::holds_alternative<std::string>(*a)) bad("needs a numeric value");
+        if (is_float(r.dtype) != std::holds_alternative<double>(*a)) bad("value kind does not match ", dtype_name(r.dtype));
+        break;
+      }
+      case GpuOpKind::BUILTIN: {
+        operands(0, 0);
+        results(1);
+        const std::string& n = op.attr_str("name");
+        if (!kBuiltins.count(n)) bad("unknown builtin ", n);
+        int64_t axis = op.attr_int("axis");
+        if (axis < 0 || axis > 2) bad("axis ", axis);
+        bool group_level = n == "threadgroup_position" || n == "threadgroups_per_grid";
+        const Value& r = val(op.result());
+        if (r.dtype != DType::i32) bad("builtins are i32");
+        if (group_level != (r.layout == kUniform)) bad(n, group_level ? " is uniform" : " varies per thread");
+        if (!group_level && f.regs(op.result()) != 1) bad(n, " has one register");
+        break;
+      }
+      case GpuOpKind::ELEMENTWISE:
+        elementwise(op);
+        break;
+      case GpuOpKind::COORD:
+      case GpuOpKind::VALID: {
+        operands(1, 1);
+        results(1);
+        const Value& tid = val(op.operands[0]);
+        if (tid.layout != kThread || tid.dtype != DType::i32) bad("needs the thread index (an i32 thread value)");
+        const Value& r = val(op.result());
+        if (!f.layout(r.layout).is_tile()) bad("needs a tile layout");
+        if (r.dtype != (op.kind == GpuOpKind::COORD ? DType::i32 : DType::boolean)) bad("wrong result type");
+        break;
+      }
+      case GpuOpKind::SPLAT: {
+        operands(1, 1);
+        results(1);
+        if (!scalar_per_thread(op.operands[0]) || f.layout_of(op.operands[0]).is_tile())
+          bad("operand must be a uniform or thread value");
+        Value a = val(op.operands[0]), r = val(op.result());
+        if (!f.layout(r.layout).is_tile()) bad("result needs a tile layout");
+        a.layout = r.layout;
+        if (!same_type(a, r)) bad("result type differs from the operand's");
+        break;
+      }
+      case GpuOpKind::LOAD:
+      case GpuOpKind::STORE:
+      case GpuOpKind::VLOAD:
+      case GpuOpKind::VSTORE:
+        memory(op);
+        break;
+      case GpuOpKind::ALLOC: {
+        operands(0, 0);
+        results(1);
+        if (!top_level) bad("threadgroup allocations belong at the top level");
+        const Value& r = val(op.result());
+        if (!r.is_ptr || r.space != AddrSpace::threadgroup || r.layout != kUniform)
+          bad("result must be a uniform threadgroup pointer");
+        if (op.attr_int("size") <= 0) bad("size must be positive");
+        break;
+      }
+      case GpuOpKind::BARRIER:
+        operands(0, 0);
+        results(0);
+        break;
+      case GpuOpKind::SHUFFLE_XOR:
+      case GpuOpKind::SHUFFLE: {
+        operands(2, 2);
+        results(1);
+        if (!scalar_per_thread(op.operands[0])) bad("operand must have one register");
+        uniform_int(op.operands[1], op.kind == GpuOpKind::SHUFFLE ? "lane" : "mask");
+        if (!same_type(val(op.operands[0]), val(op.result()))) bad("result type differs from the operand's");
+        break;
+      }
+      case GpuOpKind::SIMD_REDUCE:
+      case GpuOpKind::REG_REDUCE: {
+        operands(1, 1);
+        results(1);
+        if (op.ew != OpKind::REDUCE_SUM && op.ew != OpKind::REDUCE_MAX && op.ew != OpKind::REDUCE_MIN)
+          bad("reduction must be sum, max or min");
+        const Value &a = val(op.operands[0]), &r = val(op.result());
+        if (op.kind == GpuOpKind::SIMD_REDUCE && !scalar_per_thread(op.operands[0]))
+          bad("operand must have one register");
+        if (op.kind == GpuOpKind::REG_REDUCE && !f.layout(a.layout).is_tile())
+          bad("operand must be a tile");
+        bool per_thread = r.layout == kThread ||
+                          (op.kind == GpuOpKind::SIMD_REDUCE && r.layout == kUniform);
+        if (!per_thread || r.dtype != a.dtype || a.is_ptr)
+          bad("result must be a thread value of the operand's type");
+        break;
+      }
+      case GpuOpKind::SWIZZLE: {
+        operands(4, 4);
+        results(2);
+        for (ValueId v : op.operands) uniform_int(v, "operand");
+        for (ValueId v : op.results)
+          if (val(v).layout != kUniform || val(v).dtype != val(op.operands[0]).dtype) bad("results must be uniform");
+        op.attr_str("pattern");
+        if (op.attr_int("block") < 1) bad("block must be positive");
+        break;
+      }
+      case GpuOpKind::FOR:
+        loop(op);
+        return;  // loop() defines the results after the body
+      case GpuOpKind::YIELD:
+        bad("yield outside the end of a loop body");
+    }
+    for (ValueId r : op.results) define(r);
+  }
+
+  void loop(const Op& op) {
+    if (op.operands.size() < 3) bad("needs start, end and step");
+    for (size_t i = 0; i < 3; ++i) uniform_int(op.operands[i], "bound");
+    const Value& s = val(op.operands[0]);
+    if (val(op.operands[1]).dtype != s.dtype || val(op.operands[2]).dtype != s.dtype)
+      bad("start, end and step must have one type");
+    size_t n = op.operands.size() - 3;
+    const Block& body = op.body();
+    if (body.args.size() != n + 1 || op.results.size() != n) bad("carries ", n, " values but has ", body.args.size(), " block arguments and ", op.results.size(), " results");
+    for (ValueId a : body.args) define(a);
+    if (!same_type(val(body.args[0]), s)) bad("induction variable must have the bounds' type");
+    for (size_t i = 0; i < n; ++i) {
+      const Value& init = val(op.operands[3 + i]);
+      if (!same_type(init, val(body.args[1 + i])) || !same_type(init, val(op.results[i])))
+        bad("carried value ", i, " changes type");
+    }
+    const Op* self = &op;
+    block(body, false, true);
+    current = self;
+    const Op& y = body.ops.back();
+    for (size_t i = 0; i < n; ++i)
+      if (!same_type(val(y.operands[i]), val(op.results[i]))) bad("yielded value ", i, " has the wrong type");
+    for (ValueId r : op.results) define(r);
+  }
+
+  void block(const Block& b, bool top_level, bool loop_body) {
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      const Op& op = b.ops[i];
+      current = &op;
+      if (op.regions.size() != (has_gpu_trait(op.kind, kGRegion) ? 1u : 0u))
+        bad("has ", op.regions.size(), " regions");
+      if (has_gpu_trait(op.kind, kGTerminator)) {
+        if (!loop_body || i + 1 != b.ops.size()) bad("yield must end a loop body");
+        for (ValueId v : op.operands) use(v);
+        results(0);
+        continue;
+      }
+      check(op, top_level);
+    }
+    if (loop_body && (b.ops.empty() || b.ops.back().kind != GpuOpKind::YIELD)) {
+      current = nullptr;
+      bad("loop body does not end in yield");
+    }
+  }
+
+  void run() {
+    if (f.threads < 1 || f.simd_width < 1) bad("threads must be positive");
+    for (LayoutId l = 2; l < f.layouts.size(); ++l) {
+      const Layout& lay = f.layout(l);
+      if (!lay.is_tile()) bad("layout #", l, " is not a tile layout");
+      if (lay.thr.size() != f.threads)
+        bad("layout #", l, " covers ", lay.thr.size(), " threads, the group has ", f.threads);
+    }
+    for (const GpuParam& p : f.params) {
+      define(p.value);
+      if (val(p.value).layout != kUniform) bad("parameter ", p.name, " must be uniform");
+    }
+    block(f.body, true, false);
+  }
+};
+
+}  // namespace
+
+void verify(const Function& f) { Verifier{f}.run(); }
+
+}  // namespace metile::gpu

@@ -1,0 +1,46 @@
+// dce: removes ops whose results are never used and that have no effect: pure ops, loads,
+// allocations, and loops whose body writes nothing. Needs: verified GPU IR. Guarantees: the
+// same stores and barriers in the same order; repeats until nothing more can go.
+#include "passes/pass.h"
+
+namespace metile {
+
+namespace {
+
+bool writes(const gpu::Block& b) {
+  bool any = false;
+  gpu::walk(b, [&](const gpu::Op& op) { any = any || gpu::has_gpu_trait(op.kind, gpu::kGWrite); });
+  return any;
+}
+
+bool removable(const gpu::Op& op, const std::vector<int>& uses) {
+  for (ValueId r : op.results)
+    if (uses[r] != 0) return false;
+  if (op.kind == gpu::GpuOpKind::FOR) return !writes(op.body());
+  return gpu::has_gpu_trait(op.kind, gpu::kGPure | gpu::kGRead);
+}
+
+bool sweep(gpu::Block& b, const std::vector<int>& uses) {
+  bool changed = false;
+  std::vector<gpu::Op> kept;
+  kept.reserve(b.ops.size());
+  for (gpu::Op& op : b.ops) {
+    if (removable(op, uses)) {
+      changed = true;
+      continue;
+    }
+    for (gpu::Block& r : op.regions) changed = sweep(r, uses) || changed;
+    kept.push_back(std::move(op));
+  }
+  b.ops = std::move(kept);
+  return changed;
+}
+
+}  // namespace
+
+void eliminate_dead_code(gpu::Function& f, const PassContext&) {
+  while (sweep(f.body, gpu::use_counts(f))) {
+  }
+}
+
+}  // namespace metile

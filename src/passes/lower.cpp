@@ -1,0 +1,466 @@
+// Lowering driver: thread count, layouts, and the ops that need no memory traffic (element-wise
+// ops, program ids, aranges, loops, simdgroup roles, SIMT ops, tile_swizzle).
+//
+// Layouts. A 1-D tile of N elements, or a 2-D tile's row-major flattening, is blocked-cyclic:
+// thread t owns chunks of V consecutive elements at t*V + c*threads*V, so consecutive threads
+// touch consecutive memory (coalesced) and each chunk is one vector access. V = 4 when every
+// thread gets a whole chunk, else smaller. In SIMT kernels a T-element 1-D tile is the identity
+// (thread i holds element i), which is how thread_id, lanes and shuffles are defined.
+#include <algorithm>
+#include <set>
+
+#include "passes/lower_internal.h"
+
+namespace metile {
+
+namespace lowering {
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+int64_t max_tile_numel(const Program& p) {
+  int64_t n = 1;
+  for (const Type& t : p.values)
+    if (t.is_tile()) n = std::max(n, t.shape.numel());
+  return n;
+}
+
+std::string lower_stem(std::string s) {
+  for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  for (const char* suffix : {"_ptrs", "_ptr", "ptr"})
+    if (s.size() > std::string(suffix).size() && s.ends_with(suffix)) {
+      s.resize(s.size() - std::string(suffix).size());
+      break;
+    }
+  return s;
+}
+
+}  // namespace
+
+Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOptions& o)
+    : p(program), target(t), options(o) {
+  f.name = p.name;
+  f.simd_width = target.simd_width;
+  simt = p.num_threads;
+  auto bad_threads = [&](metile_status st, auto&&... parts) {
+    fail(st, "lower", p.name, ": ", parts..., " on ", options.device);
+  };
+  int64_t threads = 0;
+  if (simt > 0) {
+    if (options.num_threads != 0 && options.num_threads != simt)
+      bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", options.num_threads,
+                  " differs from the kernel's SIMT thread count ", simt);
+    // Whole simdgroups keep simd operations defined; threads past T hold padding.
+    threads = round_up(simt, target.simd_width);
+  } else if (options.num_threads != 0) {
+    threads = options.num_threads;
+    if (threads % target.simd_width != 0)
+      bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", threads,
+                  " is not a multiple of the simd width ", target.simd_width);
+  } else {
+    threads = std::clamp<int64_t>(round_up(max_tile_numel(p) / 4, target.simd_width),
+                                  target.simd_width, 256);
+  }
+  if (threads > target.max_threads)
+    bad_threads(METILE_ERROR_UNSUPPORTED, threads, " threads per threadgroup exceed the limit of ",
+                target.max_threads);
+  f.threads = static_cast<int>(threads);
+  map.assign(p.values.size(), kNoValue);
+}
+
+LayoutId Lowering::layout_for(const Shape& s) {
+  int64_t n = s.numel(), threads = f.threads;
+  int64_t v = 1;
+  // SIMT kernels: T elements are the identity (V = 1, one chunk) whatever the rank.
+  if (!(simt > 0 && n == simt))
+    for (int64_t w : {4, 2})
+      if (n % w == 0 && n >= threads * w) {
+        v = w;
+        break;
+      }
+  int64_t chunks = (n + threads * v - 1) / (threads * v);
+  return f.add_layout(gpu::tile_layout(n, make_layout(threads, v),
+                                       make_layout(tup(v, chunks), tup(1, threads * v))));
+}
+
+ValueId Lowering::get(ValueId v) const {
+  METILE_ASSERT(v < map.size() && map[v] != kNoValue, "Tile IR value ", v, " was not lowered");
+  return map[v];
+}
+
+ValueId Lowering::materialize(ValueId v, LayoutId l) {
+  LayoutId have = f.value(v).layout;
+  if (have == l) return v;
+  METILE_ASSERT(have == gpu::kUniform || have == gpu::kThread, "layout change needs an exchange");
+  return b.named(b.splat(v, l), f.value(v).stem);
+}
+
+ValueId Lowering::as_tile(ValueId tile_value) {
+  return materialize(get(tile_value), layout_for(p.type(tile_value).shape));
+}
+
+ValueId Lowering::builtin(const std::string& name, int axis) {
+  std::string key = cat(name, axis);
+  auto it = builtins.find(key);
+  if (it != builtins.end()) return it->second;
+  static const char* axes[] = {"x", "y", "z"};
+  bool group = name == "threadgroup_position" || name == "threadgroups_per_grid";
+  ValueId v = pb.builtin(name, axis, group ? gpu::kUniform : gpu::kThread);
+  std::string stem = name == "thread_index"          ? "tid"
+                     : name == "simd_lane"           ? "lane"
+                     : name == "simdgroup_index"     ? "sg"
+                     : name == "threadgroup_position" ? cat("pid_", axes[axis])
+                                                      : cat("num_pid_", axes[axis]);
+  pb.named(v, stem);
+  builtins.emplace(key, v);
+  return v;
+}
+
+ValueId Lowering::zero(DType d) {
+  return is_float(d) ? b.constant_float(d, 0.0) : b.constant_int(d, 0);
+}
+
+ValueId Lowering::and_pred(ValueId x, ValueId y) {
+  if (x == kNoValue) return y;
+  if (y == kNoValue) return x;
+  return b.named(b.ew(OpKind::BITAND, {x, y}), "pred");
+}
+
+ValueId Lowering::valid_pred(LayoutId l) {
+  if (!f.layout(l).padded) return kNoValue;
+  return b.named(b.valid(l, builtin("thread_index")), "in_tile");
+}
+
+std::string Lowering::param_stem(ValueId gpu_ptr) const {
+  for (const gpu::GpuParam& prm : f.params)
+    if (prm.value == gpu_ptr) return lower_stem(prm.name);
+  const gpu::Value& v = f.value(gpu_ptr);
+  if (v.is_ptr && v.space == AddrSpace::threadgroup && v.layout == gpu::kUniform) return v.stem;
+  return v.stem.ends_with("_ptrs") ? v.stem.substr(0, v.stem.size() - 5) : "val";
+}
+
+void Lowering::elementwise(const Op& op) {
+  std::vector<ValueId> args;
+  for (ValueId v : op.operands) args.push_back(get(v));
+  const Type& rt = p.type(op.result());
+  ValueId r = b.ew(op.kind, args, op.kind == OpKind::CAST ? rt.dtype : DType::invalid);
+  std::string stem = has_trait(op.kind, kCompare) ? "mask" : "t";
+  if (op.kind == OpKind::PTR_OFFSET) stem = param_stem(args[0]) + "_ptrs";
+  if (op.kind == OpKind::CAST) stem = f.value(args[0]).stem;
+  if (is_int(rt.dtype) && has_trait(op.kind, kBinary))  // index arithmetic keeps the index's name
+    for (ValueId a : args)
+      if (f.value(a).layout != gpu::kUniform && f.value(a).stem != "t") stem = f.value(a).stem;
+  set(op.result(), b.named(r, stem));
+}
+
+void Lowering::loop(const Op& op) {
+  std::vector<ValueId> operands;
+  for (size_t i = 0; i < 3; ++i) operands.push_back(get(op.operands[i]));
+  std::vector<LayoutId> layouts;
+  for (size_t i = 3; i < op.operands.size(); ++i) {
+    const Type& t = p.type(op.operands[i]);
+    LayoutId l = t.is_tile() ? layout_for(t.shape) : gpu::kUniform;
+    layouts.push_back(l);
+    operands.push_back(materialize(get(op.operands[i]), l));
+  }
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::FOR;
+  g.operands = operands;
+  g.regions.emplace_back();
+  static const char* ivs[] = {"i", "j", "k", "l"};
+  int depth = loop_depth;
+  const gpu::Value& sv = f.value(operands[0]);
+  ValueId iv = b.new_value(sv.dtype, gpu::kUniform);
+  b.named(iv, depth < 4 ? ivs[depth] : cat("i", depth));
+  g.regions[0].args.push_back(iv);
+  set(op.body().args[0], iv);
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const gpu::Value& init = f.value(operands[3 + i]);
+    ValueId a = b.new_value(init.dtype, layouts[i], init.is_ptr, init.space);
+    b.named(a, "acc");
+    g.regions[0].args.push_back(a);
+    set(op.body().args[1 + i], a);
+    ValueId r = b.new_value(init.dtype, layouts[i], init.is_ptr, init.space);
+    g.results.push_back(b.named(r, "acc"));
+  }
+  gpu::Op& placed = b.append(std::move(g));
+  std::vector<ValueId> results = placed.results;
+  // Lower the body into the loop's block; `placed` stays valid because nothing is appended to
+  // the outer block until the body is done.
+  gpu::Block* outer = b.block();
+  size_t index = outer->ops.size() - 1;
+  gpu::Block body = std::move(placed.regions[0]);
+  b.set_block(&body);
+  ++loop_depth;
+  const Block& tb = op.body();
+  for (const Op& o : tb.ops) {
+    if (o.kind != OpKind::YIELD) {
+      this->op(o);
+      continue;
+    }
+    gpu::Op y;
+    y.kind = gpu::GpuOpKind::YIELD;
+    for (size_t i = 0; i < o.operands.size(); ++i)
+      y.operands.push_back(materialize(get(o.operands[i]), layouts[i]));
+    b.append(std::move(y));
+  }
+  --loop_depth;
+  b.set_block(outer);
+  outer->ops[index].regions[0] = std::move(body);
+  for (size_t i = 0; i < results.size(); ++i) set(op.results[i], results[i]);
+}
+
+void Lowering::role(const Op& op) {
+  // Same rule as interp: without the SIMT view the region simply runs. With it, the role owns
+  // threads [lo, hi) (its simdgroups, an even split unless first_sg/num_sgs name them, cut at
+  // T, intersected with enclosing roles). A store to a T-element 1-D tile keeps only those
+  // threads' elements; every other side effect runs once if the role has a thread. Control
+  // flow stays uniform: the range becomes a predicate, and barriers run in every thread.
+  if (simt == 0) {
+    block(op.body());
+    return;
+  }
+  int64_t sgs = (simt + f.simd_width - 1) / f.simd_width;
+  int64_t role_i = op.attr_int("role"), roles = op.attr_int("num_roles");
+  int64_t first = role_i * sgs / roles, end = (role_i + 1) * sgs / roles;
+  if (int64_t count = op.attr_int("num_sgs"); count != 0) {
+    first = op.attr_int("first_sg");
+    end = first + count;
+    if (end > sgs)
+      fail(METILE_ERROR_INVALID_PROGRAM, "lower", p.where(op.loc), "simdgroup_role: simdgroups [",
+           first, ", ", end, ") are past the ", sgs, " simdgroups of ", simt, " threads");
+  }
+  int64_t lo = std::max(first * f.simd_width, role_lo), hi = std::min({simt, end * f.simd_width, role_hi});
+  if (lo >= hi) return;  // no thread of the role: no side effects, and no value escapes
+  int64_t saved_lo = role_lo, saved_hi = role_hi;
+  role_lo = lo;
+  role_hi = hi;
+  block(op.body());
+  role_lo = saved_lo;
+  role_hi = saved_hi;
+}
+
+ValueId Lowering::role_predicate(ValueId ptrs_tile) {
+  const Type& t = p.type(ptrs_tile);
+  if (simt == 0 || (role_lo == 0 && role_hi >= simt) || t.shape.rank != 1 || t.shape.dims[0] != simt)
+    return kNoValue;
+  ValueId tid = builtin("thread_index");
+  ValueId in = b.ew(OpKind::BITAND, {b.ew(OpKind::GE, {tid, c_i32(role_lo)}),
+                                     b.ew(OpKind::LT, {tid, c_i32(role_hi)})});
+  return b.named(in, "in_role");
+}
+
+void Lowering::simt_op(const Op& op) {
+  switch (op.kind) {
+    case OpKind::THREAD_ID:
+      set(op.result(), b.named(b.coord(layout_for(p.type(op.result()).shape), builtin("thread_index")), "tid"));
+      return;
+    case OpKind::SIMD_LANE_ID: {
+      ValueId lane = b.ew(OpKind::BITAND, {b.coord(layout_for(p.type(op.result()).shape), builtin("thread_index")),
+                                           c_i32(f.simd_width - 1)});
+      set(op.result(), b.named(lane, "lane"));
+      return;
+    }
+    case OpKind::SIMD_SHUFFLE_XOR:
+    case OpKind::SIMD_BROADCAST: {
+      ValueId x = get(op.operands[0]);
+      if (f.value(x).layout == gpu::kUniform) {  // every lane holds the same value
+        set(op.result(), x);
+        return;
+      }
+      ValueId lane = get(op.operands[1]);
+      ValueId r = op.kind == OpKind::SIMD_SHUFFLE_XOR ? b.shuffle_xor(x, lane) : b.shuffle(x, lane);
+      set(op.result(), b.named(r, f.value(x).stem));
+      return;
+    }
+    case OpKind::BARRIER:
+      b.barrier();
+      if (device_exchange()) b.block()->ops.back().attrs.push_back({"device", int64_t{1}});
+      return;
+    default:
+      METILE_ASSERT(false, "not a SIMT op");
+  }
+}
+
+// Threads may also exchange data through a buffer the kernel both writes and reads; then a
+// user barrier must order device memory too. Pointers are traced back to their parameters
+// (a pointer of unknown origin, such as a loop-carried one, counts as every parameter).
+bool Lowering::device_exchange() {
+  if (device_exchange_ >= 0) return device_exchange_ == 1;
+  std::map<ValueId, const Op*> def;
+  walk(p.body, [&](const Op& o) {
+    for (ValueId r : o.results) def[r] = &o;
+  });
+  std::set<ValueId> params;
+  for (const Param& prm : p.params) params.insert(prm.value);
+  auto roots = [&](ValueId v, auto& self) -> std::set<ValueId> {
+    if (params.count(v)) return {v};
+    auto it = def.find(v);
+    if (it == def.end()) return params;  // a block argument
+    const Op& o = *it->second;
+    if (o.kind == OpKind::PTR_OFFSET || o.kind == OpKind::BROADCAST || o.kind == OpKind::RESHAPE)
+      return self(o.operands[0], self);
+    if (o.kind == OpKind::SELECT) {
+      std::set<ValueId> a = self(o.operands[1], self), c = self(o.operands[2], self);
+      a.insert(c.begin(), c.end());
+      return a;
+    }
+    return {};  // shared memory
+  };
+  std::set<ValueId> read, written;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind == OpKind::LOAD || o.kind == OpKind::TILE_LOAD) {
+      std::set<ValueId> r = roots(o.operands[0], roots);
+      read.insert(r.begin(), r.end());
+    }
+    if (o.kind == OpKind::STORE || o.kind == OpKind::TILE_STORE) {
+      std::set<ValueId> w = roots(o.operands[0], roots);
+      written.insert(w.begin(), w.end());
+    }
+  });
+  bool both = false;
+  for (ValueId v : written) both = both || read.count(v);
+  device_exchange_ = both ? 1 : 0;
+  return both;
+}
+
+void Lowering::swizzle(const Op& op) {
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::SWIZZLE;
+  g.attrs = {{"pattern", op.attr_str("pattern")}, {"block", op.attr_int("block_size")}};
+  g.operands = {get(op.operands[0]), get(op.operands[1]), builtin("threadgroups_per_grid", 0),
+                builtin("threadgroups_per_grid", 1)};
+  g.results = {b.named(b.new_value(DType::i32, gpu::kUniform), "pid_m"),
+               b.named(b.new_value(DType::i32, gpu::kUniform), "pid_n")};
+  gpu::Op& placed = b.append(std::move(g));
+  set(op.results[0], placed.results[0]);
+  set(op.results[1], placed.results[1]);
+}
+
+void Lowering::op(const Op& o) {
+  current = &o;
+  b.set_loc(o.loc);
+  switch (o.kind) {
+    case OpKind::CONST: {
+      const Type& t = p.type(o.result());
+      const AttrValue* v = o.find_attr("value");
+      ValueId c = is_float(t.dtype) ? b.constant_float(t.dtype, o.attr_num("value"))
+                                    : b.constant_int(t.dtype, std::get<int64_t>(*v));
+      set(o.result(), c);
+      return;
+    }
+    case OpKind::PROGRAM_ID:
+      set(o.result(), builtin("threadgroup_position", static_cast<int>(o.attr_int("axis"))));
+      return;
+    case OpKind::NUM_PROGRAMS:
+      set(o.result(), builtin("threadgroups_per_grid", static_cast<int>(o.attr_int("axis"))));
+      return;
+    case OpKind::ARANGE: {
+      ValueId idx = b.coord(layout_for(p.type(o.result()).shape), builtin("thread_index"));
+      ValueId start = get(o.operands[0]);
+      if (f.value(start).dtype != DType::i32) start = b.ew(OpKind::CAST, {start}, DType::i32);
+      set(o.result(), b.named(b.ew(OpKind::ADD, {start, idx}), "offs"));
+      return;
+    }
+    case OpKind::BROADCAST:
+      broadcast(o);
+      return;
+    case OpKind::RESHAPE:
+      reshape(o);
+      return;
+    case OpKind::LOAD:
+      load(o);
+      return;
+    case OpKind::STORE:
+      store(o);
+      return;
+    case OpKind::TILE_LOAD:
+      tile_load(o);
+      return;
+    case OpKind::TILE_STORE:
+      tile_store(o);
+      return;
+    case OpKind::SHARED:
+      shared(o);
+      return;
+    case OpKind::DOT:
+      unsupported("dot is not supported on ", options.device, " yet");
+    case OpKind::REDUCE_SUM:
+    case OpKind::REDUCE_MAX:
+    case OpKind::REDUCE_MIN:
+      reduce(o);
+      return;
+    case OpKind::FOR:
+      loop(o);
+      return;
+    case OpKind::SIMDGROUP_ROLE:
+      role(o);
+      return;
+    case OpKind::THREAD_ID:
+    case OpKind::SIMD_LANE_ID:
+    case OpKind::SIMD_SHUFFLE_XOR:
+    case OpKind::SIMD_BROADCAST:
+    case OpKind::BARRIER:
+      simt_op(o);
+      return;
+    case OpKind::TILE_SWIZZLE:
+      swizzle(o);
+      return;
+    case OpKind::YIELD:
+      METILE_ASSERT(false, "yield outside a loop");
+    default:
+      break;
+  }
+  if (is_elementwise(o.kind) || o.kind == OpKind::SELECT || o.kind == OpKind::PTR_OFFSET) {
+    elementwise(o);
+    return;
+  }
+  unsupported("has no GPU lowering");
+}
+
+void Lowering::block(const Block& blk) {
+  for (const Op& o : blk.ops) op(o);
+}
+
+gpu::Function Lowering::run() {
+  for (const Param& prm : p.params) {
+    const Type& t = p.type(prm.value);
+    gpu::Value v;
+    v.dtype = t.dtype;
+    v.is_ptr = t.is_ptr;
+    v.space = t.space;
+    v.stem = prm.name;
+    ValueId g = f.new_value(v);
+    f.params.push_back({prm.name, g});
+    set(prm.value, g);
+  }
+  block(p.body);
+  for (const auto& [dtype, arr] : scratch_arrays) {
+    gpu::Op a;
+    a.kind = gpu::GpuOpKind::ALLOC;
+    a.attrs = {{"size", arr.second}};
+    a.results = {arr.first};
+    prologue.ops.push_back(std::move(a));
+  }
+  if (!init.ops.empty()) {
+    b.set_block(&init);
+    b.barrier();
+  }
+  for (auto& o : init.ops) prologue.ops.push_back(std::move(o));
+  for (auto& o : f.body.ops) prologue.ops.push_back(std::move(o));
+  f.body.ops = std::move(prologue.ops);
+  return std::move(f);
+}
+
+}  // namespace lowering
+
+gpu::Function lower_to_gpu(const Program& program, const GpuTarget& target,
+                           const LowerOptions& options) {
+  lowering::Lowering l(program, target, options);
+  gpu::Function f = l.run();
+  gpu::verify(f);
+  return f;
+}
+
+}  // namespace metile

@@ -1,0 +1,29 @@
+/** \file lower.h
+ * Lowering of a verified Tile IR program to the GPU IR of one threadgroup (see gpu_ir.h).
+ */
+#pragma once
+
+#include <string>
+
+#include "codegen/gpu_target.h"
+#include "ir/gpu_ir.h"
+#include "ir/tile_ir.h"
+
+namespace metile {
+
+struct LowerOptions {
+  /** Threads per program instance; 0 lets lowering choose (T for SIMT kernels). */
+  int num_threads = 0;
+  /** The device name for error messages ("metal-sim"). */
+  std::string device;
+};
+
+/**
+ * Gives every tile a layout and turns each Tile IR op into per-thread GPU IR. Throws
+ * METILE_ERROR_UNSUPPORTED naming the op and the device for what the target cannot run yet
+ * (dot), METILE_ERROR_INVALID_ARGUMENT for an impossible thread count.
+ */
+gpu::Function lower_to_gpu(const Program& program, const GpuTarget& target,
+                           const LowerOptions& options);
+
+}  // namespace metile

@@ -1,0 +1,177 @@
+/** \file lower_internal.h
+ * The state shared by the lowering files: lower.cpp (driver, layouts, element-wise ops, loops,
+ * roles, SIMT ops), lower_memory.cpp (loads, stores, tile copies, shared memory) and
+ * lower_reduce.cpp (reductions and layout changes through threadgroup memory).
+ *
+ * Invariant: a Tile IR tile value maps either to a uniform GPU value (all elements equal, e.g.
+ * a broadcast scalar) or to a value in layout_for(its shape). So the tile operands of one
+ * element-wise op always share a layout, and only broadcasts, reshapes and axis reductions move
+ * elements between threads.
+ */
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "passes/lower.h"
+#include "support/error.h"
+
+namespace metile::lowering {
+
+using gpu::GpuBuilder;
+using gpu::LayoutId;
+
+class Lowering {
+ public:
+  Lowering(const Program& p, const GpuTarget& target, const LowerOptions& options);
+  gpu::Function run();
+
+  // --- lower.cpp ---
+  const Program& p;
+  const GpuTarget& target;
+  const LowerOptions& options;
+  gpu::Function f;
+  gpu::Block prologue;  // builtins and allocations, placed before the body at the end
+  gpu::Block init;      // clears shared memory; runs after the prologue, before the body
+  GpuBuilder b{f, &f.body};
+  GpuBuilder pb{f, &prologue};
+  int64_t simt = 0;  // the SIMT thread count T, 0 for kernels without SIMT ops
+  std::vector<ValueId> map;  // Tile IR value -> GPU value
+  int64_t role_lo = 0, role_hi = INT64_MAX;  // threads of the enclosing simdgroup roles
+  int loop_depth = 0;            // names induction variables i, j, k...
+  const Op* current = nullptr;
+
+  template <typename... Args>
+  [[noreturn]] void unsupported(Args&&... parts) const {
+    fail(METILE_ERROR_UNSUPPORTED, "lower", p.where(current->loc), op_name(current->kind), ": ",
+         std::forward<Args>(parts)...);
+  }
+
+  /** The canonical layout of a tile shape (see lower.cpp). */
+  LayoutId layout_for(const Shape& s);
+  ValueId get(ValueId tile_value) const;
+  void set(ValueId tile_value, ValueId gpu_value) { map.at(tile_value) = gpu_value; }
+  /** `v` in layout `l`: itself, or a splat of a uniform value. */
+  ValueId materialize(ValueId v, LayoutId l);
+  /** The GPU value for Tile IR value `v` in layout_for(its shape) (splats uniform tiles). */
+  ValueId as_tile(ValueId tile_value);
+  ValueId builtin(const std::string& name, int axis = 0);
+  ValueId c_i32(int64_t v) { return b.constant_int(DType::i32, v); }
+  ValueId zero(DType d);
+  /** a && b where either may be kNoValue (absent = true). */
+  ValueId and_pred(ValueId a, ValueId b);
+  /** Registers of layout l that hold elements (kNoValue when l has no padding). */
+  ValueId valid_pred(LayoutId l);
+  /**
+   * The threads a store through the Tile IR pointer tile `ptrs` may write under the enclosing
+   * roles: kNoValue unless it is a T-element 1-D tile (see role()).
+   */
+  ValueId role_predicate(ValueId ptrs_tile);
+  std::string param_stem(ValueId gpu_ptr) const;
+
+  void block(const Block& blk);
+  void op(const Op& op);
+  void elementwise(const Op& op);
+  void loop(const Op& op);
+  void role(const Op& op);
+  void simt_op(const Op& op);
+  void swizzle(const Op& op);
+  /** Whether some buffer is both written and read, so user barriers must order device memory. */
+  bool device_exchange();
+  int device_exchange_ = -1;  // memo: -1 unknown
+
+  // --- lower_memory.cpp ---
+  void load(const Op& op);
+  void store(const Op& op);
+  void tile_load(const Op& op);
+  void tile_store(const Op& op);
+  void shared(const Op& op);
+  /**
+   * Pointers and predicate of a tile_load/tile_store: ix = (row, col, stride[, rows, cols]);
+   * the predicate covers padding and the bounds (kNoValue when nothing is ever masked).
+   */
+  std::pair<ValueId, ValueId> tile_access(ValueId ptr, std::vector<ValueId> ix, const Shape& shape);
+
+  // --- lower_reduce.cpp ---
+  void reduce(const Op& op);
+  void broadcast(const Op& op);
+  void reshape(const Op& op);
+  /** Identity of a reduction for dtype d: 0, the lowest or the highest value. */
+  ValueId identity(OpKind reduce, DType d);
+  ValueId combine(OpKind reduce, ValueId a, ValueId b);
+  /**
+   * Threadgroup scratch memory of dtype d, at least `size` elements (one array per dtype,
+   * shared by every exchange; each exchange ends with a barrier before the array is reused).
+   */
+  ValueId scratch(DType d, int64_t size);
+  /**
+   * Moves the elements of `x` (tile layout) into layout `to`: every thread writes its valid
+   * registers to scratch at their element index, then reads element src(e) for each element e
+   * it owns in `to`; `src` builds the source index from the destination's element index.
+   */
+  template <typename Src>
+  ValueId exchange(ValueId x, LayoutId to, Src&& src);
+
+  /**
+   * Appends a GPU `for` loop over [start, end) by step (uniform i32 values) carrying `inits`;
+   * body(iv, carried) emits the body and returns the yielded values. Returns the results.
+   */
+  template <typename Body>
+  std::vector<ValueId> for_loop(ValueId start, ValueId end, ValueId step,
+                                const std::vector<ValueId>& inits, const std::string& iv_stem,
+                                Body&& body);
+
+  std::map<DType, std::pair<ValueId, int64_t>> scratch_arrays;
+  std::map<std::string, ValueId> builtins;
+};
+
+template <typename Src>
+ValueId Lowering::exchange(ValueId x, LayoutId to, Src&& src) {
+  const gpu::Value& xv = f.value(x);
+  const gpu::Layout& from = f.layout(xv.layout);
+  const gpu::Layout& dst = f.layout(to);
+  ValueId buf = scratch(xv.dtype, std::max(from.numel, dst.numel));
+  ValueId e_from = b.named(b.coord(xv.layout, builtin("thread_index")), "idx");
+  b.store(b.ew(OpKind::PTR_OFFSET, {buf, e_from}), x, valid_pred(xv.layout));
+  b.barrier();
+  ValueId e_to = b.named(b.coord(to, builtin("thread_index")), "idx");
+  ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, src(e_to)});
+  ValueId pred = valid_pred(to);
+  ValueId out = pred == kNoValue ? b.load(at) : b.load(at, pred, zero(xv.dtype));
+  b.barrier();
+  return b.named(out, xv.stem);
+}
+
+template <typename Body>
+std::vector<ValueId> Lowering::for_loop(ValueId start, ValueId end, ValueId step,
+                                        const std::vector<ValueId>& inits,
+                                        const std::string& iv_stem, Body&& body) {
+  gpu::Op loop;
+  loop.kind = gpu::GpuOpKind::FOR;
+  loop.operands = {start, end, step};
+  loop.regions.emplace_back();
+  gpu::Block& blk = loop.regions[0];
+  blk.args.push_back(b.named(b.new_value(f.value(start).dtype, gpu::kUniform), iv_stem));
+  std::vector<ValueId> carried;
+  for (ValueId v : inits) {
+    const gpu::Value& iv = f.value(v);
+    loop.operands.push_back(v);
+    carried.push_back(b.named(b.new_value(iv.dtype, iv.layout, iv.is_ptr, iv.space), iv.stem));
+    blk.args.push_back(carried.back());
+    loop.results.push_back(b.named(b.new_value(iv.dtype, iv.layout, iv.is_ptr, iv.space), iv.stem));
+  }
+  gpu::Block* outer = b.block();
+  b.set_block(&blk);
+  std::vector<ValueId> yields = body(blk.args[0], carried);
+  gpu::Op y;
+  y.kind = gpu::GpuOpKind::YIELD;
+  y.operands = std::move(yields);
+  b.append(std::move(y));
+  b.set_block(outer);
+  std::vector<ValueId> results = loop.results;
+  b.append(std::move(loop));
+  return results;
+}
+
+}  // namespace metile::lowering

@@ -1,0 +1,35 @@
+/** \file pass.h
+ * GPU IR passes: each is a free function in its own file, registered once in passes.def. The
+ * pipeline (pipeline.cpp) runs them in a fixed, readable order; tests run them by name.
+ */
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "codegen/gpu_target.h"
+#include "ir/gpu_ir.h"
+
+namespace metile {
+
+struct PassContext {
+  const GpuTarget& target;
+};
+
+using GpuPassFn = void (*)(gpu::Function&, const PassContext&);
+
+struct PassInfo {
+  std::string_view name;
+  GpuPassFn run;
+  std::string_view summary;
+};
+
+#define PASS(name, fn, summary) void fn(gpu::Function& f, const PassContext& ctx);
+#include "passes/passes.def"
+
+/** Every registered pass, in passes.def order. */
+const std::vector<PassInfo>& gpu_passes();
+/** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown name. */
+void run_gpu_pass(std::string_view name, gpu::Function& f, const PassContext& ctx);
+
+}  // namespace metile

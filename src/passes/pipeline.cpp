@@ -1,0 +1,31 @@
+// The GPU pipeline, in order. Each pass leaves verified GPU IR behind (run_gpu_pass checks).
+#include "passes/pipeline.h"
+
+#include "passes/lower.h"
+#include "passes/pass.h"
+#include "support/error.h"
+
+namespace metile {
+
+GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
+                                   const CompileOptions& options, const std::string& device) {
+  GpuPipelineResult out;
+  out.function = lower_to_gpu(program, target, {options.num_threads, device});
+  gpu::Function& f = out.function;
+  out.gpu_ir = gpu::print(f);
+  PassContext ctx{target};
+  if (options.opt_level > 0) {
+    run_gpu_pass("fold-constants", f, ctx);    // index math on literals, x + 0 from aranges
+    run_gpu_pass("cse", f, ctx);               // repeated coords, masks and addresses
+    run_gpu_pass("dce", f, ctx);               // what folding and merging left unused
+    run_gpu_pass("vectorize-access", f, ctx);  // 16-byte accesses over the cleaned-up addresses
+  }
+  out.gpu_ir_opt = gpu::print(f);
+  uint64_t bytes = gpu::threadgroup_bytes(f);
+  if (bytes > target.threadgroup_memory_bytes)
+    fail(METILE_ERROR_UNSUPPORTED, "lower", program.name, " needs ", bytes,
+         " bytes of threadgroup memory; ", device, " allows ", target.threadgroup_memory_bytes);
+  return out;
+}
+
+}  // namespace metile

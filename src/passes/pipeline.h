@@ -1,0 +1,28 @@
+/** \file pipeline.h
+ * Tile IR -> GPU IR -> optimized GPU IR: the part of a GPU compile every GPU backend shares.
+ */
+#pragma once
+
+#include <string>
+
+#include "codegen/gpu_target.h"
+#include "ir/gpu_ir.h"
+#include "runtime/device.h"
+
+namespace metile {
+
+struct GpuPipelineResult {
+  gpu::Function function;
+  std::string gpu_ir;      // after lowering (the "gpu_ir" stage)
+  std::string gpu_ir_opt;  // after the passes ("gpu_ir_opt")
+};
+
+/**
+ * Lowers `program` for `target` and runs the pass pipeline (none at opt_level 0). Checks the
+ * threadgroup memory the function needs against the target's limit (METILE_ERROR_UNSUPPORTED
+ * naming the kernel, the bytes and the limit). `device` names the device in messages.
+ */
+GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
+                                   const CompileOptions& options, const std::string& device);
+
+}  // namespace metile

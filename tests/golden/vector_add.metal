@@ -1,0 +1,134 @@
+#include <metal_stdlib>
+using namespace metal;
+
+// metile MSL prelude: pasted after `using namespace metal;` into every generated Metal kernel
+// (src/codegen/msl.cpp). It defines the helpers the C-like emitter (src/codegen/c_like.h)
+// spells ops with, so that every op has the meaning of DESIGN.md §3 on any input: wrapping
+// integer arithmetic, non-trapping division and shifts, saturating float -> int, maxNum/minNum.
+
+// ---- integers: two's complement wrap-around (signed overflow is undefined in C++) -----------
+
+inline int mt_wrap_add(int a, int b) { return as_type<int>(as_type<uint>(a) + as_type<uint>(b)); }
+inline int mt_wrap_sub(int a, int b) { return as_type<int>(as_type<uint>(a) - as_type<uint>(b)); }
+inline int mt_wrap_mul(int a, int b) { return as_type<int>(as_type<uint>(a) * as_type<uint>(b)); }
+inline int mt_wrap_neg(int a) { return as_type<int>(0u - as_type<uint>(a)); }
+inline int mt_wrap_abs(int a) { return a < 0 ? mt_wrap_neg(a) : a; }
+inline long mt_wrap_add(long a, long b) { return as_type<long>(as_type<ulong>(a) + as_type<ulong>(b)); }
+inline long mt_wrap_sub(long a, long b) { return as_type<long>(as_type<ulong>(a) - as_type<ulong>(b)); }
+inline long mt_wrap_mul(long a, long b) { return as_type<long>(as_type<ulong>(a) * as_type<ulong>(b)); }
+inline long mt_wrap_neg(long a) { return as_type<long>(0ul - as_type<ulong>(a)); }
+inline long mt_wrap_abs(long a) { return a < 0 ? mt_wrap_neg(a) : a; }
+
+// Truncating division and remainder: x / 0 gives 0 and MIN / -1 wraps instead of trapping.
+template <typename T>
+inline T mt_div(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (T(-1) < T(0) && b == T(-1)) return T(T(0) - a);
+  return T(a / b);
+}
+template <typename T>
+inline T mt_mod(T a, T b) {
+  if (b == T(0) || (T(-1) < T(0) && b == T(-1))) return T(0);
+  return T(a % b);
+}
+template <typename T>
+inline T mt_floordiv(T a, T b) {
+  T q = mt_div(a, b);
+  bool adjust = T(-1) < T(0) && b != T(0) && mt_mod(a, b) != T(0) && ((a < T(0)) != (b < T(0)));
+  return adjust ? T(q - T(1)) : q;
+}
+inline float mt_floordiv(float a, float b) { return floor(a / b); }
+inline half mt_floordiv(half a, half b) { return floor(a / b); }
+
+// Shift counts are taken modulo the operand's bit width.
+template <typename T>
+inline T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
+template <typename T>
+inline T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
+
+// ---- floats ------------------------------------------------------------------------------
+
+// maxNum/minNum: a NaN operand yields the other one.
+inline float mt_fmax(float a, float b) { return fmax(a, b); }
+inline float mt_fmin(float a, float b) { return fmin(a, b); }
+inline half mt_fmax(half a, half b) { return fmax(a, b); }
+inline half mt_fmin(half a, half b) { return fmin(a, b); }
+inline float mt_sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
+inline float mt_rsqrt(float x) { return 1.0f / sqrt(x); }
+
+// MSL has no erf: Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7).
+inline float mt_erf(float x) {
+  float t = 1.0f / (1.0f + 0.3275911f * fabs(x));
+  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  float y = 1.0f - p * exp(-x * x);
+  return x < 0.0f ? -y : y;
+}
+
+// Float -> integer: truncation toward zero, saturating at the type's range, NaN -> 0.
+template <typename T>
+inline T mt_f2i(float x) {
+  const bool is_signed = T(-1) < T(0);
+  const float lo = is_signed ? -float(1ul << (sizeof(T) * 8 - 1)) : 0.0f;
+  const float hi = is_signed ? float(1ul << (sizeof(T) * 8 - 1)) : 2.0f * float(1ul << (sizeof(T) * 8 - 1));
+  if (isnan(x)) return T(0);
+  if (x <= lo) return is_signed ? T(1ul << (sizeof(T) * 8 - 1)) : T(0);
+  if (x >= hi) return T(~(is_signed ? (1ul << (sizeof(T) * 8 - 1)) : 0ul));
+  return T(x);
+}
+
+[[kernel]] void vector_add(
+    device const float* X [[buffer(0)]],
+    device const float* Y [[buffer(1)]],
+    device float* Out [[buffer(2)]],
+    constant int& N [[buffer(3)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tiitg [[thread_index_in_threadgroup]]) {
+  const int tid = int(tiitg);
+  const int pid_x = int(tgpig.x);
+  int offs[4];
+  bool mask[4];
+  #pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    offs[r] = pid_x * 1024 + tid * 4 + r;
+    mask[r] = offs[r] < N;
+  }
+  float x[4];
+  if (mask[0] && mask[1] && mask[2] && mask[3]) {
+    const float4 x_vec = *(device const packed_float4*)(X + offs[0]);
+    x[0] = x_vec[0];
+    x[1] = x_vec[1];
+    x[2] = x_vec[2];
+    x[3] = x_vec[3];
+  } else {
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      x[j] = mask[j] ? X[offs[j]] : 0.0f;
+    }
+  }
+  float y[4];
+  if (mask[0] && mask[1] && mask[2] && mask[3]) {
+    const float4 y_vec = *(device const packed_float4*)(Y + offs[0]);
+    y[0] = y_vec[0];
+    y[1] = y_vec[1];
+    y[2] = y_vec[2];
+    y[3] = y_vec[3];
+  } else {
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      y[j] = mask[j] ? Y[offs[j]] : 0.0f;
+    }
+  }
+  float out[4];
+  #pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    out[r] = x[r] + y[r];
+  }
+  if (mask[0] && mask[1] && mask[2] && mask[3]) {
+    *(device packed_float4*)(Out + offs[0]) = float4(out[0], out[1], out[2], out[3]);
+  } else {
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (mask[j]) Out[offs[j]] = out[j];
+    }
+  }
+}

@@ -1,0 +1,246 @@
+// Lowering Tile IR -> GPU IR, per op family: layouts, predicates, reductions, exchanges through
+// threadgroup memory, SIMT ops, roles, and the errors a valid program can still get.
+#include <gtest/gtest.h>
+
+#include "kernels/dsl.h"
+#include "kernels/kernels.h"
+#include "passes/lower.h"
+#include "passes/pipeline.h"
+#include "support/error.h"
+
+namespace metile {
+namespace {
+
+using kernels::KernelBuilder;
+using kernels::V;
+
+gpu::Function lower(const Program& p, int num_threads = 0) {
+  return lower_to_gpu(p, apple_gpu_target(), {num_threads, "metal-sim"});
+}
+
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+template <typename F>
+Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an error";
+  return Error(METILE_OK, "");
+}
+
+TEST(GpuLower, VectorAddIsBlockedCyclicAndPredicated) {
+  gpu::Function f = lower(kernels::vector_add(1024));
+  std::string text = gpu::print(f);
+  EXPECT_EQ(f.threads, 256);  // min(256, 1024 / 4)
+  // Thread t owns elements 4t .. 4t+3: coalesced, one 16-byte access per thread.
+  EXPECT_TRUE(has(text, "#2 = tile<1024> thr=256:4 reg=4:1\n")) << text;
+  EXPECT_TRUE(has(text, "%mask: bool x4 #2 = lt %offs")) << text;
+  EXPECT_TRUE(has(text, "= load %x_ptrs, %mask, %c")) << text;
+  EXPECT_TRUE(has(text, "store %out_ptrs, %out, %mask")) << text;
+  EXPECT_TRUE(has(text, "%out: f32 x4 #2 = add %x, %y")) << text;
+}
+
+TEST(GpuLower, SmallTilesUseNarrowerChunksAndPadding) {
+  gpu::Function f = lower(kernels::vector_add(100), 64);
+  std::string text = gpu::print(f);
+  // 100 elements over 64 threads: one element per thread in two rounds, 28 padding slots.
+  EXPECT_TRUE(has(text, "tile<100> thr=64:1 reg=2:64 padded")) << text;
+  EXPECT_TRUE(has(text, "valid #2 %tid")) << text;
+  // The user's mask and the padding predicate both guard the accesses.
+  EXPECT_TRUE(has(text, "= bitand %mask, %in_tile")) << text;
+}
+
+TEST(GpuLower, ThreadCountHeuristicAndOption) {
+  EXPECT_EQ(lower(kernels::vector_add(16)).threads, 32);      // at least a simdgroup
+  EXPECT_EQ(lower(kernels::vector_add(4096)).threads, 256);   // at most 256
+  EXPECT_EQ(lower(kernels::vector_add(4096), 128).threads, 128);
+  Error e = error_of([] { lower(kernels::vector_add(256), 100); });
+  EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(e.what(), "num_threads 100 is not a multiple of the simd width 32")) << e.what();
+  e = error_of([] { lower(kernels::vector_add(256), 2048); });
+  EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
+  EXPECT_TRUE(has(e.what(), "2048 threads per threadgroup exceed the limit of 1024")) << e.what();
+}
+
+TEST(GpuLower, SimtKernelsUseTheIdentityLayout) {
+  gpu::Function f = lower(kernels::fft(64));
+  std::string text = gpu::print(f);
+  EXPECT_EQ(f.threads, 64);
+  EXPECT_TRUE(has(text, "tile<64> thr=64:1 reg=1:0\n")) << text;
+  EXPECT_EQ(count(text, "shuffle_xor"), 2 * 5) << text;  // re and im for 5 simd stages
+  EXPECT_TRUE(has(text, "alloc size=64")) << text;
+  EXPECT_TRUE(has(text, "barrier")) << text;
+
+  Error e = error_of([] { lower(kernels::fft(64), 128); });
+  EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(e.what(), "differs from the kernel's SIMT thread count 64")) << e.what();
+}
+
+TEST(GpuLower, SimtThreadCountRoundsUpToWholeSimdgroups) {
+  KernelBuilder k("partial");
+  V out = k.ptr("Out", DType::i32);
+  k.raw().set_num_threads(48);
+  V tid = k.thread_id();
+  k.store(out + tid, tid * 2);
+  gpu::Function f = lower(k.finish());
+  EXPECT_EQ(f.threads, 64);
+  std::string text = gpu::print(f);
+  EXPECT_TRUE(has(text, "tile<48> thr=64:1 reg=1:0 padded")) << text;
+  EXPECT_TRUE(has(text, "in_tile")) << text;  // threads 48..63 store nothing
+}
+
+TEST(GpuLower, WholeTileReductionsUseTheirIdentities) {
+  for (OpKind op : {OpKind::REDUCE_SUM, OpKind::REDUCE_MAX, OpKind::REDUCE_MIN}) {
+    KernelBuilder k("red");
+    V x = k.ptr("X"), out = k.ptr("Out");
+    V offs = k.arange(0, 1000);
+    V r = k.reduce(op, k.load(x + offs), -1);
+    k.store(out + k.program_id(0), r);
+    std::string text = gpu::print(lower(k.finish()));
+    // 1000 elements in 250 threads x 4 registers, 24 of them padding, folded with the identity.
+    const char* ident = op == OpKind::REDUCE_SUM ? "value=0.0" : op == OpKind::REDUCE_MAX ? "value=-inf" : "value=inf";
+    EXPECT_TRUE(has(text, ident)) << text;
+    EXPECT_TRUE(has(text, "= select %in_tile")) << text;
+    EXPECT_TRUE(has(text, "reg_reduce")) << text;
+    EXPECT_EQ(count(text, "simd_reduce"), 2) << text;  // lanes, then the simdgroups' partials
+    EXPECT_EQ(count(text, "barrier"), 2) << text;
+    // A scalar store happens once, in thread 0.
+    EXPECT_TRUE(has(text, "%leader: bool thread = eq %tid")) << text;
+  }
+}
+
+TEST(GpuLower, HalfReductionsAccumulateInF32) {
+  KernelBuilder k("red16");
+  V x = k.ptr("X", DType::f16), out = k.ptr("Out", DType::f16);
+  V s = k.sum(k.load(x + k.arange(0, 256)));
+  k.store(out, s);
+  std::string text = gpu::print(lower(k.finish()));
+  EXPECT_TRUE(has(text, "f32 x4 #2 = cast %x")) << text;
+  EXPECT_TRUE(has(text, "%sum: f16 = cast")) << text;
+}
+
+TEST(GpuLower, AxisReductionAndBroadcastExchangeThroughThreadgroupMemory) {
+  KernelBuilder k("rows");
+  V x = k.ptr("X"), out = k.ptr("Out");
+  V tile = k.tile_load(x, k.i32(0), k.i32(0), k.i32(64), Shape::of(16, 64));
+  V row_max = k.max(tile, 1);                                           // (16)
+  V col = k.wrap(k.raw().broadcast(k.raw().reshape(row_max.id, Shape::of(16, 1)), Shape::of(16, 64)));
+  k.tile_store(out, k.i32(0), k.i32(0), k.i32(64), tile - col);
+  std::string text = gpu::print(lower(k.finish()));
+  EXPECT_TRUE(has(text, "scratch_f32")) << text;
+  EXPECT_TRUE(has(text, "for %r: i32")) << text;  // the folded row
+  EXPECT_GE(count(text, "barrier"), 4) << text;   // reduce: 2, broadcast: 2
+}
+
+TEST(GpuLower, ReshapeWithTheSameLayoutMovesNothing) {
+  KernelBuilder k("flat");
+  V x = k.ptr("X"), out = k.ptr("Out");
+  V t = k.tile_load(x, k.i32(0), k.i32(0), k.i32(32), Shape::of(8, 32));
+  V flat = k.wrap(k.raw().reshape(t.id, Shape::of(256)));
+  k.store(out + k.arange(0, 256), flat);
+  std::string text = gpu::print(lower(k.finish()));
+  EXPECT_FALSE(has(text, "barrier")) << text;
+  EXPECT_FALSE(has(text, "scratch")) << text;
+}
+
+TEST(GpuLower, RolesPredicateStoresOfSimtTiles) {
+  KernelBuilder k("roles");
+  V out = k.ptr("Out", DType::i32), flag = k.ptr("Flag", DType::i32);
+  k.raw().set_num_threads(128);
+  V tid = k.thread_id();
+  k.raw().role_begin(1, 2, 0, 0);  // simdgroups 2 and 3: threads 64..127
+  k.store(out + tid, tid);
+  k.store(flag, k.i32(1));  // a scalar store runs once
+  k.raw().role_end();
+  k.raw().role_begin(0, 1, 4, 1);  // simdgroup 4 does not exist: interp faults, lowering rejects it
+  k.raw().role_end();
+  Program p = k.finish();
+  Error e = error_of([&] { lower(p); });
+  EXPECT_EQ(e.status(), METILE_ERROR_INVALID_PROGRAM);
+  EXPECT_TRUE(has(e.what(), "are past the 4 simdgroups of 128 threads")) << e.what();
+}
+
+TEST(GpuLower, RoleRangesFollowInterp) {
+  KernelBuilder k("roles");
+  V out = k.ptr("Out", DType::i32), flag = k.ptr("Flag", DType::i32);
+  k.raw().set_num_threads(128);
+  V tid = k.thread_id();
+  k.raw().role_begin(1, 2, 0, 0);  // simdgroups 2 and 3: threads 64..127
+  k.store(out + tid, tid);
+  k.store(flag, k.i32(1));
+  k.raw().role_end();
+  std::string text = gpu::print(lower(k.finish()));
+  EXPECT_TRUE(has(text, "%in_role: bool thread = bitand")) << text;
+  EXPECT_TRUE(has(text, "value=64")) << text;
+  EXPECT_TRUE(has(text, "value=128")) << text;
+  EXPECT_TRUE(has(text, ", %in_role\n")) << text;
+  EXPECT_TRUE(has(text, ", %leader\n")) << text;
+}
+
+TEST(GpuLower, UserBarriersOrderDeviceMemoryOnlyForBuffersWrittenAndRead) {
+  // The FFT reads X and writes Y: its threads exchange data through shared memory only.
+  std::string text = gpu::print(lower(kernels::fft(64)));
+  EXPECT_FALSE(has(text, "device=1")) << text;
+  KernelBuilder k("exchange");
+  V buf = k.ptr("Buf");
+  k.raw().set_num_threads(64);
+  V tid = k.thread_id();
+  k.store(buf + tid, k.cast(tid, DType::f32));
+  k.barrier();
+  k.store(buf + 64 + tid, k.load(buf + (63 - tid)));  // reads another thread's write
+  text = gpu::print(lower(k.finish()));
+  EXPECT_TRUE(has(text, "barrier device=1")) << text;
+}
+
+TEST(GpuLower, SharedMemoryIsZeroFilled) {
+  gpu::Function f = lower(kernels::fft(64));
+  std::string text = gpu::print(f);
+  // Four 64-element arrays cleared by 64 threads: one store each, then one barrier.
+  size_t first_barrier = text.find("barrier");
+  EXPECT_EQ(count(text.substr(0, first_barrier), "store"), 4) << text;
+}
+
+TEST(GpuLower, DotIsUnsupportedNamingTheDevice) {
+  Error e = error_of([] { lower(kernels::gemm({})); });
+  EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
+  EXPECT_TRUE(has(e.what(), "dot: dot is not supported on metal-sim yet")) << e.what();
+  EXPECT_TRUE(has(e.what(), "kernels.cpp:")) << e.what();  // the user's line
+}
+
+TEST(GpuLower, ThreadgroupMemoryIsCheckedAgainstTheLimit) {
+  KernelBuilder k("big");
+  V out = k.ptr("Out");
+  k.raw().set_num_threads(64);
+  V s = k.shared(9000);
+  V tid = k.thread_id();
+  k.store(out + tid, k.load(s + tid));
+  Error e = error_of([&] { run_gpu_pipeline(k.finish(), apple_gpu_target(), {}, "metal-sim"); });
+  EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
+  EXPECT_TRUE(has(e.what(), "big needs 36000 bytes of threadgroup memory; metal-sim allows 32768"))
+      << e.what();
+}
+
+TEST(GpuLower, EveryNonDotSuiteKernelLowersAndVerifies) {
+  for (const Program& p : kernels::all_programs()) {
+    bool dot = false;
+    walk(p.body, [&](const Op& op) { dot = dot || op.kind == OpKind::DOT; });
+    if (dot) continue;
+    GpuPipelineResult r = run_gpu_pipeline(p, apple_gpu_target(), {}, "metal-sim");
+    EXPECT_FALSE(r.gpu_ir.empty());
+    EXPECT_FALSE(r.gpu_ir_opt.empty());
+  }
+}
+
+}  // namespace
+}  // namespace metile

@@ -1,0 +1,174 @@
+// GPU IR passes, each on its own: what it rewrites, what it must leave alone.
+#include <gtest/gtest.h>
+
+#include "kernels/dsl.h"
+#include "kernels/kernels.h"
+#include "passes/lower.h"
+#include "passes/pass.h"
+#include "support/error.h"
+
+namespace metile {
+namespace {
+
+using kernels::KernelBuilder;
+using kernels::V;
+
+gpu::Function lower(const Program& p) { return lower_to_gpu(p, apple_gpu_target(), {0, "metal-sim"}); }
+
+void run(gpu::Function& f, std::initializer_list<const char*> passes,
+         const GpuTarget& target = apple_gpu_target()) {
+  PassContext ctx{target};
+  for (const char* p : passes) run_gpu_pass(p, f, ctx);
+}
+
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// out[0..k) = the given scalar expressions, stored once.
+gpu::Function scalars(const std::function<std::vector<V>(KernelBuilder&)>& body) {
+  KernelBuilder k("scalars");
+  V o = k.ptr("Out", DType::i32);
+  std::vector<V> vs = body(k);
+  for (size_t i = 0; i < vs.size(); ++i) k.store(o + static_cast<int>(i), vs[i]);
+  return lower(k.finish());
+}
+
+TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
+  std::vector<std::string> names;
+  for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
+  EXPECT_EQ(names, (std::vector<std::string>{"fold-constants", "cse", "dce", "vectorize-access"}));
+  gpu::Function f = lower(kernels::vector_add(256));
+  PassContext ctx{apple_gpu_target()};
+  try {
+    run_gpu_pass("unroll-everything", f, ctx);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
+    EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: fold-constants, cse, dce"));
+  }
+}
+
+TEST(GpuPasses, FoldConstantsEvaluatesExactOpsOnly) {
+  gpu::Function f = scalars([](KernelBuilder& k) -> std::vector<V> {
+    V big = k.i32(2147483647);
+    V zero = k.i32(0);
+    return {k.i32(6) * 7 + 1,                 // 43
+            big + 1,                          // wraps to -2^31
+            k.i32(-7) / 2,                    // truncates: -3
+            k.i32(5) / zero,                  // undefined: left to the device
+            k.cast(k.f32(2.5) * 4.0, DType::i32),  // 10
+            k.cast(k.wrap(k.raw().unary(OpKind::EXP, k.f32(1.0).id)), DType::i32)};  // not folded
+  });
+  run(f, {"fold-constants", "dce"});
+  std::string text = gpu::print(f);
+  EXPECT_TRUE(has(text, "const value=43")) << text;
+  EXPECT_TRUE(has(text, "const value=-2147483648")) << text;
+  EXPECT_TRUE(has(text, "const value=-3")) << text;
+  EXPECT_TRUE(has(text, "const value=10")) << text;
+  EXPECT_TRUE(has(text, "= div %c")) << text;  // 5 / 0 stays
+  EXPECT_TRUE(has(text, "= exp %c")) << text;
+}
+
+TEST(GpuPasses, FoldConstantsForwardsIdentities) {
+  gpu::Function f = lower(kernels::vector_add(256));
+  std::string before = gpu::print(f);
+  EXPECT_TRUE(has(before, "%offs: i32 x4 #2 = add %c, %t")) << before;  // arange start 0
+  run(f, {"fold-constants", "dce"});
+  std::string text = gpu::print(f);
+  EXPECT_FALSE(has(text, "= add %c, %t")) << text;
+  EXPECT_FALSE(has(text, "value=0\n")) << text;  // the zero start is gone with its add
+}
+
+TEST(GpuPasses, CseMergesInDominatingScopesOnly) {
+  gpu::Function f = lower(kernels::softmax(256));
+  int coords_before = count(gpu::print(f), "= coord ");
+  run(f, {"cse", "dce"});
+  std::string text = gpu::print(f);
+  // Each loop recomputes its coord (the loops are siblings, none dominates another) ...
+  EXPECT_EQ(count(text, "= coord "), coords_before) << text;
+  // ... but the reductions share one lane == 0 and one scratch slot address.
+  EXPECT_EQ(count(text, "%first_lane: bool thread = eq"), 1) << text;
+  EXPECT_EQ(count(text, "%slot: ptr<f32, threadgroup> thread"), 1) << text;
+  EXPECT_EQ(count(text, "= load "), 3 + 2) << text;  // loads are never merged
+}
+
+TEST(GpuPasses, DceKeepsEffectsAndRemovesDeadLoops) {
+  KernelBuilder k("dead");
+  V x = k.ptr("X"), o = k.ptr("Out");
+  V offs = k.arange(0, 128);
+  V unused = k.load(x + offs) * 2.0;
+  (void)unused;
+  k.tile_range(k.i32(0), k.i32(4), k.i32(1), {k.zeros(Shape::of(128))},
+               [&](V, std::vector<V> c) -> std::vector<V> { return {c[0] + 1.0}; });
+  k.store(o + offs, k.load(x + offs));
+  gpu::Function f = lower(k.finish());
+  run(f, {"dce"});
+  std::string text = gpu::print(f);
+  EXPECT_EQ(count(text, "= load "), 1) << text;
+  EXPECT_EQ(count(text, "for "), 0) << text;
+  EXPECT_EQ(count(text, "store "), 1) << text;
+}
+
+TEST(GpuPasses, VectorizeProvesContiguityThroughIndexMath) {
+  gpu::Function f = lower(kernels::vector_add(1024));
+  run(f, {"fold-constants", "cse", "dce", "vectorize-access"});
+  std::string text = gpu::print(f);
+  EXPECT_EQ(count(text, "vload "), 2) << text;
+  EXPECT_EQ(count(text, "vstore "), 1) << text;
+  EXPECT_TRUE(has(text, "width=4")) << text;
+}
+
+TEST(GpuPasses, VectorizeLeavesStridedAndRowStraddlingAccessesScalar) {
+  KernelBuilder k("strided");
+  V x = k.ptr("X"), o = k.ptr("Out");
+  V offs = k.arange(0, 1024);
+  V a = k.load(x + offs * 2);  // stride 2: not contiguous
+  // 32x33 tile: a 4-element chunk crosses rows (33 % 4 != 0), so addresses are not contiguous.
+  V t = k.tile_load(x, k.i32(0), k.i32(0), k.i32(40), Shape::of(32, 33));
+  // 32x32 tile with stride 40: chunks stay in one row, so they are contiguous.
+  V u = k.tile_load(x, k.i32(1), k.i32(4), k.i32(40), Shape::of(32, 32));
+  k.store(o + offs, a);
+  k.tile_store(o, k.i32(0), k.i32(0), k.i32(40), t);
+  k.tile_store(o, k.i32(0), k.i32(0), k.i32(40), u);
+  gpu::Function f = lower(k.finish());
+  run(f, {"fold-constants", "cse", "dce", "vectorize-access"});
+  std::string text = gpu::print(f);
+  EXPECT_TRUE(has(text, "%x: f32 x4 #2 = load %x_ptrs\n")) << text;  // the strided load
+  EXPECT_TRUE(has(text, "vstore %out_ptrs, %x width=4")) << text;    // stored contiguously
+  EXPECT_TRUE(has(text, "%tile: f32 x8 #3 = load")) << text;         // 32x33
+  EXPECT_TRUE(has(text, "%tile1: f32 x4 #2 = vload")) << text;       // 32x32
+}
+
+TEST(GpuPasses, VectorWidthFollowsTheTargetsBytesAndTypes) {
+  for (DType d : {DType::i64, DType::f16, DType::boolean}) {
+    KernelBuilder k("typed");
+    V x = k.ptr("X", d), o = k.ptr("Out", d);
+    V offs = k.arange(0, 1024);
+    k.store(o + offs, k.load(x + offs));
+    Program p = k.finish();
+    gpu::Function f = lower(p);
+    run(f, {"fold-constants", "cse", "dce", "vectorize-access"});
+    std::string text = gpu::print(f);
+    if (d == DType::i64) {
+      EXPECT_FALSE(has(text, "vload")) << text;  // MSL has no packed long
+      gpu::Function g = lower(p);
+      run(g, {"fold-constants", "cse", "dce", "vectorize-access"}, nvidia_gpu_target());
+      text = gpu::print(g);
+      EXPECT_TRUE(has(text, "vload %x_ptrs width=2")) << text;  // 16 bytes: longlong2
+    } else if (d == DType::f16) {
+      EXPECT_TRUE(has(text, "vload %x_ptrs width=4")) << text;  // half4
+    } else {
+      EXPECT_FALSE(has(text, "vload")) << text;  // no packed bool
+    }
+  }
+}
+
+}  // namespace
+}  // namespace metile

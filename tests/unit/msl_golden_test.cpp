@@ -1,0 +1,44 @@
+// Golden MSL: the emitted text of a few suite kernels, kept in tests/golden/*.metal and reviewed
+// like code (names, casts, coalesced and vectorized accesses). A change to the emitter that
+// changes them shows up as a diff; after reviewing it, regenerate with
+//   METILE_UPDATE_GOLDEN=1 ./build/tests/metile_unit --gtest_filter='MslGolden*'
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/msl.h"
+#include "kernels/kernels.h"
+#include "passes/pipeline.h"
+#include "support/env.h"
+
+namespace metile {
+namespace {
+
+std::filesystem::path golden_dir() {
+  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden";
+}
+
+void check_golden(const Program& program, const std::string& file) {
+  std::string msl = emit_msl(run_gpu_pipeline(program, apple_gpu_target(), {}, "metal-sim").function).source;
+  std::filesystem::path path = golden_dir() / file;
+  if (env_string("METILE_UPDATE_GOLDEN") == "1") {
+    std::ofstream(path, std::ios::binary) << msl;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << "missing " << path << " (METILE_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(msl, want.str()) << "the MSL of " << program.name << " differs from " << path
+                             << "; review the change, then regenerate with METILE_UPDATE_GOLDEN=1";
+}
+
+TEST(MslGolden, VectorAdd) { check_golden(kernels::vector_add(1024), "vector_add.metal"); }
+TEST(MslGolden, Softmax) { check_golden(kernels::softmax(1024), "softmax.metal"); }
+TEST(MslGolden, Layernorm) { check_golden(kernels::layernorm(1024), "layernorm.metal"); }
+TEST(MslGolden, Fft) { check_golden(kernels::fft(256), "fft.metal"); }
+
+}  // namespace
+}  // namespace metile

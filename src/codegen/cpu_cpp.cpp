@@ -759,7 +759,7 @@ struct Emitter {
     bool swizzles = false;
     walk(p.body, [&](const Op& op) { swizzles = swizzles || op.kind == OpKind::TILE_SWIZZLE; });
     if (swizzles) w.raw(embedded_file("swizzle.h")).line();
-    w.open("static inline void " + fn + "(" + params +
+    w.open(d.inline_qualifier + " void " + fn + "(" + params +
            "const int32_t mt_pid[3], const int32_t mt_npg[3])");
     declare_shared_memory();
     emit_block(p.body);
@@ -769,11 +769,11 @@ struct Emitter {
     out.entry = "metile_entry";
     out.stack_symbol = "metile_stack_bytes";
     out.stack_bytes = plan.array_bytes;
-    w.line("extern \"C\" const uint64_t " + out.stack_symbol + " = " +
+    w.line(d.kernel_qualifier + " const uint64_t " + out.stack_symbol + " = " +
            std::to_string(out.stack_bytes) + ";");
     w.line();
     w.comment("Runs program instances [begin, end) of the grid, x fastest.");
-    w.open("extern \"C\" void " + out.entry + "(" + entry_params + "const mt_range* mt_r)");
+    w.open(d.kernel_qualifier + " void " + out.entry + "(" + entry_params + "const mt_range* mt_r)");
     w.line("const uint32_t mt_g0 = mt_r->grid[0], mt_g1 = mt_r->grid[1];");
     w.line("const int32_t mt_npg[3] = {(int32_t)mt_g0, (int32_t)mt_g1, (int32_t)mt_r->grid[2]};");
     w.line("uint32_t mt_p0 = (uint32_t)(mt_r->begin % mt_g0);");

@@ -111,8 +111,8 @@ bool cheap_op(OpKind k, DType d) {
   }
 }
 
-// Users that read each element of the operand once, at the user's own element index.
-bool aligned_use(const Op& user, size_t operand) {
+// Users that read each element of their operands once, at the user's own element index.
+bool aligned_use(const Op& user) {
   switch (user.kind) {
     case OpKind::BROADCAST:
     case OpKind::RESHAPE:
@@ -126,7 +126,6 @@ bool aligned_use(const Op& user, size_t operand) {
     case OpKind::REDUCE_MIN:
       return true;
     default:
-      (void)operand;
       return fusible(user.kind) || user.kind == OpKind::STORE || user.kind == OpKind::TILE_STORE ||
              user.kind == OpKind::FOR;
   }
@@ -266,7 +265,7 @@ struct Planner {
     bool memory = op.kind == OpKind::LOAD || op.kind == OpKind::TILE_LOAD;
     for (const Use& u : us) {
       if (!inline_consumer(*u.user, u.operand)) return Form::array;
-      if (!aligned_use(*u.user, u.operand) && !recompute_ok &&
+      if (!aligned_use(*u.user) && !recompute_ok &&
           u.user->kind != OpKind::SIMD_SHUFFLE_XOR)
         return Form::array;
       if (u.block != d.block) {
@@ -354,7 +353,7 @@ struct Planner {
              bool path_aligned) const {
     for (size_t k = 0; k < op.operands.size(); ++k) {
       ValueId v = op.operands[k];
-      bool a = path_aligned && (op.kind == OpKind::DOT ? k == 2 : aligned_use(op, k));
+      bool a = path_aligned && (op.kind == OpKind::DOT ? k == 2 : aligned_use(op));
       const ValuePlan& vp = plan.values[v];
       if (vp.form == Form::inline_) {
         reads(*def.at(v).op, out, unaligned, a);

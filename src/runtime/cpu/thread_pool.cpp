@@ -48,15 +48,6 @@ ThreadPool::ThreadPool(int size) : size_(size) {
   pthread_attr_destroy(&attr);
 }
 
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  for (pthread_t t : workers_) pthread_join(t, nullptr);
-}
-
 void ThreadPool::drain(Job& job) {
   for (;;) {
     uint64_t b = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
@@ -68,8 +59,7 @@ void ThreadPool::drain(Job& job) {
 void ThreadPool::worker_main() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
+    work_cv_.wait(lock, [&] { return !queue_.empty(); });
     Job* job = queue_.front();
     if (job->next.load(std::memory_order_relaxed) >= job->total) {
       queue_.erase(queue_.begin());  // fully claimed: nothing left for anyone
@@ -86,6 +76,9 @@ void ThreadPool::worker_main() {
 }
 
 void ThreadPool::run(Job& job, bool caller_helps) {
+  if (workers_.empty() && !caller_helps)
+    fail(METILE_ERROR_DEVICE, "cpu", "no worker thread could be started to run a kernel whose ",
+         "tiles do not fit on the launching thread's stack");
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(&job);

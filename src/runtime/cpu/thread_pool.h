@@ -33,7 +33,6 @@ class ThreadPool {
  public:
   /** The process-wide pool; created on first use. */
   static ThreadPool& instance();
-  ~ThreadPool();
 
   /** Threads that run program instances, the launching thread included (METILE_NUM_THREADS). */
   int concurrency() const { return size_; }
@@ -52,10 +51,9 @@ class ThreadPool {
   static void drain(Job& job);
 
   std::mutex mu_;
-  std::condition_variable work_cv_;  // jobs were queued, or stopping
+  std::condition_variable work_cv_;  // jobs were queued
   std::condition_variable done_cv_;  // a worker left a job
   std::vector<Job*> queue_;  // capacity reserved up front: launching allocates nothing
-  bool stop_ = false;
   int size_ = 1;
   std::vector<pthread_t> workers_;
 };

@@ -1,0 +1,66 @@
+// The C++ dialect of the cpu backend: f16/bf16 are `float` values holding exactly representable
+// numbers and 16-bit patterns in memory, bool is a byte in memory, exp/exp2 are the prelude's
+// vectorizable versions and the other math functions are libm's (as the interp device uses).
+#include "codegen/cpu_cpp.h"
+
+namespace metile {
+
+const Dialect& cpu_dialect() {
+  static const Dialect d = [] {
+    Dialect x;
+    x.name = "cpu";
+    auto set = [&](DType t, const char* value, const char* storage, const char* literal) {
+      size_t i = static_cast<size_t>(t);
+      x.value_type[i] = value;
+      x.storage_type[i] = storage;
+      x.int_literal[i] = literal;
+      x.compute_type[i] = is_float(t) ? "float" : "";
+    };
+    set(DType::f32, "float", "float", "");
+    set(DType::f16, "float", "uint16_t", "");
+    set(DType::bf16, "float", "uint16_t", "");
+    set(DType::i32, "int32_t", "int32_t", "{}");
+    set(DType::u32, "uint32_t", "uint32_t", "{}u");
+    set(DType::i64, "int64_t", "int64_t", "INT64_C({})");
+    set(DType::boolean, "bool", "uint8_t", "");
+    set(DType::i8, "int8_t", "int8_t", "((int8_t){})");
+    set(DType::u8, "uint8_t", "uint8_t", "((uint8_t){})");
+    auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
+      size_t i = static_cast<size_t>(t);
+      x.load_from_storage[i] = load;
+      x.store_to_storage[i] = store;
+      x.round_to[i] = round;
+    };
+    narrow(DType::f16, "mt_f16_to_f32({})", "mt_f32_to_f16({})", "mt_round_f16({})");
+    // A bool in memory is a byte; any non-zero byte reads as true.
+    narrow(DType::boolean, "({} != 0)", "(uint8_t)({})", "");
+    narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
+    auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
+    math(OpKind::EXP, "mt_exp");
+    math(OpKind::EXP2, "mt_exp2");
+    math(OpKind::LOG, "__builtin_logf");
+    math(OpKind::LOG2, "__builtin_log2f");
+    math(OpKind::SQRT, "__builtin_sqrtf");
+    math(OpKind::ABS, "__builtin_fabsf");
+    math(OpKind::TANH, "__builtin_tanhf");
+    math(OpKind::SIN, "__builtin_sinf");
+    math(OpKind::COS, "__builtin_cosf");
+    math(OpKind::FLOOR, "__builtin_floorf");
+    math(OpKind::CEIL, "__builtin_ceilf");
+    math(OpKind::ERF, "__builtin_erff");
+    x.pow_fn = "__builtin_powf";
+    x.fmod_fn = "__builtin_fmodf";
+    x.floor_fn = "__builtin_floorf";
+    x.inf_f32 = "__builtin_inff()";
+    x.nan_f32 = "__builtin_nanf(\"\")";
+    x.cast = "(({t})({}))";
+    x.kernel_qualifier = "extern \"C\"";
+    x.restrict_qualifier = "__restrict";
+    x.inline_qualifier = "static inline";
+    x.address_space = {"", ""};
+    return x;
+  }();
+  return d;
+}
+
+}  // namespace metile

@@ -85,11 +85,34 @@ def time_per_call(fn, sync, calls, repeats=5):
     return statistics.median(samples)
 
 
+def sweep(rng, n_add, rows, cols, calls):
+    """TB/s of each metile kernel for several threadgroup sizes (the compile option)."""
+    x = metile.Buffer(data=rng.standard_normal(n_add, dtype=np.float32))
+    y = metile.Buffer(data=rng.standard_normal(n_add, dtype=np.float32))
+    o = metile.Buffer.zeros((n_add,))
+    xs = metile.Buffer(data=rng.standard_normal((rows, cols), dtype=np.float32))
+    os_ = metile.Buffer.zeros((rows, cols))
+    w = metile.Buffer(data=rng.standard_normal(cols, dtype=np.float32))
+    b = metile.Buffer(data=rng.standard_normal(cols, dtype=np.float32))
+    for threads in (128, 256, 512, 1024):
+        for block in (2048, 4096, 8192):
+            la = add[(metile.cdiv(n_add, block),)]
+            t = time_per_call(lambda: la(x, y, o, n_add, BLOCK=block, num_threads=threads), metile.synchronize, calls)
+            print("sweep add block=%d threads=%d: %.2f TB/s" % (block, threads, 12 * n_add / t / 1e12), flush=True)
+        sm, ln = softmax[(rows,)], layernorm[(rows,)]
+        t = time_per_call(lambda: sm(xs, os_, cols, BLOCK=cols, num_threads=threads), metile.synchronize, calls)
+        print("sweep softmax threads=%d: %.2f TB/s" % (threads, 8 * rows * cols / t / 1e12), flush=True)
+        t = time_per_call(lambda: ln(xs, w, b, os_, cols, BLOCK=cols, num_threads=threads), metile.synchronize, calls)
+        print("sweep layernorm threads=%d: %.2f TB/s" % (threads, 8 * rows * cols / t / 1e12), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--sweep", action="store_true",
+                    help="only time metile's kernels over num_threads choices")
     ap.add_argument("--first-launch", action="store_true",
                     help="print the ms of this process's first launch of a small kernel")
     args = ap.parse_args()
@@ -152,6 +175,9 @@ def main():
             tl.store(X + o, 1.0, mask=o < N)
 
     rng = np.random.default_rng(0)
+    if args.sweep:
+        sweep(rng, n_add, rows, cols, calls)
+        return
 
     def row(name, bytes_moved, t_metile, t_triton=None, t_torch=None):
         r = {"kernel": name, "metile_ms": t_metile * 1e3, "metile_TBps": bytes_moved / t_metile / 1e12}

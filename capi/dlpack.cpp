@@ -155,16 +155,17 @@ METILE_API metile_status metile_buffer_from_dlpack(metile_buffer** out, metile_d
     size_t bytes = std::max<uint64_t>(count * item, 1);
     char* data = static_cast<char*>(t.data) + t.byte_offset;
     std::shared_ptr<Buffer> inner;
-    bool host = t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost ||
-                t.device.device_type == kDLCUDAManaged;
-    if (t.device.device_type == kDLCUDA && device->info().name == "cuda")
-      inner = device->wrap_device_memory(reinterpret_cast<uint64_t>(data), bytes);
-    else if (host)
+    int32_t type = t.device.device_type;
+    bool cuda = device->info().name == "cuda";
+    if (cuda && (type == kDLCUDA || type == kDLCUDAManaged))
+      inner = device->wrap_device_memory(reinterpret_cast<uint64_t>(data), bytes,
+                                         type == kDLCUDAManaged);
+    else if (type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged)
       inner = device->wrap(data, bytes);
     else
       fail(METILE_ERROR_UNSUPPORTED, "dlpack", "cannot import memory of DLPack device type ",
-           t.device.device_type, " on the ", device->info().name, " device");
-    if (!inner->shares_memory() && t.device.device_type != kDLCUDA)
+           type, " on the ", device->info().name, " device");
+    if (!inner->shares_memory())
       fail(METILE_ERROR_UNSUPPORTED, "dlpack", "the ", device->info().name,
            " device cannot use this memory in place; copy it into a metile buffer instead");
     auto buf = std::make_shared<ImportedBuffer>(std::move(inner), mt);

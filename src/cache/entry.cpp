@@ -183,6 +183,7 @@ std::optional<Bytes> decode_entry(std::span<const uint8_t> file, const KeyDigest
 Bytes serialize_artifact(const CachedArtifact& a) {
   Writer w;
   w.str(a.artifact.kind);
+  w.str(a.artifact.entry);
   w.bytes(a.artifact.bytes.data(), a.artifact.bytes.size());
   w.u64(a.artifact.sources.size());
   for (const auto& [stage, text] : a.artifact.sources) {
@@ -199,6 +200,7 @@ std::optional<CachedArtifact> deserialize_artifact(std::span<const uint8_t> raw)
   Reader r(raw);
   CachedArtifact a;
   a.artifact.kind = r.str();
+  a.artifact.entry = r.str();
   auto bytes = r.bytes();
   a.artifact.bytes.assign(bytes.begin(), bytes.end());
   uint64_t n = r.u64();

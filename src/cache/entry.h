@@ -29,7 +29,7 @@
 namespace metile {
 
 /** Bumped whenever the layout above or a payload encoding changes; part of every key. */
-inline constexpr uint32_t kCacheFormatVersion = 1;
+inline constexpr uint32_t kCacheFormatVersion = 2;
 inline constexpr size_t kEntryHeaderSize = 64;
 
 enum class PayloadKind : uint32_t { artifact = 1, autotune = 2 };

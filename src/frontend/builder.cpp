@@ -266,8 +266,17 @@ ValueId Builder::ptr_offset(ValueId ptr, ValueId offsets) {
   check_value(OpKind::PTR_OFFSET, ptr, "the pointer");
   check_value(OpKind::PTR_OFFSET, offsets, "the offsets");
   if (!type(ptr).is_ptr) bad(OpKind::PTR_OFFSET, "the first operand must be a pointer");
+  if (!is_int(type(offsets).dtype) || type(offsets).is_ptr)
+    bad(OpKind::PTR_OFFSET, "offsets must be integers, got ", type(offsets).str());
+  // (base + a) + b == base + (a + b): keep pointer tiles one offset away from a scalar base.
+  auto def = ptr_defs_.find(ptr);
+  if (def != ptr_defs_.end())
+    return ptr_offset(def->second.first, binary(OpKind::ADD, def->second.second, offsets));
   Shape s = broadcast_shape(OpKind::PTR_OFFSET, {ptr, offsets});
-  return emit1(OpKind::PTR_OFFSET, {to_shape(ptr, s), to_shape(offsets, s)});
+  ValueId off = to_shape(offsets, s);
+  ValueId r = emit1(OpKind::PTR_OFFSET, {to_shape(ptr, s), off});
+  if (type(ptr).is_scalar() && s.rank > 0) ptr_defs_[r] = {ptr, off};
+  return r;
 }
 
 ValueId Builder::load(ValueId ptrs, ValueId mask, ValueId other) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,9 @@ class Builder {
   ValueId to_shape(ValueId v, const Shape& s);
 
   Program p_;
+  // For pointer tiles made by ptr_offset(scalar base, offsets): {base, offsets}, so a further
+  // offset adds to the offsets instead of broadcasting pointers (which GPUs cannot move cheaply).
+  std::unordered_map<ValueId, std::pair<ValueId, ValueId>> ptr_defs_;
   std::vector<Op> open_;  // region ops being built, innermost last
   std::vector<bool> in_scope_;
   Loc loc_;

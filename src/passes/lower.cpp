@@ -176,7 +176,7 @@ void Lowering::loop(const Op& op) {
   g.regions[0].args.push_back(iv);
   set(op.body().args[0], iv);
   for (size_t i = 0; i < layouts.size(); ++i) {
-    const gpu::Value& init = f.value(operands[3 + i]);
+    const gpu::Value init = f.value(operands[3 + i]);  // a copy: new_value grows the table
     ValueId a = b.new_value(init.dtype, layouts[i], init.is_ptr, init.space);
     b.named(a, "acc");
     g.regions[0].args.push_back(a);

@@ -128,10 +128,13 @@ class Lowering {
 
 template <typename Src>
 ValueId Lowering::exchange(ValueId x, LayoutId to, Src&& src) {
-  const gpu::Value& xv = f.value(x);
-  const gpu::Layout& from = f.layout(xv.layout);
-  const gpu::Layout& dst = f.layout(to);
-  ValueId buf = scratch(xv.dtype, std::max(from.numel, dst.numel));
+  // Copies, not references: building ops below grows the function's value and layout tables.
+  const gpu::Value xv = f.value(x);
+  if (xv.is_ptr)  // the builder folds pointer broadcasts into offsets; what is left has no path
+    unsupported("moving a tile of pointers between layouts is not supported on ", options.device,
+                " yet (broadcast the offsets instead of the pointers)");
+  const int64_t numel = std::max(f.layout(xv.layout).numel, f.layout(to).numel);
+  ValueId buf = scratch(xv.dtype, numel);
   ValueId e_from = b.named(b.coord(xv.layout, builtin("thread_index")), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e_from}), x, valid_pred(xv.layout));
   b.barrier();
@@ -155,7 +158,7 @@ std::vector<ValueId> Lowering::for_loop(ValueId start, ValueId end, ValueId step
   blk.args.push_back(b.named(b.new_value(f.value(start).dtype, gpu::kUniform), iv_stem));
   std::vector<ValueId> carried;
   for (ValueId v : inits) {
-    const gpu::Value& iv = f.value(v);
+    const gpu::Value iv = f.value(v);  // a copy: new_value grows the table
     loop.operands.push_back(v);
     carried.push_back(b.named(b.new_value(iv.dtype, iv.layout, iv.is_ptr, iv.space), iv.stem));
     blk.args.push_back(carried.back());

@@ -58,6 +58,7 @@ struct CompileOptions {
 /** What build() produces: the compiled code and everything needed to explain it. */
 struct Artifact {
   std::string kind;                          // "so", "cubin", "metallib", "msl", "none"
+  std::string entry;                         // the kernel's symbol, where it is not the name
   std::vector<uint8_t> bytes;                // the binary
   std::map<std::string, std::string> sources;  // stage name -> text ("cpp", "msl", ...)
   int threads_per_group = 1;
@@ -107,8 +108,12 @@ class Device {
   virtual std::shared_ptr<Buffer> alloc(size_t bytes) = 0;
   /** Zero-copy when the device can address `host`, else a copy (shares_memory() false). */
   virtual std::shared_ptr<Buffer> wrap(void* host, size_t bytes) = 0;
-  /** Wraps memory the device already addresses (a CUDA device pointer from DLPack kDLCUDA). */
-  virtual std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes);
+  /**
+   * Wraps memory the device already addresses (a CUDA pointer from DLPack kDLCUDA, or managed
+   * memory, which the host can also read when `host_accessible`).
+   */
+  virtual std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes,
+                                                     bool host_accessible);
   virtual void synchronize() {}
   /** Device kind + architecture + toolchain identity for cache keys; "" disables disk caching. */
   virtual std::string cache_identity() const { return {}; }

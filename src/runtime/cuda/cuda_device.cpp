@@ -118,9 +118,11 @@ class CudaDevice : public Device {
     return buf;
   }
 
-  std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes) override {
-    // Device memory (cudaMalloc): kernels use it in place; the host cannot dereference it.
-    auto buf = std::make_shared<CudaBuffer>(d_, address, bytes, false, nullptr);
+  std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes,
+                                             bool host_accessible) override {
+    // Kernels use it in place; the host reads it only when it is managed memory.
+    auto buf = std::make_shared<CudaBuffer>(
+        d_, address, bytes, false, host_accessible ? reinterpret_cast<void*>(address) : nullptr);
     buf->device = this;
     return buf;
   }
@@ -181,8 +183,8 @@ class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel
     dev_->make_current();
     const Driver* d = dev_->d_;
     check(d->cuModuleLoadData(&module_, a.bytes.data()), "cuModuleLoadData");
-    // Generated kernels are named after the program (extern "C", so the name is the symbol).
-    const std::string& name = program_->name;
+    // The emitter names the kernel after the program unless that name is taken in CUDA C++.
+    const std::string& name = a.entry.empty() ? program_->name : a.entry;
     check(d->cuModuleGetFunction(&fn_, module_, name.c_str()), "cuModuleGetFunction");
     if (smem_ > 48 * 1024) {
       if (smem_ > dev_->info().threadgroup_memory_bytes)
@@ -271,6 +273,7 @@ Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch) 
   std::string cubin = nvrtc_compile(src.text, src.entry, arch);
   a.bytes.assign(cubin.begin(), cubin.end());
   a.sources["cuda"] = src.text;
+  a.entry = src.entry;
   a.threads_per_group = src.threads_per_group;
   a.threadgroup_memory_bytes = src.dynamic_shared_bytes;
   return a;

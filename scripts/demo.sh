@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo: install missing dependencies, build and install metile into build-demo/prefix, then
-# build the C examples against that install with pkg-config and run hello on the default device
-# ($METILE_DEVICE, else metal, cuda, cpu).
+# on the default device ($METILE_DEVICE, else metal, cuda, cpu) run the seed tutorial's vector
+# add from Python, and the C examples built against the install with pkg-config.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +23,9 @@ cmake --install "$build" >/dev/null
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-make -s -C examples/c BUILD="$build/examples"
 echo
-echo "==> $build/examples/hello"
-"$build/examples/hello"
+echo "==> examples/python/vector_add.py (the seed tutorial)"
+METILE_LIBRARY=$prefix/lib/libmetile.so /usr/bin/python3 examples/python/vector_add.py 100000
+echo
+echo "==> examples/c (vector add, softmax, GEMM and hello through the C API)"
+make -s -C examples/c run BUILD="$build/examples"

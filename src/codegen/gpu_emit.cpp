@@ -671,9 +671,14 @@ std::string Emitter::run(KernelInterface* k) {
   std::vector<std::string> reserved = d_.reserved();
   reserved.insert(reserved.end(), {"r", "c", "j", "m", "v"});
   gpu::Function named = f_;  // parameters keep C-safe spellings of their names
-  for (gpu::GpuParam& p : named.params) named.value(p.value).stem = c_identifier(p.name);
-  for (gpu::Value& v : named.values) v.stem = c_identifier(v.stem.empty() ? "t" : v.stem);
-  for (gpu::GpuParam& p : named.params) p.name = c_identifier(p.name);
+  // The prelude's helpers (mt_*, metile_*) must not be shadowed by a variable.
+  auto safe = [](const std::string& n) {
+    std::string id = c_identifier(n.empty() ? "t" : n);
+    return id.starts_with("mt_") || id.starts_with("metile_") ? "u" + id : id;
+  };
+  for (gpu::GpuParam& p : named.params) named.value(p.value).stem = safe(p.name);
+  for (gpu::Value& v : named.values) v.stem = safe(v.stem);
+  for (gpu::GpuParam& p : named.params) p.name = safe(p.name);
   name_ = gpu::name_values(named, reserved);
   taken_.insert(name_.begin(), name_.end());
   taken_.insert(reserved.begin(), reserved.end());

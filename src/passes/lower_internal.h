@@ -128,10 +128,8 @@ class Lowering {
 
 template <typename Src>
 ValueId Lowering::exchange(ValueId x, LayoutId to, Src&& src) {
-  const gpu::Value& xv = f.value(x);
-  const gpu::Layout& from = f.layout(xv.layout);
-  const gpu::Layout& dst = f.layout(to);
-  ValueId buf = scratch(xv.dtype, std::max(from.numel, dst.numel));
+  const gpu::Value xv = f.value(x);  // copies: new values and layouts grow the tables
+  ValueId buf = scratch(xv.dtype, std::max(f.layout(xv.layout).numel, f.layout(to).numel));
   ValueId e_from = b.named(b.coord(xv.layout, builtin("thread_index")), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e_from}), x, valid_pred(xv.layout));
   b.barrier();
@@ -155,7 +153,7 @@ std::vector<ValueId> Lowering::for_loop(ValueId start, ValueId end, ValueId step
   blk.args.push_back(b.named(b.new_value(f.value(start).dtype, gpu::kUniform), iv_stem));
   std::vector<ValueId> carried;
   for (ValueId v : inits) {
-    const gpu::Value& iv = f.value(v);
+    const gpu::Value iv = f.value(v);  // a copy: new values grow the table
     loop.operands.push_back(v);
     carried.push_back(b.named(b.new_value(iv.dtype, iv.layout, iv.is_ptr, iv.space), iv.stem));
     blk.args.push_back(carried.back());

@@ -78,9 +78,9 @@ void Lowering::reduce(const Op& op) {
   if (axis != -1) {
     // Through threadgroup memory: each output register folds its row or column in order.
     const Shape& s = xt.shape;
-    const gpu::Layout& from = f.layout_of(x);
+    int64_t numel = f.layout_of(x).numel;
     LayoutId to = layout_for(p.type(op.result()).shape);
-    ValueId buf = scratch(d, from.numel);
+    ValueId buf = scratch(d, numel);
     ValueId e = b.named(b.coord(f.value(x).layout, builtin("thread_index")), "idx");
     b.store(b.ew(OpKind::PTR_OFFSET, {buf, e}), x, valid_pred(f.value(x).layout));
     b.barrier();

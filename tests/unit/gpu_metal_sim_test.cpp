@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
@@ -121,6 +122,24 @@ TEST_F(GpuMetalSim, MaskedLoadsUseOtherAndLoopsCountDown) {
   k.store(o + 64, res[1]);
   Case c{"down", k.finish(), {in(DType::f32, noise(256, 11)), out(DType::f32, 65), i32(200)}, {1, 1, 1}, {}, 1e-5, 1e-5};
   agree(c, 1e-4);
+}
+
+TEST_F(GpuMetalSim, LoopsWithARuntimeStepOfEitherSign) {
+  KernelBuilder k("runtime_step");
+  V x = k.ptr("X"), o = k.ptr("Out");
+  V start = k.scalar("Start"), end = k.scalar("End"), step = k.scalar("Step");
+  V offs = k.arange(0, 128);
+  V acc = k.tile_range(start, end, step, {k.zeros(Shape::of(128))},
+                       [&](V i, std::vector<V> c) -> std::vector<V> {
+                         return {c[0] * 0.5 + k.load(x + i * 128 + offs)};
+                       })[0];
+  k.store(o + offs, acc);
+  Program p = k.finish();
+  for (auto [s, e, st] : {std::tuple{0, 7, 2}, std::tuple{6, -1, -3}, std::tuple{3, 3, 1}}) {
+    Case c{"runtime_step", p, {in(DType::f32, noise(8 * 128, 9)), out(DType::f32, 128), i32(s), i32(e), i32(st)},
+           {1, 1, 1}, {}, 0, 0};
+    agree(c, 1e-6);
+  }
 }
 
 TEST_F(GpuMetalSim, TwoDimensionalGridsAndUnalignedVectorRows) {

@@ -685,7 +685,8 @@ std::string Emitter::run(KernelInterface* k) {
   decide();
   derive_params();
 
-  k->name = c_identifier(f_.name);
+  k->name = safe(f_.name);
+  if (std::find(reserved.begin(), reserved.end(), k->name) != reserved.end()) k->name += "_kernel";
   k->threads = f_.threads;
   uint64_t written = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {

@@ -124,7 +124,8 @@ TEST(MslEmit, ScalarParametersAndReservedNames) {
   EXPECT_TRUE(has(m.source, "constant float& umt_fmax [[buffer(2)]]")) << m.source;
   EXPECT_EQ(m.signature.args[0].name, "exp1");
   KernelBuilder e("exp");  // a kernel named like an MSL function
-  e.store(e.ptr("Out") + e.arange(0, 32), e.zeros(Shape::of(32)));
+  V eo = e.ptr("Out");
+  e.store(eo + e.arange(0, 32), e.zeros(Shape::of(32)));
   EXPECT_EQ(emit(e.finish()).signature.kernel, "exp_kernel");
   metal_sim::check_msl(m.source, "names");
 }

@@ -58,6 +58,7 @@ class Emitter {
   SourceWriter w_;
   std::vector<std::string> name_;
   std::set<std::string> taken_;  // every identifier in use, for helper variables
+  std::set<std::string> carried_names_;  // loop-carried variables (assigned more than once)
   std::vector<const gpu::Op*> def_;
   std::vector<const gpu::Block*> def_block_;
   std::vector<std::vector<const gpu::Op*>> users_;
@@ -425,7 +426,8 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
     w_.line(name_[into] + (regs(v) > 1 ? "[" + r + "]" : "") + " = " + value + ";");
     return;
   }
-  if (regs(v) == 1 && is_identifier(value)) {  // a copy of another variable: reuse its name
+  // A copy of a variable that never changes reuses its name (loop-carried variables change).
+  if (regs(v) == 1 && is_identifier(value) && !carried_names_.count(value)) {
     name_[v] = value;
     return;
   }
@@ -681,6 +683,10 @@ std::string Emitter::run(KernelInterface* k) {
   for (gpu::GpuParam& p : named.params) p.name = safe(p.name);
   name_ = gpu::name_values(named, reserved);
   taken_.insert(name_.begin(), name_.end());
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    if (op.kind == GpuOpKind::FOR)
+      for (size_t i = 1; i < op.body().args.size(); ++i) carried_names_.insert(name_[op.body().args[i]]);
+  });
   taken_.insert(reserved.begin(), reserved.end());
   decide();
   derive_params();

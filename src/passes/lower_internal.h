@@ -97,6 +97,8 @@ class Lowering {
   void reduce(const Op& op);
   void broadcast(const Op& op);
   void reshape(const Op& op);
+  /** Folds axis `axis` of the 2-D tile x (accumulating in d) into a tile of out_shape. */
+  ValueId axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int axis, const Shape& out_shape);
   /** Identity of a reduction for dtype d: 0, the lowest or the highest value. */
   ValueId identity(OpKind reduce, DType d);
   ValueId combine(OpKind reduce, ValueId a, ValueId b);

@@ -106,6 +106,22 @@ TEST_F(GpuMetalSim, AxisReductionsBroadcastsAndTileCopies) {
   }
 }
 
+TEST_F(GpuMetalSim, AxisReductionsOfEveryShape) {
+  // Long rows (32 lanes per output), more outputs than threads (several rounds), both axes.
+  for (auto [rows, cols, axis, op] : {std::tuple{4, 512, 1, OpKind::REDUCE_SUM}, std::tuple{512, 2, 1, OpKind::REDUCE_MAX},
+                                      std::tuple{3, 100, 0, OpKind::REDUCE_MIN}, std::tuple{64, 40, 0, OpKind::REDUCE_SUM}}) {
+    KernelBuilder k("axes");
+    V a = k.ptr("A"), o = k.ptr("Out");
+    V t = k.tile_load(a, k.i32(0), k.i32(0), k.i32(cols), Shape::of(rows, cols));
+    V r = k.reduce(op, t, axis);
+    int n = axis == 1 ? rows : cols;
+    k.store(o + k.arange(0, n), r);
+    Case c{"axes", k.finish(), {in(DType::f32, noise(static_cast<size_t>(rows * cols), rows + cols)), out(DType::f32, n)},
+           {1, 1, 1}, {}, 1e-5, 1e-5};
+    agree(c, 1e-4);
+  }
+}
+
 TEST_F(GpuMetalSim, MaskedLoadsUseOtherAndLoopsCountDown) {
   KernelBuilder k("down");
   V x = k.ptr("X"), o = k.ptr("Out");

@@ -8,9 +8,11 @@ packages=(
   libffi-dev zlib1g-dev                         # library dependencies
   libgtest-dev libbenchmark-dev                 # tests and benchmarks
   python3-numpy python3-pytest                  # Python binding and its tests
-  clang-19                                      # metal-sim device, libFuzzer targets
+  clang-19 libclang-rt-19-dev                   # metal-sim device, libFuzzer targets
   golang-go                                     # Go binding
 )
+# The Rust binding needs cargo; a rustup toolchain on PATH serves as well as Debian's.
+command -v cargo >/dev/null 2>&1 || packages+=(cargo)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "install-deps: no dpkg-query here; this script supports Debian 12 (apt). Install the" \

@@ -576,27 +576,55 @@ METILE_API metile_status metile_launch_release(metile_launch *launch);
 /** \name Compile cache (process-wide) */
 /* ------------------------------------------------------------------------------------------ */
 
-/** Sets the disk cache directory (created on demand); NULL restores the default. */
+/*
+ * Compiled kernels are kept in memory (per device) and, for devices that can reload a binary
+ * (cpu, metal, cuda; not interp), on disk: one zlib-compressed file per kernel under the cache
+ * directory, keyed by sha256 of the library build, the device and its toolchain, the compile
+ * options and the canonical Tile IR. Many processes may share the directory. A corrupt or foreign
+ * entry is ignored and replaced; a read-only or full disk means "no disk cache" and one warning,
+ * never a failed compile. METILE_CACHE=0 disables the disk level. Settings are process-wide.
+ */
+
+/**
+ * Sets the disk cache directory (created on demand; a relative path is made absolute now). NULL
+ * restores the default: $METILE_CACHE_DIR, else $XDG_CACHE_HOME/metile, else ~/.cache/metile.
+ * "" is METILE_ERROR_INVALID_ARGUMENT.
+ */
 METILE_API metile_status metile_cache_set_dir(const char *dir);
-/** The disk cache directory in use. Free with metile_free(). */
+/**
+ * The disk cache directory in use. Free with metile_free(). METILE_ERROR_IO when none can be
+ * determined (no override, no variable and no home directory).
+ */
 METILE_API metile_status metile_cache_get_dir(char **out);
-/** 1 enables, 0 disables the disk cache (the in-memory cache stays). */
+/** 1 enables, 0 disables the disk cache (the in-memory cache stays). Overrides METILE_CACHE. */
 METILE_API metile_status metile_cache_set_enabled(int32_t enabled);
-/** Size cap of the disk cache in bytes; least recently used entries are pruned past it. */
+/**
+ * Size cap of the disk cache in bytes (> 0; default $METILE_CACHE_MAX_BYTES, else 1 GiB). After
+ * a write that takes the directory past the cap, least recently used entries (by last read or
+ * write) are removed until it is under 90% of the cap. Each process tracks the size it knows
+ * of, so several writers may overshoot briefly.
+ */
 METILE_API metile_status metile_cache_set_max_bytes(uint64_t max_bytes);
 
+/** Counters since process start or the last metile_cache_clear(). */
 typedef struct metile_cache_stats {
   size_t struct_size;
   uint64_t memory_hits;
   uint64_t disk_hits;
+  /** Compiles that built the kernel (those with no_cache set are not counted). */
   uint64_t misses;
-  uint64_t bytes_read;
-  uint64_t bytes_written;
+  uint64_t bytes_read;    /**< entry bytes read for disk hits */
+  uint64_t bytes_written; /**< entry bytes written */
+  /** Sum over hits of the build time each entry originally took. */
   double compile_seconds_saved;
 } metile_cache_stats;
 
 METILE_API metile_status metile_cache_get_stats(metile_cache_stats *out);
-/** Removes every disk entry and the in-memory cache; resets the statistics. */
+/**
+ * Removes every disk entry and autotune record metile wrote in the cache directory (other files
+ * are left alone) and the in-memory cache; resets the statistics. METILE_ERROR_IO names an entry
+ * that could not be removed.
+ */
 METILE_API metile_status metile_cache_clear(void);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -604,14 +632,24 @@ METILE_API metile_status metile_cache_clear(void);
 /* ------------------------------------------------------------------------------------------ */
 
 /**
- * Times each prepared launch: `warmup` untimed runs, then `rep` timed runs (synchronized),
- * writing the median milliseconds to out_ms[i].
+ * Times each prepared launch: `warmup` untimed runs and a device synchronize, then `rep` (>= 1)
+ * timed runs, each followed by a synchronize of the launch's device so the time covers the
+ * kernel, not just its enqueue. Writes the median milliseconds to out_ms[i]. Every handle is
+ * checked before anything runs. n == 0 does nothing.
  */
 METILE_API metile_status metile_autotune_time(metile_launch *const *launches, size_t n,
                                               int32_t warmup, int32_t rep, double *out_ms);
-/** Persists `winner` (any string) for `key` under the cache directory. */
+/**
+ * Persists `winner` (any string) for `key` (any string; the caller puts in it whatever the choice
+ * depends on: kernel, shapes, dtypes, device) under <cache dir>/autotune/. Replaces an earlier
+ * winner. With the disk cache disabled it does nothing; a failed write warns once and is not an
+ * error.
+ */
 METILE_API metile_status metile_autotune_store(const char *key, const char *winner);
-/** Looks up a stored winner; *out is NULL (and METILE_OK) when there is none. */
+/**
+ * Looks up a stored winner; *out (free with metile_free()) is NULL, with METILE_OK, when there
+ * is none, the record is unreadable, or the disk cache is disabled.
+ */
 METILE_API metile_status metile_autotune_lookup(const char *key, char **out);
 
 #ifdef __cplusplus

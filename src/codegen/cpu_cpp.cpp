@@ -12,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "codegen/cpu_plan.h"
 #include "support/embedded.h"
@@ -317,8 +318,16 @@ struct Emitter {
   // ---- ops -------------------------------------------------------------------------------
 
   void emit_block(const Block& b) {
-    for (const Op& op : b.ops) emit_op(op);
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      rest.clear();
+      for (size_t j = i + 1; j < b.ops.size(); ++j) rest.push_back(&b.ops[j]);
+      emit_op(b.ops[i]);
+    }
   }
+
+  // The ops after the one being emitted in its block (for fusing reductions into its loop).
+  std::vector<const Op*> rest;
+  std::set<const Op*> fused;
 
   void emit_op(const Op& op) {
     switch (op.kind) {
@@ -353,9 +362,62 @@ struct Emitter {
     w.comment(describe(op));
     if (owns_storage(v)) declare_array(v);
     const Shape& s = type(v).shape;
+    // Whole-tile reductions of this tile that follow it are accumulated in the same loop.
+    std::vector<const Op*> reds = fusable_reductions(op, rest);
+    std::string clause;
+    std::vector<Reduction> specs;
+    for (const Op* r : reds) {
+      w.comment(describe(*r) + ": accumulated in the loop below");
+      specs.push_back(reduction(*r));
+      std::string acc = name(r->results[0]) + "_acc";
+      w.line(specs.back().acc_type + " " + acc + " = " + specs.back().init + ";");
+      clause += fill_pattern(specs.back().clause, acc);
+      fused.insert(r);
+    }
     for_each(s, [&](const Idx& idx) {
       w.line(vp.name + "[" + flat(s, idx) + "] = " + op_elem(op, idx) + ";");
-    });
+      for (size_t i = 0; i < reds.size(); ++i)
+        w.line(specs[i].step(name(reds[i]->results[0]) + "_acc", elem(reds[i]->operands[0], idx)));
+    }, clause);
+    for (size_t i = 0; i < reds.size(); ++i) {
+      ValueId r = reds[i]->results[0];
+      w.line("const " + d.value(type(r).dtype) + " " + name(r) + " = " +
+             specs[i].finish(name(r) + "_acc") + ";");
+    }
+  }
+
+  // Reductions to a scalar, among the ops after `op` up to the next one that stores, loops or
+  // fills an array, whose operand (through inline values) reads only `op`'s tile at the same
+  // element and values computed before `op`.
+  std::vector<const Op*> fusable_reductions(const Op& op, std::vector<const Op*> rest) const {
+    std::vector<const Op*> out;
+    ValueId v = op.results[0];
+    std::set<ValueId> later;  // values defined after op: not yet available in its loop
+    for (const Op* o : rest) {
+      bool reduce = has_trait(o->kind, kReduce) && o->attr_int("axis") == -1;
+      if (reduce && type(o->operands[0]).shape == type(v).shape && reads_only(o->operands[0], v, later))
+        out.push_back(o);
+      else if (!(has_trait(o->kind, kPure) && o->regions.empty() &&
+                 (o->results.size() != 1 || plan[o->results[0]].form != Form::array)))
+        break;
+      for (ValueId r : o->results) later.insert(r);
+    }
+    return out;
+  }
+
+  // True when evaluating `x` elementwise needs nothing in `later` and reads `v` only aligned.
+  bool reads_only(ValueId x, ValueId v, const std::set<ValueId>& later) const {
+    if (x == v) return true;
+    if (later.count(x)) return false;
+    if (plan[x].form != Form::inline_) return plan[x].storage != plan[v].storage;
+    const Op& o = *def_op(x);
+    bool aligned = has_trait(o.kind, kBinary | kCompare | kUnary) || o.kind == OpKind::CAST ||
+                   o.kind == OpKind::SELECT || o.kind == OpKind::ARANGE;
+    for (ValueId a : o.operands) {
+      if (!aligned && (a == v || plan[a].form == Form::inline_)) return false;
+      if (!reads_only(a, v, later)) return false;
+    }
+    return true;
   }
 
   // Extra condition limiting a T-element side effect to the current role's threads.
@@ -431,43 +493,57 @@ struct Emitter {
     w.line("mt_dot_int<" + dims + ">(" + name(a) + ", " + name(b) + ", " + name(out) + ");");
   }
 
+  // How one reduction accumulates: its accumulator, identity, omp clause, step and result.
+  struct Reduction {
+    std::string acc_type, init, clause;
+    std::function<std::string(const std::string&, const std::string&)> step;
+    std::function<std::string(const std::string&)> finish;
+  };
+
+  Reduction reduction(const Op& op) const {
+    DType t = type(op.operands[0]).dtype;
+    bool fl = is_float(t);
+    Reduction r;
+    // Sums accumulate in f32 (floats) or wrap (integers, through an unsigned type).
+    r.acc_type = fl ? "float" : dtype_size(t) == 8 ? "uint64_t" : "uint32_t";
+    if (op.kind == OpKind::REDUCE_SUM) {
+      r.init = fl ? "0.0f" : "0";
+      r.clause = " reduction(+ : {})";
+      std::string cast = fl ? "" : "(" + r.acc_type + ")";
+      r.step = [cast](const std::string& a, const std::string& e) { return a + " += " + cast + e + ";"; };
+      std::string round = d.round_to[static_cast<size_t>(t)], value = d.value(t);
+      r.finish = [fl, round, value](const std::string& a) {
+        if (fl) return round.empty() ? a : fill_pattern(round, a);
+        return "(" + value + ")" + a;
+      };
+      return r;
+    }
+    bool mx = op.kind == OpKind::REDUCE_MAX;
+    r.acc_type = d.value(t);
+    r.init = fl ? spell_float_literal(d, DType::f32, mx ? -HUGE_VAL : HUGE_VAL)
+                : std::string(mx ? "mt_lowest<" : "mt_highest<") + r.acc_type + ">()";
+    r.clause = std::string(" reduction(") + (mx ? "max" : "min") + " : {})";
+    // NaNs never win (maxNum folding from the identity), so a plain compare-select suffices.
+    r.step = [mx](const std::string& a, const std::string& e) {
+      return a + " = " + e + (mx ? " > " : " < ") + a + " ? " + e + " : " + a + ";";
+    };
+    r.finish = [](const std::string& a) { return a; };
+    return r;
+  }
+
   void emit_reduce(const Op& op) {
+    if (fused.count(&op)) return;
     w.comment(describe(op));
     ValueId x = op.operands[0], out = op.results[0];
     const Type& xt = type(x);
     DType t = xt.dtype;
     int64_t axis = op.attr_int("axis");
-    bool fl = is_float(t);
-    // Sums accumulate in f32 (floats) or wrap (integers, through the unsigned type).
-    std::string acc_type = fl ? "float" : (t == DType::i64 || t == DType::u32 || t == DType::i32)
-                                              ? (dtype_size(t) == 8 ? "uint64_t" : "uint32_t")
-                                              : "uint32_t";
-    std::string init, clause;
-    std::function<std::string(const std::string&, const std::string&)> step;
-    if (op.kind == OpKind::REDUCE_SUM) {
-      init = fl ? "0.0f" : "0";
-      clause = " reduction(+ : {})";
-      step = [&](const std::string& a, const std::string& e) {
-        return a + " += " + (fl ? e : "(" + acc_type + ")" + e) + ";";
-      };
-    } else {
-      bool mx = op.kind == OpKind::REDUCE_MAX;
-      acc_type = d.value(t);
-      init = fl ? spell_float_literal(d, DType::f32, mx ? -HUGE_VAL : HUGE_VAL)
-                : std::string(mx ? "mt_lowest<" : "mt_highest<") + acc_type + ">()";
-      clause = std::string(" reduction(") + (mx ? "max" : "min") + " : {})";
-      // NaNs never win (maxNum folding from the identity), so a plain compare-select suffices.
-      step = [&, mx](const std::string& a, const std::string& e) {
-        return a + " = " + e + (mx ? " > " : " < ") + a + " ? " + e + " : " + a + ";";
-      };
-    }
-    auto finish = [&](const std::string& a) {
-      if (op.kind != OpKind::REDUCE_SUM) return a;
-      if (fl) return d.round_to[static_cast<size_t>(t)].empty()
-                         ? a
-                         : fill_pattern(d.round_to[static_cast<size_t>(t)], a);
-      return "(" + d.value(t) + ")" + a;
-    };
+    Reduction red = reduction(op);
+    const std::string& acc_type = red.acc_type;
+    const std::string& init = red.init;
+    const std::string& clause = red.clause;
+    auto& step = red.step;
+    auto& finish = red.finish;
     if (axis == -1) {
       std::string acc = name(out) + "_acc";
       w.line(acc_type + " " + acc + " = " + init + ";");

@@ -348,23 +348,24 @@ struct Planner {
     return s;
   }
 
-  // Storage read when `op` is emitted, through inline operands; `aligned` is cleared when some
-  // read is not at the op's own element index.
-  void reads(const Op& op, std::set<ValueId>& out, bool* aligned, bool path_aligned) const {
+  // Storage read when `op` is emitted, through inline operands; `unaligned` collects the storage
+  // read at some other element than the op's own (broadcasts, shuffles, dot operands, ...).
+  void reads(const Op& op, std::set<ValueId>& out, std::set<ValueId>& unaligned,
+             bool path_aligned) const {
     for (size_t k = 0; k < op.operands.size(); ++k) {
       ValueId v = op.operands[k];
       bool a = path_aligned && (op.kind == OpKind::DOT ? k == 2 : aligned_use(op, k));
       const ValuePlan& vp = plan.values[v];
       if (vp.form == Form::inline_) {
-        reads(*def.at(v).op, out, aligned, a);
+        reads(*def.at(v).op, out, unaligned, a);
       } else if (vp.form == Form::array) {
         ValueId s = owner_of(v);
         out.insert(s);
-        if (!a && aligned) *aligned = false;
+        if (!a) unaligned.insert(s);
       }
     }
     for (const Block& r : op.regions)
-      for (const Op& inner : r.ops) reads(inner, out, nullptr, false);
+      for (const Op& inner : r.ops) reads(inner, out, unaligned, false);
   }
 
   // A value yielded at carried position k may be computed straight into the carried array when
@@ -382,17 +383,16 @@ struct Planner {
       if (producer.kind == OpKind::FOR || producer.kind == OpKind::RESHAPE ||
           has_trait(producer.kind, kReduce))
         continue;
-      std::set<ValueId> r;
-      bool aligned = true;
-      reads(producer, r, &aligned, true);
-      if (r.count(carried) && !aligned) continue;
+      std::set<ValueId> r, unaligned;
+      reads(producer, r, unaligned, true);
+      if (unaligned.count(carried)) continue;
       if (producer.kind == OpKind::DOT && (owner_of(producer.operands[0]) == carried ||
                                            owner_of(producer.operands[1]) == carried))
         continue;
       bool read_later = false;
       for (size_t i = d->second.pos + 1; i < body.ops.size() && !read_later; ++i) {
-        std::set<ValueId> later;
-        reads(body.ops[i], later, nullptr, false);
+        std::set<ValueId> later, unused;
+        reads(body.ops[i], later, unused, false);
         later.erase(y);
         read_later = later.count(carried) > 0;
       }

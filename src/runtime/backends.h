@@ -22,8 +22,8 @@ std::shared_ptr<Device> make_interp_device();
 std::string probe_cuda_device();
 std::shared_ptr<Device> make_cuda_device();
 
-// metal_sim/metal_sim_device.cpp
-std::string metal_sim_probe();
-std::shared_ptr<Device> create_metal_sim_device();
+/** metal-sim: needs clang >= 15 and an x86-64 or arm64 host (src/runtime/metal_sim). */
+std::string probe_metal_sim_device();
+std::shared_ptr<Device> make_metal_sim_device();
 
 }  // namespace metile

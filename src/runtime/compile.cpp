@@ -1,11 +1,39 @@
 #include "runtime/compile.h"
 
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 
+#include "cache/cache.h"
 #include "support/env.h"
+#include "support/error.h"
 
 namespace metile {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f ms", seconds * 1e3);
+  return buf;
+}
+
+void dump_sources(const CompiledKernel& ck) {
+  for (const auto& [stage, text] : ck.artifact.sources) debug_dump(stage, ck.program->name, text);
+}
+
+void log_compile(const CompiledKernel& ck, const std::string& how) {
+  if (!log_enabled(LogLevel::info)) return;
+  log(LogLevel::info, cat(ck.program->name, " on ", ck.device->info().name, ": ", how));
+}
+
+}  // namespace
 
 std::string CompileOptions::key() const {
   std::ostringstream os;
@@ -13,19 +41,70 @@ std::string CompileOptions::key() const {
   return os.str();
 }
 
-std::shared_ptr<CompiledKernel> compile_kernel(const std::shared_ptr<Device>& device,
+std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_ptr<Device>& device,
                                                std::shared_ptr<const Program> program,
                                                const CompileOptions& options) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = Clock::now();
   auto ck = std::make_shared<CompiledKernel>();
   ck->program = program;
   ck->options = options;
+  ck->device = device;
+  ck->cache_key = cache.key(*device, *program, options);
   debug_dump("tile_ir", program->name, print(*program));
+  const bool use_cache = !options.no_cache;
+  const bool use_disk = use_cache && !device->cache_identity().empty();
+
+  if (use_cache) {
+    if (auto hit = cache.find_in_memory(ck->cache_key, device)) {
+      ck->kernel = std::move(hit->kernel);
+      ck->artifact = std::move(hit->artifact);
+      ck->from_cache = true;
+      ck->seconds = seconds_since(start);
+      dump_sources(*ck);
+      log_compile(*ck, "memory cache hit");
+      return ck;
+    }
+  }
+  if (use_disk) {
+    if (auto hit = cache.find_on_disk(ck->cache_key)) {
+      ck->artifact = std::move(hit->entry.artifact);
+      dump_sources(*ck);
+      try {
+        ck->kernel = device->load(program, options, ck->artifact);
+      } catch (const Error& e) {
+        // An entry that verifies but no longer loads (say, a library it links was removed) is
+        // as good as absent: rebuild it, and the new entry replaces it.
+        log(LogLevel::info, cat("compile cache: cached ", program->name,
+                                " did not load; rebuilding (", e.what(), ")"));
+      }
+      if (ck->kernel) {
+        cache.count_disk_hit(*hit);
+        cache.remember(ck->cache_key, device, {ck->kernel, ck->artifact, hit->entry.build_seconds});
+        ck->from_cache = true;
+        ck->seconds = seconds_since(start);
+        log_compile(*ck, "loaded from disk cache in " + ms(ck->seconds));
+        return ck;
+      }
+    }
+  }
+
+  if (use_cache) cache.count_miss();
+  auto build_start = Clock::now();
   ck->artifact = device->build(*program, options);
-  for (const auto& [stage, text] : ck->artifact.sources) debug_dump(stage, program->name, text);
+  double build_seconds = seconds_since(build_start);
+  dump_sources(*ck);
   ck->kernel = device->load(program, options, ck->artifact);
-  ck->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (use_disk) cache.store_on_disk(ck->cache_key, {ck->artifact, build_seconds});
+  if (use_cache) cache.remember(ck->cache_key, device, {ck->kernel, ck->artifact, build_seconds});
+  ck->seconds = seconds_since(start);
+  log_compile(*ck, "compiled in " + ms(ck->seconds));
   return ck;
+}
+
+std::shared_ptr<CompiledKernel> compile_kernel(const std::shared_ptr<Device>& device,
+                                               std::shared_ptr<const Program> program,
+                                               const CompileOptions& options) {
+  return compile_kernel(global_cache(), device, std::move(program), options);
 }
 
 }  // namespace metile

@@ -57,3 +57,14 @@ using namespace metal;
     }
     Out[tid] = simd_sum(In[tid]);
 }
+
+// Lanes 0..15 reduce while lanes 16..31 already wait at the barrier. (Metal would reduce over the
+// 16 active lanes; metal-sim needs collectives in simdgroup-uniform control flow.)
+[[kernel]] void mtile_simd_vs_barrier(
+    device float* Out [[buffer(0)]],
+    uint lid [[thread_position_in_threadgroup]]) {
+    if (lid < 16u) {
+        Out[lid] = simd_sum(1.0f);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}

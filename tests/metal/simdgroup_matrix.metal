@@ -122,7 +122,8 @@ using namespace metal;
 }
 
 // One simdgroup: which matrix elements each lane holds after simdgroup_load (plain and
-// transposed), and a fragment filled by hand with the swizzle-path ownership rule of §8.6.
+// transposed), a fragment filled by hand with the swizzle-path ownership rule of §8.6, a product
+// with the diagonal matrix 2I, and a transposed store.
 [[kernel]] void mtile_fragment_layout(
     device const float* In [[buffer(0)]],
     device float* Out [[buffer(1)]],
@@ -145,5 +146,7 @@ using namespace metal;
     simdgroup_float8x8 eye = simdgroup_float8x8(2.0f);
     simdgroup_float8x8 prod;
     simdgroup_multiply(prod, m, eye);
+    simdgroup_barrier(mem_flags::mem_none);
     simdgroup_store(prod, Out + 192, 8);
+    simdgroup_store(m, Out + 256, 8, ulong2(0, 0), true);
 }

@@ -231,5 +231,27 @@ TEST(CpuCodegen, GeneratedCodeFusesChainsAndReadsLikeTheIr) {
   EXPECT_EQ(src.entry, "metile_entry");
 }
 
+TEST(CpuCodegen, ReductionsJoinTheLoopThatFillsTheirOperand) {
+  KernelBuilder k("softmax_row");
+  V x = k.ptr("X"), out = k.ptr("Out");
+  V offs = k.arange(0, 512);
+  V v = k.load(x + offs);
+  V e = k.exp(v - k.max(v));
+  k.store(out + offs, e / k.sum(e));
+  Program p = k.finish();
+  CpuSource src = generate_cpu_cpp(p);
+  std::string body = src.text.substr(src.text.find("---- kernel softmax_row"));
+  size_t fused = 0, loops = 0;
+  for (size_t at = body.find("accumulated in the loop below"); at != std::string::npos;
+       at = body.find("accumulated in the loop below", at + 1))
+    ++fused;
+  for (size_t at = body.find("for (int32_t i"); at != std::string::npos; at = body.find("for (int32_t i", at + 1))
+    ++loops;
+  EXPECT_EQ(fused, 2u) << body;
+  EXPECT_EQ(loops, 3u) << body;  // load+max, exp+sum, divide+store
+  std::vector<float> in = ramp(512, 0.05f);
+  expect_agree(p, {in, std::vector<float>(512)}, 1e-6);
+}
+
 }  // namespace
 }  // namespace metile

@@ -43,7 +43,7 @@ std::vector<double> noise(size_t n, uint32_t seed) {
 class GpuMetalSim : public testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = metal_sim_probe(); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = probe_metal_sim_device(); !why.empty()) GTEST_SKIP() << why;
   }
   // Runs on interp and metal-sim; both must succeed and agree.
   static void agree(Case c, double tol = 1e-5) {

@@ -20,7 +20,7 @@ TEST(MetalSimDevice, RegisteredAndDescribed) {
   for (const DeviceEntry& e : device_registry()) found |= std::string(e.name) == "metal-sim";
   EXPECT_TRUE(found);
   METAL_SIM_REQUIRE_CLANG();
-  EXPECT_EQ(metal_sim_probe(), "");
+  EXPECT_EQ(probe_metal_sim_device(), "");
   std::shared_ptr<Device> dev = open_device("metal-sim");
   const DeviceInfo& info = dev->info();
   EXPECT_EQ(info.name, "metal-sim");

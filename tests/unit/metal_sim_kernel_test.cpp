@@ -174,9 +174,9 @@ TEST(MetalSimKernel, ScalarAndVectorTypes) {
        {MslArg::buffer("In", 0, DType::f32, true), MslArg::buffer("Out", 1, DType::f32, false),
         MslArg::buffer("Bits", 2, DType::u32, false),
         MslArg::builtin_arg("tid", B::thread_position_in_grid)}});
-  std::vector<float> in = {0.0f,   1.5f,        -2.25f,   3.14159f, 1e-3f,   65519.0f, 1.00390625f,
-                           -7.7f,  1000.7f,     0.33333f, 70000.0f, -0.4f,   2.5f,     -1e-8f,
-                           1.0f,   1.00048828f, -3.5f,    12.75f};
+  std::vector<float> in = {0.0f,        1.5f,   -2.25f,  3.14159f,    1e-3f,    65519.0f,
+                           1.00390625f, -7.7f,  1000.7f, 0.33333f,    70000.0f, -0.4f,
+                           2.5f,        -1e-8f, 1.0f,    1.00048828f, -3.5f,    12.75f};
   const size_t n = in.size();
   std::vector<float> out(n * 20);
   std::vector<uint32_t> bits(n * 2);
@@ -360,7 +360,7 @@ TEST(MetalSimKernel, FragmentLayoutIsApples) {
       {"mtile_fragment_layout",
        {MslArg::buffer("In", 0, DType::f32, true), MslArg::buffer("Out", 1, DType::f32, false),
         MslArg::builtin_arg("slid", B::thread_index_in_simdgroup)}});
-  std::vector<float> in(64), out(256);
+  std::vector<float> in(64), out(320);
   for (int i = 0; i < 64; ++i) in[i] = float(i);
   k.launch({1, 1, 1}, {32, 1, 1}, {buf(in.data()), buf(out.data())});
   // Apple's lane ownership as metile-spec §8.6 states it, written out independently.
@@ -375,6 +375,7 @@ TEST(MetalSimKernel, FragmentLayoutIsApples) {
       EXPECT_EQ(out[64 + r * 8 + c], in[c * 8 + r]) << "transposed load " << r << "," << c;
       EXPECT_EQ(out[128 + r * 8 + c], in[r * 8 + c]) << "hand-filled fragment " << r << "," << c;
       EXPECT_EQ(out[192 + r * 8 + c], 2.0f * in[r * 8 + c]) << "times 2I " << r << "," << c;
+      EXPECT_EQ(out[256 + r * 8 + c], in[c * 8 + r]) << "transposed store " << r << "," << c;
     }
 }
 
@@ -447,6 +448,23 @@ TEST(MetalSimKernel, LanesAtDifferentSimdCallsAreAnError) {
                              line, "); threads 16..31 waiting at simd_max (line ", line, "))")),
             std::string::npos)
       << message;
+}
+
+TEST(MetalSimKernel, CollectiveInDivergentCodeIsAnError) {
+  METAL_SIM_REQUIRE_CLANG();
+  SimKernel k = compile_file(
+      "errors.metal", one_buffer("mtile_simd_vs_barrier", B::thread_position_in_threadgroup));
+  int sum = line_of("errors.metal", "mtile_simd_vs_barrier(", "simd_sum");
+  int barrier = line_of("errors.metal", "mtile_simd_vs_barrier(", "threadgroup_barrier");
+  std::vector<float> out(64);
+  auto [status, message] = error_of([&] { k.launch({1, 1, 1}, {64, 1, 1}, {buf(out.data())}); });
+  EXPECT_EQ(status, METILE_ERROR_DEVICE);
+  EXPECT_EQ(message,
+            cat("[metal-sim] mtile_simd_vs_barrier: a simd collective of simdgroup 0 is not "
+                "reached by every live lane (threads 0..15 waiting at simd_sum (line ",
+                sum, "); threads 16..31 waiting at threadgroup_barrier (line ", barrier,
+                ")) in threadgroup (0,0,0); metal-sim needs every live lane of a simdgroup at "
+                "the same simd_* call"));
 }
 
 TEST(MetalSimKernel, ThreadgroupMemoryOverTheLimitIsAnError) {

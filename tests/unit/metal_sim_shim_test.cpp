@@ -43,7 +43,7 @@ kernel void surface(device const float* x [[buffer(0)]], device float* y [[buffe
   threadgroup float t[32], u[4];
   threadgroup float* p = t;
   float4 a = float4(1.0f, 2.0f, 3.0f, 4.0f), b = float4(a.xy, a.zw) * 2.0f;
-  float3 c = a.xyz + b.rgb;
+  float3 c = a.xyz + b.rgb + metal::float3(1.0f);
   int2 i2 = int2(3, -4);
   uint3 u3 = uint3(tid);
   half4 h = half4(a) * 0.5h;

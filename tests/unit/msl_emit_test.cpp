@@ -131,7 +131,7 @@ TEST(MslEmit, ScalarParametersAndReservedNames) {
 }
 
 TEST(MslEmit, EverySuiteKernelCompilesUnderTheShimWithWerror) {
-  if (!metal_sim_probe().empty()) GTEST_SKIP() << metal_sim_probe();
+  if (!probe_metal_sim_device().empty()) GTEST_SKIP() << probe_metal_sim_device();
   for (const Program& p : kernels::all_programs()) {
     if (uses_dot(p)) continue;
     for (int opt : {0, 1}) {

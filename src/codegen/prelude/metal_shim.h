@@ -766,38 +766,65 @@ constexpr metal::half operator""h(unsigned long long v) { return metal::half(v);
 #define M_SQRT2_F 1.41421356237309504880f
 
 // MSL constructs vectors with function-call syntax (float4(x), float4(a.xy, b)); clang's vector
-// types only take braces, so each name used as a call goes through make_vector. A name not
-// followed by '(' stays the type.
-#define bool2(...) ::metal::detail::make_vector<::metal::bool2>(__VA_ARGS__)
-#define bool3(...) ::metal::detail::make_vector<::metal::bool3>(__VA_ARGS__)
-#define bool4(...) ::metal::detail::make_vector<::metal::bool4>(__VA_ARGS__)
-#define char2(...) ::metal::detail::make_vector<::metal::char2>(__VA_ARGS__)
-#define char3(...) ::metal::detail::make_vector<::metal::char3>(__VA_ARGS__)
-#define char4(...) ::metal::detail::make_vector<::metal::char4>(__VA_ARGS__)
-#define uchar2(...) ::metal::detail::make_vector<::metal::uchar2>(__VA_ARGS__)
-#define uchar3(...) ::metal::detail::make_vector<::metal::uchar3>(__VA_ARGS__)
-#define uchar4(...) ::metal::detail::make_vector<::metal::uchar4>(__VA_ARGS__)
-#define short2(...) ::metal::detail::make_vector<::metal::short2>(__VA_ARGS__)
-#define short3(...) ::metal::detail::make_vector<::metal::short3>(__VA_ARGS__)
-#define short4(...) ::metal::detail::make_vector<::metal::short4>(__VA_ARGS__)
-#define ushort2(...) ::metal::detail::make_vector<::metal::ushort2>(__VA_ARGS__)
-#define ushort3(...) ::metal::detail::make_vector<::metal::ushort3>(__VA_ARGS__)
-#define ushort4(...) ::metal::detail::make_vector<::metal::ushort4>(__VA_ARGS__)
-#define int2(...) ::metal::detail::make_vector<::metal::int2>(__VA_ARGS__)
-#define int3(...) ::metal::detail::make_vector<::metal::int3>(__VA_ARGS__)
-#define int4(...) ::metal::detail::make_vector<::metal::int4>(__VA_ARGS__)
-#define uint2(...) ::metal::detail::make_vector<::metal::uint2>(__VA_ARGS__)
-#define uint3(...) ::metal::detail::make_vector<::metal::uint3>(__VA_ARGS__)
-#define uint4(...) ::metal::detail::make_vector<::metal::uint4>(__VA_ARGS__)
-#define long2(...) ::metal::detail::make_vector<::metal::long2>(__VA_ARGS__)
-#define long3(...) ::metal::detail::make_vector<::metal::long3>(__VA_ARGS__)
-#define long4(...) ::metal::detail::make_vector<::metal::long4>(__VA_ARGS__)
-#define ulong2(...) ::metal::detail::make_vector<::metal::ulong2>(__VA_ARGS__)
-#define ulong3(...) ::metal::detail::make_vector<::metal::ulong3>(__VA_ARGS__)
-#define ulong4(...) ::metal::detail::make_vector<::metal::ulong4>(__VA_ARGS__)
-#define half2(...) ::metal::detail::make_vector<::metal::half2>(__VA_ARGS__)
-#define half3(...) ::metal::detail::make_vector<::metal::half3>(__VA_ARGS__)
-#define half4(...) ::metal::detail::make_vector<::metal::half4>(__VA_ARGS__)
-#define float2(...) ::metal::detail::make_vector<::metal::float2>(__VA_ARGS__)
-#define float3(...) ::metal::detail::make_vector<::metal::float3>(__VA_ARGS__)
-#define float4(...) ::metal::detail::make_vector<::metal::float4>(__VA_ARGS__)
+// types only take braces, so each name used as a call becomes a call of make_<name>, declared in
+// namespace metal (so metal::float4(x) works too). A name not followed by '(' stays the type.
+namespace metal {
+#define METAL_SIM_MAKERS(name)                                           \
+  template <typename... A>                                               \
+  inline name##2 make_##name##2(const A&... parts) {                     \
+    return detail::make_vector<name##2>(parts...);                       \
+  }                                                                      \
+  template <typename... A>                                               \
+  inline name##3 make_##name##3(const A&... parts) {                     \
+    return detail::make_vector<name##3>(parts...);                       \
+  }                                                                      \
+  template <typename... A>                                               \
+  inline name##4 make_##name##4(const A&... parts) {                     \
+    return detail::make_vector<name##4>(parts...);                       \
+  }
+METAL_SIM_MAKERS(bool)
+METAL_SIM_MAKERS(char)
+METAL_SIM_MAKERS(uchar)
+METAL_SIM_MAKERS(short)
+METAL_SIM_MAKERS(ushort)
+METAL_SIM_MAKERS(int)
+METAL_SIM_MAKERS(uint)
+METAL_SIM_MAKERS(long)
+METAL_SIM_MAKERS(ulong)
+METAL_SIM_MAKERS(half)
+METAL_SIM_MAKERS(float)
+#undef METAL_SIM_MAKERS
+}  // namespace metal
+#define bool2(...) make_bool2(__VA_ARGS__)
+#define bool3(...) make_bool3(__VA_ARGS__)
+#define bool4(...) make_bool4(__VA_ARGS__)
+#define char2(...) make_char2(__VA_ARGS__)
+#define char3(...) make_char3(__VA_ARGS__)
+#define char4(...) make_char4(__VA_ARGS__)
+#define uchar2(...) make_uchar2(__VA_ARGS__)
+#define uchar3(...) make_uchar3(__VA_ARGS__)
+#define uchar4(...) make_uchar4(__VA_ARGS__)
+#define short2(...) make_short2(__VA_ARGS__)
+#define short3(...) make_short3(__VA_ARGS__)
+#define short4(...) make_short4(__VA_ARGS__)
+#define ushort2(...) make_ushort2(__VA_ARGS__)
+#define ushort3(...) make_ushort3(__VA_ARGS__)
+#define ushort4(...) make_ushort4(__VA_ARGS__)
+#define int2(...) make_int2(__VA_ARGS__)
+#define int3(...) make_int3(__VA_ARGS__)
+#define int4(...) make_int4(__VA_ARGS__)
+#define uint2(...) make_uint2(__VA_ARGS__)
+#define uint3(...) make_uint3(__VA_ARGS__)
+#define uint4(...) make_uint4(__VA_ARGS__)
+#define long2(...) make_long2(__VA_ARGS__)
+#define long3(...) make_long3(__VA_ARGS__)
+#define long4(...) make_long4(__VA_ARGS__)
+#define ulong2(...) make_ulong2(__VA_ARGS__)
+#define ulong3(...) make_ulong3(__VA_ARGS__)
+#define ulong4(...) make_ulong4(__VA_ARGS__)
+#define half2(...) make_half2(__VA_ARGS__)
+#define half3(...) make_half3(__VA_ARGS__)
+#define half4(...) make_half4(__VA_ARGS__)
+#define float2(...) make_float2(__VA_ARGS__)
+#define float3(...) make_float3(__VA_ARGS__)
+#define float4(...) make_float4(__VA_ARGS__)

@@ -31,6 +31,7 @@ ThreadPool& ThreadPool::instance() {
 }
 
 ThreadPool::ThreadPool(int workers) {
+  queue_.reserve(64);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kWorkerStackBytes);
@@ -70,14 +71,14 @@ void ThreadPool::worker_main() {
     if (stop_) return;
     Job* job = queue_.front();
     if (job->next.load(std::memory_order_relaxed) >= job->total) {
-      queue_.pop_front();  // fully claimed: nothing left for anyone
+      queue_.erase(queue_.begin());  // fully claimed: nothing left for anyone
       continue;
     }
     ++job->workers;
     lock.unlock();
     drain(*job);
     lock.lock();
-    if (!queue_.empty() && queue_.front() == job) queue_.pop_front();
+    if (!queue_.empty() && queue_.front() == job) queue_.erase(queue_.begin());
     --job->workers;
     done_cv_.notify_all();
   }

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -53,7 +52,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable work_cv_;  // jobs were queued, or stopping
   std::condition_variable done_cv_;  // a worker left a job
-  std::deque<Job*> queue_;
+  std::vector<Job*> queue_;  // capacity reserved up front: launching allocates nothing
   bool stop_ = false;
   std::vector<pthread_t> workers_;
 };

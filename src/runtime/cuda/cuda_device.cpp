@@ -5,6 +5,9 @@
 
 #include "runtime/backends.h"
 #include "runtime/cuda/cuda_api.h"
+#include "codegen/cuda.h"
+#include "codegen/gpu_target.h"
+#include "passes/pipeline.h"
 #include "support/error.h"
 
 namespace metile {
@@ -127,9 +130,8 @@ class CudaDevice : public Device {
     check(d_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
   }
 
-  Artifact build(const Program& program, const CompileOptions&) override {
-    fail(METILE_ERROR_UNSUPPORTED, "cuda", "kernel ", program.name,
-         ": CUDA code generation from the GPU IR is not available in this build yet");
+  Artifact build(const Program& program, const CompileOptions& options) override {
+    return cuda_build_program(program, options, info_.architecture);
   }
 
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
@@ -251,6 +253,17 @@ std::string probe_cuda_device() {
 }
 
 std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>(); }
+
+Artifact cuda_build_program(const Program& program, const CompileOptions& options,
+                            const std::string& arch) {
+  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(), options, "cuda");
+  CudaKernelSource src = emit_cuda(gpu.function);
+  Artifact a = cuda_build_from_source(
+      {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);
+  a.sources["gpu_ir"] = std::move(gpu.gpu_ir);
+  a.sources["gpu_ir_opt"] = std::move(gpu.gpu_ir_opt);
+  return a;
+}
 
 Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch) {
   Artifact a;

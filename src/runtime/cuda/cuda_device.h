@@ -21,6 +21,13 @@ struct CudaSource {
   uint64_t dynamic_shared_bytes = 0;
 };
 
+/**
+ * Tile IR -> GPU IR -> CUDA C++ -> cubin for `arch` (e.g. "sm_90"), without needing a GPU: CI
+ * compiles every test kernel this way.
+ */
+Artifact cuda_build_program(const Program& program, const CompileOptions& options,
+                            const std::string& arch);
+
 /** Compiles `src` with NVRTC for the open CUDA device (or `arch` when no device: CI). */
 Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch);
 

@@ -1,5 +1,6 @@
 #include "runtime/metal_sim/fiber.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -168,15 +169,21 @@ void fiber_init(Fiber& f, void* bottom, size_t size, void (*entry)(void*), void*
 #endif
 }
 
-void fiber_started(Fiber& scheduler) {
+void fiber_adopt_thread(Fiber& f) {
+  f = Fiber{};
 #ifdef METILE_FIBER_ASAN
-  const void* bottom = nullptr;
-  size_t size = 0;
-  __sanitizer_finish_switch_fiber(nullptr, &bottom, &size);
-  scheduler.stack_bottom = const_cast<void*>(bottom);
-  scheduler.stack_size = size;
-#else
-  (void)scheduler;
+  // ASan must be told the bounds of the stack each switch lands on.
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &f.stack_bottom, &f.stack_size);
+    pthread_attr_destroy(&attr);
+  }
+#endif
+}
+
+void fiber_started() {
+#ifdef METILE_FIBER_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
 }
 

@@ -49,11 +49,15 @@ class StackPool {
  */
 void fiber_init(Fiber& f, void* bottom, size_t size, void (*entry)(void*), void* arg);
 
-/** Saves the current context into `from` and continues `to`; returns when switched back. */
+/** Saves the current context into `from` and continues `to` (a fiber or an adopted thread);
+ *  returns when something switches back to `from`. */
 void fiber_switch(Fiber& from, Fiber& to);
 
-/** First call on a new fiber: records the bounds of `scheduler`'s stack for later switches. */
-void fiber_started(Fiber& scheduler);
+/** Makes `f` the context of the calling OS thread's own stack, so fibers can switch to it. */
+void fiber_adopt_thread(Fiber& f);
+
+/** The first call on a new fiber, completing the switch that started it. */
+void fiber_started();
 
 /** Leaves `from` for good and continues `to`. */
 [[noreturn]] void fiber_exit(Fiber& from, Fiber& to);

@@ -17,6 +17,10 @@ constexpr uint32_t kWidth = METAL_SIM_SIMD_WIDTH;
 // writes shows it.
 constexpr int kPoison = 0xff;
 constexpr uint64_t kArenaAlign = 64;
+// Which lanes take part in a collective under divergent control flow depends on where they
+// reconverge, which a fiber cannot know; metal-sim reports such code rather than guess.
+constexpr const char* kUniformCollectives =
+    "metal-sim needs every live lane of a simdgroup at the same simd_* call";
 
 enum class State : uint8_t { ready, running, barrier, simd, finished };
 
@@ -74,6 +78,7 @@ GroupRunner::GroupRunner()
       arena_storage_(new unsigned char[kThreadgroupMemoryLimit + kArenaAlign]) {
   auto p = reinterpret_cast<uintptr_t>(arena_storage_.get());
   arena_ = arena_storage_.get() + ((kArenaAlign - p % kArenaAlign) % kArenaAlign);
+  fiber_adopt_thread(main_);
 }
 
 GroupRunner::~GroupRunner() = default;
@@ -150,21 +155,26 @@ bool GroupRunner::run(const LaunchPlan& plan, uint64_t index, std::string* error
     make_ready(th);
   }
 
-  while (queue_size_ > 0 && !failed_) {
-    Thread& th = threads_[queue_[queue_head_]];
-    queue_head_ = (queue_head_ + 1) % thread_count_;
-    --queue_size_;
-    th.state = State::running;
-    fiber_switch(main_, th.fiber);
-  }
+  // Threads switch straight to the next ready thread; control comes back here only when none is
+  // left (or the group failed).
+  if (queue_size_ > 0) fiber_switch(main_, next_fiber());
+  // Nothing left to run but unfinished threads: some lanes wait in a simd collective for lanes
+  // that wait at a barrier, or threads wait at a threadgroup_barrier the others never reach.
   if (!failed_ && finished_ < thread_count_) {
     failed_ = true;
-    bool at_barrier = false;
-    for (uint32_t i = 0; i < thread_count_; ++i) at_barrier |= threads_[i].state == State::barrier;
-    error_ = cat(plan.kernel, ": ",
-                 at_barrier ? "threadgroup_barrier not reached by every thread ("
-                            : "a simd collective not reached by every lane (",
-                 describe(0, thread_count_, "thread"), ") in ", where());
+    uint32_t stuck = thread_count_;
+    for (uint32_t i = 0; i < thread_count_ && stuck == thread_count_; ++i)
+      if (threads_[i].state == State::simd) stuck = i;
+    if (stuck < thread_count_) {
+      uint32_t first = stuck / kWidth * kWidth;
+      error_ = cat(plan.kernel, ": a simd collective of simdgroup ", stuck / kWidth,
+                   " is not reached by every live lane (",
+                   describe(first, std::min(kWidth, thread_count_ - first), "thread"), ") in ",
+                   where(), "; ", kUniformCollectives);
+    } else {
+      error_ = cat(plan.kernel, ": threadgroup_barrier not reached by every thread (",
+                   describe(0, thread_count_, "thread"), ") in ", where());
+    }
   }
   if (failed_) *error = std::move(error_);
   return !failed_;
@@ -173,7 +183,7 @@ bool GroupRunner::run(const LaunchPlan& plan, uint64_t index, std::string* error
 void GroupRunner::thread_main(void* p) {
   Thread& th = *static_cast<Thread*>(p);
   GroupRunner& r = *th.runner;
-  fiber_started(r.main_);
+  fiber_started();
   r.plan_->entry(&th.abi, r.args_.data());
   r.finish(th);
 }
@@ -187,10 +197,19 @@ void GroupRunner::finish(Thread& th) {
   --sg.live;
   // The lanes still waiting in a collective may have been waiting only for this one.
   if (sg.live > 0 && sg.waiting == sg.live) release_simd(sg, nullptr);
-  fiber_exit(th.fiber, main_);
+  fiber_exit(th.fiber, failed_ ? main_ : next_fiber());
 }
 
 void GroupRunner::abandon(Thread& th) { fiber_exit(th.fiber, main_); }
+
+Fiber& GroupRunner::next_fiber() {
+  if (queue_size_ == 0) return main_;
+  Thread& th = threads_[queue_[queue_head_]];
+  queue_head_ = (queue_head_ + 1) % thread_count_;
+  --queue_size_;
+  th.state = State::running;
+  return th.fiber;
+}
 
 void GroupRunner::make_ready(Thread& th) {
   th.state = State::ready;
@@ -214,7 +233,7 @@ void GroupRunner::barrier(Thread& th, Site site) {
     }
     // Every thread waits, at different barriers: the scheduler finds nothing to run and reports.
   }
-  fiber_switch(th.fiber, main_);
+  fiber_switch(th.fiber, next_fiber());
 }
 
 void GroupRunner::simd_sync(Thread& th, Site site) {
@@ -227,7 +246,7 @@ void GroupRunner::simd_sync(Thread& th, Site site) {
     th.state = State::running;
     return;
   }
-  fiber_switch(th.fiber, main_);
+  fiber_switch(th.fiber, next_fiber());
 }
 
 bool GroupRunner::release_simd(Simdgroup& sg, Thread* self) {
@@ -239,10 +258,9 @@ bool GroupRunner::release_simd(Simdgroup& sg, Thread* self) {
     if (!same_site(s, *site)) {
       failed_ = true;
       uint32_t lanes = std::min(kWidth, thread_count_ - sg.first);
-      error_ =
-          cat(plan_->kernel, ": the lanes of simdgroup ", sg.first / kWidth,
-              " called different simd functions (", describe(sg.first, lanes, "thread"), ") in ",
-              where(), "; metal-sim needs every live lane of a simdgroup at the same simd_* call");
+      error_ = cat(plan_->kernel, ": the lanes of simdgroup ", sg.first / kWidth,
+                   " called different simd functions (", describe(sg.first, lanes, "thread"),
+                   ") in ", where(), "; ", kUniformCollectives);
       return false;
     }
   }

@@ -63,6 +63,8 @@ class GroupRunner {
   static void thread_main(void* thread);
   [[noreturn]] void finish(Thread& th);
   [[noreturn]] void abandon(Thread& th);
+  /** Takes the next ready thread off the queue (the scheduler's context when there is none). */
+  Fiber& next_fiber();
   bool release_simd(Simdgroup& sg, Thread* self);
   void make_ready(Thread& th);
   std::string where() const;

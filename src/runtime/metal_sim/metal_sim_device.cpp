@@ -162,13 +162,13 @@ class MetalSimDevice final : public Device {
 
 }  // namespace
 
-std::string metal_sim_probe() {
+std::string probe_metal_sim_device() {
   if (!metal_sim::fibers_supported())
     return cat("metal-sim runs GPU threads as fibers, which are not implemented for ", kHostCpu);
   return metal_sim::probe_clang().unavailable;
 }
 
-std::shared_ptr<Device> create_metal_sim_device() { return std::make_shared<MetalSimDevice>(); }
+std::shared_ptr<Device> make_metal_sim_device() { return std::make_shared<MetalSimDevice>(); }
 
 namespace metal_sim {
 

@@ -267,7 +267,10 @@ class Preparer {
 
   std::string joined(size_t b, size_t e) const {
     std::string s;
-    for (size_t i = b; i < e; ++i) s += (i == b ? "" : " ") + std::string(toks_[i].text);
+    for (size_t i = b; i < e; ++i) {
+      if (i != b) s += ' ';
+      s += toks_[i].text;
+    }
     return s;
   }
 

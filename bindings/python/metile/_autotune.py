@@ -1,0 +1,260 @@
+"""@metile.autotune: pick the fastest Config of constexprs for each set of key values.
+
+Each config is traced, compiled and prepared; the prepared launches are timed together with
+metile_autotune_time (median of `rep` synchronized runs after `warmup`). Configs that fail to
+trace or compile are reported and skipped, never silently dropped. The winner is cached in
+memory per key values and persisted with metile_autotune_store, so a new process reuses it
+(the persistent key covers the kernel's source, the device, the argument types and the configs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import inspect
+import json
+import os
+import time
+
+import numpy as np
+
+from . import _device, _ffi
+from ._buffer import Buffer
+from ._errors import InvalidArgumentError, MetileError, check
+from ._kernel import KernelFunction, _classify
+
+
+class Config:
+    """A set of constexpr values (and compile options such as num_threads) to try."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = dict(kwargs)
+
+    def __repr__(self):
+        return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items()) + ")"
+
+    def __eq__(self, other):
+        return isinstance(other, Config) and self.kwargs == other.kwargs
+
+    def __hash__(self):
+        return hash(repr(self))
+
+
+def autotune(configs, key, warmup=5, rep=20, verbose=True):
+    """Decorator over a @metile.kernel: `@metile.autotune(configs=[Config(BLOCK=128), ...],
+    key=["N"])`. Launching tunes once per distinct key values (shapes for arrays/buffers)."""
+    configs = list(configs)
+    if not configs or not all(isinstance(c, Config) for c in configs):
+        raise InvalidArgumentError("autotune: configs must be a non-empty list of metile.Config")
+    key = [key] if isinstance(key, str) else list(key)
+
+    def wrap(k):
+        if not isinstance(k, KernelFunction):
+            k = KernelFunction(k)
+        for name in key:
+            if name not in k.param_names:
+                raise InvalidArgumentError(f"autotune: key `{name}` is not a parameter of "
+                                           f"{k.fn.__name__} ({', '.join(k.param_names)})")
+        return AutotunedKernel(k, configs, key, warmup, rep, verbose)
+    return wrap
+
+
+class AutotunedKernel:
+    def __init__(self, kernel, configs, key, warmup, rep, verbose):
+        self.kernel = kernel
+        self.configs = configs
+        self.key = key
+        self.warmup, self.rep, self.verbose = warmup, rep, verbose
+        self.cache: dict = {}  # (device, key values, arg types) -> Config
+        self.last_timings: list = []
+        self.__name__ = kernel.__name__
+        self.__doc__ = kernel.__doc__
+
+    def __getitem__(self, grid):
+        return AutotunedLauncher(self, grid)
+
+    def __repr__(self):
+        return f"<metile.autotune {self.kernel.fn.__qualname__}: {len(self.configs)} configs>"
+
+    # ------------------------------------------------------------------------- keys
+    def _key_values(self, args, kwargs):
+        k = self.kernel
+        named = dict(zip(k.param_names, args))
+        named.update(kwargs)
+        out = []
+        for name in self.key:
+            if name not in named and name not in k.defaults:
+                raise InvalidArgumentError(f"autotune {k.fn.__name__}: key argument `{name}` "
+                                           "was not passed")
+            v = named.get(name, k.defaults.get(name))
+            if isinstance(v, (np.ndarray, Buffer)):
+                out.append(tuple(v.shape))
+            elif isinstance(v, np.generic):
+                out.append(v.item())
+            else:
+                out.append(v)
+        return tuple(out)
+
+    def _arg_types(self, args, kwargs):
+        k = self.kernel
+        named = dict(zip(k.param_names, args))
+        named.update(kwargs)
+        return tuple(_classify(k.fn.__name__, n, named[n], None)[0] if n in named else None
+                     for n in k.runtime)
+
+    def _persistent_key(self, dev, key_values, types):
+        fn = self.kernel.fn
+        try:
+            src = inspect.getsource(fn)
+        except (OSError, TypeError):
+            src = fn.__code__.co_code.hex()
+        material = json.dumps({
+            "kernel": f"{fn.__module__}.{fn.__qualname__}",
+            "source": hashlib.sha256(src.encode()).hexdigest(),
+            "device": [dev.name, dev.architecture, dev.description],
+            "key": repr(key_values), "types": repr(types),
+            "configs": [repr(c) for c in self.configs],
+            "library": _ffi.metile_version_string().decode(),
+        }, sort_keys=True)
+        return f"{fn.__name__}-{hashlib.sha256(material.encode()).hexdigest()}"
+
+    # ----------------------------------------------------------------------- tuning
+    def best_config(self, grid, args, kwargs) -> Config:
+        dev = _device.get_device()
+        key_values = self._key_values(args, kwargs)
+        types = self._arg_types(args, kwargs)
+        mem_key = (dev, key_values, types)
+        best = self.cache.get(mem_key)
+        if best is not None:
+            return best
+        pkey = self._persistent_key(dev, key_values, types)
+        stored = _lookup(pkey)
+        if stored is not None:
+            for c in self.configs:
+                if repr(c) == stored:
+                    self.cache[mem_key] = c
+                    return c
+        best = self._tune(grid, args, kwargs, key_values)
+        self.cache[mem_key] = best
+        _store(pkey, repr(best))
+        return best
+
+    def _tune(self, grid, args, kwargs, key_values) -> Config:
+        k = self.kernel
+        launches, ok, failures = [], [], {}  # ok/failures by config index
+        for i, c in enumerate(self.configs):
+            try:
+                launches.append(k[grid].prepare(*args, **{**kwargs, **c.kwargs}))
+                ok.append(i)
+            except MetileError as e:
+                failures[i] = e
+        if not ok:
+            detail = "\n".join(f"  {self.configs[i]}: {type(e).__name__}: {e}"
+                               for i, e in failures.items())
+            raise MetileError(f"autotune {k.fn.__name__}: all {len(self.configs)} configs "
+                              f"failed:\n{detail}")
+        times = dict(zip(ok, _time(launches, self.warmup, self.rep)))
+        best = min(ok, key=times.__getitem__)
+        self.last_timings = [(c, times.get(i)) for i, c in enumerate(self.configs)]
+        if verbose_enabled(self.verbose):
+            kv = ", ".join(f"{n}={v}" for n, v in zip(self.key, key_values))
+            print(f"autotune {k.fn.__name__} [{kv}]: {self.configs[best]}")
+            for i, c in enumerate(self.configs):
+                if i in failures:
+                    e = failures[i]
+                    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                    print(f"  {c!r:<48} FAILED ({type(e).__name__}: {first})")
+                else:
+                    mark = "  <--" if i == best else ""
+                    print(f"  {c!r:<48} {times[i]:10.4f} ms{mark}")
+        return self.configs[best]
+
+
+def verbose_enabled(v) -> bool:
+    return bool(v) and os.environ.get("METILE_AUTOTUNE_QUIET", "") in ("", "0")
+
+
+class AutotunedLauncher:
+    def __init__(self, tuned, grid):
+        self.tuned = tuned
+        self.grid = grid
+
+    def __call__(self, *args, **kwargs) -> Config:
+        """Tunes (once per key values), launches the winner and returns its Config."""
+        best = self.tuned.best_config(self.grid, args, kwargs)
+        self.tuned.kernel[self.grid](*args, **{**kwargs, **best.kwargs})
+        return best
+
+    def prepare(self, *args, **kwargs):
+        """Tunes once and returns the winner's prepared launch (a fast dispatcher)."""
+        best = self.tuned.best_config(self.grid, args, kwargs)
+        return self.tuned.kernel[self.grid].prepare(*args, **{**kwargs, **best.kwargs})
+
+
+def _time(launches, warmup, rep) -> list[float]:
+    """Median milliseconds per launch of each prepared launch."""
+    if _ffi.has("metile_autotune_time"):
+        n = len(launches)
+        arr = (ctypes.POINTER(_ffi.metile_launch) * n)(*[l._handle for l in launches])
+        out = (ctypes.c_double * n)()
+        check(_ffi.metile_autotune_time(arr, n, int(warmup), int(rep), out), "autotune timing")
+        return list(out)
+    result = []
+    for launch in launches:
+        for _ in range(warmup):
+            launch()
+        launch.device.synchronize()
+        samples = []
+        for _ in range(max(rep, 1)):
+            t0 = time.perf_counter()
+            launch()
+            launch.device.synchronize()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        result.append(float(np.median(samples)))
+    return result
+
+
+# ------------------------------------------------------------------------- persistence
+def _cache_root() -> str:
+    if _ffi.has("metile_cache_get_dir"):
+        out = ctypes.c_char_p()
+        if _ffi.metile_cache_get_dir(ctypes.byref(out)) == 0:
+            return _ffi.take_string(out)
+    env = os.environ.get("METILE_CACHE_DIR")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return os.path.join(xdg, "metile") if xdg else os.path.join(os.path.expanduser("~"),
+                                                                 ".cache", "metile")
+
+
+def _fallback_path(key: str) -> str:
+    return os.path.join(_cache_root(), "autotune", key + ".txt")
+
+
+def _lookup(key: str):
+    if _ffi.has("metile_autotune_lookup"):
+        out = ctypes.c_char_p()
+        check(_ffi.metile_autotune_lookup(key.encode(), ctypes.byref(out)), "autotune lookup")
+        return _ffi.take_string(out)
+    try:
+        with open(_fallback_path(key), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _store(key: str, winner: str) -> None:
+    if _ffi.has("metile_autotune_store"):
+        check(_ffi.metile_autotune_store(key.encode(), winner.encode()), "autotune store")
+        return
+    path = _fallback_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(winner)
+        os.replace(tmp, path)
+    except OSError as e:
+        import warnings
+        warnings.warn(f"metile: cannot persist the autotune result ({e}); it is kept in memory")

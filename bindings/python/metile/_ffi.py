@@ -1,0 +1,398 @@
+"""ctypes declarations of the C ABI in include/metile/metile.h, and locating libmetile.
+
+Every METILE_API function, struct and enum of the header is declared here; the test
+tests/test_ffi_header.py parses the header and checks these declarations against it, so the
+binding cannot drift. Functions the loaded library does not export (an older build) are bound to
+a stub that raises a clear error when called; `has(name)` tells whether a symbol is present.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import subprocess
+import sys
+from ctypes import (POINTER, Structure, c_char_p, c_double, c_int32, c_int64, c_size_t,
+                    c_uint32, c_uint64, c_void_p)
+
+# ------------------------------------------------------------------------------------------ enums
+# C enums are 32-bit ints (each has a _FORCE32 sentinel).
+metile_status = c_int32
+metile_dtype = c_int32
+metile_address_space = c_int32
+metile_op = c_int32
+metile_arg_kind = c_int32
+metile_value = c_uint32
+
+METILE_VERSION_MAJOR = 0
+METILE_VERSION_MINOR = 1
+METILE_VERSION_PATCH = 0
+
+ENUMS = {
+    "metile_status": {
+        "METILE_OK": 0, "METILE_ERROR_INVALID_ARGUMENT": 1, "METILE_ERROR_INVALID_PROGRAM": 2,
+        "METILE_ERROR_COMPILE": 3, "METILE_ERROR_UNSUPPORTED": 4,
+        "METILE_ERROR_DEVICE_UNAVAILABLE": 5, "METILE_ERROR_DEVICE": 6,
+        "METILE_ERROR_OUT_OF_MEMORY": 7, "METILE_ERROR_IO": 8, "METILE_ERROR_INTERNAL": 9,
+        "METILE_STATUS_FORCE32": 0x7FFFFFFF,
+    },
+    "metile_dtype": {
+        "METILE_DTYPE_INVALID": 0, "METILE_DTYPE_F32": 1, "METILE_DTYPE_F16": 2,
+        "METILE_DTYPE_BF16": 3, "METILE_DTYPE_I32": 4, "METILE_DTYPE_U32": 5,
+        "METILE_DTYPE_I64": 6, "METILE_DTYPE_BOOL": 7, "METILE_DTYPE_I8": 8, "METILE_DTYPE_U8": 9,
+        "METILE_DTYPE_FORCE32": 0x7FFFFFFF,
+    },
+    "metile_address_space": {
+        "METILE_ADDRESS_SPACE_DEVICE": 0, "METILE_ADDRESS_SPACE_THREADGROUP": 1,
+        "METILE_ADDRESS_SPACE_FORCE32": 0x7FFFFFFF,
+    },
+    "metile_op": {
+        "METILE_OP_INVALID": 0, "METILE_OP_CONST": 1, "METILE_OP_PROGRAM_ID": 2,
+        "METILE_OP_NUM_PROGRAMS": 3, "METILE_OP_ARANGE": 4, "METILE_OP_CAST": 5,
+        "METILE_OP_BROADCAST": 6, "METILE_OP_RESHAPE": 7,
+        "METILE_OP_ADD": 10, "METILE_OP_SUB": 11, "METILE_OP_MUL": 12, "METILE_OP_DIV": 13,
+        "METILE_OP_FLOORDIV": 14, "METILE_OP_MOD": 15, "METILE_OP_MAXIMUM": 16,
+        "METILE_OP_MINIMUM": 17, "METILE_OP_BITAND": 18, "METILE_OP_BITOR": 19,
+        "METILE_OP_BITXOR": 20, "METILE_OP_SHL": 21, "METILE_OP_SHR": 22, "METILE_OP_POW": 23,
+        "METILE_OP_LT": 30, "METILE_OP_LE": 31, "METILE_OP_GT": 32, "METILE_OP_GE": 33,
+        "METILE_OP_EQ": 34, "METILE_OP_NE": 35,
+        "METILE_OP_NEG": 40, "METILE_OP_NOT": 41, "METILE_OP_EXP": 42, "METILE_OP_LOG": 43,
+        "METILE_OP_SQRT": 44, "METILE_OP_RSQRT": 45, "METILE_OP_ABS": 46, "METILE_OP_TANH": 47,
+        "METILE_OP_SIN": 48, "METILE_OP_COS": 49, "METILE_OP_EXP2": 50, "METILE_OP_LOG2": 51,
+        "METILE_OP_FLOOR": 52, "METILE_OP_CEIL": 53, "METILE_OP_ERF": 54,
+        "METILE_OP_SIGMOID": 55, "METILE_OP_SELECT": 60,
+        "METILE_OP_PTR_OFFSET": 70, "METILE_OP_LOAD": 71, "METILE_OP_STORE": 72,
+        "METILE_OP_TILE_LOAD": 73, "METILE_OP_TILE_STORE": 74, "METILE_OP_SHARED": 75,
+        "METILE_OP_DOT": 80, "METILE_OP_REDUCE_SUM": 81, "METILE_OP_REDUCE_MAX": 82,
+        "METILE_OP_REDUCE_MIN": 83,
+        "METILE_OP_FOR": 90, "METILE_OP_YIELD": 91, "METILE_OP_SIMDGROUP_ROLE": 92,
+        "METILE_OP_THREAD_ID": 100, "METILE_OP_SIMD_LANE_ID": 101,
+        "METILE_OP_SIMD_SHUFFLE_XOR": 102, "METILE_OP_SIMD_BROADCAST": 103,
+        "METILE_OP_BARRIER": 104, "METILE_OP_TILE_SWIZZLE": 110,
+        "METILE_OP_FORCE32": 0x7FFFFFFF,
+    },
+    "metile_arg_kind": {
+        "METILE_ARG_BUFFER": 1, "METILE_ARG_I32": 2, "METILE_ARG_U32": 3, "METILE_ARG_I64": 4,
+        "METILE_ARG_F32": 5, "METILE_ARG_F64": 6, "METILE_ARG_KIND_FORCE32": 0x7FFFFFFF,
+    },
+}
+for _values in ENUMS.values():
+    globals().update(_values)
+
+
+# ---------------------------------------------------------------------------- opaque handles
+class metile_device(Structure):
+    pass
+
+
+class metile_buffer(Structure):
+    pass
+
+
+class metile_builder(Structure):
+    pass
+
+
+class metile_program(Structure):
+    pass
+
+
+class metile_kernel(Structure):
+    pass
+
+
+class metile_launch(Structure):
+    pass
+
+
+# ---------------------------------------------------------------------------------- structs
+class metile_type(Structure):
+    _fields_ = [
+        ("dtype", metile_dtype),
+        ("rank", c_int32),
+        ("shape", c_int64 * 2),
+        ("is_pointer", c_int32),
+        ("address_space", metile_address_space),
+    ]
+
+
+class metile_device_info(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("name", c_char_p),
+        ("description", c_char_p),
+        ("architecture", c_char_p),
+        ("simd_width", c_int32),
+        ("max_threads_per_group", c_int32),
+        ("threadgroup_memory_bytes", c_uint64),
+        ("unified_memory", c_int32),
+        ("asynchronous", c_int32),
+    ]
+
+
+class metile_compile_options(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("num_threads", c_int32),
+        ("allow_tf32", c_int32),
+        ("opt_level", c_int32),
+        ("no_cache", c_int32),
+    ]
+
+
+class metile_kernel_info(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("threads_per_group", c_int32),
+        ("threadgroup_memory_bytes", c_uint64),
+        ("from_cache", c_int32),
+        ("compile_seconds", c_double),
+    ]
+
+
+class metile_arg(Structure):
+    _fields_ = [
+        ("kind", metile_arg_kind),
+        ("reserved", c_int32),
+        ("buffer", POINTER(metile_buffer)),
+        ("offset", c_uint64),
+        ("i", c_int64),
+        ("f", c_double),
+    ]
+
+
+class metile_cache_stats(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("memory_hits", c_uint64),
+        ("disk_hits", c_uint64),
+        ("misses", c_uint64),
+        ("bytes_read", c_uint64),
+        ("bytes_written", c_uint64),
+        ("compile_seconds_saved", c_double),
+    ]
+
+
+STRUCTS = [metile_type, metile_device_info, metile_compile_options, metile_kernel_info,
+           metile_arg, metile_cache_stats]
+
+# ------------------------------------------------------------------------------- functions
+_P = POINTER
+_dev, _buf, _bld = _P(metile_device), _P(metile_buffer), _P(metile_builder)
+_prog, _kern, _launch = _P(metile_program), _P(metile_kernel), _P(metile_launch)
+_st = metile_status
+_val = metile_value
+
+# (name, return type, argument types), in header order.
+FUNCTIONS = [
+    ("metile_version", c_uint32, []),
+    ("metile_version_string", c_char_p, []),
+    ("metile_status_name", c_char_p, [metile_status]),
+    ("metile_last_error", c_char_p, []),
+    ("metile_free", None, [c_void_p]),
+    ("metile_dtype_size", c_size_t, [metile_dtype]),
+    ("metile_dtype_name", c_char_p, [metile_dtype]),
+    # devices
+    ("metile_device_open", _st, [_P(_dev), c_char_p]),
+    ("metile_device_retain", _st, [_dev]),
+    ("metile_device_release", _st, [_dev]),
+    ("metile_devices_available", _st, [_P(c_char_p)]),
+    ("metile_device_get_info", _st, [_dev, _P(metile_device_info)]),
+    ("metile_device_synchronize", _st, [_dev]),
+    # buffers
+    ("metile_buffer_alloc", _st, [_P(_buf), _dev, c_size_t]),
+    ("metile_buffer_wrap", _st, [_P(_buf), _dev, c_void_p, c_size_t]),
+    ("metile_buffer_retain", _st, [_buf]),
+    ("metile_buffer_release", _st, [_buf]),
+    ("metile_buffer_contents", _st, [_buf, _P(c_void_p)]),
+    ("metile_buffer_size", _st, [_buf, _P(c_size_t)]),
+    ("metile_buffer_shares_memory", c_int32, [_buf]),
+    ("metile_buffer_to_dlpack", _st, [_buf, metile_dtype, c_int32, _P(c_int64), _P(c_void_p)]),
+    ("metile_buffer_from_dlpack", _st, [_P(_buf), _dev, c_void_p]),
+    ("metile_op_name", c_char_p, [metile_op]),
+    # builder
+    ("metile_builder_create", _st, [_P(_bld), c_char_p]),
+    ("metile_builder_release", _st, [_bld]),
+    ("metile_builder_set_loc", _st, [_bld, c_char_p, c_int32]),
+    ("metile_builder_set_constexpr", _st, [_bld, c_char_p, c_char_p]),
+    ("metile_builder_set_num_threads", _st, [_bld, c_int32]),
+    ("metile_builder_param", _st, [_bld, c_char_p, _P(metile_type), _P(_val)]),
+    ("metile_builder_value_type", _st, [_bld, _val, _P(metile_type)]),
+    ("metile_builder_const_int", _st, [_bld, metile_dtype, c_int64, _P(_val)]),
+    ("metile_builder_const_float", _st, [_bld, metile_dtype, c_double, _P(_val)]),
+    ("metile_builder_grid", _st, [_bld, metile_op, c_int32, _P(_val)]),
+    ("metile_builder_arange", _st, [_bld, _val, c_int64, _P(_val)]),
+    ("metile_builder_cast", _st, [_bld, _val, metile_dtype, _P(_val)]),
+    ("metile_builder_broadcast", _st, [_bld, _val, c_int32, _P(c_int64), _P(_val)]),
+    ("metile_builder_reshape", _st, [_bld, _val, c_int32, _P(c_int64), _P(_val)]),
+    ("metile_builder_unary", _st, [_bld, metile_op, _val, _P(_val)]),
+    ("metile_builder_binary", _st, [_bld, metile_op, _val, _val, _P(_val)]),
+    ("metile_builder_select", _st, [_bld, _val, _val, _val, _P(_val)]),
+    ("metile_builder_ptr_offset", _st, [_bld, _val, _val, _P(_val)]),
+    ("metile_builder_load", _st, [_bld, _val, _val, _val, _P(_val)]),
+    ("metile_builder_store", _st, [_bld, _val, _val, _val]),
+    ("metile_builder_tile_load", _st,
+     [_bld, _val, _val, _val, _val, c_int64, c_int64, _val, _val, _P(_val)]),
+    ("metile_builder_tile_store", _st, [_bld, _val, _val, _val, _val, _val, _val, _val]),
+    ("metile_builder_dot", _st, [_bld, _val, _val, _val, _P(_val)]),
+    ("metile_builder_reduce", _st, [_bld, metile_op, _val, c_int32, _P(_val)]),
+    ("metile_builder_for_begin", _st,
+     [_bld, _val, _val, _val, _P(_val), c_size_t, _P(_val), _P(_val)]),
+    ("metile_builder_for_end", _st, [_bld, _P(_val), c_size_t, _P(_val)]),
+    ("metile_builder_role_begin", _st, [_bld, c_int32, c_int32, c_int32, c_int32]),
+    ("metile_builder_role_end", _st, [_bld]),
+    ("metile_builder_simt", _st, [_bld, metile_op, _P(_val)]),
+    ("metile_builder_simd", _st, [_bld, metile_op, _val, _val, _P(_val)]),
+    ("metile_builder_shared", _st, [_bld, c_int64, metile_dtype, _P(_val)]),
+    ("metile_builder_tile_swizzle", _st,
+     [_bld, _val, _val, c_char_p, c_int32, _P(_val), _P(_val)]),
+    ("metile_builder_finish", _st, [_bld, _P(_prog)]),
+    # programs
+    ("metile_program_parse", _st, [_P(_prog), c_char_p]),
+    ("metile_program_print", _st, [_prog, _P(c_char_p)]),
+    ("metile_program_retain", _st, [_prog]),
+    ("metile_program_release", _st, [_prog]),
+    ("metile_program_name", c_char_p, [_prog]),
+    ("metile_program_num_params", _st, [_prog, _P(c_size_t)]),
+    ("metile_program_param", _st, [_prog, c_size_t, _P(c_char_p), _P(metile_type)]),
+    # kernels
+    ("metile_compile_options_init", None, [_P(metile_compile_options)]),
+    ("metile_kernel_compile", _st, [_P(_kern), _dev, _prog, _P(metile_compile_options)]),
+    ("metile_kernel_retain", _st, [_kern]),
+    ("metile_kernel_release", _st, [_kern]),
+    ("metile_kernel_source", _st, [_kern, c_char_p, _P(c_char_p)]),
+    ("metile_kernel_cache_key", _st, [_kern, c_char_p]),
+    ("metile_kernel_get_info", _st, [_kern, _P(metile_kernel_info)]),
+    # launches
+    ("metile_kernel_launch", _st, [_kern, _P(c_uint32), _P(metile_arg), c_size_t]),
+    ("metile_launch_create", _st, [_P(_launch), _kern, _P(c_uint32), _P(metile_arg), c_size_t]),
+    ("metile_launch_set_arg", _st, [_launch, c_size_t, _P(metile_arg)]),
+    ("metile_launch_set_grid", _st, [_launch, _P(c_uint32)]),
+    ("metile_launch_run", _st, [_launch]),
+    ("metile_launch_release", _st, [_launch]),
+    # compile cache
+    ("metile_cache_set_dir", _st, [c_char_p]),
+    ("metile_cache_get_dir", _st, [_P(c_char_p)]),
+    ("metile_cache_set_enabled", _st, [c_int32]),
+    ("metile_cache_set_max_bytes", _st, [c_uint64]),
+    ("metile_cache_get_stats", _st, [_P(metile_cache_stats)]),
+    ("metile_cache_clear", _st, []),
+    # autotuning
+    ("metile_autotune_time", _st, [_P(_launch), c_size_t, c_int32, c_int32, _P(c_double)]),
+    ("metile_autotune_store", _st, [c_char_p, c_char_p]),
+    ("metile_autotune_lookup", _st, [c_char_p, _P(c_char_p)]),
+]
+
+# ----------------------------------------------------------------------------- the library
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+_NAMES = {"linux": ["libmetile.so", "libmetile.so.0"], "darwin": ["libmetile.dylib",
+                                                                   "libmetile.0.dylib"],
+          "win32": ["metile.dll"]}.get(sys.platform, ["libmetile.so", "libmetile.so.0"])
+
+
+def _candidates():
+    """(where, folder or None, library path or name) in lookup order."""
+    env = os.environ.get("METILE_LIBRARY")
+    if env:
+        yield "$METILE_LIBRARY", env
+        return
+    for n in _NAMES:
+        yield "the package folder", os.path.join(_PKG_DIR, n)
+    # A development checkout: <repo>/bindings/python/metile, library in <repo>/build*/.
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(_PKG_DIR)))
+    if os.path.exists(os.path.join(repo, "include", "metile", "metile.h")):
+        for build in ("build", "build-release", "build-debug"):
+            for n in _NAMES:
+                yield "the build tree", os.path.join(repo, build, n)
+    found = ctypes.util.find_library("metile")
+    yield "the system (ctypes.util.find_library)", found or "metile: not found"
+    libdir = ""
+    if shutil.which("pkg-config"):
+        try:
+            libdir = subprocess.run(["pkg-config", "--variable=libdir", "metile"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            libdir = ""
+    if libdir:
+        for n in _NAMES:
+            yield "pkg-config --variable=libdir metile", os.path.join(libdir, n)
+    else:
+        yield "pkg-config --variable=libdir metile", "no metile.pc found"
+
+
+def _load():
+    tried = []
+    for where, path in _candidates():
+        if path.endswith("not found") or path.startswith("no "):
+            tried.append(f"{where}: {path}")
+            continue
+        if os.sep in path and not os.path.exists(path):
+            tried.append(f"{where}: {path} (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append(f"{where}: {path} ({e})")
+    raise ImportError(
+        "metile: cannot find the libmetile shared library. Looked in:\n  " + "\n  ".join(tried)
+        + "\nBuild it (cmake -S . -B build -G Ninja && ninja -C build metile), install it, or "
+        "set METILE_LIBRARY to its path.")
+
+
+lib, LIBRARY_PATH = _load()
+_missing: set[str] = set()
+
+
+def _missing_stub(name):
+    def stub(*_args):
+        raise RuntimeError(f"metile: the library at {LIBRARY_PATH} does not export {name} "
+                           "(it is older than this binding; rebuild libmetile)")
+    stub.__name__ = name
+    return stub
+
+
+def _bind():
+    table = {}
+    for name, restype, argtypes in FUNCTIONS:
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            _missing.add(name)
+            table[name] = _missing_stub(name)
+            continue
+        fn.restype = restype
+        fn.argtypes = argtypes
+        table[name] = fn
+    return table
+
+
+_functions = _bind()
+globals().update(_functions)
+
+
+def has(name: str) -> bool:
+    """True when the loaded library exports `name`."""
+    return name in _functions and name not in _missing
+
+
+def take_string(p: c_char_p) -> str:
+    """Reads and frees a string the library returned through a `char **` out-parameter."""
+    addr = ctypes.cast(p, c_void_p).value
+    if not addr:
+        return None
+    try:
+        return ctypes.string_at(addr).decode("utf-8", "replace")
+    finally:
+        metile_free(addr)
+
+
+def last_error() -> str:
+    return metile_last_error().decode("utf-8", "replace")
+
+
+if sys.byteorder != "little":  # the DLPack/launch paths assume it, like every supported target
+    raise ImportError("metile supports little-endian hosts only")

@@ -1,0 +1,587 @@
+"""The kernel language: every function usable inside a @metile.kernel (DESIGN.md §3).
+
+Each function appends ops through the C builder (which promotes and broadcasts operands);
+Python literals are weakly typed (see Trace.literal). `cdiv` and `next_power_of_2` also work
+outside kernels, e.g. for grid sizes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+
+import numpy as np
+
+from . import _dtypes, _ffi
+from ._errors import TracingError
+from ._trace import Value, current, user_location
+
+_I64x2 = ctypes.c_int64 * 2
+
+
+class constexpr:
+    """Marks a kernel parameter as a compile-time constant (`BLOCK: metile.constexpr`), or
+    wraps a value (`constexpr(256)`) that launch unwraps. Constexprs are passed by keyword."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __repr__(self):
+        return f"constexpr({self.value!r})"
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __eq__(self, other):
+        return self.value == (other.value if isinstance(other, constexpr) else other)
+
+    def __index__(self):
+        return int(self.value)
+
+    def __int__(self):
+        return int(self.value)
+
+    def __float__(self):
+        return float(self.value)
+
+    def __bool__(self):
+        return bool(self.value)
+
+
+def _plain(x):
+    return x.value if isinstance(x, constexpr) else x
+
+
+def _static_int(x, what: str) -> int:
+    x = _plain(x)
+    if isinstance(x, (bool, Value)) or not isinstance(x, (int, np.integer)):
+        raise TracingError(f"{user_location()}: {what} must be a compile-time int (a Python int "
+                           f"or constexpr), got {type(x).__name__}")
+    return int(x)
+
+
+def _shape(shape, what: str) -> tuple[int, ...]:
+    shape = _plain(shape)
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not 1 <= len(shape) <= 2:
+        raise TracingError(f"{user_location()}: {what}: shape must be an int or a tuple of 1 or 2 "
+                           f"compile-time ints, got {shape!r}")
+    dims = tuple(_static_int(d, f"{what}: shape entries") for d in shape)
+    if any(d <= 0 for d in dims):
+        raise TracingError(f"{user_location()}: {what}: shape {dims} must be positive")
+    return dims
+
+
+def _val(x, like=None) -> Value:
+    return current().literal(_plain(x), like)
+
+
+# ------------------------------------------------------------------------------ index math
+def cdiv(a, b):
+    """Ceiling division ceil(a / b); usable in kernels and for grids."""
+    a, b = _plain(a), _plain(b)
+    return (a + b - 1) // b
+
+
+def next_power_of_2(n):
+    """The smallest power of two >= n (1 for n <= 0)."""
+    n = _static_int(n, "next_power_of_2(n)")
+    return 1 if n <= 0 else 1 << (n - 1).bit_length()
+
+
+def program_id(axis=0) -> Value:
+    """Index of this program instance along `axis` (0, 1 or 2), an i32 scalar."""
+    return current().emit(_ffi.metile_builder_grid, _ffi.METILE_OP_PROGRAM_ID,
+                          _static_int(axis, "program_id axis"))
+
+
+def num_programs(axis=0) -> Value:
+    """Number of program instances along `axis`, an i32 scalar."""
+    return current().emit(_ffi.metile_builder_grid, _ffi.METILE_OP_NUM_PROGRAMS,
+                          _static_int(axis, "num_programs axis"))
+
+
+def arange(start, size) -> Value:
+    """`start + [0, size)` as an i32 tile; `size` is a compile-time int, `start` may be a
+    runtime scalar."""
+    t = current()
+    n = _static_int(size, "arange size")
+    start = _plain(start)
+    sv = 0 if (isinstance(start, int) and start == 0) else t.literal(start).id
+    return t.emit(_ffi.metile_builder_arange, sv, n)
+
+
+# ------------------------------------------------------------------------- element-wise
+_BINARY = {
+    "add": _ffi.METILE_OP_ADD, "sub": _ffi.METILE_OP_SUB, "mul": _ffi.METILE_OP_MUL,
+    "div": _ffi.METILE_OP_DIV, "floordiv": _ffi.METILE_OP_FLOORDIV, "cmod": _ffi.METILE_OP_MOD,
+    "maximum": _ffi.METILE_OP_MAXIMUM, "minimum": _ffi.METILE_OP_MINIMUM,
+    "and": _ffi.METILE_OP_BITAND, "or": _ffi.METILE_OP_BITOR, "xor": _ffi.METILE_OP_BITXOR,
+    "shl": _ffi.METILE_OP_SHL, "shr": _ffi.METILE_OP_SHR, "fpow": _ffi.METILE_OP_POW,
+    "lt": _ffi.METILE_OP_LT, "le": _ffi.METILE_OP_LE, "gt": _ffi.METILE_OP_GT,
+    "ge": _ffi.METILE_OP_GE, "eq": _ffi.METILE_OP_EQ, "ne": _ffi.METILE_OP_NE,
+}
+
+
+def _operands(a, b):
+    t = current()
+    a, b = _plain(a), _plain(b)
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        a = t.literal(a)
+    a = t.literal(a, b if isinstance(b, Value) else None)
+    b = t.literal(b, a)
+    return t, a, b
+
+
+def _emit_binary(t, name, a, b) -> Value:
+    return t.emit(_ffi.metile_builder_binary, _BINARY[name], a.id, b.id)
+
+
+def binary(name: str, a, b) -> Value:
+    """A Python operator on traced values, with Python's meaning (true `/`, floored `//`
+    and `%`, `**`)."""
+    pa, pb = _plain(a), _plain(b)
+    if (name == "pow" and isinstance(pa, Value) and pa.dtype in _dtypes.INTS
+            and isinstance(pb, int) and not isinstance(pb, bool) and 0 <= pb <= 64):
+        return _int_pow(pa, pb)  # exact, and keeps the integer dtype like numpy
+    t, a, b = _operands(pa, pb)
+    if name == "sub" and a.is_ptr and not b.is_ptr:
+        return _emit_binary(t, "add", a, unary(_ffi.METILE_OP_NEG, b))
+    if name == "truediv":
+        if a.dtype not in _dtypes.FLOATS and b.dtype not in _dtypes.FLOATS:
+            a, b = cast(a, "f32"), cast(b, "f32")
+        return _emit_binary(t, "div", a, b)
+    if name == "mod":
+        return _floor_mod(t, a, b)
+    if name == "pow" and a.dtype not in _dtypes.FLOATS and b.dtype not in _dtypes.FLOATS:
+        raise TracingError(
+            f"{user_location()}: integer ** integer is only supported with a non-negative int "
+            "literal exponent (x ** 3); cast to float for other exponents")
+    return _emit_binary(t, "fpow" if name == "pow" else name, a, b)
+
+
+def _floor_mod(t, a, b) -> Value:
+    # Python's %: the result takes the sign of the divisor (C's remainder takes the dividend's).
+    r = _emit_binary(t, "cmod", a, b)
+    if r.dtype in ("u32", "u8", "bool"):
+        return r
+    zero = t.literal(0, r)
+    fix = _emit_binary(t, "and", _emit_binary(t, "ne", r, zero),
+                       _emit_binary(t, "ne", _emit_binary(t, "lt", r, zero),
+                                    _emit_binary(t, "lt", b, t.literal(0, b))))
+    return where(fix, _emit_binary(t, "add", r, b), r)
+
+
+def _int_pow(base: Value, e: int) -> Value:
+    t = current()
+    result, sq = None, base
+    while e:
+        if e & 1:
+            result = sq if result is None else _emit_binary(t, "mul", result, sq)
+        e >>= 1
+        if e:
+            sq = _emit_binary(t, "mul", sq, sq)
+    return result if result is not None else t.literal(1, base)
+
+
+_FLOAT_ONLY = {_ffi.METILE_OP_EXP, _ffi.METILE_OP_LOG, _ffi.METILE_OP_SQRT, _ffi.METILE_OP_RSQRT,
+               _ffi.METILE_OP_TANH, _ffi.METILE_OP_SIN, _ffi.METILE_OP_COS, _ffi.METILE_OP_EXP2,
+               _ffi.METILE_OP_LOG2, _ffi.METILE_OP_FLOOR, _ffi.METILE_OP_CEIL, _ffi.METILE_OP_ERF,
+               _ffi.METILE_OP_SIGMOID}
+
+
+def unary(op: int, x) -> Value:
+    t = current()
+    x = t.literal(_plain(x))
+    if op in _FLOAT_ONLY and x.dtype not in _dtypes.FLOATS:
+        x = cast(x, "f32")  # like numpy: exp of an int array is float
+    return t.emit(_ffi.metile_builder_unary, op, x.id)
+
+
+def _make_unary(op, name, doc):
+    def f(x):
+        return unary(op, x)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+exp = _make_unary(_ffi.METILE_OP_EXP, "exp", "Element-wise e**x.")
+log = _make_unary(_ffi.METILE_OP_LOG, "log", "Element-wise natural logarithm.")
+sqrt = _make_unary(_ffi.METILE_OP_SQRT, "sqrt", "Element-wise square root.")
+rsqrt = _make_unary(_ffi.METILE_OP_RSQRT, "rsqrt", "Element-wise 1 / sqrt(x).")
+absolute = _make_unary(_ffi.METILE_OP_ABS, "abs", "Element-wise absolute value.")
+tanh = _make_unary(_ffi.METILE_OP_TANH, "tanh", "Element-wise hyperbolic tangent.")
+sin = _make_unary(_ffi.METILE_OP_SIN, "sin", "Element-wise sine.")
+cos = _make_unary(_ffi.METILE_OP_COS, "cos", "Element-wise cosine.")
+exp2 = _make_unary(_ffi.METILE_OP_EXP2, "exp2", "Element-wise 2**x.")
+log2 = _make_unary(_ffi.METILE_OP_LOG2, "log2", "Element-wise base-2 logarithm.")
+floor = _make_unary(_ffi.METILE_OP_FLOOR, "floor", "Element-wise floor.")
+ceil = _make_unary(_ffi.METILE_OP_CEIL, "ceil", "Element-wise ceiling.")
+erf = _make_unary(_ffi.METILE_OP_ERF, "erf", "Element-wise error function.")
+sigmoid = _make_unary(_ffi.METILE_OP_SIGMOID, "sigmoid", "Element-wise 1 / (1 + exp(-x)).")
+
+
+def maximum(a, b) -> Value:
+    """Element-wise maximum."""
+    return binary("maximum", a, b)
+
+
+def minimum(a, b) -> Value:
+    """Element-wise minimum."""
+    return binary("minimum", a, b)
+
+
+def where(cond, x, y):
+    """Element-wise `x if cond else y` (a Python bool condition picks statically)."""
+    cond = _plain(cond)
+    if isinstance(cond, (bool, np.bool_)):
+        return x if cond else y
+    t = current()
+    if not isinstance(cond, Value):
+        raise TracingError(f"{user_location()}: where() needs a bool condition, got "
+                           f"{type(cond).__name__}")
+    if cond.dtype != "bool":
+        raise TracingError(f"{user_location()}: where() needs a bool condition, got "
+                           f"{cond.type_str()} (compare it, e.g. x != 0)")
+    x, y = _plain(x), _plain(y)
+    if not isinstance(x, Value) and not isinstance(y, Value):
+        x = t.literal(x)
+    x = t.literal(x, y if isinstance(y, Value) else None)
+    y = t.literal(y, x)
+    return t.emit(_ffi.metile_builder_select, cond.id, x.id, y.id)
+
+
+def cast(x, dtype) -> Value:
+    """x converted to `dtype` ("f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8")."""
+    t = current()
+    name = _dtypes.normalize(dtype, "cast")
+    x = t.literal(_plain(x))
+    if x.dtype == name and not x.is_ptr:
+        return x
+    return t.emit(_ffi.metile_builder_cast, x.id, _dtypes.to_enum(name))
+
+
+def reshape(x, shape) -> Value:
+    """The same elements with a new shape of the same size (row-major order)."""
+    t = current()
+    dims = _shape(shape, "reshape")
+    x = t.literal(_plain(x))
+    return t.emit(_ffi.metile_builder_reshape, x.id, len(dims),
+                  _I64x2(*dims, *(0,) * (2 - len(dims))))
+
+
+def broadcast_to(x, shape) -> Value:
+    """x (a scalar, or a tile with size-1 dimensions) broadcast to `shape`."""
+    t = current()
+    dims = _shape(shape, "broadcast_to")
+    x = t.literal(_plain(x))
+    if x.shape == dims:
+        return x
+    return t.emit(_ffi.metile_builder_broadcast, x.id, len(dims),
+                  _I64x2(*dims, *(0,) * (2 - len(dims))))
+
+
+def zeros(shape, dtype="f32") -> Value:
+    """A tile of zeros (accumulator init)."""
+    return full(shape, 0, dtype)
+
+
+def full(shape, value, dtype=None) -> Value:
+    """A tile of `shape` filled with `value` (dtype from the value unless given)."""
+    t = current()
+    value = _plain(value)
+    if dtype is not None:
+        name = _dtypes.normalize(dtype, "full")
+        v = cast(value, name) if isinstance(value, Value) else t.const(value, name)
+    else:
+        v = t.literal(value)
+    if v.shape:
+        raise TracingError(f"{user_location()}: full() needs a scalar value, got {v.type_str()}")
+    return broadcast_to(v, shape)
+
+
+# ---------------------------------------------------------------------------------- memory
+def _pointer(ptr, what) -> Value:
+    ptr = _plain(ptr)
+    if not isinstance(ptr, Value) or not ptr.is_ptr:
+        raise TracingError(f"{user_location()}: {what} needs a pointer (a buffer parameter, "
+                           f"ptr + offsets, or metile.shared), got {_describe(ptr)}")
+    return ptr
+
+
+def _describe(x):
+    return x.type_str() if isinstance(x, Value) else type(x).__name__
+
+
+def _mask(mask):
+    mask = _plain(mask)
+    if mask is None or mask is True:
+        return None
+    t = current()
+    m = t.literal(mask)
+    if m.dtype != "bool":
+        raise TracingError(f"{user_location()}: a mask must be bool (e.g. offs < N), got "
+                           f"{m.type_str()}")
+    return m
+
+
+def load(ptr, mask=None, other=None) -> Value:
+    """Reads through `ptr` (ptr + offsets); masked-off lanes give `other` (default 0) and
+    touch no memory."""
+    t = current()
+    p = _pointer(ptr, "load")
+    m = _mask(mask)
+    o = 0
+    if m is not None and other is not None:
+        other = _plain(other)
+        o = (other if isinstance(other, Value) else t.const(other, p.dtype)).id
+    return t.emit(_ffi.metile_builder_load, p.id, m.id if m is not None else 0, o)
+
+
+def store(ptr, value, mask=None) -> None:
+    """Writes `value` through `ptr` (cast to the pointee type); masked-off lanes are skipped."""
+    t = current()
+    p = _pointer(ptr, "store")
+    value = _plain(value)
+    v = value if isinstance(value, Value) else t.const(value, p.dtype)
+    m = _mask(mask)
+    t.call(_ffi.metile_builder_store, p.id, v.id, m.id if m is not None else 0)
+
+
+def _bounds(bounds, what):
+    if bounds is None:
+        return 0, 0
+    bounds = _plain(bounds)
+    if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
+        raise TracingError(
+            f"{user_location()}: {what}: bounds must be (rows, cols), got {bounds!r}")
+    return _val(bounds[0]).id, _val(bounds[1]).id
+
+
+def tile_load(ptr, row, col, stride, shape, bounds=None) -> Value:
+    """The rows x cols tile at (row, col) of a row-major matrix with leading dimension
+    `stride`; with bounds=(R, C) elements outside [0, R) x [0, C) read 0."""
+    t = current()
+    p = _pointer(ptr, "tile_load")
+    dims = _shape(shape, "tile_load")
+    if len(dims) != 2:
+        raise TracingError(f"{user_location()}: tile_load: shape must be (rows, cols), got {dims}")
+    br, bc = _bounds(bounds, "tile_load")
+    return t.emit(_ffi.metile_builder_tile_load, p.id, _val(row).id, _val(col).id,
+                  _val(stride).id, dims[0], dims[1], br, bc)
+
+
+def tile_store(ptr, row, col, stride, value, shape, bounds=None) -> None:
+    """Writes a rows x cols tile like tile_load reads one; elements outside bounds are skipped."""
+    t = current()
+    p = _pointer(ptr, "tile_store")
+    dims = _shape(shape, "tile_store")
+    if len(dims) != 2:
+        raise TracingError(f"{user_location()}: tile_store: shape must be (rows, cols), got {dims}")
+    value = _plain(value)
+    v = value if isinstance(value, Value) else t.const(value, p.dtype)
+    if v.shape != dims:
+        if v.shape:
+            raise TracingError(f"{user_location()}: tile_store: the value's shape {v.shape} "
+                               f"differs from shape={dims}")
+        v = broadcast_to(v, dims)
+    br, bc = _bounds(bounds, "tile_store")
+    t.call(_ffi.metile_builder_tile_store, p.id, _val(row).id, _val(col).id, _val(stride).id,
+           v.id, br, bc)
+
+
+def dot(a, b, acc=None) -> Value:
+    """acc + a @ b for a: M x K, b: K x N, acc: M x N (zeros in f32 when omitted)."""
+    t = current()
+    a, b = _plain(a), _plain(b)
+    for x, n in ((a, "a"), (b, "b")):
+        if not isinstance(x, Value) or len(x.shape) != 2:
+            raise TracingError(f"{user_location()}: dot: `{n}` must be a 2-D tile, got "
+                               f"{_describe(x)}")
+    if acc is None:
+        acc = zeros((a.shape[0], b.shape[1]), "f32" if a.dtype in _dtypes.FLOATS else "i32")
+    return t.emit(_ffi.metile_builder_dot, a.id, b.id, _val(acc).id)
+
+
+def _reduce(op, x, axis, name):
+    x = _plain(x)
+    if not isinstance(x, Value):
+        if axis is None:
+            return x  # a Python number is its own reduction
+        raise TracingError(f"{user_location()}: {name}(axis={axis}) needs a 2-D tile")
+    if axis is None:
+        if not x.shape:
+            return x
+        c_axis = -1
+    else:
+        axis = _static_int(axis, f"{name} axis")
+        if len(x.shape) != 2 or not -2 <= axis <= 1:
+            raise TracingError(f"{user_location()}: {name}: axis {axis} is invalid for a tile of "
+                               f"shape {x.shape} (use axis=None, or 0/1 on 2-D tiles)")
+        c_axis = axis % 2
+    return current().emit(_ffi.metile_builder_reduce, op, x.id, c_axis)
+
+
+def reduce_sum(x, axis=None):
+    """Sum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
+    return _reduce(_ffi.METILE_OP_REDUCE_SUM, x, axis, "sum")
+
+
+def reduce_max(x, axis=None):
+    """Maximum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
+    return _reduce(_ffi.METILE_OP_REDUCE_MAX, x, axis, "max")
+
+
+def reduce_min(x, axis=None):
+    """Minimum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
+    return _reduce(_ffi.METILE_OP_REDUCE_MIN, x, axis, "min")
+
+
+# -------------------------------------------------------------------------------- SIMT view
+def thread_id() -> Value:
+    """Thread index within the program instance (a T-element i32 tile)."""
+    return current().emit(_ffi.metile_builder_simt, _ffi.METILE_OP_THREAD_ID)
+
+
+def simd_lane_id() -> Value:
+    """Lane index within the simdgroup, 0-31 (a T-element i32 tile)."""
+    return current().emit(_ffi.metile_builder_simt, _ffi.METILE_OP_SIMD_LANE_ID)
+
+
+def barrier() -> None:
+    """Threadgroup barrier with a threadgroup-memory fence."""
+    t = current()
+    t.locate()
+    out = _ffi.metile_value()
+    st = _ffi.metile_builder_simt(t.builder, _ffi.METILE_OP_BARRIER, ctypes.byref(out))
+    if st:
+        t._check(st)
+
+
+def simd_shuffle_xor(value, mask) -> Value:
+    """Lane i receives lane (i ^ mask)'s value, within each 32-lane simdgroup."""
+    t = current()
+    return t.emit(_ffi.metile_builder_simd, _ffi.METILE_OP_SIMD_SHUFFLE_XOR, _val(value).id,
+                  t.literal(_plain(mask)).id)
+
+
+def simd_broadcast(value, lane) -> Value:
+    """Every lane receives lane `lane`'s value of its simdgroup."""
+    t = current()
+    return t.emit(_ffi.metile_builder_simd, _ffi.METILE_OP_SIMD_BROADCAST, _val(value).id,
+                  t.literal(_plain(lane)).id)
+
+
+def shared(size, dtype="f32") -> Value:
+    """Threadgroup memory of `size` elements; returns a threadgroup pointer."""
+    t = current()
+    n = _plain(size)
+    if isinstance(n, Value) or not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise TracingError(f"{user_location()}: shared() size must be a compile-time constant "
+                           f"int, got {_describe(n)}")
+    return t.emit(_ffi.metile_builder_shared, int(n),
+                  _dtypes.to_enum(_dtypes.normalize(dtype, "shared")))
+
+
+class simdgroup_role:
+    """`with metile.simdgroup_role(role, num_roles=2):` runs the block's side effects only on
+    simdgroup range `role` of `num_roles` (even split). With num_sgs > 0 the roles take
+    consecutive ranges of num_sgs simdgroups in textual order (role 0 starts at simdgroup 0).
+    Values defined inside do not escape the block."""
+
+    def __init__(self, role, num_roles=2, num_sgs=0):
+        self.role = _static_int(role, "simdgroup_role role")
+        self.num_roles = _static_int(num_roles, "simdgroup_role num_roles")
+        self.num_sgs = _static_int(num_sgs, "simdgroup_role num_sgs")
+
+    def __enter__(self):
+        t = current()
+        first = 0
+        if self.num_sgs > 0:
+            if self.role == 0:
+                t.role_next_sg = 0
+            first = t.role_next_sg
+            t.role_next_sg += self.num_sgs
+        t.call(_ffi.metile_builder_role_begin, self.role, self.num_roles, first, self.num_sgs)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            current().call(_ffi.metile_builder_role_end)
+        return False
+
+
+def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2):
+    """Remaps 2-D program ids for locality ("morton", "diagonal" or "grouped"); returns the
+    new (pid_m, pid_n)."""
+    t = current()
+    pattern = _plain(pattern)
+    if not isinstance(pattern, str):
+        raise TracingError(f"{user_location()}: tile_swizzle pattern must be a string")
+    m, n = _val(pid_m), _val(pid_n)
+    t.locate()
+    om, on = _ffi.metile_value(), _ffi.metile_value()
+    st = _ffi.metile_builder_tile_swizzle(t.builder, m.id, n.id, pattern.encode(),
+                                          _static_int(block_size, "tile_swizzle block_size"),
+                                          ctypes.byref(om), ctypes.byref(on))
+    t._check(st)
+    return t.value(om.value), t.value(on.value)
+
+
+# --------------------------------------------------------------------------------- loops
+def _bound(x) -> Value:
+    x = _plain(x)
+    t = current()
+    if isinstance(x, Value):
+        return x
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        x = int(x)
+        return t.const(x, "i32" if _dtypes.int_fits("i32", x) else "i64")
+    raise TracingError(f"{user_location()}: tile_range bounds must be integers, got "
+                       f"{type(x).__name__}")
+
+
+class tile_range:
+    """`for k in metile.tile_range(start, end, step=1):` a counted device loop (the body is
+    traced once). Variables the body updates (`acc = dot(a, b, acc)`, `m = maximum(m, x)`)
+    are carried through the loop automatically."""
+
+    def __init__(self, start, end=None, step=1):
+        if end is None:
+            start, end = 0, start
+        self.start, self.end, self.step = start, end, step
+
+    def open(self, inits):
+        t = current()
+        s, e, st = _bound(self.start), _bound(self.end), _bound(self.step)
+        n = len(inits)
+        arr = (_ffi.metile_value * builtins.max(n, 1))(*[v.id for v in inits])
+        iv = _ffi.metile_value()
+        carried = (_ffi.metile_value * builtins.max(n, 1))()
+        t.locate()
+        t._check(_ffi.metile_builder_for_begin(t.builder, s.id, e.id, st.id, arr, n,
+                                               ctypes.byref(iv), carried))
+        return t.value(iv.value), [t.value(carried[i]) for i in range(n)]
+
+    @staticmethod
+    def close(yields):
+        t = current()
+        n = len(yields)
+        arr = (_ffi.metile_value * builtins.max(n, 1))(*[v.id for v in yields])
+        out = (_ffi.metile_value * builtins.max(n, 1))()
+        t.locate()
+        t._check(_ffi.metile_builder_for_end(t.builder, arr, n, out))
+        return [t.value(out[i]) for i in range(n)]
+
+    def __iter__(self):
+        # Reached only when the loop was not rewritten (no carried variables were found, or
+        # the source is unavailable): a loop without carried values.
+        current().loop_index += 1
+        iv, _ = self.open([])
+        yield iv
+        self.close([])

@@ -1,0 +1,423 @@
+"""Loop-carried variables of `tile_range` loops, found from the kernel's source.
+
+A tile_range body is traced once, so a variable the body updates (`m = maximum(m, x)`) must
+become an explicit loop-carried value. This module parses the kernel with `ast`, runs a
+liveness analysis, and for each `for v in tile_range(...)` (under any name that resolves to
+metile.tile_range) carries the names that the body assigns and that are live at the start of
+an iteration or after the loop. It rewrites
+
+    for k in tile_range(a, b, c):     _l = __metile_loop__(tile_range(a, b, c), ("acc", "m"),
+        body                                               locals(), 0)
+                               ==>    for k in _l:
+                                          acc, m = _l.carried
+                                          body
+                                          _l.end((acc, m))
+                                      acc, m = _l.results
+
+and compiles the result with the original file name and line numbers, so errors and the
+builder's source locations still point at the user's code. LoopRuntime (the __metile_loop__
+object) opens metile_builder_for_begin with the names' current values and closes the loop with
+their new ones; when a value changes type in the first iteration (`m = -1e38` becoming a tile)
+it records the type and asks for one more trace with the init converted (see Trace.fixups).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+
+import numpy as np
+
+from . import _lang
+from ._errors import TracingError
+from ._trace import Poison, Retrace, Value, current
+
+
+# ------------------------------------------------------------------------------ analysis
+def _loads(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _stores(node) -> set[str]:
+    """Names a statement (or list) binds, not looking into nested function/class bodies."""
+    out: set[str] = set()
+
+    def visit(n):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+            return
+        elif isinstance(n, ast.Lambda):
+            return
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                out.add((a.asname or a.name).split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.NamedExpr):
+            out.add(n.target.id)
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for n in (node if isinstance(node, list) else [node]):
+        visit(n)
+    return out
+
+
+class _Liveness:
+    """Backward liveness over a function body; records each tile_range loop's carried names."""
+
+    def __init__(self, is_tile_range):
+        self.is_tile_range = is_tile_range
+        self.carried: dict[ast.For, list[str]] = {}
+
+    def block(self, stmts, live):
+        for s in reversed(stmts):
+            live = self.stmt(s, live)
+        return live
+
+    def _loop(self, body, target_stores, header_loads, live_after):
+        at_start: set[str] = set()
+        for _ in range(50):  # to a fixed point (the sets only grow)
+            body_in = self.block(body, live_after | at_start)
+            new = (body_in - target_stores) | header_loads
+            if new == at_start:
+                break
+            at_start = new
+        return at_start, body_in
+
+    def stmt(self, s, live):
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            after = live | self.block(s.orelse, live)
+            targets = _stores(s.target)
+            tgt_loads = _loads(s.target)
+            at_start, body_in = self._loop(s.body, targets, tgt_loads, after)
+            if isinstance(s, ast.For) and self.is_tile_range(s):
+                assigned = _stores(s.body) - targets
+                self.carried[s] = sorted(assigned & (body_in | after))
+            return at_start | after | _loads(s.iter)
+        if isinstance(s, ast.While):
+            after = live | self.block(s.orelse, live)
+            at_start, _ = self._loop(s.body, set(), _loads(s.test), after)
+            return at_start | after
+        if isinstance(s, ast.If):
+            return _loads(s.test) | self.block(s.body, live) | self.block(s.orelse, live)
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            inner = self.block(s.body, live)
+            bound = set().union(*[_stores(i.optional_vars) for i in s.items if i.optional_vars])
+            return (inner - bound) | set().union(*[_loads(i) for i in s.items])
+        if isinstance(s, ast.Assign):
+            stored = set().union(*[_stores(t) for t in s.targets])
+            return (live - stored) | _loads(s.value) | set().union(*[_loads(t) for t in s.targets])
+        if isinstance(s, ast.AnnAssign):
+            if s.value is None:
+                return live
+            return (live - _stores(s.target)) | _loads(s.value) | _loads(s.target)
+        if isinstance(s, ast.AugAssign):
+            return live | _loads(s.value) | _loads(s.target) | _stores(s.target)
+        if isinstance(s, (ast.Return, ast.Raise)):
+            return _loads(s)
+        if isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            parts = [s.body, s.orelse, s.finalbody] + [h.body for h in s.handlers]
+            return live | set().union(*[self.block(p, live) for p in parts]) | _loads(s)
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return (live - {s.name}) | _loads(s)
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            return live - _stores(s)
+        return live | _loads(s)
+
+
+def _check_body(loop: ast.For, filename: str):
+    """break/continue/return/yield cannot leave a traced loop body."""
+    def visit(n, in_plain_loop):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return
+        bad = None
+        if isinstance(n, (ast.Break, ast.Continue)) and not in_plain_loop:
+            bad = type(n).__name__.lower()
+        elif isinstance(n, ast.Return):
+            bad = "return"
+        elif isinstance(n, (ast.Yield, ast.YieldFrom)):
+            bad = "yield"
+        if bad:
+            raise TracingError(
+                f"{filename}:{n.lineno}: `{bad}` inside a metile.tile_range loop (line "
+                f"{loop.lineno}) is not supported: the loop body is traced once and runs on the "
+                "device; use a mask or metile.where instead")
+        for c in ast.iter_child_nodes(n):
+            nested_loop = isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and c in (
+                n.body if isinstance(n.body, list) else [])
+            visit(c, in_plain_loop or nested_loop)
+
+    for st in loop.body:
+        visit(st, False)
+
+
+# ------------------------------------------------------------------------------- rewrite
+_RT = "__metile_loop__"
+
+
+class _Rewriter(ast.NodeTransformer):
+    def __init__(self, carried, infos):
+        self.carried = carried
+        self.infos = infos
+        self.count = 0
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        if node not in self.carried:
+            return node
+        names = self.carried[node]
+        idx = self.count
+        self.count += 1
+        var = f"__metile_l{idx}"
+        assign_lines = {}
+        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names:
+                line = getattr(n, "lineno", node.lineno)
+                assign_lines[n.id] = builtins.max(assign_lines.get(n.id, 0), line)
+        target = node.target.id if isinstance(node.target, ast.Name) else None
+        self.infos.append({"line": node.lineno, "assign_lines": assign_lines, "target": target})
+
+        def tup(ctx):
+            return ast.Tuple(elts=[ast.Name(id=n, ctx=ctx()) for n in names], ctx=ctx())
+
+        def attr(name):
+            return ast.Attribute(value=ast.Name(id=var, ctx=ast.Load()), attr=name, ctx=ast.Load())
+
+        make = ast.Assign(
+            targets=[ast.Name(id=var, ctx=ast.Store())],
+            value=ast.Call(
+                func=ast.Name(id=_RT, ctx=ast.Load()),
+                args=[node.iter, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+                      ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[]),
+                      ast.Constant(idx)],
+                keywords=[]))
+        body = []
+        if names:
+            body.append(ast.Assign(targets=[tup(ast.Store)], value=attr("carried")))
+        body.extend(node.body)
+        end_call = ast.Expr(ast.Call(func=attr("end"), args=[tup(ast.Load)], keywords=[]))
+        body.append(end_call)
+        loop = ast.For(target=node.target, iter=ast.Name(id=var, ctx=ast.Load()), body=body,
+                       orelse=[], type_comment=None)
+        out = [make, loop]
+        if names:
+            out.append(ast.Assign(targets=[tup(ast.Store)], value=attr("results")))
+        if target:
+            out.append(ast.Assign(targets=[ast.Name(id=target, ctx=ast.Store())],
+                                  value=attr("after_target")))
+        out.extend(node.orelse)
+        for n in (make, loop, end_call) + tuple(out[2:]):
+            ast.copy_location(n, node)
+            ast.fix_missing_locations(n)
+        return out
+
+
+def _resolver(fn):
+    closure = {}
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:
+                pass
+
+    def resolve(expr):
+        if isinstance(expr, ast.Name):
+            for scope in (closure, fn.__globals__, builtins.__dict__):
+                if expr.id in scope:
+                    return scope[expr.id]
+            return None
+        if isinstance(expr, ast.Attribute):
+            base = resolve(expr.value)
+            return getattr(base, expr.attr, None) if base is not None else None
+        return None
+
+    return resolve
+
+
+def rewrite(fn):
+    """Returns (function to trace, loop infos). The function is `fn` itself when it has no
+    tile_range loop to rewrite or its source is unavailable."""
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return fn, []
+    tree = ast.parse(src)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        return fn, []
+    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
+    filename = fn.__code__.co_filename
+    resolve = _resolver(fn)
+
+    def is_tile_range(node):
+        it = node.iter
+        return isinstance(it, ast.Call) and resolve(it.func) is _lang.tile_range
+
+    loops = [n for n in ast.walk(fdef) if isinstance(n, ast.For) and is_tile_range(n)]
+    if not loops:
+        return fn, []
+    for loop in loops:
+        if not isinstance(loop.target, ast.Name):
+            raise TracingError(f"{filename}:{loop.lineno}: a tile_range loop variable must be a "
+                               "single name")
+        _check_body(loop, filename)
+    live = _Liveness(is_tile_range)
+    live.block(fdef.body, set())
+    infos: list[dict] = []
+    fdef = _Rewriter(live.carried, infos).visit(fdef)
+    # The def is re-executed without decorators, defaults or annotations (they belong to the
+    # original function), inside a factory that supplies the loop helper and closure values.
+    fdef.decorator_list = []
+    fdef.returns = None
+    args = fdef.args
+    args.defaults, args.kw_defaults = [], [None] * len(args.kwonlyargs)
+    for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+        if a is not None:
+            a.annotation = None
+    freevars = list(fn.__code__.co_freevars)
+    factory = ast.FunctionDef(
+        name="__metile_factory__",
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in [_RT] + freevars],
+                           vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=[fdef, ast.Return(ast.Name(id=fdef.name, ctx=ast.Load()))],
+        decorator_list=[], returns=None, type_comment=None)
+    ast.copy_location(factory, fdef)
+    module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
+    code = compile(module, filename, "exec")
+    ns: dict = {}
+    exec(code, fn.__globals__, ns)
+    cells = []
+    for cell in fn.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:
+            cells.append(None)
+    new = ns["__metile_factory__"](lambda *a: LoopRuntime(*a, infos=infos, filename=filename),
+                                   *cells)
+    new.__defaults__ = fn.__defaults__
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new, infos
+
+
+# -------------------------------------------------------------------------------- runtime
+def _weak(v) -> bool:
+    return isinstance(v, (int, float, bool, np.generic)) and not isinstance(v, Value)
+
+
+def _broadcast_shape(a, b):
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        return None
+
+
+class LoopRuntime:
+    """Runs one rewritten tile_range loop during a trace (see the module docstring)."""
+
+    def __init__(self, rng, names, env, index, *, infos, filename):
+        if not isinstance(rng, _lang.tile_range):
+            raise TracingError(f"{filename}:{infos[index]['line']}: this loop was compiled as a "
+                               "metile.tile_range loop but its iterator is a "
+                               f"{type(rng).__name__}")
+        t = current()
+        self.trace = t
+        self.info = infos[index]
+        self.filename = filename
+        self.names = names
+        self.key = t.loop_index
+        t.loop_index += 1
+        loc = f"{filename}:{self.info['line']}"
+        # Per name: ("carry", weak) for traced values, ("pass", obj) for Python objects the
+        # loop cannot carry (lists, None, ...), ("poison", Poison) when unbound before the loop.
+        self.slots = []
+        inits = []
+        for n in names:
+            v = env.get(n, _MISSING)
+            if v is _MISSING or isinstance(v, Poison):
+                line = self.info["assign_lines"].get(n, self.info["line"])
+                self.slots.append(("poison", Poison(
+                    f"{filename}:{line}: `{n}` is assigned in the tile_range loop at {loc} but "
+                    "has no value before the loop; give it an initial value before the loop "
+                    "(e.g. 0.0 or metile.zeros(...))")))
+                continue
+            fix = t.fixups.get((self.key, n))
+            if isinstance(v, Value):
+                if fix is not None:
+                    v = _lang.cast(v, fix[0])
+                    v = _lang.broadcast_to(v, fix[1]) if fix[1] else v
+                weak = False
+            elif _weak(v):
+                if fix is not None:
+                    v = t.const(v.item() if isinstance(v, np.generic) else v, fix[0])
+                    v = _lang.broadcast_to(v, fix[1]) if fix[1] else v
+                else:
+                    v = t.literal(v)
+                weak = True
+            else:
+                self.slots.append(("pass", v))
+                continue
+            self.slots.append(("carry", weak))
+            inits.append(v)
+        self.iv, carried = rng.open(inits)
+        self.inits = carried
+        it = iter(carried)
+        self.carried = tuple(next(it) if kind == "carry" else v for kind, v in self.slots)
+        self.results = None
+
+    def __iter__(self):
+        yield self.iv
+
+    def end(self, values):
+        yields = []
+        it = iter(self.inits)
+        for n, (kind, extra), y in zip(self.names, self.slots, values):
+            if kind == "carry":
+                yields.append(self._yield_value(n, next(it), extra, y))
+        out = iter(_lang.tile_range.close(yields))
+        self.results = tuple(next(out) if kind == "carry" else (y if kind == "pass" else extra)
+                             for (kind, extra), y in zip(self.slots, values))
+
+    def _yield_value(self, name, init: Value, weak: bool, y):
+        t = self.trace
+        line = self.info["assign_lines"].get(name, self.info["line"])
+        where = f"{self.filename}:{line}"
+        loop = f"the tile_range loop at {self.filename}:{self.info['line']}"
+        if isinstance(y, Poison):
+            y.fail()
+        if _weak(y):
+            c = t.const(y.item() if isinstance(y, np.generic) else y, init.dtype)
+            return _lang.broadcast_to(c, init.shape) if init.shape else c
+        if not isinstance(y, Value):
+            raise TracingError(f"{where}: `{name}` is carried through {loop} but the body leaves "
+                               f"it as a {type(y).__name__}, not a traced value")
+        if (y.dtype, y.shape, y.is_ptr) == (init.dtype, init.shape, init.is_ptr):
+            return y
+        shape = _broadcast_shape(init.shape, y.shape)
+        if y.is_ptr != init.is_ptr or shape is None or (not weak and y.dtype != init.dtype):
+            hint = (f"cast the update back (`{name} = (...).to(\"{init.dtype}\")`) or initialize "
+                    f"it as {y.dtype}" if y.dtype != init.dtype else
+                    "a carried value must keep its shape")
+            raise TracingError(f"{where}: `{name}` enters {loop} as {init.type_str()} but the body "
+                               f"makes it {y.type_str()}; {hint}")
+        fix = (y.dtype if weak else init.dtype, shape)
+        key = (self.key, name)
+        if t.fixups.get(key) == fix:
+            raise TracingError(f"{where}: the type of `{name}` in {loop} does not settle "
+                               f"({init.type_str()} -> {y.type_str()})")
+        t.fixups[key] = fix
+        raise Retrace()
+
+    @property
+    def after_target(self):
+        target = self.info["target"]
+        return Poison(f"{self.filename}:{self.info['line']}: the tile_range loop variable "
+                      f"`{target}` exists only inside the loop")
+
+
+_MISSING = object()

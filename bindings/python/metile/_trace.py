@@ -1,0 +1,330 @@
+"""Tracing: a kernel's Python body runs once with `Value`s standing in for its runtime
+arguments; every operation on them appends an op through the C builder API.
+
+Before each op the builder is told the user's source line (the first stack frame outside this
+package), so verifier, compile and run-time errors point at the kernel's own code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+
+import numpy as np
+
+from . import _dtypes, _ffi
+from ._errors import TracingError, error_for
+
+# Code objects carry the path the module was imported by (possibly relative or with ".."),
+# so recognise the package under each spelling.
+_PKG_DIRS = tuple({os.path.dirname(p) + os.sep for p in
+                   (__file__, os.path.abspath(__file__), os.path.realpath(__file__))})
+_state = threading.local()
+_V = _ffi.metile_value
+
+
+def user_frame(depth: int = 1):
+    """The innermost frame that is not metile's own code."""
+    f = sys._getframe(depth)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIRS):
+        f = f.f_back
+    return f
+
+
+def user_location() -> str:
+    f = user_frame(2)
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
+
+
+class Poison:
+    """Stands for a variable with no usable value (see the message)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message):
+        self.message = message
+
+    def fail(self, *_args, **_kwargs):
+        raise TracingError(self.message)
+
+    def __repr__(self):
+        return "<metile: no value>"
+
+
+for _name in ("add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod pow "
+              "rpow and rand or ror xor rxor lshift rlshift rshift rrshift lt le gt ge neg pos "
+              "invert abs bool index int float getitem iter len").split():
+    setattr(Poison, f"__{_name}__", Poison.fail)
+
+
+class Retrace(Exception):
+    """A loop-carried value changed type in the first iteration; trace again with the fix."""
+
+
+class Trace:
+    """One tracing pass over a kernel: owns the C builder until finish()."""
+
+    def __init__(self, name: str, fixups: dict):
+        self.builder = ctypes.POINTER(_ffi.metile_builder)()
+        self._check(_ffi.metile_builder_create(ctypes.byref(self.builder), name.encode()))
+        self.fixups = fixups  # (loop index, variable) -> (dtype, shape), from earlier passes
+        self.loop_index = 0
+        self.role_next_sg = 0
+        self._loc = None
+
+    # ------------------------------------------------------------------- builder plumbing
+    def _check(self, status):
+        if status:
+            raise error_for(status)
+
+    def locate(self):
+        f = user_frame(2)
+        if f is None:
+            return
+        loc = (f.f_code.co_filename, f.f_lineno)
+        if loc != self._loc:
+            self._loc = loc
+            _ffi.metile_builder_set_loc(self.builder, loc[0].encode(), loc[1])
+
+    def emit(self, fn, *args) -> "Value":
+        """Calls builder function `fn(builder, *args, &out)` and wraps the result."""
+        self.locate()
+        out = _V()
+        st = fn(self.builder, *args, ctypes.byref(out))
+        if st:
+            raise error_for(st)
+        return self.value(out.value)
+
+    def call(self, fn, *args) -> None:
+        self.locate()
+        st = fn(self.builder, *args)
+        if st:
+            raise error_for(st)
+
+    def value(self, vid: int) -> "Value":
+        t = _ffi.metile_type()
+        self._check(_ffi.metile_builder_value_type(self.builder, vid, ctypes.byref(t)))
+        return Value(self, vid, t)
+
+    def release(self):
+        if self.builder:
+            _ffi.metile_builder_release(self.builder)
+            self.builder = None
+
+    # -------------------------------------------------------------------------- constants
+    def const(self, v, dtype: str) -> "Value":
+        code = _dtypes.to_enum(dtype)
+        if dtype in _dtypes.FLOATS:
+            return self.emit(_ffi.metile_builder_const_float, code, float(v))
+        if isinstance(v, float) and not float(v).is_integer():
+            raise TracingError(f"{user_location()}: {v!r} is not a {dtype} value")
+        iv = int(v)
+        if not _dtypes.int_fits(dtype, iv):
+            raise TracingError(f"{user_location()}: {iv} does not fit in {dtype}")
+        return self.emit(_ffi.metile_builder_const_int, code, iv)
+
+    def literal(self, x, like: "Value | None" = None) -> "Value":
+        """A Python value as a Value. Literals are weakly typed: they take the dtype of the
+        value they meet when it is of the same kind, so a literal never changes a tile's dtype
+        (2 * x_f16 stays f16); alone, ints are i32 (i64 when too large) and floats f32."""
+        if isinstance(x, Value):
+            return x
+        if isinstance(x, np.generic):
+            if isinstance(x, np.floating) and x.dtype == np.float64:
+                x = float(x)
+            else:
+                return self.const(x.item(), _dtypes.from_numpy(x.dtype, "a numpy scalar"))
+        if isinstance(x, bool):
+            return self.const(int(x), "bool")
+        ld = like.dtype if like is not None and not like.is_ptr else None
+        if isinstance(x, int):
+            if ld in _dtypes.FLOATS:
+                return self.const(x, ld)
+            if ld in _dtypes.INTS:
+                if not _dtypes.int_fits(ld, x):  # numpy (NEP 50) refuses too
+                    raise TracingError(
+                        f"{user_location()}: the literal {x} does not fit the {ld} value it "
+                        f"meets; convert that value first (e.g. .to(\"i64\"))")
+                return self.const(x, ld)
+            return self.const(x, "i32" if _dtypes.int_fits("i32", x) else "i64")
+        if isinstance(x, float):
+            return self.const(x, ld if ld in _dtypes.FLOATS else "f32")
+        from ._lang import constexpr  # late: _lang imports this module
+        if isinstance(x, Poison):
+            x.fail()
+        if isinstance(x, constexpr):
+            return self.literal(x.value, like)
+        raise TracingError(
+            f"{user_location()}: cannot use a {type(x).__name__} in a kernel expression "
+            "(expected a traced value, int, float, bool or numpy scalar)")
+
+
+def current() -> Trace:
+    t = getattr(_state, "trace", None)
+    if t is None:
+        raise RuntimeError("this metile function must be called inside a @metile.kernel "
+                           "(while it is being traced)")
+    return t
+
+
+def active() -> Trace | None:
+    return getattr(_state, "trace", None)
+
+
+def set_active(t: Trace | None):
+    _state.trace = t
+
+
+_NO_BOOL = (
+    "a traced value (computed on the device) has no Python truth value, so Python `if`, "
+    "`while`, `and`, `or` and `not` cannot branch on it. Use metile.where(cond, a, b) to "
+    "select, a mask for load/store, and `&`, `|`, `~` to combine conditions")
+
+
+def _binop(op, a, b):
+    from . import _lang
+    return _lang.binary(op, a, b)
+
+
+class Value:
+    """A scalar, tile or pointer being traced (the result of an op or a kernel parameter)."""
+
+    __slots__ = ("trace", "id", "dtype", "shape", "is_ptr", "space")
+    __array_ufunc__ = None  # numpy scalars defer to our reflected operators
+    __hash__ = object.__hash__
+
+    def __init__(self, trace, vid, t):
+        self.trace = trace
+        self.id = vid
+        self.dtype = _dtypes.from_enum(t.dtype)
+        self.shape = tuple(t.shape[i] for i in range(t.rank))
+        self.is_ptr = bool(t.is_pointer)
+        self.space = t.address_space
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def type_str(self) -> str:
+        s = f"{self.dtype}[{','.join(map(str, self.shape))}]" if self.shape else self.dtype
+        return f"ptr<{s}>" if self.is_ptr else s
+
+    def __repr__(self):
+        return f"<metile value %{self.id}: {self.type_str()}>"
+
+    # -------------------------------------------------------------- no Python control flow
+    def __bool__(self):
+        raise TracingError(f"{user_location()}: {_NO_BOOL}")
+
+    def __index__(self):
+        raise TracingError(
+            f"{user_location()}: a traced value cannot be used where Python needs a plain int "
+            "(range(), a shape, an index); pass it as a constexpr, or loop with "
+            "metile.tile_range")
+
+    __int__ = __index__
+
+    def __float__(self):
+        raise TracingError(f"{user_location()}: a traced value cannot be converted to a Python "
+                           "float at trace time")
+
+    def __iter__(self):
+        raise TracingError(f"{user_location()}: a traced tile cannot be iterated in Python; "
+                           "use metile.tile_range for device loops")
+
+    def __len__(self):
+        raise TracingError(f"{user_location()}: len() of a traced value; use .shape")
+
+    # --------------------------------------------------------------------------- arithmetic
+    def __add__(self, o): return _binop("add", self, o)
+    def __radd__(self, o): return _binop("add", o, self)
+    def __sub__(self, o): return _binop("sub", self, o)
+    def __rsub__(self, o): return _binop("sub", o, self)
+    def __mul__(self, o): return _binop("mul", self, o)
+    def __rmul__(self, o): return _binop("mul", o, self)
+    def __truediv__(self, o): return _binop("truediv", self, o)
+    def __rtruediv__(self, o): return _binop("truediv", o, self)
+    def __floordiv__(self, o): return _binop("floordiv", self, o)
+    def __rfloordiv__(self, o): return _binop("floordiv", o, self)
+    def __mod__(self, o): return _binop("mod", self, o)
+    def __rmod__(self, o): return _binop("mod", o, self)
+    def __pow__(self, o): return _binop("pow", self, o)
+    def __rpow__(self, o): return _binop("pow", o, self)
+    def __and__(self, o): return _binop("and", self, o)
+    def __rand__(self, o): return _binop("and", o, self)
+    def __or__(self, o): return _binop("or", self, o)
+    def __ror__(self, o): return _binop("or", o, self)
+    def __xor__(self, o): return _binop("xor", self, o)
+    def __rxor__(self, o): return _binop("xor", o, self)
+    def __lshift__(self, o): return _binop("shl", self, o)
+    def __rlshift__(self, o): return _binop("shl", o, self)
+    def __rshift__(self, o): return _binop("shr", self, o)
+    def __rrshift__(self, o): return _binop("shr", o, self)
+    def __lt__(self, o): return _binop("lt", self, o)
+    def __le__(self, o): return _binop("le", self, o)
+    def __gt__(self, o): return _binop("gt", self, o)
+    def __ge__(self, o): return _binop("ge", self, o)
+
+    def __eq__(self, o):
+        if not _is_operand(o):
+            return NotImplemented
+        return _binop("eq", self, o)
+
+    def __ne__(self, o):
+        if not _is_operand(o):
+            return NotImplemented
+        return _binop("ne", self, o)
+
+    def __neg__(self):
+        from . import _lang
+        return _lang.unary(_ffi.METILE_OP_NEG, self)
+
+    def __pos__(self):
+        return self
+
+    def __invert__(self):
+        from . import _lang
+        return _lang.unary(_ffi.METILE_OP_NOT, self)
+
+    def __abs__(self):
+        from . import _lang
+        return _lang.absolute(self)
+
+    # ----------------------------------------------------------------------- shape / dtype
+    def __getitem__(self, key):
+        """x[:, None] / x[None, :] insert a size-1 axis (for broadcasting); x[:] is x."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        new_shape, dims = [], list(self.shape)
+        for k in key:
+            if k is None:
+                new_shape.append(1)
+            elif isinstance(k, slice) and k == slice(None):
+                if not dims:
+                    raise TracingError(f"{user_location()}: too many `:` for shape {self.shape}")
+                new_shape.append(dims.pop(0))
+            elif k is Ellipsis:
+                new_shape.extend(dims)
+                dims = []
+            else:
+                raise TracingError(
+                    f"{user_location()}: only x[:, None] / x[None, :] style indexing (adding "
+                    f"size-1 axes) is supported on traced values, got [{k!r}]")
+        new_shape.extend(dims)
+        if tuple(new_shape) == self.shape:
+            return self
+        from . import _lang
+        return _lang.reshape(self, tuple(new_shape))
+
+    def to(self, dtype):
+        from . import _lang
+        return _lang.cast(self, dtype)
+
+    astype = to
+
+
+def _is_operand(o) -> bool:
+    from ._lang import constexpr
+    return isinstance(o, (Value, int, float, np.generic, constexpr))

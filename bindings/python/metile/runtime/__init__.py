@@ -1,0 +1,1 @@
+"""Compatibility namespace: `from metile.runtime.metal_device import MetalDevice`."""

@@ -1,0 +1,21 @@
+"""The examples in examples/python run and check themselves (exit status 0)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+EXAMPLES = os.path.join(ROOT, "examples", "python")
+
+
+@pytest.mark.parametrize("script,args", [("vector_add.py", ["1000"]),
+                                         ("softmax.py", ["16", "300"]),
+                                         ("gemm.py", ["96", "80", "70"])])
+def test_example(device, script, args, tmp_path):
+    env = dict(os.environ, METILE_DEVICE=device.name, METILE_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"device: {device.name}" in r.stdout

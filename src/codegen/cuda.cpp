@@ -1,0 +1,200 @@
+// The CUDA dialect: the c_like spelling table for CUDA C++ and the GpuDialect hooks (entry
+// point, builtins from threadIdx/blockIdx, dynamic shared memory, __syncthreads, warp shuffles
+// over the lanes that exist, aligned element-array vectors).
+#include "codegen/cuda.h"
+
+#include "codegen/gpu_emit.h"
+#include "support/embedded.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+const Dialect& cuda_dialect() {
+  static const Dialect d = [] {
+    Dialect x;
+    x.name = "cuda";
+    auto set = [&](DType t, const char* value, const char* storage) {
+      x.value_type[static_cast<size_t>(t)] = value;
+      x.storage_type[static_cast<size_t>(t)] = storage;
+      x.compute_type[static_cast<size_t>(t)] = value;
+    };
+    set(DType::f32, "float", "float");
+    set(DType::f16, "float", "ushort");  // no cuda_fp16.h under NVRTC: f32 math, rounded
+    set(DType::bf16, "float", "ushort");
+    set(DType::i32, "int", "int");
+    set(DType::u32, "uint", "uint");
+    set(DType::i64, "llong", "llong");
+    set(DType::boolean, "bool", "bool");
+    set(DType::i8, "signed char", "signed char");
+    set(DType::u8, "uchar", "uchar");
+    auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
+      size_t i = static_cast<size_t>(t);
+      x.load_from_storage[i] = load;
+      x.store_to_storage[i] = store;
+      x.round_to[i] = round;
+    };
+    narrow(DType::f16, "mt_f16_to_f32({})", "mt_f32_to_f16({})", "mt_round_f16({})");
+    narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
+    auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
+    math(OpKind::EXP, "expf");
+    math(OpKind::EXP2, "exp2f");
+    math(OpKind::LOG, "logf");
+    math(OpKind::LOG2, "log2f");
+    math(OpKind::SQRT, "sqrtf");
+    math(OpKind::ABS, "fabsf");
+    math(OpKind::TANH, "tanhf");
+    math(OpKind::SIN, "sinf");
+    math(OpKind::COS, "cosf");
+    math(OpKind::FLOOR, "floorf");
+    math(OpKind::CEIL, "ceilf");
+    math(OpKind::ERF, "erff");
+    x.pow_fn = "powf";
+    x.fmod_fn = "fmodf";
+    x.floor_fn = "floorf";
+    auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
+    lit(DType::i32, "{}");
+    lit(DType::u32, "{}u");
+    lit(DType::i64, "{}ll");
+    lit(DType::i8, "((signed char){})");
+    lit(DType::u8, "((uchar){})");
+    x.inf_f32 = "__int_as_float(0x7f800000)";
+    x.nan_f32 = "__int_as_float(0x7fffffff)";
+    x.cast = "(({t})({}))";
+    x.kernel_qualifier = "extern \"C\" __global__";
+    x.restrict_qualifier = "__restrict__";
+    x.inline_qualifier = "static __device__ __forceinline__";
+    x.address_space = {"", ""};
+    return x;
+  }();
+  return d;
+}
+
+struct BuiltinSpelling {
+  const char* ir;
+  const char* expr;  // {} = axis letter
+};
+const BuiltinSpelling kBuiltins[] = {
+    {"threadgroup_position", "int(blockIdx.{})"},
+    {"threadgroups_per_grid", "int(gridDim.{})"},
+    {"thread_index", "int(threadIdx.x)"},
+    {"simd_lane", "int(threadIdx.x & 31u)"},
+    {"simdgroup_index", "int(threadIdx.x >> 5)"},
+};
+
+// Shared arrays start on 16-byte boundaries so vector accesses into them stay aligned.
+uint64_t align16(uint64_t n) { return (n + 15) & ~uint64_t{15}; }
+
+class CudaDialect final : public GpuDialect {
+ public:
+  CudaDialect() : GpuDialect(cuda_dialect()) {}
+
+  std::vector<std::string> reserved() const override {
+    return {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "__syncthreads",
+            "__shfl_sync", "__shfl_xor_sync", "expf", "exp2f", "logf", "log2f", "sqrtf", "fabsf",
+            "tanhf", "sinf", "cosf", "floorf", "ceilf", "erff", "powf", "fmodf", "fmaxf", "fminf",
+            "uint", "ushort", "uchar", "llong", "ullong", "mt_smem", "mt_vec", "mt_warp_mask"};
+  }
+
+  std::string prelude(bool swizzle) const override {
+    std::string s(embedded_file("cuda_prelude.h"));
+    if (swizzle) {
+      s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
+      s += std::string(embedded_file("swizzle.h"));
+    }
+    return s + "\n";
+  }
+
+  void open_kernel(SourceWriter& w, const KernelInterface& k) const override {
+    std::vector<std::string> params;
+    std::vector<std::string> unpack;  // narrow-float scalars arrive as bits
+    for (const KernelInterface::Param& p : k.params) {
+      if (p.is_ptr) {
+        params.push_back(pointer(p.dtype, AddrSpace::device, !p.written) + " __restrict__ " + p.name);
+      } else if (!c.load_from_storage[static_cast<size_t>(p.dtype)].empty()) {
+        params.push_back(c.storage(p.dtype) + " " + p.name + "_bits");
+        unpack.push_back("const " + c.value(p.dtype) + " " + p.name + " = " +
+                         spell_from_storage(c, p.dtype, p.name + "_bits") + ";");
+      } else {
+        params.push_back(c.storage(p.dtype) + " " + p.name);
+      }
+    }
+    std::string head = std::string("extern \"C\" __global__ void __launch_bounds__(") +
+                       std::to_string(k.threads) + ") " + k.name + "(";
+    if (params.empty()) {
+      w.open(head + ")");
+    } else {
+      w.line(head);
+      for (size_t i = 0; i + 1 < params.size(); ++i) w.line("    " + params[i] + ",");
+      w.open("    " + params.back() + ")");
+    }
+    for (const std::string& u : unpack) w.line(u);
+    if (k.shared.empty()) return;
+    w.line("extern __shared__ __align__(16) unsigned char mt_smem[];");
+    uint64_t offset = 0;
+    for (const KernelInterface::Shared& s : k.shared) {
+      w.line(c.storage(s.dtype) + "* const " + s.name + " = reinterpret_cast<" + c.storage(s.dtype) +
+             "*>(mt_smem + " + std::to_string(offset) + ");");
+      offset = align16(offset + static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
+    }
+  }
+
+  std::string builtin(const std::string& name, int axis) const override {
+    static const char* axes[] = {"x", "y", "z"};
+    for (const BuiltinSpelling& b : kBuiltins)
+      if (name == b.ir) return fill_pattern(b.expr, axes[axis]);
+    fail(METILE_ERROR_INTERNAL, "cuda", "unknown builtin ", name);
+  }
+
+  std::string pointer(DType dtype, AddrSpace, bool is_const) const override {
+    return std::string(is_const ? "const " : "") + c.storage(dtype) + "*";
+  }
+
+  // __syncthreads orders shared and global memory among the block's threads.
+  std::string barrier(bool) const override { return "__syncthreads()"; }
+
+  std::string shuffle(bool xor_mask, DType t, const std::string& x,
+                      const std::string& lane) const override {
+    std::string fn = xor_mask ? "__shfl_xor_sync" : "__shfl_sync";
+    auto call = [&](const std::string& v) { return fn + "(mt_warp_mask(), " + v + ", " + lane + ")"; };
+    switch (t) {
+      case DType::boolean: return "bool(" + call("int(" + x + ")") + ")";
+      case DType::i8: return "((signed char)" + call("int(" + x + ")") + ")";
+      case DType::u8: return "((uchar)" + call("int(" + x + ")") + ")";
+      default: return call(x);  // float (also f16/bf16 values), int, uint, llong
+    }
+  }
+
+  std::string simd_reduce(OpKind, DType, const std::string&) const override { return ""; }
+
+  std::string vector_type(DType t, int64_t width) const override {
+    return "mt_vec<" + c.storage(t) + ", " + std::to_string(width) + ">";
+  }
+
+  std::string vector_pointer(DType t, int64_t width, AddrSpace, bool is_const) const override {
+    return std::string(is_const ? "const " : "") + vector_type(t, width) + "*";
+  }
+
+  std::string vector_aligned(const std::string& ptr, int64_t bytes) const override {
+    return "(reinterpret_cast<ullong>(" + ptr + ") & " + std::to_string(bytes - 1) + "ull) == 0";
+  }
+};
+
+}  // namespace
+
+CudaKernelSource emit_cuda(const gpu::Function& f) {
+  CudaDialect dialect;
+  KernelInterface k;
+  CudaKernelSource out;
+  out.source = emit_gpu_kernel(f, dialect, &k);
+  out.entry = k.name;
+  out.threads_per_group = k.threads;
+  uint64_t bytes = 0;
+  for (const KernelInterface::Shared& s : k.shared)
+    bytes = align16(bytes + static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
+  out.dynamic_shared_bytes = bytes;
+  return out;
+}
+
+}  // namespace metile

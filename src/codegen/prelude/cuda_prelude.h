@@ -1,0 +1,114 @@
+// metile CUDA prelude: pasted at the top of every generated CUDA kernel (src/codegen/cuda.cpp).
+// It defines the helpers the C-like emitter (src/codegen/c_like.h) spells ops with, so every op
+// has the meaning of DESIGN.md §3 on any input, and the narrow float and vector types, without
+// including any CUDA header (NVRTC compiles it with no include path).
+
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+typedef long long llong;
+typedef unsigned long long ullong;
+
+#define MT_FN static __device__ __forceinline__
+
+// ---- f16 / bf16: stored as 16 bits, computed in f32, rounded to nearest even ---------------
+
+MT_FN float mt_f16_to_f32(ushort h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+MT_FN ushort mt_f32_to_f16(float f) {
+  ushort h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+MT_FN float mt_bf16_to_f32(ushort h) { return __uint_as_float(uint(h) << 16); }
+MT_FN ushort mt_f32_to_bf16(float f) {
+  uint u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return ushort((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return ushort(u >> 16);
+}
+MT_FN float mt_round_f16(float x) { return mt_f16_to_f32(mt_f32_to_f16(x)); }
+MT_FN float mt_round_bf16(float x) { return mt_bf16_to_f32(mt_f32_to_bf16(x)); }
+
+// ---- integers: two's complement wrap-around (signed overflow is undefined in C++) -----------
+
+MT_FN int mt_wrap_add(int a, int b) { return int(uint(a) + uint(b)); }
+MT_FN int mt_wrap_sub(int a, int b) { return int(uint(a) - uint(b)); }
+MT_FN int mt_wrap_mul(int a, int b) { return int(uint(a) * uint(b)); }
+MT_FN int mt_wrap_neg(int a) { return int(0u - uint(a)); }
+MT_FN int mt_wrap_abs(int a) { return a < 0 ? mt_wrap_neg(a) : a; }
+MT_FN llong mt_wrap_add(llong a, llong b) { return llong(ullong(a) + ullong(b)); }
+MT_FN llong mt_wrap_sub(llong a, llong b) { return llong(ullong(a) - ullong(b)); }
+MT_FN llong mt_wrap_mul(llong a, llong b) { return llong(ullong(a) * ullong(b)); }
+MT_FN llong mt_wrap_neg(llong a) { return llong(0ull - ullong(a)); }
+MT_FN llong mt_wrap_abs(llong a) { return a < 0 ? mt_wrap_neg(a) : a; }
+
+// Truncating division and remainder: x / 0 gives 0 and MIN / -1 wraps instead of trapping.
+template <typename T>
+MT_FN T mt_div(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (T(-1) < T(0) && b == T(-1)) return T(T(0) - a);
+  return T(a / b);
+}
+template <typename T>
+MT_FN T mt_mod(T a, T b) {
+  if (b == T(0) || (T(-1) < T(0) && b == T(-1))) return T(0);
+  return T(a % b);
+}
+template <typename T>
+MT_FN T mt_floordiv(T a, T b) {
+  T q = mt_div(a, b);
+  bool adjust = T(-1) < T(0) && b != T(0) && mt_mod(a, b) != T(0) && ((a < T(0)) != (b < T(0)));
+  return adjust ? T(q - T(1)) : q;
+}
+MT_FN float mt_floordiv(float a, float b) { return floorf(a / b); }
+
+// Shift counts are taken modulo the operand's bit width.
+template <typename T>
+MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
+template <typename T>
+MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
+
+// ---- floats ------------------------------------------------------------------------------
+
+MT_FN float mt_fmax(float a, float b) { return fmaxf(a, b); }  // maxNum: NaN yields the other
+MT_FN float mt_fmin(float a, float b) { return fminf(a, b); }
+MT_FN float mt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+MT_FN float mt_rsqrt(float x) { return 1.0f / sqrtf(x); }  // rsqrtf is approximate
+
+// Float -> integer: truncation toward zero, saturating at the type's range, NaN -> 0.
+template <typename T>
+MT_FN T mt_f2i(float x) {
+  const bool is_signed = T(-1) < T(0);
+  const int bits = int(sizeof(T) * 8);
+  const float lo = is_signed ? -ldexpf(1.0f, bits - 1) : 0.0f;
+  const float hi = is_signed ? ldexpf(1.0f, bits - 1) : ldexpf(1.0f, bits);
+  if (x != x) return T(0);  // NaN
+  if (x <= lo) return is_signed ? T(ullong(1) << (bits - 1)) : T(0);
+  if (x >= hi) return T(~(is_signed ? (ullong(1) << (bits - 1)) : 0ull));
+  return T(x);
+}
+
+// ---- warps -------------------------------------------------------------------------------
+
+// The lanes of this thread's warp that exist: the last warp of a block whose size is not a
+// multiple of 32 is partial, and shuffles must name only existing lanes.
+MT_FN uint mt_warp_mask() {
+  uint n = blockDim.x - (threadIdx.x & ~31u);
+  return n >= 32u ? 0xffffffffu : ((1u << n) - 1u);
+}
+
+// ---- vectors: element arrays aligned to their size, so whole-vector copies are single
+// 8- or 16-byte accesses (CUDA's own vector types have no operator[]) -----------------------
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) mt_vec {
+  T v[N];
+  __device__ mt_vec() {}
+  template <typename... A>
+  __device__ mt_vec(A... a) : v{T(a)...} {}
+  __device__ T operator[](int i) const { return v[i]; }
+};

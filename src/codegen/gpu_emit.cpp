@@ -58,6 +58,7 @@ class Emitter {
   SourceWriter w_;
   std::vector<std::string> name_;
   std::set<std::string> taken_;  // every identifier in use, for helper variables
+  std::set<std::string> carried_names_;  // loop-carried variables (assigned more than once)
   std::vector<const gpu::Op*> def_;
   std::vector<const gpu::Block*> def_block_;
   std::vector<std::vector<const gpu::Op*>> users_;
@@ -425,7 +426,8 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
     w_.line(name_[into] + (regs(v) > 1 ? "[" + r + "]" : "") + " = " + value + ";");
     return;
   }
-  if (regs(v) == 1 && is_identifier(value)) {  // a copy of another variable: reuse its name
+  // A copy of a variable that never changes reuses its name (loop-carried variables change).
+  if (regs(v) == 1 && is_identifier(value) && !carried_names_.count(value)) {
     name_[v] = value;
     return;
   }
@@ -671,16 +673,26 @@ std::string Emitter::run(KernelInterface* k) {
   std::vector<std::string> reserved = d_.reserved();
   reserved.insert(reserved.end(), {"r", "c", "j", "m", "v"});
   gpu::Function named = f_;  // parameters keep C-safe spellings of their names
-  for (gpu::GpuParam& p : named.params) named.value(p.value).stem = c_identifier(p.name);
-  for (gpu::Value& v : named.values) v.stem = c_identifier(v.stem.empty() ? "t" : v.stem);
-  for (gpu::GpuParam& p : named.params) p.name = c_identifier(p.name);
+  // The prelude's helpers (mt_*, metile_*) must not be shadowed by a variable.
+  auto safe = [](const std::string& n) {
+    std::string id = c_identifier(n.empty() ? "t" : n);
+    return id.starts_with("mt_") || id.starts_with("metile_") ? "u" + id : id;
+  };
+  for (gpu::GpuParam& p : named.params) named.value(p.value).stem = safe(p.name);
+  for (gpu::Value& v : named.values) v.stem = safe(v.stem);
+  for (gpu::GpuParam& p : named.params) p.name = safe(p.name);
   name_ = gpu::name_values(named, reserved);
   taken_.insert(name_.begin(), name_.end());
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    if (op.kind == GpuOpKind::FOR)
+      for (size_t i = 1; i < op.body().args.size(); ++i) carried_names_.insert(name_[op.body().args[i]]);
+  });
   taken_.insert(reserved.begin(), reserved.end());
   decide();
   derive_params();
 
-  k->name = c_identifier(f_.name);
+  k->name = safe(f_.name);
+  if (std::find(reserved.begin(), reserved.end(), k->name) != reserved.end()) k->name += "_kernel";
   k->threads = f_.threads;
   uint64_t written = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {

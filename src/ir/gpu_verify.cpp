@@ -189,7 +189,7 @@ struct Verifier {
         if (!scalar_per_thread(op.operands[0]) || f.layout_of(op.operands[0]).is_tile())
           bad("operand must be a uniform or thread value");
         Value a = val(op.operands[0]), r = val(op.result());
-        if (!f.layout(r.layout).is_tile()) bad("result needs a tile layout");
+        if (!f.layout(r.layout).is_tile() && r.layout != kThread) bad("result needs a tile or thread layout");
         a.layout = r.layout;
         if (!same_type(a, r)) bad("result type differs from the operand's");
         break;

@@ -93,7 +93,8 @@ ValueId Lowering::materialize(ValueId v, LayoutId l) {
   LayoutId have = f.value(v).layout;
   if (have == l) return v;
   METILE_ASSERT(have == gpu::kUniform || have == gpu::kThread, "layout change needs an exchange");
-  return b.named(b.splat(v, l), f.value(v).stem);
+  std::string stem = f.value(v).stem;  // copied: new values may move the table
+  return b.named(b.splat(v, l), stem);
 }
 
 ValueId Lowering::as_tile(ValueId tile_value) {
@@ -170,13 +171,12 @@ void Lowering::loop(const Op& op) {
   g.regions.emplace_back();
   static const char* ivs[] = {"i", "j", "k", "l"};
   int depth = loop_depth;
-  const gpu::Value& sv = f.value(operands[0]);
-  ValueId iv = b.new_value(sv.dtype, gpu::kUniform);
+  ValueId iv = b.new_value(f.value(operands[0]).dtype, gpu::kUniform);
   b.named(iv, depth < 4 ? ivs[depth] : cat("i", depth));
   g.regions[0].args.push_back(iv);
   set(op.body().args[0], iv);
   for (size_t i = 0; i < layouts.size(); ++i) {
-    const gpu::Value init = f.value(operands[3 + i]);  // a copy: new_value grows the table
+    const gpu::Value init = f.value(operands[3 + i]);  // a copy: new values grow the table
     ValueId a = b.new_value(init.dtype, layouts[i], init.is_ptr, init.space);
     b.named(a, "acc");
     g.regions[0].args.push_back(a);

@@ -97,6 +97,8 @@ class Lowering {
   void reduce(const Op& op);
   void broadcast(const Op& op);
   void reshape(const Op& op);
+  /** Folds axis `axis` of the 2-D tile x (accumulating in d) into a tile of out_shape. */
+  ValueId axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int axis, const Shape& out_shape);
   /** Identity of a reduction for dtype d: 0, the lowest or the highest value. */
   ValueId identity(OpKind reduce, DType d);
   ValueId combine(OpKind reduce, ValueId a, ValueId b);
@@ -128,13 +130,11 @@ class Lowering {
 
 template <typename Src>
 ValueId Lowering::exchange(ValueId x, LayoutId to, Src&& src) {
-  // Copies, not references: building ops below grows the function's value and layout tables.
-  const gpu::Value xv = f.value(x);
+  const gpu::Value xv = f.value(x);  // copies: new values and layouts grow the tables
   if (xv.is_ptr)  // the builder folds pointer broadcasts into offsets; what is left has no path
     unsupported("moving a tile of pointers between layouts is not supported on ", options.device,
                 " yet (broadcast the offsets instead of the pointers)");
-  const int64_t numel = std::max(f.layout(xv.layout).numel, f.layout(to).numel);
-  ValueId buf = scratch(xv.dtype, numel);
+  ValueId buf = scratch(xv.dtype, std::max(f.layout(xv.layout).numel, f.layout(to).numel));
   ValueId e_from = b.named(b.coord(xv.layout, builtin("thread_index")), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e_from}), x, valid_pred(xv.layout));
   b.barrier();
@@ -158,7 +158,7 @@ std::vector<ValueId> Lowering::for_loop(ValueId start, ValueId end, ValueId step
   blk.args.push_back(b.named(b.new_value(f.value(start).dtype, gpu::kUniform), iv_stem));
   std::vector<ValueId> carried;
   for (ValueId v : inits) {
-    const gpu::Value iv = f.value(v);  // a copy: new_value grows the table
+    const gpu::Value iv = f.value(v);  // a copy: new values grow the table
     loop.operands.push_back(v);
     carried.push_back(b.named(b.new_value(iv.dtype, iv.layout, iv.is_ptr, iv.space), iv.stem));
     blk.args.push_back(carried.back());

@@ -76,28 +76,7 @@ void Lowering::reduce(const Op& op) {
     return;
   }
   if (axis != -1) {
-    // Through threadgroup memory: each output register folds its row or column in order.
-    const Shape& s = xt.shape;
-    const int64_t from_numel = f.layout_of(x).numel;  // read before layout_for grows the table
-    LayoutId to = layout_for(p.type(op.result()).shape);
-    ValueId buf = scratch(d, from_numel);
-    ValueId e = b.named(b.coord(f.value(x).layout, builtin("thread_index")), "idx");
-    b.store(b.ew(OpKind::PTR_OFFSET, {buf, e}), x, valid_pred(f.value(x).layout));
-    b.barrier();
-    ValueId out_i = b.named(b.coord(to, builtin("thread_index")), "out_idx");
-    ValueId pred = valid_pred(to);
-    ValueId init = b.named(b.splat(identity(k, d), to), "acc");
-    ValueId result = for_loop(c_i32(0), c_i32(s.dims[axis]), c_i32(1), {init}, "r",
-                              [&](ValueId j, const std::vector<ValueId>& acc) {
-      ValueId src = axis == 1
-                        ? b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {out_i, c_i32(s.dims[1])}), j})
-                        : b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {j, c_i32(s.dims[1])}), out_i});
-      ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, src});
-      ValueId v = pred == kNoValue ? b.load(at) : b.load(at, pred, identity(k, d));
-      return std::vector<ValueId>{combine(k, acc[0], v)};
-    })[0];
-    b.barrier();
-    finish(result);
+    finish(axis_reduce(k, x, d, xt.shape, static_cast<int>(axis), p.type(op.result()).shape));
     return;
   }
   LayoutId l = f.value(x).layout;
@@ -122,6 +101,62 @@ void Lowering::reduce(const Op& op) {
     b.barrier();
   }
   finish(r);
+}
+
+ValueId Lowering::axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int axis,
+                              const Shape& out_shape) {
+  // The tile goes to threadgroup memory. Each output is then folded by a group of G lanes of
+  // one simdgroup (G a power of two, as many as the outputs leave threads for): lane g folds
+  // the elements g, g + G, ... of its row or column, and a shuffle_xor tree combines the G
+  // partials. Lane 0 of each group publishes the result, which every thread then reads in the
+  // output's layout.
+  int64_t numel = f.layout_of(x).numel;
+  int64_t outputs = out_shape.numel(), length = s.dims[axis];
+  int64_t g = 1;
+  while (g * 2 <= f.simd_width && g * 2 <= length && outputs * g * 2 <= f.threads) g *= 2;
+  LayoutId to = layout_for(out_shape);
+  ValueId buf = scratch(d, numel + outputs);
+  ValueId tid = builtin("thread_index");
+  ValueId e = b.named(b.coord(f.value(x).layout, tid), "idx");
+  b.store(b.ew(OpKind::PTR_OFFSET, {buf, e}), x, valid_pred(f.value(x).layout));
+  b.barrier();
+  // With g == 1 the groups are single threads and each thread folds whole rows: when the
+  // outputs outnumber the threads, one loop over them per thread.
+  int64_t rounds = (outputs * g + f.threads - 1) / f.threads;
+  ValueId lane = b.named(b.ew(OpKind::BITAND, {tid, c_i32(g - 1)}), "part");
+  ValueId slot = b.named(b.ew(OpKind::DIV, {tid, c_i32(g)}), "out_slot");
+  auto fold = [&](ValueId round) {
+    ValueId o = b.named(b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {round, c_i32(f.threads / g)}), slot}), "out_idx");
+    ValueId has_output = b.ew(OpKind::LT, {o, c_i32(outputs)});
+    ValueId init = b.splat(identity(k, d), gpu::kThread);
+    ValueId acc = for_loop(c_i32(0), c_i32((length + g - 1) / g), c_i32(1), {init}, "r",
+                           [&](ValueId jj, const std::vector<ValueId>& carried) {
+      ValueId j = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {jj, c_i32(g)}), lane});
+      ValueId in = b.ew(OpKind::BITAND, {has_output, b.ew(OpKind::LT, {j, c_i32(length)})});
+      ValueId src = axis == 1 ? b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {o, c_i32(s.dims[1])}), j})
+                              : b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {j, c_i32(s.dims[1])}), o});
+      ValueId v = b.load(b.ew(OpKind::PTR_OFFSET, {buf, src}), in, identity(k, d));
+      return std::vector<ValueId>{combine(k, carried[0], v)};
+    })[0];
+    for (int64_t m = g / 2; m >= 1; m /= 2) acc = combine(k, acc, b.shuffle_xor(acc, c_i32(m)));
+    ValueId first = b.ew(OpKind::EQ, {lane, c_i32(0)});
+    b.store(b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {o, c_i32(numel)})}), acc,
+            b.ew(OpKind::BITAND, {first, has_output}));
+  };
+  if (rounds == 1) {
+    fold(c_i32(0));
+  } else {
+    for_loop(c_i32(0), c_i32(rounds), c_i32(1), {}, "round", [&](ValueId round, const auto&) {
+      fold(round);
+      return std::vector<ValueId>{};
+    });
+  }
+  b.barrier();
+  ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.coord(to, tid), c_i32(numel)})});
+  ValueId pred = valid_pred(to);
+  ValueId out = pred == kNoValue ? b.load(at) : b.load(at, pred, identity(k, d));
+  b.barrier();
+  return out;
 }
 
 void Lowering::broadcast(const Op& op) {

@@ -139,7 +139,9 @@ TEST(GpuLower, AxisReductionAndBroadcastExchangeThroughThreadgroupMemory) {
   k.tile_store(out, k.i32(0), k.i32(0), k.i32(64), tile - col);
   std::string text = gpu::print(lower(k.finish()));
   EXPECT_TRUE(has(text, "scratch_f32")) << text;
-  EXPECT_TRUE(has(text, "for %r: i32")) << text;  // the folded row
+  EXPECT_TRUE(has(text, "for %r: i32")) << text;  // each lane's share of a row
+  // 16 rows on 256 threads: 16 lanes per row, combined by a 4-step shuffle_xor tree.
+  EXPECT_EQ(count(text, "shuffle_xor"), 4) << text;
   EXPECT_GE(count(text, "barrier"), 4) << text;   // reduce: 2, broadcast: 2
 }
 

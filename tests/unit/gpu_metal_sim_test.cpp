@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
@@ -105,6 +106,22 @@ TEST_F(GpuMetalSim, AxisReductionsBroadcastsAndTileCopies) {
   }
 }
 
+TEST_F(GpuMetalSim, AxisReductionsOfEveryShape) {
+  // Long rows (32 lanes per output), more outputs than threads (several rounds), both axes.
+  for (auto [rows, cols, axis, op] : {std::tuple{4, 512, 1, OpKind::REDUCE_SUM}, std::tuple{512, 2, 1, OpKind::REDUCE_MAX},
+                                      std::tuple{3, 100, 0, OpKind::REDUCE_MIN}, std::tuple{64, 40, 0, OpKind::REDUCE_SUM}}) {
+    KernelBuilder k("axes");
+    V a = k.ptr("A"), o = k.ptr("Out");
+    V t = k.tile_load(a, k.i32(0), k.i32(0), k.i32(cols), Shape::of(rows, cols));
+    V r = k.reduce(op, t, axis);
+    int n = axis == 1 ? rows : cols;
+    k.store(o + k.arange(0, n), r);
+    Case c{"axes", k.finish(), {in(DType::f32, noise(static_cast<size_t>(rows * cols), rows + cols)), out(DType::f32, n)},
+           {1, 1, 1}, {}, 1e-5, 1e-5};
+    agree(c, 1e-4);
+  }
+}
+
 TEST_F(GpuMetalSim, MaskedLoadsUseOtherAndLoopsCountDown) {
   KernelBuilder k("down");
   V x = k.ptr("X"), o = k.ptr("Out");
@@ -121,6 +138,24 @@ TEST_F(GpuMetalSim, MaskedLoadsUseOtherAndLoopsCountDown) {
   k.store(o + 64, res[1]);
   Case c{"down", k.finish(), {in(DType::f32, noise(256, 11)), out(DType::f32, 65), i32(200)}, {1, 1, 1}, {}, 1e-5, 1e-5};
   agree(c, 1e-4);
+}
+
+TEST_F(GpuMetalSim, LoopsWithARuntimeStepOfEitherSign) {
+  KernelBuilder k("runtime_step");
+  V x = k.ptr("X"), o = k.ptr("Out");
+  V start = k.scalar("Start"), end = k.scalar("End"), step = k.scalar("Step");
+  V offs = k.arange(0, 128);
+  V acc = k.tile_range(start, end, step, {k.zeros(Shape::of(128))},
+                       [&](V i, std::vector<V> c) -> std::vector<V> {
+                         return {c[0] * 0.5 + k.load(x + i * 128 + offs)};
+                       })[0];
+  k.store(o + offs, acc);
+  Program p = k.finish();
+  for (auto [s, e, st] : {std::tuple{0, 7, 2}, std::tuple{6, -1, -3}, std::tuple{3, 3, 1}}) {
+    Case c{"runtime_step", p, {in(DType::f32, noise(8 * 128, 9)), out(DType::f32, 128), i32(s), i32(e), i32(st)},
+           {1, 1, 1}, {}, 0, 0};
+    agree(c, 1e-6);
+  }
 }
 
 TEST_F(GpuMetalSim, TwoDimensionalGridsAndUnalignedVectorRows) {

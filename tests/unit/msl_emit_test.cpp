@@ -114,14 +114,19 @@ TEST(MslEmit, NonNativeSimdTypesGoThroughShuffles) {
 
 TEST(MslEmit, ScalarParametersAndReservedNames) {
   KernelBuilder k("names");
-  V exp_ = k.ptr("exp"), max_ = k.scalar("max", DType::f32);
+  V exp_ = k.ptr("exp"), max_ = k.scalar("max", DType::f32), helper = k.scalar("mt_fmax", DType::f32);
   V offs = k.arange(0, 64);
-  k.store(exp_ + offs, k.exp(k.load(exp_ + offs)) * max_);
+  k.store(exp_ + offs, k.maximum(k.exp(k.load(exp_ + offs)) * max_, helper));
   MslKernel m = emit(k.finish());
-  // Parameters named like MSL functions are renamed; the signature follows.
+  // Parameters named like MSL functions or prelude helpers are renamed; the signature follows.
   EXPECT_TRUE(has(m.source, "device float* exp1 [[buffer(0)]]")) << m.source;
   EXPECT_TRUE(has(m.source, "constant float& max1 [[buffer(1)]]")) << m.source;
+  EXPECT_TRUE(has(m.source, "constant float& umt_fmax [[buffer(2)]]")) << m.source;
   EXPECT_EQ(m.signature.args[0].name, "exp1");
+  KernelBuilder e("exp");  // a kernel named like an MSL function
+  V eo = e.ptr("Out");
+  e.store(eo + e.arange(0, 32), e.zeros(Shape::of(32)));
+  EXPECT_EQ(emit(e.finish()).signature.kernel, "exp_kernel");
   metal_sim::check_msl(m.source, "names");
 }
 

@@ -50,7 +50,7 @@ MT_FN llong mt_wrap_abs(llong a) { return a < 0 ? mt_wrap_neg(a) : a; }
 template <typename T>
 MT_FN T mt_div(T a, T b) {
   if (b == T(0)) return T(0);
-  if (T(-1) < T(0) && b == T(-1)) return T(T(0) - a);
+  if (T(-1) < T(0) && b == T(-1)) return T(0ull - ullong(a));  // MIN / -1 wraps, no UB
   return T(a / b);
 }
 template <typename T>

@@ -142,7 +142,11 @@ METILE_API metile_status metile_buffer_from_dlpack(metile_buffer** out, metile_d
     if (t.ndim < 0 || t.ndim > 32) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "bad ndim ", t.ndim);
     size_t item = dl_itemsize(t.dtype);
     uint64_t count = 1;
-    for (int i = 0; i < t.ndim; ++i) count *= static_cast<uint64_t>(t.shape[i]);
+    for (int i = 0; i < t.ndim; ++i) {
+      if (t.shape[i] < 0)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "dimension ", i, " is negative (", t.shape[i], ")");
+      count *= static_cast<uint64_t>(t.shape[i]);
+    }
     if (t.strides != nullptr) {  // only compact row-major tensors map onto one buffer
       int64_t expect = 1;
       for (int i = t.ndim - 1; i >= 0; --i) {

@@ -4,6 +4,7 @@
 
 #include "guard.h"
 #include "handles.h"
+#include "support/dlpack_abi.h"
 
 using namespace metile;
 using capi::get;
@@ -11,33 +12,7 @@ using capi::guard;
 
 namespace {
 
-// The DLPack structs, declared here (their layout is the ABI; no dlpack.h dependency).
-struct DLDevice {
-  int32_t device_type;
-  int32_t device_id;
-};
-struct DLDataType {
-  uint8_t code;
-  uint8_t bits;
-  uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
-
-constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
-constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6;
+using namespace metile::dlpack;
 
 DLDataType to_dl(DType d) {
   uint8_t bits = static_cast<uint8_t>(dtype_size(d) * 8);

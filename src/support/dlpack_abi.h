@@ -1,0 +1,38 @@
+/** \file dlpack_abi.h
+ * The DLPack v0.8 structs (their layout is the ABI every producer and consumer shares), declared
+ * here so metile needs no dlpack.h: capi/dlpack.cpp exports and imports them, tests build them.
+ */
+#pragma once
+
+#include <cstdint>
+
+namespace metile::dlpack {
+
+struct DLDevice {
+  int32_t device_type;
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+inline constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+inline constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6;
+
+}  // namespace metile::dlpack

@@ -99,6 +99,7 @@ class CudaDialect final : public GpuDialect {
 
   std::string prelude(bool swizzle) const override {
     std::string s(embedded_file("cuda_prelude.h"));
+    s += "\n" + std::string(embedded_file("gpu_integer.h"));
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
       s += std::string(embedded_file("swizzle.h"));

@@ -102,6 +102,7 @@ class MslDialect final : public GpuDialect {
   std::string prelude(bool swizzle) const override {
     std::string s = "#include <metal_stdlib>\nusing namespace metal;\n\n";
     s += embedded_file("msl_prelude.h");
+    s += "\n" + std::string(embedded_file("gpu_integer.h"));
     if (swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
     return s + "\n";
   }

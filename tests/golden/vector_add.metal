@@ -6,6 +6,9 @@ using namespace metal;
 // spells ops with, so that every op has the meaning of DESIGN.md §3 on any input: wrapping
 // integer arithmetic, non-trapping division and shifts, saturating float -> int, maxNum/minNum.
 
+#define MT_FN inline
+typedef ulong mt_u64;
+
 // ---- integers: two's complement wrap-around (signed overflow is undefined in C++) -----------
 
 inline int mt_wrap_add(int a, int b) { return as_type<int>(as_type<uint>(a) + as_type<uint>(b)); }
@@ -19,32 +22,9 @@ inline long mt_wrap_mul(long a, long b) { return as_type<long>(as_type<ulong>(a)
 inline long mt_wrap_neg(long a) { return as_type<long>(0ul - as_type<ulong>(a)); }
 inline long mt_wrap_abs(long a) { return a < 0 ? mt_wrap_neg(a) : a; }
 
-// Truncating division and remainder: x / 0 gives 0 and MIN / -1 wraps instead of trapping.
-template <typename T>
-inline T mt_div(T a, T b) {
-  if (b == T(0)) return T(0);
-  if (T(-1) < T(0) && b == T(-1)) return T(T(0) - a);
-  return T(a / b);
-}
-template <typename T>
-inline T mt_mod(T a, T b) {
-  if (b == T(0) || (T(-1) < T(0) && b == T(-1))) return T(0);
-  return T(a % b);
-}
-template <typename T>
-inline T mt_floordiv(T a, T b) {
-  T q = mt_div(a, b);
-  bool adjust = T(-1) < T(0) && b != T(0) && mt_mod(a, b) != T(0) && ((a < T(0)) != (b < T(0)));
-  return adjust ? T(q - T(1)) : q;
-}
+// mt_div, mt_mod, mt_floordiv, mt_shl, mt_shr: gpu_integer.h, pasted after this prelude.
 inline float mt_floordiv(float a, float b) { return floor(a / b); }
 inline half mt_floordiv(half a, half b) { return floor(a / b); }
-
-// Shift counts are taken modulo the operand's bit width.
-template <typename T>
-inline T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
-template <typename T>
-inline T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
 // ---- floats ------------------------------------------------------------------------------
 
@@ -75,6 +55,36 @@ inline T mt_f2i(float x) {
   if (x >= hi) return T(~(is_signed ? (1ul << (sizeof(T) * 8 - 1)) : 0ul));
   return T(x);
 }
+
+// Integer division and shifts with the meaning of DESIGN.md §3 on any input, shared by the MSL
+// and CUDA preludes (pasted after them by src/codegen/msl.cpp and cuda.cpp). Written in the C++
+// subset both languages accept; the including prelude defines MT_FN (its function qualifiers)
+// and mt_u64 (a 64-bit unsigned integer type) first.
+
+// Truncating division and remainder: x / 0 gives 0 and MIN / -1 wraps instead of trapping.
+template <typename T>
+MT_FN T mt_div(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (T(-1) < T(0) && b == T(-1)) return T(mt_u64(0) - mt_u64(a));  // no signed overflow
+  return T(a / b);
+}
+template <typename T>
+MT_FN T mt_mod(T a, T b) {
+  if (b == T(0) || (T(-1) < T(0) && b == T(-1))) return T(0);
+  return T(a % b);
+}
+template <typename T>
+MT_FN T mt_floordiv(T a, T b) {
+  T q = mt_div(a, b);
+  bool adjust = T(-1) < T(0) && b != T(0) && mt_mod(a, b) != T(0) && ((a < T(0)) != (b < T(0)));
+  return adjust ? T(q - T(1)) : q;
+}
+
+// Shift counts are taken modulo the operand's bit width.
+template <typename T>
+MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
+template <typename T>
+MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
 [[kernel]] void vector_add(
     device const float* X [[buffer(0)]],

@@ -8,6 +8,7 @@ typedef unsigned short ushort;
 typedef unsigned char uchar;
 typedef long long llong;
 typedef unsigned long long ullong;
+typedef ullong mt_u64;
 
 #define MT_FN static __device__ __forceinline__
 
@@ -46,31 +47,8 @@ MT_FN llong mt_wrap_mul(llong a, llong b) { return llong(ullong(a) * ullong(b));
 MT_FN llong mt_wrap_neg(llong a) { return llong(0ull - ullong(a)); }
 MT_FN llong mt_wrap_abs(llong a) { return a < 0 ? mt_wrap_neg(a) : a; }
 
-// Truncating division and remainder: x / 0 gives 0 and MIN / -1 wraps instead of trapping.
-template <typename T>
-MT_FN T mt_div(T a, T b) {
-  if (b == T(0)) return T(0);
-  if (T(-1) < T(0) && b == T(-1)) return T(0ull - ullong(a));  // MIN / -1 wraps, no UB
-  return T(a / b);
-}
-template <typename T>
-MT_FN T mt_mod(T a, T b) {
-  if (b == T(0) || (T(-1) < T(0) && b == T(-1))) return T(0);
-  return T(a % b);
-}
-template <typename T>
-MT_FN T mt_floordiv(T a, T b) {
-  T q = mt_div(a, b);
-  bool adjust = T(-1) < T(0) && b != T(0) && mt_mod(a, b) != T(0) && ((a < T(0)) != (b < T(0)));
-  return adjust ? T(q - T(1)) : q;
-}
+// mt_div, mt_mod, mt_floordiv, mt_shl, mt_shr: gpu_integer.h, pasted after this prelude.
 MT_FN float mt_floordiv(float a, float b) { return floorf(a / b); }
-
-// Shift counts are taken modulo the operand's bit width.
-template <typename T>
-MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
-template <typename T>
-MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
 // ---- floats ------------------------------------------------------------------------------
 

@@ -10,13 +10,29 @@ namespace metile::kernels {
 
 namespace {
 
-std::vector<uint8_t> encode(const Array& a) {
-  const size_t size = dtype_size(a.dtype);
-  std::vector<uint8_t> out(a.values.size() * size);
-  for (size_t i = 0; i < a.values.size(); ++i) {
+// Owns the handles of one run; releases them whatever happens.
+struct Handles {
+  metile_device* device = nullptr;
+  metile_program* program = nullptr;
+  metile_kernel* kernel = nullptr;
+  std::vector<metile_buffer*> buffers;
+  ~Handles() {
+    for (metile_buffer* b : buffers) metile_buffer_release(b);
+    metile_kernel_release(kernel);
+    metile_program_release(program);
+    metile_device_release(device);
+  }
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode(DType dtype, const std::vector<double>& values) {
+  const size_t size = dtype_size(dtype);
+  std::vector<uint8_t> out(values.size() * size);
+  for (size_t i = 0; i < values.size(); ++i) {
     uint8_t* p = &out[i * size];
-    const double v = a.values[i];
-    switch (a.dtype) {
+    const double v = values[i];
+    switch (dtype) {
       case DType::f32: {
         float f = static_cast<float>(v);
         std::memcpy(p, &f, 4);
@@ -24,8 +40,8 @@ std::vector<uint8_t> encode(const Array& a) {
       }
       case DType::f16:
       case DType::bf16: {
-        uint16_t h = a.dtype == DType::f16 ? float_to_f16(static_cast<float>(v))
-                                           : float_to_bf16(static_cast<float>(v));
+        uint16_t h = dtype == DType::f16 ? float_to_f16(static_cast<float>(v))
+                                         : float_to_bf16(static_cast<float>(v));
         std::memcpy(p, &h, 2);
         break;
       }
@@ -48,68 +64,38 @@ std::vector<uint8_t> encode(const Array& a) {
   return out;
 }
 
-std::vector<double> decode(const uint8_t* p, size_t n, DType d) {
-  std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t* q = p + i * dtype_size(d);
-    switch (d) {
-      case DType::f32: {
-        float f;
-        std::memcpy(&f, q, 4);
-        out[i] = f;
-        break;
-      }
-      case DType::f16:
-      case DType::bf16: {
-        uint16_t h;
-        std::memcpy(&h, q, 2);
-        out[i] = d == DType::f16 ? f16_to_float(h) : bf16_to_float(h);
-        break;
-      }
-      case DType::i32: {
-        int32_t x;
-        std::memcpy(&x, q, 4);
-        out[i] = x;
-        break;
-      }
-      case DType::u32: {
-        uint32_t x;
-        std::memcpy(&x, q, 4);
-        out[i] = x;
-        break;
-      }
-      case DType::i64: {
-        int64_t x;
-        std::memcpy(&x, q, 8);
-        out[i] = static_cast<double>(x);
-        break;
-      }
-      case DType::i8:
-        out[i] = static_cast<int8_t>(*q);
-        break;
-      default:
-        out[i] = *q;
-        break;
+double decode(DType dtype, const uint8_t* p) {
+  switch (dtype) {
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
     }
+    case DType::f16:
+    case DType::bf16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return dtype == DType::f16 ? f16_to_float(h) : bf16_to_float(h);
+    }
+    case DType::i32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DType::u32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DType::i64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case DType::i8: return static_cast<int8_t>(*p);
+    default: return *p;
   }
-  return out;
 }
-
-// Owns the handles of one run; releases them whatever happens.
-struct Handles {
-  metile_device* device = nullptr;
-  metile_program* program = nullptr;
-  metile_kernel* kernel = nullptr;
-  std::vector<metile_buffer*> buffers;
-  ~Handles() {
-    for (metile_buffer* b : buffers) metile_buffer_release(b);
-    metile_kernel_release(kernel);
-    metile_program_release(program);
-    metile_device_release(device);
-  }
-};
-
-}  // namespace
 
 RunResult run_case(const std::string& device, const Case& c) {
   RunResult r;
@@ -134,7 +120,7 @@ RunResult run_case(const std::string& device, const Case& c) {
       args[i].i = a.i;
       continue;
     }
-    std::vector<uint8_t> bytes = encode(a.data);
+    std::vector<uint8_t> bytes = encode(a.data.dtype, a.data.values);
     metile_buffer* b = nullptr;
     if (failed(metile_buffer_alloc(&b, h.device, std::max<size_t>(bytes.size(), 1)))) return r;
     h.buffers.push_back(b);
@@ -152,7 +138,11 @@ RunResult run_case(const std::string& device, const Case& c) {
     if (a.kind != Arg::Kind::buffer || !a.output) continue;
     void* p = nullptr;
     if (failed(metile_buffer_contents(args[i].buffer, &p))) return r;
-    r.outputs.push_back(decode(static_cast<const uint8_t*>(p), a.data.values.size(), a.data.dtype));
+    const auto* bytes = static_cast<const uint8_t*>(p);
+    std::vector<double> values(a.data.values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = decode(a.data.dtype, bytes + i * dtype_size(a.data.dtype));
+    r.outputs.push_back(std::move(values));
   }
   return r;
 }

@@ -88,6 +88,11 @@ Case make_case(const std::string& name);
 
 // ---- Harness ----
 
+/** `values` as `dtype` elements in memory (f16/bf16 rounded to nearest even, integers wrapped). */
+std::vector<uint8_t> encode(DType dtype, const std::vector<double>& values);
+/** One `dtype` element in memory as a double. */
+double decode(DType dtype, const uint8_t* element);
+
 struct RunResult {
   metile_status status = METILE_OK;
   std::string message;                       // metile_last_error() when status != OK

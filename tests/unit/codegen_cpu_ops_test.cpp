@@ -5,88 +5,22 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "frontend/builder.h"
+#include "kernels/kernels.h"
 #include "kernels/launch.h"
-#include "support/half.h"
 
 namespace metile {
 namespace {
 
+using kernels::decode;
+using kernels::encode;
+
 constexpr int kN = 24;
 
 // Raw bytes of one dtype, built from doubles with the interp's conversions.
-std::vector<uint8_t> encode(DType d, const std::vector<double>& vals) {
-  std::vector<uint8_t> out(vals.size() * dtype_size(d));
-  for (size_t i = 0; i < vals.size(); ++i) {
-    uint8_t* p = &out[i * dtype_size(d)];
-    double v = vals[i];
-    switch (d) {
-      case DType::f32: {
-        float f = static_cast<float>(v);
-        std::memcpy(p, &f, 4);
-        break;
-      }
-      case DType::f16:
-      case DType::bf16: {
-        float f = static_cast<float>(v);
-        uint16_t h = d == DType::f16 ? float_to_f16(f) : float_to_bf16(f);
-        std::memcpy(p, &h, 2);
-        break;
-      }
-      case DType::i64: {
-        int64_t x = static_cast<int64_t>(v);
-        std::memcpy(p, &x, 8);
-        break;
-      }
-      case DType::i32:
-      case DType::u32: {
-        uint32_t x = static_cast<uint32_t>(static_cast<int64_t>(v));
-        std::memcpy(p, &x, 4);
-        break;
-      }
-      default: *p = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
-    }
-  }
-  return out;
-}
-
-double decode(DType d, const uint8_t* p) {
-  switch (d) {
-    case DType::f32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::f16:
-    case DType::bf16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      return d == DType::f16 ? f16_to_float(h) : bf16_to_float(h);
-    }
-    case DType::i32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DType::u32: {
-      uint32_t x;
-      std::memcpy(&x, p, 4);
-      return x;
-    }
-    case DType::i64: {
-      int64_t x;
-      std::memcpy(&x, p, 8);
-      return static_cast<double>(x);
-    }
-    case DType::i8: return static_cast<int8_t>(*p);
-    default: return *p;
-  }
-}
-
 // Runs `p` on cpu and on interp with the same buffers; returns {cpu, interp} copies.
 std::pair<std::vector<std::vector<uint8_t>>, std::vector<std::vector<uint8_t>>> run_both(
     const Program& p, const std::vector<std::vector<uint8_t>>& buffers,

@@ -40,28 +40,16 @@ Layout tile_layout(int64_t numel, metile::Layout thr, metile::Layout reg) {
 }
 
 const AttrValue* Op::find_attr(std::string_view name) const {
-  for (const Attr& a : attrs)
-    if (a.name == name) return &a.value;
-  return nullptr;
+  return metile::find_attr(attrs, name);
 }
-
 int64_t Op::attr_int(std::string_view name) const {
-  const AttrValue* v = find_attr(name);
-  METILE_ASSERT(v != nullptr && std::holds_alternative<int64_t>(*v), "gpu attribute ", name);
-  return std::get<int64_t>(*v);
+  return metile::attr_int(attrs, name, gpu_op_name(kind));
 }
-
 double Op::attr_num(std::string_view name) const {
-  const AttrValue* v = find_attr(name);
-  METILE_ASSERT(v != nullptr && !std::holds_alternative<std::string>(*v), "gpu attribute ", name);
-  if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
-  return std::get<double>(*v);
+  return metile::attr_num(attrs, name, gpu_op_name(kind));
 }
-
 const std::string& Op::attr_str(std::string_view name) const {
-  const AttrValue* v = find_attr(name);
-  METILE_ASSERT(v != nullptr && std::holds_alternative<std::string>(*v), "gpu attribute ", name);
-  return std::get<std::string>(*v);
+  return metile::attr_str(attrs, name, gpu_op_name(kind));
 }
 
 Function::Function() {

@@ -4,30 +4,43 @@
 
 namespace metile {
 
-const AttrValue* Op::find_attr(std::string_view name) const {
+const AttrValue* find_attr(const std::vector<Attr>& attrs, std::string_view name) {
   for (const Attr& a : attrs)
     if (a.name == name) return &a.value;
   return nullptr;
 }
 
-int64_t Op::attr_int(std::string_view name) const {
-  const AttrValue* v = find_attr(name);
-  METILE_ASSERT(v != nullptr && std::holds_alternative<int64_t>(*v), "attribute ", name,
-                " of ", op_name(kind));
+int64_t attr_int(const std::vector<Attr>& attrs, std::string_view name, std::string_view op) {
+  const AttrValue* v = find_attr(attrs, name);
+  METILE_ASSERT(v != nullptr && std::holds_alternative<int64_t>(*v), "attribute ", name, " of ", op);
   return std::get<int64_t>(*v);
 }
 
-double Op::attr_num(std::string_view name) const {
-  const AttrValue* v = find_attr(name);
-  METILE_ASSERT(v != nullptr && !std::holds_alternative<std::string>(*v), "attribute ", name);
+double attr_num(const std::vector<Attr>& attrs, std::string_view name, std::string_view op) {
+  const AttrValue* v = find_attr(attrs, name);
+  METILE_ASSERT(v != nullptr && !std::holds_alternative<std::string>(*v), "attribute ", name,
+                " of ", op);
   if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
   return std::get<double>(*v);
 }
 
-const std::string& Op::attr_str(std::string_view name) const {
-  const AttrValue* v = find_attr(name);
-  METILE_ASSERT(v != nullptr && std::holds_alternative<std::string>(*v), "attribute ", name);
+const std::string& attr_str(const std::vector<Attr>& attrs, std::string_view name,
+                            std::string_view op) {
+  const AttrValue* v = find_attr(attrs, name);
+  METILE_ASSERT(v != nullptr && std::holds_alternative<std::string>(*v), "attribute ", name,
+                " of ", op);
   return std::get<std::string>(*v);
+}
+
+const AttrValue* Op::find_attr(std::string_view name) const { return metile::find_attr(attrs, name); }
+int64_t Op::attr_int(std::string_view name) const {
+  return metile::attr_int(attrs, name, op_name(kind));
+}
+double Op::attr_num(std::string_view name) const {
+  return metile::attr_num(attrs, name, op_name(kind));
+}
+const std::string& Op::attr_str(std::string_view name) const {
+  return metile::attr_str(attrs, name, op_name(kind));
 }
 
 void Op::set_attr(std::string_view name, AttrValue v) {

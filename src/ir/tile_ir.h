@@ -32,6 +32,17 @@ struct Attr {
   AttrValue value;
 };
 
+/**
+ * Attribute look-ups shared by Tile IR and GPU IR ops. A missing or mistyped attribute is a
+ * metile bug: METILE_ERROR_INTERNAL naming the attribute and `op` (the op's name).
+ */
+const AttrValue* find_attr(const std::vector<Attr>& attrs, std::string_view name);
+int64_t attr_int(const std::vector<Attr>& attrs, std::string_view name, std::string_view op);
+/** An integer or float attribute as a double. */
+double attr_num(const std::vector<Attr>& attrs, std::string_view name, std::string_view op);
+const std::string& attr_str(const std::vector<Attr>& attrs, std::string_view name,
+                            std::string_view op);
+
 /** A source location: file index into Program::files (1-based; 0 = unknown) and line. */
 struct Loc {
   uint32_t file = 0;

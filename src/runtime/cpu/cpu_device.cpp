@@ -1,9 +1,7 @@
 // The `cpu` device: Tile IR -> C++ (codegen/cpu_cpp) -> host compiler -> shared object bytes
 // (the artifact) -> loaded from memory and called through libffi (cpu_kernel). Buffers are
 // page-aligned host memory; launches are synchronous.
-#include <sys/mman.h>
 #include <sys/utsname.h>
-#include <unistd.h>
 
 #include <fstream>
 
@@ -12,44 +10,12 @@
 #include "runtime/cpu/cpu_kernel.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/toolchain.h"
+#include "runtime/host_buffer.h"
 #include "support/error.h"
 
 namespace metile {
 
 namespace {
-
-class MappedBuffer : public Buffer {
- public:
-  explicit MappedBuffer(size_t bytes) : size_(bytes) {
-    size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    mapped_ = (bytes + page - 1) / page * page;
-    // Anonymous mappings are page-aligned and already zeroed.
-    void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      fail(METILE_ERROR_OUT_OF_MEMORY, "cpu", "cannot allocate a buffer of ", bytes, " bytes");
-    data_ = p;
-  }
-  ~MappedBuffer() override { ::munmap(data_, mapped_); }
-  void* contents() override { return data_; }
-  size_t size() const override { return size_; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0, mapped_ = 0;
-};
-
-// Caller memory used in place: the cpu addresses any host memory.
-class HostBuffer : public Buffer {
- public:
-  HostBuffer(void* host, size_t bytes) : data_(host), size_(bytes) {}
-  void* contents() override { return data_; }
-  size_t size() const override { return size_; }
-  bool shares_memory() const override { return true; }
-
- private:
-  void* data_;
-  size_t size_;
-};
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -81,15 +47,11 @@ class CpuDevice : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   std::shared_ptr<Buffer> alloc(size_t bytes) override {
-    auto b = std::make_shared<MappedBuffer>(bytes);
-    b->device = this;
-    return b;
+    return alloc_host_buffer(this, bytes, "cpu");
   }
 
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
-    auto b = std::make_shared<HostBuffer>(host, bytes);
-    b->device = this;
-    return b;
+    return wrap_host_buffer(this, host, bytes);
   }
 
   std::string cache_identity() const override { return cpu::current_toolchain().identity(); }

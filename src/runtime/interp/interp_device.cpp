@@ -1,49 +1,16 @@
 // The interp device: buffers are page-aligned host memory, "compiling" keeps the verified
 // program, and a launch runs it through the executor (executor.cpp holds the semantics).
-#include <unistd.h>
 
-#include <cstdlib>
-#include <cstring>
 
 #include "runtime/backends.h"
 #include "runtime/device.h"
 #include "runtime/interp/executor.h"
+#include "runtime/host_buffer.h"
 #include "support/error.h"
 
 namespace metile {
 
 namespace {
-
-class InterpBuffer final : public Buffer {
- public:
-  // Allocates zeroed, page-aligned memory.
-  explicit InterpBuffer(size_t bytes) : size_(bytes), owned_(true) {
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    if (bytes > SIZE_MAX - page)
-      fail(METILE_ERROR_OUT_OF_MEMORY, "interp", "cannot allocate ", bytes, " bytes");
-    const size_t rounded = (bytes + page - 1) / page * page;
-    data_ = std::aligned_alloc(page, rounded);
-    if (data_ == nullptr)
-      fail(METILE_ERROR_OUT_OF_MEMORY, "interp", "cannot allocate ", bytes, " bytes");
-    std::memset(data_, 0, rounded);
-  }
-  // Uses the caller's memory in place.
-  InterpBuffer(void* host, size_t bytes) : data_(host), size_(bytes), owned_(false) {}
-  ~InterpBuffer() override {
-    if (owned_) std::free(data_);
-  }
-  InterpBuffer(const InterpBuffer&) = delete;
-  InterpBuffer& operator=(const InterpBuffer&) = delete;
-
-  void* contents() override { return data_; }
-  size_t size() const override { return size_; }
-  bool shares_memory() const override { return !owned_; }
-
- private:
-  void* data_;
-  size_t size_;
-  bool owned_;
-};
 
 class InterpLaunch final : public PreparedLaunch {
  public:
@@ -87,10 +54,10 @@ class InterpDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
   std::shared_ptr<Buffer> alloc(size_t bytes) override {
-    return own(std::make_shared<InterpBuffer>(bytes));
+    return alloc_host_buffer(this, bytes, "interp");
   }
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
-    return own(std::make_shared<InterpBuffer>(host, bytes));
+    return wrap_host_buffer(this, host, bytes);
   }
 
   Artifact build(const Program& program, const CompileOptions& options) override {
@@ -114,10 +81,6 @@ class InterpDevice final : public Device {
   }
 
  private:
-  std::shared_ptr<Buffer> own(std::shared_ptr<Buffer> b) {
-    b->device = this;
-    return b;
-  }
   DeviceInfo info_;
 };
 

@@ -4,8 +4,10 @@
 Shared by the binding generators (rust/regen.py, go/regen.py): the bindings are generated from,
 and checked against, the one header, so they cannot drift from it.
 """
+import difflib
 import pathlib
 import re
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HEADER = ROOT / "include" / "metile" / "metile.h"
@@ -97,3 +99,20 @@ def ctype(c):
 
 def parse_header():
     return parse(HEADER.read_text())
+
+
+def write_or_check(out, text, regen):
+    """Writes `text` to `out`, or with --check on the command line compares them: prints a diff
+    and returns 1 when the checked-in file is stale. `regen` is the command that rewrites it."""
+    rel = out.relative_to(ROOT)
+    if "--check" not in sys.argv:
+        out.write_text(text)
+        return 0
+    have = out.read_text() if out.exists() else ""
+    if have != text:
+        sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), text.splitlines(True),
+                                                   f"{rel} (checked in)", "from metile.h"))
+        print(f"{rel} is out of date with metile.h: run {regen}")
+        return 1
+    print(f"{rel} matches include/metile/metile.h")
+    return 0

@@ -4,12 +4,11 @@
 `python3 regen.py` rewrites src/sys.rs; `python3 regen.py --check` exits 1 (printing a diff) when
 the checked-in file differs from what the header implies, so the binding cannot drift.
 """
-import difflib
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from c_header import SCALARS, ctype, parse_header  # noqa: E402
+from c_header import SCALARS, ctype, parse_header, write_or_check  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent / "src" / "sys.rs"
 
@@ -54,17 +53,7 @@ def render(enums, structs, opaque, aliases, funcs):
 
 def main():
     text = render(*parse_header())
-    if "--check" in sys.argv:
-        have = OUT.read_text() if OUT.exists() else ""
-        if have != text:
-            sys.stdout.writelines(difflib.unified_diff(
-                have.splitlines(True), text.splitlines(True), "src/sys.rs (checked in)", "from metile.h"))
-            print("bindings/rust/src/sys.rs is out of date with metile.h: run python3 bindings/rust/regen.py")
-            return 1
-        print("bindings/rust/src/sys.rs matches include/metile/metile.h")
-        return 0
-    OUT.write_text(text)
-    return 0
+    return write_or_check(OUT, text, "python3 bindings/rust/regen.py")
 
 
 if __name__ == "__main__":

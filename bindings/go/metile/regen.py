@@ -4,12 +4,11 @@
 same cgo call (the Go runtime may move a goroutine between OS threads between two cgo calls, and
 the message is thread-local). `--check` fails when the checked-in file is out of date.
 """
-import difflib
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-from c_header import parse_header  # noqa: E402
+from c_header import parse_header, write_or_check  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent / "wrappers.h"
 
@@ -44,17 +43,7 @@ def render(funcs):
 def main():
     _, _, _, _, funcs = parse_header()
     text = render(funcs)
-    if "--check" in sys.argv:
-        have = OUT.read_text() if OUT.exists() else ""
-        if have != text:
-            sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), text.splitlines(True),
-                                                       "wrappers.h (checked in)", "from metile.h"))
-            print("bindings/go/metile/wrappers.h is out of date with metile.h: run python3 bindings/go/metile/regen.py")
-            return 1
-        print("bindings/go/metile/wrappers.h matches include/metile/metile.h")
-        return 0
-    OUT.write_text(text)
-    return 0
+    return write_or_check(OUT, text, "python3 bindings/go/metile/regen.py")
 
 
 if __name__ == "__main__":

@@ -213,11 +213,43 @@ TEST(GpuLower, SharedMemoryIsZeroFilled) {
   EXPECT_EQ(count(text.substr(0, first_barrier), "store"), 4) << text;
 }
 
-TEST(GpuLower, DotIsUnsupportedNamingTheDevice) {
-  Error e = error_of([] { lower(kernels::gemm({})); });
-  EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
-  EXPECT_TRUE(has(e.what(), "dot: dot is not supported on metal-sim yet")) << e.what();
-  EXPECT_TRUE(has(e.what(), "kernels.cpp:")) << e.what();  // the user's line
+// The accumulator of a K loop lives in the simdgroup_matrix fragment layout from the dot
+// through the loop and the epilogue to the store: the loop body stages A and B, runs one mma
+// between two barriers, and nothing converts the accumulator (no exchange scratch).
+TEST(GpuLower, DotKeepsTheAccumulatorInFragmentLayout) {
+  kernels::GemmConfig g;
+  g.epilogue = kernels::Epilogue::relu;
+  gpu::Function f = lower(kernels::gemm(g));
+  std::string text = gpu::print(f);
+  EXPECT_EQ(f.threads, 128) << text;  // 32x32 of 8x8 atoms: 2x2 simdgroups of 2x2 atoms
+  EXPECT_EQ(count(text, " mma "), 1) << text;
+  EXPECT_EQ(count(text, "barrier"), 2) << text;
+  EXPECT_FALSE(has(text, "scratch")) << text;
+  EXPECT_TRUE(has(text, "warps_m=2")) << text;
+  // The accumulator layout is Apple's 8x8 lane map (metal_shim_matrix.h), tiled over warps.
+  const gpu::Function& cf = f;
+  const gpu::Layout* acc = nullptr;
+  gpu::walk(cf.body, [&](const gpu::Op& op) {
+    if (op.kind == gpu::GpuOpKind::MMA) acc = &cf.layout_of(op.result());
+  });
+  ASSERT_NE(acc, nullptr);
+  for (int64_t t = 0; t < 128; ++t)
+    for (int64_t r = 0; r < acc->regs(); ++r) {
+      int64_t lane = t % 32, warp = t / 32, v = r % 2, tile = r / 2;
+      int64_t row = ((lane & 7) >> 1) | ((lane >> 4) << 2), col = (((lane & 1) << 1) | ((lane & 8) >> 1)) + v;
+      row += (warp % 2) * 16 + (tile % 2) * 8;
+      col += (warp / 2) * 16 + (tile / 2) * 8;
+      ASSERT_EQ(acc->element(t, r), row * 32 + col) << "thread " << t << " register " << r;
+    }
+}
+
+TEST(GpuLower, DotWithoutAFittingAtomRunsExactFmas) {
+  kernels::GemmConfig g;
+  g.block_m = 1;
+  g.bounds = true;
+  std::string text = gpu::print(lower(kernels::gemm(g)));
+  EXPECT_FALSE(has(text, " mma ")) << text;
+  EXPECT_TRUE(has(text, "for %kk")) << text;
 }
 
 TEST(GpuLower, ThreadgroupMemoryIsCheckedAgainstTheLimit) {

@@ -258,7 +258,7 @@ std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>
 
 Artifact cuda_build_program(const Program& program, const CompileOptions& options,
                             const std::string& arch) {
-  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(), options, "cuda");
+  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(arch), options, "cuda");
   CudaKernelSource src = emit_cuda(gpu.function);
   Artifact a = cuda_build_from_source(
       {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);

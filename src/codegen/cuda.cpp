@@ -220,10 +220,10 @@ class CudaDialect final : public GpuDialect {
       w.line("const float* mma_q = " + s.b + " + (mma_k + mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
       w.line("mma_b[mma_j][0] = mt_tf32(mma_q[0]);");
       w.line("mma_b[mma_j][1] = mt_tf32(mma_q[4 * " + ldb + "]);");
-    } else {  // B is staged k-major: (column, k) at column * ldb + k
-      w.line("const ushort* mma_q = " + s.b + " + (mma_col + 8 * mma_j) * " + ldb + " + mma_k + 2 * mma_t;");
-      w.line("mma_b[mma_j][0] = mt_pair(mma_q);");
-      w.line("mma_b[mma_j][1] = mt_pair(mma_q + 8);");
+    } else {  // rows k = 2t, 2t + 1 (+ 8) of column g, two 16-bit reads per register
+      w.line("const ushort* mma_q = " + s.b + " + (mma_k + 2 * mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
+      w.line("mma_b[mma_j][0] = mt_pack(mma_q[0], mma_q[" + ldb + "]);");
+      w.line("mma_b[mma_j][1] = mt_pack(mma_q[8 * " + ldb + "], mma_q[9 * " + ldb + "]);");
     }
     w.close();
     const std::string fn = s.tf32 ? "mt_mma_tf32" : s.ab == DType::bf16 ? "mt_mma_bf16" : "mt_mma_f16";

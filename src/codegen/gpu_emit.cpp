@@ -657,7 +657,6 @@ void Emitter::standalone(const gpu::Op& op) {
       s.atom_k = op.attr_int("atom_k");
       s.warps_m = op.attr_int("warps_m");
       s.warps_n = op.attr_int("warps_n");
-      s.b_kmajor = op.attr_int("b_kmajor") != 0;
       s.tf32 = op.attr_int("tf32") != 0;
       w_.open("");
       d_.mma(w_, s);

@@ -49,7 +49,7 @@ struct MmaSpec {
   DType ab = DType::invalid;   // the element type of a and b
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
-  bool b_kmajor = false, tf32 = false;
+  bool tf32 = false;
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
 };

@@ -18,8 +18,7 @@
 // Operands are staged into their own threadgroup arrays with rows padded by 16 bytes, so the
 // row-strided fragment reads of one warp fall in distinct banks; a barrier before the `mma`
 // op (spelled by each dialect: simdgroup_matrix on MSL, mma.sync on CUDA) and one after it,
-// before the next stage overwrites the arrays. CUDA's f16/bf16 atoms read B k-major (pairs
-// of consecutive k in one 32-bit word), so B is staged transposed for them.
+// before the next stage overwrites the arrays.
 #include <algorithm>
 #include <cmath>
 
@@ -152,7 +151,7 @@ void Lowering::assign_layouts() {
   }
 }
 
-void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, bool transpose) {
+void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld) {
   const Shape& s = p.type(tile_value).shape;
   ValueId x = get(tile_value);
   LayoutId l = f.value(x).layout;
@@ -164,8 +163,7 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, bool 
   ValueId e = b.named(b.coord(l, builtin("thread_index")), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId row = b.ew(OpKind::DIV, {e, cols}), col = b.ew(OpKind::MOD, {e, cols});
-  ValueId off = transpose ? b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {col, c_i32(ld)}), row})
-                          : b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, c_i32(ld)}), col});
+  ValueId off = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, c_i32(ld)}), col});
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, valid_pred(l));
 }
 
@@ -177,12 +175,11 @@ void Lowering::dot(const Op& op) {
   LayoutId acc_l = layout_of(op.result());
   ValueId acc = materialize(get(op.operands[2]), acc_l);
   const int64_t pad = std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(plan.stage)));
-  const bool kmajor = plan.atom != nullptr && plan.atom->name == "mma.sync" && plan.atom->k == 16;
-  const int64_t lda = k + pad, ldb = (kmajor ? k : n) + pad;
+  const int64_t lda = k + pad, ldb = n + pad;
   ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
-  ValueId b_buf = pb.alloc(plan.stage, (kmajor ? n : k) * ldb, "b_smem");
-  stage(op.operands[0], a_buf, plan.stage, lda, false);
-  stage(op.operands[1], b_buf, plan.stage, ldb, kmajor);
+  ValueId b_buf = pb.alloc(plan.stage, k * ldb, "b_smem");
+  stage(op.operands[0], a_buf, plan.stage, lda);
+  stage(op.operands[1], b_buf, plan.stage, ldb);
   b.barrier();
   ValueId tid = builtin("thread_index");
   ValueId r;
@@ -194,7 +191,7 @@ void Lowering::dot(const Op& op) {
                {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
                {"m", m}, {"n", n}, {"k", k}, {"lda", lda}, {"ldb", ldb},
                {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
-               {"b_kmajor", int64_t{kmajor}}, {"tf32", int64_t{plan.atom->relaxed}}};
+               {"tf32", int64_t{plan.atom->relaxed}}};
     g.results = {b.new_value(ct, acc_l)};
     r = b.append(std::move(g)).result();
   } else {

@@ -119,8 +119,8 @@ class Lowering {
   /** Plans every dot and propagates fragment layouts (runs once the thread count is known). */
   void assign_layouts();
   LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
-  /** Writes tile value v into threadgroup array buf, row-major with row stride ld (or transposed). */
-  void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, bool transpose);
+  /** Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld. */
+  void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld);
   void dot(const Op& op);
 
   // --- lower_reduce.cpp ---

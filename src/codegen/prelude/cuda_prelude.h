@@ -99,6 +99,7 @@ MT_FN uint mt_tf32(float x) {  // round to TF32 (nearest, ties away), as cuBLAS'
   return r;
 }
 MT_FN uint mt_pair(const ushort* p) { return *reinterpret_cast<const uint*>(p); }
+MT_FN uint mt_pack(ushort lo, ushort hi) { return uint(lo) | (uint(hi) << 16); }
 #define MT_MMA(name, shape, types)                                                                 \
   MT_FN void name(float* d, const uint* a, const uint* b) {                                        \
     asm volatile("mma.sync.aligned." shape ".row.col.f32." types ".f32 {%0, %1, %2, %3}, "         \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a CUDA machine: build with every core, run the cuda cases of the unit suite (the
 # kernel suite on the cuda device, NVRTC compiles; SKIP_TESTS=1 skips them), then
-# bench/gemm_vs_cublas.py.
+# bench/gemm_vs_cublas.py (BENCH_ARGS: its extra arguments).
 #   bench/gemm_gpu_run.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds googletest/benchmark .deb files for an image without them; they are unpacked
 # under /tmp/deps (never over /) and found through CMAKE_PREFIX_PATH.
@@ -26,4 +26,8 @@ ninja -C /tmp/mb -j"$(nproc)" $targets > "$out/build.log" 2>&1 || { tail -40 "$o
 echo "tests exit $?"
 [ -z "${SKIP_TESTS:-}" ] && grep -E '^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]' "$out/tests.log" | head -40
 METILE_LIBRARY=/tmp/mb/libmetile.so PYTHONUNBUFFERED=1 python3 "$here/bench/gemm_vs_cublas.py" \
-  --out "$out/gemm.json" 2>&1 | tee "$out/bench.log" | grep -v '^{'
+  --out "$out/gemm.json" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -v '^{'
+if [ -n "${PROBE_DLPACK:-}" ]; then  # the same shapes on torch's device memory (DLPack)
+  METILE_LIBRARY=/tmp/mb/libmetile.so PYTHONUNBUFFERED=1 python3 "$here/bench/gemm_vs_cublas.py" \
+    --out "$out/gemm_dlpack.json" --memory dlpack ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_dlpack.log" | grep -v '^{'
+fi

@@ -66,6 +66,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--dtypes", default="f16,bf16,tf32")
+    ap.add_argument("--shapes", default=None, help="e.g. 4096x4096x4096,16x8192x8192")
+    ap.add_argument("--memory", choices=("managed", "dlpack"), default="managed",
+                    help="metile's own managed buffers, or torch's device memory through DLPack")
     args = ap.parse_args()
     import torch
     import triton
@@ -104,9 +108,11 @@ def main():
     shapes = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192)]
     if args.quick:
         shapes = [(256, 256, 256), (16, 1024, 1024)]
+    if args.shapes:
+        shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     rng = np.random.default_rng(0)
     rows = []
-    for dt in ("f16", "bf16", "tf32"):
+    for dt in args.dtypes.split(","):
         for (m, n, k) in shapes:
             a32 = rng.standard_normal((m, k), dtype=np.float32)
             b32 = rng.standard_normal((k, n), dtype=np.float32)
@@ -129,8 +135,11 @@ def main():
                                     else host.numpy())
                 return buf
 
-            ma, mb = device_copy(ta), device_copy(tb)
-            mc = metile.Buffer.zeros((m, n))
+            tout = torch.empty((m, n), device="cuda", dtype=torch.float32)
+            if args.memory == "dlpack":
+                ma, mb, mc = metile.from_dlpack(ta), metile.from_dlpack(tb), metile.from_dlpack(tout)
+            else:
+                ma, mb, mc = device_copy(ta), device_copy(tb), metile.Buffer.zeros((m, n))
             best = None
             for (bm, bnn, bk, thr) in CONFIGS:
                 if (m >= 64) != (bm >= 64):
@@ -140,14 +149,19 @@ def main():
                 def run(launch=launch, bm=bm, bnn=bnn, bk=bk, thr=thr):
                     launch(ma, mb, mc, m, n, k, BLOCK_M=bm, BLOCK_N=bnn, BLOCK_K=bk,
                            num_threads=thr, allow_tf32=True)
-                mc.numpy()[...] = np.nan  # every element must be written
+                if args.memory == "dlpack":  # every element must be written
+                    tout.fill_(float("nan"))
+                    torch.cuda.synchronize()
+                else:
+                    mc.numpy()[...] = np.nan
                 try:
                     run()
                     metile.synchronize()
                 except Exception as e:  # a configuration the compiler rejects (resources)
                     print("skip", dt, (m, n, k), (bm, bnn, bk, thr), str(e).splitlines()[0], flush=True)
                     continue
-                got = torch.from_numpy(mc.numpy().copy()).cuda().double()
+                got = (tout.double() if args.memory == "dlpack"
+                       else torch.from_numpy(mc.numpy().copy()).cuda().double())
                 err = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
                 if not err < (5e-3 if dt != "bf16" else 1e-2):
                     print("WRONG", dt, (m, n, k), (bm, bnn, bk, thr), "rel err", err, flush=True)
@@ -161,7 +175,7 @@ def main():
             t_matmul[grid](ta, tb, tc, m, n, k)
             terr = float(torch.linalg.norm(tc.double() - ref) / torch.linalg.norm(ref))
             t_triton = time_per_call(lambda: t_matmul[grid](ta, tb, tc, m, n, k), torch.cuda.synchronize, calls)
-            row = {"dtype": dt, "shape": [m, n, k], "gpu": gpu,
+            row = {"dtype": dt, "shape": [m, n, k], "gpu": gpu, "memory": args.memory,
                    "torch_tflops": flops / t_torch / 1e12, "triton_tflops": flops / t_triton / 1e12,
                    "triton_rel_err": terr}
             if best is not None:

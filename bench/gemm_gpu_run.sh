@@ -32,7 +32,7 @@ if [ -n "${PROBE_DLPACK:-}" ]; then  # the same shapes on torch's device memory 
     --out "$out/gemm_dlpack.json" --memory dlpack ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_dlpack.log" | grep -v '^{'
 fi
 if [ -n "${PROFILE:-}" ]; then  # one launch under Nsight Compute
-  METILE_LIBRARY=/tmp/mb/libmetile.so ncu --clock-control none -k regex:matmul -c 1 \
+  METILE_LIBRARY=/tmp/mb/libmetile.so ncu --clock-control none -k regex:gemm -c 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
     --section WarpStateStats python3 "$here/bench/gemm_profile.py" > "$out/ncu.txt" 2>&1
   grep -vE '^\s*$|^==PROF==' "$out/ncu.txt" | cut -c1-110 | tail -80

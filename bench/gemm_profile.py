@@ -1,6 +1,6 @@
 """One metile GEMM launch for a profiler (ncu): f16 4096^3 with BLOCK 64x64x64 on 128 threads.
 
-    ncu --clock-control none -k regex:matmul python3 bench/gemm_profile.py
+    ncu --clock-control none -k regex:gemm python3 bench/gemm_profile.py
 """
 import os
 import sys

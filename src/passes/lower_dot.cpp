@@ -114,7 +114,7 @@ void Lowering::assign_layouts() {
     DotPlan plan;
     auto [atom, stage] = dot_atom(a.dtype, c.dtype, a.shape.dims[1]);
     plan.stage = stage;
-    if (atom != nullptr && simt == 0 &&
+    if (atom != nullptr &&
         warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
       plan.atom = atom;
       plan.acc = fragment_layout(*atom, c.shape.dims[0], c.shape.dims[1], plan.warps_m, plan.warps_n);

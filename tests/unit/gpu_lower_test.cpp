@@ -243,6 +243,17 @@ TEST(GpuLower, DotKeepsTheAccumulatorInFragmentLayout) {
     }
 }
 
+// A thread count from the user (Python's num_threads sets the program's) picks the warp grid.
+TEST(GpuLower, DotUsesTheRequestedThreadCount) {
+  Program p = kernels::gemm({});
+  p.num_threads = 64;
+  gpu::Function f = lower(p);
+  std::string text = gpu::print(f);
+  EXPECT_EQ(f.threads, 64);
+  EXPECT_EQ(count(text, " mma "), 1) << text;
+  EXPECT_TRUE(has(text, "warps_m=2 warps_n=1") || has(text, "warps_m=1 warps_n=2")) << text;
+}
+
 TEST(GpuLower, DotWithoutAFittingAtomRunsExactFmas) {
   kernels::GemmConfig g;
   g.block_m = 1;

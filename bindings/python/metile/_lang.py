@@ -517,8 +517,10 @@ class simdgroup_role:
 
 
 def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2):
-    """Remaps 2-D program ids for locality ("morton", "diagonal" or "grouped"); returns the
-    new (pid_m, pid_n)."""
+    """Remaps 2-D program ids for locality; returns the new (pid_m, pid_n). Patterns: "morton"
+    and "hilbert" (space-filling walks of block_size x block_size squares), "diagonal",
+    "grouped" (groups of block_size rows), "grouped2"/"grouped4"/"grouped8", "linear" (the
+    identity) and "auto" (morton). Each maps every grid shape onto itself."""
     t = current()
     pattern = _plain(pattern)
     if not isinstance(pattern, str):
@@ -551,7 +553,9 @@ class tile_range:
     traced once). Variables the body updates (`acc = dot(a, b, acc)`, `m = maximum(m, x)`)
     are carried through the loop automatically."""
 
-    def __init__(self, start, end=None, step=1):
+    def __init__(self, start, end=None, step=1, num_stages=None):
+        # num_stages: the original's software-pipelining hint; accepted, and left to the
+        # compiler (which pipelines K loops on GPUs by itself).
         if end is None:
             start, end = 0, start
         self.start, self.end, self.step = start, end, step

@@ -12,7 +12,9 @@ runs it through the ops it already has and the interp oracle checks it like any 
   maximum relative error against float64 is below 1e-5 (tests/test_lang_compat.py pins
   FAST_EXP_MAX_REL_ERROR). Results that underflow or overflow follow exp2.
 - `reverse_bits(x)` reverses the 32 bits of an i32/u32 scalar or tile with the classic swap of
-  adjacent bits, pairs, nibbles, bytes and halves (logical shifts on the u32 bit pattern).
+  adjacent bits, pairs, nibbles, bytes and halves, and returns them as u32: the original's
+  thread ids are unsigned, so its idiom `reverse_bits(i) >> (32 - bits)` (the bits-wide
+  reversal of i) needs the logical shift that u32 gives.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def fast_exp(x) -> Value:
 
 
 def reverse_bits(x) -> Value:
-    """The 32 bits of an i32 or u32 value in reverse order (bit 0 becomes bit 31)."""
+    """The 32 bits of an i32 or u32 value in reverse order (bit 0 becomes bit 31), as u32."""
     t = current()
     x = t.literal(_plain(x))
     if x.is_ptr or x.dtype not in ("i32", "u32"):
@@ -66,8 +68,7 @@ def reverse_bits(x) -> Value:
     u = cast(x, "u32")
     for shift, mask in ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF)):
         u = ((u >> shift) & mask) | ((u & mask) << shift)
-    u = (u >> 16) | (u << 16)
-    return cast(u, x.dtype)
+    return (u >> 16) | (u << 16)
 
 
 def _per_thread(x, name) -> Value:

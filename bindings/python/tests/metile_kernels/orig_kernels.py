@@ -216,3 +216,44 @@ def decode_attention(Q, K, V, Out, N, scale, D: metile.constexpr, Q_HEADS: metil
             o = metile.where(src_ok, metile.load(sg_out + dim * num_sg + src), 0.0)
             metile.store(Out + q_index * D + dim, metile.simd_sum(o * f_src) / denom,
                          mask=lane == 0)
+
+
+@metile.kernel
+def radix2_fft(X_re, X_im, Y_re, Y_im, TW_re, TW_im, N, LOG_N: metile.constexpr,
+               BLOCK: metile.constexpr):
+    # One row of N = BLOCK complex values per program, one value per thread: a bit-reversed
+    # gather, then LOG_N butterfly stages (within a simdgroup through lane shuffles, across
+    # simdgroups through threadgroup memory). TW holds, for the stage of half-width h, the
+    # twiddles exp(-2 pi i j / 2h) at [h - 1, 2h - 1).
+    base = metile.program_id(0) * N
+    tid = metile.thread_id()
+    src = metile.reverse_bits(tid) >> (32 - LOG_N)
+    re = metile.load(X_re + base + src)
+    im = metile.load(X_im + base + src)
+    buf_re = metile.shared(BLOCK)
+    buf_im = metile.shared(BLOCK)
+    for stage in range(LOG_N):
+        half = 1 << stage
+        low = (tid & half) == 0
+        w_re = metile.load(TW_re + (half - 1) + (tid & (half - 1)))
+        w_im = metile.load(TW_im + (half - 1) + (tid & (half - 1)))
+        if half < 32:
+            other_re = metile.simd_shuffle_xor(re, half)
+            other_im = metile.simd_shuffle_xor(im, half)
+        else:
+            metile.store(buf_re + tid, re)
+            metile.store(buf_im + tid, im)
+            metile.barrier()
+            other_re = metile.load(buf_re + (tid ^ half))
+            other_im = metile.load(buf_im + (tid ^ half))
+            metile.barrier()
+        odd_re = metile.where(low, other_re, re)
+        odd_im = metile.where(low, other_im, im)
+        even_re = metile.where(low, re, other_re)
+        even_im = metile.where(low, im, other_im)
+        t_re = odd_re * w_re - odd_im * w_im
+        t_im = odd_re * w_im + odd_im * w_re
+        re = metile.where(low, even_re + t_re, even_re - t_re)
+        im = metile.where(low, even_im + t_im, even_im - t_im)
+    metile.store(Y_re + base + tid, re)
+    metile.store(Y_im + base + tid, im)

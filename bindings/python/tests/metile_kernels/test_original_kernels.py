@@ -191,8 +191,34 @@ def test_decode_attention(dev, n, block):
     k = r.standard_normal((batch * kv_heads, n, d)).astype(np.float32)
     v = r.standard_normal((batch * kv_heads, n, d)).astype(np.float32)
     out = np.zeros_like(q)
-    scale = 1.0 / np.sqrt(d)
+    scale = float(1.0 / np.sqrt(d))
     K.decode_attention[(batch * q_heads,)](q, k, v, out, n, scale, D=d, Q_HEADS=q_heads,
                                            KV_HEADS=kv_heads, BLOCK=block)
     np.testing.assert_allclose(out, _attention_ref(q, k, v, q_heads, kv_heads, scale),
                                rtol=1e-4, atol=1e-4)
+
+
+def _twiddles(log_n):
+    n = 1 << log_n
+    tw = np.zeros(max(n - 1, 1), np.complex128)
+    for stage in range(log_n):
+        half = 1 << stage
+        tw[half - 1:2 * half - 1] = np.exp(-2j * np.pi * np.arange(half) / (2 * half))
+    return tw.real.astype(np.float32), tw.imag.astype(np.float32)
+
+
+@pytest.mark.parametrize("log_n,batch", [(3, 3), (6, 2), (8, 5)])
+def test_fft_matches_numpy(dev, log_n, batch):
+    # A SIMT kernel without an arange: its thread count is its BLOCK constexpr.
+    n = 1 << log_n
+    r = rng(n + batch)
+    x = r.standard_normal((batch, n)) + 1j * r.standard_normal((batch, n))
+    x_re, x_im = x.real.astype(np.float32), x.imag.astype(np.float32)
+    y_re, y_im = np.zeros_like(x_re), np.zeros_like(x_im)
+    tw_re, tw_im = _twiddles(log_n)
+    K.radix2_fft[(batch,)](x_re, x_im, y_re, y_im, metile.Buffer(data=tw_re),
+                           metile.Buffer(data=tw_im), n, LOG_N=log_n, BLOCK=n)
+    ref = np.fft.fft(x_re.astype(np.float64) + 1j * x_im, axis=1)
+    tol = 1e-5 * np.sqrt(n) * log_n
+    np.testing.assert_allclose(y_re + 1j * y_im.astype(np.complex128), ref, rtol=0,
+                               atol=tol * np.abs(ref).max())

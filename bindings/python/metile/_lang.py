@@ -420,9 +420,12 @@ def _reduce(op, x, axis, name):
         c_axis = -1
     else:
         axis = _static_int(axis, f"{name} axis")
+        if len(x.shape) == 1 and axis in (0, -1):  # Triton's habit: the only axis of a 1-D tile
+            return current().emit(_ffi.metile_builder_reduce, op, x.id, -1)
         if len(x.shape) != 2 or not -2 <= axis <= 1:
             raise TracingError(f"{user_location()}: {name}: axis {axis} is invalid for a tile of "
-                               f"shape {x.shape} (use axis=None, or 0/1 on 2-D tiles)")
+                               f"shape {x.shape} (use axis=None, 0 on 1-D tiles, or 0/1 on 2-D "
+                               "tiles)")
         c_axis = axis % 2
     return current().emit(_ffi.metile_builder_reduce, op, x.id, c_axis)
 

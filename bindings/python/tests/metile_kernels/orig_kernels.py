@@ -257,3 +257,87 @@ def radix2_fft(X_re, X_im, Y_re, Y_im, TW_re, TW_im, N, LOG_N: metile.constexpr,
         im = metile.where(low, even_im + t_im, even_im - t_im)
     metile.store(Y_re + base + tid, re)
     metile.store(Y_im + base + tid, im)
+
+
+@metile.kernel
+def affine_qmv(X, W, Scales, Biases, Out, K, N, GROUP_SIZE: metile.constexpr,
+               BITS: metile.constexpr, BLOCK: metile.constexpr, PER_SG: metile.constexpr):
+    # Out[row, n] = sum_k X[row, k] * (q[n, k] * scale + bias) with q packed 32 // BITS to a
+    # u32 word; each simdgroup owns PER_SG consecutive outputs and its lanes stride the words.
+    thread = metile.thread_id()
+    lane = thread % 32
+    first = metile.program_id(0) * (BLOCK // 32) * PER_SG + (thread // 32) * PER_SG
+    row = first // N
+    col0 = first % N
+    per_word = 32 // BITS
+    words = K // per_word
+    acc = [metile.scalar(0.0) for _ in range(PER_SG)]
+    for w in metile.tile_range(lane, words, 32):
+        xs = [metile.load(X + row * K + w * per_word + e) for e in range(per_word)]
+        for o in range(PER_SG):
+            col = col0 + o
+            packed = metile.load(W + col * words + w)
+            g = col * (K // GROUP_SIZE) + w // (GROUP_SIZE // per_word)
+            s = metile.load(Scales + g)
+            b = metile.load(Biases + g)
+            for e in range(per_word):
+                q = metile.cast((packed >> (e * BITS)) & ((1 << BITS) - 1), "f32")
+                acc[o] = acc[o] + xs[e] * (q * s + b)
+    for o in range(PER_SG):
+        metile.store(Out + first + o, metile.simd_sum(acc[o]), mask=lane == 0)
+
+
+@metile.kernel
+def flash_attention_rows(Q, K, V, Out, Q_LEN, K_LEN, scale, D: metile.constexpr,
+                         Q_HEADS: metile.constexpr, KV_HEADS: metile.constexpr,
+                         CAUSAL: metile.constexpr, BLOCK: metile.constexpr):
+    # One program per (query head, query token): decode_attention's online softmax over the
+    # keys this token may see (all of them, or the causal prefix aligned to the end).
+    work = metile.program_id(0)
+    q_tok = work % Q_LEN
+    q_index = work // Q_LEN
+    kv_head = (q_index // Q_HEADS) * KV_HEADS + (q_index % Q_HEADS) // (Q_HEADS // KV_HEADS)
+    thread = metile.thread_id()
+    lane = metile.simd_lane_id()
+    sg = thread // 32
+    num_sg = BLOCK // 32
+    per_lane = D // 32
+    sg_max = metile.shared(BLOCK, dtype="f32")
+    sg_sum = metile.shared(BLOCK, dtype="f32")
+    sg_out = metile.shared(D * num_sg, dtype="f32")
+    q = [metile.load(Q + work * D + lane * per_lane + c) * scale for c in range(per_lane)]
+    run_max = metile.scalar(-1e30)
+    run_sum = metile.scalar(0.0)
+    run_out = [metile.scalar(0.0) for _ in range(per_lane)]
+    end = K_LEN
+    if CAUSAL:
+        end = K_LEN - Q_LEN + q_tok + 1
+    for token in metile.tile_range(sg, end, num_sg):
+        row = (kv_head * K_LEN + token) * D
+        s = 0.0
+        for c in range(per_lane):
+            s = s + q[c] * metile.load(K + row + lane * per_lane + c)
+        s = metile.simd_sum(s)
+        new_max = metile.maximum(run_max, s)
+        shrink = metile.fast_exp(run_max - new_max)
+        p = metile.fast_exp(s - new_max)
+        run_sum = run_sum * shrink + p
+        for c in range(per_lane):
+            run_out[c] = run_out[c] * shrink + p * metile.load(V + row + lane * per_lane + c)
+        run_max = new_max
+    metile.store(sg_max + thread, run_max)
+    metile.store(sg_sum + thread, run_sum)
+    for c in range(per_lane):
+        metile.store(sg_out + (lane * per_lane + c) * num_sg + sg, run_out[c])
+    metile.barrier()
+    src_ok = lane < num_sg
+    src = metile.minimum(lane, num_sg - 1)
+    m_src = metile.where(src_ok, metile.load(sg_max + src * 32), -1e30)
+    f_src = metile.where(src_ok, metile.fast_exp(m_src - metile.simd_max(m_src)), 0.0)
+    denom = metile.simd_sum(metile.where(src_ok, metile.load(sg_sum + src * 32), 0.0) * f_src)
+    for chunk in range(0, 32, num_sg):
+        for c in range(per_lane):
+            dim = (sg + chunk) * per_lane + c
+            o = metile.where(src_ok, metile.load(sg_out + dim * num_sg + src), 0.0)
+            metile.store(Out + work * D + dim, metile.simd_sum(o * f_src) / denom,
+                         mask=lane == 0)

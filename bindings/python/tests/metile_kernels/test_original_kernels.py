@@ -222,3 +222,50 @@ def test_fft_matches_numpy(dev, log_n, batch):
     tol = 1e-5 * np.sqrt(n) * log_n
     np.testing.assert_allclose(y_re + 1j * y_im.astype(np.complex128), ref, rtol=0,
                                atol=tol * np.abs(ref).max())
+
+
+@NEEDS_THREAD_LOOPS
+@pytest.mark.parametrize("bits,rows,n,k", [(4, 1, 16, 256), (8, 2, 8, 128)])
+def test_affine_qmv(dev, bits, rows, n, k):
+    group, block, per_sg = 32, 64, 2
+    r = rng(bits * 100 + n)
+    per_word = 32 // bits
+    q = r.integers(0, 1 << bits, (n, k))
+    packed = np.zeros((n, k // per_word), np.uint64)
+    for e in range(per_word):
+        packed |= q[:, e::per_word].astype(np.uint64) << np.uint64(e * bits)
+    w = packed.astype(np.uint32)
+    scales = r.uniform(0.01, 0.1, (n, k // group)).astype(np.float32)
+    biases = r.uniform(-0.5, 0.5, (n, k // group)).astype(np.float32)
+    x = r.standard_normal((rows, k)).astype(np.float32)
+    out = np.zeros(rows * n, np.float32)
+    programs = rows * n // ((block // 32) * per_sg)
+    K.affine_qmv[(programs,)](x, w, scales, biases, out, k, n, GROUP_SIZE=group, BITS=bits,
+                              BLOCK=block, PER_SG=per_sg)
+    deq = q * np.repeat(scales, group, 1).astype(np.float64) + np.repeat(biases, group, 1)
+    np.testing.assert_allclose(out.reshape(rows, n), x.astype(np.float64) @ deq.T, rtol=1e-4,
+                               atol=1e-3)
+
+
+@NEEDS_THREAD_LOOPS
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_rows(dev, causal):
+    d, q_heads, kv_heads, q_len, k_len, block = 32, 2, 1, 3, 11, 64
+    r = rng(q_len + k_len + causal)
+    q = r.standard_normal((q_heads, q_len, d)).astype(np.float32)
+    k = r.standard_normal((kv_heads, k_len, d)).astype(np.float32)
+    v = r.standard_normal((kv_heads, k_len, d)).astype(np.float32)
+    out = np.zeros_like(q)
+    scale = float(1.0 / np.sqrt(d))
+    K.flash_attention_rows[(q_heads * q_len,)](q, k, v, out, q_len, k_len, scale, D=d,
+                                               Q_HEADS=q_heads, KV_HEADS=kv_heads,
+                                               CAUSAL=causal, BLOCK=block)
+    ref = np.zeros(q.shape)
+    for h in range(q_heads):
+        kvh = h // (q_heads // kv_heads)
+        for t in range(q_len):
+            end = k_len - q_len + t + 1 if causal else k_len
+            s = k[kvh, :end].astype(np.float64) @ (q[h, t].astype(np.float64) * scale)
+            p = np.exp(s - s.max())
+            ref[h, t] = p @ v[kvh, :end] / p.sum()
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

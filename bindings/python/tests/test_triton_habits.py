@@ -82,3 +82,36 @@ def test_do_bench_rejects_bad_arguments():
         metile.testing.do_bench(lambda: None, return_mode="p99")
     with pytest.raises(metile.InvalidArgumentError, match="rep >= 1"):
         metile.testing.do_bench(lambda: None, rep=0)
+
+
+@metile.kernel
+def arg_kernel(X, Out, R: metile.constexpr, C: metile.constexpr):
+    r = metile.arange(0, R)
+    c = metile.arange(0, C)
+    x = metile.load(X + r[:, None] * C + c[None, :])
+    metile.store(Out + 0, metile.argmax(x))
+    metile.store(Out + 1, metile.argmin(x))
+    metile.store(Out + 2 + c, metile.argmax(x, axis=0))
+    metile.store(Out + 2 + C + r, metile.argmin(x, axis=1))
+    row = metile.load(X + c)
+    metile.store(Out + 2 + C + R, metile.argmax(row, axis=0))
+
+
+def test_argmax_argmin_give_numpys_first_index(device):
+    rows, cols = 8, 16
+    x = np.random.default_rng(5).integers(-4, 4, (rows, cols)).astype(np.float32)  # ties
+    out = np.full(2 + cols + rows + 1, -1, np.int32)
+    arg_kernel[(1,)](x, out, R=rows, C=cols)
+    assert out[0] == np.argmax(x) and out[1] == np.argmin(x)
+    np.testing.assert_array_equal(out[2:2 + cols], np.argmax(x, axis=0))
+    np.testing.assert_array_equal(out[2 + cols:2 + cols + rows], np.argmin(x, axis=1))
+    assert out[-1] == np.argmax(x[0])
+
+
+def test_argmax_of_a_scalar_is_an_error():
+    @metile.kernel
+    def bad(X, Out):
+        metile.store(Out, metile.argmax(metile.load(X)))
+
+    with pytest.raises(metile.TracingError, match="argmax needs a tile"):
+        bad[(1,)](np.zeros(1, np.float32), np.zeros(1, np.int32))

@@ -341,3 +341,81 @@ def flash_attention_rows(Q, K, V, Out, Q_LEN, K_LEN, scale, D: metile.constexpr,
             o = metile.where(src_ok, metile.load(sg_out + dim * num_sg + src), 0.0)
             metile.store(Out + work * D + dim, metile.simd_sum(o * f_src) / denom,
                          mask=lane == 0)
+
+
+@metile.kernel
+def decode_attention_partial(Q, K, V, PartOut, PartMax, PartSum, N, scale,
+                             D: metile.constexpr, Q_HEADS: metile.constexpr,
+                             KV_HEADS: metile.constexpr, NUM_BLOCKS: metile.constexpr,
+                             TOKENS_PER_BLOCK: metile.constexpr, BLOCK: metile.constexpr):
+    # Split-K decode: program (query head, token block) leaves its block's running max, sum and
+    # unnormalized output; decode_attention_merge combines the blocks.
+    work = metile.program_id(0)
+    q_index = work // NUM_BLOCKS
+    kv_head = (q_index // Q_HEADS) * KV_HEADS + (q_index % Q_HEADS) // (Q_HEADS // KV_HEADS)
+    thread = metile.thread_id()
+    lane = metile.simd_lane_id()
+    sg = thread // 32
+    num_sg = BLOCK // 32
+    per_lane = D // 32
+    sg_max = metile.shared(BLOCK, dtype="f32")
+    sg_sum = metile.shared(BLOCK, dtype="f32")
+    sg_out = metile.shared(D * num_sg, dtype="f32")
+    q = [metile.load(Q + q_index * D + lane * per_lane + c) * scale for c in range(per_lane)]
+    run_max = metile.scalar(-1e30)
+    run_sum = metile.scalar(0.0)
+    run_out = [metile.scalar(0.0) for _ in range(per_lane)]
+    start = (work % NUM_BLOCKS) * TOKENS_PER_BLOCK
+    stop = metile.minimum(start + TOKENS_PER_BLOCK, N)
+    for token in metile.tile_range(start + sg, stop, num_sg):
+        row = (kv_head * N + token) * D
+        s = 0.0
+        for c in range(per_lane):
+            s = s + q[c] * metile.load(K + row + lane * per_lane + c)
+        s = metile.simd_sum(s)
+        new_max = metile.maximum(run_max, s)
+        shrink = metile.fast_exp(run_max - new_max)
+        p = metile.fast_exp(s - new_max)
+        run_sum = run_sum * shrink + p
+        for c in range(per_lane):
+            run_out[c] = run_out[c] * shrink + p * metile.load(V + row + lane * per_lane + c)
+        run_max = new_max
+    metile.store(sg_max + thread, run_max)
+    metile.store(sg_sum + thread, run_sum)
+    for c in range(per_lane):
+        metile.store(sg_out + (lane * per_lane + c) * num_sg + sg, run_out[c])
+    metile.barrier()
+    src_ok = lane < num_sg
+    src = metile.minimum(lane, num_sg - 1)
+    m_src = metile.where(src_ok, metile.load(sg_max + src * 32), -1e30)
+    m_block = metile.simd_max(m_src)
+    f_src = metile.where(src_ok, metile.fast_exp(m_src - m_block), 0.0)
+    s_block = metile.simd_sum(metile.where(src_ok, metile.load(sg_sum + src * 32), 0.0) * f_src)
+    metile.store(PartMax + work * 32 + sg, m_block, mask=lane == 0)
+    metile.store(PartSum + work * 32 + sg, s_block, mask=lane == 0)
+    for chunk in range(0, 32, num_sg):
+        for c in range(per_lane):
+            dim = (sg + chunk) * per_lane + c
+            o = metile.where(src_ok, metile.load(sg_out + dim * num_sg + src), 0.0)
+            metile.store(PartOut + work * D + dim, metile.simd_sum(o * f_src), mask=lane == 0)
+
+
+@metile.kernel
+def decode_attention_merge(PartOut, PartMax, PartSum, Out, D: metile.constexpr,
+                           NUM_BLOCKS: metile.constexpr, BLOCK: metile.constexpr):
+    # Lane b of every simdgroup reads block b's statistics (b < NUM_BLOCKS <= 32); each
+    # simdgroup then produces D // num_sg of the head's output dimensions.
+    head = metile.program_id(0)
+    thread = metile.thread_id()
+    lane = metile.simd_lane_id()
+    sg = thread // 32
+    dims_per_sg = D // (BLOCK // 32)
+    ok = lane < NUM_BLOCKS
+    src = head * NUM_BLOCKS + metile.minimum(lane, NUM_BLOCKS - 1)
+    m_src = metile.where(ok, metile.load(PartMax + src * 32), -1e30)
+    f_src = metile.where(ok, metile.fast_exp(m_src - metile.simd_max(m_src)), 0.0)
+    denom = metile.simd_sum(metile.where(ok, metile.load(PartSum + src * 32), 0.0) * f_src)
+    for c in range(dims_per_sg):
+        dim = sg * dims_per_sg + c
+        o = metile.where(ok, metile.load(PartOut + src * D + dim), 0.0)
+        metile.store(Out + head * D + dim, metile.simd_sum(o * f_src) / denom, mask=lane == 0)

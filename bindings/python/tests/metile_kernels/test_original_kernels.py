@@ -269,3 +269,46 @@ def test_flash_attention_rows(dev, causal):
             p = np.exp(s - s.max())
             ref[h, t] = p @ v[kvh, :end] / p.sum()
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("num_blocks,block", [(3, 64), (32, 128)])
+def test_decode_attention_merge(dev, num_blocks, block):
+    # The merge step alone, on synthetic per-block states (max, sum, unnormalized output).
+    heads, d = 3, 64
+    r = rng(num_blocks)
+    pmax = np.zeros((heads * num_blocks, 32), np.float32)
+    psum = np.zeros((heads * num_blocks, 32), np.float32)
+    pmax[:, 0] = r.uniform(-3, 3, heads * num_blocks)
+    psum[:, 0] = r.uniform(0.5, 4, heads * num_blocks)
+    pout = r.standard_normal((heads * num_blocks, d)).astype(np.float32)
+    out = np.zeros((heads, d), np.float32)
+    K.decode_attention_merge[(heads,)](pout, pmax, psum, out, D=d, NUM_BLOCKS=num_blocks,
+                                       BLOCK=block)
+    m = pmax[:, 0].astype(np.float64).reshape(heads, num_blocks)
+    f = np.exp(m - m.max(1, keepdims=True))
+    s = (psum[:, 0].reshape(heads, num_blocks) * f).sum(1)
+    ref = np.einsum("hb,hbd->hd", f, pout.reshape(heads, num_blocks, d)) / s[:, None]
+    np.testing.assert_allclose(out, ref, rtol=3e-5, atol=1e-5)
+
+
+@NEEDS_THREAD_LOOPS
+@pytest.mark.parametrize("n,tokens_per_block", [(45, 16), (64, 64)])
+def test_decode_attention_split_and_merge(dev, n, tokens_per_block):
+    d, q_heads, kv_heads, batch, block = 64, 2, 1, 1, 64
+    blocks = metile.cdiv(n, tokens_per_block)
+    r = rng(n + tokens_per_block)
+    q = r.standard_normal((batch * q_heads, d)).astype(np.float32)
+    k = r.standard_normal((batch * kv_heads, n, d)).astype(np.float32)
+    v = r.standard_normal((batch * kv_heads, n, d)).astype(np.float32)
+    work = batch * q_heads * blocks
+    pout = np.zeros((work, d), np.float32)
+    pmax, psum = np.zeros((work, 32), np.float32), np.zeros((work, 32), np.float32)
+    scale = float(1.0 / np.sqrt(d))
+    K.decode_attention_partial[(work,)](q, k, v, pout, pmax, psum, n, scale, D=d,
+                                        Q_HEADS=q_heads, KV_HEADS=kv_heads, NUM_BLOCKS=blocks,
+                                        TOKENS_PER_BLOCK=tokens_per_block, BLOCK=block)
+    out = np.zeros_like(q)
+    K.decode_attention_merge[(batch * q_heads,)](pout, pmax, psum, out, D=d, NUM_BLOCKS=blocks,
+                                                 BLOCK=block)
+    np.testing.assert_allclose(out, _attention_ref(q, k, v, q_heads, kv_heads, scale),
+                               rtol=1e-4, atol=1e-4)

@@ -153,7 +153,9 @@ class AutotunedKernel:
         if self.caller_decides(kwargs):
             return Config({n: kwargs[n] for n in self.tuned_names})
         dev = _device.get_device()
-        key_values = self._key_values(args, kwargs)
+        # Tuned constexprs the caller fixed are part of the key: the winner depends on them.
+        key_values = self._key_values(args, kwargs) + tuple(
+            (n, kwargs[n]) for n in self.tuned_names if n in kwargs)
         types = self._arg_types(args, kwargs)
         mem_key = (dev, key_values, types)
         best = self.cache.get(mem_key)

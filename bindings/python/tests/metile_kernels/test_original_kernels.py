@@ -312,3 +312,18 @@ def test_decode_attention_split_and_merge(dev, n, tokens_per_block):
                                                  BLOCK=block)
     np.testing.assert_allclose(out, _attention_ref(q, k, v, q_heads, kv_heads, scale),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_configs_with_keys_for_other_compilers_are_skipped(dev, capsys):
+    # The original's GEMM list also carries keys only its Metal lowering read (NAX_*): such a
+    # config is reported and skipped, the others tune, and the result is exact.
+    _no_dot(dev)
+    configs = K.GEMM_CONFIGS[:2] + [metile.Config(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, WM=2,
+                                                  WN=2, SWIZZLE="grouped8", NAX_FRAGMENTS=True)]
+    tuned = metile.autotune(configs=configs, key=["M", "N", "K"], warmup=1, rep=2)(K.gemm.kernel)
+    a, b, c, ref = _gemm_problem(64, 32, 48)
+    best = tuned[_gemm_grid](a, b, c, 64, 32, 48)
+    assert best in configs[:2]
+    err = capsys.readouterr().err
+    assert "NAX_FRAGMENTS" in err and "FAILED" in err
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)

@@ -18,7 +18,8 @@
 // Operands are staged into their own threadgroup arrays with rows padded by 16 bytes, so the
 // row-strided fragment reads of one warp fall in distinct banks; a barrier before the `mma`
 // op (spelled by each dialect: simdgroup_matrix on MSL, mma.sync on CUDA) and one after it,
-// before the next stage overwrites the arrays.
+// before the next stage overwrites the arrays. When A and B would take more than half the
+// target's threadgroup memory, K is staged in chunks (each a stage, an mma and two barriers).
 #include <algorithm>
 #include <cmath>
 
@@ -151,7 +152,8 @@ void Lowering::assign_layouts() {
   }
 }
 
-void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld) {
+void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
+                     int64_t len) {
   const Shape& s = p.type(tile_value).shape;
   ValueId x = get(tile_value);
   LayoutId l = f.value(x).layout;
@@ -163,8 +165,16 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld) {
   ValueId e = b.named(b.coord(l, builtin("thread_index")), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId row = b.ew(OpKind::DIV, {e, cols}), col = b.ew(OpKind::MOD, {e, cols});
+  ValueId pred = valid_pred(l);
+  if (len < s.dims[axis]) {  // one chunk of the K axis: its elements, shifted to index 0
+    ValueId& at = axis == 0 ? row : col;
+    ValueId in = b.ew(OpKind::BITAND, {b.ew(OpKind::GE, {at, c_i32(lo)}),
+                                       b.ew(OpKind::LT, {at, c_i32(lo + len)})});
+    pred = and_pred(pred, b.named(in, "in_chunk"));
+    at = b.ew(OpKind::SUB, {at, c_i32(lo)});
+  }
   ValueId off = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, c_i32(ld)}), col});
-  b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, valid_pred(l));
+  b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, pred);
 }
 
 void Lowering::dot(const Op& op) {
@@ -174,48 +184,58 @@ void Lowering::dot(const Op& op) {
   const DType ct = p.type(op.result()).dtype;
   LayoutId acc_l = layout_of(op.result());
   ValueId acc = materialize(get(op.operands[2]), acc_l);
-  const int64_t pad = std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(plan.stage)));
-  const int64_t lda = k + pad, ldb = n + pad;
+  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
+  const int64_t pad = std::max<int64_t>(1, 16 / elem);
+  // K is staged in chunks of kc columns of A / rows of B, halved until the two arrays take at
+  // most half the target's threadgroup memory (the rest is left to exchanges and the user).
+  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
+  auto bytes = [&](int64_t c) { return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem); };
+  int64_t kc = k;
+  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
+    kc /= 2;
+  const int64_t lda = kc + pad, ldb = n + pad;
   ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
-  ValueId b_buf = pb.alloc(plan.stage, k * ldb, "b_smem");
-  stage(op.operands[0], a_buf, plan.stage, lda);
-  stage(op.operands[1], b_buf, plan.stage, ldb);
-  b.barrier();
+  ValueId b_buf = pb.alloc(plan.stage, kc * ldb, "b_smem");
   ValueId tid = builtin("thread_index");
-  ValueId r;
-  if (plan.atom != nullptr) {
-    gpu::Op g;
-    g.kind = gpu::GpuOpKind::MMA;
-    g.operands = {a_buf, b_buf, acc, tid};
-    g.attrs = {{"atom", plan.atom->name}, {"atom_m", int64_t{plan.atom->m}},
-               {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
-               {"m", m}, {"n", n}, {"k", k}, {"lda", lda}, {"ldb", ldb},
-               {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
-               {"tf32", int64_t{plan.atom->relaxed}}};
-    g.results = {b.new_value(ct, acc_l)};
-    r = b.append(std::move(g)).result();
-  } else {
-    // Exact FMAs: each register sums its element's row of A times column of B.
-    DType sum_t = is_float(ct) ? DType::f32 : ct;
-    ValueId e = b.coord(acc_l, tid);
-    if (f.layout(acc_l).padded)  // padding registers read element 0 and are never stored
-      e = b.ew(OpKind::SELECT, {b.valid(acc_l, tid), e, c_i32(0)});
-    ValueId row = b.ew(OpKind::MUL, {b.ew(OpKind::DIV, {e, c_i32(n)}), c_i32(lda)});
-    ValueId col = b.ew(OpKind::MOD, {e, c_i32(n)});
-    ValueId init = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
-    r = for_loop(c_i32(0), c_i32(k), c_i32(1), {init}, "kk", [&](ValueId kk, const auto& carried) {
-      ValueId av = b.load(b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::ADD, {row, kk})}));
-      ValueId bv = b.load(b.ew(OpKind::PTR_OFFSET,
-                               {b_buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {kk, c_i32(ldb)}), col})}));
-      if (plan.stage != sum_t) {
-        av = b.ew(OpKind::CAST, {av}, sum_t);
-        bv = b.ew(OpKind::CAST, {bv}, sum_t);
-      }
-      return std::vector<ValueId>{b.ew(OpKind::ADD, {carried[0], b.ew(OpKind::MUL, {av, bv})})};
-    })[0];
-    if (sum_t != ct) r = b.ew(OpKind::CAST, {r}, ct);
+  DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
+  ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
+  for (int64_t k0 = 0; k0 < k; k0 += kc) {
+    stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
+    stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+    b.barrier();
+    if (plan.atom != nullptr) {
+      gpu::Op g;
+      g.kind = gpu::GpuOpKind::MMA;
+      g.operands = {a_buf, b_buf, r, tid};
+      g.attrs = {{"atom", plan.atom->name}, {"atom_m", int64_t{plan.atom->m}},
+                 {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
+                 {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
+                 {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
+                 {"tf32", int64_t{plan.atom->relaxed}}};
+      g.results = {b.new_value(ct, acc_l)};
+      r = b.append(std::move(g)).result();
+    } else {
+      // Exact FMAs: each register sums its element's row of A times column of B, in f32 for
+      // floats (as interp does) and in the accumulator's type for integers.
+      ValueId e = b.coord(acc_l, tid);
+      if (f.layout(acc_l).padded)  // padding registers read element 0 and are never stored
+        e = b.ew(OpKind::SELECT, {b.valid(acc_l, tid), e, c_i32(0)});
+      ValueId row = b.ew(OpKind::MUL, {b.ew(OpKind::DIV, {e, c_i32(n)}), c_i32(lda)});
+      ValueId col = b.ew(OpKind::MOD, {e, c_i32(n)});
+      r = for_loop(c_i32(0), c_i32(kc), c_i32(1), {r}, "kk", [&](ValueId kk, const auto& carried) {
+        ValueId av = b.load(b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::ADD, {row, kk})}));
+        ValueId bv = b.load(b.ew(OpKind::PTR_OFFSET,
+                                 {b_buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {kk, c_i32(ldb)}), col})}));
+        if (plan.stage != sum_t) {
+          av = b.ew(OpKind::CAST, {av}, sum_t);
+          bv = b.ew(OpKind::CAST, {bv}, sum_t);
+        }
+        return std::vector<ValueId>{b.ew(OpKind::ADD, {carried[0], b.ew(OpKind::MUL, {av, bv})})};
+      })[0];
+    }
+    b.barrier();  // before the next chunk or dot overwrites the arrays
   }
-  b.barrier();
+  if (f.value(r).dtype != ct) r = b.ew(OpKind::CAST, {r}, ct);
   set(op.result(), b.named(r, "acc"));
 }
 

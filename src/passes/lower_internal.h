@@ -119,8 +119,12 @@ class Lowering {
   /** Plans every dot and propagates fragment layouts (runs once the thread count is known). */
   void assign_layouts();
   LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
-  /** Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld. */
-  void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld);
+  /**
+   * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:
+   * the indices [lo, lo + len) of axis `axis`, shifted to start at 0.
+   */
+  void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
+             int64_t len);
   void dot(const Op& op);
 
   // --- lower_reduce.cpp ---

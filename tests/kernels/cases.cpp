@@ -146,6 +146,9 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
   // 1-row and 1-column tiles: no matrix atom fits, the exact FMA path runs.
   if (kernel.find("_m1") != std::string::npos) g.block_m = 1;
   if (kernel.find("_n1") != std::string::npos) g.block_n = 1;
+  // 128x128 tiles: on Apple the staged operands exceed half the threadgroup memory, so K is
+  // staged in chunks.
+  if (kernel.find("_big") != std::string::npos) g.block_m = g.block_n = 128;
   if (!g.bounds && (m % g.block_m || n % g.block_n || k % g.block_k))
     fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "case ", name,
          ": unbounded GEMM shapes must be multiples of the blocks");
@@ -288,6 +291,7 @@ const std::vector<std::string>& names() {
       "gemm_bias_gelu/64x64x32",
       "gemm_m1_bounds/5x40x20",
       "gemm_n1_bounds/40x5x20",
+      "gemm_big/128x128x64",
       "gelu/1000",
       "gelu/1",
       "silu/1000",

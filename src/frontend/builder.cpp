@@ -3,6 +3,7 @@
 #include <set>
 
 #include "support/error.h"
+#include "support/text.h"
 
 namespace metile {
 
@@ -11,6 +12,7 @@ int category(DType d) { return d == DType::boolean ? 0 : is_int(d) ? 1 : 2; }
 }  // namespace
 
 Builder::Builder(std::string name) {
+  check_text(name, "kernel name", "builder", kMaxNameBytes);
   p_.name = std::move(name);
   in_scope_.push_back(false);
 }
@@ -34,11 +36,14 @@ void Builder::check_value(OpKind kind, ValueId v, const char* what) const {
 
 void Builder::set_loc(const std::string& file, int line) {
   check_open();
+  check_text(file, "source file name", "builder");
   loc_ = file.empty() ? Loc{} : Loc{p_.intern_file(file), line};
 }
 
 void Builder::set_constexpr(const std::string& name, const std::string& value) {
   check_open();
+  check_text(name, "constexpr name", "builder", kMaxNameBytes);
+  check_text(value, cat("constexpr ", name, "'s value"), "builder");
   for (auto& kv : p_.constexprs)
     if (kv.first == name) {
       kv.second = value;
@@ -60,6 +65,7 @@ void Builder::set_num_threads(int64_t n) {
 
 ValueId Builder::param(const std::string& name, const Type& type) {
   check_open();
+  check_text(name, "parameter name", "builder", kMaxNameBytes);
   if (!p_.body.ops.empty() || !open_.empty())
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name,
          " must be declared before any op");
@@ -486,6 +492,7 @@ ValueId Builder::shared(int64_t size, DType dtype) {
 
 std::pair<ValueId, ValueId> Builder::tile_swizzle(ValueId pid_m, ValueId pid_n,
                                                   const std::string& pattern, int block_size) {
+  check_text(pattern, "tile_swizzle pattern", "builder", kMaxNameBytes);
   std::vector<ValueId> r = emit(OpKind::TILE_SWIZZLE, {pid_m, pid_n},
                                 {{"pattern", pattern}, {"block_size", int64_t{block_size}}});
   return {r[0], r[1]};

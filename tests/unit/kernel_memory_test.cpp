@@ -118,7 +118,7 @@ TEST(KernelMemory, CorruptLibraryIsADeviceError) {
     FAIL() << "loaded junk";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_DEVICE);
-    EXPECT_NE(std::string(e.what()).find("cannot load compiled kernel junk"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cannot load the compiled kernel junk"), std::string::npos);
   }
 }
 

@@ -98,7 +98,8 @@ SharedObject::SharedObject(const std::vector<uint8_t>& bytes, const char* subsys
       std::string path = buf.data();
       bool ok = write_all(tfd, bytes);
       ::close(tfd);
-      if (ok && names_in_use().count(path) == 0) {
+      bool name_taken = ok && names_in_use().count(path) != 0;  // then try another name
+      if (ok && !name_taken) {
         handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (handle_ == nullptr) error += std::string(error.empty() ? "" : "; ") + ::dlerror();
         else name_ = path;
@@ -106,11 +107,11 @@ SharedObject::SharedObject(const std::vector<uint8_t>& bytes, const char* subsys
         error += std::string(error.empty() ? "" : "; ") + "write failed: " + std::strerror(errno);
       }
       ::unlink(path.c_str());
-      if (!ok) break;
+      if (!name_taken) break;
     }
   }
   if (handle_ == nullptr)
-    fail(METILE_ERROR_DEVICE, subsystem_, "cannot load compiled kernel ", label, ": ", error);
+    fail(METILE_ERROR_DEVICE, subsystem_, "cannot load the compiled kernel ", label, ": ", error);
   names_in_use().insert(name_);
 }
 

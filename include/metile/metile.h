@@ -499,7 +499,11 @@ typedef struct metile_compile_options {
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);
 
-/** Compiles (or loads from the cache). `options` may be NULL for defaults. */
+/**
+ * Compiles (or loads from the cache). `options` may be NULL for defaults. A host compiler, clang
+ * (metal-sim) or NVRTC compile that runs past $METILE_TIMEOUT_S seconds (default 600; 0 = no
+ * limit) is abandoned (a compiler process is killed) and reported as METILE_ERROR_COMPILE.
+ */
 METILE_API metile_status metile_kernel_compile(metile_kernel **out, metile_device *device,
                                                const metile_program *program,
                                                const metile_compile_options *options);
@@ -557,6 +561,8 @@ typedef struct metile_arg {
  * Launches `kernel` over grid[0] x grid[1] x grid[2] program instances (each >= 1) with the
  * arguments in parameter order. Asynchronous on GPU devices. Arguments are checked against
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
+ * On interp and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0: no
+ * limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly written).
  */
 METILE_API metile_status metile_kernel_launch(metile_kernel *kernel, const uint32_t grid[3],
                                               const metile_arg *args, size_t num_args);
@@ -585,6 +591,10 @@ METILE_API metile_status metile_launch_release(metile_launch *launch);
  * options and the canonical Tile IR. Many processes may share the directory. A corrupt or foreign
  * entry is ignored and replaced; a read-only or full disk means "no disk cache" and one warning,
  * never a failed compile. METILE_CACHE=0 disables the disk level. Settings are process-wide.
+ * Entries are code the process runs, so the directory is trusted only when it belongs to the user
+ * and no one else may write to it (else one warning and no disk cache), and each entry carries an
+ * HMAC keyed by a random per-user secret kept in it (file `secret`, mode 0600): an entry someone
+ * else wrote is a miss. The memory level keeps the most recently used kernels (128) loaded.
  */
 
 /**

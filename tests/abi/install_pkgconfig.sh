@@ -55,6 +55,9 @@ private=$(pkg-config --libs --static metile)
 for l in -lz -lffi -ldl -lpthread; do
   has_word "$private" "$l" || fail "--libs --static '$private' lacks $l"
 done
+grep -q '^Requires.private: zlib libffi$' "$lib/pkgconfig/metile.pc" ||
+  fail "metile.pc does not name zlib and libffi in Requires.private"
+[ -f "$include_dir/metile/metile.cdef" ] || fail "metile.cdef is not installed beside metile.h"
 
 # Build every C example against the installed tree and run hello.
 if ! make -s -C "$src/examples/c" BUILD="$tmp/examples" >"$tmp/make.log" 2>&1; then

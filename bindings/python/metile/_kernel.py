@@ -20,9 +20,9 @@ import numpy as np
 
 from . import _device, _dtypes, _ffi, _loops
 from ._buffer import Buffer, from_dlpack
+from ._constexpr import constexpr
 from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarning, TracingError,
                       check, error_for)
-from ._lang import constexpr
 from ._trace import Retrace, Trace, set_active, active
 
 _OPTIONS = ("num_threads", "allow_tf32", "opt_level")

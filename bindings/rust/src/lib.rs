@@ -13,11 +13,31 @@
 //! let doubled = b.mul(v, two)?;
 //! b.store(p, doubled, None)?;
 //! let kernel = Kernel::compile(&dev, &b.finish()?)?;
-//! let buf = dev.buffer_from(&[1.0f32; 256])?;
-//! kernel.launch([1, 1, 1], &[Arg::Buffer(&buf)])?;
+//! let mut buf = dev.buffer_from(&[1.0f32; 256])?;
+//! kernel.launch([1, 1, 1], &[Arg::BufferMut(&mut buf)])?;  // written: exclusive access
 //! dev.synchronize()?;
 //! assert_eq!(buf.as_slice::<f32>()[0], 2.0);
 //! # Ok::<(), metile::Error>(())
+//! ```
+//!
+//! A buffer the kernel writes is passed as `Arg::BufferMut(&mut buf)` (a shared `Arg::Buffer` for
+//! such a parameter is an error), so no `&[T]` view of it can be alive during the launch:
+//!
+//! ```compile_fail
+//! # use metile::{Arg, Device, Kernel};
+//! # fn f(kernel: &Kernel, dev: &Device) -> metile::Result<()> {
+//! let mut out = dev.alloc(1024)?;
+//! let view = out.as_slice::<f32>();
+//! kernel.launch([1, 1, 1], &[Arg::BufferMut(&mut out)])?;  // error: `out` is borrowed
+//! println!("{}", view[0]);
+//! # Ok(()) }
+//! ```
+//!
+//! [`Element`] is sealed: only the plain number types below can view buffer memory.
+//!
+//! ```compile_fail
+//! struct NotPod(&'static u64);
+//! unsafe impl metile::Element for NotPod { const DTYPE: metile::DType = metile::DType::F32; }
 //! ```
 #![allow(clippy::missing_safety_doc)]
 
@@ -112,16 +132,25 @@ pub enum DType {
     U8 = 9,
 }
 
+mod sealed {
+    pub trait Sealed {}
+}
+
 /// Plain element types whose buffers can be viewed as Rust slices.
-pub trait Element: Copy + 'static {
+///
+/// # Safety
+/// Every bit pattern of the buffer's bytes must be a valid value of the type (no padding, no
+/// references, no niches). The trait is sealed: it cannot be implemented outside this crate.
+pub unsafe trait Element: sealed::Sealed + Copy + 'static {
     const DTYPE: DType;
 }
-impl Element for f32 { const DTYPE: DType = DType::F32; }
-impl Element for i32 { const DTYPE: DType = DType::I32; }
-impl Element for u32 { const DTYPE: DType = DType::U32; }
-impl Element for i64 { const DTYPE: DType = DType::I64; }
-impl Element for i8 { const DTYPE: DType = DType::I8; }
-impl Element for u8 { const DTYPE: DType = DType::U8; }
+macro_rules! element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        unsafe impl Element for $t { const DTYPE: DType = DType::$d; }
+    )*};
+}
+element!(f32 => F32, i32 => I32, u32 => U32, i64 => I64, i8 => I8, u8 => U8);
 
 /// An open device. Cloning retains it; dropping releases it.
 pub struct Device {
@@ -514,10 +543,14 @@ impl Drop for Program {
     }
 }
 
-/// A launch argument, in parameter order.
+/// A launch argument, in parameter order. Buffers the kernel writes (stores to) must be passed
+/// as `BufferMut`/`BufferMutAt`: the exclusive borrow keeps every `as_slice` view of them out of
+/// the launch. `Buffer`/`BufferAt` serve parameters the kernel only reads.
 pub enum Arg<'a> {
     Buffer(&'a Buffer),
     BufferAt(&'a Buffer, u64),
+    BufferMut(&'a mut Buffer),
+    BufferMutAt(&'a mut Buffer, u64),
     I32(i32),
     U32(u32),
     I64(i64),
@@ -529,8 +562,10 @@ impl Arg<'_> {
     fn raw(&self) -> sys::metile_arg {
         let mut a = sys::metile_arg { kind: 0, reserved: 0, buffer: ptr::null_mut(), offset: 0, i: 0, f: 0.0 };
         match *self {
-            Arg::Buffer(b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
-            Arg::BufferAt(b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
+            Arg::Buffer(ref b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
+            Arg::BufferAt(ref b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
+            Arg::BufferMut(ref b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
+            Arg::BufferMutAt(ref b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
             Arg::I32(v) => { a.kind = sys::METILE_ARG_I32; a.i = v as i64; }
             Arg::U32(v) => { a.kind = sys::METILE_ARG_U32; a.i = v as i64; }
             Arg::I64(v) => { a.kind = sys::METILE_ARG_I64; a.i = v; }
@@ -544,6 +579,8 @@ impl Arg<'_> {
 /// A program compiled for a device.
 pub struct Kernel {
     raw: *mut sys::metile_kernel,
+    /// Per parameter: (name, whether the kernel writes through it).
+    params: Vec<(String, bool)>,
 }
 
 unsafe impl Send for Kernel {}
@@ -551,13 +588,33 @@ unsafe impl Sync for Kernel {}
 
 impl Kernel {
     pub fn compile(device: &Device, program: &Program) -> Result<Kernel> {
+        let mut n = 0usize;
+        check(unsafe { sys::metile_program_num_params(program.raw, &mut n) })?;
+        let mut params = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut name = ptr::null();
+            let mut access = 0u32;
+            check(unsafe { sys::metile_program_param(program.raw, i, &mut name, ptr::null_mut()) })?;
+            check(unsafe { sys::metile_program_param_access(program.raw, i, &mut access) })?;
+            params.push((unsafe { cstr(name) }, access & sys::METILE_PARAM_WRITE as u32 != 0));
+        }
         let mut raw = ptr::null_mut();
         check(unsafe { sys::metile_kernel_compile(&mut raw, device.raw, program.raw, ptr::null()) })?;
-        Ok(Kernel { raw })
+        Ok(Kernel { raw, params })
     }
 
-    /// Launches over `grid` program instances (asynchronous on GPUs).
+    /// Launches over `grid` program instances (asynchronous on GPUs). A parameter the kernel
+    /// writes needs `Arg::BufferMut`; a shared `Arg::Buffer` for it is an invalid-argument error.
     pub fn launch(&self, grid: [u32; 3], args: &[Arg]) -> Result<()> {
+        for (i, a) in args.iter().enumerate() {
+            if let (Arg::Buffer(_) | Arg::BufferAt(..), Some((name, true))) = (a, self.params.get(i)) {
+                return Err(Error {
+                    status: sys::METILE_ERROR_INVALID_ARGUMENT as i32,
+                    message: format!("[launch] argument `{name}` is written by the kernel: pass \
+                                      Arg::BufferMut(&mut buffer) so no view of it is alive"),
+                });
+            }
+        }
         let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
         check(unsafe { sys::metile_kernel_launch(self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })
     }

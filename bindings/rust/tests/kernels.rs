@@ -46,9 +46,15 @@ fn vector_add() -> Result<()> {
     let (hx, hy) = (random(n, 1), random(n, 2));
     let bx = dev.buffer_from(&hx)?;
     let by = dev.buffer_from(&hy)?;
-    let bo = dev.alloc(n * 4)?;
+    let mut bo = dev.alloc(n * 4)?;
     let grid = ((n as i64 + BLOCK - 1) / BLOCK) as u32;
-    kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::Buffer(&bo), Arg::I32(n as i32)])?;
+    // Out is written: a shared reference is refused, naming it.
+    let err = kernel
+        .launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::Buffer(&bo), Arg::I32(n as i32)])
+        .unwrap_err();
+    assert_eq!(err.status, metile::sys::METILE_ERROR_INVALID_ARGUMENT as i32);
+    assert!(err.message.contains("`out` is written by the kernel"), "{}", err.message);
+    kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut bo), Arg::I32(n as i32)])?;
     dev.synchronize()?;
     for (i, v) in bo.as_slice::<f32>().iter().enumerate() {
         assert_eq!(*v, hx[i] + hy[i], "element {i}");
@@ -115,8 +121,8 @@ fn softmax_rows() -> Result<()> {
     let kernel = Kernel::compile(&dev, &program)?;
     let hx = random(rows * cols, 3);
     let bx = dev.buffer_from(&hx)?;
-    let bo = dev.alloc(rows * cols * 4)?;
-    kernel.launch([rows as u32, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&bo), Arg::I32(cols as i32)])?;
+    let mut bo = dev.alloc(rows * cols * 4)?;
+    kernel.launch([rows as u32, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bo), Arg::I32(cols as i32)])?;
     dev.synchronize()?;
     let got = bo.as_slice::<f32>();
     for r in 0..rows {
@@ -173,9 +179,9 @@ fn gemm_with_bounds() -> Result<()> {
     let (ha, hb) = (random(m * k, 4), random(k * n, 5));
     let ba = dev.buffer_from(&ha)?;
     let bbuf = dev.buffer_from(&hb)?;
-    let bc = dev.alloc(m * n * 4)?;
+    let mut bc = dev.alloc(m * n * 4)?;
     let grid = [((m as i64 + BM - 1) / BM) as u32, ((n as i64 + BN - 1) / BN) as u32, 1];
-    kernel.launch(grid, &[Arg::Buffer(&ba), Arg::Buffer(&bbuf), Arg::Buffer(&bc),
+    kernel.launch(grid, &[Arg::Buffer(&ba), Arg::Buffer(&bbuf), Arg::BufferMut(&mut bc),
                           Arg::I32(m as i32), Arg::I32(n as i32), Arg::I32(k as i32)])?;
     dev.synchronize()?;
     let got = bc.as_slice::<f32>();

@@ -26,7 +26,7 @@ fi
 cmake_dir=$libdir/cmake/metile
 while IFS= read -r f; do
   case "$f" in
-    include/metile/metile.h | "$libdir"/pkgconfig/metile.pc) ;;
+    include/metile/metile.h | include/metile/metile.cdef | "$libdir"/pkgconfig/metile.pc) ;;
     "$libdir"/libmetile.so | "$libdir/libmetile.so.$major" | "$libdir/libmetile.so.$version") ;;
     "$cmake_dir"/metileConfig.cmake | "$cmake_dir"/metileConfigVersion.cmake) ;;
     "$cmake_dir"/metileTargets.cmake | "$cmake_dir"/metileTargets-*.cmake) ;;

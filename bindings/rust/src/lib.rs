@@ -56,7 +56,40 @@ pub struct Error {
     pub message: String,
 }
 
+/// What kind of failure an [`Error`] is (its `status`, as an enum to match on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    InvalidArgument,
+    InvalidProgram,
+    Compile,
+    Unsupported,
+    DeviceUnavailable,
+    Device,
+    OutOfMemory,
+    Io,
+    Internal,
+    /// A status this version of the crate does not know.
+    Other(i32),
+}
+
 impl Error {
+    /// The status as an [`ErrorKind`].
+    pub fn kind(&self) -> ErrorKind {
+        match self.status {
+            sys::METILE_ERROR_INVALID_ARGUMENT => ErrorKind::InvalidArgument,
+            sys::METILE_ERROR_INVALID_PROGRAM => ErrorKind::InvalidProgram,
+            sys::METILE_ERROR_COMPILE => ErrorKind::Compile,
+            sys::METILE_ERROR_UNSUPPORTED => ErrorKind::Unsupported,
+            sys::METILE_ERROR_DEVICE_UNAVAILABLE => ErrorKind::DeviceUnavailable,
+            sys::METILE_ERROR_DEVICE => ErrorKind::Device,
+            sys::METILE_ERROR_OUT_OF_MEMORY => ErrorKind::OutOfMemory,
+            sys::METILE_ERROR_IO => ErrorKind::Io,
+            sys::METILE_ERROR_INTERNAL => ErrorKind::Internal,
+            other => ErrorKind::Other(other),
+        }
+    }
+
     /// The status's name, e.g. "METILE_ERROR_INVALID_ARGUMENT".
     pub fn status_name(&self) -> String {
         unsafe { cstr(sys::metile_status_name(self.status)) }
@@ -573,6 +606,37 @@ impl Arg<'_> {
             Arg::F64(v) => { a.kind = sys::METILE_ARG_F64; a.f = v; }
         }
         a
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device").field("name", &self.name()).field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer").field("bytes", &self.bytes).field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder").field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Program").field("name", &self.name()).field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.params.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Kernel").field("params", &names).field("raw", &self.raw).finish()
     }
 }
 

@@ -207,5 +207,22 @@ fn errors_carry_status_and_location() {
     assert_eq!(e.status_name(), "METILE_ERROR_INVALID_PROGRAM");
     let e = Device::open(Some("no-such-device")).err().unwrap();
     assert_eq!(e.status, metile::sys::METILE_ERROR_INVALID_ARGUMENT);
+    assert_eq!(e.kind(), metile::ErrorKind::InvalidArgument);
     assert!(e.message.contains("no-such-device"), "{}", e.message);
+}
+
+#[test]
+fn handles_have_debug() {
+    let dev = device();
+    let buf = dev.alloc(16).unwrap();
+    let shown = format!("{dev:?} {buf:?}");
+    assert!(shown.contains("Device { name: ") && shown.contains("Buffer { bytes: 16"), "{shown}");
+    let mut b = Builder::new("dbg").unwrap();
+    let x = b.param_ptr("x", DType::F32).unwrap();
+    let v = b.load(x, None, None).unwrap();
+    b.store(x, v, None).unwrap();
+    let program = b.finish().unwrap();
+    assert!(format!("{program:?}").contains("\"dbg\""));
+    let kernel = Kernel::compile(&dev, &program).unwrap();
+    assert!(format!("{kernel:?}").contains("[\"x\"]"), "{kernel:?}");
 }

@@ -595,8 +595,8 @@ impl Arg<'_> {
     fn raw(&self) -> sys::metile_arg {
         let mut a = sys::metile_arg { kind: 0, reserved: 0, buffer: ptr::null_mut(), offset: 0, i: 0, f: 0.0 };
         match *self {
-            Arg::Buffer(ref b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
-            Arg::BufferAt(ref b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
+            Arg::Buffer(b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
+            Arg::BufferAt(b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
             Arg::BufferMut(ref b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
             Arg::BufferMutAt(ref b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
             Arg::I32(v) => { a.kind = sys::METILE_ARG_I32; a.i = v as i64; }
@@ -673,7 +673,7 @@ impl Kernel {
         for (i, a) in args.iter().enumerate() {
             if let (Arg::Buffer(_) | Arg::BufferAt(..), Some((name, true))) = (a, self.params.get(i)) {
                 return Err(Error {
-                    status: sys::METILE_ERROR_INVALID_ARGUMENT as i32,
+                    status: sys::METILE_ERROR_INVALID_ARGUMENT,
                     message: format!("[launch] argument `{name}` is written by the kernel: pass \
                                       Arg::BufferMut(&mut buffer) so no view of it is alive"),
                 });

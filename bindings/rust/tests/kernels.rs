@@ -52,7 +52,7 @@ fn vector_add() -> Result<()> {
     let err = kernel
         .launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::Buffer(&bo), Arg::I32(n as i32)])
         .unwrap_err();
-    assert_eq!(err.status, metile::sys::METILE_ERROR_INVALID_ARGUMENT as i32);
+    assert_eq!(err.status, metile::sys::METILE_ERROR_INVALID_ARGUMENT);
     assert!(err.message.contains("`out` is written by the kernel"), "{}", err.message);
     kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut bo), Arg::I32(n as i32)])?;
     dev.synchronize()?;

@@ -652,6 +652,11 @@ unsafe impl Sync for Kernel {}
 
 impl Kernel {
     pub fn compile(device: &Device, program: &Program) -> Result<Kernel> {
+        Kernel::compile_with(device, program, &CompileOptions::default())
+    }
+
+    /// Compiles with explicit options.
+    pub fn compile_with(device: &Device, program: &Program, options: &CompileOptions) -> Result<Kernel> {
         let mut n = 0usize;
         check(unsafe { sys::metile_program_num_params(program.raw, &mut n) })?;
         let mut params = Vec::with_capacity(n);
@@ -663,13 +668,30 @@ impl Kernel {
             params.push((unsafe { cstr(name) }, access & sys::METILE_PARAM_WRITE as u32 != 0));
         }
         let mut raw = ptr::null_mut();
-        check(unsafe { sys::metile_kernel_compile(&mut raw, device.raw, program.raw, ptr::null()) })?;
+        let opts = options.raw();
+        check(unsafe { sys::metile_kernel_compile(&mut raw, device.raw, program.raw, &opts) })?;
         Ok(Kernel { raw, params })
     }
 
     /// Launches over `grid` program instances (asynchronous on GPUs). A parameter the kernel
     /// writes needs `Arg::BufferMut`; a shared `Arg::Buffer` for it is an invalid-argument error.
     pub fn launch(&self, grid: [u32; 3], args: &[Arg]) -> Result<()> {
+        self.check_exclusive(args)?;
+        let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
+        check(unsafe { sys::metile_kernel_launch(self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })
+    }
+
+    /// Checks the arguments once and returns a [`Launch`] to run many times. It holds the
+    /// arguments' borrows, so buffers it writes stay exclusively borrowed while it exists.
+    pub fn prepare<'a>(&'a self, grid: [u32; 3], args: Vec<Arg<'a>>) -> Result<Launch<'a>> {
+        self.check_exclusive(&args)?;
+        let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
+        let mut launch = ptr::null_mut();
+        check(unsafe { sys::metile_launch_create(&mut launch, self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })?;
+        Ok(Launch { raw: launch, _args: args, _kernel: self })
+    }
+
+    fn check_exclusive(&self, args: &[Arg]) -> Result<()> {
         for (i, a) in args.iter().enumerate() {
             if let (Arg::Buffer(_) | Arg::BufferAt(..), Some((name, true))) = (a, self.params.get(i)) {
                 return Err(Error {
@@ -679,8 +701,7 @@ impl Kernel {
                 });
             }
         }
-        let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
-        check(unsafe { sys::metile_kernel_launch(self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })
+        Ok(())
     }
 
     /// A stage's text: "tile_ir", "cpp", "msl", "cuda", ...
@@ -695,5 +716,103 @@ impl Kernel {
 impl Drop for Kernel {
     fn drop(&mut self) {
         unsafe { sys::metile_kernel_release(self.raw) };
+    }
+}
+
+/// Compile options (`metile_compile_options`); `Default` gives the library's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Threads per program instance on GPUs; 0 lets the compiler choose.
+    pub num_threads: i32,
+    /// Whether f32 `dot` may use TF32/relaxed matrix units; `None` is the device default.
+    pub allow_tf32: Option<bool>,
+    /// 0: no optimization passes; 1: the default pipeline.
+    pub opt_level: i32,
+    /// Bypass the compile cache (memory and disk) for this kernel.
+    pub no_cache: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        let mut o = sys::metile_compile_options { struct_size: 0, num_threads: 0, allow_tf32: 0, opt_level: 0, no_cache: 0 };
+        unsafe { sys::metile_compile_options_init(&mut o) };
+        CompileOptions {
+            num_threads: o.num_threads,
+            allow_tf32: if o.allow_tf32 < 0 { None } else { Some(o.allow_tf32 != 0) },
+            opt_level: o.opt_level,
+            no_cache: o.no_cache != 0,
+        }
+    }
+}
+
+impl CompileOptions {
+    fn raw(&self) -> sys::metile_compile_options {
+        sys::metile_compile_options {
+            struct_size: std::mem::size_of::<sys::metile_compile_options>(),
+            num_threads: self.num_threads,
+            allow_tf32: self.allow_tf32.map_or(-1, i32::from),
+            opt_level: self.opt_level,
+            no_cache: i32::from(self.no_cache),
+        }
+    }
+}
+
+/// A launch prepared once ([`Kernel::prepare`]) and run many times.
+pub struct Launch<'a> {
+    raw: *mut sys::metile_launch,
+    _args: Vec<Arg<'a>>,
+    _kernel: &'a Kernel,
+}
+
+impl Launch<'_> {
+    /// Runs the launch again (asynchronous on GPUs).
+    pub fn run(&mut self) -> Result<()> {
+        check(unsafe { sys::metile_launch_run(self.raw) })
+    }
+
+    /// Changes the grid for later runs.
+    pub fn set_grid(&mut self, grid: [u32; 3]) -> Result<()> {
+        check(unsafe { sys::metile_launch_set_grid(self.raw, grid.as_ptr()) })
+    }
+}
+
+impl fmt::Debug for Launch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Launch").field("raw", &self.raw).finish()
+    }
+}
+
+impl Drop for Launch<'_> {
+    fn drop(&mut self) {
+        unsafe { sys::metile_launch_release(self.raw) };
+    }
+}
+
+/// The compile cache (`metile_cache_*`).
+pub mod cache {
+    use super::{check, c_string, owned_string, sys, Result};
+    use std::ptr;
+
+    /// Sets the disk cache directory (created when needed).
+    pub fn set_dir(dir: &str) -> Result<()> {
+        let d = c_string(dir)?;
+        check(unsafe { sys::metile_cache_set_dir(d.as_ptr()) })
+    }
+
+    /// The disk cache directory.
+    pub fn dir() -> Result<String> {
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::metile_cache_get_dir(&mut out) })?;
+        Ok(unsafe { owned_string(out) })
+    }
+
+    /// Turns the cache (memory and disk) on or off.
+    pub fn set_enabled(enabled: bool) -> Result<()> {
+        check(unsafe { sys::metile_cache_set_enabled(i32::from(enabled)) })
+    }
+
+    /// Removes every disk entry and the in-memory cache; resets the statistics.
+    pub fn clear() -> Result<()> {
+        check(unsafe { sys::metile_cache_clear() })
     }
 }

@@ -226,3 +226,36 @@ fn handles_have_debug() {
     let kernel = Kernel::compile(&dev, &program).unwrap();
     assert!(format!("{kernel:?}").contains("[\"x\"]"), "{kernel:?}");
 }
+
+#[test]
+fn prepared_launch_with_options_runs_again() -> Result<()> {
+    let dev = device();
+    let mut b = Builder::new("inc")?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let offs = b.arange(metile::Value::from_raw(0), 64)?;
+    let p = b.ptr_offset(x, offs)?;
+    let v = b.load(p, None, None)?;
+    let one = b.const_f32(1.0)?;
+    let w = b.add(v, one)?;
+    b.store(p, w, None)?;
+    let program = b.finish()?;
+    let defaults = metile::CompileOptions::default();
+    assert_eq!((defaults.opt_level, defaults.allow_tf32, defaults.no_cache), (1, None, false));
+    let options = metile::CompileOptions { opt_level: 0, no_cache: true, ..defaults };
+    let kernel = Kernel::compile_with(&dev, &program, &options)?;
+    let mut buf = dev.alloc(64 * 4)?;
+    {
+        let mut launch = kernel.prepare([1, 1, 1], vec![Arg::BufferMut(&mut buf)])?;
+        for _ in 0..3 {
+            launch.run()?;
+        }
+        launch.set_grid([1, 1, 1])?;
+        launch.run()?;
+    } // the launch ends its exclusive borrow of `buf`
+    dev.synchronize()?;
+    assert!(buf.as_slice::<f32>().iter().all(|&v| v == 4.0));
+    let e = kernel.prepare([1, 1, 1], vec![Arg::Buffer(&buf)]).unwrap_err();
+    assert_eq!(e.kind(), metile::ErrorKind::InvalidArgument);
+    assert!(!metile::cache::dir()?.is_empty());
+    Ok(())
+}

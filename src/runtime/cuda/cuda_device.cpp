@@ -253,6 +253,8 @@ void CudaLaunch::update() {
 void CudaLaunch::run() {
   CudaDevice* dev = k_->dev_;
   dev->make_current();
+  // prefetch() dispatches on the buffer's real kind: a DLPack import wraps device memory it
+  // does not own, and only the device's own (managed) buffers are prefetched.
   for (const LaunchArg& a : args)
     if (a.buffer) dev->prefetch(a.buffer);
   check(dev->d_->cuLaunchKernel(k_->fn_, grid.dims[0], grid.dims[1], grid.dims[2],
@@ -282,7 +284,7 @@ std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>
 
 Artifact cuda_build_program(const Program& program, const CompileOptions& options,
                             const std::string& arch) {
-  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(), options, "cuda");
+  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(arch), options, "cuda");
   CudaKernelSource src = emit_cuda(gpu.function);
   Artifact a = cuda_build_from_source(
       {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);

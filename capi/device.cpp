@@ -60,6 +60,21 @@ METILE_API metile_status metile_device_synchronize(metile_device* d) {
   return guard(__func__, [&](const char* fn) { get(d, fn)->impl->synchronize(); });
 }
 
+METILE_API metile_status metile_device_stream(metile_device* d, uint64_t* out) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(out);
+    *out = get(d, fn)->impl->stream();
+  });
+}
+
+METILE_API metile_status metile_device_wait_stream(metile_device* d, uint64_t stream) {
+  return guard(__func__, [&](const char* fn) { get(d, fn)->impl->wait_for_stream(stream); });
+}
+
+METILE_API metile_status metile_device_signal_stream(metile_device* d, uint64_t stream) {
+  return guard(__func__, [&](const char* fn) { get(d, fn)->impl->signal_stream(stream); });
+}
+
 METILE_API metile_status metile_buffer_alloc(metile_buffer** out, metile_device* d, size_t bytes) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);

@@ -262,6 +262,32 @@ METILE_API metile_status metile_launch_set_arg(metile_launch* l, size_t index, c
   });
 }
 
+METILE_API metile_status metile_launch_set_arg_memory(metile_launch* l, size_t index, void* host,
+                                                      size_t bytes) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(host);
+    auto h = get(l, fn);
+    const Program& p = *h->kernel->program;
+    if (index >= p.params.size())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
+           p.params.size(), " parameters)");
+    const Param& prm = p.params[index];
+    if (!p.type(prm.value).is_ptr)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` is a scalar, not a pointer");
+    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": size must be > 0");
+    std::shared_ptr<Buffer> buf = h->kernel->device->wrap(host, bytes);
+    if (!buf->shares_memory())
+      fail(METILE_ERROR_UNSUPPORTED, "launch", "the ", h->kernel->device->info().name,
+           " device cannot use this memory in place (argument `", prm.name,
+           "`); wrap it in a metile_buffer instead");
+    LaunchArg a;
+    a.buffer = buf.get();
+    h->impl->args[index] = a;
+    h->impl->keep_alive[index] = std::move(buf);
+    h->impl->update();
+  });
+}
+
 METILE_API metile_status metile_launch_set_grid(metile_launch* l, const uint32_t grid[3]) {
   return guard(__func__, [&](const char* fn) {
     auto h = get(l, fn);

@@ -63,7 +63,7 @@ step_install() { rm -rf "$prefix" && cmake --install "$build" --prefix "$prefix"
 
 step_bindings_sync() {
   python3 bindings/rust/regen.py --check && python3 bindings/go/metile/regen.py --check &&
-    python3 bindings/python/regen.py --check
+    python3 bindings/python/regen.py --check && python3 bindings/cffi/regen.py --check
 }
 
 step_pytest() (

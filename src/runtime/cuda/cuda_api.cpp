@@ -63,7 +63,9 @@ void load_driver_once() {
             sym(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute) && sym(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
             sym(lib, "cuMemAllocManaged", d.cuMemAllocManaged) && sym(lib, "cuMemFree_v2", d.cuMemFree) &&
             sym(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) && sym(lib, "cuMemsetD8_v2", d.cuMemsetD8) &&
-            sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString);
+            sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString) &&
+            sym(lib, "cuEventCreate", d.cuEventCreate) && sym(lib, "cuEventRecord", d.cuEventRecord) &&
+            sym(lib, "cuEventDestroy_v2", d.cuEventDestroy) && sym(lib, "cuStreamWaitEvent", d.cuStreamWaitEvent);
   if (!ok) {
     l.driver_why = std::string("the driver library lacks a needed function (") + dlerror() + ")";
     return;

@@ -61,6 +61,7 @@ class ImportedBuffer : public Buffer {
   uint64_t device_address() override { return inner_->device_address(); }
   size_t size() const override { return inner_->size(); }
   bool shares_memory() const override { return inner_->shares_memory(); }
+  Buffer* underlying() override { return inner_->underlying(); }
 
  private:
   std::shared_ptr<Buffer> inner_;

@@ -43,6 +43,8 @@ class Buffer {
   virtual uint64_t device_address() { return reinterpret_cast<uint64_t>(contents()); }
   virtual size_t size() const = 0;
   virtual bool shares_memory() const { return false; }
+  /** The device's own buffer object behind a wrapper (an imported DLPack tensor), else this. */
+  virtual Buffer* underlying() { return this; }
   Device* device = nullptr;
 };
 

@@ -359,7 +359,8 @@ std::unique_ptr<PreparedLaunch> MetalKernel::prepare(const Grid& grid, std::vect
     if (is_buffer != (a.buffer != nullptr))
       fail(METILE_ERROR_INVALID_ARGUMENT, "metal", name_, ": argument ", next - 1,
            is_buffer ? " needs a buffer" : " is a scalar, not a buffer");
-    if (is_buffer && a.buffer->device != dev_)
+    // Only this device's MetalBuffers (possibly behind a wrapper) carry an MTLBuffer.
+    if (is_buffer && (a.buffer->device != dev_ || a.buffer->underlying()->device != dev_))
       fail(METILE_ERROR_INVALID_ARGUMENT, "metal", name_, ": argument ", next - 1,
            " is a buffer of another device");
   }
@@ -385,7 +386,7 @@ void MetalKernel::encode(const Grid& grid, const std::vector<LaunchArg>& args) c
     switch (b.kind) {
       case Binding::Kind::buffer: {
         const LaunchArg& a = args[next++];
-        rt.send(Sel::setBuffer, enc, static_cast<MetalBuffer*>(a.buffer)->handle(),
+        rt.send(Sel::setBuffer, enc, static_cast<MetalBuffer*>(a.buffer->underlying())->handle(),
                 static_cast<NSUInteger>(a.offset), b.index);
         break;
       }

@@ -208,14 +208,20 @@ struct CommandQueue {
   }
 };
 
+/** A command buffer's status, apart from it so the GPU thread can announce completion after
+ *  dropping its reference (an object count taken after waitUntilCompleted is then exact). */
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<NSUInteger> status{0};  // MTLCommandBufferStatusNotEnqueued
+};
+
 struct CommandBuffer {
   standin_object header;
   CommandQueue* queue = nullptr;  // retained
   std::vector<Dispatch> dispatches;
-  std::atomic<NSUInteger> status{0};  // MTLCommandBufferStatusNotEnqueued
+  std::shared_ptr<Completion> completion = std::make_shared<Completion>();
   NSError* error = nullptr;
-  std::mutex mu;
-  std::condition_variable cv;
   ~CommandBuffer() {
     for (Dispatch& d : dispatches)
       for (auto& [index, b] : d.buffers) standin_objc_release(b.first);
@@ -339,8 +345,6 @@ void execute(CommandBuffer* cb) {
   if (!why.empty()) {
     cb->error = new_error(1 /* MTLCommandBufferErrorInternal */, why);
   }
-  std::lock_guard<std::mutex> lock(cb->mu);
-  cb->status = why.empty() ? 4 : 5;  // MTLCommandBufferStatusCompleted / Error
 }
 
 void run_queue(std::shared_ptr<QueueWorker> w) {
@@ -354,28 +358,29 @@ void run_queue(std::shared_ptr<QueueWorker> w) {
       w->jobs.pop_front();
     }
     execute(cb);
-    {
-      std::lock_guard<std::mutex> lock(cb->mu);
-      cb->cv.notify_all();
-    }
+    NSUInteger status = cb->error ? 5 : 4;  // MTLCommandBufferStatusError / Completed
+    std::shared_ptr<Completion> c = cb->completion;
     standin_objc_release(cb);
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->status = status;
+    c->cv.notify_all();
   }
 }
 
 void command_buffer_commit(id self, SEL) {
   CommandBuffer* cb = as<CommandBuffer>(self);
-  cb->status = 2;  // MTLCommandBufferStatusCommitted
+  cb->completion->status = 2;  // MTLCommandBufferStatusCommitted
   QueueWorker& w = *cb->queue->worker;
   std::lock_guard<std::mutex> lock(w.mu);
   w.jobs.push_back(static_cast<CommandBuffer*>(standin_objc_retain(cb)));  // the GPU holds it
   w.cv.notify_all();
 }
 void command_buffer_wait(id self, SEL) {
-  CommandBuffer* cb = as<CommandBuffer>(self);
-  std::unique_lock<std::mutex> lock(cb->mu);
-  cb->cv.wait(lock, [&] { return cb->status == 0 || cb->status >= 4; });
+  Completion& c = *as<CommandBuffer>(self)->completion;
+  std::unique_lock<std::mutex> lock(c.mu);
+  c.cv.wait(lock, [&] { return c.status == 0 || c.status >= 4; });
 }
-NSUInteger command_buffer_status(id self, SEL) { return as<CommandBuffer>(self)->status.load(); }
+NSUInteger command_buffer_status(id self, SEL) { return as<CommandBuffer>(self)->completion->status.load(); }
 id command_buffer_error(id self, SEL) { return as<CommandBuffer>(self)->error; }
 
 // ---- MTLDevice ---------------------------------------------------------------------------------

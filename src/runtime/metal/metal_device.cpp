@@ -154,7 +154,10 @@ class MetalDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
   std::string cache_identity() const override { return identity_; }
 
+  // Every entry point that sends messages runs inside its own autorelease pool: Metal may
+  // autorelease internally, and a thread of the caller's has no pool of its own.
   std::shared_ptr<Buffer> alloc(size_t bytes) override {
+    AutoreleasePool pool(rt_);
     id b = rt_.send<id>(Sel::newBufferWithLength, device_,
                         static_cast<NSUInteger>(std::max<size_t>(bytes, 1)), kStorageModeShared);
     if (b == nullptr)
@@ -171,6 +174,7 @@ class MetalDevice final : public Device {
    */
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
     static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    AutoreleasePool pool(rt_);
     if (bytes > 0 && reinterpret_cast<uintptr_t>(host) % page == 0 && bytes % page == 0) {
       id b = rt_.send<id>(Sel::newBufferWithBytesNoCopy, device_, host,
                           static_cast<NSUInteger>(bytes), kStorageModeShared, id{nullptr});
@@ -192,6 +196,7 @@ class MetalDevice final : public Device {
       done.swap(pending_);
     }
     std::string error = take_deferred_error();
+    AutoreleasePool pool(rt_);
     for (Pending& p : done) {
       rt_.send(Sel::waitUntilCompleted, p.command_buffer);
       std::string why = failure_of(p);

@@ -68,11 +68,7 @@ class CpuDevice : public Device {
     a.sources["cpp"] = src.text;
     a.bytes = cpu::compile_shared_object(cpu::current_toolchain(), src.text, program.name);
     a.threads_per_group = program.num_threads > 0 ? static_cast<int>(program.num_threads) : 1;
-    walk(program.body, [&](const Op& op) {
-      if (op.kind == OpKind::SHARED)
-        a.threadgroup_memory_bytes += static_cast<uint64_t>(op.attr_int("size")) *
-                                      dtype_size(program.type(op.results[0]).dtype);
-    });
+    a.threadgroup_memory_bytes = shared_memory_bytes(program);
     return a;
   }
 

@@ -66,7 +66,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "ir/swizzle.h"
+#include "ir/swizzle_names.h"
 #include "runtime/interp/values.h"
 #include "support/error.h"
 
@@ -569,10 +569,7 @@ void Instance::swizzle(const Op& op) {
   const int64_t gm = l_.grid.dims[0], gn = l_.grid.dims[1];
   if (pm < 0 || pm >= gm || pn < 0 || pn >= gn)
     fault(cat("program ids (", pm, ", ", pn, ") are outside the ", gm, " x ", gn, " grid"));
-  const std::string& pattern = op.attr_str("pattern");
-  const int code = pattern == "grouped"  ? METILE_SWIZZLE_GROUPED
-                   : pattern == "morton" ? METILE_SWIZZLE_MORTON
-                                         : METILE_SWIZZLE_DIAGONAL;
+  const int code = find_swizzle_pattern(op.attr_str("pattern")).value().code;  // verified
   metile_swizzled<int64_t> r =
       metile_swizzle<int64_t>(code, pm, pn, gm, gn, op.attr_int("block_size"));
   env_[op.results[0]] = Val{{int_elem(r.m)}, {}};
@@ -607,17 +604,6 @@ LaunchState make_state(const Program& p, const Grid& grid, const std::vector<Lau
 
 }  // namespace
 
-uint64_t shared_memory_bytes(const Program& program) {
-  uint64_t total = 0;
-  walk(program.body, [&](const Op& op) {
-    if (op.kind != OpKind::SHARED) return;
-    uint64_t bytes =
-        static_cast<uint64_t>(op.attr_int("size")) * dtype_size(program.type(op.result()).dtype);
-    total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
-  });
-  return total;
-}
-
 void check_supported(const Program& program) {
   if (program.num_threads > kMaxThreads)
     fail(METILE_ERROR_UNSUPPORTED, "interp", "kernel ", program.name, " uses ", program.num_threads,
@@ -626,8 +612,7 @@ void check_supported(const Program& program) {
   walk(program.body, [&](const Op& op) {
     if (op.kind != OpKind::SHARED) return;
     const uint64_t size = static_cast<uint64_t>(op.attr_int("size"));
-    const uint64_t elem = dtype_size(program.type(op.result()).dtype);
-    total = size > kThreadgroupMemoryBytes ? UINT64_MAX : total + size * elem;
+    total = size > kThreadgroupMemoryBytes ? UINT64_MAX : total + shared_bytes(program, op);
     if (total > kThreadgroupMemoryBytes)
       fail(METILE_ERROR_UNSUPPORTED, "interp", program.where(op.loc), "shared: kernel ",
            program.name, " needs more than the interp device's ", kThreadgroupMemoryBytes,

@@ -1,12 +1,13 @@
-#include "runtime/compile.h"
+#include "driver/compile.h"
 
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include "cache/cache.h"
-#include "support/env.h"
+#include "support/debug_dump.h"
 #include "support/error.h"
+#include "support/log.h"
 
 namespace metile {
 

@@ -63,10 +63,10 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
 #include "ir/swizzle_names.h"
+#include "runtime/host/parallel_for.h"
 #include "runtime/interp/values.h"
 #include "support/error.h"
 
@@ -75,6 +75,9 @@ namespace metile::interp {
 namespace {
 
 constexpr int64_t kLanes = 32;
+// The reference executor favours simplicity over speed: a launch uses the calling thread and at
+// most 7 host pool workers.
+constexpr int kMaxPoolWorkers = 7;
 
 struct Region {
   std::string label;  // "buffer `X`", "shared memory #0"
@@ -625,7 +628,6 @@ void execute(const Program& program, const Grid& grid, const std::vector<LaunchA
   const LaunchState st = make_state(program, grid, args);
   const uint64_t count = grid.count();
   const uint64_t gx = grid.dims[0], gy = grid.dims[1];
-  std::atomic<uint64_t> next{0};
   std::atomic<uint64_t> first_failure{count};
   std::mutex mu;
   std::exception_ptr error;
@@ -636,19 +638,19 @@ void execute(const Program& program, const Grid& grid, const std::vector<LaunchA
       error = std::current_exception();
     }
   };
-  auto work = [&] {
+  // One Instance (the per-thread register file) per chunk; at most 32 chunks keep that cheap.
+  auto work = [&](uint64_t begin, uint64_t end) {
     std::unique_ptr<Instance> inst;
     try {
       inst = std::make_unique<Instance>(st);
     } catch (...) {
-      record(0);
+      record(begin);
       return;
     }
-    for (;;) {
-      const uint64_t i = next.fetch_add(1);
+    for (uint64_t i = begin; i < end; ++i) {
       // Instances past a failure need not run; those before it still do, so the error that
       // wins is the first in grid order whatever the scheduling.
-      if (i >= count || i > first_failure.load()) return;
+      if (i > first_failure.load()) return;
       try {
         inst->run({static_cast<uint32_t>(i % gx), static_cast<uint32_t>(i / gx % gy),
                    static_cast<uint32_t>(i / (gx * gy))});
@@ -657,18 +659,7 @@ void execute(const Program& program, const Grid& grid, const std::vector<LaunchA
       }
     }
   };
-  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t workers = std::min<uint64_t>({count, hw, 8});
-  std::vector<std::thread> helpers;
-  for (uint64_t w = 1; w < workers; ++w) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads is fine: the calling thread runs whatever is left
-    }
-  }
-  work();
-  for (std::thread& t : helpers) t.join();
+  host::parallel_for(count, std::max<uint64_t>(1, count / 32), kMaxPoolWorkers, work);
   if (error) std::rethrow_exception(error);
 }
 

@@ -11,14 +11,60 @@
 
 namespace metile {
 
-bool debug_stage_enabled(std::string_view stage) {
-  std::string v = env_string("METILE_DEBUG");
-  if (v.empty()) return false;
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item == "all" || item == "1" || item == stage) return true;
+namespace {
+
+bool is_all(const std::string& item) { return item == "all" || item == "1"; }
+
+std::vector<std::string> requested() {
+  std::vector<std::string> items;
+  std::stringstream ss(env_string("METILE_DEBUG"));
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+const Stage* find_stage(std::string_view name) {
+  for (const Stage& s : kStages)
+    if (name == stage_name(s)) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::tile_ir: return "tile_ir";
+    case Stage::gpu_ir: return "gpu_ir";
+    case Stage::gpu_ir_opt: return "gpu_ir_opt";
+    case Stage::msl: return "msl";
+    case Stage::cuda: return "cuda";
+    case Stage::cpp: return "cpp";
   }
+  return "?";
+}
+
+std::vector<Stage> debug_stages() {
+  bool wanted[kStages.size()] = {};
+  for (const std::string& item : requested()) {
+    if (is_all(item)) return {kStages.begin(), kStages.end()};
+    if (const Stage* s = find_stage(item)) {
+      wanted[static_cast<size_t>(*s)] = true;
+      continue;
+    }
+    std::string known;
+    for (Stage s : kStages) known += std::string(known.empty() ? "" : ", ") + stage_name(s);
+    warn_once("METILE_DEBUG=" + item, "METILE_DEBUG names an unknown stage '" + item +
+                                          "'; the stages are " + known + " (or all)");
+  }
+  std::vector<Stage> out;
+  for (Stage s : kStages)
+    if (wanted[static_cast<size_t>(s)]) out.push_back(s);
+  return out;
+}
+
+bool debug_stage_enabled(std::string_view stage) {
+  for (const std::string& item : requested())
+    if (is_all(item) || item == stage) return true;
   return false;
 }
 

@@ -41,6 +41,14 @@ def _release(handle, after, keep):
         after()
 
 
+class _Memory:
+    """Owns a buffer's handle: the last of the Buffer and its numpy() views to go releases it.
+    Views keep this object alive, not the Buffer, so a Buffer caching its view is no cycle
+    (numpy arrays are not cycle-collected: a cycle through one would never be freed)."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+
 def _device_of(device) -> Device:
     if device is None:
         return get_device()
@@ -51,7 +59,7 @@ class Buffer:
     """A typed, shaped block of unified memory usable as a kernel pointer argument."""
 
     __slots__ = ("_handle", "_arg", "device", "shape", "dtype", "nbytes", "_ptr", "_source",
-                 "shares_memory", "_finalizer", "_view", "__weakref__")
+                 "shares_memory", "_memory", "_view", "__weakref__")
 
     def __init__(self, data=None, *, dtype=None, device=None):
         if data is None:
@@ -125,7 +133,8 @@ class Buffer:
 
     def _adopt(self, h, after, keep=None):
         self._handle = h
-        self._finalizer = weakref.finalize(self, _release, h, after, keep)
+        self._memory = _Memory()
+        weakref.finalize(self._memory, _release, h, after, keep)
         ptr = ctypes.c_void_p()
         check(_ffi.metile_buffer_contents(h, ctypes.byref(ptr)))
         self._ptr = ptr.value
@@ -160,7 +169,8 @@ class Buffer:
         if self.device.asynchronous:
             self.device.synchronize()
         if self._view is None:
-            self._view = np.asarray(self)
+            self._memory.__array_interface__ = self.__array_interface__
+            self._view = np.asarray(self._memory)
         return self._view
 
     def __repr__(self):

@@ -177,14 +177,17 @@ class KernelFunction:
         return f"<metile.kernel {self.fn.__qualname__} at {self.location}>"
 
     def __getitem__(self, grid) -> "Launcher":
+        # Keyed by the values' types too: (4.0,) == (4,), but only the second is a valid grid,
+        # and a launcher made for the first must never answer for the second.
+        key = (grid, tuple(map(type, grid)) if type(grid) is tuple else type(grid))
         try:
-            launcher = self._launchers.get(grid)
+            launcher = self._launchers.get(key)
         except TypeError:  # an unhashable grid (a list)
             return Launcher(self, grid)
         if launcher is None:
             if len(self._launchers) >= 256:
                 self._launchers.clear()
-            launcher = self._launchers[grid] = Launcher(self, grid)
+            launcher = self._launchers[key] = Launcher(self, grid)
         return launcher
 
     def __call__(self, *args, **kwargs):
@@ -243,7 +246,10 @@ class KernelFunction:
     # --------------------------------------------------------------------- specialization
     def specialize(self, specs, consts, options) -> _Specialization:
         try:
-            key = (tuple(specs), tuple(sorted(consts.items())), tuple(sorted(options.items())))
+            # Types are part of the key: BLOCK=4 and BLOCK=4.0 (or True and 1) compare equal
+            # but trace different programs.
+            key = (tuple(specs), tuple(sorted((k, type(v), v) for k, v in consts.items())),
+                   tuple(sorted((k, type(v), v) for k, v in options.items())))
             hash(key)
         except TypeError:
             bad = [n for n, v in consts.items() if not _hashable(v)]

@@ -8,9 +8,10 @@
 #include "codegen/cpu_cpp.h"
 #include "runtime/backends.h"
 #include "runtime/cpu/cpu_kernel.h"
-#include "runtime/host/parallel_for.h"
 #include "runtime/cpu/toolchain.h"
+#include "runtime/host/parallel_for.h"
 #include "runtime/host_buffer.h"
+#include "support/debug_dump.h"
 #include "support/error.h"
 
 namespace metile {
@@ -65,7 +66,7 @@ class CpuDevice : public Device {
            (host::kWorkerStackBytes / 2) >> 20, " MiB (use smaller blocks)");
     Artifact a;
     a.kind = "so";
-    a.sources["cpp"] = src.text;
+    a.sources[stage_name(Stage::cpp)] = src.text;
     a.bytes = cpu::compile_shared_object(cpu::current_toolchain(), src.text, program.name);
     a.threads_per_group = program.num_threads > 0 ? static_cast<int>(program.num_threads) : 1;
     a.threadgroup_memory_bytes = shared_memory_bytes(program);

@@ -543,7 +543,8 @@ struct Emitter {
 
   void emit_swizzle(const Op& op) {
     w.comment(describe(op));
-    std::string code = find_swizzle_pattern(op.attr_str("pattern")).value().enumerator;
+    const std::string& pattern = op.attr_str("pattern");
+    std::string code = std::to_string(swizzle_code(pattern));
     std::string s = name(op.results[0]) + "_swizzled";
     w.line("const metile_swizzled<int32_t> " + s + " = metile_swizzle<int32_t>(" + code + ", " +
            elem(op.operands[0], {}) + ", " + elem(op.operands[1], {}) + ", mt_npg[0], mt_npg[1], " +

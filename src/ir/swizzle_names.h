@@ -1,12 +1,12 @@
 /** \file swizzle_names.h
- * The host-side names of swizzle.h's patterns: how kernels spell them (the `pattern` attribute of
- * tile_swizzle) and the enumerator generated code passes. Kept out of swizzle.h, which generated
- * code pastes and which therefore holds no strings.
+ * The pattern names of `tile_swizzle` and their codes in swizzle.h (host code only; swizzle.h
+ * itself is pasted into MSL and CUDA preludes, where strings have no place). The builder also
+ * accepts the original's spellings "grouped2", "grouped4", "grouped8" (grouped with that group
+ * size) and "auto" (morton): it rewrites them with canonical_swizzle before the op is built.
  */
-#pragma once
+#ifndef METILE_IR_SWIZZLE_NAMES_H
+#define METILE_IR_SWIZZLE_NAMES_H
 
-#include <iterator>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,31 +14,43 @@
 
 namespace metile {
 
-struct SwizzlePatternName {
-  metile_swizzle_pattern code;
-  const char* name;        // the tile_swizzle attribute: "morton"
-  const char* enumerator;  // in generated code: "METILE_SWIZZLE_MORTON"
-};
-inline constexpr SwizzlePatternName kSwizzlePatterns[] = {
-    {METILE_SWIZZLE_MORTON, "morton", "METILE_SWIZZLE_MORTON"},
-    {METILE_SWIZZLE_DIAGONAL, "diagonal", "METILE_SWIZZLE_DIAGONAL"},
-    {METILE_SWIZZLE_GROUPED, "grouped", "METILE_SWIZZLE_GROUPED"},
+struct SwizzleName {
+  const char* name;
+  int code;
 };
 
-/** The pattern a kernel names; nullopt for an unknown name (the verifier rejects those). */
-inline std::optional<SwizzlePatternName> find_swizzle_pattern(std::string_view name) {
-  for (const SwizzlePatternName& p : kSwizzlePatterns)
-    if (name == p.name) return p;
-  return std::nullopt;
+inline constexpr SwizzleName kSwizzleNames[] = {
+    {"diagonal", METILE_SWIZZLE_DIAGONAL}, {"grouped", METILE_SWIZZLE_GROUPED},
+    {"morton", METILE_SWIZZLE_MORTON},     {"hilbert", METILE_SWIZZLE_HILBERT},
+    {"linear", METILE_SWIZZLE_LINEAR},
+};
+
+/** The code of a canonical pattern name, or -1. */
+inline int swizzle_code(std::string_view name) {
+  for (const SwizzleName& s : kSwizzleNames)
+    if (name == s.name) return s.code;
+  return -1;
 }
 
-/** "morton, diagonal or grouped", for messages. */
-inline std::string swizzle_pattern_list() {
-  std::string s;
-  const size_t n = std::size(kSwizzlePatterns);
-  for (size_t i = 0; i < n; ++i)
-    s += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + kSwizzlePatterns[i].name;
-  return s;
+/** "diagonal, grouped, ..." for error messages. */
+inline std::string swizzle_name_list() {
+  std::string out;
+  for (const SwizzleName& s : kSwizzleNames) out += std::string(out.empty() ? "" : ", ") + s.name;
+  return out + ", grouped2, grouped4, grouped8, auto";
+}
+
+/** Rewrites the alias spellings: "groupedN" -> ("grouped", N), "auto" -> "morton". */
+inline void canonical_swizzle(std::string& pattern, int& block_size) {
+  if (pattern == "auto") {
+    pattern = "morton";
+  } else if (pattern.size() > 7 && pattern.compare(0, 7, "grouped") == 0 &&
+             pattern.find_first_not_of("0123456789", 7) == std::string::npos &&
+             pattern.size() <= 11) {
+    block_size = std::stoi(pattern.substr(7));
+    pattern = "grouped";
+  }
 }
 
 }  // namespace metile
+
+#endif  // METILE_IR_SWIZZLE_NAMES_H

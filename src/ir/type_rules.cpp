@@ -349,8 +349,7 @@ std::vector<Type> Checker::run() const {
       for (size_t i = 0; i < 2; ++i)
         if (operand(i) != Type::scalar(DType::i32)) bad("program ids must be i32 scalars, got ", operand(i).str());
       const std::string& pat = op.attr_str("pattern");
-      if (!find_swizzle_pattern(pat))
-        bad("unknown pattern \"", pat, "\" (", swizzle_pattern_list(), ")");
+      if (swizzle_code(pat) < 0) bad("unknown pattern \"", pat, "\" (", swizzle_name_list(), ")");
       if (op.attr_int("block_size") < 1) bad("block_size must be at least 1");
       return {Type::scalar(DType::i32), Type::scalar(DType::i32)};
     }

@@ -61,11 +61,18 @@ class Buffer:
     __slots__ = ("_handle", "_arg", "device", "shape", "dtype", "nbytes", "_ptr", "_source",
                  "shares_memory", "_memory", "_view", "__weakref__")
 
-    def __init__(self, data=None, *, dtype=None, device=None):
+    def __init__(self, data=None, *, shape=None, dtype=None, device=None):
+        if shape is not None:
+            # The original's form, Buffer(shape=..., dtype=...): a new zero-filled buffer.
+            if data is not None:
+                raise InvalidArgumentError("metile.Buffer takes data= or shape=, not both")
+            self._init_zeros(shape, "f32" if dtype is None else dtype, device,
+                             "Buffer(shape=...)")
+            return
         if data is None:
             raise InvalidArgumentError(
-                "metile.Buffer needs data=<numpy array>; use Buffer.zeros(shape, dtype) to "
-                "allocate")
+                "metile.Buffer needs data=<numpy array> or shape=(...) (with dtype=, default "
+                "float32)")
         arr = data if isinstance(data, np.ndarray) else np.asarray(data)
         name = _array_dtype(arr, dtype, "Buffer(data=...)")
         if not arr.flags.c_contiguous:
@@ -93,14 +100,17 @@ class Buffer:
     @classmethod
     def zeros(cls, shape, dtype="f32", device=None) -> "Buffer":
         """A zero-filled buffer of `shape` and `dtype` (default float32)."""
-        shape = _shape_of(shape)
-        name = _dtypes.normalize(dtype, "Buffer.zeros")
         self = cls.__new__(cls)
+        self._init_zeros(shape, dtype, device, "Buffer.zeros")
+        return self
+
+    def _init_zeros(self, shape, dtype, device, what):
+        shape = _shape_of(shape)
+        name = _dtypes.normalize(dtype, what)
         self._init_common(_device_of(device), name, shape)
         self._alloc(max(self.nbytes, 1), after=None)
         self._source = None
         self.shares_memory = False
-        return self
 
     empty = zeros
 

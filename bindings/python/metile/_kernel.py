@@ -23,6 +23,12 @@ from ._errors import InvalidArgumentError, InvalidProgramError, TracingError, ch
 from ._trace import Retrace, Trace, set_active, active
 
 _OPTIONS = ("num_threads", "allow_tf32", "opt_level")
+# Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
+# Config and never an error. num_warps / num_simdgroups ask for 32 threads each on GPU devices
+# when the kernel is not SIMT (a SIMT kernel's thread count is its T); num_stages (pipelining
+# depth), WM / WN (the simdgroup grid of a dot) and SWIZZLE (a program-id pattern; a kernel gets
+# one with tile_swizzle) are left to the compiler, which chooses those itself on every device.
+HINTS = ("num_warps", "num_simdgroups", "num_stages", "WM", "WN", "SWIZZLE")
 _SCALARS = (int, float, bool)
 _CONSTS = (int, float, bool, str, type(None))
 _U32x3 = ctypes.c_uint32 * 3
@@ -216,13 +222,13 @@ class KernelFunction:
                 consts[k] = v.value if isinstance(v, constexpr) else v
             elif k in self.runtime:
                 values[k] = v
-            elif k in _OPTIONS:
+            elif k in _OPTIONS or k in HINTS:
                 options[k] = v
             else:
                 raise InvalidArgumentError(
                     f"kernel {self.fn.__name__} got an unexpected keyword argument `{k}` "
                     f"(parameters: {', '.join(self.param_names)}; compile options: "
-                    f"{', '.join(_OPTIONS)})")
+                    f"{', '.join(_OPTIONS)}; hints: {', '.join(HINTS)})")
         missing = [n for n in self.runtime if n not in values and n not in self.defaults]
         missing_c = [n for n in self.constexprs if n not in consts and n not in self.defaults]
         if missing or missing_c:
@@ -330,6 +336,8 @@ class KernelFunction:
         o = spec.options
         if "num_threads" in o:
             opts.num_threads = int(o["num_threads"])
+        else:
+            opts.num_threads = _threads_hint(o, spec.program)
         if "allow_tf32" in o:
             opts.allow_tf32 = -1 if o["allow_tf32"] is None else int(bool(o["allow_tf32"]))
         if "opt_level" in o:
@@ -342,6 +350,18 @@ class KernelFunction:
                                 f"{dev.name}", self.fn.__code__.co_filename)
         k = spec.kernels[dev] = CompiledKernel(h, dev, self.location)
         return k
+
+
+def _threads_hint(options, program) -> int:
+    """The thread count that num_warps / num_simdgroups ask for, or 0 (the compiler chooses):
+    only for kernels without the SIMT view, and only counts a GPU can run (32..1024)."""
+    for name in ("num_warps", "num_simdgroups"):
+        n = options.get(name)
+        if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and 1 <= n <= 32:
+            if " num_threads(" in program.text.split("\n", 1)[0]:
+                return 0
+            return 32 * int(n)
+    return 0
 
 
 def _hashable(v) -> bool:

@@ -382,9 +382,12 @@ def _reduce(op, x, axis, name):
         c_axis = -1
     else:
         axis = _static_int(axis, f"{name} axis")
+        if len(x.shape) == 1 and axis in (0, -1):  # Triton's habit: the only axis of a 1-D tile
+            return current().emit(_ffi.metile_builder_reduce, op, x.id, -1)
         if len(x.shape) != 2 or not -2 <= axis <= 1:
             raise TracingError(f"{user_location()}: {name}: axis {axis} is invalid for a tile of "
-                               f"shape {x.shape} (use axis=None, or 0/1 on 2-D tiles)")
+                               f"shape {x.shape} (use axis=None, 0 on 1-D tiles, or 0/1 on 2-D "
+                               "tiles)")
         c_axis = axis % 2
     return current().emit(_ffi.metile_builder_reduce, op, x.id, c_axis)
 
@@ -479,8 +482,10 @@ class simdgroup_role:
 
 
 def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2):
-    """Remaps 2-D program ids for locality ("morton", "diagonal" or "grouped"); returns the
-    new (pid_m, pid_n)."""
+    """Remaps 2-D program ids for locality; returns the new (pid_m, pid_n). Patterns: "morton"
+    and "hilbert" (space-filling walks of block_size x block_size squares), "diagonal",
+    "grouped" (groups of block_size rows), "grouped2"/"grouped4"/"grouped8", "linear" (the
+    identity) and "auto" (morton). Each maps every grid shape onto itself."""
     t = current()
     pattern = _plain(pattern)
     if not isinstance(pattern, str):
@@ -513,7 +518,9 @@ class tile_range:
     traced once). Variables the body updates (`acc = dot(a, b, acc)`, `m = maximum(m, x)`)
     are carried through the loop automatically."""
 
-    def __init__(self, start, end=None, step=1):
+    def __init__(self, start, end=None, step=1, num_stages=None):
+        # num_stages: the original's software-pipelining hint; accepted, and left to the
+        # compiler (which pipelines K loops on GPUs by itself).
         if end is None:
             start, end = 0, start
         self.start, self.end, self.step = start, end, step

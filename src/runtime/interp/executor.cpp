@@ -572,7 +572,8 @@ void Instance::swizzle(const Op& op) {
   const int64_t gm = l_.grid.dims[0], gn = l_.grid.dims[1];
   if (pm < 0 || pm >= gm || pn < 0 || pn >= gn)
     fault(cat("program ids (", pm, ", ", pn, ") are outside the ", gm, " x ", gn, " grid"));
-  const int code = find_swizzle_pattern(op.attr_str("pattern")).value().code;  // verified
+  const std::string& pattern = op.attr_str("pattern");
+  const int code = swizzle_code(pattern);
   metile_swizzled<int64_t> r =
       metile_swizzle<int64_t>(code, pm, pn, gm, gn, op.attr_int("block_size"));
   env_[op.results[0]] = Val{{int_elem(r.m)}, {}};

@@ -418,7 +418,10 @@ METILE_API metile_status metile_builder_broadcast(metile_builder *b, metile_valu
 /** Same elements, row-major order kept, new shape of the same element count. */
 METILE_API metile_status metile_builder_reshape(metile_builder *b, metile_value x, int32_t rank,
                                                 const int64_t *shape, metile_value *out);
-/** Unary element-wise op (NEG ... SIGMOID). */
+/**
+ * Unary element-wise op (NEG ... SIGMOID). A float-only op (EXP ... SIGMOID except ABS) on an
+ * integer or bool operand computes in f32: the cast to f32 appears in the program.
+ */
 METILE_API metile_status metile_builder_unary(metile_builder *b, metile_op op, metile_value x,
                                               metile_value *out);
 /**

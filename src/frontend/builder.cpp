@@ -236,6 +236,9 @@ ValueId Builder::unary(OpKind kind, ValueId x) {
   if (!has_trait(kind, kUnary))
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind), " is not a unary op");
   check_value(kind, x, "the operand");
+  // Like numpy, a float-only op on an integer or bool value computes in f32 (exp(i32) is f32).
+  if (has_trait(kind, kFloatOnly) && !type(x).is_ptr && !is_float(type(x).dtype))
+    x = cast(x, DType::f32);
   return emit1(kind, {x});
 }
 

@@ -1,6 +1,7 @@
 #include "ir/types.h"
 
 #include <charconv>
+#include <cstdint>
 
 namespace metile {
 
@@ -9,11 +10,18 @@ struct DTypeInfo {
   DType t;
   const char* name;
   size_t size;
+  int64_t lo, hi;  // value range of integer and bool dtypes
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::f32, "f32", 4},  {DType::f16, "f16", 2},      {DType::bf16, "bf16", 2},
-    {DType::i32, "i32", 4},  {DType::u32, "u32", 4},      {DType::i64, "i64", 8},
-    {DType::boolean, "bool", 1}, {DType::i8, "i8", 1},    {DType::u8, "u8", 1},
+    {DType::f32, "f32", 4, 0, 0},
+    {DType::f16, "f16", 2, 0, 0},
+    {DType::bf16, "bf16", 2, 0, 0},
+    {DType::i32, "i32", 4, INT32_MIN, INT32_MAX},
+    {DType::u32, "u32", 4, 0, UINT32_MAX},
+    {DType::i64, "i64", 8, INT64_MIN, INT64_MAX},
+    {DType::boolean, "bool", 1, 0, 1},
+    {DType::i8, "i8", 1, INT8_MIN, INT8_MAX},
+    {DType::u8, "u8", 1, 0, UINT8_MAX},
 };
 const DTypeInfo* info(DType t) {
   for (const auto& d : kDTypes)
@@ -34,6 +42,11 @@ std::optional<DType> parse_dtype(std::string_view s) {
   for (const auto& d : kDTypes)
     if (s == d.name) return d.t;
   return std::nullopt;
+}
+std::optional<IntRange> int_range(DType t) {
+  const DTypeInfo* i = info(t);
+  if (i == nullptr || is_float(t)) return std::nullopt;
+  return IntRange{i->lo, i->hi};
 }
 bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 bool is_int(DType t) {

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/host/parallel_for.h"
 #include "support/env.h"
 #include "support/error.h"
 
@@ -134,7 +134,7 @@ void CpuKernel::fill_slot(size_t i, const LaunchArg& arg, uint64_t* slot) const 
 void CpuKernel::execute(const Grid& grid, void** argv) const {
   ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid};
   uint64_t total = grid.count();
-  ThreadPool& pool = ThreadPool::instance();
+  host::ThreadPool& pool = host::ThreadPool::instance();
   bool caller_can_run = caller_stack_room() > stack_bytes_ + stack_bytes_ / 4 + kStackMargin;
   double est = ns_per_instance_.load(std::memory_order_relaxed);
   bool small = total == 1 || (est > 0 && est * static_cast<double>(total) < kInlineNs);
@@ -143,7 +143,7 @@ void CpuKernel::execute(const Grid& grid, void** argv) const {
   if (caller_can_run && (small || pool.concurrency() == 1)) {
     run_chunk(&ctx, 0, total);
   } else {
-    Job job;
+    host::Job job;
     job.run = run_chunk;
     job.ctx = &ctx;
     job.total = total;

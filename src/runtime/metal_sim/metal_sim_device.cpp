@@ -1,14 +1,10 @@
 #include "runtime/metal_sim/metal_sim_device.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
-
 #include "codegen/msl.h"
 #include "codegen/prelude/metal_sim_abi.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
+#include "runtime/host_buffer.h"
 #include "runtime/metal_sim/fiber.h"
 #include "runtime/metal_sim/sim_kernel.h"
 #include "runtime/metal_sim/toolchain.h"
@@ -30,23 +26,6 @@ constexpr const char* kHostCpu = "arm64";
 #else
 constexpr const char* kHostCpu = "unsupported";
 #endif
-
-/** Page-aligned host memory, owned or wrapped; the simulated GPU addresses it directly. */
-class HostBuffer final : public Buffer {
- public:
-  HostBuffer(void* data, size_t size, bool owned) : data_(data), size_(size), owned_(owned) {}
-  ~HostBuffer() override {
-    if (owned_) std::free(data_);
-  }
-  void* contents() override { return data_; }
-  size_t size() const override { return size_; }
-  bool shares_memory() const override { return true; }
-
- private:
-  void* data_;
-  size_t size_;
-  bool owned_;
-};
 
 class SimLaunch final : public PreparedLaunch {
  public:
@@ -111,23 +90,12 @@ class MetalSimDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
 
+  // The simulated GPU addresses host memory directly.
   std::shared_ptr<Buffer> alloc(size_t bytes) override {
-    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
-    void* p = nullptr;
-    if (posix_memalign(&p, page, rounded) != 0)
-      fail(METILE_ERROR_OUT_OF_MEMORY, "metal-sim", "cannot allocate a buffer of ", bytes,
-           " bytes");
-    std::memset(p, 0, rounded);
-    auto b = std::make_shared<HostBuffer>(p, bytes, true);
-    b->device = this;
-    return b;
+    return alloc_host_buffer(this, bytes, "metal-sim");
   }
-
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
-    auto b = std::make_shared<HostBuffer>(host, bytes, false);
-    b->device = this;
-    return b;
+    return wrap_host_buffer(this, host, bytes);
   }
 
   std::string cache_identity() const override { return identity_; }

@@ -11,10 +11,10 @@
 
 #include "codegen/prelude/metal_sim_abi.h"
 #include "runtime/host/process.h"
+#include "runtime/host/parallel_for.h"
 #include "runtime/metal_sim/group_runner.h"
 #include "runtime/metal_sim/msl_prepare.h"
 #include "runtime/metal_sim/toolchain.h"
-#include "runtime/metal_sim/worker_pool.h"
 #include "support/embedded.h"
 #include "support/error.h"
 
@@ -150,7 +150,7 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   metile_status status = METILE_OK;
   std::string error;
   std::atomic<bool> stop{false};
-  WorkerPool::shared().parallel_for(count, [&](uint64_t g) {
+  auto run_group = [&](uint64_t g) {
     if (stop.load(std::memory_order_relaxed)) return;
     std::string why;
     metile_status st = METILE_ERROR_DEVICE;
@@ -169,6 +169,9 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
     // Report the lowest failing group, so the message does not depend on scheduling as long as
     // that group was reached.
     if (g < failed_group) failed_group = g, status = st, error = std::move(why);
+  };
+  host::parallel_for(count, 1, kMaxPoolWorkers, [&](uint64_t begin, uint64_t end) {
+    for (uint64_t g = begin; g < end; ++g) run_group(g);
   });
   if (status != METILE_OK) throw Error(status, error);
 }

@@ -17,6 +17,11 @@
 
 namespace metile::metal_sim {
 
+/** Host pool workers that run threadgroups (beside the launching threads). Each thread that runs
+ *  them maps fiber stacks for a whole threadgroup (two mappings per thread with its guard page);
+ *  31 keep that far below the kernel's default limit of 65530 mappings. */
+inline constexpr int kMaxPoolWorkers = 31;
+
 /** A launch argument: `pointer` for buffers, `bits` (the value, zero-extended) for scalars. */
 struct SimArg {
   void* pointer = nullptr;

@@ -22,7 +22,7 @@ from ._errors import InvalidArgumentError, InvalidProgramError, TracingError, ch
 from ._lang import constexpr
 from ._trace import Retrace, Trace, set_active, active
 
-_OPTIONS = ("num_threads", "allow_tf32", "opt_level")
+_OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked")
 _SCALARS = (int, float, bool)
 _CONSTS = (int, float, bool, str, type(None))
 _U32x3 = ctypes.c_uint32 * 3
@@ -328,6 +328,9 @@ class KernelFunction:
             opts.allow_tf32 = -1 if o["allow_tf32"] is None else int(bool(o["allow_tf32"]))
         if "opt_level" in o:
             opts.opt_level = int(o["opt_level"])
+        for flag in ("check_bounds", "unchecked"):
+            if flag in o:
+                setattr(opts, flag, int(bool(o[flag])))
         h = ctypes.POINTER(_ffi.metile_kernel)()
         st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
                                         ctypes.byref(opts))

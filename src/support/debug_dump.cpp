@@ -38,6 +38,7 @@ const Stage* find_stage(std::string_view name) {
 const char* stage_name(Stage stage) {
   switch (stage) {
     case Stage::tile_ir: return "tile_ir";
+    case Stage::tile_ir_opt: return "tile_ir_opt";
     case Stage::gpu_ir: return "gpu_ir";
     case Stage::gpu_ir_opt: return "gpu_ir_opt";
     case Stage::msl: return "msl";

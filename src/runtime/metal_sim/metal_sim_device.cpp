@@ -175,9 +175,10 @@ namespace metal_sim {
 Artifact make_msl_artifact(std::string msl, const MslSignature& signature, int threads_per_group) {
   Artifact a;
   a.kind = "so";
-  a.bytes = build_msl(msl, signature);
+  MslSignature measured = signature;
+  a.bytes = build_msl(msl, signature, &measured.stack_bytes);
   a.sources["msl"] = std::move(msl);
-  a.sources["msl_signature"] = print_signature(signature);
+  a.sources["msl_signature"] = print_signature(measured);
   a.threads_per_group = threads_per_group;
   a.threadgroup_memory_bytes = signature.threadgroup_arg_bytes();
   return a;

@@ -615,7 +615,10 @@ void Emitter::standalone(const gpu::Op& op) {
       w_.line(type_of(v) + " " + name_[v] + " = " + x + ";");
       w_.line(d_.unroll());
       w_.open("for (int m = " + std::to_string(f_.simd_width / 2) + "; m > 0; m >>= 1)");
-      w_.line(name_[v] + " = " + combine(op.ew, dtype(v), name_[v], d_.shuffle(true, dtype(v), name_[v], "m")) + ";");
+      // The shuffle gets its own statement: `combine` may spell its operand twice (a ternary for
+      // min/max), and a shuffle evaluated on one side only would diverge within the simdgroup.
+      w_.line("const " + type_of(v) + " " + name_[v] + "_other = " + d_.shuffle(true, dtype(v), name_[v], "m") + ";");
+      w_.line(name_[v] + " = " + combine(op.ew, dtype(v), name_[v], name_[v] + "_other") + ";");
       w_.close();
       return;
     }

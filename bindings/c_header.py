@@ -1,7 +1,7 @@
 """Parses include/metile/metile.h into enums, structs, opaque handles, aliases and functions
 (types as normalized C spellings; ctype() maps one to Rust).
 
-Shared by the binding generators (rust/regen.py, go/regen.py): the bindings are generated from,
+Shared by the binding generators (rust/regen.py, go/metile/regen.py, python/regen.py): the bindings are generated from,
 and checked against, the one header, so they cannot drift from it.
 """
 import difflib

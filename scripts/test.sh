@@ -62,7 +62,8 @@ prefix=$build/prefix
 step_install() { rm -rf "$prefix" && cmake --install "$build" --prefix "$prefix" >/dev/null; }
 
 step_bindings_sync() {
-  python3 bindings/rust/regen.py --check && python3 bindings/go/metile/regen.py --check
+  python3 bindings/rust/regen.py --check && python3 bindings/go/metile/regen.py --check &&
+    python3 bindings/python/regen.py --check
 }
 
 step_pytest() (

@@ -446,7 +446,9 @@ METILE_API metile_status metile_builder_shared(metile_builder *b, int64_t size,
                                                metile_dtype dtype, metile_value *out);
 /**
  * Remaps program ids for locality: pattern "morton" (Z-order in block_size x block_size blocks),
- * "diagonal" or "grouped" (groups of block_size rows); a bijection on any grid shape.
+ * "hilbert" (a Hilbert curve in those blocks), "diagonal", "grouped" (groups of block_size rows),
+ * "grouped2"/"grouped4"/"grouped8" (grouped with that group size, block_size ignored), "linear"
+ * (the identity) or "auto" (morton); a bijection on any grid shape.
  */
 METILE_API metile_status metile_builder_tile_swizzle(metile_builder *b, metile_value pid_m,
                                                      metile_value pid_n, const char *pattern,

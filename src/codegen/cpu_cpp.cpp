@@ -17,6 +17,7 @@
 #include <set>
 
 #include "codegen/cpu_plan.h"
+#include "ir/swizzle_names.h"
 #include "support/embedded.h"
 #include "support/error.h"
 
@@ -576,9 +577,7 @@ struct Emitter {
   void emit_swizzle(const Op& op) {
     w.comment(describe(op));
     const std::string& pattern = op.attr_str("pattern");
-    std::string code = pattern == "morton"     ? "METILE_SWIZZLE_MORTON"
-                       : pattern == "grouped" ? "METILE_SWIZZLE_GROUPED"
-                                              : "METILE_SWIZZLE_DIAGONAL";
+    std::string code = std::to_string(swizzle_code(pattern));
     std::string s = name(op.results[0]) + "_swizzled";
     w.line("const metile_swizzled<int32_t> " + s + " = metile_swizzle<int32_t>(" + code + ", " +
            elem(op.operands[0], {}) + ", " + elem(op.operands[1], {}) + ", mt_npg[0], mt_npg[1], " +

@@ -637,7 +637,8 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::SWIZZLE: {
       static const std::map<std::string, const char*> codes = {
           {"diagonal", "METILE_SWIZZLE_DIAGONAL"}, {"grouped", "METILE_SWIZZLE_GROUPED"},
-          {"morton", "METILE_SWIZZLE_MORTON"}};
+          {"morton", "METILE_SWIZZLE_MORTON"}, {"hilbert", "METILE_SWIZZLE_HILBERT"},
+          {"linear", "METILE_SWIZZLE_LINEAR"}};
       std::string s = name_[op.results[0]] + "_" + name_[op.results[1]];
       std::string args;
       for (ValueId a : op.operands) args += ", " + strip_parens(expr(a, "0"));

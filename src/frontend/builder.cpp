@@ -4,6 +4,7 @@
 
 #include "ir/const_range.h"
 #include "support/error.h"
+#include "ir/swizzle_names.h"
 
 namespace metile {
 
@@ -508,7 +509,8 @@ ValueId Builder::shared(int64_t size, DType dtype) {
 }
 
 std::pair<ValueId, ValueId> Builder::tile_swizzle(ValueId pid_m, ValueId pid_n,
-                                                  const std::string& pattern, int block_size) {
+                                                  std::string pattern, int block_size) {
+  canonical_swizzle(pattern, block_size);
   std::vector<ValueId> r = emit(OpKind::TILE_SWIZZLE, {pid_m, pid_n},
                                 {{"pattern", pattern}, {"block_size", int64_t{block_size}}});
   return {r[0], r[1]};
@@ -526,6 +528,14 @@ Program Builder::finish() {
     walk(p_.body, [&](const Op& op) {
       if (op.kind == OpKind::ARANGE) sizes.insert(op.attr_int("size"));
     });
+    // Without an arange the original took its BLOCK constexpr as the threadgroup size; its
+    // SIMT kernels (attention decode) rely on that, so it is the second default here.
+    if (sizes.empty())
+      for (const auto& [name, value] : p_.constexprs)
+        if (name == "BLOCK" && !value.empty() &&
+            value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 4 &&
+            std::stoll(value) >= 1 && std::stoll(value) <= 4096)
+          sizes.insert(std::stoll(value));
     if (sizes.size() != 1) {
       const Op* first = nullptr;
       walk(p_.body, [&](const Op& op) {
@@ -533,7 +543,8 @@ Program Builder::finish() {
       });
       fail(METILE_ERROR_INVALID_PROGRAM, "builder", p_.where(first->loc), op_name(first->kind),
            ": the kernel uses the SIMT view but its thread count is unknown (",
-           sizes.empty() ? std::string("no arange") : cat(sizes.size(), " different arange sizes"),
+           sizes.empty() ? std::string("no arange and no BLOCK constexpr")
+                         : cat(sizes.size(), " different arange sizes"),
            "); set num_threads");
     }
     threads_ = *sizes.begin();

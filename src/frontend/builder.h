@@ -55,7 +55,7 @@ class Builder {
   ValueId simt(OpKind kind);
   ValueId simd(OpKind kind, ValueId x, ValueId lane_or_mask);
   ValueId shared(int64_t size, DType dtype);
-  std::pair<ValueId, ValueId> tile_swizzle(ValueId pid_m, ValueId pid_n, const std::string& pattern,
+  std::pair<ValueId, ValueId> tile_swizzle(ValueId pid_m, ValueId pid_n, std::string pattern,
                                            int block_size);
 
   /** Verifies and hands over the program; the builder is spent afterwards. */

@@ -23,7 +23,9 @@ struct metile_swizzled {
 enum metile_swizzle_pattern {
   METILE_SWIZZLE_DIAGONAL = 0,
   METILE_SWIZZLE_GROUPED = 1,
-  METILE_SWIZZLE_MORTON = 2
+  METILE_SWIZZLE_MORTON = 2,
+  METILE_SWIZZLE_HILBERT = 3,
+  METILE_SWIZZLE_LINEAR = 4
 };
 
 /** Column pid_n is rotated by the row: consecutive programs of a column hit different columns. */
@@ -50,15 +52,39 @@ METILE_SWIZZLE_FN metile_swizzled<I> metile_swizzle_grouped(I pid_m, I pid_n, I 
   return r;
 }
 
+/** Position `d` along the Hilbert curve that fills a side x side square (side a power of two). */
+template <typename I>
+METILE_SWIZZLE_FN metile_swizzled<I> metile_hilbert_point(I d, I side) {
+  I x = 0, y = 0;
+  for (I s = 1; s < side; s *= 2) {
+    I rx = 1 & (d / 2);
+    I ry = 1 & (d ^ rx);
+    if (ry == 0) {  // rotate the quadrant so the sub-curves join end to end
+      if (rx == 1) {
+        x = s - 1 - x;
+        y = s - 1 - y;
+      }
+      I t = x;
+      x = y;
+      y = t;
+    }
+    x += s * rx;
+    y += s * ry;
+    d /= 4;
+  }
+  metile_swizzled<I> r = {y, x};
+  return r;
+}
+
 /**
- * Z-order inside block x block squares: the column-major launch index L walks bands of `block`
- * rows, each band in squares from left to right; a full square with a power-of-two side is
- * walked in Morton order (even bits of the local index give the row, odd bits the column), a
- * clipped square at the grid's edge row-major.
+ * A space-filling walk inside block x block squares: the column-major launch index L walks
+ * bands of `block` rows, each band in squares from left to right; a full square with a
+ * power-of-two side is walked in Morton (Z) order or along a Hilbert curve, a clipped square at
+ * the grid's edge row-major, so every grid shape is covered exactly once.
  */
 template <typename I>
-METILE_SWIZZLE_FN metile_swizzled<I> metile_swizzle_morton(I pid_m, I pid_n, I grid_m, I grid_n,
-                                                           I block) {
+METILE_SWIZZLE_FN metile_swizzled<I> metile_swizzle_squares(I pid_m, I pid_n, I grid_m, I grid_n,
+                                                            I block, bool hilbert) {
   I l = pid_n * grid_m + pid_m;
   I band = l / (block * grid_n);
   I first_row = band * block;
@@ -70,9 +96,15 @@ METILE_SWIZZLE_FN metile_swizzled<I> metile_swizzle_morton(I pid_m, I pid_n, I g
   I local = in_band - square * h * block;
   I row = 0, col = 0;
   if (h == block && w == block && (block & (block - 1)) == 0) {
-    for (I bit = 0; (local >> (2 * bit)) != 0; ++bit) {
-      row |= ((local >> (2 * bit)) & 1) << bit;
-      col |= ((local >> (2 * bit + 1)) & 1) << bit;
+    if (hilbert) {
+      metile_swizzled<I> p = metile_hilbert_point(local, block);
+      row = p.m;
+      col = p.n;
+    } else {
+      for (I bit = 0; (local >> (2 * bit)) != 0; ++bit) {
+        row |= ((local >> (2 * bit)) & 1) << bit;
+        col |= ((local >> (2 * bit + 1)) & 1) << bit;
+      }
     }
   } else {
     row = local / w;
@@ -88,8 +120,13 @@ METILE_SWIZZLE_FN metile_swizzled<I> metile_swizzle(int pattern, I pid_m, I pid_
                                                     I grid_n, I block) {
   if (pattern == METILE_SWIZZLE_GROUPED)
     return metile_swizzle_grouped(pid_m, pid_n, grid_m, grid_n, block);
-  if (pattern == METILE_SWIZZLE_MORTON)
-    return metile_swizzle_morton(pid_m, pid_n, grid_m, grid_n, block);
+  if (pattern == METILE_SWIZZLE_MORTON || pattern == METILE_SWIZZLE_HILBERT)
+    return metile_swizzle_squares(pid_m, pid_n, grid_m, grid_n, block,
+                                  pattern == METILE_SWIZZLE_HILBERT);
+  if (pattern == METILE_SWIZZLE_LINEAR) {
+    metile_swizzled<I> r = {pid_m, pid_n};
+    return r;
+  }
   return metile_swizzle_diagonal(pid_m, pid_n, grid_m, grid_n);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ir/const_range.h"
+#include "ir/swizzle_names.h"
 #include "ir/tile_ir.h"
 #include "support/error.h"
 
@@ -354,8 +355,7 @@ std::vector<Type> Checker::run() const {
       for (size_t i = 0; i < 2; ++i)
         if (operand(i) != Type::scalar(DType::i32)) bad("program ids must be i32 scalars, got ", operand(i).str());
       const std::string& pat = op.attr_str("pattern");
-      if (pat != "morton" && pat != "diagonal" && pat != "grouped")
-        bad("unknown pattern \"", pat, "\" (morton, diagonal or grouped)");
+      if (swizzle_code(pat) < 0) bad("unknown pattern \"", pat, "\" (", swizzle_name_list(), ")");
       if (op.attr_int("block_size") < 1) bad("block_size must be at least 1");
       return {Type::scalar(DType::i32), Type::scalar(DType::i32)};
     }

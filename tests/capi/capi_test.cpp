@@ -327,6 +327,20 @@ TEST_F(BuilderErrors, VerificationAtFinishNamesTheOpLocation) {
   EXPECT_EQ(p, nullptr);
 }
 
+TEST_F(BuilderErrors, SimtThreadCountFallsBackToTheBlockConstexpr) {
+  // The original's rule for SIMT kernels without an arange: the BLOCK constexpr is T.
+  ASSERT_EQ(metile_builder_set_constexpr(b_, "BLOCK", "64"), METILE_OK);
+  metile_value tid;
+  ASSERT_EQ(metile_builder_simt(b_, METILE_OP_THREAD_ID, &tid), METILE_OK) << last_error();
+  metile_program* p = nullptr;
+  ASSERT_EQ(metile_builder_finish(b_, &p), METILE_OK) << last_error();
+  char* text = nullptr;
+  ASSERT_EQ(metile_program_print(p, &text), METILE_OK) << last_error();
+  EXPECT_NE(std::string(text).find("num_threads(64)"), std::string::npos) << text;
+  metile_free(text);
+  EXPECT_EQ(metile_program_release(p), METILE_OK);
+}
+
 TEST_F(BuilderErrors, UnknownValuesOpsAndDtypes) {
   metile_value r = 0;
   metile_value a = arange(8);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <set>
 #include <utility>
 #include <vector>
@@ -24,7 +25,8 @@ Ids order(int pattern, int64_t gm, int64_t gn, int64_t block) {
 }
 
 TEST(Swizzle, EveryPatternIsABijectionOnEveryGrid) {
-  for (int pattern : {METILE_SWIZZLE_DIAGONAL, METILE_SWIZZLE_GROUPED, METILE_SWIZZLE_MORTON})
+  for (int pattern : {METILE_SWIZZLE_DIAGONAL, METILE_SWIZZLE_GROUPED, METILE_SWIZZLE_MORTON,
+                      METILE_SWIZZLE_HILBERT, METILE_SWIZZLE_LINEAR})
     for (int64_t block = 1; block <= 9; ++block)
       for (int64_t gm = 1; gm <= 17; ++gm)
         for (int64_t gn = 1; gn <= 17; ++gn) {
@@ -42,7 +44,8 @@ TEST(Swizzle, EveryPatternIsABijectionOnEveryGrid) {
 
 TEST(Swizzle, WorksInThirtyTwoBitArithmetic) {
   // Generated code uses int; the result must not depend on the integer type.
-  for (int pattern : {METILE_SWIZZLE_DIAGONAL, METILE_SWIZZLE_GROUPED, METILE_SWIZZLE_MORTON})
+  for (int pattern : {METILE_SWIZZLE_DIAGONAL, METILE_SWIZZLE_GROUPED, METILE_SWIZZLE_MORTON,
+                      METILE_SWIZZLE_HILBERT, METILE_SWIZZLE_LINEAR})
     for (int m = 0; m < 300; m += 7)
       for (int n = 0; n < 200; n += 3) {
         auto a = metile_swizzle<int>(pattern, m, n, 300, 200, 4);
@@ -78,6 +81,19 @@ TEST(Swizzle, MortonIsZOrderInFullSquaresAndRowMajorAtTheEdges) {
   // Block 3 is not a power of two: squares are row-major.
   Ids want_rm{{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}};
   EXPECT_EQ(order(METILE_SWIZZLE_MORTON, 3, 3, 3), want_rm);
+}
+
+TEST(Swizzle, HilbertStepsToANeighbourInsideFullSquares) {
+  // Along the launch order inside each full 8 x 8 square, every step moves to an adjacent
+  // program (the curve never jumps); the edges of a 12 x 10 grid are still covered.
+  Ids h = order(METILE_SWIZZLE_HILBERT, 8, 8, 8);
+  for (size_t i = 1; i < h.size(); ++i)
+    EXPECT_EQ(std::abs(h[i].first - h[i - 1].first) + std::abs(h[i].second - h[i - 1].second), 1)
+        << "step " << i;
+  EXPECT_EQ(h.front(), (std::pair<int64_t, int64_t>{0, 0}));
+  Ids line = order(METILE_SWIZZLE_LINEAR, 3, 5, 2);
+  for (size_t l = 0; l < line.size(); ++l)
+    EXPECT_EQ(line[l], (std::pair<int64_t, int64_t>{int64_t(l % 3), int64_t(l / 3)}));
 }
 
 }  // namespace

@@ -29,6 +29,9 @@ from ._lang import (absolute as abs, arange, barrier, broadcast_to, cast, cdiv, 
                     simd_broadcast, simd_lane_id, simd_shuffle_xor, simdgroup_role, sin, sqrt,
                     store, tanh, thread_id, tile_load, tile_range, tile_store, tile_swizzle,
                     where, zeros)
+from ._lang_compat import fast_exp, reverse_bits, scalar, simd_max, simd_sum
+from ._lang_triton import argmax, argmin, max_contiguous, multiple_of, static_assert
+from . import testing
 from ._trace import Value
 
 __version__ = "0.1.0"

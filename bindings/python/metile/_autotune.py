@@ -1,10 +1,17 @@
 """@metile.autotune: pick the fastest Config of constexprs for each set of key values.
 
-Each config is traced, compiled and prepared; the prepared launches are timed together with
-metile_autotune_time (median of `rep` synchronized runs after `warmup`). Configs that fail to
-trace or compile are reported and skipped, never silently dropped. The winner is cached in
-memory per key values and persisted with metile_autotune_store, so a new process reuses it
-(the persistent key covers the kernel's source, the device, the argument types and the configs).
+Each config is traced, compiled and prepared; each prepared launch is timed with
+metile_autotune_time (median of `rep` synchronized runs after `warmup`) and reported on stderr
+as it finishes. Configs that fail to trace or compile are reported and skipped, never silently
+dropped. The winner is cached in memory per key values and persisted with
+metile_autotune_store, so a new process reuses it (the persistent key covers the kernel's
+source, the device, the argument types and the configs).
+
+What the caller passes wins: a constexpr given at launch is never replaced by a config's value,
+and when the caller gives every constexpr the configs tune, nothing is searched. Trials run the
+kernel on the caller's arguments; `restore_value=[names]` puts those arguments back after the
+trials and `reset_to_zero=[names]` zeroes them before each trial (and restores them after), as
+in Triton, so an in-place kernel gives the same result whether or not the winner was cached.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import hashlib
 import inspect
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -25,10 +33,15 @@ from ._kernel import KernelFunction, _classify
 
 
 class Config:
-    """A set of constexpr values (and compile options such as num_threads) to try."""
+    """A set of constexpr values (and compile options or hints such as num_threads,
+    num_warps) to try: `Config(BLOCK=128, num_warps=4)` or, as in Triton,
+    `Config({"BLOCK": 128}, num_warps=4)`."""
 
-    def __init__(self, **kwargs):
-        self.kwargs = dict(kwargs)
+    def __init__(self, kwargs=None, **more):
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise InvalidArgumentError(f"Config takes a dict of constexprs and/or keywords, got "
+                                       f"{type(kwargs).__name__}")
+        self.kwargs = {**(kwargs or {}), **more}
 
     def __repr__(self):
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items()) + ")"
@@ -40,13 +53,17 @@ class Config:
         return hash(repr(self))
 
 
-def autotune(configs, key, warmup=5, rep=20, verbose=True):
+def autotune(configs, key, warmup=5, rep=20, verbose=True, restore_value=(), reset_to_zero=()):
     """Decorator over a @metile.kernel: `@metile.autotune(configs=[Config(BLOCK=128), ...],
-    key=["N"])`. Launching tunes once per distinct key values (shapes for arrays/buffers)."""
+    key=["N"])`. Launching tunes once per distinct key values (shapes for arrays/buffers).
+    `restore_value` / `reset_to_zero` name array or Buffer parameters that trials must leave as
+    they were (restored afterwards) or start from zero (zeroed before each trial)."""
     configs = list(configs)
     if not configs or not all(isinstance(c, Config) for c in configs):
         raise InvalidArgumentError("autotune: configs must be a non-empty list of metile.Config")
     key = [key] if isinstance(key, str) else list(key)
+    restore = [restore_value] if isinstance(restore_value, str) else list(restore_value)
+    zero = [reset_to_zero] if isinstance(reset_to_zero, str) else list(reset_to_zero)
 
     def wrap(k):
         if not isinstance(k, KernelFunction):
@@ -55,7 +72,15 @@ def autotune(configs, key, warmup=5, rep=20, verbose=True):
             if name not in k.param_names:
                 raise InvalidArgumentError(f"autotune: key `{name}` is not a parameter of "
                                            f"{k.fn.__name__} ({', '.join(k.param_names)})")
-        return AutotunedKernel(k, configs, key, warmup, rep, verbose)
+        for what, names in (("restore_value", restore), ("reset_to_zero", zero)):
+            for name in names:
+                if name not in k.runtime:
+                    raise InvalidArgumentError(
+                        f"autotune: {what} names `{name}`, which is not a runtime parameter of "
+                        f"{k.fn.__name__} ({', '.join(k.runtime)})")
+        t = AutotunedKernel(k, configs, key, warmup, rep, verbose)
+        t.restore_value, t.reset_to_zero = restore, zero
+        return t
     return wrap
 
 
@@ -67,6 +92,11 @@ class AutotunedKernel:
         self.warmup, self.rep, self.verbose = warmup, rep, verbose
         self.cache: dict = {}  # (device, key values, arg types) -> Config
         self.last_timings: list = []
+        self.restore_value: list = []
+        self.reset_to_zero: list = []
+        # The constexprs the configs set: when the caller passes all of them, nothing is tuned.
+        self.tuned_names = sorted({n for c in configs for n in c.kwargs
+                                   if n in kernel.constexprs})
         self.__name__ = kernel.__name__
         self.__doc__ = kernel.__doc__
 
@@ -120,8 +150,12 @@ class AutotunedKernel:
 
     # ----------------------------------------------------------------------- tuning
     def best_config(self, grid, args, kwargs) -> Config:
+        if self.caller_decides(kwargs):
+            return Config({n: kwargs[n] for n in self.tuned_names})
         dev = _device.get_device()
-        key_values = self._key_values(args, kwargs)
+        # Tuned constexprs the caller fixed are part of the key: the winner depends on them.
+        key_values = self._key_values(args, kwargs) + tuple(
+            (n, kwargs[n]) for n in self.tuned_names if n in kwargs)
         types = self._arg_types(args, kwargs)
         mem_key = (dev, key_values, types)
         best = self.cache.get(mem_key)
@@ -139,35 +173,81 @@ class AutotunedKernel:
         _store(pkey, repr(best))
         return best
 
+    def caller_decides(self, kwargs) -> bool:
+        """True when the launch passes every constexpr the configs tune: no search."""
+        return bool(self.tuned_names) and all(n in kwargs for n in self.tuned_names)
+
     def _tune(self, grid, args, kwargs, key_values) -> Config:
         k = self.kernel
-        launches, ok, failures = [], [], {}  # ok/failures by config index
+        show = verbose_enabled(self.verbose)
+        kv = ", ".join(f"{n}={v}" for n, v in zip(self.key, key_values))
+        launches, failures = {}, {}  # by config index
         for i, c in enumerate(self.configs):
             try:
-                launches.append(k[grid].prepare(*args, **{**kwargs, **c.kwargs}))
-                ok.append(i)
+                launches[i] = k[grid].prepare(*args, **{**c.kwargs, **kwargs})
             except MetileError as e:
                 failures[i] = e
-        if not ok:
+                if show:
+                    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                    _progress(f"autotune {k.fn.__name__} [{kv}] {c!r}: FAILED "
+                              f"({type(e).__name__}: {first})")
+        if not launches:
             detail = "\n".join(f"  {self.configs[i]}: {type(e).__name__}: {e}"
                                for i, e in failures.items())
             raise MetileError(f"autotune {k.fn.__name__}: all {len(self.configs)} configs "
                               f"failed:\n{detail}")
-        times = dict(zip(ok, _time(launches, self.warmup, self.rep)))
-        best = min(ok, key=times.__getitem__)
+        saved = _Snapshot(k, args, kwargs, self.restore_value + self.reset_to_zero)
+        times = {}
+        try:
+            for i, launch in launches.items():
+                saved.zero(self.reset_to_zero)
+                times[i] = _time([launch], self.warmup, self.rep)[0]
+                if show:
+                    _progress(f"autotune {k.fn.__name__} [{kv}] {self.configs[i]!r}: "
+                              f"{times[i]:.4f} ms")
+        finally:
+            saved.restore()
+        best = min(times, key=times.__getitem__)
         self.last_timings = [(c, times.get(i)) for i, c in enumerate(self.configs)]
-        if verbose_enabled(self.verbose):
-            kv = ", ".join(f"{n}={v}" for n, v in zip(self.key, key_values))
-            print(f"autotune {k.fn.__name__} [{kv}]: {self.configs[best]}")
-            for i, c in enumerate(self.configs):
-                if i in failures:
-                    e = failures[i]
-                    first = str(e).splitlines()[0] if str(e) else type(e).__name__
-                    print(f"  {c!r:<48} FAILED ({type(e).__name__}: {first})")
-                else:
-                    mark = "  <--" if i == best else ""
-                    print(f"  {c!r:<48} {times[i]:10.4f} ms{mark}")
+        if show:
+            _progress(f"autotune {k.fn.__name__} [{kv}]: best {self.configs[best]!r}")
         return self.configs[best]
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class _Snapshot:
+    """Copies of the named array / Buffer arguments, to put back after the trials."""
+
+    def __init__(self, kernel, args, kwargs, names):
+        named = dict(zip(kernel.param_names, args))
+        named.update(kwargs)
+        self.views = {}
+        for name in dict.fromkeys(names):
+            v = named.get(name)
+            if isinstance(v, Buffer):
+                view = v.numpy()
+            elif isinstance(v, np.ndarray):
+                view = v
+            else:
+                raise InvalidArgumentError(
+                    f"autotune {kernel.fn.__name__}: `{name}` (restore_value/reset_to_zero) must "
+                    f"be a numpy array or metile.Buffer, got {type(v).__name__}")
+            self.views[name] = (view, view.copy())
+
+    def zero(self, names):
+        if names:
+            _device.synchronize()
+        for name in names:
+            self.views[name][0][...] = 0
+
+    def restore(self):
+        if self.views:
+            _device.synchronize()
+        for view, copy in self.views.values():
+            view[...] = copy
 
 
 def verbose_enabled(v) -> bool:
@@ -182,13 +262,13 @@ class AutotunedLauncher:
     def __call__(self, *args, **kwargs) -> Config:
         """Tunes (once per key values), launches the winner and returns its Config."""
         best = self.tuned.best_config(self.grid, args, kwargs)
-        self.tuned.kernel[self.grid](*args, **{**kwargs, **best.kwargs})
+        self.tuned.kernel[self.grid](*args, **{**best.kwargs, **kwargs})
         return best
 
     def prepare(self, *args, **kwargs):
         """Tunes once and returns the winner's prepared launch (a fast dispatcher)."""
         best = self.tuned.best_config(self.grid, args, kwargs)
-        return self.tuned.kernel[self.grid].prepare(*args, **{**kwargs, **best.kwargs})
+        return self.tuned.kernel[self.grid].prepare(*args, **{**best.kwargs, **kwargs})
 
 
 def _time(launches, warmup, rep) -> list[float]:

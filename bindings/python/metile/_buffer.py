@@ -41,6 +41,14 @@ def _release(handle, after, keep):
         after()
 
 
+class _Memory:
+    """Owns a buffer's handle: the last of the Buffer and its numpy() views to go releases it.
+    Views keep this object alive, not the Buffer, so a Buffer caching its view is no cycle
+    (numpy arrays are not cycle-collected: a cycle through one would never be freed)."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+
 def _device_of(device) -> Device:
     if device is None:
         return get_device()
@@ -51,13 +59,20 @@ class Buffer:
     """A typed, shaped block of unified memory usable as a kernel pointer argument."""
 
     __slots__ = ("_handle", "_arg", "device", "shape", "dtype", "nbytes", "_ptr", "_source",
-                 "shares_memory", "_finalizer", "_view", "__weakref__")
+                 "shares_memory", "_memory", "_view", "__weakref__")
 
-    def __init__(self, data=None, *, dtype=None, device=None):
+    def __init__(self, data=None, *, shape=None, dtype=None, device=None):
+        if shape is not None:
+            # The original's form, Buffer(shape=..., dtype=...): a new zero-filled buffer.
+            if data is not None:
+                raise InvalidArgumentError("metile.Buffer takes data= or shape=, not both")
+            self._init_zeros(shape, "f32" if dtype is None else dtype, device,
+                             "Buffer(shape=...)")
+            return
         if data is None:
             raise InvalidArgumentError(
-                "metile.Buffer needs data=<numpy array>; use Buffer.zeros(shape, dtype) to "
-                "allocate")
+                "metile.Buffer needs data=<numpy array> or shape=(...) (with dtype=, default "
+                "float32)")
         arr = data if isinstance(data, np.ndarray) else np.asarray(data)
         name = _array_dtype(arr, dtype, "Buffer(data=...)")
         if not arr.flags.c_contiguous:
@@ -85,14 +100,17 @@ class Buffer:
     @classmethod
     def zeros(cls, shape, dtype="f32", device=None) -> "Buffer":
         """A zero-filled buffer of `shape` and `dtype` (default float32)."""
-        shape = _shape_of(shape)
-        name = _dtypes.normalize(dtype, "Buffer.zeros")
         self = cls.__new__(cls)
+        self._init_zeros(shape, dtype, device, "Buffer.zeros")
+        return self
+
+    def _init_zeros(self, shape, dtype, device, what):
+        shape = _shape_of(shape)
+        name = _dtypes.normalize(dtype, what)
         self._init_common(_device_of(device), name, shape)
         self._alloc(max(self.nbytes, 1), after=None)
         self._source = None
         self.shares_memory = False
-        return self
 
     empty = zeros
 
@@ -125,7 +143,8 @@ class Buffer:
 
     def _adopt(self, h, after, keep=None):
         self._handle = h
-        self._finalizer = weakref.finalize(self, _release, h, after, keep)
+        self._memory = _Memory()
+        weakref.finalize(self._memory, _release, h, after, keep)
         ptr = ctypes.c_void_p()
         check(_ffi.metile_buffer_contents(h, ctypes.byref(ptr)))
         self._ptr = ptr.value
@@ -160,7 +179,8 @@ class Buffer:
         if self.device.asynchronous:
             self.device.synchronize()
         if self._view is None:
-            self._view = np.asarray(self)
+            self._memory.__array_interface__ = self.__array_interface__
+            self._view = np.asarray(self._memory)
         return self._view
 
     def __repr__(self):

@@ -1,9 +1,11 @@
 """ctypes declarations of the C ABI in include/metile/metile.h, and locating libmetile.
 
-Every METILE_API function, struct and enum of the header is declared here; the test
+Every METILE_API function and struct of the header is declared here; the test
 tests/test_ffi_header.py parses the header and checks these declarations against it, so the
-binding cannot drift. Functions the loaded library does not export (an older build) are bound to
-a stub that raises a clear error when called; `has(name)` tells whether a symbol is present.
+binding cannot drift. The enum constants are generated from the header into _enums.py
+(bindings/python/regen.py; scripts/test.sh checks it is current). Functions the loaded library
+does not export (an older build) are bound to a stub that raises a clear error when called;
+`has(name)` tells whether a symbol is present.
 """
 
 from __future__ import annotations
@@ -26,60 +28,8 @@ metile_op = c_int32
 metile_arg_kind = c_int32
 metile_value = c_uint32
 
-METILE_VERSION_MAJOR = 0
-METILE_VERSION_MINOR = 1
-METILE_VERSION_PATCH = 0
-
-ENUMS = {
-    "metile_status": {
-        "METILE_OK": 0, "METILE_ERROR_INVALID_ARGUMENT": 1, "METILE_ERROR_INVALID_PROGRAM": 2,
-        "METILE_ERROR_COMPILE": 3, "METILE_ERROR_UNSUPPORTED": 4,
-        "METILE_ERROR_DEVICE_UNAVAILABLE": 5, "METILE_ERROR_DEVICE": 6,
-        "METILE_ERROR_OUT_OF_MEMORY": 7, "METILE_ERROR_IO": 8, "METILE_ERROR_INTERNAL": 9,
-        "METILE_STATUS_FORCE32": 0x7FFFFFFF,
-    },
-    "metile_dtype": {
-        "METILE_DTYPE_INVALID": 0, "METILE_DTYPE_F32": 1, "METILE_DTYPE_F16": 2,
-        "METILE_DTYPE_BF16": 3, "METILE_DTYPE_I32": 4, "METILE_DTYPE_U32": 5,
-        "METILE_DTYPE_I64": 6, "METILE_DTYPE_BOOL": 7, "METILE_DTYPE_I8": 8, "METILE_DTYPE_U8": 9,
-        "METILE_DTYPE_FORCE32": 0x7FFFFFFF,
-    },
-    "metile_address_space": {
-        "METILE_ADDRESS_SPACE_DEVICE": 0, "METILE_ADDRESS_SPACE_THREADGROUP": 1,
-        "METILE_ADDRESS_SPACE_FORCE32": 0x7FFFFFFF,
-    },
-    "metile_op": {
-        "METILE_OP_INVALID": 0, "METILE_OP_CONST": 1, "METILE_OP_PROGRAM_ID": 2,
-        "METILE_OP_NUM_PROGRAMS": 3, "METILE_OP_ARANGE": 4, "METILE_OP_CAST": 5,
-        "METILE_OP_BROADCAST": 6, "METILE_OP_RESHAPE": 7,
-        "METILE_OP_ADD": 10, "METILE_OP_SUB": 11, "METILE_OP_MUL": 12, "METILE_OP_DIV": 13,
-        "METILE_OP_FLOORDIV": 14, "METILE_OP_MOD": 15, "METILE_OP_MAXIMUM": 16,
-        "METILE_OP_MINIMUM": 17, "METILE_OP_BITAND": 18, "METILE_OP_BITOR": 19,
-        "METILE_OP_BITXOR": 20, "METILE_OP_SHL": 21, "METILE_OP_SHR": 22, "METILE_OP_POW": 23,
-        "METILE_OP_LT": 30, "METILE_OP_LE": 31, "METILE_OP_GT": 32, "METILE_OP_GE": 33,
-        "METILE_OP_EQ": 34, "METILE_OP_NE": 35,
-        "METILE_OP_NEG": 40, "METILE_OP_NOT": 41, "METILE_OP_EXP": 42, "METILE_OP_LOG": 43,
-        "METILE_OP_SQRT": 44, "METILE_OP_RSQRT": 45, "METILE_OP_ABS": 46, "METILE_OP_TANH": 47,
-        "METILE_OP_SIN": 48, "METILE_OP_COS": 49, "METILE_OP_EXP2": 50, "METILE_OP_LOG2": 51,
-        "METILE_OP_FLOOR": 52, "METILE_OP_CEIL": 53, "METILE_OP_ERF": 54,
-        "METILE_OP_SIGMOID": 55, "METILE_OP_SELECT": 60,
-        "METILE_OP_PTR_OFFSET": 70, "METILE_OP_LOAD": 71, "METILE_OP_STORE": 72,
-        "METILE_OP_TILE_LOAD": 73, "METILE_OP_TILE_STORE": 74, "METILE_OP_SHARED": 75,
-        "METILE_OP_DOT": 80, "METILE_OP_REDUCE_SUM": 81, "METILE_OP_REDUCE_MAX": 82,
-        "METILE_OP_REDUCE_MIN": 83,
-        "METILE_OP_FOR": 90, "METILE_OP_YIELD": 91, "METILE_OP_SIMDGROUP_ROLE": 92,
-        "METILE_OP_THREAD_ID": 100, "METILE_OP_SIMD_LANE_ID": 101,
-        "METILE_OP_SIMD_SHUFFLE_XOR": 102, "METILE_OP_SIMD_BROADCAST": 103,
-        "METILE_OP_BARRIER": 104, "METILE_OP_TILE_SWIZZLE": 110,
-        "METILE_OP_FORCE32": 0x7FFFFFFF,
-    },
-    "metile_arg_kind": {
-        "METILE_ARG_BUFFER": 1, "METILE_ARG_I32": 2, "METILE_ARG_U32": 3, "METILE_ARG_I64": 4,
-        "METILE_ARG_F32": 5, "METILE_ARG_F64": 6, "METILE_ARG_KIND_FORCE32": 0x7FFFFFFF,
-    },
-}
-for _values in ENUMS.values():
-    globals().update(_values)
+# The constants (METILE_OK, METILE_OP_TANH, ...) and ENUMS come from the generated _enums.
+from ._enums import *  # noqa: E402,F401,F403
 
 
 # ---------------------------------------------------------------------------- opaque handles

@@ -18,11 +18,17 @@ import numpy as np
 
 from . import _device, _dtypes, _ffi, _loops
 from ._buffer import Buffer, from_dlpack
+from ._constexpr import constexpr
 from ._errors import InvalidArgumentError, InvalidProgramError, TracingError, check, error_for
-from ._lang import constexpr
 from ._trace import Retrace, Trace, set_active, active
 
 _OPTIONS = ("num_threads", "allow_tf32", "opt_level")
+# Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
+# Config and never an error. num_warps / num_simdgroups ask for 32 threads each on GPU devices
+# when the kernel is not SIMT (a SIMT kernel's thread count is its T); num_stages (pipelining
+# depth), WM / WN (the simdgroup grid of a dot) and SWIZZLE (a program-id pattern; a kernel gets
+# one with tile_swizzle) are left to the compiler, which chooses those itself on every device.
+HINTS = ("num_warps", "num_simdgroups", "num_stages", "WM", "WN", "SWIZZLE")
 _SCALARS = (int, float, bool)
 _CONSTS = (int, float, bool, str, type(None))
 _U32x3 = ctypes.c_uint32 * 3
@@ -177,14 +183,17 @@ class KernelFunction:
         return f"<metile.kernel {self.fn.__qualname__} at {self.location}>"
 
     def __getitem__(self, grid) -> "Launcher":
+        # Keyed by the values' types too: (4.0,) == (4,), but only the second is a valid grid,
+        # and a launcher made for the first must never answer for the second.
+        key = (grid, tuple(map(type, grid)) if type(grid) is tuple else type(grid))
         try:
-            launcher = self._launchers.get(grid)
+            launcher = self._launchers.get(key)
         except TypeError:  # an unhashable grid (a list)
             return Launcher(self, grid)
         if launcher is None:
             if len(self._launchers) >= 256:
                 self._launchers.clear()
-            launcher = self._launchers[grid] = Launcher(self, grid)
+            launcher = self._launchers[key] = Launcher(self, grid)
         return launcher
 
     def __call__(self, *args, **kwargs):
@@ -213,13 +222,13 @@ class KernelFunction:
                 consts[k] = v.value if isinstance(v, constexpr) else v
             elif k in self.runtime:
                 values[k] = v
-            elif k in _OPTIONS:
+            elif k in _OPTIONS or k in HINTS:
                 options[k] = v
             else:
                 raise InvalidArgumentError(
                     f"kernel {self.fn.__name__} got an unexpected keyword argument `{k}` "
                     f"(parameters: {', '.join(self.param_names)}; compile options: "
-                    f"{', '.join(_OPTIONS)})")
+                    f"{', '.join(_OPTIONS)}; hints: {', '.join(HINTS)})")
         missing = [n for n in self.runtime if n not in values and n not in self.defaults]
         missing_c = [n for n in self.constexprs if n not in consts and n not in self.defaults]
         if missing or missing_c:
@@ -243,7 +252,10 @@ class KernelFunction:
     # --------------------------------------------------------------------- specialization
     def specialize(self, specs, consts, options) -> _Specialization:
         try:
-            key = (tuple(specs), tuple(sorted(consts.items())), tuple(sorted(options.items())))
+            # Types are part of the key: BLOCK=4 and BLOCK=4.0 (or True and 1) compare equal
+            # but trace different programs.
+            key = (tuple(specs), tuple(sorted((k, type(v), v) for k, v in consts.items())),
+                   tuple(sorted((k, type(v), v) for k, v in options.items())))
             hash(key)
         except TypeError:
             bad = [n for n, v in consts.items() if not _hashable(v)]
@@ -324,6 +336,8 @@ class KernelFunction:
         o = spec.options
         if "num_threads" in o:
             opts.num_threads = int(o["num_threads"])
+        else:
+            opts.num_threads = _threads_hint(o, spec.program)
         if "allow_tf32" in o:
             opts.allow_tf32 = -1 if o["allow_tf32"] is None else int(bool(o["allow_tf32"]))
         if "opt_level" in o:
@@ -336,6 +350,18 @@ class KernelFunction:
                                 f"{dev.name}", self.fn.__code__.co_filename)
         k = spec.kernels[dev] = CompiledKernel(h, dev, self.location)
         return k
+
+
+def _threads_hint(options, program) -> int:
+    """The thread count that num_warps / num_simdgroups ask for, or 0 (the compiler chooses):
+    only for kernels without the SIMT view, and only counts a GPU can run (32..1024)."""
+    for name in ("num_warps", "num_simdgroups"):
+        n = options.get(name)
+        if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and 1 <= n <= 32:
+            if " num_threads(" in program.text.split("\n", 1)[0]:
+                return 0
+            return 32 * int(n)
+    return 0
 
 
 def _hashable(v) -> bool:

@@ -13,41 +13,11 @@ import ctypes
 import numpy as np
 
 from . import _dtypes, _ffi
+from ._constexpr import constexpr
 from ._errors import TracingError
 from ._trace import Value, current, user_location
 
 _I64x2 = ctypes.c_int64 * 2
-
-
-class constexpr:
-    """Marks a kernel parameter as a compile-time constant (`BLOCK: metile.constexpr`), or
-    wraps a value (`constexpr(256)`) that launch unwraps. Constexprs are passed by keyword."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value.value if isinstance(value, constexpr) else value
-
-    def __repr__(self):
-        return f"constexpr({self.value!r})"
-
-    def __hash__(self):
-        return hash(self.value)
-
-    def __eq__(self, other):
-        return self.value == (other.value if isinstance(other, constexpr) else other)
-
-    def __index__(self):
-        return int(self.value)
-
-    def __int__(self):
-        return int(self.value)
-
-    def __float__(self):
-        return float(self.value)
-
-    def __bool__(self):
-        return bool(self.value)
 
 
 def _plain(x):
@@ -420,9 +390,12 @@ def _reduce(op, x, axis, name):
         c_axis = -1
     else:
         axis = _static_int(axis, f"{name} axis")
+        if len(x.shape) == 1 and axis in (0, -1):  # Triton's habit: the only axis of a 1-D tile
+            return current().emit(_ffi.metile_builder_reduce, op, x.id, -1)
         if len(x.shape) != 2 or not -2 <= axis <= 1:
             raise TracingError(f"{user_location()}: {name}: axis {axis} is invalid for a tile of "
-                               f"shape {x.shape} (use axis=None, or 0/1 on 2-D tiles)")
+                               f"shape {x.shape} (use axis=None, 0 on 1-D tiles, or 0/1 on 2-D "
+                               "tiles)")
         c_axis = axis % 2
     return current().emit(_ffi.metile_builder_reduce, op, x.id, c_axis)
 
@@ -517,8 +490,10 @@ class simdgroup_role:
 
 
 def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2):
-    """Remaps 2-D program ids for locality ("morton", "diagonal" or "grouped"); returns the
-    new (pid_m, pid_n)."""
+    """Remaps 2-D program ids for locality; returns the new (pid_m, pid_n). Patterns: "morton"
+    and "hilbert" (space-filling walks of block_size x block_size squares), "diagonal",
+    "grouped" (groups of block_size rows), "grouped2"/"grouped4"/"grouped8", "linear" (the
+    identity) and "auto" (morton). Each maps every grid shape onto itself."""
     t = current()
     pattern = _plain(pattern)
     if not isinstance(pattern, str):
@@ -551,7 +526,9 @@ class tile_range:
     traced once). Variables the body updates (`acc = dot(a, b, acc)`, `m = maximum(m, x)`)
     are carried through the loop automatically."""
 
-    def __init__(self, start, end=None, step=1):
+    def __init__(self, start, end=None, step=1, num_stages=None):
+        # num_stages: the original's software-pipelining hint; accepted, and left to the
+        # compiler (which pipelines K loops on GPUs by itself).
         if end is None:
             start, end = 0, start
         self.start, self.end, self.step = start, end, step
@@ -585,3 +562,66 @@ class tile_range:
         iv, _ = self.open([])
         yield iv
         self.close([])
+
+
+# ------------------------------------------------------------------ Value's Python operators
+# Installed here, next to the ops they call, so the tracer (which defines Value) never imports
+# the language: the dependency runs _lang -> _trace only.
+def _is_operand(o) -> bool:
+    return isinstance(o, (Value, int, float, np.generic, constexpr))
+
+
+def _operator(name, reflected=False):
+    if reflected:
+        return lambda self, o: binary(name, o, self)
+    return lambda self, o: binary(name, self, o)
+
+
+def _eq(self, o):
+    return binary("eq", self, o) if _is_operand(o) else NotImplemented
+
+
+def _ne(self, o):
+    return binary("ne", self, o) if _is_operand(o) else NotImplemented
+
+
+def _getitem(self, key):
+    """x[:, None] / x[None, :] insert a size-1 axis (for broadcasting); x[:] is x."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    new_shape, dims = [], list(self.shape)
+    for k in key:
+        if k is None:
+            new_shape.append(1)
+        elif isinstance(k, slice) and k == slice(None):
+            if not dims:
+                raise TracingError(f"{user_location()}: too many `:` for shape {self.shape}")
+            new_shape.append(dims.pop(0))
+        elif k is Ellipsis:
+            new_shape.extend(dims)
+            dims = []
+        else:
+            raise TracingError(
+                f"{user_location()}: only x[:, None] / x[None, :] style indexing (adding "
+                f"size-1 axes) is supported on traced values, got [{k!r}]")
+    new_shape.extend(dims)
+    if tuple(new_shape) == self.shape:
+        return self
+    return reshape(self, tuple(new_shape))
+
+
+for _py, _name in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "truediv"),
+                   ("floordiv", "floordiv"), ("mod", "mod"), ("pow", "pow"), ("and", "and"),
+                   ("or", "or"), ("xor", "xor"), ("lshift", "shl"), ("rshift", "shr")):
+    setattr(Value, f"__{_py}__", _operator(_name))
+    setattr(Value, f"__r{_py}__", _operator(_name, reflected=True))
+for _py in ("lt", "le", "gt", "ge"):
+    setattr(Value, f"__{_py}__", _operator(_py))
+Value.__eq__ = _eq
+Value.__ne__ = _ne
+Value.__neg__ = lambda self: unary(_ffi.METILE_OP_NEG, self)
+Value.__pos__ = lambda self: self
+Value.__invert__ = lambda self: unary(_ffi.METILE_OP_NOT, self)
+Value.__abs__ = lambda self: absolute(self)
+Value.__getitem__ = _getitem
+Value.to = Value.astype = lambda self, dtype: cast(self, dtype)

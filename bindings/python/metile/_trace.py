@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from . import _dtypes, _ffi
+from ._constexpr import constexpr
 from ._errors import TracingError, error_for
 
 # Code objects carry the path the module was imported by (possibly relative or with ".."),
@@ -151,7 +152,6 @@ class Trace:
             return self.const(x, "i32" if _dtypes.int_fits("i32", x) else "i64")
         if isinstance(x, float):
             return self.const(x, ld if ld in _dtypes.FLOATS else "f32")
-        from ._lang import constexpr  # late: _lang imports this module
         if isinstance(x, Poison):
             x.fail()
         if isinstance(x, constexpr):
@@ -183,13 +183,9 @@ _NO_BOOL = (
     "select, a mask for load/store, and `&`, `|`, `~` to combine conditions")
 
 
-def _binop(op, a, b):
-    from . import _lang
-    return _lang.binary(op, a, b)
-
-
 class Value:
-    """A scalar, tile or pointer being traced (the result of an op or a kernel parameter)."""
+    """A scalar, tile or pointer being traced (the result of an op or a kernel parameter).
+    Its arithmetic, comparison and indexing operators are installed by _lang, next to the ops."""
 
     __slots__ = ("trace", "id", "dtype", "shape", "is_ptr", "space")
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
@@ -236,95 +232,3 @@ class Value:
 
     def __len__(self):
         raise TracingError(f"{user_location()}: len() of a traced value; use .shape")
-
-    # --------------------------------------------------------------------------- arithmetic
-    def __add__(self, o): return _binop("add", self, o)
-    def __radd__(self, o): return _binop("add", o, self)
-    def __sub__(self, o): return _binop("sub", self, o)
-    def __rsub__(self, o): return _binop("sub", o, self)
-    def __mul__(self, o): return _binop("mul", self, o)
-    def __rmul__(self, o): return _binop("mul", o, self)
-    def __truediv__(self, o): return _binop("truediv", self, o)
-    def __rtruediv__(self, o): return _binop("truediv", o, self)
-    def __floordiv__(self, o): return _binop("floordiv", self, o)
-    def __rfloordiv__(self, o): return _binop("floordiv", o, self)
-    def __mod__(self, o): return _binop("mod", self, o)
-    def __rmod__(self, o): return _binop("mod", o, self)
-    def __pow__(self, o): return _binop("pow", self, o)
-    def __rpow__(self, o): return _binop("pow", o, self)
-    def __and__(self, o): return _binop("and", self, o)
-    def __rand__(self, o): return _binop("and", o, self)
-    def __or__(self, o): return _binop("or", self, o)
-    def __ror__(self, o): return _binop("or", o, self)
-    def __xor__(self, o): return _binop("xor", self, o)
-    def __rxor__(self, o): return _binop("xor", o, self)
-    def __lshift__(self, o): return _binop("shl", self, o)
-    def __rlshift__(self, o): return _binop("shl", o, self)
-    def __rshift__(self, o): return _binop("shr", self, o)
-    def __rrshift__(self, o): return _binop("shr", o, self)
-    def __lt__(self, o): return _binop("lt", self, o)
-    def __le__(self, o): return _binop("le", self, o)
-    def __gt__(self, o): return _binop("gt", self, o)
-    def __ge__(self, o): return _binop("ge", self, o)
-
-    def __eq__(self, o):
-        if not _is_operand(o):
-            return NotImplemented
-        return _binop("eq", self, o)
-
-    def __ne__(self, o):
-        if not _is_operand(o):
-            return NotImplemented
-        return _binop("ne", self, o)
-
-    def __neg__(self):
-        from . import _lang
-        return _lang.unary(_ffi.METILE_OP_NEG, self)
-
-    def __pos__(self):
-        return self
-
-    def __invert__(self):
-        from . import _lang
-        return _lang.unary(_ffi.METILE_OP_NOT, self)
-
-    def __abs__(self):
-        from . import _lang
-        return _lang.absolute(self)
-
-    # ----------------------------------------------------------------------- shape / dtype
-    def __getitem__(self, key):
-        """x[:, None] / x[None, :] insert a size-1 axis (for broadcasting); x[:] is x."""
-        if not isinstance(key, tuple):
-            key = (key,)
-        new_shape, dims = [], list(self.shape)
-        for k in key:
-            if k is None:
-                new_shape.append(1)
-            elif isinstance(k, slice) and k == slice(None):
-                if not dims:
-                    raise TracingError(f"{user_location()}: too many `:` for shape {self.shape}")
-                new_shape.append(dims.pop(0))
-            elif k is Ellipsis:
-                new_shape.extend(dims)
-                dims = []
-            else:
-                raise TracingError(
-                    f"{user_location()}: only x[:, None] / x[None, :] style indexing (adding "
-                    f"size-1 axes) is supported on traced values, got [{k!r}]")
-        new_shape.extend(dims)
-        if tuple(new_shape) == self.shape:
-            return self
-        from . import _lang
-        return _lang.reshape(self, tuple(new_shape))
-
-    def to(self, dtype):
-        from . import _lang
-        return _lang.cast(self, dtype)
-
-    astype = to
-
-
-def _is_operand(o) -> bool:
-    from ._lang import constexpr
-    return isinstance(o, (Value, int, float, np.generic, constexpr))

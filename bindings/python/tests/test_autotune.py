@@ -50,18 +50,21 @@ def test_autotune_picks_a_config_and_caches_it(device, capsys):
     best = tuned[grid](a, b, c, 128, 128, 128)
     assert best in CONFIGS
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
-    out = capsys.readouterr().out
-    assert "autotune matmul [M=128, N=128, K=128]" in out and "<--" in out
-    assert all(repr(cfg) in out for cfg in CONFIGS)
+    cap = capsys.readouterr()
+    out = cap.err
+    assert cap.out == "", "progress goes to stderr, not stdout"
+    assert "autotune matmul [M=128, N=128, K=128]" in out and f"best {best!r}" in out
+    for cfg in CONFIGS:  # one progress line per config, with its time
+        assert any(repr(cfg) in line and line.endswith(" ms") for line in out.splitlines())
     timings = tuned.last_timings
     assert [t[0] for t in timings] == CONFIGS and all(t[1] > 0 for t in timings)
     c[:] = 0
     again = tuned[grid](a, b, c, 128, 128, 128)   # a memory-cache hit: no second tuning
-    assert again is best and capsys.readouterr().out == ""
+    assert again is best and capsys.readouterr().err == ""
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     a2, b2, c2 = _problem(64)                     # new key values: tuned again
     tuned[grid](a2, b2, c2, 64, 64, 64)
-    assert "M=64" in capsys.readouterr().out
+    assert "M=64" in capsys.readouterr().err
     np.testing.assert_allclose(c2, a2.astype(np.float64) @ b2, rtol=1e-4, atol=1e-4)
 
 
@@ -71,7 +74,7 @@ def test_failing_configs_are_reported_and_skipped(device, capsys):
     a, b, c = _problem(64)
     best = tuned[grid](a, b, c, 64, 64, 64)
     assert best in CONFIGS
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert f"{bad!r}" in out and "FAILED (InvalidArgumentError" in out and "NO_SUCH_PARAM" in out
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     all_bad = make_tuned([bad])
@@ -121,14 +124,84 @@ def test_winner_persists_across_processes(device, tmp_path):
             "interp", "cpu"):
         pytest.skip(f"{device.name} cannot run the tuned kernel (dot) yet")
     assert first.returncode == 0, first.stderr
-    assert "autotune matmul" in first.stdout
+    assert "autotune matmul" in first.stderr
     best = first.stdout.split("BEST ")[1].strip()
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, timeout=300)
     assert second.returncode == 0, second.stderr
-    assert "autotune matmul" not in second.stdout, "the second process re-tuned"
+    assert "autotune matmul" not in second.stderr, "the second process re-tuned"
     assert second.stdout.split("BEST ")[1].strip() == best
     other = dict(env, METILE_CACHE_DIR=str(tmp_path / "elsewhere"))
     third = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=other, timeout=300)
-    assert "autotune matmul" in third.stdout, "another cache directory starts empty"
+    assert "autotune matmul" in third.stderr, "another cache directory starts empty"
+
+
+def test_no_search_when_the_caller_gives_every_tuned_constexpr(device, capsys):
+    tuned = make_tuned(CONFIGS)
+    a, b, c = _problem(64)
+    chosen = tuned[grid](a, b, c, 64, 64, 64, BLOCK_M=16, BLOCK_N=32, BLOCK_K=8)
+    assert chosen.kwargs == {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 8}
+    assert capsys.readouterr().err == "" and tuned.last_timings == []
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_explicit_constexprs_are_never_overridden(device):
+    seen = []
+
+    def spy(meta):
+        seen.append(meta["BLOCK_K"])
+        return grid(meta)
+
+    tuned = make_tuned(CONFIGS)
+    a, b, c = _problem(64)
+    tuned[spy](a, b, c, 64, 64, 64, BLOCK_K=16)   # BLOCK_M/N tuned, BLOCK_K the caller's
+    assert seen and set(seen) == {16}
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_config_dict_form():
+    assert metile.Config({"BLOCK": 64}, num_warps=4).kwargs == {"BLOCK": 64, "num_warps": 4}
+    assert metile.Config({"BLOCK": 64}) == metile.Config(BLOCK=64)
+    with pytest.raises(metile.InvalidArgumentError, match="dict of constexprs"):
+        metile.Config([("BLOCK", 64)])
+
+
+def _in_place(**kw):
+    @metile.autotune(configs=[metile.Config(BLOCK=32), metile.Config(BLOCK=64)], key=["N"],
+                     warmup=1, rep=2, verbose=False, **kw)
+    @metile.kernel
+    def bump(X, Acc, N, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        keep = offs < N
+        x = metile.load(X + offs, mask=keep)
+        metile.store(X + offs, x * 2 + 1, mask=keep)
+        metile.store(Acc + offs, metile.load(Acc + offs, mask=keep) + x, mask=keep)
+    return bump
+
+
+def test_restore_value_and_reset_to_zero_make_cold_and_warm_runs_agree(device):
+    n = 200
+    g = lambda m: (metile.cdiv(n, m["BLOCK"]),)  # noqa: E731
+    x0 = np.arange(n, dtype=np.float32)
+    results = []
+    for _ in range(2):  # cold (tunes), then a fresh kernel object whose winner is persisted
+        bump = _in_place(restore_value=["X"], reset_to_zero=["Acc"])
+        x, acc = x0.copy(), metile.Buffer(np.full(n, 5, np.float32))
+        bump[g](x, acc, n)
+        metile.synchronize()
+        results.append((x.copy(), acc.numpy().copy()))
+    for x, acc in results:
+        np.testing.assert_array_equal(x, x0 * 2 + 1)
+        np.testing.assert_array_equal(acc, 5 + x0)
+    # Without restore_value the trials' writes show (what the option exists for).
+    bump = _in_place()
+    m = 150  # new key values: this launch tunes
+    x = x0[:m].copy()
+    bump[lambda meta: (metile.cdiv(m, meta["BLOCK"]),)](x, np.zeros(m, np.float32), m)
+    assert not np.array_equal(x, x0[:m] * 2 + 1)
+
+
+def test_restore_value_names_are_checked():
+    with pytest.raises(metile.InvalidArgumentError, match="restore_value names `Q`"):
+        _in_place(restore_value=["Q"])

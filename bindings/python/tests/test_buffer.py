@@ -1,6 +1,7 @@
 """metile.Buffer: zero-copy wrapping, allocation, numpy views, dtypes, DLPack."""
 
 import ctypes
+import os
 
 import numpy as np
 import pytest
@@ -250,3 +251,37 @@ def test_copied_arrays_are_copied_in_and_back(copying_device):
     run()
     run()
     np.testing.assert_array_equal(arr, 13)
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_numpy_view_does_not_leak_the_buffer():
+    # The cached view must not hold the Buffer (a Buffer -> view -> Buffer cycle is never
+    # collected because numpy arrays are not tracked by the cycle collector): issue 12 item 2.
+    import gc
+    import weakref
+    buf = metile.Buffer.zeros(16, "f32", device="cpu")
+    view = buf.numpy()
+    assert view.base is not buf and buf.numpy() is view
+    ref = weakref.ref(buf)
+    del buf
+    assert ref() is None                      # gone without a gc pass
+    view[:] = 3                               # the memory lives as long as the view does
+    gc.collect()
+    assert (view == 3).all()
+    del view
+
+    n = 64 * 1024                             # 256 KiB per buffer: a leak would be 500 MiB
+    for _ in range(50):                       # warm up allocator caches before measuring
+        metile.Buffer.zeros(n, "f32", device="cpu").numpy()[:] = 1
+    before = _rss_bytes()
+    for _ in range(2000):
+        b = metile.Buffer.zeros(n, "f32", device="cpu")
+        b.numpy()[:] = 1                      # touch every page
+        del b
+    grown = _rss_bytes() - before
+    assert grown < 64 << 20, f"RSS grew by {grown >> 20} MiB over 2000 buffers"

@@ -241,3 +241,40 @@ def test_ping_pong_arguments_reuse_prepared_launches(device):
     for n in range(10):                      # at most a few launches are kept
         launcher(a, b, n, BLOCK=64)
     assert len(launcher._recent) == 4
+
+
+def test_failed_float_grid_does_not_poison_the_int_grid():
+    # (4.0,) == (4,) in Python: a launcher cache keyed by value alone would hand the failing
+    # float-grid launcher back for the int grid forever (issue 12 item 6).
+    @metile.kernel
+    def fill_once(Out, N, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        metile.store(Out + offs, 1.0, mask=offs < N)
+
+    out = np.zeros(64, np.float32)
+    with metile.use_device("interp"):
+        for _ in range(2):
+            with pytest.raises(metile.InvalidArgumentError, match="grid"):
+                fill_once[(4.0,)](out, 64, BLOCK=16)
+        fill_once[(4,)](out, 64, BLOCK=16)
+        assert (out == 1).all()
+        with pytest.raises(metile.InvalidArgumentError, match="grid"):
+            fill_once[4.0](out, 64, BLOCK=16)
+        out[:] = 0
+        fill_once[4](out, 64, BLOCK=16)
+        assert (out == 1).all()
+
+
+def test_constexpr_types_key_the_program_cache():
+    @metile.kernel
+    def put(Out, V: metile.constexpr):
+        metile.store(Out + metile.arange(0, 4), V)
+
+    out = np.zeros(4, np.float32)
+    with metile.use_device("interp"):
+        put[1](out, V=2.5)
+        assert (out == 2.5).all()
+        a = put[1].trace(out, V=1)
+        b = put[1].trace(out, V=1.0)
+        c = put[1].trace(out, V=True)
+        assert a is not b and a is not c and b is not c

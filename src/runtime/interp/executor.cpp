@@ -66,7 +66,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "ir/swizzle.h"
+#include "ir/swizzle_names.h"
 #include "runtime/interp/values.h"
 #include "support/error.h"
 
@@ -570,9 +570,7 @@ void Instance::swizzle(const Op& op) {
   if (pm < 0 || pm >= gm || pn < 0 || pn >= gn)
     fault(cat("program ids (", pm, ", ", pn, ") are outside the ", gm, " x ", gn, " grid"));
   const std::string& pattern = op.attr_str("pattern");
-  const int code = pattern == "grouped"  ? METILE_SWIZZLE_GROUPED
-                   : pattern == "morton" ? METILE_SWIZZLE_MORTON
-                                         : METILE_SWIZZLE_DIAGONAL;
+  const int code = swizzle_code(pattern);
   metile_swizzled<int64_t> r =
       metile_swizzle<int64_t>(code, pm, pn, gm, gn, op.attr_int("block_size"));
   env_[op.results[0]] = Val{{int_elem(r.m)}, {}};

@@ -1,0 +1,88 @@
+"""Triton habits that need no new op (issue 17): `static_assert`, the `multiple_of` /
+`max_contiguous` hints (accepted, returning their value: the compiler derives alignment and
+contiguity itself), and `argmax` / `argmin` as compositions of reductions, so every device and
+the interp oracle run them through ops they already have."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._errors import TracingError
+from ._lang import _plain
+from ._trace import Value, user_location
+
+
+def static_assert(cond, msg="") -> None:
+    """Fails the trace with `msg` (and the kernel's source line) when a compile-time condition
+    (Python values, constexprs) is false."""
+    c = _plain(cond)
+    if isinstance(c, Value):
+        raise TracingError(f"{user_location()}: static_assert needs a compile-time condition "
+                           f"(constexprs, Python values), got the traced {c.type_str()}")
+    if not c:
+        raise TracingError(f"{user_location()}: static_assert failed" +
+                           (f": {msg}" if msg else ""))
+
+
+def _hint(x, values, name):
+    vals = values if isinstance(values, (tuple, list)) else (values,)
+    for v in vals:
+        v = _plain(v)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise TracingError(f"{user_location()}: {name} needs positive compile-time ints, "
+                               f"got {v!r}")
+    return x
+
+
+def multiple_of(x, values):
+    """Declares that x's elements are multiples of `values`; accepted, returns x."""
+    return _hint(x, values, "multiple_of")
+
+
+def max_contiguous(x, values):
+    """Declares runs of `values` contiguous elements in x; accepted, returns x."""
+    return _hint(x, values, "max_contiguous")
+
+
+def _arg_reduce(x, axis, pick, name):
+    from . import _lang
+    from ._trace import current
+    x = _plain(x)
+    if not isinstance(x, Value) or not x.shape:
+        raise TracingError(f"{user_location()}: {name} needs a tile, got "
+                           f"{x.type_str() if isinstance(x, Value) else type(x).__name__}")
+    if axis is None:
+        if len(x.shape) != 1:
+            x = _lang.reshape(x, (x.shape[0] * x.shape[1],))
+        axis = 0
+    axis = int(_plain(axis))
+    rank = len(x.shape)
+    if not -rank <= axis < rank:
+        raise TracingError(f"{user_location()}: {name}: axis {axis} is invalid for a tile of "
+                           f"shape {x.shape}")
+    axis %= rank
+    n = x.shape[axis]
+    idx = _lang.arange(0, n)
+    if rank == 2:
+        idx = _lang.reshape(idx, (n, 1) if axis == 0 else (1, n))
+    best = pick(x, axis)
+    if rank == 2:
+        best = _lang.reshape(best, (1, x.shape[1]) if axis == 0 else (x.shape[0], 1))
+    # The first index holding the extreme value, as numpy's argmax/argmin.
+    hits = _lang.where(x == best, idx, current().literal(n))
+    return _lang.reduce_min(hits, axis if rank == 2 else None)
+
+
+def argmax(x, axis=None):
+    """Index of the (first) maximum: of the whole tile (row-major) with axis=None, else along
+    `axis`; i32."""
+    from ._lang import reduce_max
+    return _arg_reduce(x, axis, lambda v, a: reduce_max(v, a if len(v.shape) == 2 else None),
+                       "argmax")
+
+
+def argmin(x, axis=None):
+    """Index of the (first) minimum, like argmax."""
+    from ._lang import reduce_min
+    return _arg_reduce(x, axis, lambda v, a: reduce_min(v, a if len(v.shape) == 2 else None),
+                       "argmin")

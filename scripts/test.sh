@@ -105,13 +105,14 @@ step_fuzz() {
       -artifact_prefix=crashes/ -print_final_stats=1 builder_work "$root/tests/fuzz/builder_corpus")
 }
 
-# The differential fuzzer (tests/fuzz/README.md) for 120 s from a seed that changes every run
+# The differential fuzzer (tests/fuzz/README.md) for 90 s from a seed that changes every run
 # (the seeded ctest diff_fuzz_seeded always runs the same programs); findings go to
 # $build/diff_findings and print with the seed that reproduces them.
 step_diff_fuzz() {
   local seed=${METILE_DIFF_SEED:-$(( $(date +%s) % 1000000 * 1000 ))}
   mkdir -p "$build/diff_findings" &&
-    "$build/tests/fuzz/diff_fuzz" --seed "$seed" --seconds 120 --save "$build/diff_findings"
+    "$build/tests/fuzz/diff_fuzz" --seed "$seed" --seconds "${METILE_DIFF_SECONDS:-90}" \
+      --save "$build/diff_findings"
 }
 
 # ThreadSanitizer on the tests that run threads (metal-sim's fibers are left out: TSan does not

@@ -75,7 +75,7 @@ METILE_API metile_status metile_buffer_to_dlpack(metile_buffer* b, metile_dtype 
                                                  const int64_t* shape, void** out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    metile_buffer* h = get(b, fn);
+    auto h = get(b, fn);
     if (!is_valid_dtype(dtype)) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "invalid dtype ", int(dtype));
     if (ndim < 0 || ndim > 8) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "ndim must be in [0, 8], got ", ndim);
     if (ndim > 0) METILE_CHECK_ARG(shape);
@@ -148,10 +148,10 @@ METILE_API metile_status metile_buffer_from_dlpack(metile_buffer** out, metile_d
       fail(METILE_ERROR_UNSUPPORTED, "dlpack", "the ", device->info().name,
            " device cannot use this memory in place; copy it into a metile buffer instead");
     auto buf = std::make_shared<ImportedBuffer>(std::move(inner), mt);
-    metile_buffer* h = capi::make_handle<metile_buffer>();
+    auto h = capi::make_handle<metile_buffer>();
     h->impl = std::move(buf);
     h->device = std::move(device);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 

@@ -14,9 +14,9 @@ METILE_API metile_status metile_program_parse(metile_program** out, const char* 
     METILE_CHECK_ARG(out);
     METILE_CHECK_ARG(text);
     auto prog = std::make_shared<const Program>(parse(text));
-    metile_program* h = capi::make_handle<metile_program>();
+    auto h = capi::make_handle<metile_program>();
     h->impl = std::move(prog);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 
@@ -51,7 +51,8 @@ METILE_API metile_status metile_program_num_params(const metile_program* p, size
 METILE_API metile_status metile_program_param(const metile_program* p, size_t index,
                                               const char** out_name, metile_type* out_type) {
   return guard(__func__, [&](const char* fn) {
-    const Program& prog = *get(p, fn)->impl;
+    auto ph = get(p, fn);
+    const Program& prog = *ph->impl;
     if (index >= prog.params.size())
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": index ", index, " out of range (",
            prog.params.size(), " parameters)");

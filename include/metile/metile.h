@@ -500,7 +500,9 @@ typedef struct metile_compile_options {
 METILE_API void metile_compile_options_init(metile_compile_options *options);
 
 /**
- * Compiles (or loads from the cache). `options` may be NULL for defaults.
+ * Compiles (or loads from the cache). `options` may be NULL for defaults. A host compiler, clang
+ * (metal-sim) or NVRTC compile that runs past $METILE_TIMEOUT_S seconds (default 600; 0 = no
+ * limit) is abandoned (a compiler process is killed) and reported as METILE_ERROR_COMPILE.
  *
  * Limits, checked before any backend compiler runs (METILE_ERROR_INVALID_PROGRAM when the
  * program is verified, METILE_ERROR_UNSUPPORTED for a device's own limit): at most 2^24 elements
@@ -569,6 +571,8 @@ typedef struct metile_arg {
  * metile_launch_set_grid) with the
  * arguments in parameter order. Asynchronous on GPU devices. Arguments are checked against
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
+ * On interp and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0: no
+ * limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly written).
  */
 METILE_API metile_status metile_kernel_launch(metile_kernel *kernel, const uint32_t grid[3],
                                               const metile_arg *args, size_t num_args);
@@ -597,6 +601,10 @@ METILE_API metile_status metile_launch_release(metile_launch *launch);
  * options and the canonical Tile IR. Many processes may share the directory. A corrupt or foreign
  * entry is ignored and replaced; a read-only or full disk means "no disk cache" and one warning,
  * never a failed compile. METILE_CACHE=0 disables the disk level. Settings are process-wide.
+ * Entries are code the process runs, so the directory is trusted only when it belongs to the user
+ * and no one else may write to it (else one warning and no disk cache), and each entry carries an
+ * HMAC keyed by a random per-user secret kept in it (file `secret`, mode 0600): an entry someone
+ * else wrote is a miss. The memory level keeps the most recently used kernels (128) loaded.
  */
 
 /**

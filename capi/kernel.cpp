@@ -111,6 +111,12 @@ Grid check_grid(const uint32_t* grid, const char* fn) {
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "grid[", i, "] is 0 (each dimension must be >= 1)");
     g.dims[i] = grid[i];
   }
+  // Devices count program instances in 64 bits (signed where they index them); a product that
+  // does not fit would silently run a wrapped (often zero) number of instances.
+  unsigned __int128 total = static_cast<unsigned __int128>(grid[0]) * grid[1] * grid[2];
+  if (total > static_cast<unsigned __int128>(INT64_MAX))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "grid {", grid[0], ", ", grid[1], ", ", grid[2],
+         "} has more than 2^63 - 1 program instances");
   return g;
 }
 

@@ -1,7 +1,11 @@
 #include "ir/types.h"
+#include "ir/const_range.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+
+#include "support/half.h"
 
 namespace metile {
 
@@ -56,6 +60,29 @@ bool is_int(DType t) {
 bool is_signed(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::i8; }
 // Range-checked before the cast: DType is one byte, so 257 would otherwise pass as f32.
 bool is_valid_dtype(int v) { return v > 0 && v <= 0xff && info(static_cast<DType>(v)) != nullptr; }
+
+bool int_fits(DType t, int64_t v) {
+  switch (t) {
+    case DType::boolean: return v == 0 || v == 1;
+    case DType::i8: return v >= INT8_MIN && v <= INT8_MAX;
+    case DType::u8: return v >= 0 && v <= UINT8_MAX;
+    case DType::i32: return v >= INT32_MIN && v <= INT32_MAX;
+    case DType::u32: return v >= 0 && v <= UINT32_MAX;
+    case DType::i64: return true;
+    default: return false;
+  }
+}
+
+bool float_fits(DType t, double v) {
+  if (!std::isfinite(v)) return true;
+  float f = static_cast<float>(v);
+  switch (t) {
+    case DType::f32: return std::isfinite(f);
+    case DType::f16: return std::isfinite(f) && std::isfinite(f16_to_float(float_to_f16(f)));
+    case DType::bf16: return std::isfinite(f) && std::isfinite(bf16_to_float(float_to_bf16(f)));
+    default: return false;
+  }
+}
 
 std::string Shape::str() const {
   std::string s;

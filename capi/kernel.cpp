@@ -1,5 +1,6 @@
 // metile_kernel_* and metile_launch_*: compiling, argument checking, launching.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 
@@ -123,9 +124,11 @@ Grid check_grid(const uint32_t* grid, const char* fn) {
 CompileOptions options_of(const metile_compile_options* o) {
   CompileOptions c;
   if (o == nullptr) return c;
-  if (o->struct_size < sizeof(metile_compile_options))
+  // Callers built against an older header pass a shorter struct: fields past it keep defaults.
+  if (o->struct_size < offsetof(metile_compile_options, check_bounds))
     fail(METILE_ERROR_INVALID_ARGUMENT, "api",
          "metile_compile_options.struct_size is too small (use metile_compile_options_init)");
+  auto has = [&](size_t offset) { return o->struct_size >= offset + sizeof(int32_t); };
   if (o->num_threads < 0 || o->num_threads > 4096)
     fail(METILE_ERROR_INVALID_ARGUMENT, "api", "num_threads ", o->num_threads, " is out of range");
   if (o->allow_tf32 < -1 || o->allow_tf32 > 1)
@@ -134,6 +137,8 @@ CompileOptions options_of(const metile_compile_options* o) {
   c.allow_tf32 = o->allow_tf32;
   c.opt_level = o->opt_level;
   c.no_cache = o->no_cache != 0;
+  if (has(offsetof(metile_compile_options, check_bounds))) c.check_bounds = o->check_bounds != 0;
+  if (has(offsetof(metile_compile_options, unchecked))) c.unchecked = o->unchecked != 0;
   return c;
 }
 

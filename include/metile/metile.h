@@ -494,6 +494,14 @@ typedef struct metile_compile_options {
   int32_t opt_level;
   /** 1: bypass the compile cache for this kernel (memory and disk). */
   int32_t no_cache;
+  /**
+   * 1: a launch that accesses memory outside a buffer fails with METILE_ERROR_DEVICE naming the
+   * op's source line (METILE_CHECK=1 sets this for every compile); the launch synchronizes.
+   * Without it such loads read 0 and such stores are dropped (the interp device always reports).
+   */
+  int32_t check_bounds;
+  /** 1: no bounds guards (for experts: an access outside its buffer is undefined behaviour). */
+  int32_t unchecked;
 } metile_compile_options;
 
 /** Fills *options with defaults and struct_size. */

@@ -367,17 +367,24 @@ std::pair<ValueId, std::vector<ValueId>> Builder::for_begin(ValueId start, Value
   for (ValueId v : {start, end, step}) check_value(OpKind::FOR, v, "a bound");
   for (ValueId v : inits) check_value(OpKind::FOR, v, "an init value");
   for (ValueId v : {start, end, step})
-    if (!is_int(type(v).dtype) || !type(v).is_scalar() || type(v).is_ptr)
-      bad(OpKind::FOR, "start, end and step must be integer scalars, got ", type(v).str());
+    if (!is_int(type(v).dtype) || type(v).shape.rank > 1 || type(v).is_ptr)
+      bad(OpKind::FOR, "start, end and step must be integer scalars or 1-D integer tiles "
+          "(per-thread bounds), got ", type(v).str());
   DType d = promote(type(start), type(end));
   d = promote(Type::scalar(d), type(step));
+  // Per-thread bounds: one tile shape for all three (DESIGN.md §3, tile_range).
+  const Shape shape = broadcast_shape(OpKind::FOR, {start, end, step});
+  auto bound = [&](ValueId v) {
+    v = to_dtype(v, d);
+    return shape.rank == 0 || type(v).is_tile() ? v : broadcast(v, shape);
+  };
   Op op;
   op.kind = OpKind::FOR;
-  op.operands = {to_dtype(start, d), to_dtype(end, d), to_dtype(step, d)};
+  op.operands = {bound(start), bound(end), bound(step)};
   op.operands.insert(op.operands.end(), inits.begin(), inits.end());
   op.loc = loc_;
   Block body;
-  ValueId iv = p_.new_value(Type::scalar(d));
+  ValueId iv = p_.new_value(type(op.operands[0]));
   body.args.push_back(iv);
   std::vector<ValueId> carried;
   for (ValueId v : inits) {

@@ -314,8 +314,10 @@ std::vector<Type> Checker::run() const {
       return {c};
     }
     case OpKind::FOR: {
-      need_int_scalar(0, "start");
       const Type& s = operand(0);
+      // Scalars, or 1-D tiles for per-thread bounds (the activity pass makes them uniform).
+      if (s.is_ptr || !is_int(s.dtype) || s.shape.rank > 1)
+        bad("start must be an integer scalar or 1-D tile, got ", s.str());
       if (operand(1) != s || operand(2) != s)
         bad("start, end and step must have one type, got ", s.str(), ", ", operand(1).str(),
             ", ", operand(2).str());

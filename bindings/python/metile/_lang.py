@@ -335,7 +335,8 @@ def _bounds(bounds, what):
 
 def tile_load(ptr, row, col, stride, shape, bounds=None) -> Value:
     """The rows x cols tile at (row, col) of a row-major matrix with leading dimension
-    `stride`; with bounds=(R, C) elements outside [0, R) x [0, C) read 0."""
+    `stride`. The matrix is bounds=(R, C) when given, else (extent(ptr) // stride, stride):
+    elements outside it read 0."""
     t = current()
     p = _pointer(ptr, "tile_load")
     dims = _shape(shape, "tile_load")
@@ -347,7 +348,8 @@ def tile_load(ptr, row, col, stride, shape, bounds=None) -> Value:
 
 
 def tile_store(ptr, row, col, stride, value, shape, bounds=None) -> None:
-    """Writes a rows x cols tile like tile_load reads one; elements outside bounds are skipped."""
+    """Writes a rows x cols tile like tile_load reads one; elements outside the matrix (bounds,
+    else (extent(ptr) // stride, stride)) are skipped."""
     t = current()
     p = _pointer(ptr, "tile_store")
     dims = _shape(shape, "tile_store")
@@ -524,7 +526,9 @@ def _bound(x) -> Value:
 class tile_range:
     """`for k in metile.tile_range(start, end, step=1):` a counted device loop (the body is
     traced once). Variables the body updates (`acc = dot(a, b, acc)`, `m = maximum(m, x)`)
-    are carried through the loop automatically."""
+    are carried through the loop automatically. In a SIMT kernel the bounds may be per-thread
+    tiles (`tile_range(thread_id() // 32, N, num_simdgroups)`): each lane runs its own trip
+    count and is inactive once past its end; the loop runs while any lane is active."""
 
     def __init__(self, start, end=None, step=1, num_stages=None):
         # num_stages: the original's software-pipelining hint; accepted, and left to the
@@ -625,3 +629,11 @@ Value.__invert__ = lambda self: unary(_ffi.METILE_OP_NOT, self)
 Value.__abs__ = lambda self: absolute(self)
 Value.__getitem__ = _getitem
 Value.to = Value.astype = lambda self, dtype: cast(self, dtype)
+
+
+class persistent_range(tile_range):
+    """`for pid in metile.persistent_range(total):` the grid-stride loop of a persistent
+    kernel: this program runs ids program_id(axis), + num_programs(axis), ... below `total`."""
+
+    def __init__(self, total, axis=0):
+        super().__init__(program_id(axis), total, num_programs(axis))

@@ -49,6 +49,7 @@ class InterpDevice final : public Device {
     info_.max_threads_per_group = interp::kMaxThreads;
     info_.threadgroup_memory_bytes = interp::kThreadgroupMemoryBytes;
     info_.unified_memory = true;
+    info_.checks_accesses = true;
     info_.asynchronous = false;
   }
 

@@ -502,6 +502,13 @@ typedef struct metile_compile_options {
   int32_t check_bounds;
   /** 1: no bounds guards (for experts: an access outside its buffer is undefined behaviour). */
   int32_t unchecked;
+  /**
+   * 1: keep the kernel's tile_range passes as written. By default (0) consecutive passes over the
+   * same rows whose reductions combine run as one (independent reductions together; a max pass
+   * then a sum-of-exp pass as an online softmax with rescaling) where the compiler verifies the
+   * algebra on the IR; METILE_DEBUG=tile_ir_opt shows the result.
+   */
+  int32_t no_fuse_reductions;
 } metile_compile_options;
 
 /** Fills *options with defaults and struct_size. */

@@ -61,6 +61,8 @@ struct CompileOptions {
   bool check_bounds = false;
   /** No bounds guards (DESIGN.md §3): an access outside its buffer is undefined behaviour. */
   bool unchecked = false;
+  /** Run the "fuse_reductions" Tile IR pass (metile_compile_options.no_fuse_reductions). */
+  bool fuse_reductions = true;
   /** Canonical text of the options that affect code (part of the cache key). */
   std::string key() const;
 };

@@ -22,7 +22,8 @@ from ._constexpr import constexpr
 from ._errors import InvalidArgumentError, InvalidProgramError, TracingError, check, error_for
 from ._trace import Retrace, Trace, set_active, active
 
-_OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked")
+_OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked",
+            "fuse_reductions")
 # Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
 # Config and never an error. num_warps / num_simdgroups ask for 32 threads each on GPU devices
 # when the kernel is not SIMT (a SIMT kernel's thread count is its T); num_stages (pipelining
@@ -345,6 +346,8 @@ class KernelFunction:
         for flag in ("check_bounds", "unchecked"):
             if flag in o:
                 setattr(opts, flag, int(bool(o[flag])))
+        if "fuse_reductions" in o:
+            opts.no_fuse_reductions = int(not o["fuse_reductions"])
         h = ctypes.POINTER(_ffi.metile_kernel)()
         st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
                                         ctypes.byref(opts))

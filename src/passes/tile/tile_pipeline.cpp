@@ -20,6 +20,8 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
     if (std::find(off.begin(), off.end(), name) == off.end()) run_tile_pass(name, *out, ctx);
   };
   run("activity");  // semantics first: later passes see explicit selects and masks
+  // After activity: it merges loops whose inactive lanes are explicit selects.
+  if (options.fuse_reductions) run("fuse_reductions");
   run("bounds");    // after activity, whose masks and selects it guards as written
   // Backends run uniform loops only; the activity pass is what makes per-thread ones uniform.
   walk(out->body, [&](const Op& op) {

@@ -33,6 +33,9 @@ struct DeviceInfo {
   bool asynchronous = false;
   /** Reports every access outside its buffer itself (interp): the compiler adds no guards. */
   bool checks_accesses = false;
+  /** Runs each program's tiles in order on one host thread (interp, cpu), so a whole-tile
+   * reduction is a plain loop; GPUs spread a tile over threads. Tile IR passes choose forms by it. */
+  bool whole_tiles_in_order = false;
 };
 
 /** Device memory that the host can address (see DESIGN.md §7). */

@@ -87,7 +87,7 @@ struct OpKey {
 
 class Fuser {
  public:
-  explicit Fuser(Program& p) : p_(p) {}
+  Fuser(Program& p, bool whole_tiles) : p_(p), whole_tiles_(whole_tiles) {}
 
   void block(Block& b) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
@@ -150,6 +150,7 @@ class Fuser {
   std::optional<size_t> fuse(Block& b, size_t i, size_t j);
 
   Program& p_;
+  bool whole_tiles_;
   std::unordered_map<ValueId, const Op*> defs_;
 };
 
@@ -385,7 +386,6 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     const ValueId a = l1.body().args[1 + op.max_index];
     const ValueId s = l2.body().args[1 + op.sum_index];
     const Type t = p_.type(a);
-    const Type pred{DType::boolean, t.shape, false, t.space};
     std::vector<Op>* out = &body.ops;
     auto emit = [&](OpKind k, std::vector<ValueId> operands, Type rt, std::vector<Attr> attrs = {},
                     ValueId result = kNoValue) {
@@ -401,27 +401,61 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     auto constant = [&](double x) {
       return emit(OpKind::CONST, {}, Type::scalar(t.dtype), {Attr{"value", x}});
     };
-    // r(m): lanes whose max is still -inf measure against 0.
+    const double inf = std::numeric_limits<double>::infinity();
+    const Type st = Type::scalar(t.dtype);
+    // r(m): a max that is still -inf measures against 0 (no -inf - -inf).
     auto reference = [&](ValueId m) {
-      const ValueId is_inf = emit(OpKind::EQ, {m, constant(-std::numeric_limits<double>::infinity())}, pred);
-      return emit(OpKind::SELECT, {is_inf, constant(0.0), m}, t);
+      const Type mt = p_.type(m);
+      const ValueId is_inf =
+          emit(OpKind::EQ, {m, constant(-inf)}, Type{DType::boolean, mt.shape, false, mt.space});
+      return emit(OpKind::SELECT, {is_inf, constant(0.0), m}, mt);
     };
-    const ValueId m_new = y1.operands[op.max_index];
-    const ValueId r_old = reference(a), r_new = reference(m_new);
-    const ValueId alpha = emit(op.exp_kind, {emit(OpKind::SUB, {r_old, r_new}, t)}, t);
-    const ValueId term = emit(op.exp_kind, {emit(OpKind::SUB, {op.e1, r_new}, t)}, t);
-    const ValueId moved = emit(OpKind::ADD, {emit(OpKind::MUL, {s, alpha}, t), term}, t);
-    yield.operands[n1 + op.sum_index] =
-        op.c1 == kNoValue ? moved : emit(OpKind::SELECT, {op.c1, moved, s}, t);
-    // After the loop: s * E(r(m) - M) is L2's result; the merged loop's own s is a new value.
+    auto exp_of_difference = [&](ValueId x, ValueId y, const Type& rt) {
+      return emit(op.exp_kind, {emit(OpKind::SUB, {x, y}, rt)}, rt);
+    };
+    // L2's result is s * E(r(m) - M) after the loop; the merged loop's own s is a new value.
     const ValueId l2_result = l2.results[op.sum_index];
     const ValueId s_out = p_.new_value(t);
     fused.results[n1 + op.sum_index] = s_out;
+    ValueId m_final = kNoValue, new_s = kNoValue;
+    if (!whole_tiles_) {
+      // Lane-wise: s is relative to L1's own running max; lanes never talk to each other.
+      const ValueId m_new = y1.operands[op.max_index];
+      const ValueId alpha = exp_of_difference(reference(a), reference(m_new), t);
+      const ValueId term = exp_of_difference(op.e1, reference(m_new), t);
+      const ValueId moved = emit(OpKind::ADD, {emit(OpKind::MUL, {s, alpha}, t), term}, t);
+      new_s = op.c1 == kNoValue ? moved : emit(OpKind::SELECT, {op.c1, moved, s}, t);
+      m_final = l1.results[op.max_index];
+    } else {
+      // One scalar running max over the tile (a tile reduction is a loop here): one exponential
+      // per element as in L2, one per iteration for the rescale. It starts at the max of L1's
+      // initial value, so it ends equal to M.
+      out = &before;
+      const ValueId a0 = l1.operands[3 + op.max_index];
+      const ValueId m0 =
+          t.is_tile() ? emit(OpKind::REDUCE_MAX, {a0}, st, {Attr{"axis", int64_t{-1}}}) : a0;
+      out = &body.ops;
+      const ValueId ms = p_.new_value(st);
+      const ValueId elem =
+          op.c1 == kNoValue ? op.e1 : emit(OpKind::SELECT, {op.c1, op.e1, constant(-inf)}, t);
+      const ValueId block_max =
+          t.is_tile() ? emit(OpKind::REDUCE_MAX, {elem}, st, {Attr{"axis", int64_t{-1}}}) : elem;
+      const ValueId ms_new = emit(OpKind::MAXIMUM, {ms, block_max}, st);
+      const ValueId alpha = exp_of_difference(reference(ms), reference(ms_new), st);
+      const ValueId kept = emit(OpKind::MUL, {s, alpha}, t);
+      const ValueId moved = emit(OpKind::ADD, {kept, exp_of_difference(op.e1, reference(ms_new), t)}, t);
+      new_s = op.c1 == kNoValue ? moved : emit(OpKind::SELECT, {op.c1, moved, kept}, t);
+      fused.operands.push_back(m0);
+      body.args.push_back(ms);
+      yield.operands.push_back(ms_new);
+      m_final = p_.new_value(st);
+      fused.results.push_back(m_final);
+    }
+    yield.operands[n1 + op.sum_index] = new_s;
     out = &after;
-    const ValueId m_out = l1.results[op.max_index];
-    const ValueId mb =
-        t.is_tile() ? emit(OpKind::BROADCAST, {op.m}, t) : op.m;
-    const ValueId scale = emit(op.exp_kind, {emit(OpKind::SUB, {reference(m_out), mb}, t)}, t);
+    const Type mt = p_.type(m_final);
+    const ValueId mb = mt.is_tile() ? emit(OpKind::BROADCAST, {op.m}, mt) : op.m;
+    const ValueId scale = exp_of_difference(reference(m_final), mb, mt);
     emit(OpKind::MUL, {s_out, scale}, t, {}, l2_result);
   }
   body.ops.push_back(std::move(yield));
@@ -441,6 +475,8 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
 
 }  // namespace
 
-void fuse_reduction_loops(Program& program, const TilePassContext&) { Fuser(program).block(program.body); }
+void fuse_reduction_loops(Program& program, const TilePassContext& ctx) {
+  Fuser(program, ctx.whole_tiles_in_order).block(program.body);
+}
 
 }  // namespace metile

@@ -39,6 +39,7 @@ class CpuDevice : public Device {
                         std::to_string(cpu::ThreadPool::instance().concurrency()) + " threads)";
     info_.simd_width = 1;
     info_.max_threads_per_group = 4096;
+    info_.whole_tiles_in_order = true;
     info_.threadgroup_memory_bytes = cpu::kWorkerStackBytes / 2;
     info_.unified_memory = true;
     info_.asynchronous = false;

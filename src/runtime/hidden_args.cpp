@@ -103,7 +103,8 @@ std::shared_ptr<Kernel> with_hidden_args(std::shared_ptr<Kernel> inner,
                                          std::shared_ptr<const Program> lowered,
                                          TileHiddenArgs hidden, std::shared_ptr<Device> device) {
   if (hidden.empty()) return inner;
-  auto h = std::make_shared<Hidden>(Hidden{std::move(lowered), std::move(hidden), std::move(device)});
+  auto h =
+      std::make_shared<Hidden>(Hidden{std::move(lowered), std::move(hidden), std::move(device)});
   return std::make_shared<HiddenKernel>(std::move(inner), std::move(h));
 }
 

@@ -1,7 +1,7 @@
 // activity: makes the lane activity of DESIGN.md §3 ("Masked-off lanes are inactive") explicit,
 // so that no backend implements a rule of its own. Needs: verified Tile IR. Guarantees: the same
 // program in which every value is fully active, with
-//   - load: the mask also covers lanes whose pointer (or mask) is inactive, so they touch no memory;
+//   - load: the mask also covers lanes whose pointer (or mask) is inactive: they touch no memory;
 //   - store: the mask is the conjunction of the mask and the activity of pointer, value, mask and
 //     the enclosing region (a per-thread loop's lane activity);
 //   - reductions: inactive lanes replaced by the identity (0, -inf/min, +inf/max), so all-inactive
@@ -53,7 +53,8 @@ class Activity {
   ValueId shaped(ValueId a, Shape shape) {
     const Type t = p_.type(a);
     if (t.shape == shape) return a;
-    const bool same_count = t.is_tile() && t.shape.rank != shape.rank && t.shape.numel() == shape.numel();
+    const bool same_count =
+        t.is_tile() && t.shape.rank != shape.rank && t.shape.numel() == shape.numel();
     return emit(same_count ? OpKind::RESHAPE : OpKind::BROADCAST, {a},
                 Type::tile(DType::boolean, shape));
   }
@@ -301,13 +302,15 @@ void Activity::rewrite(Op& op, ValueId region_act) {
     case OpKind::REDUCE_MAX:
     case OpKind::REDUCE_MIN: {
       const ValueId x = op.operands[0];
-      op.operands[0] = fill(x, act(x), identity(op.kind, p_.type(x).dtype));
+      if (act(x) != kNoValue)
+        op.operands[0] = fill(x, act(x), identity(op.kind, p_.type(x).dtype));
       break;
     }
     case OpKind::DOT: {
       for (size_t i = 0; i < 2; ++i) {
         const ValueId x = op.operands[i];
-        op.operands[i] = fill(x, act(x), identity(OpKind::DOT, p_.type(x).dtype));
+        if (act(x) != kNoValue)
+          op.operands[i] = fill(x, act(x), identity(OpKind::DOT, p_.type(x).dtype));
       }
       set_act(op.result(), act(op.operands[2]));
       break;

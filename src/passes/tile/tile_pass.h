@@ -53,7 +53,8 @@ struct TilePassInfo {
 
 /** Every registered Tile IR pass, in tile_passes.def order. */
 const std::vector<TilePassInfo>& tile_passes();
-/** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown name. */
+/** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown
+ * name. */
 void run_tile_pass(std::string_view name, Program& program, const TilePassContext& ctx);
 /** METILE_ERROR_INVALID_ARGUMENT unless every name in `names` is a registered Tile IR pass. */
 void check_tile_pass_names(const std::vector<std::string>& names);

@@ -21,6 +21,10 @@
 //     The merged pass keeps s relative to the running max m (the homomorphism
 //     E(x - m') = E(x - m) * E(m - m')):  s' = select(c, s * E(r(m) - r(m')) + E(e - r(m')), s)
 //     with r(m) = (m == -inf ? 0 : m), and after the loop s * E(r(m) - M) stands for L2's result.
+//     The running max m is L1's own lane-wise a on GPUs (lanes never communicate); on devices that
+//     run whole tiles in order (TilePassContext::whole_tiles_in_order) it is one scalar carried
+//     beside it, max(m, max of e over active lanes) from max(a's initial value), so each element
+//     costs one exponential as in L2 and the rescale one per iteration.
 //     Numerics: every exponent is <= 0 as in the original (e <= m' and m <= m' lane-wise), the
 //     rescale factor is exactly 1 when the max does not move, and r keeps lanes that saw only
 //     -inf at 0 instead of NaN; a lane's sum picks up at most one extra rounding per max change.

@@ -237,6 +237,8 @@ def main():
     ap.add_argument("--block", type=int, default=0,
                     help="metile's BLOCK (default: min(N rounded up to a power of 2, 4096))")
     ap.add_argument("--fused-only", action="store_true", help="skip the fuse_reductions=False runs")
+    ap.add_argument("--num-threads", type=int, default=0,
+                    help="metile's threads per program (compile option; default: the compiler's)")
     args = ap.parse_args()
     metile.set_device(args.device)
     shapes = QUICK_SHAPES if args.quick else SHAPES
@@ -297,8 +299,9 @@ def main():
                 r = {"kernel": name, "shape": [R, N], "fuse_reductions": fuse, "BLOCK": block}
                 try:
                     go = kern[(R,)]
-                    t = time_per_call(lambda: go(*launch_args, N, BLOCK=block, fuse_reductions=fuse),
-                                      sync, calls)
+                    opts = {"num_threads": args.num_threads} if args.num_threads else {}
+                    t = time_per_call(lambda: go(*launch_args, N, BLOCK=block, fuse_reductions=fuse,
+                                                 **opts), sync, calls)
                     err = float(np.abs(out.numpy() - ref()).max())
                     r.update(metile_ms=t * 1e3, metile_TBps=nbytes / t / 1e12, max_abs_err=err)
                     if copy_t:

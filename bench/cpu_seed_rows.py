@@ -107,11 +107,11 @@ def main():
         }),
         ("rmsnorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_rmsnorm,
-            "metile fused": synced(rmsnorm[(R,)].prepare(x, w, out, N, BLOCK=B)),
+            "metile": synced(rmsnorm[(R,)].prepare(x, w, out, N, BLOCK=B)),
         }),
         ("vector add 2^25", {
             "numpy": lambda: np.add(axn, ayn, out=aon),
-            "metile fused": synced(add[(metile.cdiv(n_add, ABLOCK),)].prepare(ax, ay, ao, n_add,
+            "metile": synced(add[(metile.cdiv(n_add, ABLOCK),)].prepare(ax, ay, ao, n_add,
                                                                              BLOCK=ABLOCK)),
         }),
     ]

@@ -271,7 +271,7 @@ SourceWriter& SourceWriter::line(std::string_view text) {
 }
 
 SourceWriter& SourceWriter::open(std::string_view head) {
-  line(std::string(head) + " {");
+  line(head.empty() ? std::string("{") : std::string(head) + " {");
   ++indent_;
   return *this;
 }

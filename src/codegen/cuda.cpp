@@ -180,6 +180,60 @@ class CudaDialect final : public GpuDialect {
   std::string vector_aligned(const std::string& ptr, int64_t bytes) const override {
     return "(reinterpret_cast<ullong>(" + ptr + ") & " + std::to_string(bytes - 1) + "ull) == 0";
   }
+
+  // mma.sync (PTX "Matrix Fragments for mma.m16n8k8 / m16n8k16"): lane = 4 * g + t. Per k step
+  // each warp reads its A fragments (rows g, g + 8 of each 16-row tile) and B fragments
+  // (column g of each 8-column tile) from shared memory and issues tiles_m x tiles_n mmas on
+  // the accumulator registers, 4 per tile in the order the atom's C layout names them.
+  void mma(SourceWriter& w, const MmaSpec& s) const override {
+    const std::string tm = std::to_string(s.tiles_m()), tn = std::to_string(s.tiles_n());
+    const std::string lda = std::to_string(s.lda), ldb = std::to_string(s.ldb);
+    w.line("const int mma_lane = " + s.tid + " & 31, mma_warp = " + s.tid + " >> 5;");
+    w.line("const int mma_g = mma_lane >> 2, mma_t = mma_lane & 3;");
+    w.line("const int mma_row = (mma_warp % " + std::to_string(s.warps_m) + ") * " +
+           std::to_string(s.m / s.warps_m) + " + mma_g;");
+    w.line("const int mma_col = (mma_warp / " + std::to_string(s.warps_m) + ") * " +
+           std::to_string(s.n / s.warps_n) + " + mma_g;");
+    w.line("#pragma unroll");
+    w.open("for (int mma_k = 0; mma_k < " + std::to_string(s.k) + "; mma_k += " +
+           std::to_string(s.atom_k) + ")");
+    w.line("uint mma_a[" + tm + "][4], mma_b[" + tn + "][2];");
+    w.line("#pragma unroll");
+    w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
+    if (s.tf32) {
+      w.line("const float* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + mma_t;");
+      w.line("mma_a[mma_i][0] = mt_tf32(mma_p[0]);");
+      w.line("mma_a[mma_i][1] = mt_tf32(mma_p[8 * " + lda + "]);");
+      w.line("mma_a[mma_i][2] = mt_tf32(mma_p[4]);");
+      w.line("mma_a[mma_i][3] = mt_tf32(mma_p[8 * " + lda + " + 4]);");
+    } else {
+      w.line("const ushort* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + 2 * mma_t;");
+      w.line("mma_a[mma_i][0] = mt_pair(mma_p);");
+      w.line("mma_a[mma_i][1] = mt_pair(mma_p + 8 * " + lda + ");");
+      w.line("mma_a[mma_i][2] = mt_pair(mma_p + 8);");
+      w.line("mma_a[mma_i][3] = mt_pair(mma_p + 8 * " + lda + " + 8);");
+    }
+    w.close();
+    w.line("#pragma unroll");
+    w.open("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
+    if (s.tf32) {
+      w.line("const float* mma_q = " + s.b + " + (mma_k + mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
+      w.line("mma_b[mma_j][0] = mt_tf32(mma_q[0]);");
+      w.line("mma_b[mma_j][1] = mt_tf32(mma_q[4 * " + ldb + "]);");
+    } else {  // rows k = 2t, 2t + 1 (+ 8) of column g, two 16-bit reads per register
+      w.line("const ushort* mma_q = " + s.b + " + (mma_k + 2 * mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
+      w.line("mma_b[mma_j][0] = mt_pack(mma_q[0], mma_q[" + ldb + "]);");
+      w.line("mma_b[mma_j][1] = mt_pack(mma_q[8 * " + ldb + "], mma_q[9 * " + ldb + "]);");
+    }
+    w.close();
+    const std::string fn = s.tf32 ? "mt_mma_tf32" : s.ab == DType::bf16 ? "mt_mma_bf16" : "mt_mma_f16";
+    w.line("#pragma unroll");
+    w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
+    w.line("  #pragma unroll");
+    w.line("  for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
+    w.line("    " + fn + "(&" + s.acc + "[4 * (mma_i + " + tm + " * mma_j)], mma_a[mma_i], mma_b[mma_j]);");
+    w.close();
+  }
 };
 
 }  // namespace

@@ -635,6 +635,35 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::FOR:
       loop(op);
       return;
+    case GpuOpKind::MMA: {
+      int64_t n = regs(v);
+      METILE_ASSERT(n > 1, "an mma accumulator holds several registers per thread");
+      w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(n) + "];");
+      w_.line(d_.unroll());
+      w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + name_[v] + "[r] = " +
+              strip_parens(expr(op.operands[2], "r")) + ";");
+      MmaSpec s;
+      s.a = name_[op.operands[0]];
+      s.b = name_[op.operands[1]];
+      s.acc = name_[v];
+      s.tid = strip_parens(expr(op.operands[3], "0"));
+      s.ab = dtype(op.operands[0]);
+      s.m = op.attr_int("m");
+      s.n = op.attr_int("n");
+      s.k = op.attr_int("k");
+      s.lda = op.attr_int("lda");
+      s.ldb = op.attr_int("ldb");
+      s.atom_m = op.attr_int("atom_m");
+      s.atom_n = op.attr_int("atom_n");
+      s.atom_k = op.attr_int("atom_k");
+      s.warps_m = op.attr_int("warps_m");
+      s.warps_n = op.attr_int("warps_n");
+      s.tf32 = op.attr_int("tf32") != 0;
+      w_.open("");
+      d_.mma(w_, s);
+      w_.close();
+      return;
+    }
     default:
       statement(op, "0", false);  // one-register per-register ops
   }
@@ -672,7 +701,9 @@ std::string Emitter::run(KernelInterface* k) {
   int next_unit = 0;
   index(f_.body, next_unit);
   std::vector<std::string> reserved = d_.reserved();
-  reserved.insert(reserved.end(), {"r", "c", "j", "m", "v"});
+  reserved.insert(reserved.end(), {"r", "c", "j", "m", "v", "mma_lane", "mma_warp", "mma_g", "mma_t",
+                                   "mma_row", "mma_col", "mma_k", "mma_i", "mma_j", "mma_a",
+                                   "mma_b", "mma_c", "mma_p", "mma_q"});
   gpu::Function named = f_;  // parameters keep C-safe spellings of their names
   // The prelude's helpers (mt_*, metile_*) must not be shadowed by a variable.
   auto safe = [](const std::string& n) {

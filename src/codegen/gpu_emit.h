@@ -40,6 +40,20 @@ struct KernelInterface {
   int threads = 0;
 };
 
+/**
+ * One GPU IR `mma` op as the dialect spells it (see gpu_ir.h): `acc` is a register array of
+ * the accumulator fragment layout, updated in place with A @ B from the threadgroup arrays.
+ */
+struct MmaSpec {
+  std::string a, b, acc, tid;  // identifiers (tid: the thread index)
+  DType ab = DType::invalid;   // the element type of a and b
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
+  int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
+  bool tf32 = false;
+  int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
+  int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
+};
+
 /** The differences between GPU languages; see msl.cpp. */
 class GpuDialect {
  public:
@@ -69,6 +83,8 @@ class GpuDialect {
                                      bool is_const) const = 0;
   /** A condition that `ptr` suits a `bytes`-wide vector access, or "" when any address does. */
   virtual std::string vector_aligned(const std::string& ptr, int64_t bytes) const = 0;
+  /** Writes statements for one `mma` op (identifiers it declares start with mma_). */
+  virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
   /** Marks a loop over registers for full unrolling. */
   virtual std::string unroll() const { return "#pragma unroll"; }
 };

@@ -14,9 +14,9 @@ const GpuTarget& apple_gpu_target() {
     g.vector_needs_alignment = false;  // packed_floatN / packed_halfN
     g.vector_dtypes = {DType::f32, DType::f16, DType::i32, DType::u32, DType::i8, DType::u8};
     g.matrix_atoms = {
-        {"simdgroup_matrix", 8, 8, 8, DType::f32, DType::f32, false},
-        {"simdgroup_matrix", 8, 8, 8, DType::f16, DType::f32, false},
-        {"simdgroup_matrix", 8, 8, 8, DType::bf16, DType::f32, false},
+        // bf16 operands are widened to f32 (exact) and use the f32 matrices.
+        {"simdgroup_matrix", 8, 8, 8, DType::f32, DType::f32, false, simdgroup_8x8_fragment()},
+        {"simdgroup_matrix", 8, 8, 8, DType::f16, DType::f32, false, simdgroup_8x8_fragment()},
     };
     return g;
   }();
@@ -36,12 +36,20 @@ const GpuTarget& nvidia_gpu_target() {
     g.vector_dtypes = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u32, DType::i64,
                        DType::i8, DType::u8};
     g.matrix_atoms = {
-        {"mma.sync", 16, 8, 8, DType::f32, DType::f32, true},  // tf32
-        {"mma.sync", 16, 8, 16, DType::f16, DType::f32, false},
-        {"mma.sync", 16, 8, 16, DType::bf16, DType::f32, false},
+        {"mma.sync", 16, 8, 8, DType::f32, DType::f32, true, mma_m16n8_f32_c()},  // tf32
+        {"mma.sync", 16, 8, 16, DType::f16, DType::f32, false, mma_m16n8_f32_c()},
+        {"mma.sync", 16, 8, 16, DType::bf16, DType::f32, false, mma_m16n8_f32_c()},
     };
     return g;
   }();
+  return t;
+}
+
+GpuTarget nvidia_gpu_target(const std::string& arch) {
+  GpuTarget t = nvidia_gpu_target();
+  if (arch == "sm_90" || arch == "sm_90a") t.threadgroup_memory_bytes = 227 * 1024;
+  if (arch == "sm_80" || arch == "sm_87") t.threadgroup_memory_bytes = 163 * 1024;
+  if (arch == "sm_86" || arch == "sm_89") t.threadgroup_memory_bytes = 99 * 1024;
   return t;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/layout.h"
 #include "ir/types.h"
 
 namespace metile {
@@ -21,6 +22,12 @@ struct MatrixAtom {
   DType ab = DType::invalid;   // input type
   DType acc = DType::invalid;  // accumulator type
   bool relaxed = false;        // rounds f32 inputs (TF32); used only when allow_tf32
+  /**
+   * The accumulator fragment: (lane, value) -> offset row + m * col of the m x n atom
+   * (src/ir/layout_atoms.cpp). Lowering tiles it over warps and repeats to lay out a dot's
+   * accumulator, so the registers an atom instruction updates are named by this map.
+   */
+  metile::Layout c;
 };
 
 struct GpuTarget {
@@ -45,5 +52,11 @@ struct GpuTarget {
 const GpuTarget& apple_gpu_target();
 /** NVIDIA GPUs (CUDA): 32-wide warps, 48 KiB static shared memory, mma.sync atoms. */
 const GpuTarget& nvidia_gpu_target();
+/**
+ * The NVIDIA target of one architecture ("sm_90"): the shared memory a block may opt into
+ * (the CUDA device raises each kernel's dynamic limit to what it uses): 227 KiB on sm_90,
+ * 163 KiB on sm_80/sm_87, 99 KiB on sm_86/sm_89, 48 KiB otherwise.
+ */
+GpuTarget nvidia_gpu_target(const std::string& arch);
 
 }  // namespace metile

@@ -94,7 +94,8 @@ class MslDialect final : public GpuDialect {
         "uint", "uchar", "ushort", "ulong", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "fabs",
         "abs", "tanh", "sin", "cos", "floor", "ceil", "pow", "fmod", "fmax", "fmin", "max", "min",
         "select", "isnan", "as_type", "simd_sum", "simd_max", "simd_min", "simd_shuffle_xor",
-        "simd_broadcast", "threadgroup_barrier", "mem_flags", "INFINITY", "NAN"};
+        "simd_broadcast", "threadgroup_barrier", "mem_flags", "INFINITY", "NAN",
+        "simdgroup_float8x8", "simdgroup_half8x8", "simdgroup_load", "simdgroup_multiply_accumulate"};
     for (const BuiltinParam& b : kBuiltins) r.push_back(b.param);
     return r;
   }
@@ -181,6 +182,41 @@ class MslDialect final : public GpuDialect {
   }
 
   std::string vector_aligned(const std::string&, int64_t) const override { return ""; }
+
+  // simdgroup_matrix 8x8: each simdgroup keeps its tiles_m x tiles_n accumulator tiles as
+  // matrices rebuilt from (and written back to) the fragment registers, and per 8-wide k step
+  // loads one A matrix per row of tiles and one B matrix per column from threadgroup memory.
+  void mma(SourceWriter& w, const MmaSpec& s) const override {
+    const std::string tm = std::to_string(s.tiles_m()), tn = std::to_string(s.tiles_n());
+    const std::string tiles = std::to_string(s.tiles_m() * s.tiles_n());
+    const std::string in = s.ab == DType::f16 ? "simdgroup_half8x8" : "simdgroup_float8x8";
+    const std::string lda = std::to_string(s.lda), ldb = std::to_string(s.ldb);
+    w.line("const int mma_warp = " + s.tid + " / 32;");
+    w.line("const int mma_row = (mma_warp % " + std::to_string(s.warps_m) + ") * " +
+           std::to_string(s.m / s.warps_m) + ";");
+    w.line("const int mma_col = (mma_warp / " + std::to_string(s.warps_m) + ") * " +
+           std::to_string(s.n / s.warps_n) + ";");
+    w.line("simdgroup_float8x8 mma_c[" + tiles + "];");
+    w.open("for (int mma_i = 0; mma_i < " + tiles + "; ++mma_i)");
+    w.line("mma_c[mma_i].thread_elements()[0] = " + s.acc + "[2 * mma_i];");
+    w.line("mma_c[mma_i].thread_elements()[1] = " + s.acc + "[2 * mma_i + 1];");
+    w.close();
+    w.open("for (int mma_k = 0; mma_k < " + std::to_string(s.k) + "; mma_k += 8)");
+    w.line(in + " mma_a[" + tm + "], mma_b[" + tn + "];");
+    w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i) simdgroup_load(mma_a[mma_i], " + s.a +
+           " + (mma_row + 8 * mma_i) * " + lda + " + mma_k, " + lda + ");");
+    w.line("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j) simdgroup_load(mma_b[mma_j], " + s.b +
+           " + mma_k * " + ldb + " + mma_col + 8 * mma_j, " + ldb + ");");
+    w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
+    w.line("  for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
+    w.line("    simdgroup_multiply_accumulate(mma_c[mma_i + " + tm + " * mma_j], mma_a[mma_i], "
+           "mma_b[mma_j], mma_c[mma_i + " + tm + " * mma_j]);");
+    w.close();
+    w.open("for (int mma_i = 0; mma_i < " + tiles + "; ++mma_i)");
+    w.line(s.acc + "[2 * mma_i] = mma_c[mma_i].thread_elements()[0];");
+    w.line(s.acc + "[2 * mma_i + 1] = mma_c[mma_i].thread_elements()[1];");
+    w.close();
+  }
 };
 
 }  // namespace

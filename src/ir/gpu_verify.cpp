@@ -250,6 +250,23 @@ struct Verifier {
         if (op.attr_int("block") < 1) bad("block must be positive");
         break;
       }
+      case GpuOpKind::MMA: {
+        operands(4, 4);
+        results(1);
+        for (size_t i = 0; i < 2; ++i) {
+          const Value& m = val(op.operands[i]);
+          if (!m.is_ptr || m.space != AddrSpace::threadgroup || m.layout != kUniform)
+            bad("operands a and b must be uniform threadgroup pointers");
+        }
+        const Value &c = val(op.operands[2]), &r = val(op.result());
+        if (c.is_ptr || !f.layout(c.layout).is_tile() || r.layout != c.layout || r.dtype != c.dtype)
+          bad("the accumulator and the result must share one tile layout and dtype");
+        if (f.layout(c.layout).numel != op.attr_int("m") * op.attr_int("n"))
+          bad("the accumulator does not hold m x n elements");
+        if (op.attr_int("warps_m") * op.attr_int("warps_n") * f.simd_width != f.threads)
+          bad("warps_m x warps_n warps do not make up the threadgroup");
+        break;
+      }
       case GpuOpKind::FOR:
         loop(op);
         return;  // loop() defines the results after the body

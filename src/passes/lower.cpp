@@ -58,6 +58,8 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
     if (threads % target.simd_width != 0)
       bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", threads,
                   " is not a multiple of the simd width ", target.simd_width);
+  } else if (int64_t warps = dot_warps(); warps > 0) {
+    threads = warps * target.simd_width;  // the warp grid of the dots' matrix atoms
   } else {
     threads = std::clamp<int64_t>(round_up(max_tile_numel(p) / 4, target.simd_width),
                                   target.simd_width, 256);
@@ -67,6 +69,7 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
                 target.max_threads);
   f.threads = static_cast<int>(threads);
   map.assign(p.values.size(), kNoValue);
+  assign_layouts();
 }
 
 LayoutId Lowering::layout_for(const Shape& s) {
@@ -84,6 +87,11 @@ LayoutId Lowering::layout_for(const Shape& s) {
                                        make_layout(tup(v, chunks), tup(1, threads * v))));
 }
 
+LayoutId Lowering::layout_of(ValueId tile_value) {
+  LayoutId l = assigned.at(tile_value);
+  return l != gpu::kUniform ? l : layout_for(p.type(tile_value).shape);
+}
+
 ValueId Lowering::get(ValueId v) const {
   METILE_ASSERT(v < map.size() && map[v] != kNoValue, "Tile IR value ", v, " was not lowered");
   return map[v];
@@ -92,9 +100,16 @@ ValueId Lowering::get(ValueId v) const {
 ValueId Lowering::materialize(ValueId v, LayoutId l) {
   LayoutId have = f.value(v).layout;
   if (have == l) return v;
-  METILE_ASSERT(have == gpu::kUniform || have == gpu::kThread, "layout change needs an exchange");
   std::string stem = f.value(v).stem;  // copied: new values may move the table
+  if (have != gpu::kUniform && have != gpu::kThread)
+    return exchange(v, l, [](ValueId e) { return e; });
   return b.named(b.splat(v, l), stem);
+}
+
+ValueId Lowering::canonical(ValueId tile_value) {
+  ValueId v = get(tile_value);
+  if (!f.layout_of(v).is_tile()) return v;
+  return materialize(v, layout_for(p.type(tile_value).shape));
 }
 
 ValueId Lowering::as_tile(ValueId tile_value) {
@@ -143,8 +158,14 @@ std::string Lowering::param_stem(ValueId gpu_ptr) const {
 
 void Lowering::elementwise(const Op& op) {
   std::vector<ValueId> args;
-  for (ValueId v : op.operands) args.push_back(get(v));
   const Type& rt = p.type(op.result());
+  // Tile operands meet in the result's layout (a fragment layout for a dot's epilogue).
+  LayoutId want = rt.is_tile() ? layout_of(op.result()) : gpu::kUniform;
+  for (ValueId v : op.operands) {
+    ValueId g = get(v);
+    if (rt.is_tile() && f.layout_of(g).is_tile() && f.value(g).layout != want) g = materialize(g, want);
+    args.push_back(g);
+  }
   ValueId r = b.ew(op.kind, args, op.kind == OpKind::CAST ? rt.dtype : DType::invalid);
   std::string stem = has_trait(op.kind, kCompare) ? "mask" : "t";
   if (op.kind == OpKind::PTR_OFFSET) stem = param_stem(args[0]) + "_ptrs";
@@ -161,7 +182,7 @@ void Lowering::loop(const Op& op) {
   std::vector<LayoutId> layouts;
   for (size_t i = 3; i < op.operands.size(); ++i) {
     const Type& t = p.type(op.operands[i]);
-    LayoutId l = t.is_tile() ? layout_for(t.shape) : gpu::kUniform;
+    LayoutId l = t.is_tile() ? layout_of(op.results[i - 3]) : gpu::kUniform;
     layouts.push_back(l);
     operands.push_back(materialize(get(op.operands[i]), l));
   }
@@ -385,7 +406,8 @@ void Lowering::op(const Op& o) {
       shared(o);
       return;
     case OpKind::DOT:
-      unsupported("dot is not supported on ", options.device, " yet");
+      dot(o);
+      return;
     case OpKind::REDUCE_SUM:
     case OpKind::REDUCE_MAX:
     case OpKind::REDUCE_MIN:

@@ -16,12 +16,14 @@ struct LowerOptions {
   int num_threads = 0;
   /** The device name for error messages ("metal-sim"). */
   std::string device;
+  /** f32 dot may round its inputs to TF32 on matrix units (CompileOptions::allow_tf32). */
+  bool allow_tf32 = true;
 };
 
 /**
  * Gives every tile a layout and turns each Tile IR op into per-thread GPU IR. Throws
  * METILE_ERROR_UNSUPPORTED naming the op and the device for what the target cannot run yet
- * (dot), METILE_ERROR_INVALID_ARGUMENT for an impossible thread count.
+ * (an op without a GPU lowering), METILE_ERROR_INVALID_ARGUMENT for an impossible thread count.
  */
 gpu::Function lower_to_gpu(const Program& program, const GpuTarget& target,
                            const LowerOptions& options);

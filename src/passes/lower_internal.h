@@ -4,9 +4,10 @@
  * lower_reduce.cpp (reductions and layout changes through threadgroup memory).
  *
  * Invariant: a Tile IR tile value maps either to a uniform GPU value (all elements equal, e.g.
- * a broadcast scalar) or to a value in layout_for(its shape). So the tile operands of one
- * element-wise op always share a layout, and only broadcasts, reshapes and axis reductions move
- * elements between threads.
+ * a broadcast scalar) or to a value in its assigned layout (lower_dot.cpp: the accumulator
+ * fragment layout of a dot, its epilogue and its loop-carried accumulator) or, unassigned, in
+ * layout_for(its shape). An op whose operands disagree converts them (materialize), so only
+ * conversions, broadcasts, reshapes and axis reductions move elements between threads.
  */
 #pragma once
 
@@ -50,10 +51,17 @@ class Lowering {
 
   /** The canonical layout of a tile shape (see lower.cpp). */
   LayoutId layout_for(const Shape& s);
+  /** The layout Tile IR tile value v lives in: its assigned one, else layout_for(shape). */
+  LayoutId layout_of(ValueId tile_value);
   ValueId get(ValueId tile_value) const;
   void set(ValueId tile_value, ValueId gpu_value) { map.at(tile_value) = gpu_value; }
-  /** `v` in layout `l`: itself, or a splat of a uniform value. */
+  /**
+   * `v` in layout `l`: itself, a splat of a uniform value, or a tile moved between layouts
+   * through threadgroup memory (the conversion where two layouts meet).
+   */
   ValueId materialize(ValueId v, LayoutId l);
+  /** The GPU value of tile value v in layout_for(its shape) unless it is uniform. */
+  ValueId canonical(ValueId tile_value);
   /** The GPU value for Tile IR value `v` in layout_for(its shape) (splats uniform tiles). */
   ValueId as_tile(ValueId tile_value);
   ValueId builtin(const std::string& name, int axis = 0);
@@ -91,7 +99,33 @@ class Lowering {
    * Pointers and predicate of a tile_load/tile_store: ix = (row, col, stride[, rows, cols]);
    * the predicate covers padding and the bounds (kNoValue when nothing is ever masked).
    */
-  std::pair<ValueId, ValueId> tile_access(ValueId ptr, std::vector<ValueId> ix, const Shape& shape);
+  std::pair<ValueId, ValueId> tile_access(ValueId ptr, std::vector<ValueId> ix, const Shape& shape,
+                                          LayoutId l);
+
+  // --- lower_dot.cpp ---
+  /** How one dot runs: a matrix atom over a warp grid, or (atom == nullptr) exact FMAs. */
+  struct DotPlan {
+    const MatrixAtom* atom = nullptr;
+    DType stage = DType::invalid;  // operand element type in threadgroup memory
+    int warps_m = 0, warps_n = 0;
+    LayoutId acc = gpu::kUniform;  // the accumulator's layout
+  };
+  std::map<const Op*, DotPlan> dot_plans;
+  std::vector<LayoutId> assigned;  // Tile IR value -> layout (kUniform: layout_for(shape))
+  /** Warps a threadgroup gets for the program's dots (0: no dot fits an atom). */
+  int64_t dot_warps();
+  /** The atom for a dot of these types (nullptr: none), and the dtype its operands stage as. */
+  std::pair<const MatrixAtom*, DType> dot_atom(DType ab, DType acc, int64_t k) const;
+  /** Plans every dot and propagates fragment layouts (runs once the thread count is known). */
+  void assign_layouts();
+  LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
+  /**
+   * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:
+   * the indices [lo, lo + len) of axis `axis`, shifted to start at 0.
+   */
+  void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
+             int64_t len);
+  void dot(const Op& op);
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);

@@ -23,8 +23,14 @@ DType index_type(const gpu::Function& f, const std::vector<ValueId>& vs) {
 
 void Lowering::load(const Op& op) {
   ValueId ptrs = get(op.operands[0]);
-  ValueId mask = op.operands.size() > 1 ? get(op.operands[1]) : kNoValue;
-  ValueId other = op.operands.size() > 2 ? get(op.operands[2]) : kNoValue;
+  // Masks and fill values follow the pointers' layout (a fragment-layout mask is converted).
+  auto follow = [&](size_t i) {
+    ValueId v = get(op.operands[i]);
+    LayoutId pl = f.value(ptrs).layout;
+    return f.layout(pl).is_tile() && f.layout_of(v).is_tile() ? materialize(v, pl) : v;
+  };
+  ValueId mask = op.operands.size() > 1 ? follow(1) : kNoValue;
+  ValueId other = op.operands.size() > 2 ? follow(2) : kNoValue;
   std::vector<ValueId> all{ptrs};
   if (mask != kNoValue) all.push_back(mask);
   if (other != kNoValue) all.push_back(other);
@@ -42,8 +48,13 @@ void Lowering::load(const Op& op) {
 
 void Lowering::store(const Op& op) {
   ValueId ptrs = get(op.operands[0]);
-  ValueId value = get(op.operands[1]);
-  ValueId mask = op.operands.size() > 2 ? get(op.operands[2]) : kNoValue;
+  auto follow = [&](size_t i) {
+    ValueId v = get(op.operands[i]);
+    LayoutId pl = f.value(ptrs).layout;
+    return f.layout(pl).is_tile() && f.layout_of(v).is_tile() ? materialize(v, pl) : v;
+  };
+  ValueId value = follow(1);
+  ValueId mask = op.operands.size() > 2 ? follow(2) : kNoValue;
   std::vector<ValueId> all{ptrs, value};
   if (mask != kNoValue) all.push_back(mask);
   LayoutId l = b.join(all);
@@ -61,8 +72,7 @@ void Lowering::store(const Op& op) {
 }
 
 std::pair<ValueId, ValueId> Lowering::tile_access(ValueId ptr, std::vector<ValueId> ix,
-                                                  const Shape& shape) {
-  LayoutId l = layout_for(shape);
+                                                  const Shape& shape, LayoutId l) {
   DType it = index_type(f, ix);
   for (ValueId& v : ix)
     if (f.value(v).dtype != it) v = b.ew(OpKind::CAST, {v}, it);
@@ -88,7 +98,8 @@ std::pair<ValueId, ValueId> Lowering::tile_access(ValueId ptr, std::vector<Value
 void Lowering::tile_load(const Op& op) {
   std::vector<ValueId> ix;
   for (size_t i = 1; i < op.operands.size(); ++i) ix.push_back(get(op.operands[i]));
-  auto [ptrs, pred] = tile_access(get(op.operands[0]), ix, p.type(op.result()).shape);
+  auto [ptrs, pred] = tile_access(get(op.operands[0]), ix, p.type(op.result()).shape,
+                                 layout_for(p.type(op.result()).shape));
   DType d = f.value(ptrs).dtype;
   ValueId r = pred == kNoValue ? b.load(ptrs) : b.load(ptrs, pred, zero(d));
   set(op.result(), b.named(r, "tile"));
@@ -98,8 +109,12 @@ void Lowering::tile_store(const Op& op) {
   std::vector<ValueId> ix;
   for (size_t i = 1; i < op.operands.size(); ++i)
     if (i != 4) ix.push_back(get(op.operands[i]));
-  auto [ptrs, pred] = tile_access(get(op.operands[0]), ix, p.type(op.operands[4]).shape);
-  b.store(ptrs, get(op.operands[4]), pred);
+  // Written from the layout the value lives in: a dot's accumulator straight from its fragments.
+  ValueId value = get(op.operands[4]);
+  const Shape& shape = p.type(op.operands[4]).shape;
+  LayoutId l = f.layout_of(value).is_tile() ? f.value(value).layout : layout_for(shape);
+  auto [ptrs, pred] = tile_access(get(op.operands[0]), ix, shape, l);
+  b.store(ptrs, value, pred);
 }
 
 void Lowering::shared(const Op& op) {

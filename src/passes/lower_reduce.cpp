@@ -53,7 +53,7 @@ void Lowering::reduce(const Op& op) {
   OpKind k = op.kind;
   int64_t axis = op.attr_int("axis");
   const Type& xt = p.type(op.operands[0]);
-  ValueId x = get(op.operands[0]);
+  ValueId x = canonical(op.operands[0]);
   std::string stem = k == OpKind::REDUCE_SUM ? "sum" : k == OpKind::REDUCE_MAX ? "max_val" : "min_val";
   // f16/bf16 accumulate in f32 and round once, as interp does.
   DType out_t = xt.dtype;

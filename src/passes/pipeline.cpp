@@ -10,7 +10,7 @@ namespace metile {
 GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
                                    const CompileOptions& options, const std::string& device) {
   GpuPipelineResult out;
-  out.function = lower_to_gpu(program, target, {options.num_threads, device});
+  out.function = lower_to_gpu(program, target, {options.num_threads, device, options.allow_tf32 != 0});
   gpu::Function& f = out.function;
   out.gpu_ir = gpu::print(f);
   PassContext ctx{target};

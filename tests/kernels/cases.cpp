@@ -139,25 +139,43 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
   for (const char* p : {"morton", "grouped", "diagonal"})
     if (kernel.find(p) != std::string::npos) g.swizzle = p;
   if (g.bounds) g.block_k = 16;
+  g.bias = kernel.find("bias") != std::string::npos;
+  if (kernel.find("f16") != std::string::npos) g.dtype = DType::f16;
+  if (kernel.find("bf16") != std::string::npos) g.dtype = DType::bf16;
+  const bool tf32 = kernel.find("tf32") != std::string::npos;
+  // 1-row and 1-column tiles: no matrix atom fits, the exact FMA path runs.
+  if (kernel.find("_m1") != std::string::npos) g.block_m = 1;
+  if (kernel.find("_n1") != std::string::npos) g.block_n = 1;
+  // 128x128 tiles: on Apple the staged operands exceed half the threadgroup memory, so K is
+  // staged in chunks.
+  if (kernel.find("_big") != std::string::npos) g.block_m = g.block_n = 128;
   if (!g.bounds && (m % g.block_m || n % g.block_n || k % g.block_k))
     fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "case ", name,
          ": unbounded GEMM shapes must be multiples of the blocks");
-  std::vector<double> a = randn(rng, m * k), b = randn(rng, k * n), want(m * n);
+  std::vector<double> a = randn(rng, m * k), b = randn(rng, k * n), bias = randn(rng, n), want(m * n);
+  // The reference sees the inputs as the device stores them (f16/bf16 rounded).
+  for (std::vector<double>* v : {&a, &b})
+    for (double& x : *v) {
+      std::vector<uint8_t> e = encode(g.dtype, {x});
+      x = decode(g.dtype, e.data());
+    }
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
+      double s = g.bias ? bias[j] : 0;
       for (int64_t kk = 0; kk < k; ++kk) s += a[i * k + kk] * b[kk * n + j];
       if (g.epilogue == Epilogue::relu) s = std::max(s, 0.0);
       if (g.epilogue == Epilogue::gelu) s = s / (1.0 + std::exp(-1.702 * s));
       want[i * n + j] = s;
     }
-  return Case{name,
-              gemm(g),
-              {input(a), input(b), output(m * n), int_arg(m), int_arg(n), int_arg(k)},
-              {cdiv(m, g.block_m), cdiv(n, g.block_n), 1},
-              {want},
-              1e-4,
-              1e-4};
+  std::vector<Arg> args = {input(a, g.dtype), input(b, g.dtype), output(m * n), int_arg(m), int_arg(n),
+                           int_arg(k)};
+  if (g.bias) args.insert(args.begin() + 3, input(bias));
+  Case c{name, gemm(g), args, {cdiv(m, g.block_m), cdiv(n, g.block_n), 1}, {want}, 1e-4, 1e-4};
+  if (tf32) {  // inputs rounded to 10 mantissa bits: spec §14's TF32 bound
+    c.allow_tf32 = 1;
+    c.rtol = c.atol = 5e-2;
+  }
+  return c;
 }
 
 Case activation_case(const std::string& kernel, const std::string& name, const Dims& dims,
@@ -263,6 +281,17 @@ const std::vector<std::string>& names() {
       "gemm_morton/128x160x64",
       "gemm_grouped/160x96x32",
       "gemm_diagonal/96x128x32",
+      "gemm_tf32/64x64x64",
+      "gemm_tf32_bounds/50x70x37",
+      "gemm_f16/64x64x64",
+      "gemm_f16_bounds/65x33x100",
+      "gemm_bf16/64x96x32",
+      "gemm_bf16_relu_bounds/45x77x20",
+      "gemm_bias_bounds/50x70x37",
+      "gemm_bias_gelu/64x64x32",
+      "gemm_m1_bounds/5x40x20",
+      "gemm_n1_bounds/40x5x20",
+      "gemm_big/128x128x64",
       "gelu/1000",
       "gelu/1",
       "silu/1000",

@@ -128,8 +128,11 @@ Program gemm(const GemmConfig& g) {
   if (g.epilogue == Epilogue::relu) name += "_relu";
   if (g.epilogue == Epilogue::gelu) name += "_gelu";
   if (g.bounds) name += "_bounded";
+  if (g.bias) name += "_bias";
+  if (g.dtype != DType::f32) name += std::string("_") + dtype_name(g.dtype);
   KernelBuilder k(name);
-  V a = k.ptr("A"), b = k.ptr("B"), c = k.ptr("C");
+  V a = k.ptr("A", g.dtype), b = k.ptr("B", g.dtype), c = k.ptr("C");
+  V bias = g.bias ? k.ptr("Bias") : V{};
   V m = k.scalar("M"), n = k.scalar("N"), kk = k.scalar("K");
   k.constexpr_("BLOCK_M", g.block_m);
   k.constexpr_("BLOCK_N", g.block_n);
@@ -147,6 +150,12 @@ Program gemm(const GemmConfig& g) {
         V tb = g.bounds ? k.tile_load(b, kv, col, n, sb, kk, n) : k.tile_load(b, kv, col, n, sb);
         return {k.dot(ta, tb, carried[0])};
       })[0];
+  if (g.bias) {
+    V cols = col + k.arange(0, g.block_n);
+    k.at();
+    V row_of_bias = k.load(bias + cols, cols < n, 0.0);
+    acc = acc + row_of_bias;  // broadcast over the rows
+  }
   if (g.epilogue == Epilogue::relu) acc = k.where(acc > 0.0, acc, 0.0);
   if (g.epilogue == Epilogue::gelu) {
     k.at();

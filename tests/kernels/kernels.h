@@ -34,8 +34,10 @@ struct GemmConfig {
   Epilogue epilogue = Epilogue::none;
   std::string swizzle;  // "" or a tile_swizzle pattern
   int swizzle_block = 2;
+  DType dtype = DType::f32;  // of A and B; C and the accumulator are f32
+  bool bias = false;         // C += bias[col]: a row broadcast in the epilogue (parameter Bias)
 };
-/** C = A @ B (row-major, f32) with tile_load / dot / tile_store and an optional epilogue. */
+/** C = A @ B (row-major, f32 C) with tile_load / dot / tile_store and an optional epilogue. */
 Program gemm(const GemmConfig& config);
 
 /** x * sigmoid(1.702 x), written x / (1 + exp(0 - 1.702 x)) as in the seed. */
@@ -79,6 +81,7 @@ struct Case {
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::vector<std::vector<double>> expected;  // float64 reference, one per output argument
   double rtol = 1e-5, atol = 1e-5;            // |got - want| <= atol + rtol * |want|
+  int allow_tf32 = 0;  // compile option: 1 lets f32 dot round its inputs to TF32
 };
 
 /** Every case of the suite, ragged sizes included ("kernel/shape"). */

@@ -1,7 +1,7 @@
 // CUDA C++ from the GPU IR, compiled by NVRTC for sm_90 without a GPU (as CI does): every case of
-// the shared kernel suite either compiles to a cubin or, for ops the GPU path does not lower yet
-// (dot), fails with METILE_ERROR_UNSUPPORTED naming the op and the device. On a machine with a
-// GPU the same cases run through the parameterized device suite (interp_kernels_test.cpp).
+// the shared kernel suite compiles to a cubin, and every GEMM case also for sm_80 with its dot on
+// mma.sync (TF32 for f32 when allowed). On a machine with a GPU the same cases run through the
+// parameterized device suite (interp_kernels_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -25,10 +25,12 @@ class CudaCodegen : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaCodegen, CompilesForSm90) {
   if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
   kernels::Case c = kernels::make_case(GetParam());
-  CompileOptions options;
-  options.allow_tf32 = 0;
-  try {
-    Artifact a = cuda_build_program(c.program, options, "sm_90");
+  const bool gemm = GetParam().rfind("gemm", 0) == 0;
+  for (const char* arch : {"sm_90", "sm_80"}) {
+    if (!gemm && std::string(arch) == "sm_80") continue;
+    CompileOptions options;
+    options.allow_tf32 = c.allow_tf32;
+    Artifact a = cuda_build_program(c.program, options, arch);
     EXPECT_EQ(a.kind, "cubin");
     ASSERT_GT(a.bytes.size(), 4u);
     EXPECT_EQ(std::memcmp(a.bytes.data(), "\x7f" "ELF", 4), 0);
@@ -36,10 +38,12 @@ TEST_P(CudaCodegen, CompilesForSm90) {
     EXPECT_NE(src.find("extern \"C\" __global__ void __launch_bounds__("), std::string::npos);
     EXPECT_NE(src.find(" " + c.program.name + "("), std::string::npos) << "named after the program";
     EXPECT_GE(a.threads_per_group, 32);
-  } catch (const Error& e) {
-    ASSERT_EQ(e.status(), METILE_ERROR_UNSUPPORTED) << e.what();
-    EXPECT_NE(std::string(e.what()).find("dot"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+    // f16/bf16 and (allowed) TF32 dots run on mma.sync; exact f32 and 1-row tiles on FMAs.
+    bool matrix = gemm && GetParam().find("_m1") == std::string::npos &&
+                  GetParam().find("_n1") == std::string::npos &&
+                  (c.allow_tf32 || GetParam().find("f16") != std::string::npos);
+    EXPECT_EQ(src.find("mt_mma_") != std::string::npos && src.find("(&acc") != std::string::npos, matrix)
+        << GetParam() << " " << arch;
   }
 }
 
@@ -49,7 +53,9 @@ std::vector<std::string> cases() {
   std::set<std::string> seen;
   for (const std::string& n : kernels::case_names()) {
     std::string kernel = n.substr(0, n.find('/'));
-    if (seen.insert(kernel).second || n.find("ragged") != std::string::npos) out.push_back(n);
+    if (seen.insert(kernel).second || n.find("ragged") != std::string::npos ||
+        kernel.rfind("gemm", 0) == 0)
+      out.push_back(n);
   }
   return out;
 }

@@ -213,11 +213,54 @@ TEST(GpuLower, SharedMemoryIsZeroFilled) {
   EXPECT_EQ(count(text.substr(0, first_barrier), "store"), 4) << text;
 }
 
-TEST(GpuLower, DotIsUnsupportedNamingTheDevice) {
-  Error e = error_of([] { lower(kernels::gemm({})); });
-  EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
-  EXPECT_TRUE(has(e.what(), "dot: dot is not supported on metal-sim yet")) << e.what();
-  EXPECT_TRUE(has(e.what(), "kernels.cpp:")) << e.what();  // the user's line
+// The accumulator of a K loop lives in the simdgroup_matrix fragment layout from the dot
+// through the loop and the epilogue to the store: the loop body stages A and B, runs one mma
+// between two barriers, and nothing converts the accumulator (no exchange scratch).
+TEST(GpuLower, DotKeepsTheAccumulatorInFragmentLayout) {
+  kernels::GemmConfig g;
+  g.epilogue = kernels::Epilogue::relu;
+  gpu::Function f = lower(kernels::gemm(g));
+  std::string text = gpu::print(f);
+  EXPECT_EQ(f.threads, 128) << text;  // 32x32 of 8x8 atoms: 2x2 simdgroups of 2x2 atoms
+  EXPECT_EQ(count(text, " mma "), 1) << text;
+  EXPECT_EQ(count(text, "barrier"), 2) << text;
+  EXPECT_FALSE(has(text, "scratch")) << text;
+  EXPECT_TRUE(has(text, "warps_m=2")) << text;
+  // The accumulator layout is Apple's 8x8 lane map (metal_shim_matrix.h), tiled over warps.
+  const gpu::Function& cf = f;
+  const gpu::Layout* acc = nullptr;
+  gpu::walk(cf.body, [&](const gpu::Op& op) {
+    if (op.kind == gpu::GpuOpKind::MMA) acc = &cf.layout_of(op.result());
+  });
+  ASSERT_NE(acc, nullptr);
+  for (int64_t t = 0; t < 128; ++t)
+    for (int64_t r = 0; r < acc->regs(); ++r) {
+      int64_t lane = t % 32, warp = t / 32, v = r % 2, tile = r / 2;
+      int64_t row = ((lane & 7) >> 1) | ((lane >> 4) << 2), col = (((lane & 1) << 1) | ((lane & 8) >> 1)) + v;
+      row += (warp % 2) * 16 + (tile % 2) * 8;
+      col += (warp / 2) * 16 + (tile / 2) * 8;
+      ASSERT_EQ(acc->element(t, r), row * 32 + col) << "thread " << t << " register " << r;
+    }
+}
+
+// A thread count from the user (Python's num_threads sets the program's) picks the warp grid.
+TEST(GpuLower, DotUsesTheRequestedThreadCount) {
+  Program p = kernels::gemm({});
+  p.num_threads = 64;
+  gpu::Function f = lower(p);
+  std::string text = gpu::print(f);
+  EXPECT_EQ(f.threads, 64);
+  EXPECT_EQ(count(text, " mma "), 1) << text;
+  EXPECT_TRUE(has(text, "warps_m=2 warps_n=1") || has(text, "warps_m=1 warps_n=2")) << text;
+}
+
+TEST(GpuLower, DotWithoutAFittingAtomRunsExactFmas) {
+  kernels::GemmConfig g;
+  g.block_m = 1;
+  g.bounds = true;
+  std::string text = gpu::print(lower(kernels::gemm(g)));
+  EXPECT_FALSE(has(text, " mma ")) << text;
+  EXPECT_TRUE(has(text, "for %kk")) << text;
 }
 
 TEST(GpuLower, ThreadgroupMemoryIsCheckedAgainstTheLimit) {
@@ -233,11 +276,33 @@ TEST(GpuLower, ThreadgroupMemoryIsCheckedAgainstTheLimit) {
       << e.what();
 }
 
-TEST(GpuLower, EveryNonDotSuiteKernelLowersAndVerifies) {
+// The staged operands of a dot count against the device's limit. A 128x128x32 f32 GEMM would
+// stage 35 KB: on Apple (32 KB) K goes in chunks of 8 (10 KB, four mma ops); an sm_90 block may
+// opt into 227 KB, so it stages K whole. Where even one atom's K is too much, the error names
+// the kernel, the bytes and the limit.
+TEST(GpuLower, DotStagingFitsTheLimit) {
+  kernels::GemmConfig g;
+  g.block_m = g.block_n = 128;
+  GpuPipelineResult apple = run_gpu_pipeline(kernels::gemm(g), apple_gpu_target(), {}, "metal-sim");
+  EXPECT_EQ(gpu::threadgroup_bytes(apple.function), 10368u);
+  EXPECT_EQ(count(apple.gpu_ir, " mma "), 4) << apple.gpu_ir;
+  CompileOptions o;
+  o.allow_tf32 = 1;
+  GpuPipelineResult r = run_gpu_pipeline(kernels::gemm(g), nvidia_gpu_target("sm_90"), o, "cuda");
+  EXPECT_EQ(gpu::threadgroup_bytes(r.function), 35328u);
+  EXPECT_EQ(count(r.gpu_ir, " mma "), 1);
+  EXPECT_EQ(nvidia_gpu_target("sm_90").threadgroup_memory_bytes, 227u * 1024);
+  EXPECT_EQ(nvidia_gpu_target("sm_80").threadgroup_memory_bytes, 163u * 1024);
+  g.block_m = g.block_n = 512;
+  g.block_k = 8;
+  Error e = error_of([&] { run_gpu_pipeline(kernels::gemm(g), apple_gpu_target(), {}, "metal-sim"); });
+  EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
+  EXPECT_TRUE(has(e.what(), "matmul needs 41088 bytes of threadgroup memory; metal-sim allows 32768"))
+      << e.what();
+}
+
+TEST(GpuLower, EverySuiteKernelLowersAndVerifies) {
   for (const Program& p : kernels::all_programs()) {
-    bool dot = false;
-    walk(p.body, [&](const Op& op) { dot = dot || op.kind == OpKind::DOT; });
-    if (dot) continue;
     GpuPipelineResult r = run_gpu_pipeline(p, apple_gpu_target(), {}, "metal-sim");
     EXPECT_FALSE(r.gpu_ir.empty());
     EXPECT_FALSE(r.gpu_ir_opt.empty());

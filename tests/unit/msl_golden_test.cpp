@@ -39,6 +39,13 @@ TEST(MslGolden, VectorAdd) { check_golden(kernels::vector_add(1024), "vector_add
 TEST(MslGolden, Softmax) { check_golden(kernels::softmax(1024), "softmax.metal"); }
 TEST(MslGolden, Layernorm) { check_golden(kernels::layernorm(1024), "layernorm.metal"); }
 TEST(MslGolden, Fft) { check_golden(kernels::fft(256), "fft.metal"); }
+TEST(MslGolden, GemmBiasGelu) {
+  kernels::GemmConfig g;
+  g.bias = true;
+  g.bounds = true;
+  g.epilogue = kernels::Epilogue::gelu;
+  check_golden(kernels::gemm(g), "gemm_bias_gelu.metal");
+}
 
 }  // namespace
 }  // namespace metile

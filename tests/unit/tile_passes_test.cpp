@@ -143,7 +143,9 @@ TEST(TilePasses, PerThreadLoopsNeedTheActivityPass) {
   CompileOptions o;
   auto lowered = run_tile_pipeline(p, o, false).program;
   walk(lowered->body, [&](const Op& op) {
-    if (op.kind == OpKind::FOR) EXPECT_TRUE(lowered->type(op.operands[0]).is_scalar());
+    if (op.kind == OpKind::FOR) {
+      EXPECT_TRUE(lowered->type(op.operands[0]).is_scalar());
+    }
   });
   o.disabled_passes = {"activity"};
   try {
@@ -205,8 +207,12 @@ TEST(TilePasses, BoundsGivesTileAccessesTheirDefaultMatrix) {
     TileHiddenArgs hidden;
     Program p = run_bounds(base, false, unchecked, hidden);
     walk(p.body, [&](const Op& op) {
-      if (op.kind == OpKind::TILE_LOAD) EXPECT_EQ(op.operands.size(), 6u);
-      if (op.kind == OpKind::TILE_STORE) EXPECT_EQ(op.operands.size(), 7u);
+      if (op.kind == OpKind::TILE_LOAD) {
+        EXPECT_EQ(op.operands.size(), 6u);
+      }
+      if (op.kind == OpKind::TILE_STORE) {
+        EXPECT_EQ(op.operands.size(), 7u);
+      }
     });
   }
 }

@@ -90,3 +90,24 @@ struct alignas(sizeof(T) * N) mt_vec {
   __device__ mt_vec(A... a) : v{T(a)...} {}
   __device__ T operator[](int i) const { return v[i]; }
 };
+
+// ---- matrix units (mma.sync, sm_80+): fragments are 32-bit registers --------------------------
+
+MT_FN uint mt_tf32(float x) {  // round to TF32 (nearest, ties away), as cuBLAS's TF32 mode does
+  uint r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+MT_FN uint mt_pair(const ushort* p) { return *reinterpret_cast<const uint*>(p); }
+MT_FN uint mt_pack(ushort lo, ushort hi) { return uint(lo) | (uint(hi) << 16); }
+#define MT_MMA(name, shape, types)                                                                 \
+  MT_FN void name(float* d, const uint* a, const uint* b) {                                        \
+    asm volatile("mma.sync.aligned." shape ".row.col.f32." types ".f32 {%0, %1, %2, %3}, "         \
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                                   \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));              \
+  }
+MT_MMA(mt_mma_tf32, "m16n8k8", "tf32.tf32")
+MT_MMA(mt_mma_f16, "m16n8k16", "f16.f16")
+MT_MMA(mt_mma_bf16, "m16n8k16", "bf16.bf16")
+#undef MT_MMA

@@ -229,8 +229,10 @@ void CudaLaunch::update() {
 void CudaLaunch::run() {
   CudaDevice* dev = k_->dev_;
   dev->make_current();
+  // Buffers imported through DLPack are wrappers around device memory, not CudaBuffers: only
+  // the device's own (managed) buffers are prefetched.
   for (const LaunchArg& a : args)
-    if (a.buffer) dev->prefetch(static_cast<CudaBuffer*>(a.buffer));
+    if (auto* b = dynamic_cast<CudaBuffer*>(a.buffer)) dev->prefetch(b);
   check(dev->d_->cuLaunchKernel(k_->fn_, grid.dims[0], grid.dims[1], grid.dims[2],
                                 static_cast<unsigned>(k_->threads_), 1, 1,
                                 static_cast<unsigned>(k_->smem_), dev->stream_, params_.data(),
@@ -258,7 +260,7 @@ std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>
 
 Artifact cuda_build_program(const Program& program, const CompileOptions& options,
                             const std::string& arch) {
-  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(), options, "cuda");
+  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(arch), options, "cuda");
   CudaKernelSource src = emit_cuda(gpu.function);
   Artifact a = cuda_build_from_source(
       {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);

@@ -1,0 +1,242 @@
+// dot on matrix units, and the layout assignment that keeps its accumulator in fragment layout.
+//
+// Layout assignment runs before any op is lowered. A dot's result takes the accumulator
+// fragment layout of its plan; so does every element-wise op with an operand of the same shape
+// in that layout (the epilogue: bias, activation, cast), and every loop-carried tile whose
+// yielded value has it (the K-loop accumulator), so a K loop never leaves fragment layout and
+// tile_store writes straight from the fragments. Every other tile keeps layout_for(shape);
+// where two layouts meet, materialize() converts through threadgroup memory.
+//
+// The plan of one dot (M x K) @ (K x N) + acc: the target's atom for the operand dtype (bf16
+// without an atom of its own is widened to an exact f32 atom; a relaxed TF32 atom only under
+// allow_tf32), an f32 accumulator, K a multiple of the atom's k, and a warp grid warps_m x
+// warps_n (all the threadgroup's warps) that tiles M and N by whole atoms, as square as it can.
+// Without one the dot runs as exact FMAs (products and sums in f32, as interp computes) over
+// the same staged operands, in layout_for(acc shape): the exact-f32 path when TF32 is off, and
+// the path for 1-row or 1-column tiles.
+//
+// Operands are staged into their own threadgroup arrays with rows padded by 16 bytes, so the
+// row-strided fragment reads of one warp fall in distinct banks; a barrier before the `mma`
+// op (spelled by each dialect: simdgroup_matrix on MSL, mma.sync on CUDA) and one after it,
+// before the next stage overwrites the arrays. When A and B would take more than half the
+// target's threadgroup memory, K is staged in chunks (each a stage, an mma and two barriers).
+#include <algorithm>
+#include <cmath>
+
+#include "passes/lower_internal.h"
+
+namespace metile::lowering {
+
+std::pair<const MatrixAtom*, DType> Lowering::dot_atom(DType ab, DType acc, int64_t k) const {
+  if (acc != DType::f32) return {nullptr, ab};
+  auto find = [&](DType want) -> const MatrixAtom* {
+    for (const MatrixAtom& a : target.matrix_atoms)
+      if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || options.allow_tf32) &&
+          (want == ab || !a.relaxed))
+        return &a;
+    return nullptr;
+  };
+  if (const MatrixAtom* a = find(ab)) return {a, ab};
+  if (ab == DType::bf16)
+    if (const MatrixAtom* a = find(DType::f32)) return {a, DType::f32};
+  return {nullptr, ab};
+}
+
+namespace {
+
+// warps_m x warps_n = warps tiling m x n by whole atoms, the warp tiles as square as possible.
+bool warp_grid(int64_t m, int64_t n, const MatrixAtom& a, int64_t warps, int* wm, int* wn) {
+  double best = -1;
+  for (int64_t x = 1; x <= warps; ++x) {
+    if (warps % x != 0) continue;
+    int64_t y = warps / x;
+    if (m % (x * a.m) != 0 || n % (y * a.n) != 0) continue;
+    double skew = std::fabs(std::log2(static_cast<double>(m / x) / static_cast<double>(n / y)));
+    if (best < 0 || skew < best) {
+      best = skew;
+      *wm = static_cast<int>(x);
+      *wn = static_cast<int>(y);
+    }
+  }
+  return best >= 0;
+}
+
+}  // namespace
+
+int64_t Lowering::dot_warps() {
+  int64_t warps = 0;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind != OpKind::DOT) return;
+    const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
+    const MatrixAtom* atom = dot_atom(a.dtype, c.dtype, a.shape.dims[1]).first;
+    int64_t m = c.shape.dims[0], n = c.shape.dims[1];
+    if (atom == nullptr || m % atom->m != 0 || n % atom->n != 0) return;
+    int64_t w = 1;  // up to 4 warps, a power of two, each with at least one atom
+    while (w < 4 && 2 * w <= (m / atom->m) * (n / atom->n)) w *= 2;
+    warps = std::max(warps, w);
+  });
+  return warps;
+}
+
+LayoutId Lowering::fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m,
+                                   int warps_n) {
+  // The atom maps (lane, value) to row + a.m * col; in the tile that is row * n + col.
+  auto to_tile = [&](int64_t s) { return (s % a.m) * n + s / a.m; };
+  std::vector<IntTuple> ts, td, rs, rd;
+  auto add = [&](const metile::Layout& mode, std::vector<IntTuple>& sh, std::vector<IntTuple>& st) {
+    metile::Layout flat = flatten(mode);
+    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      sh.emplace_back(sizes[i]);
+      st.emplace_back(to_tile(strides[i]));
+    }
+  };
+  add(a.c.mode(0), ts, td);
+  int64_t wtm = m / warps_m, wtn = n / warps_n;
+  ts.emplace_back(int64_t{warps_m});
+  td.emplace_back(wtm * n);
+  ts.emplace_back(int64_t{warps_n});
+  td.emplace_back(wtn);
+  add(a.c.mode(1), rs, rd);
+  rs.emplace_back(wtm / a.m);
+  rd.emplace_back(a.m * n);
+  rs.emplace_back(wtn / a.n);
+  rd.emplace_back(int64_t{a.n});
+  return f.add_layout(gpu::tile_layout(m * n, make_layout(IntTuple(ts), IntTuple(td)),
+                                       make_layout(IntTuple(rs), IntTuple(rd))));
+}
+
+void Lowering::assign_layouts() {
+  assigned.assign(p.values.size(), gpu::kUniform);
+  int64_t warps = f.threads / f.simd_width;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind != OpKind::DOT) return;
+    const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
+    DotPlan plan;
+    auto [atom, stage] = dot_atom(a.dtype, c.dtype, a.shape.dims[1]);
+    plan.stage = stage;
+    if (atom != nullptr &&
+        warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
+      plan.atom = atom;
+      plan.acc = fragment_layout(*atom, c.shape.dims[0], c.shape.dims[1], plan.warps_m, plan.warps_n);
+      assigned[o.result()] = plan.acc;
+    }
+    dot_plans[&o] = plan;
+  });
+  // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
+  auto give = [&](ValueId v, LayoutId l, bool& changed) {
+    if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return;
+    assigned[v] = l;
+    changed = true;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    walk(p.body, [&](const Op& o) {
+      if ((is_elementwise(o.kind) || o.kind == OpKind::SELECT) && o.kind != OpKind::PTR_OFFSET &&
+          !o.results.empty()) {
+        const Type& rt = p.type(o.result());
+        for (ValueId x : o.operands)
+          if (assigned[x] != gpu::kUniform && p.type(x).shape == rt.shape)
+            give(o.result(), assigned[x], changed);
+      }
+      if (o.kind == OpKind::FOR) {
+        const Block& body = o.body();
+        const Op& y = body.ops.back();
+        for (size_t i = 0; i < o.results.size() && i < y.operands.size(); ++i)
+          if (assigned[y.operands[i]] != gpu::kUniform) {
+            give(body.args[1 + i], assigned[y.operands[i]], changed);
+            give(o.results[i], assigned[y.operands[i]], changed);
+          }
+      }
+    });
+  }
+}
+
+void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
+                     int64_t len) {
+  const Shape& s = p.type(tile_value).shape;
+  ValueId x = get(tile_value);
+  LayoutId l = f.value(x).layout;
+  if (!f.layout(l).is_tile()) {
+    l = layout_for(s);
+    x = materialize(x, l);
+  }
+  if (f.value(x).dtype != d) x = b.ew(OpKind::CAST, {x}, d);
+  ValueId e = b.named(b.coord(l, builtin("thread_index")), "idx");
+  ValueId cols = c_i32(s.dims[1]);
+  ValueId row = b.ew(OpKind::DIV, {e, cols}), col = b.ew(OpKind::MOD, {e, cols});
+  ValueId pred = valid_pred(l);
+  if (len < s.dims[axis]) {  // one chunk of the K axis: its elements, shifted to index 0
+    ValueId& at = axis == 0 ? row : col;
+    ValueId in = b.ew(OpKind::BITAND, {b.ew(OpKind::GE, {at, c_i32(lo)}),
+                                       b.ew(OpKind::LT, {at, c_i32(lo + len)})});
+    pred = and_pred(pred, b.named(in, "in_chunk"));
+    at = b.ew(OpKind::SUB, {at, c_i32(lo)});
+  }
+  ValueId off = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, c_i32(ld)}), col});
+  b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, pred);
+}
+
+void Lowering::dot(const Op& op) {
+  const DotPlan& plan = dot_plans.at(&op);
+  const Shape &as = p.type(op.operands[0]).shape, &bs = p.type(op.operands[1]).shape;
+  const int64_t m = as.dims[0], k = as.dims[1], n = bs.dims[1];
+  const DType ct = p.type(op.result()).dtype;
+  LayoutId acc_l = layout_of(op.result());
+  ValueId acc = materialize(get(op.operands[2]), acc_l);
+  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
+  const int64_t pad = std::max<int64_t>(1, 16 / elem);
+  // K is staged in chunks of kc columns of A / rows of B, halved until the two arrays take at
+  // most half the target's threadgroup memory (the rest is left to exchanges and the user).
+  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
+  auto bytes = [&](int64_t c) { return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem); };
+  int64_t kc = k;
+  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
+    kc /= 2;
+  const int64_t lda = kc + pad, ldb = n + pad;
+  ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
+  ValueId b_buf = pb.alloc(plan.stage, kc * ldb, "b_smem");
+  ValueId tid = builtin("thread_index");
+  DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
+  ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
+  for (int64_t k0 = 0; k0 < k; k0 += kc) {
+    stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
+    stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+    b.barrier();
+    if (plan.atom != nullptr) {
+      gpu::Op g;
+      g.kind = gpu::GpuOpKind::MMA;
+      g.operands = {a_buf, b_buf, r, tid};
+      g.attrs = {{"atom", plan.atom->name}, {"atom_m", int64_t{plan.atom->m}},
+                 {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
+                 {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
+                 {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
+                 {"tf32", int64_t{plan.atom->relaxed}}};
+      g.results = {b.new_value(ct, acc_l)};
+      r = b.append(std::move(g)).result();
+    } else {
+      // Exact FMAs: each register sums its element's row of A times column of B, in f32 for
+      // floats (as interp does) and in the accumulator's type for integers.
+      ValueId e = b.coord(acc_l, tid);
+      if (f.layout(acc_l).padded)  // padding registers read element 0 and are never stored
+        e = b.ew(OpKind::SELECT, {b.valid(acc_l, tid), e, c_i32(0)});
+      ValueId row = b.ew(OpKind::MUL, {b.ew(OpKind::DIV, {e, c_i32(n)}), c_i32(lda)});
+      ValueId col = b.ew(OpKind::MOD, {e, c_i32(n)});
+      r = for_loop(c_i32(0), c_i32(kc), c_i32(1), {r}, "kk", [&](ValueId kk, const auto& carried) {
+        ValueId av = b.load(b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::ADD, {row, kk})}));
+        ValueId bv = b.load(b.ew(OpKind::PTR_OFFSET,
+                                 {b_buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {kk, c_i32(ldb)}), col})}));
+        if (plan.stage != sum_t) {
+          av = b.ew(OpKind::CAST, {av}, sum_t);
+          bv = b.ew(OpKind::CAST, {bv}, sum_t);
+        }
+        return std::vector<ValueId>{b.ew(OpKind::ADD, {carried[0], b.ew(OpKind::MUL, {av, bv})})};
+      })[0];
+    }
+    b.barrier();  // before the next chunk or dot overwrites the arrays
+  }
+  if (f.value(r).dtype != ct) r = b.ew(OpKind::CAST, {r}, ct);
+  set(op.result(), b.named(r, "acc"));
+}
+
+}  // namespace metile::lowering

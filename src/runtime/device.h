@@ -11,12 +11,12 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ir/tile_ir.h"
+#include "runtime/artifact.h"
 
 namespace metile {
 
@@ -71,16 +71,6 @@ struct CompileOptions {
   bool fuse_reductions = true;
   /** Canonical text of the options that affect code (part of the cache key). */
   std::string key() const;
-};
-
-/** What build() produces: the compiled code and everything needed to explain it. */
-struct Artifact {
-  std::string kind;                          // "so", "cubin", "metallib", "msl", "none"
-  std::string entry;                         // the kernel's symbol, where it is not the name
-  std::vector<uint8_t> bytes;                // the binary
-  std::map<std::string, std::string> sources;  // stage name -> text ("cpp", "msl", ...)
-  int threads_per_group = 1;
-  uint64_t threadgroup_memory_bytes = 0;
 };
 
 /** A launch argument after checking against the signature. */

@@ -157,18 +157,10 @@ def _int_pow(base: Value, e: int) -> Value:
     return result if result is not None else t.literal(1, base)
 
 
-_FLOAT_ONLY = {_ffi.METILE_OP_EXP, _ffi.METILE_OP_LOG, _ffi.METILE_OP_SQRT, _ffi.METILE_OP_RSQRT,
-               _ffi.METILE_OP_TANH, _ffi.METILE_OP_SIN, _ffi.METILE_OP_COS, _ffi.METILE_OP_EXP2,
-               _ffi.METILE_OP_LOG2, _ffi.METILE_OP_FLOOR, _ffi.METILE_OP_CEIL, _ffi.METILE_OP_ERF,
-               _ffi.METILE_OP_SIGMOID}
-
-
 def unary(op: int, x) -> Value:
     t = current()
     x = t.literal(_plain(x))
-    if op in _FLOAT_ONLY and x.dtype not in _dtypes.FLOATS:
-        x = cast(x, "f32")  # like numpy: exp of an int array is float
-    return t.emit(_ffi.metile_builder_unary, op, x.id)
+    return t.emit(_ffi.metile_builder_unary, op, x.id)  # the builder casts ints for exp & co.
 
 
 def _make_unary(op, name, doc):

@@ -72,7 +72,7 @@ class InterpDevice final : public Device {
     Artifact a;
     a.kind = "none";
     a.threads_per_group = program.num_threads != 0 ? static_cast<int>(program.num_threads) : 1;
-    a.threadgroup_memory_bytes = interp::shared_memory_bytes(program);
+    a.threadgroup_memory_bytes = shared_memory_bytes(program);
     return a;
   }
 

@@ -1,14 +1,17 @@
-#include "runtime/compile.h"
+#include "driver/compile.h"
 
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include "cache/cache.h"
+#include "driver/stage_text.h"
+#include "support/debug_dump.h"
 #include "passes/tile/tile_pipeline.h"
 #include "runtime/hidden_args.h"
 #include "support/env.h"
 #include "support/error.h"
+#include "support/log.h"
 
 namespace metile {
 
@@ -26,8 +29,20 @@ std::string ms(double seconds) {
   return buf;
 }
 
+// The stages the device produced, then those METILE_DEBUG names that it did not (MSL for a
+// kernel that runs on cpu, say): generated for the dump only.
 void dump_sources(const CompiledKernel& ck) {
-  for (const auto& [stage, text] : ck.artifact.sources) debug_dump(stage, ck.program->name, text);
+  const std::string& kernel = ck.program->name;
+  for (const auto& [stage, text] : ck.artifact.sources) debug_dump(stage, kernel, text);
+  for (Stage s : debug_stages()) {
+    if (s == Stage::tile_ir || ck.artifact.sources.count(stage_name(s))) continue;
+    try {
+      debug_dump(stage_name(s), kernel, stage_text(s, *ck.program, ck.options));
+    } catch (const Error& e) {
+      warn_once(cat("METILE_DEBUG:", stage_name(s), ":", kernel),
+                cat("METILE_DEBUG: no ", stage_name(s), " text for kernel ", kernel, ": ", e.what()));
+    }
+  }
 }
 
 void log_compile(const CompiledKernel& ck, const std::string& how) {
@@ -74,7 +89,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   ck->options = options;
   ck->device = device;
   ck->cache_key = cache.key(*device, *program, options);
-  debug_dump("tile_ir", program->name, print(*program));
+  debug_dump(stage_name(Stage::tile_ir), program->name, print(*program));
   const bool use_cache = !options.no_cache;
   const bool use_disk = use_cache && !device->cache_identity().empty();
 

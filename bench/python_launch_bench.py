@@ -75,11 +75,21 @@ def main():
     fresh = [np.zeros(64, np.float32) for _ in range(64)]
     i = [0]
 
-    def changing():   # a different output array each call: the full (classify + prepare) path
+    def changing():   # a different output array each call, of a shape and dtype seen before
         i[0] = (i[0] + 1) % len(fresh)
         tiny[(1,)](xa, fresh[i[0]], 64, BLOCK=64)
-    results.append(("k[grid](...) with new arrays every call (full path)",
-                    per_call_us(changing, max(args.iters // 10, 100))))
+    results.append(("k[grid](...) with another array each call (re-wrapped)",
+                    per_call_us(changing, args.iters)))
+    results.append(("k[grid](x, np.empty_like(x), ...) (re-wrapped)",
+                    per_call_us(lambda: tiny[(1,)](xa, np.empty_like(xa), 64, BLOCK=64),
+                                args.iters)))
+    shapes = [np.zeros(64 + k, np.float32) for k in range(64)]
+
+    def unseen():     # a new shape each call: the full (classify + prepare) path
+        i[0] = (i[0] + 1) % len(shapes)
+        tiny[(1,)](xa, shapes[i[0]], 64, BLOCK=64)
+    results.append(("k[grid](...) with an unseen shape each call (full path)",
+                    per_call_us(unseen, max(args.iters // 10, 100))))
     dev.synchronize()
     assert (out.numpy() == np.arange(64) + 1).all() and (oa == xa + 1).all()
 

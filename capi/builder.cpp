@@ -8,11 +8,18 @@ using capi::guard;
 
 namespace {
 
-Builder& B(metile_builder* b, const char* fn) {
-  metile_builder* h = get(b, fn);
+// The builder behind `b`, held for the rest of the calling expression (use it as `B(b, fn)->`).
+struct HeldBuilder {
+  capi::Ref<metile_builder> handle;
+  Builder* operator->() const { return handle->impl.get(); }
+  Builder& operator*() const { return *handle->impl; }
+};
+
+HeldBuilder B(metile_builder* b, const char* fn) {
+  auto h = get(b, fn);
   if (!h->impl)
     fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": the builder was already finished");
-  return *h->impl;
+  return {std::move(h)};
 }
 
 Shape shape_of(int32_t rank, const int64_t* dims, const char* fn) {
@@ -51,9 +58,9 @@ METILE_API metile_status metile_builder_create(metile_builder** out, const char*
     METILE_CHECK_ARG(out);
     METILE_CHECK_ARG(name);
     auto impl = std::make_unique<Builder>(name);
-    metile_builder* h = capi::make_handle<metile_builder>();
+    auto h = capi::make_handle<metile_builder>();
     h->impl = std::move(impl);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 
@@ -62,7 +69,7 @@ METILE_API metile_status metile_builder_release(metile_builder* b) {
 }
 
 METILE_API metile_status metile_builder_set_loc(metile_builder* b, const char* file, int32_t line) {
-  return guard(__func__, [&](const char* fn) { B(b, fn).set_loc(file ? file : "", line); });
+  return guard(__func__, [&](const char* fn) { B(b, fn)->set_loc(file ? file : "", line); });
 }
 
 METILE_API metile_status metile_builder_set_constexpr(metile_builder* b, const char* name,
@@ -70,12 +77,12 @@ METILE_API metile_status metile_builder_set_constexpr(metile_builder* b, const c
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(name);
     METILE_CHECK_ARG(value);
-    B(b, fn).set_constexpr(name, value);
+    B(b, fn)->set_constexpr(name, value);
   });
 }
 
 METILE_API metile_status metile_builder_set_num_threads(metile_builder* b, int32_t n) {
-  return guard(__func__, [&](const char* fn) { B(b, fn).set_num_threads(n); });
+  return guard(__func__, [&](const char* fn) { B(b, fn)->set_num_threads(n); });
 }
 
 METILE_API metile_status metile_builder_param(metile_builder* b, const char* name,
@@ -83,7 +90,7 @@ METILE_API metile_status metile_builder_param(metile_builder* b, const char* nam
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(name);
     METILE_CHECK_ARG(type);
-    Builder& bb = B(b, fn);
+    auto bb = B(b, fn);
     if (type->rank != 0)
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": parameter ", name,
            " must be a scalar or pointer (rank 0)");
@@ -93,82 +100,82 @@ METILE_API metile_status metile_builder_param(metile_builder* b, const char* nam
         type->address_space != METILE_ADDRESS_SPACE_THREADGROUP)
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": parameter ", name,
            " has an unknown address space ", static_cast<int>(type->address_space));
-    OUT(bb.param(name, from_c_type(*type)));
+    OUT(bb->param(name, from_c_type(*type)));
   });
 }
 
 METILE_API metile_status metile_builder_value_type(const metile_builder* b, metile_value v,
                                                    metile_type* out) {
   return guard(__func__, [&](const char* fn) {
-    Builder& bb = B(const_cast<metile_builder*>(b), fn);
-    OUT(to_c_type(bb.type(v)));
+    auto bb = B(const_cast<metile_builder*>(b), fn);
+    OUT(to_c_type(bb->type(v)));
   });
 }
 
 METILE_API metile_status metile_builder_const_int(metile_builder* b, metile_dtype dtype,
                                                   int64_t value, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).const_int(dtype_of(dtype, fn), value)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->const_int(dtype_of(dtype, fn), value)); });
 }
 
 METILE_API metile_status metile_builder_const_float(metile_builder* b, metile_dtype dtype,
                                                     double value, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).const_float(dtype_of(dtype, fn), value)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->const_float(dtype_of(dtype, fn), value)); });
 }
 
 METILE_API metile_status metile_builder_grid(metile_builder* b, metile_op op, int32_t axis,
                                              metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).grid(op_of(op, fn), axis)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->grid(op_of(op, fn), axis)); });
 }
 
 METILE_API metile_status metile_builder_arange(metile_builder* b, metile_value start, int64_t size,
                                                metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).arange(start, size)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->arange(start, size)); });
 }
 
 METILE_API metile_status metile_builder_cast(metile_builder* b, metile_value x, metile_dtype dtype,
                                              metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).cast(x, dtype_of(dtype, fn))); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->cast(x, dtype_of(dtype, fn))); });
 }
 
 METILE_API metile_status metile_builder_broadcast(metile_builder* b, metile_value x, int32_t rank,
                                                   const int64_t* shape, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).broadcast(x, shape_of(rank, shape, fn))); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->broadcast(x, shape_of(rank, shape, fn))); });
 }
 
 METILE_API metile_status metile_builder_reshape(metile_builder* b, metile_value x, int32_t rank,
                                                 const int64_t* shape, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).reshape(x, shape_of(rank, shape, fn))); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->reshape(x, shape_of(rank, shape, fn))); });
 }
 
 METILE_API metile_status metile_builder_unary(metile_builder* b, metile_op op, metile_value x,
                                               metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).unary(op_of(op, fn), x)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->unary(op_of(op, fn), x)); });
 }
 
 METILE_API metile_status metile_builder_binary(metile_builder* b, metile_op op, metile_value x,
                                                metile_value y, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).binary(op_of(op, fn), x, y)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->binary(op_of(op, fn), x, y)); });
 }
 
 METILE_API metile_status metile_builder_select(metile_builder* b, metile_value c, metile_value x,
                                                metile_value y, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).select(c, x, y)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->select(c, x, y)); });
 }
 
 METILE_API metile_status metile_builder_ptr_offset(metile_builder* b, metile_value ptr,
                                                    metile_value offsets, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).ptr_offset(ptr, offsets)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->ptr_offset(ptr, offsets)); });
 }
 
 METILE_API metile_status metile_builder_load(metile_builder* b, metile_value ptrs,
                                              metile_value mask, metile_value other,
                                              metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).load(ptrs, mask, other)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->load(ptrs, mask, other)); });
 }
 
 METILE_API metile_status metile_builder_store(metile_builder* b, metile_value ptrs,
                                               metile_value value, metile_value mask) {
-  return guard(__func__, [&](const char* fn) { B(b, fn).store(ptrs, value, mask); });
+  return guard(__func__, [&](const char* fn) { B(b, fn)->store(ptrs, value, mask); });
 }
 
 METILE_API metile_status metile_builder_atomic(metile_builder* b, metile_op op, metile_value ptrs,
@@ -186,7 +193,7 @@ METILE_API metile_status metile_builder_tile_load(metile_builder* b, metile_valu
                                                   metile_value* out) {
   return guard(__func__, [&](const char* fn) {
     int64_t dims[2] = {rows, cols};
-    OUT(B(b, fn).tile_load(ptr, row, col, stride, shape_of(2, dims, fn), bound_rows,
+    OUT(B(b, fn)->tile_load(ptr, row, col, stride, shape_of(2, dims, fn), bound_rows,
                                  bound_cols));
   });
 }
@@ -196,17 +203,17 @@ METILE_API metile_status metile_builder_tile_store(metile_builder* b, metile_val
                                                    metile_value stride, metile_value value,
                                                    metile_value bound_rows,
                                                    metile_value bound_cols) {
-  return guard(__func__, [&](const char* fn) { B(b, fn).tile_store(ptr, row, col, stride, value, bound_rows, bound_cols); });
+  return guard(__func__, [&](const char* fn) { B(b, fn)->tile_store(ptr, row, col, stride, value, bound_rows, bound_cols); });
 }
 
 METILE_API metile_status metile_builder_dot(metile_builder* b, metile_value a, metile_value bm,
                                             metile_value acc, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).dot(a, bm, acc)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->dot(a, bm, acc)); });
 }
 
 METILE_API metile_status metile_builder_reduce(metile_builder* b, metile_op op, metile_value x,
                                                int32_t axis, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).reduce(op_of(op, fn), x, axis)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->reduce(op_of(op, fn), x, axis)); });
 }
 
 METILE_API metile_status metile_builder_for_begin(metile_builder* b, metile_value start,
@@ -221,7 +228,7 @@ METILE_API metile_status metile_builder_for_begin(metile_builder* b, metile_valu
       METILE_CHECK_ARG(out_carried);
     }
     auto [iv, carried] =
-        B(b, fn).for_begin(start, end, step, std::vector<ValueId>(inits, inits + n));
+        B(b, fn)->for_begin(start, end, step, std::vector<ValueId>(inits, inits + n));
     *out_iv = iv;
     for (size_t i = 0; i < n; ++i) out_carried[i] = carried[i];
   });
@@ -234,7 +241,7 @@ METILE_API metile_status metile_builder_for_end(metile_builder* b, const metile_
       METILE_CHECK_ARG(yields);
       METILE_CHECK_ARG(out_results);
     }
-    auto r = B(b, fn).for_end(std::vector<ValueId>(yields, yields + n));
+    auto r = B(b, fn)->for_end(std::vector<ValueId>(yields, yields + n));
     for (size_t i = 0; i < n; ++i) out_results[i] = r[i];
   });
 }
@@ -242,16 +249,16 @@ METILE_API metile_status metile_builder_for_end(metile_builder* b, const metile_
 METILE_API metile_status metile_builder_role_begin(metile_builder* b, int32_t role,
                                                    int32_t num_roles, int32_t first_sg,
                                                    int32_t num_sgs) {
-  return guard(__func__, [&](const char* fn) { B(b, fn).role_begin(role, num_roles, first_sg, num_sgs); });
+  return guard(__func__, [&](const char* fn) { B(b, fn)->role_begin(role, num_roles, first_sg, num_sgs); });
 }
 
 METILE_API metile_status metile_builder_role_end(metile_builder* b) {
-  return guard(__func__, [&](const char* fn) { B(b, fn).role_end(); });
+  return guard(__func__, [&](const char* fn) { B(b, fn)->role_end(); });
 }
 
 METILE_API metile_status metile_builder_simt(metile_builder* b, metile_op op, metile_value* out) {
   return guard(__func__, [&](const char* fn) {
-    ValueId v = B(b, fn).simt(op_of(op, fn));
+    ValueId v = B(b, fn)->simt(op_of(op, fn));
     if (out) *out = v;
     else if (v != kNoValue) METILE_CHECK_ARG(out);
   });
@@ -259,12 +266,12 @@ METILE_API metile_status metile_builder_simt(metile_builder* b, metile_op op, me
 
 METILE_API metile_status metile_builder_simd(metile_builder* b, metile_op op, metile_value x,
                                              metile_value lane_or_mask, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).simd(op_of(op, fn), x, lane_or_mask)); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->simd(op_of(op, fn), x, lane_or_mask)); });
 }
 
 METILE_API metile_status metile_builder_shared(metile_builder* b, int64_t size, metile_dtype dtype,
                                                metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn).shared(size, dtype_of(dtype, fn))); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->shared(size, dtype_of(dtype, fn))); });
 }
 
 METILE_API metile_status metile_builder_tile_swizzle(metile_builder* b, metile_value pid_m,
@@ -275,7 +282,7 @@ METILE_API metile_status metile_builder_tile_swizzle(metile_builder* b, metile_v
     METILE_CHECK_ARG(pattern);
     METILE_CHECK_ARG(out_m);
     METILE_CHECK_ARG(out_n);
-    auto [m, n] = B(b, fn).tile_swizzle(pid_m, pid_n, pattern, block_size);
+    auto [m, n] = B(b, fn)->tile_swizzle(pid_m, pid_n, pattern, block_size);
     *out_m = m;
     *out_n = n;
   });
@@ -284,11 +291,11 @@ METILE_API metile_status metile_builder_tile_swizzle(metile_builder* b, metile_v
 METILE_API metile_status metile_builder_finish(metile_builder* b, metile_program** out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    Builder& bb = B(b, fn);
-    auto prog = std::make_shared<const Program>(bb.finish());
-    metile_program* h = capi::make_handle<metile_program>();
+    auto bb = B(b, fn);
+    auto prog = std::make_shared<const Program>(bb->finish());
+    auto h = capi::make_handle<metile_program>();
     h->impl = std::move(prog);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 

@@ -16,14 +16,14 @@ namespace {
 
 // Median milliseconds of `rep` runs of `launch`, each bracketed by device synchronization so the
 // time is the kernel's, not the enqueue's, on asynchronous devices.
-double time_launch(metile_launch* h, int warmup, int rep) {
-  Device& device = *h->kernel->device;
-  for (int i = 0; i < warmup; ++i) h->impl->run();
+double time_launch(const metile_launch& h, int warmup, int rep) {
+  Device& device = *h.kernel->device;
+  for (int i = 0; i < warmup; ++i) h.impl->run();
   device.synchronize();
   std::vector<double> samples(static_cast<size_t>(rep));
   for (double& s : samples) {
     auto start = std::chrono::steady_clock::now();
-    h->impl->run();
+    h.impl->run();
     device.synchronize();
     s = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
@@ -96,9 +96,10 @@ METILE_API metile_status metile_autotune_time(metile_launch* const* launches, si
       fail(METILE_ERROR_INVALID_ARGUMENT, "autotune", "warmup must be >= 0, got ", warmup);
     if (rep < 1) fail(METILE_ERROR_INVALID_ARGUMENT, "autotune", "rep must be >= 1, got ", rep);
     // Check every handle before timing any, so a bad one fails fast and leaves out_ms untouched.
-    for (size_t i = 0; i < n; ++i) get(launches[i], fn);
+    std::vector<capi::Ref<metile_launch>> held;
+    for (size_t i = 0; i < n; ++i) held.push_back(get(launches[i], fn));
     std::vector<double> ms(n);
-    for (size_t i = 0; i < n; ++i) ms[i] = time_launch(launches[i], warmup, rep);
+    for (size_t i = 0; i < n; ++i) ms[i] = time_launch(*held[i], warmup, rep);
     std::copy(ms.begin(), ms.end(), out_ms);
   });
 }

@@ -13,9 +13,9 @@ METILE_API metile_status metile_device_open(metile_device** out, const char* nam
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     auto dev = open_device(name ? name : "");
-    metile_device* h = capi::make_handle<metile_device>();
+    auto h = capi::make_handle<metile_device>();
     h->impl = std::move(dev);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 
@@ -40,7 +40,8 @@ METILE_API metile_status metile_devices_available(char** out) {
 METILE_API metile_status metile_device_get_info(const metile_device* d, metile_device_info* out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    const DeviceInfo& i = get(d, fn)->impl->info();
+    auto dh = get(d, fn);
+    const DeviceInfo& i = dh->impl->info();
     if (out->struct_size < sizeof(metile_device_info))
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
            ": struct_size is too small (set it to sizeof(metile_device_info))");
@@ -59,16 +60,31 @@ METILE_API metile_status metile_device_synchronize(metile_device* d) {
   return guard(__func__, [&](const char* fn) { get(d, fn)->impl->synchronize(); });
 }
 
+METILE_API metile_status metile_device_stream(metile_device* d, uint64_t* out) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(out);
+    *out = get(d, fn)->impl->stream();
+  });
+}
+
+METILE_API metile_status metile_device_wait_stream(metile_device* d, uint64_t stream) {
+  return guard(__func__, [&](const char* fn) { get(d, fn)->impl->wait_for_stream(stream); });
+}
+
+METILE_API metile_status metile_device_signal_stream(metile_device* d, uint64_t stream) {
+  return guard(__func__, [&](const char* fn) { get(d, fn)->impl->signal_stream(stream); });
+}
+
 METILE_API metile_status metile_buffer_alloc(metile_buffer** out, metile_device* d, size_t bytes) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     auto dev = get(d, fn)->impl;
     if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": size must be > 0");
     auto buf = dev->alloc(bytes);
-    metile_buffer* h = capi::make_handle<metile_buffer>();
+    auto h = capi::make_handle<metile_buffer>();
     h->impl = std::move(buf);
     h->device = std::move(dev);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 
@@ -80,10 +96,10 @@ METILE_API metile_status metile_buffer_wrap(metile_buffer** out, metile_device* 
     auto dev = get(d, fn)->impl;
     if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": size must be > 0");
     auto buf = dev->wrap(host, bytes);
-    metile_buffer* h = capi::make_handle<metile_buffer>();
+    auto h = capi::make_handle<metile_buffer>();
     h->impl = std::move(buf);
     h->device = std::move(dev);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 

@@ -1,6 +1,10 @@
-// DLPack (v0.8 ABI, the legacy DLManagedTensor every consumer accepts): export a buffer as a
-// tensor and import a tensor as a buffer without copying.
+// DLPack: export a buffer as a tensor and import a tensor as a buffer without copying, in both
+// the legacy v0.8 ABI (DLManagedTensor, which every consumer accepts) and the versioned v1 ABI
+// (DLManagedTensorVersioned); plus the PyCapsule destructor Python bindings hand to PyCapsule_New.
+#include <dlfcn.h>
+
 #include <cstring>
+#include <functional>
 
 #include "guard.h"
 #include "handles.h"
@@ -38,34 +42,138 @@ size_t dl_itemsize(const DLDataType& t) {
   return t.bits / 8;
 }
 
+// One exported tensor of either ABI: T is DLManagedTensor or DLManagedTensorVersioned.
+template <typename T>
 struct Export {
-  DLManagedTensor tensor{};
+  T tensor{};
   std::shared_ptr<Buffer> buffer;  // keeps the memory alive while a consumer holds the tensor
   int64_t shape[8] = {};
+  static void deleter(T* t) { delete static_cast<Export*>(t->manager_ctx); }
 };
 
-void delete_export(DLManagedTensor* t) { delete static_cast<Export*>(t->manager_ctx); }
+template <typename T>
+T* export_buffer(metile_buffer* b, metile_dtype dtype, int32_t ndim, const int64_t* shape,
+                 const char* fn) {
+  auto h = get(b, fn);
+  if (!is_valid_dtype(dtype)) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "invalid dtype ", int(dtype));
+  if (ndim < 0 || ndim > 8) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "ndim must be in [0, 8], got ", ndim);
+  if (ndim > 0 && shape == nullptr)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": shape is NULL");
+  DType d = static_cast<DType>(dtype);
+  uint64_t count = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "negative dimension ", shape[i]);
+    count *= static_cast<uint64_t>(shape[i]);
+  }
+  if (count * dtype_size(d) > h->impl->size())
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "shape needs ", count * dtype_size(d),
+         " bytes but the buffer has ", h->impl->size());
+  auto e = std::make_unique<Export<T>>();
+  e->buffer = h->impl;
+  for (int i = 0; i < ndim; ++i) e->shape[i] = shape[i];
+  DLTensor& t = e->tensor.dl_tensor;
+  // cuda buffers are (managed) device memory: consumers (torch, CuPy) take kDLCUDA, and managed
+  // memory is valid device memory; kDLCUDAManaged is refused by torch.
+  bool cuda = h->device->info().name == "cuda";
+  t.data = cuda ? reinterpret_cast<void*>(h->impl->device_address()) : h->impl->contents();
+  t.device = {cuda ? kDLCUDA : kDLCPU, 0};
+  t.ndim = ndim;
+  t.dtype = to_dl(d);
+  t.shape = e->shape;
+  t.strides = nullptr;  // compact row-major
+  t.byte_offset = 0;
+  e->tensor.manager_ctx = e.get();
+  e->tensor.deleter = Export<T>::deleter;
+  return &e.release()->tensor;
+}
 
 // A buffer over imported memory: runs the producer's deleter when the last user lets go.
 class ImportedBuffer : public Buffer {
  public:
-  ImportedBuffer(std::shared_ptr<Buffer> inner, DLManagedTensor* t)
-      : inner_(std::move(inner)), tensor_(t) {
+  ImportedBuffer(std::shared_ptr<Buffer> inner, std::function<void()> release)
+      : inner_(std::move(inner)), release_(std::move(release)) {
     device = inner_->device;
   }
   ~ImportedBuffer() override {
     inner_.reset();
-    if (tensor_->deleter) tensor_->deleter(tensor_);
+    release_();
   }
   void* contents() override { return inner_->contents(); }
   uint64_t device_address() override { return inner_->device_address(); }
   size_t size() const override { return inner_->size(); }
   bool shares_memory() const override { return inner_->shares_memory(); }
+  Buffer* underlying() override { return inner_->underlying(); }
 
  private:
   std::shared_ptr<Buffer> inner_;
-  DLManagedTensor* tensor_;
+  std::function<void()> release_;
 };
+
+metile_buffer* import_tensor(metile_device* dev, const DLTensor& t, std::function<void()> release,
+                             const char* fn) {
+  auto device = get(dev, fn)->impl;
+  if (t.ndim < 0 || t.ndim > 32) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "bad ndim ", t.ndim);
+  size_t item = dl_itemsize(t.dtype);
+  uint64_t count = 1;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "dimension ", i, " is negative (", t.shape[i], ")");
+    count *= static_cast<uint64_t>(t.shape[i]);
+  }
+  if (t.strides != nullptr) {  // only compact row-major tensors map onto one buffer
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expect)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "the tensor is not compact row-major (dimension ",
+             i, " has stride ", t.strides[i], ", expected ", expect, "); make it contiguous first");
+      expect *= t.shape[i];
+    }
+  }
+  size_t bytes = std::max<uint64_t>(count * item, 1);
+  char* data = static_cast<char*>(t.data) + t.byte_offset;
+  std::shared_ptr<Buffer> inner;
+  int32_t type = t.device.device_type;
+  bool cuda = device->info().name == "cuda";
+  if (cuda && (type == kDLCUDA || type == kDLCUDAManaged))
+    inner = device->wrap_device_memory(reinterpret_cast<uint64_t>(data), bytes,
+                                       type == kDLCUDAManaged);
+  else if (type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged)
+    inner = device->wrap(data, bytes);
+  else
+    fail(METILE_ERROR_UNSUPPORTED, "dlpack", "cannot import memory of DLPack device type ",
+         type, " on the ", device->info().name, " device");
+  if (!inner->shares_memory())
+    fail(METILE_ERROR_UNSUPPORTED, "dlpack", "the ", device->info().name,
+         " device cannot use this memory in place; copy it into a metile buffer instead");
+  auto buf = std::make_shared<ImportedBuffer>(std::move(inner), std::move(release));
+  auto h = capi::make_handle<metile_buffer>();
+  h->impl = std::move(buf);
+  h->device = std::move(device);
+  return capi::publish(std::move(h));
+}
+
+// The few CPython entry points the capsule destructor needs, found in the running process (it
+// is only ever called by a Python interpreter, which exports them); libmetile does not link it.
+struct PythonCapsuleApi {
+  int (*is_valid)(void*, const char*) = nullptr;
+  void* (*get_pointer)(void*, const char*) = nullptr;
+  void (*fetch)(void**, void**, void**) = nullptr;
+  void (*restore)(void*, void*, void*) = nullptr;
+  bool ok() const { return is_valid && get_pointer && fetch && restore; }
+};
+
+const PythonCapsuleApi& python_capsule_api() {
+  static const PythonCapsuleApi api = [] {
+    PythonCapsuleApi a;
+    a.is_valid = reinterpret_cast<decltype(a.is_valid)>(dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
+    a.get_pointer =
+        reinterpret_cast<decltype(a.get_pointer)>(dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
+    a.fetch = reinterpret_cast<decltype(a.fetch)>(dlsym(RTLD_DEFAULT, "PyErr_Fetch"));
+    a.restore = reinterpret_cast<decltype(a.restore)>(dlsym(RTLD_DEFAULT, "PyErr_Restore"));
+    return a;
+  }();
+  return api;
+}
 
 }  // namespace
 
@@ -75,34 +183,19 @@ METILE_API metile_status metile_buffer_to_dlpack(metile_buffer* b, metile_dtype 
                                                  const int64_t* shape, void** out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    metile_buffer* h = get(b, fn);
-    if (!is_valid_dtype(dtype)) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "invalid dtype ", int(dtype));
-    if (ndim < 0 || ndim > 8) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "ndim must be in [0, 8], got ", ndim);
-    if (ndim > 0) METILE_CHECK_ARG(shape);
-    DType d = static_cast<DType>(dtype);
-    uint64_t count = 1;
-    for (int i = 0; i < ndim; ++i) {
-      if (shape[i] < 0) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "negative dimension ", shape[i]);
-      count *= static_cast<uint64_t>(shape[i]);
-    }
-    if (count * dtype_size(d) > h->impl->size())
-      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "shape needs ", count * dtype_size(d),
-           " bytes but the buffer has ", h->impl->size());
-    auto e = std::make_unique<Export>();
-    e->buffer = h->impl;
-    for (int i = 0; i < ndim; ++i) e->shape[i] = shape[i];
-    DLTensor& t = e->tensor.dl_tensor;
-    bool gpu_only = h->device->info().name == "cuda";
-    t.data = gpu_only ? reinterpret_cast<void*>(h->impl->device_address()) : h->impl->contents();
-    t.device = {gpu_only ? kDLCUDAManaged : kDLCPU, 0};
-    t.ndim = ndim;
-    t.dtype = to_dl(d);
-    t.shape = e->shape;
-    t.strides = nullptr;  // compact row-major
-    t.byte_offset = 0;
-    e->tensor.manager_ctx = e.get();
-    e->tensor.deleter = delete_export;
-    *out = &e.release()->tensor;
+    *out = export_buffer<DLManagedTensor>(b, dtype, ndim, shape, fn);
+  });
+}
+
+METILE_API metile_status metile_buffer_to_dlpack_versioned(metile_buffer* b, metile_dtype dtype,
+                                                           int32_t ndim, const int64_t* shape,
+                                                           void** out) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(out);
+    auto* t = export_buffer<DLManagedTensorVersioned>(b, dtype, ndim, shape, fn);
+    t->version = {kDLPackMajor, kDLPackMinor};
+    t->flags = 0;  // writable, not a copy
+    *out = t;
   });
 }
 
@@ -111,48 +204,49 @@ METILE_API metile_status metile_buffer_from_dlpack(metile_buffer** out, metile_d
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     METILE_CHECK_ARG(managed_tensor);
-    auto device = get(dev, fn)->impl;
     auto* mt = static_cast<DLManagedTensor*>(managed_tensor);
-    const DLTensor& t = mt->dl_tensor;
-    if (t.ndim < 0 || t.ndim > 32) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "bad ndim ", t.ndim);
-    size_t item = dl_itemsize(t.dtype);
-    uint64_t count = 1;
-    for (int i = 0; i < t.ndim; ++i) {
-      if (t.shape[i] < 0)
-        fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "dimension ", i, " is negative (", t.shape[i], ")");
-      count *= static_cast<uint64_t>(t.shape[i]);
-    }
-    if (t.strides != nullptr) {  // only compact row-major tensors map onto one buffer
-      int64_t expect = 1;
-      for (int i = t.ndim - 1; i >= 0; --i) {
-        if (t.shape[i] != 1 && t.strides[i] != expect)
-          fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "the tensor is not contiguous (dimension ",
-               i, " has stride ", t.strides[i], ", expected ", expect, ")");
-        expect *= t.shape[i];
-      }
-    }
-    size_t bytes = std::max<uint64_t>(count * item, 1);
-    char* data = static_cast<char*>(t.data) + t.byte_offset;
-    std::shared_ptr<Buffer> inner;
-    int32_t type = t.device.device_type;
-    bool cuda = device->info().name == "cuda";
-    if (cuda && (type == kDLCUDA || type == kDLCUDAManaged))
-      inner = device->wrap_device_memory(reinterpret_cast<uint64_t>(data), bytes,
-                                         type == kDLCUDAManaged);
-    else if (type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged)
-      inner = device->wrap(data, bytes);
-    else
-      fail(METILE_ERROR_UNSUPPORTED, "dlpack", "cannot import memory of DLPack device type ",
-           type, " on the ", device->info().name, " device");
-    if (!inner->shares_memory())
-      fail(METILE_ERROR_UNSUPPORTED, "dlpack", "the ", device->info().name,
-           " device cannot use this memory in place; copy it into a metile buffer instead");
-    auto buf = std::make_shared<ImportedBuffer>(std::move(inner), mt);
-    metile_buffer* h = capi::make_handle<metile_buffer>();
-    h->impl = std::move(buf);
-    h->device = std::move(device);
-    *out = h;
+    *out = import_tensor(dev, mt->dl_tensor, [mt] {
+      if (mt->deleter) mt->deleter(mt);
+    }, fn);
   });
+}
+
+METILE_API metile_status metile_buffer_from_dlpack_versioned(metile_buffer** out,
+                                                             metile_device* dev,
+                                                             void* managed_tensor) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(out);
+    METILE_CHECK_ARG(managed_tensor);
+    auto* mt = static_cast<DLManagedTensorVersioned*>(managed_tensor);
+    if (mt->version.major != kDLPackMajor)
+      fail(METILE_ERROR_UNSUPPORTED, "dlpack", "DLPack ABI version ", mt->version.major, ".",
+           mt->version.minor, " is not supported (metile reads ", kDLPackMajor, ".x)");
+    if (mt->flags & kDLFlagReadOnly)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack",
+           "the tensor is read-only (DLPACK_FLAG_BITMASK_READ_ONLY) and kernels may write any "
+           "buffer; copy it into a metile buffer instead");
+    *out = import_tensor(dev, mt->dl_tensor, [mt] {
+      if (mt->deleter) mt->deleter(mt);
+    }, fn);
+  });
+}
+
+METILE_API void metile_dlpack_capsule_destructor(void* capsule) {
+  const PythonCapsuleApi& py = python_capsule_api();
+  if (capsule == nullptr || !py.ok()) return;  // not inside Python: nothing safe to do
+  // A consumer may have failed with an exception pending (numpy refusing bf16): keep it, and
+  // keep PyCapsule_GetPointer from seeing it.
+  void *type = nullptr, *value = nullptr, *traceback = nullptr;
+  py.fetch(&type, &value, &traceback);
+  // Renamed "used_..." capsules were consumed: their new owner runs the deleter.
+  if (py.is_valid(capsule, "dltensor")) {
+    auto* t = static_cast<DLManagedTensor*>(py.get_pointer(capsule, "dltensor"));
+    if (t && t->deleter) t->deleter(t);
+  } else if (py.is_valid(capsule, "dltensor_versioned")) {
+    auto* t = static_cast<DLManagedTensorVersioned*>(py.get_pointer(capsule, "dltensor_versioned"));
+    if (t && t->deleter) t->deleter(t);
+  }
+  py.restore(type, value, traceback);
 }
 
 }  // extern "C"

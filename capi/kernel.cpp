@@ -7,6 +7,7 @@
 #include "handles.h"
 #include "out_string.h"
 #include "support/half.h"
+#include "support/text.h"
 
 using namespace metile;
 using capi::get;
@@ -75,7 +76,7 @@ LaunchArg check_arg(const CompiledKernel& k, size_t i, const metile_arg& a,
     if (a.buffer == nullptr)
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` (", t.str(),
            "): the buffer is NULL");
-    metile_buffer* b = nullptr;
+    capi::Ref<metile_buffer> b;
     try {
       b = get(a.buffer, fn);
     } catch (const Error&) {
@@ -157,10 +158,10 @@ METILE_API metile_status metile_kernel_compile(metile_kernel** out, metile_devic
     auto dev = get(d, fn)->impl;
     auto prog = get(p, fn)->impl;
     auto ck = compile_kernel(dev, prog, options_of(options));
-    metile_kernel* h = capi::make_handle<metile_kernel>();
+    auto h = capi::make_handle<metile_kernel>();
     h->impl = std::move(ck);
     h->device = std::move(dev);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 
@@ -176,7 +177,8 @@ METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(stage);
     METILE_CHECK_ARG(out);
-    const CompiledKernel& ck = *get(k, fn)->impl;
+    auto kh = get(k, fn);
+    const CompiledKernel& ck = *kh->impl;
     std::string s = stage;
     if (s == "tile_ir") {
       *out = capi::dup_string(print(*ck.program));
@@ -186,7 +188,7 @@ METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char
     if (it == ck.artifact.sources.end()) {
       std::string have = "tile_ir";
       for (const auto& kv : ck.artifact.sources) have += ", " + kv.first;
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": no stage \"", s,
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": no stage \"", printable_ascii(s),
            "\" for this kernel (available: ", have, ")");
     }
     *out = capi::dup_string(it->second);
@@ -196,7 +198,8 @@ METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char
 METILE_API metile_status metile_kernel_cache_key(const metile_kernel* k, char* out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    const std::string& key = get(k, fn)->impl->cache_key;
+    auto kh = get(k, fn);
+    const std::string& key = kh->impl->cache_key;
     std::memcpy(out, key.c_str(), std::min<size_t>(key.size(), 64) + 1);
     out[std::min<size_t>(key.size(), 64)] = '\0';
   });
@@ -205,7 +208,8 @@ METILE_API metile_status metile_kernel_cache_key(const metile_kernel* k, char* o
 METILE_API metile_status metile_kernel_get_info(const metile_kernel* k, metile_kernel_info* out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
-    const CompiledKernel& ck = *get(k, fn)->impl;
+    auto kh = get(k, fn);
+    const CompiledKernel& ck = *kh->impl;
     if (out->struct_size < sizeof(metile_kernel_info))
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
            ": struct_size is too small (set it to sizeof(metile_kernel_info))");
@@ -219,9 +223,11 @@ METILE_API metile_status metile_kernel_get_info(const metile_kernel* k, metile_k
 METILE_API metile_status metile_kernel_launch(metile_kernel* k, const uint32_t grid[3],
                                               const metile_arg* args, size_t num_args) {
   return guard(__func__, [&](const char* fn) {
-    CompiledKernel& ck = *get(k, fn)->impl;
+    auto kh = get(k, fn);
+    CompiledKernel& ck = *kh->impl;
     Grid g = check_grid(grid, fn);
-    ck.kernel->launch(g, check_args(ck, args, num_args, nullptr, fn));
+    std::vector<std::shared_ptr<Buffer>> keep;  // a concurrent buffer release waits for the launch
+    ck.kernel->launch(g, check_args(ck, args, num_args, &keep, fn));
   });
 }
 
@@ -235,17 +241,17 @@ METILE_API metile_status metile_launch_create(metile_launch** out, metile_kernel
     std::vector<std::shared_ptr<Buffer>> keep;
     auto launch = ck->kernel->prepare(g, check_args(*ck, args, num_args, &keep, fn));
     launch->keep_alive = std::move(keep);
-    metile_launch* h = capi::make_handle<metile_launch>();
+    auto h = capi::make_handle<metile_launch>();
     h->impl = std::move(launch);
     h->kernel = std::move(ck);
-    *out = h;
+    *out = capi::publish(h);
   });
 }
 
 METILE_API metile_status metile_launch_set_arg(metile_launch* l, size_t index, const metile_arg* arg) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(arg);
-    metile_launch* h = get(l, fn);
+    auto h = get(l, fn);
     if (index >= h->impl->args.size())
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
            h->impl->args.size(), " parameters)");
@@ -256,9 +262,35 @@ METILE_API metile_status metile_launch_set_arg(metile_launch* l, size_t index, c
   });
 }
 
+METILE_API metile_status metile_launch_set_arg_memory(metile_launch* l, size_t index, void* host,
+                                                      size_t bytes) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(host);
+    auto h = get(l, fn);
+    const Program& p = *h->kernel->program;
+    if (index >= p.params.size())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
+           p.params.size(), " parameters)");
+    const Param& prm = p.params[index];
+    if (!p.type(prm.value).is_ptr)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` is a scalar, not a pointer");
+    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": size must be > 0");
+    std::shared_ptr<Buffer> buf = h->kernel->device->wrap(host, bytes);
+    if (!buf->shares_memory())
+      fail(METILE_ERROR_UNSUPPORTED, "launch", "the ", h->kernel->device->info().name,
+           " device cannot use this memory in place (argument `", prm.name,
+           "`); wrap it in a metile_buffer instead");
+    LaunchArg a;
+    a.buffer = buf.get();
+    h->impl->args[index] = a;
+    h->impl->keep_alive[index] = std::move(buf);
+    h->impl->update();
+  });
+}
+
 METILE_API metile_status metile_launch_set_grid(metile_launch* l, const uint32_t grid[3]) {
   return guard(__func__, [&](const char* fn) {
-    metile_launch* h = get(l, fn);
+    auto h = get(l, fn);
     h->impl->grid = check_grid(grid, fn);
     h->impl->update();
   });

@@ -10,7 +10,9 @@ install(TARGETS metile EXPORT metileTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(FILES include/metile/metile.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/metile)
+# metile.cdef: the same declarations for cffi's ffi.cdef() (bindings/cffi/regen.py).
+install(FILES include/metile/metile.h include/metile/metile.cdef
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/metile)
 
 # pkg-config: paths relative to ${pcfiledir}, so `cmake --install --prefix <dir>` (which cannot
 # re-run configure_file) still yields a correct file. Absolute install dirs are used as given.

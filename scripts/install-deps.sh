@@ -8,6 +8,7 @@ packages=(
   libffi-dev zlib1g-dev                         # library dependencies
   libgtest-dev libbenchmark-dev                 # tests and benchmarks
   python3-numpy python3-pytest                  # Python binding and its tests
+  python3-cffi                                  # the cffi declarations' test
   clang-19 libclang-rt-19-dev                   # metal-sim device, libFuzzer targets
   golang-go                                     # Go binding
 )

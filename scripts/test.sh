@@ -63,12 +63,24 @@ step_install() { rm -rf "$prefix" && cmake --install "$build" --prefix "$prefix"
 
 step_bindings_sync() {
   python3 bindings/rust/regen.py --check && python3 bindings/go/metile/regen.py --check &&
-    python3 bindings/python/regen.py --check
+    python3 bindings/python/regen.py --check && python3 bindings/cffi/regen.py --check
 }
 
 step_pytest() (
   export METILE_LIBRARY=$prefix/lib/libmetile.so
   /usr/bin/python3 -m pytest bindings/python/tests -q -p no:cacheprovider
+)
+
+# The Python suite on the `metal` device, which on Linux opens the stand-in Objective-C runtime and
+# Metal.framework built under tests/metal_standin (x86-64 only); ctest already runs the kernel
+# suite and the metal unit tests on it (metal_standin_unit, metal_standin_metallib).
+step_pytest_metal() (
+  standin=$build/tests/metal_standin
+  [ -e "$standin/libmetile_standin_metal.so" ] || { echo "no stand-in Metal.framework (not x86-64)"; exit 0; }
+  export METILE_LIBRARY=$prefix/lib/libmetile.so
+  export METILE_OBJC_LIBRARY=$standin/libmetile_standin_objc.so
+  export METILE_METAL_FRAMEWORK=$standin/libmetile_standin_metal.so
+  /usr/bin/python3 -m pytest bindings/python/tests -q -p no:cacheprovider -k "metal and not sim"
 )
 
 step_rust() (
@@ -109,6 +121,7 @@ STEPS=(
   "install       step_install       build"
   "bindings-sync step_bindings_sync deps"
   "pytest        step_pytest        install"
+  "pytest-metal  step_pytest_metal  install"
   "rust          step_rust          install"
   "go            step_go            install"
   "c-examples    step_c_examples    install"

@@ -138,6 +138,14 @@ typedef struct metile_type {
   metile_address_space address_space;
 } metile_type;
 
+/**
+ * Initializers (webgpu.h style): `metile_type t = METILE_TYPE_INIT(METILE_DTYPE_F32);` is an f32
+ * scalar, METILE_POINTER_TYPE_INIT a pointer to `dtype` in device memory. Every struct below has
+ * one: METILE_<STRUCT>_INIT fills struct_size and the documented defaults.
+ */
+#define METILE_TYPE_INIT(dtype) {(dtype), 0, {0, 0}, 0, METILE_ADDRESS_SPACE_DEVICE}
+#define METILE_POINTER_TYPE_INIT(dtype) {(dtype), 0, {0, 0}, 1, METILE_ADDRESS_SPACE_DEVICE}
+
 /* ------------------------------------------------------------------------------------------ */
 /** \name Devices */
 /* ------------------------------------------------------------------------------------------ */
@@ -172,11 +180,34 @@ typedef struct metile_device_info {
   int32_t unified_memory;    /**< host and device address the same buffers */
   int32_t asynchronous;      /**< launches return before the work is done */
 } metile_device_info;
+#define METILE_DEVICE_INFO_INIT {sizeof(metile_device_info), 0, 0, 0, 0, 0, 0, 0, 0}
 
 METILE_API metile_status metile_device_get_info(const metile_device *device,
                                                 metile_device_info *out);
 /** Waits until every launch issued on this device so far has finished. */
 METILE_API metile_status metile_device_synchronize(metile_device *device);
+
+/**
+ * \name Ordering with other libraries' CUDA streams (the DLPack stream protocol)
+ * A stream is a `CUstream` as an integer; 0 and 1 name the legacy default stream, 2 the
+ * per-thread default stream (the values DLPack's `stream=` uses). On devices without streams
+ * (interp, cpu, metal-sim) launches finish before they return: metile_device_stream() gives 0,
+ * wait is a no-op and signal synchronizes.
+ * @{
+ */
+/** The stream this device queues its launches on (0 when it has none). */
+METILE_API metile_status metile_device_stream(metile_device *device, uint64_t *out);
+/**
+ * Launches issued from now on wait for the work queued on `stream` so far. Call it after
+ * importing a tensor (metile_buffer_from_dlpack*) that a producer writes on `stream`.
+ */
+METILE_API metile_status metile_device_wait_stream(metile_device *device, uint64_t stream);
+/**
+ * Work queued on `stream` from now on waits for the launches issued so far. Call it before a
+ * consumer on `stream` reads an exported buffer (metile_buffer_to_dlpack*).
+ */
+METILE_API metile_status metile_device_signal_stream(metile_device *device, uint64_t stream);
+/** @} */
 
 /* ------------------------------------------------------------------------------------------ */
 /** \name Buffers */
@@ -211,7 +242,10 @@ METILE_API int32_t metile_buffer_shares_memory(const metile_buffer *buffer);
 
 /**
  * Exports the buffer as a DLPack (v0.8 ABI) `DLManagedTensor *` of the given dtype and shape
- * (row-major, `ndim` <= 8). The tensor keeps the buffer alive until its deleter runs.
+ * (row-major, `ndim` <= 8). The tensor keeps the buffer alive until its deleter runs. cuda
+ * buffers are exported as kDLCUDA device memory (managed memory is device memory; consumers such
+ * as torch refuse kDLCUDAManaged), other devices' as kDLCPU. Nothing is synchronized: see
+ * metile_device_signal_stream().
  */
 METILE_API metile_status metile_buffer_to_dlpack(metile_buffer *buffer, metile_dtype dtype,
                                                  int32_t ndim, const int64_t *shape,
@@ -223,6 +257,29 @@ METILE_API metile_status metile_buffer_to_dlpack(metile_buffer *buffer, metile_d
  */
 METILE_API metile_status metile_buffer_from_dlpack(metile_buffer **out, metile_device *device,
                                                    void *managed_tensor);
+/** As metile_buffer_to_dlpack(), as a DLPack 1.0 `DLManagedTensorVersioned *` (flags 0). */
+METILE_API metile_status metile_buffer_to_dlpack_versioned(metile_buffer *buffer,
+                                                           metile_dtype dtype, int32_t ndim,
+                                                           const int64_t *shape,
+                                                           void **out_managed_tensor);
+/**
+ * As metile_buffer_from_dlpack(), for a `DLManagedTensorVersioned *` of ABI major version 1
+ * (others: METILE_ERROR_UNSUPPORTED). A read-only tensor (DLPACK_FLAG_BITMASK_READ_ONLY) is
+ * METILE_ERROR_INVALID_ARGUMENT: kernels may write any buffer. On failure the caller still owns
+ * the tensor.
+ */
+METILE_API metile_status metile_buffer_from_dlpack_versioned(metile_buffer **out,
+                                                             metile_device *device,
+                                                             void *managed_tensor);
+/**
+ * For Python bindings: the `PyCapsule_Destructor` to give PyCapsule_New() for a capsule named
+ * "dltensor" or "dltensor_versioned" holding a tensor from metile_buffer_to_dlpack*(). When the
+ * capsule dies unconsumed (not renamed "used_..."), it runs the tensor's deleter, keeping any
+ * exception the consumer left pending. It calls the CPython API (PyCapsule_IsValid,
+ * PyCapsule_GetPointer, PyErr_Fetch, PyErr_Restore) found in the running process, so it must
+ * only be called by a Python interpreter, with the GIL held; outside one it does nothing.
+ */
+METILE_API void metile_dlpack_capsule_destructor(void *capsule);
 
 /* ------------------------------------------------------------------------------------------ */
 /** \name Tile IR ops (pinned values; see DESIGN.md §3 for semantics) */
@@ -497,6 +554,23 @@ METILE_API metile_status metile_program_num_params(const metile_program *program
 METILE_API metile_status metile_program_param(const metile_program *program, size_t index,
                                               const char **out_name, metile_type *out_type);
 
+/** Bits of metile_program_param_access()'s answer. */
+typedef enum metile_param_access {
+  METILE_PARAM_READ = 1,  /**< some op reads memory through the pointer parameter */
+  METILE_PARAM_WRITE = 2, /**< some op writes memory through it (e.g. store, tile_store) */
+  METILE_PARAM_ACCESS_FORCE32 = 0x7FFFFFFF
+} metile_param_access;
+
+/**
+ * How the program uses pointer parameter `index`: a bitwise or of metile_param_access (0 for a
+ * scalar, or a pointer the program never dereferences). Pointers are traced back through
+ * offsets, broadcasts, reshapes and selects; a pointer of unknown origin counts as every
+ * pointer parameter, so a bit is never missing where the access can happen. Bindings use
+ * METILE_PARAM_WRITE to refuse read-only memory for an output.
+ */
+METILE_API metile_status metile_program_param_access(const metile_program *program, size_t index,
+                                                     uint32_t *out);
+
 /* ------------------------------------------------------------------------------------------ */
 /** \name Kernels: a program compiled for a device */
 /* ------------------------------------------------------------------------------------------ */
@@ -514,11 +588,17 @@ typedef struct metile_compile_options {
   /** 1: bypass the compile cache for this kernel (memory and disk). */
   int32_t no_cache;
 } metile_compile_options;
+/** The defaults metile_compile_options_init() writes. */
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);
 
-/** Compiles (or loads from the cache). `options` may be NULL for defaults. */
+/**
+ * Compiles (or loads from the cache). `options` may be NULL for defaults. A host compiler, clang
+ * (metal-sim) or NVRTC compile that runs past $METILE_TIMEOUT_S seconds (default 600; 0 = no
+ * limit) is abandoned (a compiler process is killed) and reported as METILE_ERROR_COMPILE.
+ */
 METILE_API metile_status metile_kernel_compile(metile_kernel **out, metile_device *device,
                                                const metile_program *program,
                                                const metile_compile_options *options);
@@ -540,6 +620,7 @@ typedef struct metile_kernel_info {
   int32_t from_cache;     /**< 1 when loaded from the compile cache */
   double compile_seconds; /**< time spent compiling (or loading) */
 } metile_kernel_info;
+#define METILE_KERNEL_INFO_INIT {sizeof(metile_kernel_info), 0, 0, 0, 0.0}
 
 METILE_API metile_status metile_kernel_get_info(const metile_kernel *kernel,
                                                 metile_kernel_info *out);
@@ -571,11 +652,17 @@ typedef struct metile_arg {
   int64_t i;
   double f;
 } metile_arg;
+/** Arguments: a buffer (offset 0), an integer and a float (converted to the parameter's dtype). */
+#define METILE_ARG_BUFFER_INIT(buffer) {METILE_ARG_BUFFER, 0, (buffer), 0, 0, 0.0}
+#define METILE_ARG_I64_INIT(value) {METILE_ARG_I64, 0, 0, 0, (value), 0.0}
+#define METILE_ARG_F64_INIT(value) {METILE_ARG_F64, 0, 0, 0, 0, (value)}
 
 /**
  * Launches `kernel` over grid[0] x grid[1] x grid[2] program instances (each >= 1) with the
  * arguments in parameter order. Asynchronous on GPU devices. Arguments are checked against
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
+ * On interp and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0: no
+ * limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly written).
  */
 METILE_API metile_status metile_kernel_launch(metile_kernel *kernel, const uint32_t grid[3],
                                               const metile_arg *args, size_t num_args);
@@ -589,6 +676,16 @@ METILE_API metile_status metile_launch_create(metile_launch **out, metile_kernel
 /** Replaces argument `index` (checked like at creation). */
 METILE_API metile_status metile_launch_set_arg(metile_launch *launch, size_t index,
                                                const metile_arg *arg);
+/**
+ * Points pointer argument `index` at `bytes` of host memory that the launch's device uses in
+ * place, as a metile_buffer_wrap() buffer would be, without a handle: the cheap way to re-run a
+ * launch over a fresh host array. METILE_ERROR_UNSUPPORTED when the device would have to copy
+ * the memory (then wrap it in a buffer). The memory must stay valid while the launch may run
+ * over it (until the argument is replaced, the launch is released, or the device synchronized
+ * after its last run).
+ */
+METILE_API metile_status metile_launch_set_arg_memory(metile_launch *launch, size_t index,
+                                                      void *host, size_t bytes);
 METILE_API metile_status metile_launch_set_grid(metile_launch *launch, const uint32_t grid[3]);
 METILE_API metile_status metile_launch_run(metile_launch *launch);
 METILE_API metile_status metile_launch_release(metile_launch *launch);
@@ -604,6 +701,10 @@ METILE_API metile_status metile_launch_release(metile_launch *launch);
  * options and the canonical Tile IR. Many processes may share the directory. A corrupt or foreign
  * entry is ignored and replaced; a read-only or full disk means "no disk cache" and one warning,
  * never a failed compile. METILE_CACHE=0 disables the disk level. Settings are process-wide.
+ * Entries are code the process runs, so the directory is trusted only when it belongs to the user
+ * and no one else may write to it (else one warning and no disk cache), and each entry carries an
+ * HMAC keyed by a random per-user secret kept in it (file `secret`, mode 0600): an entry someone
+ * else wrote is a miss. The memory level keeps the most recently used kernels (128) loaded.
  */
 
 /**
@@ -639,6 +740,7 @@ typedef struct metile_cache_stats {
   /** Sum over hits of the build time each entry originally took. */
   double compile_seconds_saved;
 } metile_cache_stats;
+#define METILE_CACHE_STATS_INIT {sizeof(metile_cache_stats), 0, 0, 0, 0, 0, 0.0}
 
 METILE_API metile_status metile_cache_get_stats(metile_cache_stats *out);
 /**

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "cache/sha256.h"
+#include "cache/trust.h"
 #include "support/embedded.h"
 #include "support/env.h"
 #include "support/error.h"
@@ -179,14 +180,54 @@ std::string Cache::entry_path(const std::string& key) const {
   return d + "/" + key.substr(0, 2) + "/" + key + kEntrySuffix;
 }
 
-std::string Cache::disk_dir() const {
+std::string Cache::disk_dir(MacKey* mac) const {
   if (!disk_enabled()) return {};
   std::string d = dir();
-  if (d.empty())
+  if (d.empty()) {
     warn_once("cache: no directory",
               "compile cache: no cache directory (set METILE_CACHE_DIR or HOME); kernels are "
               "cached in memory only");
+    return {};
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (trusted_dir_ == d) {
+      *mac = secret_;
+      return d;
+    }
+  }
+  // Entries are code this process runs: only a directory of the user's that no one else can
+  // write, with the user's secret in it, is used (checked once per directory and process).
+  std::string why;
+  struct stat st;
+  if (::stat(d.c_str(), &st) != 0 && errno == ENOENT) {
+    if (int err = make_dirs(d)) why = cat("cannot create it: ", std::strerror(err));
+  }
+  if (why.empty()) why = untrusted_dir_reason(d);
+  std::optional<MacKey> secret;
+  if (why.empty()) secret = cache_secret(d, /*create=*/true, &why);
+  if (!secret) {
+    warn_once("cache: untrusted " + d,
+              cat("compile cache: not using ", d, " (", why, "); kernels are cached in memory only"));
+    return {};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  trusted_dir_ = d;
+  secret_ = *secret;
+  *mac = secret_;
   return d;
+}
+
+void Cache::set_memory_entries(size_t entries) {
+  std::vector<MemorySlot> dropped;  // destroyed after the lock: unloading code takes a while
+  std::lock_guard<std::mutex> lock(mu_);
+  memory_entries_ = std::max<size_t>(entries, 1);
+  while (memory_.size() > memory_entries_) {
+    auto it = memory_.find(recency_.back());
+    dropped.push_back(std::move(it->second));
+    memory_.erase(it);
+    recency_.pop_back();
+  }
 }
 
 std::optional<MemoryEntry> Cache::find_in_memory(const std::string& key,
@@ -194,25 +235,43 @@ std::optional<MemoryEntry> Cache::find_in_memory(const std::string& key,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = memory_.find({key, device.get()});
   if (it == memory_.end()) return std::nullopt;
+  recency_.splice(recency_.begin(), recency_, it->second.recency);
   stats_.memory_hits++;
-  stats_.compile_seconds_saved += it->second.second.build_seconds;
-  return it->second.second;
+  stats_.compile_seconds_saved += it->second.entry.build_seconds;
+  return it->second.entry;
 }
 
 void Cache::remember(const std::string& key, const std::shared_ptr<Device>& device,
                      MemoryEntry entry) {
+  std::vector<MemorySlot> dropped;
   std::lock_guard<std::mutex> lock(mu_);
-  memory_[{key, device.get()}] = {device, std::move(entry)};
+  MemoryKey k{key, device.get()};
+  auto it = memory_.find(k);
+  if (it != memory_.end()) {
+    dropped.push_back(std::move(it->second));
+    recency_.erase(it->second.recency);
+    memory_.erase(it);
+  }
+  recency_.push_front(k);
+  memory_[k] = {device, std::move(entry), recency_.begin()};
+  // Bounded: a process that compiles many distinct kernels keeps only the recent ones loaded.
+  while (memory_.size() > memory_entries_) {
+    auto last = memory_.find(recency_.back());
+    dropped.push_back(std::move(last->second));
+    memory_.erase(last);
+    recency_.pop_back();
+  }
 }
 
 std::optional<Cache::DiskHit> Cache::find_on_disk(const std::string& key) {
-  std::string d = disk_dir();
+  MacKey mac;
+  std::string d = disk_dir(&mac);
   auto digest = parse_key_hex(key);
   if (d.empty() || !digest) return std::nullopt;
   std::string path = entry_path(key);
   auto file = read_whole_file(path);
   if (!file) return std::nullopt;
-  auto raw = decode_entry(*file, *digest, PayloadKind::artifact, identity_.format_version);
+  auto raw = decode_entry(*file, *digest, PayloadKind::artifact, mac, identity_.format_version);
   if (!raw) {
     log(LogLevel::debug, cat("compile cache: ignoring unusable entry ", path));
     return std::nullopt;
@@ -231,10 +290,11 @@ void Cache::count_disk_hit(const DiskHit& hit) {
 }
 
 void Cache::store_on_disk(const std::string& key, const CachedArtifact& entry) {
-  std::string d = disk_dir();
+  MacKey mac;
+  std::string d = disk_dir(&mac);
   auto digest = parse_key_hex(key);
   if (d.empty() || !digest || writes_broken(d)) return;
-  Bytes file = encode_entry(*digest, PayloadKind::artifact, serialize_artifact(entry),
+  Bytes file = encode_entry(*digest, PayloadKind::artifact, serialize_artifact(entry), mac,
                             identity_.format_version);
   std::string path = d + "/" + key.substr(0, 2) + "/" + key + kEntrySuffix;
   WriteFaultHook hook;
@@ -359,10 +419,11 @@ std::string Cache::autotune_path(const std::string& dir, std::string_view key) c
 }
 
 void Cache::store_autotune(std::string_view key, std::string_view winner) {
-  std::string d = disk_dir();
+  MacKey mac;
+  std::string d = disk_dir(&mac);
   if (d.empty() || writes_broken(d)) return;
   auto digest = parse_key_hex(sha256_hex(key));
-  Bytes file = encode_entry(*digest, PayloadKind::autotune, serialize_autotune(key, winner),
+  Bytes file = encode_entry(*digest, PayloadKind::autotune, serialize_autotune(key, winner), mac,
                             identity_.format_version);
   WriteFaultHook hook;
   {
@@ -373,11 +434,12 @@ void Cache::store_autotune(std::string_view key, std::string_view winner) {
 }
 
 std::optional<std::string> Cache::find_autotune(std::string_view key) {
-  std::string d = disk_dir();
+  MacKey mac;
+  std::string d = disk_dir(&mac);
   if (d.empty()) return std::nullopt;
   auto file = read_whole_file(autotune_path(d, key));
   if (!file) return std::nullopt;
-  auto raw = decode_entry(*file, *parse_key_hex(sha256_hex(key)), PayloadKind::autotune,
+  auto raw = decode_entry(*file, *parse_key_hex(sha256_hex(key)), PayloadKind::autotune, mac,
                           identity_.format_version);
   if (!raw) return std::nullopt;
   return deserialize_autotune(*raw, key);
@@ -392,8 +454,10 @@ void Cache::clear() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     memory_.clear();
+    recency_.clear();
     stats_ = {};
     broken_dir_.clear();
+    trusted_dir_.clear();
     estimate_.reset();
   }
   std::string d = dir();

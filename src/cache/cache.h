@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,9 @@ struct MemoryEntry {
 };
 
 inline constexpr uint64_t kDefaultCacheMaxBytes = uint64_t{1} << 30;
+/** Kernels the memory level keeps loaded (least recently used ones beyond this are dropped, and
+ * their code unloaded once the caller releases them too). */
+inline constexpr size_t kDefaultMemoryEntries = 128;
 
 class Cache {
  public:
@@ -80,6 +84,8 @@ class Cache {
   /** set_max_bytes, else $METILE_CACHE_MAX_BYTES, else 1 GiB. */
   uint64_t max_bytes() const;
   void set_write_fault_hook(WriteFaultHook hook);
+  /** How many kernels the memory level keeps (at least 1). */
+  void set_memory_entries(size_t entries);
 
   const CacheIdentity& identity() const { return identity_; }
   /**
@@ -91,7 +97,8 @@ class Cache {
   /** Where the entry for `key` lives on disk ("" without a directory). */
   std::string entry_path(const std::string& key) const;
 
-  /** A kernel loaded earlier on this device instance; counts a memory hit. */
+  /** A kernel loaded earlier on this device instance (and still among the memory level's most
+   * recently used); counts a memory hit. */
   std::optional<MemoryEntry> find_in_memory(const std::string& key,
                                             const std::shared_ptr<Device>& device);
   void remember(const std::string& key, const std::shared_ptr<Device>& device, MemoryEntry entry);
@@ -122,8 +129,9 @@ class Cache {
     std::optional<bool> enabled;
     std::optional<uint64_t> max_bytes;
   };
-  /** Directory to read from and write to, or "" when the disk level is off. */
-  std::string disk_dir() const;
+  /** Directory to read from and write to, with its secret in `*mac`; "" when the disk level is
+   * off or the directory cannot be trusted (trust.h; warns once). */
+  std::string disk_dir(MacKey* mac) const;
   bool writes_broken(const std::string& dir) const;
   void write_failed(const std::string& dir, int err);
   void after_write(const std::string& dir, const std::string& path, uint64_t bytes);
@@ -142,9 +150,18 @@ class Cache {
   CacheStats stats_;
   // The entry owns its device: a kernel must not outlive the device it was loaded on, and a live
   // device's address cannot be reused by another one.
-  std::map<std::pair<std::string, const Device*>, std::pair<std::shared_ptr<Device>, MemoryEntry>>
-      memory_;
+  using MemoryKey = std::pair<std::string, const Device*>;
+  struct MemorySlot {
+    std::shared_ptr<Device> device;
+    MemoryEntry entry;
+    std::list<MemoryKey>::iterator recency;
+  };
+  std::map<MemoryKey, MemorySlot> memory_;
+  std::list<MemoryKey> recency_;  // most recently used first
+  size_t memory_entries_ = kDefaultMemoryEntries;
   std::string broken_dir_;  // writes to it failed; do not try again
+  mutable std::string trusted_dir_;  // checked by disk_dir(), whose secret is secret_
+  mutable MacKey secret_{};
   // Running estimate of the directory's size, started at the first write into it from a sample
   // of shards (or a full scan when the sample predicts more than the cap).
   std::string estimate_dir_;

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstring>
 
+#include "cache/sha256.h"
 #include "support/error.h"
 
 namespace metile {
@@ -102,7 +103,7 @@ uint32_t crc32_of(std::span<const uint8_t> data) {
 }
 
 Bytes encode_entry(const KeyDigest& key, PayloadKind kind, std::span<const uint8_t> raw,
-                   uint32_t format_version, int level) {
+                   const MacKey& mac, uint32_t format_version, int level) {
   z_stream z{};
   if (deflateInit(&z, level) != Z_OK) fail(METILE_ERROR_INTERNAL, "cache", "deflateInit failed");
   Bytes out(kEntryHeaderSize + deflateBound(&z, raw.size()));
@@ -134,11 +135,19 @@ Bytes encode_entry(const KeyDigest& key, PayloadKind kind, std::span<const uint8
   h.u32(crc32_of(raw));
   METILE_ASSERT(h.out.size() == kEntryHeaderSize);
   std::memcpy(out.data(), h.out.data(), kEntryHeaderSize);
+  Sha256::Digest tag = hmac_sha256(mac.data(), mac.size(), out.data(), out.size());
+  out.insert(out.end(), tag.begin(), tag.end());
   return out;
 }
 
-std::optional<Bytes> decode_entry(std::span<const uint8_t> file, const KeyDigest& key,
-                                  PayloadKind kind, uint32_t format_version) {
+std::optional<Bytes> decode_entry(std::span<const uint8_t> whole, const KeyDigest& key,
+                                  PayloadKind kind, const MacKey& mac, uint32_t format_version) {
+  if (whole.size() < kEntryHeaderSize + kEntryMacSize) return std::nullopt;
+  std::span<const uint8_t> file = whole.first(whole.size() - kEntryMacSize);
+  Sha256::Digest tag = hmac_sha256(mac.data(), mac.size(), file.data(), file.size());
+  uint8_t diff = 0;  // constant time: the comparison must not tell a forger how close it came
+  for (size_t i = 0; i < tag.size(); ++i) diff |= tag[i] ^ whole[file.size() + i];
+  if (diff != 0) return std::nullopt;
   Reader r(file);
   auto magic = r.take(4);
   uint32_t version = r.u32();

@@ -28,7 +28,8 @@ int fault(const WriteFaultHook& hook, const char* step, uint64_t offset) {
   return hook ? hook(step, offset) : 0;
 }
 
-// mkdir -p; EEXIST from a racing process is success.
+}  // namespace
+
 int make_dirs(const std::string& dir) {
   if (dir.empty()) return 0;
   struct stat st;
@@ -37,9 +38,11 @@ int make_dirs(const std::string& dir) {
   if (slash != std::string::npos && slash > 0) {
     if (int rc = make_dirs(dir.substr(0, slash))) return rc;
   }
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) return errno;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return errno;
   return 0;
 }
+
+namespace {
 
 // pid + per-process random + counter: unique across processes and threads, and across pid reuse
 // in containers where several hosts share the cache directory.
@@ -70,12 +73,13 @@ int write_all(int fd, std::span<const uint8_t> data, const WriteFaultHook& hook)
 
 }  // namespace
 
-std::optional<std::vector<uint8_t>> read_whole_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::optional<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t max_bytes) {
+  // Not a symlink's target, and never blocking on a FIFO or a device planted under the name.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::optional<std::vector<uint8_t>> out;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= max_bytes) {
     std::vector<uint8_t> data(static_cast<size_t>(st.st_size));
     size_t done = 0;
     bool ok = true;
@@ -103,7 +107,7 @@ int publish_file(const std::string& path, std::span<const uint8_t> data,
   }
   std::string tmp = temp_path_for(path);
   if (int rc = fault(hook, "open", 0)) return rc;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return errno;
   int rc = write_all(fd, data, hook);
   if (::close(fd) != 0 && rc == 0) rc = errno;

@@ -24,8 +24,17 @@ namespace metile {
  */
 using WriteFaultHook = std::function<int(const char* step, uint64_t offset)>;
 
-/** The whole file; nullopt when it cannot be opened or read. */
-std::optional<std::vector<uint8_t>> read_whole_file(const std::string& path);
+/** The largest file read_whole_file reads by default. */
+inline constexpr uint64_t kMaxReadBytes = uint64_t{256} << 20;
+
+/** The whole file; nullopt when it cannot be opened or read, is a symlink, is not a regular file
+ * (a FIFO must not block the reader) or is larger than `max_bytes`. */
+std::optional<std::vector<uint8_t>> read_whole_file(const std::string& path,
+                                                    uint64_t max_bytes = kMaxReadBytes);
+
+/** mkdir -p, new directories private to the user (0700); EEXIST from a racing process is
+ * success. Returns 0 or the errno. */
+int make_dirs(const std::string& dir);
 
 /**
  * Creates `path`'s directory if needed, writes `data` to a unique temp file beside `path` and

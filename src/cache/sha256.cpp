@@ -1,5 +1,7 @@
 #include "cache/sha256.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 namespace metile {
@@ -111,6 +113,31 @@ std::string sha256_hex(std::string_view data) {
   Sha256 h;
   h.update(data);
   return to_hex(h.finish());
+}
+
+Sha256::Digest hmac_sha256(const uint8_t* key, size_t key_size, const uint8_t* data, size_t size) {
+  std::array<uint8_t, 64> block{};
+  if (key_size > block.size()) {
+    Sha256 k;
+    k.update(key, key_size);
+    Sha256::Digest d = k.finish();
+    std::copy(d.begin(), d.end(), block.begin());
+  } else {
+    std::copy(key, key + key_size, block.begin());
+  }
+  std::array<uint8_t, 64> ipad, opad;
+  for (size_t i = 0; i < block.size(); ++i) {
+    ipad[i] = block[i] ^ 0x36;
+    opad[i] = block[i] ^ 0x5c;
+  }
+  Sha256 inner;
+  inner.update(ipad.data(), ipad.size());
+  inner.update(data, size);
+  Sha256::Digest in = inner.finish();
+  Sha256 outer;
+  outer.update(opad.data(), opad.size());
+  outer.update(in.data(), in.size());
+  return outer.finish();
 }
 
 }  // namespace metile

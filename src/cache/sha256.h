@@ -30,6 +30,9 @@ class Sha256 {
   uint64_t total_bytes_ = 0;
 };
 
+/** HMAC-SHA256 (RFC 2104) of `data` under `key`. */
+Sha256::Digest hmac_sha256(const uint8_t* key, size_t key_size, const uint8_t* data, size_t size);
+
 /** Lowercase hex of arbitrary bytes. */
 std::string to_hex(const uint8_t* data, size_t size);
 inline std::string to_hex(const Sha256::Digest& d) { return to_hex(d.data(), d.size()); }

@@ -11,6 +11,7 @@
 
 #include "support/error.h"
 #include "support/half.h"
+#include "support/text.h"
 
 namespace metile {
 
@@ -287,7 +288,9 @@ SourceWriter& SourceWriter::comment(std::string_view text) {
   while (start <= text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    line("// " + std::string(text.substr(start, end - start)));
+    // Comments carry user strings (source locations, names): printable_ascii keeps every one of
+    // them inside its comment (no \r, no line splice, no "*/").
+    line("// " + printable_ascii(text.substr(start, end - start)));
     start = end + 1;
   }
   return *this;

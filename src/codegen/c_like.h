@@ -102,7 +102,8 @@ class SourceWriter {
   SourceWriter& open(std::string_view head);
   /** Dedents and writes `}` plus `tail`. */
   SourceWriter& close(std::string_view tail = {});
-  /** A `// text` comment, one per line of `text`. */
+  /** A `// text` comment, one per line of `text`, each escaped by printable_ascii (user strings
+   * such as source locations pass through here and must stay comments). */
   SourceWriter& comment(std::string_view text);
   /** Raw text, written as is (e.g. a prelude). */
   SourceWriter& raw(std::string_view text);

@@ -2,8 +2,9 @@
 
 #include <set>
 
-#include "support/error.h"
 #include "ir/swizzle_names.h"
+#include "support/error.h"
+#include "support/text.h"
 
 namespace metile {
 
@@ -12,6 +13,7 @@ int category(DType d) { return d == DType::boolean ? 0 : is_int(d) ? 1 : 2; }
 }  // namespace
 
 Builder::Builder(std::string name) {
+  check_text(name, "kernel name", "builder", kMaxNameBytes);
   p_.name = std::move(name);
   in_scope_.push_back(false);
 }
@@ -35,11 +37,14 @@ void Builder::check_value(OpKind kind, ValueId v, const char* what) const {
 
 void Builder::set_loc(const std::string& file, int line) {
   check_open();
+  check_text(file, "source file name", "builder");
   loc_ = file.empty() ? Loc{} : Loc{p_.intern_file(file), line};
 }
 
 void Builder::set_constexpr(const std::string& name, const std::string& value) {
   check_open();
+  check_text(name, "constexpr name", "builder", kMaxNameBytes);
+  check_text(value, cat("constexpr ", name, "'s value"), "builder");
   for (auto& kv : p_.constexprs)
     if (kv.first == name) {
       kv.second = value;
@@ -61,6 +66,7 @@ void Builder::set_num_threads(int64_t n) {
 
 ValueId Builder::param(const std::string& name, const Type& type) {
   check_open();
+  check_text(name, "parameter name", "builder", kMaxNameBytes);
   if (!p_.body.ops.empty() || !open_.empty())
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name,
          " must be declared before any op");
@@ -518,6 +524,7 @@ ValueId Builder::shared(int64_t size, DType dtype) {
 
 std::pair<ValueId, ValueId> Builder::tile_swizzle(ValueId pid_m, ValueId pid_n,
                                                   std::string pattern, int block_size) {
+  check_text(pattern, "tile_swizzle pattern", "builder", kMaxNameBytes);
   canonical_swizzle(pattern, block_size);
   std::vector<ValueId> r = emit(OpKind::TILE_SWIZZLE, {pid_m, pid_n},
                                 {{"pattern", pattern}, {"block_size", int64_t{block_size}}});

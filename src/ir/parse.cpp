@@ -13,6 +13,7 @@
 
 #include "ir/tile_ir.h"
 #include "support/error.h"
+#include "support/text.h"
 
 namespace metile {
 
@@ -100,6 +101,9 @@ struct Parser {
       s += c;
     }
     expect("\"");
+    // Strings (source file names, constexpr values, attributes) may reach generated source.
+    std::string why = text_problem(s);
+    if (!why.empty()) bad("the string \"", printable_ascii(s.substr(0, 80)), "\" ", why);
     return s;
   }
   int64_t integer() {

@@ -5,6 +5,7 @@
 
 #include "ir/tile_ir.h"
 #include "support/error.h"
+#include "support/text.h"
 
 namespace metile {
 
@@ -124,6 +125,26 @@ struct Verifier {
 }  // namespace
 
 void verify(const Program& p) {
+  // Strings that may reach generated source. The builder and the parser check them where they
+  // enter; this covers programs made any other way.
+  auto check_string = [](const std::string& s, const std::string& what, size_t max_bytes) {
+    std::string why = text_problem(s, max_bytes);
+    if (!why.empty())
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", what, " \"", printable_ascii(s.substr(0, 80)),
+           "\" ", why);
+  };
+  check_string(p.name, "kernel name", kMaxNameBytes);
+  for (const std::string& f : p.files) check_string(f, "source file name", kMaxTextBytes);
+  for (const auto& [k, v] : p.constexprs) {
+    check_string(k, "constexpr name", kMaxNameBytes);
+    check_string(v, "constexpr value", kMaxTextBytes);
+  }
+  for (const Param& prm : p.params) check_string(prm.name, "parameter name", kMaxNameBytes);
+  walk(p.body, [&](const Op& op) {
+    for (const Attr& a : op.attrs)
+      if (const auto* sv = std::get_if<std::string>(&a.value))
+        check_string(*sv, cat(op_name(op.kind), " attribute ", a.name), kMaxTextBytes);
+  });
   if (!is_identifier(p.name))
     fail(METILE_ERROR_INVALID_PROGRAM, "verify", "kernel name \"", p.name,
          "\" is not an identifier");

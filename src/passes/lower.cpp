@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/param_access.h"
 #include "passes/lower_internal.h"
 
 namespace metile {
@@ -305,43 +306,12 @@ void Lowering::simt_op(const Op& op) {
 }
 
 // Threads may also exchange data through a buffer the kernel both writes and reads; then a
-// user barrier must order device memory too. Pointers are traced back to their parameters
-// (a pointer of unknown origin, such as a loop-carried one, counts as every parameter).
+// user barrier must order device memory too.
 bool Lowering::device_exchange() {
   if (device_exchange_ >= 0) return device_exchange_ == 1;
-  std::map<ValueId, const Op*> def;
-  walk(p.body, [&](const Op& o) {
-    for (ValueId r : o.results) def[r] = &o;
-  });
-  std::set<ValueId> params;
-  for (const Param& prm : p.params) params.insert(prm.value);
-  auto roots = [&](ValueId v, auto& self) -> std::set<ValueId> {
-    if (params.count(v)) return {v};
-    auto it = def.find(v);
-    if (it == def.end()) return params;  // a block argument
-    const Op& o = *it->second;
-    if (o.kind == OpKind::PTR_OFFSET || o.kind == OpKind::BROADCAST || o.kind == OpKind::RESHAPE)
-      return self(o.operands[0], self);
-    if (o.kind == OpKind::SELECT) {
-      std::set<ValueId> a = self(o.operands[1], self), c = self(o.operands[2], self);
-      a.insert(c.begin(), c.end());
-      return a;
-    }
-    return {};  // shared memory
-  };
-  std::set<ValueId> read, written;
-  walk(p.body, [&](const Op& o) {
-    if (o.kind == OpKind::LOAD || o.kind == OpKind::TILE_LOAD) {
-      std::set<ValueId> r = roots(o.operands[0], roots);
-      read.insert(r.begin(), r.end());
-    }
-    if (o.kind == OpKind::STORE || o.kind == OpKind::TILE_STORE) {
-      std::set<ValueId> w = roots(o.operands[0], roots);
-      written.insert(w.begin(), w.end());
-    }
-  });
+  ParamAccess access = param_access(p);
   bool both = false;
-  for (ValueId v : written) both = both || read.count(v);
+  for (ValueId v : access.written) both = both || access.read.count(v);
   device_exchange_ = both ? 1 : 0;
   return both;
 }

@@ -22,6 +22,10 @@ std::shared_ptr<Device> make_interp_device();
 std::string probe_cuda_device();
 std::shared_ptr<Device> make_cuda_device();
 
+/** metal: Metal.framework and the Objective-C runtime, opened with dlopen (src/runtime/metal). */
+std::string probe_metal_device();
+std::shared_ptr<Device> make_metal_device();
+
 /** metal-sim: needs clang >= 15 and an x86-64 or arm64 host (src/runtime/metal_sim). */
 std::string probe_metal_sim_device();
 std::shared_ptr<Device> make_metal_sim_device();

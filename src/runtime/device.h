@@ -43,6 +43,9 @@ class Buffer {
   virtual uint64_t device_address() { return reinterpret_cast<uint64_t>(contents()); }
   virtual size_t size() const = 0;
   virtual bool shares_memory() const { return false; }
+  /** The buffer that owns the memory: this one, or the one a wrapper (a DLPack import) wraps.
+   * Devices dispatch on its real kind, never on the wrapper's. */
+  virtual Buffer* underlying() { return this; }
   Device* device = nullptr;
 };
 
@@ -115,6 +118,21 @@ class Device {
   virtual std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes,
                                                      bool host_accessible);
   virtual void synchronize() {}
+  /**
+   * Ordering with other libraries' CUDA streams (DLPack's stream protocol); `stream` is a
+   * CUstream as an integer (0 and 1: the legacy default stream, 2: the per-thread one).
+   * wait_for_stream: launches issued from now on wait for the work queued on `stream` so far.
+   * signal_stream: work queued on `stream` from now on waits for the launches issued so far.
+   * Devices without streams finish their own launches before returning, so they need only
+   * synchronize() for the second (an asynchronous device without streams does exactly that).
+   */
+  virtual void wait_for_stream(uint64_t stream) { (void)stream; }
+  virtual void signal_stream(uint64_t stream) {
+    (void)stream;
+    synchronize();
+  }
+  /** The stream this device queues launches on, as an integer; 0 when it has none. */
+  virtual uint64_t stream() const { return 0; }
   /** Device kind + architecture + toolchain identity for cache keys; "" disables disk caching. */
   virtual std::string cache_identity() const { return {}; }
   virtual Artifact build(const Program& program, const CompileOptions& options) = 0;

@@ -14,6 +14,7 @@ const std::vector<DeviceEntry>& device_registry() {
       {"interp", probe_interp_device, make_interp_device},
       {"cpu", cpu_probe, cpu_create},
       {"cuda", probe_cuda_device, make_cuda_device},
+      {"metal", probe_metal_device, make_metal_device},
       {"metal-sim", probe_metal_sim_device, make_metal_sim_device},
   };
   return entries;

@@ -1,6 +1,7 @@
 /** \file dlpack_abi.h
- * The DLPack v0.8 structs (their layout is the ABI every producer and consumer shares), declared
- * here so metile needs no dlpack.h: capi/dlpack.cpp exports and imports them, tests build them.
+ * The DLPack structs (their layout is the ABI every producer and consumer shares): the legacy
+ * v0.8 DLManagedTensor and the v1.x DLManagedTensorVersioned, declared here so metile needs no
+ * dlpack.h: capi/dlpack.cpp exports and imports them, tests build them.
  */
 #pragma once
 
@@ -32,6 +33,20 @@ struct DLManagedTensor {
   void (*deleter)(DLManagedTensor* self);
 };
 
+struct DLPackVersion {
+  uint32_t major;
+  uint32_t minor;
+};
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+};
+
+inline constexpr uint32_t kDLPackMajor = 1, kDLPackMinor = 0;  // what metile writes and reads
+inline constexpr uint64_t kDLFlagReadOnly = 1, kDLFlagIsCopied = 2;
 inline constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
 inline constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6;
 

@@ -1,8 +1,12 @@
 #include "support/env.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -64,14 +68,36 @@ bool debug_stage_enabled(std::string_view stage) {
   return false;
 }
 
+namespace {
+
+// Writes a private new file and renames it over `path`: a symlink or file planted under the name
+// (METILE_DEBUG_DIR may be a shared directory) is replaced, never followed or written through.
+bool write_new_file(const std::string& path, std::string_view text) {
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + "." + std::to_string(::getpid()) + "." +
+                    std::to_string(counter.fetch_add(1)) + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  bool ok = ::close(fd) == 0 && done == text.size() && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) ::unlink(tmp.c_str());
+  return ok;
+}
+
+}  // namespace
+
 void debug_dump(std::string_view stage, std::string_view kernel, std::string_view text) {
   if (!debug_stage_enabled(stage)) return;
   std::string dir = env_string("METILE_DEBUG_DIR");
   if (!dir.empty()) {
     std::string path = dir + "/" + std::string(kernel) + "." + std::string(stage) + ".txt";
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-    if (out) return;
+    if (write_new_file(path, text)) return;
     warn_once(path, "cannot write debug dump " + path + "; printing it instead");
   }
   static std::mutex mu;

@@ -26,7 +26,7 @@ fi
 cmake_dir=$libdir/cmake/metile
 while IFS= read -r f; do
   case "$f" in
-    include/metile/metile.h | "$libdir"/pkgconfig/metile.pc) ;;
+    include/metile/metile.h | include/metile/metile.cdef | "$libdir"/pkgconfig/metile.pc) ;;
     "$libdir"/libmetile.so | "$libdir/libmetile.so.$major" | "$libdir/libmetile.so.$version") ;;
     "$cmake_dir"/metileConfig.cmake | "$cmake_dir"/metileConfigVersion.cmake) ;;
     "$cmake_dir"/metileTargets.cmake | "$cmake_dir"/metileTargets-*.cmake) ;;
@@ -55,6 +55,9 @@ private=$(pkg-config --libs --static metile)
 for l in -lz -lffi -ldl -lpthread; do
   has_word "$private" "$l" || fail "--libs --static '$private' lacks $l"
 done
+grep -q '^Requires.private: zlib libffi$' "$lib/pkgconfig/metile.pc" ||
+  fail "metile.pc does not name zlib and libffi in Requires.private"
+[ -f "$include_dir/metile/metile.cdef" ] || fail "metile.cdef is not installed beside metile.h"
 
 # Build every C example against the installed tree and run hello.
 if ! make -s -C "$src/examples/c" BUILD="$tmp/examples" >"$tmp/make.log" 2>&1; then

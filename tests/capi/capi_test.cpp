@@ -473,6 +473,24 @@ TEST(Program, PrintParseRoundTripAndSignature) {
   EXPECT_EQ(metile_program_release(p), METILE_OK);
 }
 
+TEST(Program, ParamAccessSaysWhichPointersAreReadAndWritten) {
+  metile_program* p = build_scale();  // loads X, stores Y; alpha and n are scalars
+  const uint32_t expect[] = {METILE_PARAM_READ, METILE_PARAM_WRITE, 0, 0};
+  for (size_t i = 0; i < 4; ++i) {
+    uint32_t bits = 99;
+    ASSERT_EQ(metile_program_param_access(p, i, &bits), METILE_OK) << last_error();
+    EXPECT_EQ(bits, expect[i]) << "parameter " << i;
+  }
+  EXPECT_TRUE(fails_with(metile_program_param_access(p, 4, nullptr),
+                         METILE_ERROR_INVALID_ARGUMENT, "out"));
+  uint32_t bits = 0;
+  EXPECT_TRUE(fails_with(metile_program_param_access(p, 4, &bits),
+                         METILE_ERROR_INVALID_ARGUMENT, "out of range"));
+  EXPECT_TRUE(fails_with(metile_program_param_access(nullptr, 0, &bits),
+                         METILE_ERROR_INVALID_ARGUMENT, "program"));
+  EXPECT_EQ(metile_program_release(p), METILE_OK);
+}
+
 TEST(Program, ParseErrorsAreInvalidProgramWithALine) {
   metile_program* p = nullptr;
   EXPECT_TRUE(fails_with(metile_program_parse(&p, "kernel @k() {\n  %1 = frobnicate\n}\n"),

@@ -80,6 +80,32 @@ int main(void) {
   metile_free(text);
   EXPECT(metile_program_release(program) == METILE_OK);
 
+  {
+    /* The initializer macros agree with the init function and the documented defaults. */
+    metile_compile_options defaults, by_macro = METILE_COMPILE_OPTIONS_INIT;
+    metile_type f32 = METILE_TYPE_INIT(METILE_DTYPE_F32);
+    metile_type f32p = METILE_POINTER_TYPE_INIT(METILE_DTYPE_F32);
+    metile_device_info info = METILE_DEVICE_INFO_INIT;
+    metile_kernel_info kinfo = METILE_KERNEL_INFO_INIT;
+    metile_cache_stats stats = METILE_CACHE_STATS_INIT;
+    metile_arg a_buf = METILE_ARG_BUFFER_INIT(NULL), a_i = METILE_ARG_I64_INIT(-5),
+               a_f = METILE_ARG_F64_INIT(2.5);
+    metile_compile_options_init(&defaults);
+    EXPECT(by_macro.struct_size == defaults.struct_size);
+    EXPECT(by_macro.num_threads == defaults.num_threads);
+    EXPECT(by_macro.allow_tf32 == defaults.allow_tf32);
+    EXPECT(by_macro.opt_level == defaults.opt_level);
+    EXPECT(by_macro.no_cache == defaults.no_cache);
+    EXPECT(f32.dtype == METILE_DTYPE_F32 && f32.rank == 0 && f32.is_pointer == 0);
+    EXPECT(f32p.is_pointer == 1 && f32p.address_space == METILE_ADDRESS_SPACE_DEVICE);
+    EXPECT(info.struct_size == sizeof info && kinfo.struct_size == sizeof kinfo);
+    EXPECT(stats.struct_size == sizeof stats);
+    EXPECT(a_buf.kind == METILE_ARG_BUFFER && a_buf.buffer == NULL && a_buf.offset == 0);
+    EXPECT(a_i.kind == METILE_ARG_I64 && a_i.i == -5);
+    EXPECT(a_f.kind == METILE_ARG_F64 && a_f.f == 2.5);
+    EXPECT(metile_device_get_info(NULL, &info) == METILE_ERROR_INVALID_ARGUMENT);
+  }
+
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
   else printf("header_c: ok (metile %s)\n", metile_version_string());
   return failures ? 1 : 0;

@@ -68,6 +68,18 @@ int main() {
   EXPECT(metile_builder_release(all.builder) == METILE_OK);
   EXPECT(metile_program_release(all.program) == METILE_OK);
 
+  {
+    // The initializer macros work as C++11 aggregate initializers too.
+    metile_compile_options defaults, by_macro = METILE_COMPILE_OPTIONS_INIT;
+    metile_type f32p = METILE_POINTER_TYPE_INIT(METILE_DTYPE_F32);
+    metile_arg a = METILE_ARG_BUFFER_INIT(nullptr), n = METILE_ARG_I64_INIT(7);
+    metile_cache_stats stats = METILE_CACHE_STATS_INIT;
+    metile_compile_options_init(&defaults);
+    EXPECT(std::memcmp(&by_macro, &defaults, sizeof defaults) == 0);
+    EXPECT(f32p.is_pointer == 1 && a.kind == METILE_ARG_BUFFER && n.i == 7);
+    EXPECT(stats.struct_size == sizeof stats);
+  }
+
   if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
   else std::printf("header_cpp: ok (metile %s)\n", metile_version_string());
   return failures ? 1 : 0;

@@ -121,9 +121,10 @@ struct FakeLaunchHandle {
     auto launch = std::make_unique<test::FakeLaunch>(dev.get());
     launch->sleep_ms = std::move(sleep_ms);
     raw = launch.get();
-    handle = capi::make_handle<metile_launch>();
-    handle->impl = std::move(launch);
-    handle->kernel = std::move(ck);
+    auto h = capi::make_handle<metile_launch>();
+    h->impl = std::move(launch);
+    h->kernel = std::move(ck);
+    handle = capi::publish(h);
   }
   ~FakeLaunchHandle() { metile_launch_release(handle); }
   metile_launch* handle;

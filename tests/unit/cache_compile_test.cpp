@@ -17,6 +17,7 @@ namespace metile {
 namespace {
 
 using test::all_files;
+using test::dir_secret;
 using test::FakeDevice;
 using test::store_const;
 using test::TempDir;
@@ -46,7 +47,9 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 // The entry at `path` decodes, for `key`, to a valid artifact.
 bool valid_entry(const std::string& path, const std::string& key) {
-  auto raw = decode_entry(read_bytes(path), *parse_key_hex(key), PayloadKind::artifact);
+  std::string dir = path.substr(0, path.size() - 72);  // <dir>/<2 hex>/<64 hex>.mtc
+  auto raw = decode_entry(read_bytes(path), *parse_key_hex(key), PayloadKind::artifact,
+                          dir_secret(dir));
   return raw && deserialize_artifact(*raw);
 }
 
@@ -174,17 +177,25 @@ TEST(CacheCompile, BadEntriesAreMissesAndGetReplaced) {
     write_bytes(p, read_bytes(cache_in(d)->entry_path(other->cache_key)));
   });
   expect_replaced(
-      "an entry of another format version", [](const std::string& p, const std::string&) {
+      "an entry of another format version", [](const std::string& p, const std::string& d) {
         auto b = read_bytes(p);
         auto key = *parse_key_hex(p.substr(p.size() - 68, 64));
-        auto raw = decode_entry(b, key, PayloadKind::artifact);
-        write_bytes(p, encode_entry(key, PayloadKind::artifact, *raw, kCacheFormatVersion + 1));
+        auto raw = decode_entry(b, key, PayloadKind::artifact, dir_secret(d));
+        write_bytes(p, encode_entry(key, PayloadKind::artifact, *raw, dir_secret(d),
+                                    kCacheFormatVersion + 1));
       });
   expect_replaced("a valid stream with a bad payload",
-                  [](const std::string& p, const std::string&) {
+                  [](const std::string& p, const std::string& d) {
                     auto key = *parse_key_hex(p.substr(p.size() - 68, 64));
                     Bytes junk = {1, 2, 3};
-                    write_bytes(p, encode_entry(key, PayloadKind::artifact, junk));
+                    write_bytes(p, encode_entry(key, PayloadKind::artifact, junk, dir_secret(d)));
+                  });
+  expect_replaced("a forged entry (right key and crc, no secret)",
+                  [](const std::string& p, const std::string& d) {
+                    auto key = *parse_key_hex(p.substr(p.size() - 68, 64));
+                    auto raw = decode_entry(read_bytes(p), key, PayloadKind::artifact, dir_secret(d));
+                    MacKey guess{};
+                    write_bytes(p, encode_entry(key, PayloadKind::artifact, *raw, guess));
                   });
 }
 
@@ -282,8 +293,8 @@ TEST(CacheCompile, StatisticsCountBytesAndSavedTime) {
   EXPECT_EQ(w.bytes_written, size);
   EXPECT_EQ(w.bytes_read, 0u);
 
-  auto raw =
-      decode_entry(read_bytes(path), *parse_key_hex(first->cache_key), PayloadKind::artifact);
+  auto raw = decode_entry(read_bytes(path), *parse_key_hex(first->cache_key),
+                          PayloadKind::artifact, dir_secret(dir.path()));
   double recorded = deserialize_artifact(*raw)->build_seconds;
   EXPECT_GT(recorded, 0.0);
 
@@ -588,7 +599,7 @@ TEST(CacheCompile, EntryThatNoLongerLoadsIsRebuilt) {
   CachedArtifact wrong{fake()->expected(*store_const("k", 99), {}), 0.5};
   std::string path = cache_in(dir.path())->entry_path(first->cache_key);
   write_bytes(path, encode_entry(*parse_key_hex(first->cache_key), PayloadKind::artifact,
-                                 serialize_artifact(wrong)));
+                                 serialize_artifact(wrong), dir_secret(dir.path())));
   auto dev = fake();
   auto cache = cache_in(dir.path());
   auto k = compile_kernel(*cache, dev, prog, {});
@@ -620,7 +631,7 @@ TEST(CacheAutotune, StoresAndLooksUpWinners) {
   EXPECT_FALSE(cache->find_autotune("gemm")) << "corrupt records read as missing";
   // A record that is intact but names another key is not this key's winner.
   write_bytes(gemm, encode_entry(*parse_key_hex(sha256_hex("gemm")), PayloadKind::autotune,
-                                 serialize_autotune("not gemm", "BM=32")));
+                                 serialize_autotune("not gemm", "BM=32"), dir_secret(dir.path())));
   EXPECT_FALSE(cache->find_autotune("gemm"));
   cache->set_enabled(false);
   cache->store_autotune("off", "x");

@@ -12,11 +12,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cache/sha256.h"
+#include "cache/trust.h"
 #include "frontend/builder.h"
 #include "runtime/device.h"
 #include "support/error.h"
@@ -162,12 +164,23 @@ class TempDir {
 };
 
 /** Every file under `dir`, relative paths. */
+// Every file under `dir` except the cache's secret (trust.h).
 inline std::vector<std::string> all_files(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   for (auto& e : std::filesystem::recursive_directory_iterator(dir, ec))
-    if (e.is_regular_file(ec)) out.push_back(std::filesystem::relative(e.path(), dir).string());
+    if (e.is_regular_file(ec) && std::filesystem::relative(e.path(), dir) != kCacheSecretName)
+      out.push_back(std::filesystem::relative(e.path(), dir).string());
   return out;
+}
+
+// The secret of the cache in `dir` (created there when missing), for tests that read or write
+// entries themselves.
+inline MacKey dir_secret(const std::string& dir) {
+  std::string why;
+  auto key = cache_secret(dir, /*create=*/true, &why);
+  if (!key) throw std::runtime_error("no cache secret in " + dir + ": " + why);
+  return *key;
 }
 
 }  // namespace metile::test

@@ -56,6 +56,9 @@ KeyDigest digest_of(std::string_view s) {
   return h.finish();
 }
 
+const MacKey kMac = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                     17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+
 Bytes sample_payload(size_t n) {
   Bytes b(n);
   for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>((i * 31) ^ (i >> 7));
@@ -66,9 +69,9 @@ TEST(CacheEntry, RoundTripsAndCompresses) {
   KeyDigest key = digest_of("k");
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{300000}}) {
     Bytes raw = sample_payload(n);
-    Bytes file = encode_entry(key, PayloadKind::artifact, raw);
+    Bytes file = encode_entry(key, PayloadKind::artifact, raw, kMac);
     ASSERT_EQ(std::memcmp(file.data(), "MTLC", 4), 0);
-    auto back = decode_entry(file, key, PayloadKind::artifact);
+    auto back = decode_entry(file, key, PayloadKind::artifact, kMac);
     ASSERT_TRUE(back) << n;
     EXPECT_EQ(*back, raw);
     if (n == 300000) {
@@ -80,34 +83,56 @@ TEST(CacheEntry, RoundTripsAndCompresses) {
 TEST(CacheEntry, RejectsEveryMismatch) {
   KeyDigest key = digest_of("k");
   Bytes raw = sample_payload(5000);
-  Bytes file = encode_entry(key, PayloadKind::artifact, raw);
-  EXPECT_FALSE(decode_entry(file, digest_of("other"), PayloadKind::artifact)) << "wrong key";
-  EXPECT_FALSE(decode_entry(file, key, PayloadKind::autotune)) << "wrong kind";
-  EXPECT_FALSE(decode_entry(file, key, PayloadKind::artifact, kCacheFormatVersion + 1))
+  Bytes file = encode_entry(key, PayloadKind::artifact, raw, kMac);
+  EXPECT_FALSE(decode_entry(file, digest_of("other"), PayloadKind::artifact, kMac)) << "wrong key";
+  EXPECT_FALSE(decode_entry(file, key, PayloadKind::autotune, kMac)) << "wrong kind";
+  EXPECT_FALSE(decode_entry(file, key, PayloadKind::artifact, kMac, kCacheFormatVersion + 1))
       << "wrong version";
-  Bytes v2 = encode_entry(key, PayloadKind::artifact, raw, kCacheFormatVersion + 1);
-  EXPECT_FALSE(decode_entry(v2, key, PayloadKind::artifact)) << "entry from another version";
-  EXPECT_TRUE(decode_entry(v2, key, PayloadKind::artifact, kCacheFormatVersion + 1));
+  Bytes v2 = encode_entry(key, PayloadKind::artifact, raw, kMac, kCacheFormatVersion + 1);
+  EXPECT_FALSE(decode_entry(v2, key, PayloadKind::artifact, kMac)) << "entry from another version";
+  EXPECT_TRUE(decode_entry(v2, key, PayloadKind::artifact, kMac, kCacheFormatVersion + 1));
+}
+
+// An entry written without the directory's secret (right key, right crc) is not accepted.
+TEST(CacheEntry, EntryWithAnotherSecretIsRejected) {
+  KeyDigest key = digest_of("k");
+  Bytes raw = sample_payload(500);
+  MacKey other = kMac;
+  other[0] ^= 1;
+  Bytes forged = encode_entry(key, PayloadKind::artifact, raw, other);
+  EXPECT_FALSE(decode_entry(forged, key, PayloadKind::artifact, kMac));
+  forged.resize(forged.size() - kEntryMacSize);  // no HMAC at all
+  EXPECT_FALSE(decode_entry(forged, key, PayloadKind::artifact, kMac));
+  EXPECT_TRUE(decode_entry(encode_entry(key, PayloadKind::artifact, raw, kMac), key,
+                           PayloadKind::artifact, kMac));
+}
+
+TEST(CacheEntry, HmacMatchesRfc4231) {
+  // RFC 4231 test case 2: key "Jefe", data "what do ya want for nothing?".
+  std::string k = "Jefe", d = "what do ya want for nothing?";
+  auto tag = hmac_sha256(reinterpret_cast<const uint8_t*>(k.data()), k.size(),
+                         reinterpret_cast<const uint8_t*>(d.data()), d.size());
+  EXPECT_EQ(to_hex(tag), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
 TEST(CacheEntry, EveryTruncationAndEveryByteFlipIsRejected) {
   KeyDigest key = digest_of("k");
   Bytes raw = sample_payload(700);
-  Bytes file = encode_entry(key, PayloadKind::artifact, raw);
+  Bytes file = encode_entry(key, PayloadKind::artifact, raw, kMac);
   for (size_t len = 0; len < file.size(); ++len) {
     std::span<const uint8_t> cut(file.data(), len);
-    EXPECT_FALSE(decode_entry(cut, key, PayloadKind::artifact)) << "truncated to " << len;
+    EXPECT_FALSE(decode_entry(cut, key, PayloadKind::artifact, kMac)) << "truncated to " << len;
   }
   Bytes longer = file;
   longer.push_back(0);
-  EXPECT_FALSE(decode_entry(longer, key, PayloadKind::artifact)) << "trailing garbage";
+  EXPECT_FALSE(decode_entry(longer, key, PayloadKind::artifact, kMac)) << "trailing garbage";
   // A flipped bit is either rejected or (for the few bits deflate ignores) harmless.
   int rejected = 0;
   for (size_t i = 0; i < file.size(); ++i) {
     for (uint8_t bit = 1; bit != 0; bit <<= 1) {
       Bytes bad = file;
       bad[i] ^= bit;
-      auto back = decode_entry(bad, key, PayloadKind::artifact);
+      auto back = decode_entry(bad, key, PayloadKind::artifact, kMac);
       if (back) {
         EXPECT_EQ(*back, raw) << "flipped bit " << int{bit} << " of byte " << i;
       }
@@ -119,9 +144,9 @@ TEST(CacheEntry, EveryTruncationAndEveryByteFlipIsRejected) {
 
 TEST(CacheEntry, HugeClaimedSizeIsRejectedWithoutAllocating) {
   KeyDigest key = digest_of("k");
-  Bytes file = encode_entry(key, PayloadKind::artifact, sample_payload(100));
+  Bytes file = encode_entry(key, PayloadKind::artifact, sample_payload(100), kMac);
   for (int i = 0; i < 8; ++i) file[44 + i] = 0xff;  // raw size field
-  EXPECT_FALSE(decode_entry(file, key, PayloadKind::artifact));
+  EXPECT_FALSE(decode_entry(file, key, PayloadKind::artifact, kMac));
 }
 
 TEST(CacheEntry, ArtifactRoundTrip) {

@@ -14,6 +14,7 @@ namespace metile {
 namespace {
 
 using test::all_files;
+using test::dir_secret;
 using test::FakeDevice;
 using test::store_const;
 using test::TempDir;
@@ -71,7 +72,7 @@ TEST(CacheProcesses, EightWritersOfTheSameKernelsAllSucceed) {
     std::string key = check.key(dev, *store_const("k" + std::to_string(k), k), {});
     std::ifstream in(check.entry_path(key), std::ios::binary);
     Bytes bytes{std::istreambuf_iterator<char>(in), {}};
-    auto raw = decode_entry(bytes, *parse_key_hex(key), PayloadKind::artifact);
+    auto raw = decode_entry(bytes, *parse_key_hex(key), PayloadKind::artifact, dir_secret(dir.path()));
     ASSERT_TRUE(raw) << "entry " << k << " is not valid";
     auto entry = deserialize_artifact(*raw);
     ASSERT_TRUE(entry);

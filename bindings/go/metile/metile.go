@@ -19,31 +19,60 @@ import (
 	"unsafe"
 )
 
-// Error is a failed call: the metile_status and the library's message.
+// Status is a metile_status value (pinned by the C ABI).
+type Status int
+
+// Status values.
+const (
+	OK                      Status = 0
+	StatusInvalidArgument   Status = 1
+	StatusInvalidProgram    Status = 2
+	StatusCompile           Status = 3
+	StatusUnsupported       Status = 4
+	StatusDeviceUnavailable Status = 5
+	StatusDevice            Status = 6
+	StatusOutOfMemory       Status = 7
+	StatusIO                Status = 8
+	StatusInternal          Status = 9
+)
+
+// String returns e.g. "METILE_ERROR_INVALID_ARGUMENT".
+func (s Status) String() string {
+	return C.GoString(C.metile_status_name(C.metile_status(s)))
+}
+
+// Error is a failed call: the status and the library's message.
 type Error struct {
-	Status  int
+	Status  Status
 	Message string
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("%s: %s", StatusName(e.Status), e.Message)
+	return fmt.Sprintf("%s: %s", e.Status, e.Message)
 }
+
+// Is makes errors.Is(err, metile.ErrInvalidArgument) (and the other sentinels) match any
+// *Error of that status.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Status == e.Status
+}
+
+// Sentinels for errors.Is, one per failing status.
+var (
+	ErrInvalidArgument   = &Error{Status: StatusInvalidArgument}
+	ErrInvalidProgram    = &Error{Status: StatusInvalidProgram}
+	ErrCompile           = &Error{Status: StatusCompile}
+	ErrUnsupported       = &Error{Status: StatusUnsupported}
+	ErrDeviceUnavailable = &Error{Status: StatusDeviceUnavailable}
+	ErrDevice            = &Error{Status: StatusDevice}
+	ErrOutOfMemory       = &Error{Status: StatusOutOfMemory}
+	ErrIO                = &Error{Status: StatusIO}
+	ErrInternal          = &Error{Status: StatusInternal}
+)
 
 // StatusName returns e.g. "METILE_ERROR_INVALID_ARGUMENT".
-func StatusName(status int) string {
-	return C.GoString(C.metile_status_name(C.metile_status(status)))
-}
-
-// Status values (pinned by the C ABI).
-const (
-	OK                 = int(C.METILE_OK)
-	ErrInvalidArgument = int(C.METILE_ERROR_INVALID_ARGUMENT)
-	ErrInvalidProgram  = int(C.METILE_ERROR_INVALID_PROGRAM)
-	ErrCompile         = int(C.METILE_ERROR_COMPILE)
-	ErrUnsupported     = int(C.METILE_ERROR_UNSUPPORTED)
-	ErrUnavailable     = int(C.METILE_ERROR_DEVICE_UNAVAILABLE)
-	ErrDevice          = int(C.METILE_ERROR_DEVICE)
-)
+func StatusName(status Status) string { return status.String() }
 
 // check turns a wrapper's status and error string into a Go error.
 func check(status C.metile_status, msg *C.char) error {
@@ -55,7 +84,7 @@ func check(status C.metile_status, msg *C.char) error {
 		text = C.GoString(msg)
 		C.free(unsafe.Pointer(msg))
 	}
-	return &Error{Status: int(status), Message: text}
+	return &Error{Status: Status(status), Message: text}
 }
 
 // Version returns the library version, e.g. "0.1.0".
@@ -108,12 +137,17 @@ func OpenDevice(name string) (*Device, error) {
 	return d, nil
 }
 
-// Close releases the device handle (idempotent).
-func (d *Device) Close() {
-	if d.raw != nil {
-		C.metile_device_release(d.raw)
-		d.raw = nil
+// Close releases the device (idempotent: later calls return nil). Its error is the
+// library's, e.g. for a handle it no longer knows.
+func (d *Device) Close() error {
+	if d.raw == nil {
+		return nil
 	}
+	var msg *C.char
+	err := check(C.go_metile_device_release(&msg, d.raw), msg)
+	d.raw = nil
+	runtime.SetFinalizer(d, nil)
+	return err
 }
 
 // Name returns the device's name.
@@ -151,36 +185,88 @@ func (d *Device) Alloc(bytes int) (*Buffer, error) {
 	return b, nil
 }
 
-// BufferFromFloat32 returns a new buffer holding a copy of data.
-func (d *Device) BufferFromFloat32(data []float32) (*Buffer, error) {
-	b, err := d.Alloc(4 * len(data))
+// Number is an element type buffers hold (metile's f32, i32, u32, i64, i8, u8).
+type Number interface {
+	~float32 | ~int32 | ~uint32 | ~int64 | ~int8 | ~uint8
+}
+
+// BufferFrom returns a new buffer holding a copy of data.
+func BufferFrom[T Number](d *Device, data []T) (*Buffer, error) {
+	var zero T
+	b, err := d.Alloc(int(unsafe.Sizeof(zero)) * len(data))
 	if err != nil {
 		return nil, err
 	}
-	copy(b.Float32s(), data)
+	if err := CopyIn(b, data); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
 }
 
-// Close releases the buffer (idempotent).
-func (b *Buffer) Close() {
-	if b.raw != nil {
-		C.metile_buffer_release(b.raw)
-		b.raw = nil
+// BufferFromFloat32 returns a new buffer holding a copy of data.
+func (d *Device) BufferFromFloat32(data []float32) (*Buffer, error) { return BufferFrom(d, data) }
+
+// With calls fn with a view of the buffer's contents as []T. The view is valid only while fn
+// runs (the buffer is kept alive until fn returns): never keep it, copy out what you need.
+// Synchronize the device first after asynchronous launches.
+func With[T Number](b *Buffer, fn func([]T)) error {
+	p, err := b.contents()
+	if err != nil {
+		return err
 	}
+	var zero T
+	fn(unsafe.Slice((*T)(p), b.bytes/int(unsafe.Sizeof(zero))))
+	runtime.KeepAlive(b)
+	return nil
 }
 
-func (b *Buffer) contents() unsafe.Pointer {
+// CopyOut returns a copy of the buffer's contents as []T (it outlives the buffer).
+func CopyOut[T Number](b *Buffer) ([]T, error) {
+	var out []T
+	err := With(b, func(v []T) { out = append([]T(nil), v...) })
+	return out, err
+}
+
+// CopyIn copies data to the start of the buffer; more data than fits is an error.
+func CopyIn[T Number](b *Buffer, data []T) error {
+	var zero T
+	if n := len(data) * int(unsafe.Sizeof(zero)); n > b.bytes {
+		return &Error{Status: StatusInvalidArgument,
+			Message: fmt.Sprintf("[api] CopyIn: %d bytes do not fit in a %d-byte buffer", n, b.bytes)}
+	}
+	return With(b, func(v []T) { copy(v, data) })
+}
+
+// Float32s returns a copy of the contents as float32s (see With for a view without a copy).
+func (b *Buffer) Float32s() []float32 {
+	out, err := CopyOut[float32](b)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// Close releases the buffer (idempotent: later calls return nil). Its error is the
+// library's, e.g. for a handle it no longer knows.
+func (b *Buffer) Close() error {
+	if b.raw == nil {
+		return nil
+	}
+	var msg *C.char
+	err := check(C.go_metile_buffer_release(&msg, b.raw), msg)
+	b.raw = nil
+	runtime.SetFinalizer(b, nil)
+	return err
+}
+
+func (b *Buffer) contents() (unsafe.Pointer, error) {
 	var p unsafe.Pointer
 	var msg *C.char
 	if err := check(C.go_metile_buffer_contents(&msg, b.raw, &p), msg); err != nil {
-		panic(err)
+		return nil, err
 	}
-	return p
-}
-
-// Float32s views the contents as float32s (no copy; synchronize first after async launches).
-func (b *Buffer) Float32s() []float32 {
-	return unsafe.Slice((*float32)(b.contents()), b.bytes/4)
+	return p, nil
 }
 
 // Value is a value inside a Builder; the zero Value means "none" for optional operands.
@@ -206,12 +292,17 @@ func NewBuilder(name string) (*Builder, error) {
 	return b, nil
 }
 
-// Close releases the builder (idempotent).
-func (b *Builder) Close() {
-	if b.raw != nil {
-		C.metile_builder_release(b.raw)
-		b.raw = nil
+// Close releases the builder (idempotent: later calls return nil). Its error is the
+// library's, e.g. for a handle it no longer knows.
+func (b *Builder) Close() error {
+	if b.raw == nil {
+		return nil
 	}
+	var msg *C.char
+	err := check(C.go_metile_builder_release(&msg, b.raw), msg)
+	b.raw = nil
+	runtime.SetFinalizer(b, nil)
+	return err
 }
 
 // Err returns the first error the builder met.
@@ -321,6 +412,15 @@ const (
 	OpMax     = int(C.METILE_OP_REDUCE_MAX)
 )
 
+// Op codes for Atomic.
+const (
+	OpAtomicAdd  = int(C.METILE_OP_ATOMIC_ADD)
+	OpAtomicMax  = int(C.METILE_OP_ATOMIC_MAX)
+	OpAtomicMin  = int(C.METILE_OP_ATOMIC_MIN)
+	OpAtomicXchg = int(C.METILE_OP_ATOMIC_XCHG)
+	OpAtomicCas  = int(C.METILE_OP_ATOMIC_CAS)
+)
+
 // Binary applies a binary op or comparison (promoting and broadcasting like numpy).
 func (b *Builder) Binary(op int, x, y Value) Value {
 	if !b.ok() {
@@ -378,6 +478,17 @@ func (b *Builder) Load(ptrs, mask, other Value) Value {
 	var v C.metile_value
 	var msg *C.char
 	return b.value(C.go_metile_builder_load(&msg, b.raw, C.metile_value(ptrs), C.metile_value(mask), C.metile_value(other), &v), msg, v)
+}
+
+// Atomic is an atomic read-modify-write (op: OpAtomicAdd, ...; cmp only for the CAS op, else
+// the zero Value) where mask (zero Value: everywhere); it gives the old values, 0 where masked.
+func (b *Builder) Atomic(op int, ptrs, cmp, value, mask Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_atomic(&msg, b.raw, C.metile_op(op), C.metile_value(ptrs), C.metile_value(cmp), C.metile_value(value), C.metile_value(mask), &v), msg, v)
 }
 
 // Store writes value through ptrs where mask (zero Value: everywhere).
@@ -476,12 +587,17 @@ func (b *Builder) Finish() (*Program, error) {
 	return p, nil
 }
 
-// Close releases the program (idempotent).
-func (p *Program) Close() {
-	if p.raw != nil {
-		C.metile_program_release(p.raw)
-		p.raw = nil
+// Close releases the program (idempotent: later calls return nil). Its error is the
+// library's, e.g. for a handle it no longer knows.
+func (p *Program) Close() error {
+	if p.raw == nil {
+		return nil
 	}
+	var msg *C.char
+	err := check(C.go_metile_program_release(&msg, p.raw), msg)
+	p.raw = nil
+	runtime.SetFinalizer(p, nil)
+	return err
 }
 
 // Text returns the canonical text form.
@@ -509,21 +625,30 @@ func Compile(d *Device, p *Program) (*Kernel, error) {
 	return k, nil
 }
 
-// Close releases the kernel (idempotent).
-func (k *Kernel) Close() {
-	if k.raw != nil {
-		C.metile_kernel_release(k.raw)
-		k.raw = nil
+// Close releases the kernel (idempotent: later calls return nil). Its error is the
+// library's, e.g. for a handle it no longer knows.
+func (k *Kernel) Close() error {
+	if k.raw == nil {
+		return nil
 	}
+	var msg *C.char
+	err := check(C.go_metile_kernel_release(&msg, k.raw), msg)
+	k.raw = nil
+	runtime.SetFinalizer(k, nil)
+	return err
 }
 
 // Arg is one launch argument: BufferArg, I32Arg or F32Arg.
-type Arg struct{ c C.metile_arg }
+type Arg struct {
+	c    C.metile_arg
+	keep *Buffer // alive until the launch call returns (Launch keeps its args alive)
+}
 
 func BufferArg(b *Buffer) Arg {
 	var a Arg
 	a.c.kind = C.METILE_ARG_BUFFER
 	a.c.buffer = b.raw
+	a.keep = b
 	return a
 }
 

@@ -1,9 +1,11 @@
 package metile
 
 import (
+	"errors"
 	"math"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -148,7 +150,7 @@ func TestGemmWithBounds(t *testing.T) {
 	}
 	d := device(t)
 	k, err := Compile(d, prog)
-	if e, ok := err.(*Error); ok && e.Status == ErrUnsupported {
+	if e, ok := err.(*Error); ok && e.Status == StatusUnsupported {
 		t.Skipf("device %s: %v", d.Name(), err)
 	} else if err != nil {
 		t.Fatal(err)
@@ -182,11 +184,92 @@ func TestErrorsCarryStatusAndLocation(t *testing.T) {
 	b.Add(b.Arange(0, 8), b.Arange(0, 16))
 	_, err := b.Finish()
 	e, ok := err.(*Error)
-	if !ok || e.Status != ErrInvalidProgram || !strings.Contains(e.Message, "bad.go:42") {
+	if !ok || e.Status != StatusInvalidProgram || !strings.Contains(e.Message, "bad.go:42") {
 		t.Fatalf("unexpected error %v", err)
 	}
 	if _, err := OpenDevice("no-such-device"); err == nil || !strings.Contains(err.Error(), "no-such-device") {
 		t.Fatalf("unexpected error %v", err)
+	}
+}
+
+func TestErrorsMatchSentinelsWithErrorsIs(t *testing.T) {
+	_, err := OpenDevice("no-such-device")
+	if !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrDevice) {
+		t.Fatalf("errors.Is does not match the status: %v", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Status != StatusInvalidArgument ||
+		e.Status.String() != "METILE_ERROR_INVALID_ARGUMENT" {
+		t.Fatalf("unexpected error %#v", err)
+	}
+}
+
+func TestCloseReturnsAnErrorAndIsIdempotent(t *testing.T) {
+	d := device(t)
+	b, err := d.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := CopyOut[float32](b); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("reading a closed buffer: %v", err)
+	}
+	var closer interface{ Close() error } = d // an io.Closer
+	if err := closer.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A copy from CopyOut (or Float32s) outlives its buffer: the buffer is closed and collected
+// (finalizers run) before the copy is read. Views exist only inside With.
+func TestCopiesOutliveTheirBuffer(t *testing.T) {
+	d := device(t)
+	b, err := BufferFrom(d, []int32{1, 2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := CopyOut[int32](b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.Float32s()
+	b = nil
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	for i, v := range got {
+		if v != int32(i+1) {
+			t.Fatalf("element %d = %d", i, v)
+		}
+	}
+	if len(f) != 4 {
+		t.Fatalf("Float32s gave %d elements", len(f))
+	}
+	u8, err := BufferFrom(d, []uint8{7, 8, 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u8.Close()
+	sum := 0
+	if err := With(u8, func(v []uint8) {
+		for _, x := range v {
+			sum += int(x)
+		}
+		v[0] = 1
+	}); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := CopyOut[uint8](u8)
+	if sum != 24 || again[0] != 1 {
+		t.Fatalf("With: sum %d, first %d", sum, again[0])
+	}
+	if err := CopyIn(u8, []uint8{1, 2, 3, 4}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("CopyIn of too much: %v", err)
 	}
 }
 

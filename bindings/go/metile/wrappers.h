@@ -41,6 +41,24 @@ static inline metile_status go_metile_device_synchronize(char **err, metile_devi
   return s;
 }
 
+static inline metile_status go_metile_device_stream(char **err, metile_device * device, uint64_t * out) {
+  metile_status s = metile_device_stream(device, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_device_wait_stream(char **err, metile_device * device, uint64_t stream) {
+  metile_status s = metile_device_wait_stream(device, stream);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_device_signal_stream(char **err, metile_device * device, uint64_t stream) {
+  metile_status s = metile_device_signal_stream(device, stream);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_buffer_alloc(char **err, metile_buffer * * out, metile_device * device, size_t bytes) {
   metile_status s = metile_buffer_alloc(out, device, bytes);
   if (s != METILE_OK) *err = strdup(metile_last_error());
@@ -85,6 +103,18 @@ static inline metile_status go_metile_buffer_to_dlpack(char **err, metile_buffer
 
 static inline metile_status go_metile_buffer_from_dlpack(char **err, metile_buffer * * out, metile_device * device, void * managed_tensor) {
   metile_status s = metile_buffer_from_dlpack(out, device, managed_tensor);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_buffer_to_dlpack_versioned(char **err, metile_buffer * buffer, metile_dtype dtype, int32_t ndim, const int64_t * shape, void * * out_managed_tensor) {
+  metile_status s = metile_buffer_to_dlpack_versioned(buffer, dtype, ndim, shape, out_managed_tensor);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_buffer_from_dlpack_versioned(char **err, metile_buffer * * out, metile_device * device, void * managed_tensor) {
+  metile_status s = metile_buffer_from_dlpack_versioned(out, device, managed_tensor);
   if (s != METILE_OK) *err = strdup(metile_last_error());
   return s;
 }
@@ -329,6 +359,12 @@ static inline metile_status go_metile_program_param(char **err, const metile_pro
   return s;
 }
 
+static inline metile_status go_metile_program_param_access(char **err, const metile_program * program, size_t index, uint32_t * out) {
+  metile_status s = metile_program_param_access(program, index, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_kernel_compile(char **err, metile_kernel * * out, metile_device * device, const metile_program * program, const metile_compile_options * options) {
   metile_status s = metile_kernel_compile(out, device, program, options);
   if (s != METILE_OK) *err = strdup(metile_last_error());
@@ -379,6 +415,12 @@ static inline metile_status go_metile_launch_create(char **err, metile_launch * 
 
 static inline metile_status go_metile_launch_set_arg(char **err, metile_launch * launch, size_t index, const metile_arg * arg) {
   metile_status s = metile_launch_set_arg(launch, index, arg);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_launch_set_arg_memory(char **err, metile_launch * launch, size_t index, void * host, size_t bytes) {
+  metile_status s = metile_launch_set_arg_memory(launch, index, host, bytes);
   if (s != METILE_OK) *err = strdup(metile_last_error());
   return s;
 }

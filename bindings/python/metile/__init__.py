@@ -20,7 +20,8 @@ from ._buffer import Buffer, from_dlpack
 from ._device import Device, devices, get_device, set_device, synchronize, use_device
 from ._errors import (CompileError, DeviceError, DeviceUnavailableError, InternalError,
                       InvalidArgumentError, InvalidProgramError, MetileError, MetileIOError,
-                      OutOfMemoryError, TracingError, UnsupportedError)
+                      OutOfMemoryError, PerformanceWarning, TracingError,
+                      UnsupportedError)
 from ._kernel import CompiledKernel, KernelFunction, Launcher, PreparedLaunch, Program, kernel
 from ._lang import (absolute as abs, arange, barrier, broadcast_to, cast, cdiv, ceil, constexpr,
                     cos, dot, erf, exp, exp2, floor, full, load, log, log2, maximum, minimum,
@@ -43,7 +44,7 @@ float32, float16, bfloat16 = "f32", "f16", "bf16"
 int32, uint32, int64, int8, uint8, bool_ = "i32", "u32", "i64", "i8", "u8", "bool"
 
 
-def astype(x, dtype):
+def astype(x: Value, dtype: str) -> Value:
     """Same as cast(x, dtype)."""
     return cast(x, dtype)
 

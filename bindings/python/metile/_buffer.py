@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import math
 import weakref
+from typing import Any, Sequence, Union
 
 import numpy as np
 
@@ -19,6 +20,11 @@ from ._device import Device, get_device, open_device
 from ._errors import InvalidArgumentError, check, error_for
 
 _BufPtr = ctypes.POINTER(_ffi.metile_buffer)
+
+# What a dtype or device argument accepts.
+DTypeLike = Union[str, np.dtype, type]
+DeviceLike = Union[str, Device, None]
+ShapeLike = Union[int, Sequence[int]]
 
 
 def _shape_of(shape) -> tuple[int, ...]:
@@ -58,10 +64,11 @@ def _device_of(device) -> Device:
 class Buffer:
     """A typed, shaped block of unified memory usable as a kernel pointer argument."""
 
-    __slots__ = ("_handle", "_arg", "device", "shape", "dtype", "nbytes", "_ptr", "_source",
+    __slots__ = ("_handle", "_arg", "device", "shape", "metile_dtype", "nbytes", "_ptr", "_source",
                  "shares_memory", "_memory", "_view", "__weakref__")
 
-    def __init__(self, data=None, *, shape=None, dtype=None, device=None):
+    def __init__(self, data: Any = None, *, shape: ShapeLike | None = None,
+                 dtype: DTypeLike | None = None, device: DeviceLike = None) -> None:
         if shape is not None:
             # The original's form, Buffer(shape=..., dtype=...): a new zero-filled buffer.
             if data is not None:
@@ -98,7 +105,8 @@ class Buffer:
 
     # -------------------------------------------------------------------------- constructors
     @classmethod
-    def zeros(cls, shape, dtype="f32", device=None) -> "Buffer":
+    def zeros(cls, shape: ShapeLike, dtype: DTypeLike = "f32",
+              device: DeviceLike = None) -> "Buffer":
         """A zero-filled buffer of `shape` and `dtype` (default float32)."""
         self = cls.__new__(cls)
         self._init_zeros(shape, dtype, device, "Buffer.zeros")
@@ -115,7 +123,8 @@ class Buffer:
     empty = zeros
 
     @classmethod
-    def from_numpy(cls, arr, dtype=None, device=None) -> "Buffer":
+    def from_numpy(cls, arr: np.ndarray, dtype: DTypeLike | None = None,
+                   device: DeviceLike = None) -> "Buffer":
         """Same as Buffer(data=arr): shares arr's memory when the device can address it."""
         return cls(data=arr, dtype=dtype, device=device)
 
@@ -130,7 +139,7 @@ class Buffer:
 
     def _init_common(self, dev, dtype, shape):
         self.device = dev
-        self.dtype = dtype
+        self.metile_dtype = dtype  # the metile dtype name ("f32", "bf16", ...)
         self.shape = shape
         self.nbytes = math.prod(shape) * _dtypes.itemsize(dtype)
         self._view = None
@@ -155,6 +164,12 @@ class Buffer:
 
     # ----------------------------------------------------------------------------- access
     @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of the elements as stored (uint16 for bf16, which numpy lacks);
+        `metile_dtype` is the metile name ("f32", "bf16", ...)."""
+        return _dtypes.storage(self.metile_dtype)
+
+    @property
     def size(self) -> int:
         return math.prod(self.shape)
 
@@ -162,7 +177,7 @@ class Buffer:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d buffer")
         return self.shape[0]
@@ -170,7 +185,7 @@ class Buffer:
     @property
     def __array_interface__(self):
         # Does not synchronize (numpy reads it implicitly); numpy() does.
-        return {"version": 3, "shape": self.shape, "typestr": _dtypes.storage(self.dtype).str,
+        return {"version": 3, "shape": self.shape, "typestr": self.dtype.str,
                 "data": (self._ptr, False), "strides": None}
 
     def numpy(self) -> np.ndarray:
@@ -183,32 +198,44 @@ class Buffer:
             self._view = np.asarray(self._memory)
         return self._view
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         share = ", shares memory" if self.shares_memory else ""
-        return (f"metile.Buffer(shape={self.shape}, dtype={self.dtype}, "
+        return (f"metile.Buffer(shape={self.shape}, dtype={self.metile_dtype}, "
                 f"device={self.device.name}{share})")
 
     # ------------------------------------------------------------------------------ DLPack
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
+        # cuda buffers are managed memory, which consumers take as plain device memory.
         if self.device.name == "cuda":
-            return (_dlpack.KDL_CUDA_MANAGED, 0)
+            return (_dlpack.KDL_CUDA, 0)
         return (_dlpack.KDL_CPU, 0)
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, *, stream: int | None = None,
+                   max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """The DLPack protocol: a capsule over this buffer's memory (never a copy). `stream` is
+        the consumer's CUDA stream: its later work waits for this device's launches (-1: no
+        ordering; None: this device is synchronized). A `max_version` of 1.0 or later gets a
+        versioned (DLPack 1.0) tensor, else the legacy one."""
         if copy:
             raise BufferError("metile.Buffer.__dlpack__ shares memory; copy=True is not supported")
-        if self.device.asynchronous:
-            self.device.synchronize()
-        dev_type = self.__dlpack_device__()[0]
-        if _ffi.has("metile_buffer_to_dlpack"):
-            shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
-            out = ctypes.c_void_p()
-            check(_ffi.metile_buffer_to_dlpack(self._handle, _dtypes.to_enum(self.dtype),
-                                               len(self.shape), shape, ctypes.byref(out)),
-                  "__dlpack__")
-            return _dlpack.capsule_from_managed(out.value)
-        address = _dlpack.build_managed(self, self._ptr, self.dtype, self.shape, dev_type)
-        return _dlpack.capsule_from_managed(address)
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"metile.Buffer.__dlpack__: the buffer lives on DLPack device "
+                              f"{self.__dlpack_device__()}, not {tuple(dl_device)}")
+        if stream is None:
+            if self.device.asynchronous:
+                self.device.synchronize()
+        elif stream != -1:
+            check(_ffi.metile_device_signal_stream(self.device._handle, int(stream)),
+                  "__dlpack__(stream=...)")
+        versioned = max_version is not None and tuple(max_version) >= _dlpack.VERSION
+        export = (_ffi.metile_buffer_to_dlpack_versioned if versioned
+                  else _ffi.metile_buffer_to_dlpack)
+        shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
+        out = ctypes.c_void_p()
+        check(export(self._handle, _dtypes.to_enum(self.metile_dtype), len(self.shape), shape,
+                     ctypes.byref(out)), "__dlpack__")
+        return _dlpack.capsule(out.value, versioned)
 
 
 def _array_dtype(arr: np.ndarray, dtype, what: str) -> str:
@@ -221,50 +248,55 @@ def _array_dtype(arr: np.ndarray, dtype, what: str) -> str:
     return name
 
 
-def from_dlpack(obj, device=None) -> Buffer:
-    """Imports a DLPack tensor (anything with __dlpack__, e.g. a numpy array) without a copy when
-    the device can address its memory. The tensor must be compact row-major."""
+def _dlpack_capsule(obj, dev):
+    """obj.__dlpack__ asked, as the protocol says, for the newest ABI metile reads and for the
+    producer to order its work before `dev`'s stream (older producers take fewer keywords)."""
+    kwargs = {}
+    if dev.asynchronous:
+        stream = ctypes.c_uint64()
+        check(_ffi.metile_device_stream(dev._handle, ctypes.byref(stream)), "from_dlpack")
+        kwargs["stream"] = stream.value or 1  # 0 would mean "no stream given" to DLPack
+    try:
+        return obj.__dlpack__(max_version=_dlpack.VERSION, **kwargs)
+    except TypeError:
+        return obj.__dlpack__(**kwargs)
+
+
+def from_dlpack(obj: Any, device: DeviceLike = None) -> Buffer:
+    """Imports a DLPack tensor (anything with __dlpack__: a numpy array, a torch tensor) without
+    a copy when the device can address its memory. The tensor must be compact row-major. On
+    cuda the producer orders its pending work before the device's launches (DLPack `stream=`)."""
     if not hasattr(obj, "__dlpack__"):
         raise InvalidArgumentError(f"from_dlpack: {type(obj).__name__} has no __dlpack__ method")
     dev = _device_of(device)
-    native = _ffi.has("metile_buffer_from_dlpack")  # it also accepts CUDA device memory
-    if hasattr(obj, "__dlpack_device__") and not native:
-        dev_type, _ = obj.__dlpack_device__()
-        if int(dev_type) not in (_dlpack.KDL_CPU, _dlpack.KDL_CUDA_HOST, _dlpack.KDL_CUDA_MANAGED):
-            raise InvalidArgumentError(
-                f"from_dlpack: tensors on DLPack device type {int(dev_type)} are not "
-                "host-addressable; only CPU, CUDA-host and CUDA-managed memory can be imported")
-    capsule = obj.__dlpack__()
-    address = _dlpack.take_capsule(capsule)
-    t = _dlpack.managed(address).dl_tensor
+    capsule = _dlpack_capsule(obj, dev)
+    address, versioned = _dlpack.open_capsule(capsule)
+    m = _dlpack.managed(address, versioned)
+    t = m.dl_tensor
     dtype = _dlpack.dtype_from_dl(t.dtype.code, t.dtype.bits, t.dtype.lanes)
     if dtype is None:
         raise InvalidArgumentError(
             f"from_dlpack: DLPack dtype (code {t.dtype.code}, {t.dtype.bits} bits, "
             f"{t.dtype.lanes} lanes) has no metile counterpart")
     shape = tuple(t.shape[i] for i in range(t.ndim))
-    if t.strides:
-        expect = 1
-        for i in reversed(range(t.ndim)):
-            if shape[i] != 1 and t.strides[i] != expect:
-                raise InvalidArgumentError(
-                    f"from_dlpack: the tensor is not compact row-major (shape {shape}, strides "
-                    f"{tuple(t.strides[i] for i in range(t.ndim))}); make it contiguous first")
-            expect *= shape[i]
+    if versioned and m.flags & _dlpack.FLAG_READ_ONLY:
+        # Kernels may write any buffer: a read-only tensor is copied into a new one.
+        if t.device.device_type not in (_dlpack.KDL_CPU, _dlpack.KDL_CUDA_HOST):
+            raise InvalidArgumentError("from_dlpack: the tensor is read-only device memory; "
+                                       "copy it first")
+        n = math.prod(shape) * _dtypes.itemsize(dtype)
+        raw = (np.frombuffer((ctypes.c_uint8 * n).from_address((t.data or 0) + t.byte_offset),
+                             np.uint8) if n else np.zeros(0, np.uint8))
+        host = raw.view(_dtypes.storage(dtype)).reshape(shape).copy()
+        return Buffer(data=host, dtype=dtype, device=dev)  # the capsule frees the tensor
     nbytes = math.prod(shape) * _dtypes.itemsize(dtype)
-    h = _BufPtr()
-    if native and nbytes:
-        st = _ffi.metile_buffer_from_dlpack(ctypes.byref(h), dev._handle, address)
-        if st:
-            raise error_for(st, "from_dlpack")
-        _dlpack.mark_consumed(capsule)  # the library runs the deleter when the buffer goes
-        return Buffer._from_handle(h, dev, dtype, shape)
     if nbytes == 0:
-        _dlpack.mark_consumed(capsule)
-        _dlpack.delete_managed(address)
-        return Buffer.zeros(shape, dtype, dev)
-    data = (t.data or 0) + t.byte_offset
-    check(_ffi.metile_buffer_wrap(ctypes.byref(h), dev._handle, data, nbytes), "from_dlpack")
-    _dlpack.mark_consumed(capsule)
-    return Buffer._from_handle(h, dev, dtype, shape,
-                               after=lambda: _dlpack.delete_managed(address))
+        return Buffer.zeros(shape, dtype, dev)  # the capsule frees the tensor
+    h = _BufPtr()
+    imp = (_ffi.metile_buffer_from_dlpack_versioned if versioned
+           else _ffi.metile_buffer_from_dlpack)
+    st = imp(ctypes.byref(h), dev._handle, address)
+    if st:
+        raise error_for(st, "from_dlpack")
+    _dlpack.mark_consumed(capsule, versioned)  # the library runs the deleter when the buffer goes
+    return Buffer._from_handle(h, dev, dtype, shape)

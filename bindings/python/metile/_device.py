@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
+from typing import Iterator, Union
 
 from . import _ffi
 from ._errors import check, error_for
@@ -17,7 +18,7 @@ _current: "Device | None" = None
 class Device:
     """An opened device ("interp", "cpu", "metal", "metal-sim", "cuda")."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: "ctypes._Pointer") -> None:
         self._handle = handle
         info = _ffi.metile_device_info()
         info.struct_size = ctypes.sizeof(info)
@@ -36,6 +37,25 @@ class Device:
         check(_ffi.metile_device_synchronize(self._handle), f"synchronize {self.name}")
 
     sync = synchronize
+
+    @property
+    def stream(self) -> int:
+        """The CUDA stream (a CUstream as an int) launches are queued on; 0 when the device has
+        none (host devices finish each launch before returning)."""
+        out = ctypes.c_uint64()
+        check(_ffi.metile_device_stream(self._handle, ctypes.byref(out)), "Device.stream")
+        return out.value
+
+    def wait_stream(self, stream: int) -> None:
+        """Launches issued from now on wait for the work queued on another library's CUDA
+        `stream` so far (e.g. torch.cuda.current_stream().cuda_stream)."""
+        check(_ffi.metile_device_wait_stream(self._handle, int(stream)), "Device.wait_stream")
+
+    def signal_stream(self, stream: int) -> None:
+        """Work queued on another library's CUDA `stream` from now on waits for the launches
+        issued so far (cheaper than synchronize(): the host does not wait)."""
+        check(_ffi.metile_device_signal_stream(self._handle, int(stream)),
+              "Device.signal_stream")
 
     def __repr__(self):
         return f"<metile.Device {self.name} ({self.description}, {self.architecture})>"
@@ -81,7 +101,7 @@ def get_device() -> Device:
     return _current
 
 
-def set_device(name) -> Device:
+def set_device(name: Union[str, Device]) -> Device:
     """Makes `name` (or a Device) the current device and returns it."""
     global _current
     _current = name if isinstance(name, Device) else open_device(name)
@@ -89,7 +109,7 @@ def set_device(name) -> Device:
 
 
 @contextlib.contextmanager
-def use_device(name):
+def use_device(name: Union[str, Device]) -> Iterator[Device]:
     """`with metile.use_device("cpu"): ...` runs the block on that device, then restores."""
     global _current
     previous = _current
@@ -99,7 +119,7 @@ def use_device(name):
         _current = previous
 
 
-def synchronize(device=None) -> None:
+def synchronize(device: Union[str, Device, None] = None) -> None:
     """Waits for all launches: on `device`, or on every device opened so far."""
     if device is not None:
         (device if isinstance(device, Device) else open_device(device)).synchronize()

@@ -1,18 +1,20 @@
-"""DLPack (v0.8 ABI) structures and PyCapsule plumbing, through ctypes.
+"""DLPack structures and PyCapsule plumbing, through ctypes.
 
-Export builds a DLManagedTensor over a metile buffer (or asks the library for one when it has
-metile_buffer_to_dlpack); import reads a producer's DLManagedTensor and wraps its memory.
-Capsule protocol: a capsule named "dltensor" owns the tensor; the consumer renames it to
-"used_dltensor" and becomes responsible for calling the tensor's deleter.
+Export asks the library for a tensor (metile_buffer_to_dlpack[_versioned]) and wraps it in a
+capsule whose destructor is the library's own (metile_dlpack_capsule_destructor): a destructor
+written with ctypes cannot run while a consumer's exception is pending. Import reads a
+producer's tensor and hands it to the library, which runs its deleter when the buffer goes.
+Capsule protocol: a capsule named "dltensor" (legacy v0.8 ABI) or "dltensor_versioned" (1.x)
+owns the tensor; the consumer renames it "used_..." and becomes responsible for the deleter.
 """
 
 from __future__ import annotations
 
 import ctypes
-import itertools
-import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint8,
-                    c_uint16, c_uint64, c_void_p)
+                    c_uint16, c_uint32, c_uint64, c_void_p)
+
+from . import _ffi
 
 KDL_CPU = 1
 KDL_CUDA = 2
@@ -21,6 +23,9 @@ KDL_METAL = 8
 KDL_CUDA_MANAGED = 13
 
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_BOOL = 0, 1, 2, 4, 6
+
+FLAG_READ_ONLY = 1
+VERSION = (1, 0)  # the versioned ABI metile writes and reads
 
 # metile dtype name <-> (code, bits)
 _DL = {"f32": (KDL_FLOAT, 32), "f16": (KDL_FLOAT, 16), "bf16": (KDL_BFLOAT, 16),
@@ -47,9 +52,22 @@ class DLManagedTensor(Structure):
     pass
 
 
-_Deleter = CFUNCTYPE(None, POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", c_void_p),
-                            ("deleter", _Deleter)]
+                            ("deleter", CFUNCTYPE(None, POINTER(DLManagedTensor)))]
+
+
+class DLPackVersion(Structure):
+    _fields_ = [("major", c_uint32), ("minor", c_uint32)]
+
+
+class DLManagedTensorVersioned(Structure):
+    pass
+
+
+DLManagedTensorVersioned._fields_ = [
+    ("version", DLPackVersion), ("manager_ctx", c_void_p),
+    ("deleter", CFUNCTYPE(None, POINTER(DLManagedTensorVersioned))), ("flags", c_uint64),
+    ("dl_tensor", DLTensor)]
 
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
@@ -60,37 +78,12 @@ _api.PyCapsule_GetPointer.restype = c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, c_char_p]
 _api.PyCapsule_SetName.restype = c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, c_char_p]
-# The destructor runs while the capsule is being freed: it must not touch it as a Python
-# object (no incref), so it works on the raw pointer.
-_raw_is_valid = ctypes.PYFUNCTYPE(c_int, c_void_p, c_char_p)(("PyCapsule_IsValid", _api))
-_raw_get_pointer = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
 
-_NAME = b"dltensor"
-_USED = b"used_dltensor"
-
-
-@ctypes.PYFUNCTYPE(None, c_void_p)
-def _capsule_destructor(capsule):
-    # Never consumed: the producer side must release the tensor itself.
-    if _raw_is_valid(capsule, _NAME):
-        p = _raw_get_pointer(capsule, _NAME)
-        m = ctypes.cast(p, POINTER(DLManagedTensor))
-        if m.contents.deleter:
-            m.contents.deleter(m)
-
-
-_DESTRUCTOR_PTR = ctypes.cast(_capsule_destructor, c_void_p).value
-
-# Exports built in Python: manager_ctx -> what must stay alive until the deleter runs.
-_live: dict[int, tuple] = {}
-_live_lock = threading.Lock()
-_ids = itertools.count(1)
-
-
-@_Deleter
-def _python_deleter(managed):
-    with _live_lock:
-        _live.pop(managed.contents.manager_ctx or 0, None)
+NAME, VERSIONED = b"dltensor", b"dltensor_versioned"
+# The capsule keeps the name's pointer: these bytes objects live as long as the module.
+_USED, _USED_VERSIONED = b"used_dltensor", b"used_dltensor_versioned"
+_DESTRUCTOR = (ctypes.cast(_ffi.lib.metile_dlpack_capsule_destructor, c_void_p).value
+               if _ffi.has("metile_dlpack_capsule_destructor") else None)
 
 
 def dtype_from_dl(code: int, bits: int, lanes: int) -> str | None:
@@ -99,47 +92,33 @@ def dtype_from_dl(code: int, bits: int, lanes: int) -> str | None:
     return _FROM_DL.get((code, bits))
 
 
-def capsule_from_managed(address: int):
-    return _api.PyCapsule_New(address, _NAME, _DESTRUCTOR_PTR)
+def capsule(address: int, versioned: bool):
+    """A capsule owning the library-made tensor at `address`."""
+    if _DESTRUCTOR is None:
+        delete_managed(address, versioned)
+        raise BufferError(f"metile: the library at {_ffi.LIBRARY_PATH} has no "
+                          "metile_dlpack_capsule_destructor (it is older than this binding)")
+    return _api.PyCapsule_New(address, VERSIONED if versioned else NAME, _DESTRUCTOR)
 
 
-def build_managed(owner, data: int, dtype: str, shape: tuple[int, ...], device_type: int) -> int:
-    """A DLManagedTensor over `data` that keeps `owner` alive until its deleter runs."""
-    ndim = len(shape)
-    shape_arr = (c_int64 * max(ndim, 1))(*shape)
-    m = DLManagedTensor()
-    code, bits = _DL[dtype]
-    m.dl_tensor.data = data
-    m.dl_tensor.device = DLDevice(device_type, 0)
-    m.dl_tensor.ndim = ndim
-    m.dl_tensor.dtype = DLDataType(code, bits, 1)
-    m.dl_tensor.shape = ctypes.cast(shape_arr, POINTER(c_int64))
-    m.dl_tensor.strides = None  # compact row-major
-    m.dl_tensor.byte_offset = 0
-    key = next(_ids)
-    m.manager_ctx = key
-    m.deleter = _python_deleter
-    with _live_lock:
-        _live[key] = (owner, shape_arr, m)
-    return ctypes.addressof(m)
+def open_capsule(obj) -> tuple[int, bool]:
+    """(tensor address, versioned?) of an unconsumed capsule (does not consume it)."""
+    for name, versioned in ((VERSIONED, True), (NAME, False)):
+        if _api.PyCapsule_IsValid(obj, name):
+            return _api.PyCapsule_GetPointer(obj, name), versioned
+    raise ValueError("not a DLPack capsule (expected an unconsumed 'dltensor' or "
+                     "'dltensor_versioned' capsule)")
 
 
-def take_capsule(capsule) -> int:
-    """The DLManagedTensor address of an unconsumed capsule (does not consume it)."""
-    if not _api.PyCapsule_IsValid(capsule, _NAME):
-        raise ValueError("not a DLPack capsule (expected an unconsumed 'dltensor' capsule)")
-    return _api.PyCapsule_GetPointer(capsule, _NAME)
+def mark_consumed(obj, versioned: bool) -> None:
+    _api.PyCapsule_SetName(obj, _USED_VERSIONED if versioned else _USED)
 
 
-def mark_consumed(capsule) -> None:
-    _api.PyCapsule_SetName(capsule, _USED)
+def managed(address: int, versioned: bool):
+    return (DLManagedTensorVersioned if versioned else DLManagedTensor).from_address(address)
 
 
-def managed(address: int) -> DLManagedTensor:
-    return DLManagedTensor.from_address(address)
-
-
-def delete_managed(address: int) -> None:
-    m = ctypes.cast(address, POINTER(DLManagedTensor))
-    if m.contents.deleter:
-        m.contents.deleter(m)
+def delete_managed(address: int, versioned: bool) -> None:
+    m = managed(address, versioned)
+    if m.deleter:
+        m.deleter(ctypes.cast(address, POINTER(type(m))))

@@ -112,6 +112,11 @@ ENUMS = {
         "METILE_OP_ATOMIC_CAS": 124,
         "METILE_OP_FORCE32": 0x7fffffff,
     },
+    "metile_param_access": {
+        "METILE_PARAM_READ": 1,
+        "METILE_PARAM_WRITE": 2,
+        "METILE_PARAM_ACCESS_FORCE32": 0x7FFFFFFF,
+    },
     "metile_arg_kind": {
         "METILE_ARG_BUFFER": 1,
         "METILE_ARG_I32": 2,

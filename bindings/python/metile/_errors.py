@@ -62,6 +62,11 @@ class InternalError(MetileError):
     status = "METILE_ERROR_INTERNAL"
 
 
+class PerformanceWarning(UserWarning):
+    """Something works but costs much more than it needs to (e.g. numpy arrays a device copies
+    on every launch)."""
+
+
 _BY_STATUS = {
     _ffi.METILE_ERROR_INVALID_ARGUMENT: InvalidArgumentError,
     _ffi.METILE_ERROR_INVALID_PROGRAM: InvalidProgramError,

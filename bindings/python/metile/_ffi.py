@@ -11,10 +11,7 @@ does not export (an older build) are bound to a stub that raises a clear error w
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
-import shutil
-import subprocess
 import sys
 from ctypes import (POINTER, Structure, c_char_p, c_double, c_int32, c_int64, c_size_t,
                     c_uint32, c_uint64, c_void_p)
@@ -151,6 +148,9 @@ FUNCTIONS = [
     ("metile_devices_available", _st, [_P(c_char_p)]),
     ("metile_device_get_info", _st, [_dev, _P(metile_device_info)]),
     ("metile_device_synchronize", _st, [_dev]),
+    ("metile_device_stream", _st, [_dev, _P(c_uint64)]),
+    ("metile_device_wait_stream", _st, [_dev, c_uint64]),
+    ("metile_device_signal_stream", _st, [_dev, c_uint64]),
     # buffers
     ("metile_buffer_alloc", _st, [_P(_buf), _dev, c_size_t]),
     ("metile_buffer_wrap", _st, [_P(_buf), _dev, c_void_p, c_size_t]),
@@ -161,6 +161,10 @@ FUNCTIONS = [
     ("metile_buffer_shares_memory", c_int32, [_buf]),
     ("metile_buffer_to_dlpack", _st, [_buf, metile_dtype, c_int32, _P(c_int64), _P(c_void_p)]),
     ("metile_buffer_from_dlpack", _st, [_P(_buf), _dev, c_void_p]),
+    ("metile_buffer_to_dlpack_versioned", _st,
+     [_buf, metile_dtype, c_int32, _P(c_int64), _P(c_void_p)]),
+    ("metile_buffer_from_dlpack_versioned", _st, [_P(_buf), _dev, c_void_p]),
+    ("metile_dlpack_capsule_destructor", None, [c_void_p]),
     ("metile_op_name", c_char_p, [metile_op]),
     # builder
     ("metile_builder_create", _st, [_P(_bld), c_char_p]),
@@ -208,6 +212,7 @@ FUNCTIONS = [
     ("metile_program_name", c_char_p, [_prog]),
     ("metile_program_num_params", _st, [_prog, _P(c_size_t)]),
     ("metile_program_param", _st, [_prog, c_size_t, _P(c_char_p), _P(metile_type)]),
+    ("metile_program_param_access", _st, [_prog, c_size_t, _P(c_uint32)]),
     # kernels
     ("metile_compile_options_init", None, [_P(metile_compile_options)]),
     ("metile_kernel_compile", _st, [_P(_kern), _dev, _prog, _P(metile_compile_options)]),
@@ -220,6 +225,7 @@ FUNCTIONS = [
     ("metile_kernel_launch", _st, [_kern, _P(c_uint32), _P(metile_arg), c_size_t]),
     ("metile_launch_create", _st, [_P(_launch), _kern, _P(c_uint32), _P(metile_arg), c_size_t]),
     ("metile_launch_set_arg", _st, [_launch, c_size_t, _P(metile_arg)]),
+    ("metile_launch_set_arg_memory", _st, [_launch, c_size_t, c_void_p, c_size_t]),
     ("metile_launch_set_grid", _st, [_launch, _P(c_uint32)]),
     ("metile_launch_run", _st, [_launch]),
     ("metile_launch_release", _st, [_launch]),
@@ -245,34 +251,63 @@ _NAMES = {"linux": ["libmetile.so", "libmetile.so.0"], "darwin": ["libmetile.dyl
           "win32": ["metile.dll"]}.get(sys.platform, ["libmetile.so", "libmetile.so.0"])
 
 
+def _installed_library() -> str | None:
+    """The library `pip install` found when it built this package (see setup.py)."""
+    try:
+        from . import _installed  # written by setup.py's build step; absent in a checkout
+    except ImportError:
+        return None
+    return _installed.LIBRARY
+
+
+def _pc_libdir(pc_file: str) -> str | None:
+    """libdir of a pkg-config file, its ${var} references expanded (no pkg-config process)."""
+    variables = {"pcfiledir": os.path.dirname(pc_file)}
+    try:
+        with open(pc_file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        name, eq, value = line.partition("=")
+        if not eq or not name.strip().isidentifier() or ":" in name:
+            continue
+        for k, v in variables.items():
+            value = value.replace("${" + k + "}", v)
+        variables[name.strip()] = value.strip()
+    return variables.get("libdir")
+
+
 def _candidates():
-    """(where, folder or None, library path or name) in lookup order."""
+    """(where, library path, or a "... not found" / "no ..." note) in lookup order. No
+    subprocess runs: importing stays cheap."""
     env = os.environ.get("METILE_LIBRARY")
     if env:
         yield "$METILE_LIBRARY", env
         return
     for n in _NAMES:
         yield "the package folder", os.path.join(_PKG_DIR, n)
+    recorded = _installed_library()
+    if recorded:
+        yield "the library recorded by pip install", recorded
     # A development checkout: <repo>/bindings/python/metile, library in <repo>/build*/.
     repo = os.path.dirname(os.path.dirname(os.path.dirname(_PKG_DIR)))
     if os.path.exists(os.path.join(repo, "include", "metile", "metile.h")):
         for build in ("build", "build-release", "build-debug"):
             for n in _NAMES:
                 yield "the build tree", os.path.join(repo, build, n)
-    found = ctypes.util.find_library("metile")
-    yield "the system (ctypes.util.find_library)", found or "metile: not found"
-    libdir = ""
-    if shutil.which("pkg-config"):
-        try:
-            libdir = subprocess.run(["pkg-config", "--variable=libdir", "metile"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            libdir = ""
-    if libdir:
-        for n in _NAMES:
-            yield "pkg-config --variable=libdir metile", os.path.join(libdir, n)
-    else:
-        yield "pkg-config --variable=libdir metile", "no metile.pc found"
+    pc_dirs = [d for d in os.environ.get("PKG_CONFIG_PATH", "").split(os.pathsep) if d]
+    found_pc = False
+    for d in pc_dirs:
+        libdir = _pc_libdir(os.path.join(d, "metile.pc"))
+        if libdir:
+            found_pc = True
+            for n in _NAMES:
+                yield f"$PKG_CONFIG_PATH ({os.path.join(d, 'metile.pc')})", os.path.join(libdir, n)
+    if not found_pc:
+        yield "$PKG_CONFIG_PATH", "no metile.pc found" if pc_dirs else "no $PKG_CONFIG_PATH set"
+    # Last, the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache, /usr/lib, ...).
+    yield "the system library path", _NAMES[-1]
 
 
 def _load():
@@ -290,8 +325,11 @@ def _load():
             tried.append(f"{where}: {path} ({e})")
     raise ImportError(
         "metile: cannot find the libmetile shared library. Looked in:\n  " + "\n  ".join(tried)
-        + "\nBuild it (cmake -S . -B build -G Ninja && ninja -C build metile), install it, or "
-        "set METILE_LIBRARY to its path.")
+        + "\nBuild it (cmake -S . -B build -G Ninja && ninja -C build metile) and reinstall "
+        "(pip install ./bindings/python records the library it finds: $METILE_LIBRARY, the "
+        "checkout's build/, or pkg-config), or point at one: METILE_LIBRARY=/path/to/"
+        "libmetile.so, or for an installed prefix PKG_CONFIG_PATH=<prefix>/lib/pkgconfig "
+        "(LD_LIBRARY_PATH=<prefix>/lib also works).")
 
 
 lib, LIBRARY_PATH = _load()

@@ -13,16 +13,21 @@ import ctypes
 import inspect
 import re
 import threading
+import warnings
+from typing import Any, Callable, Union
 
 import numpy as np
 
 from . import _device, _dtypes, _ffi, _loops
 from ._buffer import Buffer, from_dlpack
 from ._constexpr import constexpr
-from ._errors import InvalidArgumentError, InvalidProgramError, TracingError, check, error_for
+from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarning, TracingError,
+                      check, error_for)
 from ._trace import Retrace, Trace, set_active, active
 
 _OPTIONS = ("num_threads", "allow_tf32", "opt_level")
+# A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
+GridLike = Union[int, tuple, Callable[[dict], Any]]
 # Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
 # Config and never an error. num_warps / num_simdgroups ask for 32 threads each on GPU devices
 # when the kernel is not SIMT (a SIMT kernel's thread count is its T); num_stages (pipelining
@@ -46,9 +51,24 @@ def _is_constexpr_annotation(a) -> bool:
 class Program:
     """A traced, verified Tile IR program (see `.text`)."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: Any) -> None:
         self._handle = handle
         self.name = _ffi.metile_program_name(handle).decode()
+        self._written = None
+
+    @property
+    def written(self) -> frozenset[int]:
+        """Indices of the pointer parameters the program stores through."""
+        if self._written is None:
+            n, bits = ctypes.c_size_t(), ctypes.c_uint32()
+            check(_ffi.metile_program_num_params(self._handle, ctypes.byref(n)))
+            out = set()
+            for i in range(n.value):
+                check(_ffi.metile_program_param_access(self._handle, i, ctypes.byref(bits)))
+                if bits.value & _ffi.METILE_PARAM_WRITE:
+                    out.add(i)
+            self._written = frozenset(out)
+        return self._written
 
     @property
     def text(self) -> str:
@@ -68,7 +88,7 @@ class Program:
 class CompiledKernel:
     """A program compiled for one device."""
 
-    def __init__(self, handle, device, where):
+    def __init__(self, handle: Any, device: "_device.Device", where: str) -> None:
         self._handle = handle
         self.device = device
         self.where = where
@@ -102,10 +122,11 @@ class PreparedLaunch:
     concurrently each prepare their own."""
 
     __slots__ = ("_handle", "device", "kernel", "args", "kwargs", "kwtypes", "keep", "copy_in",
-                 "copy_back", "context", "file", "owner", "__weakref__")
+                 "copy_back", "context", "file", "owner", "rewrap", "__weakref__")
 
-    def __init__(self, handle, device, kernel, args, kwargs, keep, copy_in, copy_back, context,
-                 file):
+    def __init__(self, handle: Any, device: "_device.Device", kernel: CompiledKernel,
+                 args: tuple, kwargs: dict, keep: list, copy_in: list, copy_back: list,
+                 context: str, file: str) -> None:
         self._handle = handle
         self.device = device
         self.kernel = kernel
@@ -116,8 +137,11 @@ class PreparedLaunch:
         self.context = context
         self.file = file
         self.owner = threading.get_ident()  # the thread whose k[grid](...) calls reuse it
+        # Whether fresh arrays may be swapped in (_rewrap): the device uses them in place and
+        # runs launches to completion before returning.
+        self.rewrap = not copy_in and not device.asynchronous
 
-    def __call__(self):
+    def __call__(self) -> None:
         for arr, buf in self.copy_in:
             ctypes.memmove(buf._ptr, arr.ctypes.data, arr.nbytes)
         st = _run(self._handle)
@@ -141,7 +165,7 @@ class _Specialization:
 
     __slots__ = ("program", "kernels", "options")
 
-    def __init__(self, program, options):
+    def __init__(self, program: Program, options: dict) -> None:
         self.program = program
         self.kernels = {}
         self.options = options
@@ -150,7 +174,7 @@ class _Specialization:
 class KernelFunction:
     """A @metile.kernel function. Launch with kernel[grid](*args, **constexprs)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn: Callable[..., None]) -> None:
         if not inspect.isfunction(fn):
             raise InvalidArgumentError(f"@metile.kernel needs a function, got {type(fn).__name__}")
         self.fn = fn
@@ -182,7 +206,7 @@ class KernelFunction:
     def __repr__(self):
         return f"<metile.kernel {self.fn.__qualname__} at {self.location}>"
 
-    def __getitem__(self, grid) -> "Launcher":
+    def __getitem__(self, grid: GridLike) -> "Launcher":
         # Keyed by the values' types too: (4.0,) == (4,), but only the second is a valid grid,
         # and a launcher made for the first must never answer for the second.
         key = (grid, tuple(map(type, grid)) if type(grid) is tuple else type(grid))
@@ -196,12 +220,12 @@ class KernelFunction:
             launcher = self._launchers[key] = Launcher(self, grid)
         return launcher
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
         raise TracingError(f"kernel {self.fn.__name__} is launched with a grid: "
                            f"{self.fn.__name__}[grid](...) (e.g. [(metile.cdiv(N, BLOCK),)])")
 
     # ------------------------------------------------------------------------ arguments
-    def bind(self, args, kwargs):
+    def bind(self, args: tuple, kwargs: dict) -> tuple[list, dict, dict]:
         """Splits a launch's arguments: runtime values (parameter order), constexprs, options."""
         if len(args) > len(self.params):
             raise InvalidArgumentError(
@@ -250,7 +274,7 @@ class KernelFunction:
         return runtime, consts, options
 
     # --------------------------------------------------------------------- specialization
-    def specialize(self, specs, consts, options) -> _Specialization:
+    def specialize(self, specs: list, consts: dict, options: dict) -> _Specialization:
         try:
             # Types are part of the key: BLOCK=4 and BLOCK=4.0 (or True and 1) compare equal
             # but trace different programs.
@@ -323,7 +347,7 @@ class KernelFunction:
         raise TracingError(f"{self.location}: kernel {self.fn.__name__}: loop-carried types did "
                            "not settle")
 
-    def compiled(self, spec: _Specialization, dev) -> CompiledKernel:
+    def compiled(self, spec: _Specialization, dev: "_device.Device") -> CompiledKernel:
         k = spec.kernels.get(dev)
         if k is None:
             with self._lock:
@@ -381,7 +405,7 @@ def _classify(kernel_name, name, v, dev):
             raise InvalidArgumentError(
                 f"kernel {kernel_name}: argument `{name}` is a buffer on device {v.device.name} "
                 f"but the launch runs on {dev.name}")
-        return ("ptr", v.dtype), v._arg, v, None
+        return ("ptr", v.metile_dtype), v._arg, v, None
     if isinstance(v, np.ndarray):
         what = f"kernel {kernel_name}: argument `{name}`"
         dtype = _dtypes.from_numpy(v.dtype, what)
@@ -425,6 +449,36 @@ def _classify(kernel_name, name, v, dev):
         "array, metile.Buffer, DLPack tensor, int, float, bool or numpy scalar")
 
 
+_copy_warned = False
+
+
+def _check_arrays(k, program, runtime, copied, dev):
+    """A read-only array the kernel stores to is an error (its writes would be lost); an array
+    the device cannot address in place is copied on every launch, which is worth a warning
+    (once per process: it fires in loops)."""
+    global _copy_warned
+    written = program.written
+    for i, (n, v) in enumerate(zip(k.runtime, runtime)):
+        if not isinstance(v, np.ndarray):
+            continue
+        if i in written and not v.flags.writeable:
+            raise InvalidArgumentError(
+                f"kernel {k.fn.__name__}: argument `{n}` is a read-only numpy array but the "
+                "kernel stores to it, so its results would be lost; pass a writable array "
+                "(arr.copy()) or a metile.Buffer")
+        # Read-only arrays are always copied (kernels must not write into them); only on an
+        # asynchronous device does that copy also cost a synchronization.
+        if (not _copy_warned and any(a is v for a, _ in copied)
+                and (v.flags.writeable or dev.asynchronous)):
+            _copy_warned = True
+            warnings.warn(
+                f"kernel {k.fn.__name__}: argument `{n}` is a numpy array that the {dev.name} "
+                "device cannot use in place, so every launch copies it in"
+                + (" and back, and synchronizes" if i in written else "")
+                + "; pass a metile.Buffer (metile.Buffer(data=arr) once, reused across "
+                "launches) instead. (Shown once per process.)", PerformanceWarning, stacklevel=4)
+
+
 def _grid3(grid, meta, kernel_name) -> tuple[int, int, int]:
     if callable(grid):
         grid = grid(meta)
@@ -457,6 +511,47 @@ def _matches(launch, args, kwargs) -> bool:
     return True
 
 
+_set_arg_memory = _ffi.metile_launch_set_arg_memory
+_char_at = ctypes.c_char.from_buffer
+_byref = ctypes.byref
+
+
+def _rewrap(launch, args, kwargs) -> bool:
+    """Re-points `launch` (one whose arrays the device uses in place) at `args` when they differ
+    from its own only by numpy arrays of the same shape, dtype and flags; False (launch
+    untouched) otherwise, and also when the library declines (the slow path explains)."""
+    if (launch.device is not _device._current or len(args) != len(launch.args)
+            or kwargs != launch.kwargs or tuple(map(type, kwargs.values())) != launch.kwtypes):
+        return False
+    fresh = []
+    for i, (a, b) in enumerate(zip(args, launch.args)):
+        if a is b:
+            continue
+        t = type(a)
+        if t is np.ndarray and type(b) is np.ndarray:
+            fa, fb = a.flags, b.flags
+            if (a.shape != b.shape or a.dtype != b.dtype or not fa.c_contiguous
+                    or fa.writeable != fb.writeable or not a.nbytes):
+                return False
+            fresh.append(i)
+        elif t is not type(b) or t not in _SCALARS or a != b:
+            return False
+    if not fresh:
+        return False
+    for n, i in enumerate(fresh):
+        a = args[i]
+        # byref(c_char.from_buffer(a)) is a's data pointer, got 5x faster than a.ctypes.data
+        # (a is writable: the launch's own array was, or it would have been copied).
+        if _set_arg_memory(launch._handle, i, _byref(_char_at(a)), a.nbytes):
+            if n:  # some arguments were re-pointed already: this launch is stale now
+                launch.rewrap = False
+                launch.args = ()
+            return False
+        launch.keep[i] = a
+    launch.args = args
+    return True
+
+
 _RECENT = 4  # prepared launches each launcher keeps (ping-pong buffers hit them)
 _thread_id = threading.get_ident
 
@@ -464,16 +559,26 @@ _thread_id = threading.get_ident
 class Launcher:
     """kernel[grid]: call it with the kernel's arguments to launch."""
 
-    __slots__ = ("kernel", "grid", "_recent")
+    __slots__ = ("kernel", "grid", "_recent", "_rewrapping")
 
-    def __init__(self, kernel, grid):
+    def __init__(self, kernel: KernelFunction, grid: GridLike) -> None:
         self.kernel = kernel
         self.grid = grid
         self._recent = []  # most recent first
+        self._rewrapping = False
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
         recent = self._recent
         me = _thread_id()
+        if self._rewrapping and recent:
+            # The last call re-pointed recent[0] at fresh arrays: the next one likely does too.
+            launch = recent[0]
+            if launch.owner == me and launch.rewrap and _rewrap(launch, args, kwargs):
+                st = _run(launch._handle)
+                if st:
+                    raise error_for(st, launch.context, launch.file)
+                return
+            self._rewrapping = False
         for i, launch in enumerate(recent):
             # Only the thread that prepared a launch reuses it (C launches are single-owner).
             if launch.owner == me and _matches(launch, args, kwargs):
@@ -486,6 +591,18 @@ class Launcher:
                 if i:
                     recent.insert(0, recent.pop(i))
                 return
+        # Fresh arrays like the ones a launch was prepared with (out = np.empty_like(x) each
+        # call): once the launcher keeps all the launches it can (so alternating between a few
+        # arrays still finds exact matches above), re-point one instead of preparing anew.
+        for i, launch in enumerate(recent if len(recent) >= _RECENT else ()):
+            if launch.owner == me and launch.rewrap and _rewrap(launch, args, kwargs):
+                st = _run(launch._handle)
+                if st:
+                    raise error_for(st, launch.context, launch.file)
+                if i:
+                    recent.insert(0, recent.pop(i))
+                self._rewrapping = True
+                return
         launch = self._prepare(args, kwargs)
         if launch is not None:
             launch()
@@ -494,7 +611,7 @@ class Launcher:
                 recent.insert(0, launch)
                 del recent[_RECENT:]
 
-    def prepare(self, *args, **kwargs) -> PreparedLaunch:
+    def prepare(self, *args: Any, **kwargs: Any) -> PreparedLaunch:
         """Traces and compiles (if needed) and returns a PreparedLaunch: calling it launches
         with these arguments, skipping all per-call checks. It does not launch by itself."""
         launch = self._prepare(args, kwargs)
@@ -503,14 +620,14 @@ class Launcher:
                                        "launch over an empty grid")
         return launch
 
-    def trace(self, *args, **kwargs) -> Program:
+    def trace(self, *args: Any, **kwargs: Any) -> Program:
         """The traced Tile IR program for these arguments (nothing is compiled or launched)."""
         k = self.kernel
         runtime, consts, options = k.bind(args, kwargs)
         specs = [_classify(k.fn.__name__, n, v, None)[0] for n, v in zip(k.runtime, runtime)]
         return k.specialize(specs, consts, options).program
 
-    def compile(self, *args, **kwargs) -> CompiledKernel:
+    def compile(self, *args: Any, **kwargs: Any) -> CompiledKernel:
         """The kernel compiled for the current device, for these arguments (no launch)."""
         k = self.kernel
         runtime, consts, options = k.bind(args, kwargs)
@@ -527,8 +644,7 @@ class Launcher:
             spec, arg, obj, pair = _classify(k.fn.__name__, n, v, dev)
             specs.append(spec)
             cargs.append(arg)
-            if obj is not None:
-                keep.append(obj)
+            keep.append(obj)  # one slot per argument: _rewrap replaces entries
             if pair is not None:
                 copied.append(pair)
         meta = dict(zip(k.runtime, runtime))
@@ -536,6 +652,7 @@ class Launcher:
         meta.update(consts)
         grid = _grid3(self.grid, meta, k.fn.__name__)
         spec = k.specialize(specs, consts, options)
+        _check_arrays(k, spec.program, runtime, copied, dev)
         compiled = k.compiled(spec, dev)
         if 0 in grid:
             return None
@@ -556,7 +673,7 @@ class Launcher:
                               context, file)
 
 
-def kernel(fn=None):
+def kernel(fn: Callable[..., None] | None = None) -> Any:
     """Decorator: `@metile.kernel` turns a function into a launchable tile kernel."""
     if fn is None:
         return kernel

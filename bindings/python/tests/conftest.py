@@ -26,6 +26,9 @@ KNOWN_DEVICES = ["interp", "cpu", "metal", "metal-sim", "cuda"]
 AVAILABLE = metile.devices()
 # Devices that execute slowly (reference interpreters/simulators) get the smaller shape lists.
 SLOW_DEVICES = {"interp", "metal-sim"}
+# `metal` on the Linux stand-in Metal.framework (tests/metal_standin) runs on the metal-sim engine.
+if os.environ.get("METILE_METAL_FRAMEWORK"):
+    SLOW_DEVICES.add("metal")
 
 
 def pytest_generate_tests(metafunc):

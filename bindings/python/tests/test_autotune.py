@@ -199,7 +199,9 @@ def test_restore_value_and_reset_to_zero_make_cold_and_warm_runs_agree(device):
     m = 150  # new key values: this launch tunes
     x = x0[:m].copy()
     bump[lambda meta: (metile.cdiv(m, meta["BLOCK"]),)](x, np.zeros(m, np.float32), m)
-    assert not np.array_equal(x, x0[:m] * 2 + 1)
+    metile.synchronize()
+    if metile.Buffer(data=x).shares_memory:  # a device that copies host arrays (metal, unless
+        assert not np.array_equal(x, x0[:m] * 2 + 1)  # page-aligned) gives each trial a fresh copy
 
 
 def test_restore_value_names_are_checked():

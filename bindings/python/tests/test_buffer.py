@@ -1,6 +1,7 @@
 """metile.Buffer: zero-copy wrapping, allocation, numpy views, dtypes, DLPack."""
 
 import ctypes
+import mmap
 import os
 
 import numpy as np
@@ -37,14 +38,14 @@ def test_implicit_numpy_arguments_see_kernel_writes(device):
 
 def test_zeros_and_views(device):
     buf = metile.Buffer.zeros((4, 8))
-    assert buf.shape == (4, 8) and buf.dtype == "f32" and buf.nbytes == 128 and buf.size == 32
+    assert buf.shape == (4, 8) and buf.dtype == np.float32 and buf.metile_dtype == "f32" and len(buf) == 4 and buf.nbytes == 128 and buf.size == 32
     assert buf.ndim == 2 and len(buf) == 4 and buf.device is device
     view = buf.numpy()
     assert view.shape == (4, 8) and view.dtype == np.float32 and not view.any()
     view[1, 2] = 5
     assert buf.numpy()[1, 2] == 5 and np.shares_memory(view, np.asarray(buf))
     assert metile.Buffer.zeros(10, dtype="i64").numpy().dtype == np.int64
-    assert metile.Buffer.zeros((3,), dtype=np.float16).dtype == "f16"
+    assert metile.Buffer.zeros((3,), dtype=np.float16).metile_dtype == "f16"
     assert "shape=(4, 8)" in repr(buf)
     empty = metile.Buffer.zeros((0,))
     assert empty.nbytes == 0 and empty.numpy().shape == (0,)
@@ -69,7 +70,7 @@ def test_every_dtype_is_real(device, dtype):
     out = np.zeros_like(x)
     copy[(1,)](x, out, 40, BLOCK=64)
     np.testing.assert_array_equal(out, x)
-    assert metile.Buffer(data=x).dtype == {np.float32: "f32", np.float16: "f16", np.int32: "i32",
+    assert metile.Buffer(data=x).metile_dtype == {np.float32: "f32", np.float16: "f16", np.int32: "i32",
                                            np.uint32: "u32", np.int64: "i64", np.int8: "i8",
                                            np.uint8: "u8", np.bool_: "bool"}[dtype]
 
@@ -119,23 +120,16 @@ def test_array_interface(device):
     np.testing.assert_array_equal(a, [[0, 1, 2], [3, 4, 5]])
 
 
-@pytest.fixture(params=["library", "ctypes"])
-def dlpack_impl(request, monkeypatch):
-    """DLPack through the library's metile_buffer_to/from_dlpack, and through the binding's
-    own ctypes implementation (used with libraries that lack them)."""
-    from metile import _buffer, _ffi
-    if request.param == "ctypes":
-        real = _ffi.has
-        monkeypatch.setattr(_buffer._ffi, "has", lambda n: "dlpack" not in n and real(n))
-    elif not _ffi.has("metile_buffer_to_dlpack"):
-        pytest.skip("the library has no DLPack functions")
-    return request.param
+@pytest.fixture
+def dlpack_impl():
+    """DLPack through the library's metile_buffer_to/from_dlpack."""
+    return "library"
 
 
 def test_dlpack_export_to_numpy(device, dlpack_impl):
     if device.name == "cuda":
-        pytest.skip("cuda buffers are CUDA managed memory (kDLCUDAManaged): numpy imports only "
-                    "CPU tensors, and host arrays are not device memory (use buf.numpy())")
+        pytest.skip("cuda buffers are exported as CUDA device memory (kDLCUDA): numpy imports "
+                    "only CPU tensors (use buf.numpy())")
     buf = metile.Buffer(data=np.arange(12, dtype=np.float32).reshape(3, 4))
     assert buf.__dlpack_device__() == (1, 0)
     a = np.from_dlpack(buf)
@@ -149,26 +143,45 @@ def test_dlpack_export_to_numpy(device, dlpack_impl):
 
 def test_dlpack_import_from_numpy(device, dlpack_impl):
     if device.name == "cuda":
-        pytest.skip("cuda buffers are CUDA managed memory (kDLCUDAManaged): numpy imports only "
-                    "CPU tensors, and host arrays are not device memory (use buf.numpy())")
+        pytest.skip("cuda buffers are exported as CUDA device memory (kDLCUDA): numpy imports "
+                    "only CPU tensors (use buf.numpy())")
     arr = np.arange(24, dtype=np.int32).reshape(4, 6)
+    if _metal_refuses_in_place(device, dlpack_impl):
+        with pytest.raises(metile.UnsupportedError, match="cannot use this memory in place"):
+            metile.from_dlpack(arr)
+        page = mmap.PAGESIZE
+        raw = np.zeros(2 * page, np.uint8)
+        start = (-raw.ctypes.data) % page
+        arr = raw[start:start + page].view(np.int32).reshape(4, -1)
+        arr[...] = np.arange(arr.size).reshape(arr.shape)
+    n = arr.size
     buf = metile.from_dlpack(arr)
-    assert buf.shape == (4, 6) and buf.dtype == "i32"
-    inc[(1,)](buf, 24, BLOCK=32)
+    assert buf.shape == arr.shape and buf.dtype == np.int32 and buf.metile_dtype == "i32"
+    inc[((n + 31) // 32,)](buf, n, BLOCK=32)
     metile.synchronize()
-    np.testing.assert_array_equal(buf.numpy(), np.arange(24).reshape(4, 6) + 1)
+    np.testing.assert_array_equal(buf.numpy(), np.arange(n).reshape(arr.shape) + 1)
     if buf.shares_memory:
-        np.testing.assert_array_equal(arr, np.arange(24).reshape(4, 6) + 1)
+        np.testing.assert_array_equal(arr, np.arange(n).reshape(arr.shape) + 1)
     with pytest.raises(metile.InvalidArgumentError, match="not compact row-major"):
         metile.from_dlpack(np.zeros((4, 4), np.float32)[:, ::2])
     with pytest.raises(metile.InvalidArgumentError, match="no __dlpack__"):
         metile.from_dlpack([1, 2, 3])
 
 
+def _metal_refuses_in_place(device, dlpack_impl):
+    """metal imports DLPack memory in place only when it is page-aligned (pointer and length);
+    the library's import never copies, so it refuses smaller tensors (the ctypes path copies)."""
+    return device.name == "metal" and dlpack_impl == "library"
+
+
 def test_dlpack_round_trip(device, dlpack_impl):
     a = metile.Buffer(data=np.linspace(0, 1, 10, dtype=np.float32))
+    if _metal_refuses_in_place(device, dlpack_impl):
+        with pytest.raises(metile.UnsupportedError, match="cannot use this memory in place"):
+            metile.from_dlpack(a)
+        return
     b = metile.from_dlpack(a)
-    assert b.shape == (10,) and b.dtype == "f32"
+    assert b.shape == (10,) and b.metile_dtype == "f32"
     np.testing.assert_array_equal(b.numpy(), a.numpy())
     if b.shares_memory:
         b.numpy()[3] = -1
@@ -177,8 +190,8 @@ def test_dlpack_round_trip(device, dlpack_impl):
 
 def test_dlpack_objects_are_accepted_as_kernel_arguments(device, dlpack_impl):
     if device.name == "cuda":
-        pytest.skip("cuda buffers are CUDA managed memory (kDLCUDAManaged): numpy imports only "
-                    "CPU tensors, and host arrays are not device memory (use buf.numpy())")
+        pytest.skip("cuda buffers are exported as CUDA device memory (kDLCUDA): numpy imports "
+                    "only CPU tensors (use buf.numpy())")
     class Tensor:  # any producer with the DLPack protocol
         def __init__(self, arr):
             self.arr = arr
@@ -190,26 +203,149 @@ def test_dlpack_objects_are_accepted_as_kernel_arguments(device, dlpack_impl):
             return self.arr.__dlpack_device__()
     arr = np.zeros(10, np.float32)
     t = Tensor(arr)
+    if _metal_refuses_in_place(device, dlpack_impl):
+        with pytest.raises(metile.UnsupportedError, match="cannot use this memory in place"):
+            inc[(1,)](t, 10, BLOCK=16)
+        return
     inc[(1,)](t, 10, BLOCK=16)
     metile.synchronize()
     if metile.Buffer(data=arr).shares_memory:
         np.testing.assert_array_equal(arr, 1)
 
 
-def test_dlpack_exports_are_released(device, monkeypatch):
-    from metile import _buffer, _dlpack, _ffi
-    real = _ffi.has
-    monkeypatch.setattr(_buffer._ffi, "has", lambda n: "dlpack" not in n and real(n))
-    base = len(_dlpack._live)
-    buf = metile.Buffer.zeros((8,))
-    cap = buf.__dlpack__()          # never consumed: the capsule's destructor frees it
-    assert len(_dlpack._live) == base + 1
-    del cap
-    assert len(_dlpack._live) == base
-    a = np.from_dlpack(buf)         # consumed: numpy calls the deleter when the array dies
-    assert len(_dlpack._live) == base + 1
-    del a
-    assert len(_dlpack._live) == base
+class _FakeProducer:
+    """A DLPack producer built by hand: its tensor's deleter counts its calls, and its capsule
+    carries the library's destructor (metile_dlpack_capsule_destructor)."""
+
+    def __init__(self, versioned, dtype_code=2, bits=32, n=4, device_type=1):
+        from metile import _dlpack
+        self.deleted = 0
+        self.data = np.arange(n, dtype=np.float32 if bits == 32 else np.uint16)
+        self.shape = (ctypes.c_int64 * 1)(n)
+        cls = _dlpack.DLManagedTensorVersioned if versioned else _dlpack.DLManagedTensor
+        self.tensor = cls()
+        t = self.tensor.dl_tensor
+        t.data = self.data.ctypes.data
+        t.device = _dlpack.DLDevice(device_type, 0)
+        t.ndim = 1
+        t.dtype = _dlpack.DLDataType(dtype_code, bits, 1)
+        t.shape = self.shape
+        if versioned:
+            self.tensor.version = _dlpack.DLPackVersion(1, 0)
+
+        def deleter(_):
+            self.deleted += 1
+        self._cb = dict(cls._fields_)["deleter"](deleter)
+        self.tensor.deleter = self._cb
+        self.versioned = versioned
+
+    def capsule(self):
+        from metile import _dlpack
+        return _dlpack.capsule(ctypes.addressof(self.tensor), self.versioned)
+
+    def __dlpack__(self, stream=None, max_version=None):
+        return self.capsule()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_library_capsule_destructor_runs_the_deleter(versioned, capfd):
+    p = _FakeProducer(versioned)
+    cap = p.capsule()
+    del cap                                  # never consumed: the destructor runs the deleter
+    assert p.deleted == 1
+    if versioned and np.lib.NumpyVersion(np.__version__) < "2.1.0":
+        return                               # older numpy reads only legacy capsules
+    bf16 = _FakeProducer(versioned, dtype_code=4, bits=16)
+    # numpy refuses bf16 (BufferError in numpy 2, RuntimeError in 1.x) and leaves that
+    # exception pending while the capsule dies: the destructor must not disturb it.
+    with pytest.raises((BufferError, RuntimeError), match="dtype"):
+        np.from_dlpack(bf16)
+    import gc
+    gc.collect()
+    assert bf16.deleted == 1
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "SystemError" not in err, err
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_consumed_capsules_leave_the_deleter_to_the_consumer(versioned):
+    p = _FakeProducer(versioned)
+    with metile.use_device("interp"):
+        buf = metile.from_dlpack(p)          # metile consumes it and owns the tensor now
+        assert p.deleted == 0 and buf.shares_memory
+        np.testing.assert_array_equal(buf.numpy(), np.arange(4))
+        del buf
+    assert p.deleted == 1
+
+
+def test_bf16_buffer_to_numpy_is_a_clean_buffer_error(capfd):
+    buf = metile.Buffer.zeros((8,), "bf16", device="interp")
+    assert buf.dtype == np.uint16 and buf.metile_dtype == "bf16"
+    with pytest.raises((BufferError, RuntimeError), match="dtype"):  # not a SystemError
+        np.from_dlpack(buf)
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "SystemError" not in err, err
+
+
+def test_versioned_dlpack_export(device):
+    from metile import _dlpack
+    buf = metile.Buffer(data=np.arange(6, dtype=np.float32).reshape(2, 3))
+    cap = buf.__dlpack__(max_version=(1, 2))
+    addr, versioned = _dlpack.open_capsule(cap)
+    assert versioned
+    m = _dlpack.managed(addr, True)
+    assert (m.version.major, m.version.minor) == (1, 0) and m.flags == 0
+    assert m.dl_tensor.ndim == 2 and tuple(m.dl_tensor.shape[i] for i in range(2)) == (2, 3)
+    expect = 2 if device.name == "cuda" else 1   # kDLCUDA / kDLCPU, never kDLCUDAManaged
+    assert m.dl_tensor.device.device_type == expect == buf.__dlpack_device__()[0]
+    legacy = buf.__dlpack__(max_version=(0, 8))
+    assert _dlpack.open_capsule(legacy)[1] is False
+    back = metile.from_dlpack(buf)           # metile's own import asks for the versioned ABI
+    np.testing.assert_array_equal(back.numpy(), buf.numpy())
+    with pytest.raises(BufferError, match="copy=True"):
+        buf.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="DLPack device"):
+        buf.__dlpack__(dl_device=(7, 0))
+
+
+def test_dlpack_stream_argument(device):
+    buf = metile.Buffer.zeros((4,))
+    # Host devices have no streams: any stream is accepted, -1 means "no ordering".
+    for s in (None, -1, 1, 2):
+        assert _dlpack_open(buf.__dlpack__(stream=s))
+    seen = {}
+
+    class Producer:                          # records what metile asks a producer for
+        def __init__(self):
+            self.arr = np.ones(4, np.float32)
+
+        def __dlpack__(self, **kw):
+            seen.update(kw)
+            return self.arr.__dlpack__()     # a legacy capsule although 1.0 was offered
+    b = metile.from_dlpack(Producer())
+    np.testing.assert_array_equal(b.numpy(), 1)
+    assert seen["max_version"] == (1, 0)
+    assert ("stream" in seen) == device.asynchronous
+
+
+def _dlpack_open(cap):
+    from metile import _dlpack
+    return _dlpack.open_capsule(cap)[0]
+
+
+def test_read_only_versioned_tensors_are_copied():
+    p = _FakeProducer(True)
+    p.tensor.flags = 1                       # DLPACK_FLAG_BITMASK_READ_ONLY
+    with metile.use_device("interp"):
+        buf = metile.from_dlpack(p)
+        assert not np.shares_memory(buf.numpy(), p.data)
+        np.testing.assert_array_equal(buf.numpy(), np.arange(4))
+    import gc
+    gc.collect()
+    assert p.deleted == 1                    # the producer's capsule freed it
 
 
 @pytest.fixture

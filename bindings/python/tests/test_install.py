@@ -21,17 +21,72 @@ def _import(env_extra, path):
                           capture_output=True, text=True, env=env, cwd="/", timeout=120)
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def _pip_install(tmp_path_factory, env_extra):
+    """pip install --target of a copy of the package (outside the checkout), offline."""
     src = tmp_path_factory.mktemp("src") / "python"
     shutil.copytree(PKG_ROOT, src, ignore=shutil.ignore_patterns("tests", "__pycache__",
                                                                  "build", "*.egg-info"))
     target = tmp_path_factory.mktemp("site")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("METILE_LIBRARY", "PKG_CONFIG_PATH")}
+    env.update(env_extra)
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation",
                         "--no-deps", "--no-index", "--target", str(target), str(src)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     return src, target
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """Installed with no library to be found at install time (nothing is recorded)."""
+    return _pip_install(tmp_path_factory, {})
+
+
+@pytest.fixture(scope="module")
+def installed_recording(tmp_path_factory):
+    """Installed after a build: METILE_LIBRARY names the library at install time only."""
+    return _pip_install(tmp_path_factory, {"METILE_LIBRARY": metile.LIBRARY_PATH})
+
+
+def test_pip_install_records_the_library_it_was_built_against(installed_recording):
+    _, target = installed_recording
+    assert (target / "metile" / "py.typed").exists()
+    recorded = (target / "metile" / "_installed.py").read_text()
+    assert repr(os.path.abspath(metile.LIBRARY_PATH)) in recorded
+    r = _import({}, str(target))             # no METILE_LIBRARY now
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == os.path.abspath(metile.LIBRARY_PATH)
+
+
+def test_import_runs_no_subprocess(installed_recording):
+    _, target = installed_recording
+    code = ("import subprocess, ctypes.util\n"
+            "def boom(*a, **k): raise AssertionError('a subprocess ran during import')\n"
+            "subprocess.Popen.__init__ = boom\n"
+            "ctypes.util.find_library = boom\n"
+            "import metile; print(metile.LIBRARY_PATH)")
+    env = {k: v for k, v in os.environ.items() if k != "METILE_LIBRARY"}
+    env["PYTHONPATH"] = str(target)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd="/", timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_pkg_config_path_points_at_a_prefix(installed, tmp_path):
+    _, target = installed
+    prefix = tmp_path / "prefix with space"
+    (prefix / "lib" / "pkgconfig").mkdir(parents=True)
+    os.symlink(os.path.realpath(metile.LIBRARY_PATH), prefix / "lib" / "libmetile.so.0")
+    (prefix / "lib" / "pkgconfig" / "metile.pc").write_text(
+        "prefix=${pcfiledir}/../..\nexec_prefix=${prefix}\nlibdir=${exec_prefix}/lib\n"
+        "includedir=${prefix}/include\n\nName: metile\nDescription: x\nVersion: 0.1.0\n"
+        "Libs: -L${libdir} -lmetile\n")
+    r = _import({"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, str(target))
+    if r.returncode == 0 and "prefix with space" not in r.stdout:
+        pytest.skip(f"a system libmetile is installed ({r.stdout.strip()})")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("prefix with space/lib/pkgconfig/../../lib/libmetile.so.0")
 
 
 def test_pip_install_and_library_lookup(installed):
@@ -44,6 +99,8 @@ def test_pip_install_and_library_lookup(installed):
         pytest.skip(f"a system libmetile is installed ({r.stdout.strip()})")
     assert "cannot find the libmetile shared library" in r.stderr
     assert "the package folder" in r.stderr and "METILE_LIBRARY" in r.stderr
+    assert "PKG_CONFIG_PATH=<prefix>/lib/pkgconfig" in r.stderr
+    assert "_installed" not in r.stderr
     # $METILE_LIBRARY wins.
     r = _import({"METILE_LIBRARY": metile.LIBRARY_PATH}, str(target))
     assert r.returncode == 0, r.stderr

@@ -120,7 +120,7 @@ def test_memory_model_buffers(device):
     # Read results back to numpy (also zero-copy)
     result = out.numpy()
 
-    assert x.shape == (1024,) and x.dtype == "f32"
+    assert x.shape == (1024,) and x.metile_dtype == "f32" and x.dtype == np.float32
     assert result.dtype == np.float32 and not result.any()
     assert buf.shape == (1024,)
     assert np.shares_memory(result, out.numpy())

@@ -13,11 +13,31 @@
 //! let doubled = b.mul(v, two)?;
 //! b.store(p, doubled, None)?;
 //! let kernel = Kernel::compile(&dev, &b.finish()?)?;
-//! let buf = dev.buffer_from(&[1.0f32; 256])?;
-//! kernel.launch([1, 1, 1], &[Arg::Buffer(&buf)])?;
+//! let mut buf = dev.buffer_from(&[1.0f32; 256])?;
+//! kernel.launch([1, 1, 1], &[Arg::BufferMut(&mut buf)])?;  // written: exclusive access
 //! dev.synchronize()?;
 //! assert_eq!(buf.as_slice::<f32>()[0], 2.0);
 //! # Ok::<(), metile::Error>(())
+//! ```
+//!
+//! A buffer the kernel writes is passed as `Arg::BufferMut(&mut buf)` (a shared `Arg::Buffer` for
+//! such a parameter is an error), so no `&[T]` view of it can be alive during the launch:
+//!
+//! ```compile_fail
+//! # use metile::{Arg, Device, Kernel};
+//! # fn f(kernel: &Kernel, dev: &Device) -> metile::Result<()> {
+//! let mut out = dev.alloc(1024)?;
+//! let view = out.as_slice::<f32>();
+//! kernel.launch([1, 1, 1], &[Arg::BufferMut(&mut out)])?;  // error: `out` is borrowed
+//! println!("{}", view[0]);
+//! # Ok(()) }
+//! ```
+//!
+//! [`Element`] is sealed: only the plain number types below can view buffer memory.
+//!
+//! ```compile_fail
+//! struct NotPod(&'static u64);
+//! unsafe impl metile::Element for NotPod { const DTYPE: metile::DType = metile::DType::F32; }
 //! ```
 #![allow(clippy::missing_safety_doc)]
 
@@ -36,7 +56,40 @@ pub struct Error {
     pub message: String,
 }
 
+/// What kind of failure an [`Error`] is (its `status`, as an enum to match on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    InvalidArgument,
+    InvalidProgram,
+    Compile,
+    Unsupported,
+    DeviceUnavailable,
+    Device,
+    OutOfMemory,
+    Io,
+    Internal,
+    /// A status this version of the crate does not know.
+    Other(i32),
+}
+
 impl Error {
+    /// The status as an [`ErrorKind`].
+    pub fn kind(&self) -> ErrorKind {
+        match self.status {
+            sys::METILE_ERROR_INVALID_ARGUMENT => ErrorKind::InvalidArgument,
+            sys::METILE_ERROR_INVALID_PROGRAM => ErrorKind::InvalidProgram,
+            sys::METILE_ERROR_COMPILE => ErrorKind::Compile,
+            sys::METILE_ERROR_UNSUPPORTED => ErrorKind::Unsupported,
+            sys::METILE_ERROR_DEVICE_UNAVAILABLE => ErrorKind::DeviceUnavailable,
+            sys::METILE_ERROR_DEVICE => ErrorKind::Device,
+            sys::METILE_ERROR_OUT_OF_MEMORY => ErrorKind::OutOfMemory,
+            sys::METILE_ERROR_IO => ErrorKind::Io,
+            sys::METILE_ERROR_INTERNAL => ErrorKind::Internal,
+            other => ErrorKind::Other(other),
+        }
+    }
+
     /// The status's name, e.g. "METILE_ERROR_INVALID_ARGUMENT".
     pub fn status_name(&self) -> String {
         unsafe { cstr(sys::metile_status_name(self.status)) }
@@ -112,16 +165,25 @@ pub enum DType {
     U8 = 9,
 }
 
+mod sealed {
+    pub trait Sealed {}
+}
+
 /// Plain element types whose buffers can be viewed as Rust slices.
-pub trait Element: Copy + 'static {
+///
+/// # Safety
+/// Every bit pattern of the buffer's bytes must be a valid value of the type (no padding, no
+/// references, no niches). The trait is sealed: it cannot be implemented outside this crate.
+pub unsafe trait Element: sealed::Sealed + Copy + 'static {
     const DTYPE: DType;
 }
-impl Element for f32 { const DTYPE: DType = DType::F32; }
-impl Element for i32 { const DTYPE: DType = DType::I32; }
-impl Element for u32 { const DTYPE: DType = DType::U32; }
-impl Element for i64 { const DTYPE: DType = DType::I64; }
-impl Element for i8 { const DTYPE: DType = DType::I8; }
-impl Element for u8 { const DTYPE: DType = DType::U8; }
+macro_rules! element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        unsafe impl Element for $t { const DTYPE: DType = DType::$d; }
+    )*};
+}
+element!(f32 => F32, i32 => I32, u32 => U32, i64 => I64, i8 => I8, u8 => U8);
 
 /// An open device. Cloning retains it; dropping releases it.
 pub struct Device {
@@ -395,6 +457,16 @@ impl Builder {
         check(unsafe { sys::metile_builder_store(self.raw, ptrs.0, value.0, opt(mask)) })
     }
 
+    /// An atomic read-modify-write (`op`: METILE_OP_ATOMIC_ADD, _MAX, _MIN, _XCHG, _CAS; `cmp`
+    /// only for _CAS); gives the old values, 0 where masked off.
+    pub fn atomic(&mut self, op: sys::metile_op, ptrs: Value, cmp: Option<Value>, value: Value,
+                  mask: Option<Value>) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe {
+            sys::metile_builder_atomic(raw, op, ptrs.0, opt(cmp), value.0, opt(mask), o)
+        })
+    }
+
     /// The `shape` tile at (row, col) of a row-major matrix with leading dimension `stride`;
     /// with `bounds` (rows, cols), elements outside read 0.
     pub fn tile_load(&mut self, ptr: Value, row: Value, col: Value, stride: Value, shape: [i64; 2],
@@ -514,10 +586,14 @@ impl Drop for Program {
     }
 }
 
-/// A launch argument, in parameter order.
+/// A launch argument, in parameter order. Buffers the kernel writes (stores to) must be passed
+/// as `BufferMut`/`BufferMutAt`: the exclusive borrow keeps every `as_slice` view of them out of
+/// the launch. `Buffer`/`BufferAt` serve parameters the kernel only reads.
 pub enum Arg<'a> {
     Buffer(&'a Buffer),
     BufferAt(&'a Buffer, u64),
+    BufferMut(&'a mut Buffer),
+    BufferMutAt(&'a mut Buffer, u64),
     I32(i32),
     U32(u32),
     I64(i64),
@@ -531,6 +607,8 @@ impl Arg<'_> {
         match *self {
             Arg::Buffer(b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
             Arg::BufferAt(b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
+            Arg::BufferMut(ref b) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; }
+            Arg::BufferMutAt(ref b, off) => { a.kind = sys::METILE_ARG_BUFFER; a.buffer = b.raw; a.offset = off; }
             Arg::I32(v) => { a.kind = sys::METILE_ARG_I32; a.i = v as i64; }
             Arg::U32(v) => { a.kind = sys::METILE_ARG_U32; a.i = v as i64; }
             Arg::I64(v) => { a.kind = sys::METILE_ARG_I64; a.i = v; }
@@ -541,9 +619,42 @@ impl Arg<'_> {
     }
 }
 
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device").field("name", &self.name()).field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer").field("bytes", &self.bytes).field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder").field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Program").field("name", &self.name()).field("raw", &self.raw).finish()
+    }
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.params.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Kernel").field("params", &names).field("raw", &self.raw).finish()
+    }
+}
+
 /// A program compiled for a device.
 pub struct Kernel {
     raw: *mut sys::metile_kernel,
+    /// Per parameter: (name, whether the kernel writes through it).
+    params: Vec<(String, bool)>,
 }
 
 unsafe impl Send for Kernel {}
@@ -551,15 +662,56 @@ unsafe impl Sync for Kernel {}
 
 impl Kernel {
     pub fn compile(device: &Device, program: &Program) -> Result<Kernel> {
-        let mut raw = ptr::null_mut();
-        check(unsafe { sys::metile_kernel_compile(&mut raw, device.raw, program.raw, ptr::null()) })?;
-        Ok(Kernel { raw })
+        Kernel::compile_with(device, program, &CompileOptions::default())
     }
 
-    /// Launches over `grid` program instances (asynchronous on GPUs).
+    /// Compiles with explicit options.
+    pub fn compile_with(device: &Device, program: &Program, options: &CompileOptions) -> Result<Kernel> {
+        let mut n = 0usize;
+        check(unsafe { sys::metile_program_num_params(program.raw, &mut n) })?;
+        let mut params = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut name = ptr::null();
+            let mut access = 0u32;
+            check(unsafe { sys::metile_program_param(program.raw, i, &mut name, ptr::null_mut()) })?;
+            check(unsafe { sys::metile_program_param_access(program.raw, i, &mut access) })?;
+            params.push((unsafe { cstr(name) }, access & sys::METILE_PARAM_WRITE as u32 != 0));
+        }
+        let mut raw = ptr::null_mut();
+        let opts = options.raw();
+        check(unsafe { sys::metile_kernel_compile(&mut raw, device.raw, program.raw, &opts) })?;
+        Ok(Kernel { raw, params })
+    }
+
+    /// Launches over `grid` program instances (asynchronous on GPUs). A parameter the kernel
+    /// writes needs `Arg::BufferMut`; a shared `Arg::Buffer` for it is an invalid-argument error.
     pub fn launch(&self, grid: [u32; 3], args: &[Arg]) -> Result<()> {
+        self.check_exclusive(args)?;
         let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
         check(unsafe { sys::metile_kernel_launch(self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })
+    }
+
+    /// Checks the arguments once and returns a [`Launch`] to run many times. It holds the
+    /// arguments' borrows, so buffers it writes stay exclusively borrowed while it exists.
+    pub fn prepare<'a>(&'a self, grid: [u32; 3], args: Vec<Arg<'a>>) -> Result<Launch<'a>> {
+        self.check_exclusive(&args)?;
+        let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
+        let mut launch = ptr::null_mut();
+        check(unsafe { sys::metile_launch_create(&mut launch, self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })?;
+        Ok(Launch { raw: launch, _args: args, _kernel: self })
+    }
+
+    fn check_exclusive(&self, args: &[Arg]) -> Result<()> {
+        for (i, a) in args.iter().enumerate() {
+            if let (Arg::Buffer(_) | Arg::BufferAt(..), Some((name, true))) = (a, self.params.get(i)) {
+                return Err(Error {
+                    status: sys::METILE_ERROR_INVALID_ARGUMENT,
+                    message: format!("[launch] argument `{name}` is written by the kernel: pass \
+                                      Arg::BufferMut(&mut buffer) so no view of it is alive"),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// A stage's text: "tile_ir", "cpp", "msl", "cuda", ...
@@ -574,5 +726,103 @@ impl Kernel {
 impl Drop for Kernel {
     fn drop(&mut self) {
         unsafe { sys::metile_kernel_release(self.raw) };
+    }
+}
+
+/// Compile options (`metile_compile_options`); `Default` gives the library's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Threads per program instance on GPUs; 0 lets the compiler choose.
+    pub num_threads: i32,
+    /// Whether f32 `dot` may use TF32/relaxed matrix units; `None` is the device default.
+    pub allow_tf32: Option<bool>,
+    /// 0: no optimization passes; 1: the default pipeline.
+    pub opt_level: i32,
+    /// Bypass the compile cache (memory and disk) for this kernel.
+    pub no_cache: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        let mut o = sys::metile_compile_options { struct_size: 0, num_threads: 0, allow_tf32: 0, opt_level: 0, no_cache: 0 };
+        unsafe { sys::metile_compile_options_init(&mut o) };
+        CompileOptions {
+            num_threads: o.num_threads,
+            allow_tf32: if o.allow_tf32 < 0 { None } else { Some(o.allow_tf32 != 0) },
+            opt_level: o.opt_level,
+            no_cache: o.no_cache != 0,
+        }
+    }
+}
+
+impl CompileOptions {
+    fn raw(&self) -> sys::metile_compile_options {
+        sys::metile_compile_options {
+            struct_size: std::mem::size_of::<sys::metile_compile_options>(),
+            num_threads: self.num_threads,
+            allow_tf32: self.allow_tf32.map_or(-1, i32::from),
+            opt_level: self.opt_level,
+            no_cache: i32::from(self.no_cache),
+        }
+    }
+}
+
+/// A launch prepared once ([`Kernel::prepare`]) and run many times.
+pub struct Launch<'a> {
+    raw: *mut sys::metile_launch,
+    _args: Vec<Arg<'a>>,
+    _kernel: &'a Kernel,
+}
+
+impl Launch<'_> {
+    /// Runs the launch again (asynchronous on GPUs).
+    pub fn run(&mut self) -> Result<()> {
+        check(unsafe { sys::metile_launch_run(self.raw) })
+    }
+
+    /// Changes the grid for later runs.
+    pub fn set_grid(&mut self, grid: [u32; 3]) -> Result<()> {
+        check(unsafe { sys::metile_launch_set_grid(self.raw, grid.as_ptr()) })
+    }
+}
+
+impl fmt::Debug for Launch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Launch").field("raw", &self.raw).finish()
+    }
+}
+
+impl Drop for Launch<'_> {
+    fn drop(&mut self) {
+        unsafe { sys::metile_launch_release(self.raw) };
+    }
+}
+
+/// The compile cache (`metile_cache_*`).
+pub mod cache {
+    use super::{check, c_string, owned_string, sys, Result};
+    use std::ptr;
+
+    /// Sets the disk cache directory (created when needed).
+    pub fn set_dir(dir: &str) -> Result<()> {
+        let d = c_string(dir)?;
+        check(unsafe { sys::metile_cache_set_dir(d.as_ptr()) })
+    }
+
+    /// The disk cache directory.
+    pub fn dir() -> Result<String> {
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::metile_cache_get_dir(&mut out) })?;
+        Ok(unsafe { owned_string(out) })
+    }
+
+    /// Turns the cache (memory and disk) on or off.
+    pub fn set_enabled(enabled: bool) -> Result<()> {
+        check(unsafe { sys::metile_cache_set_enabled(i32::from(enabled)) })
+    }
+
+    /// Removes every disk entry and the in-memory cache; resets the statistics.
+    pub fn clear() -> Result<()> {
+        check(unsafe { sys::metile_cache_clear() })
     }
 }

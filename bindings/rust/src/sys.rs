@@ -106,6 +106,11 @@ pub const METILE_OP_ATOMIC_XCHG: metile_op = 123;
 pub const METILE_OP_ATOMIC_CAS: metile_op = 124;
 pub const METILE_OP_FORCE32: metile_op = 0x7fffffff;
 
+pub type metile_param_access = c_int;
+pub const METILE_PARAM_READ: metile_param_access = 1;
+pub const METILE_PARAM_WRITE: metile_param_access = 2;
+pub const METILE_PARAM_ACCESS_FORCE32: metile_param_access = 0x7FFFFFFF;
+
 pub type metile_arg_kind = c_int;
 pub const METILE_ARG_BUFFER: metile_arg_kind = 1;
 pub const METILE_ARG_I32: metile_arg_kind = 2;
@@ -212,6 +217,9 @@ extern "C" {
     pub fn metile_devices_available(out: *mut *mut c_char) -> metile_status;
     pub fn metile_device_get_info(device: *const metile_device, out: *mut metile_device_info) -> metile_status;
     pub fn metile_device_synchronize(device: *mut metile_device) -> metile_status;
+    pub fn metile_device_stream(device: *mut metile_device, out: *mut u64) -> metile_status;
+    pub fn metile_device_wait_stream(device: *mut metile_device, stream: u64) -> metile_status;
+    pub fn metile_device_signal_stream(device: *mut metile_device, stream: u64) -> metile_status;
     pub fn metile_buffer_alloc(out: *mut *mut metile_buffer, device: *mut metile_device, bytes: usize) -> metile_status;
     pub fn metile_buffer_wrap(out: *mut *mut metile_buffer, device: *mut metile_device, host: *mut c_void, bytes: usize) -> metile_status;
     pub fn metile_buffer_retain(buffer: *mut metile_buffer) -> metile_status;
@@ -221,6 +229,9 @@ extern "C" {
     pub fn metile_buffer_shares_memory(buffer: *const metile_buffer) -> i32;
     pub fn metile_buffer_to_dlpack(buffer: *mut metile_buffer, dtype: metile_dtype, ndim: i32, shape: *const i64, out_managed_tensor: *mut *mut c_void) -> metile_status;
     pub fn metile_buffer_from_dlpack(out: *mut *mut metile_buffer, device: *mut metile_device, managed_tensor: *mut c_void) -> metile_status;
+    pub fn metile_buffer_to_dlpack_versioned(buffer: *mut metile_buffer, dtype: metile_dtype, ndim: i32, shape: *const i64, out_managed_tensor: *mut *mut c_void) -> metile_status;
+    pub fn metile_buffer_from_dlpack_versioned(out: *mut *mut metile_buffer, device: *mut metile_device, managed_tensor: *mut c_void) -> metile_status;
+    pub fn metile_dlpack_capsule_destructor(capsule: *mut c_void);
     pub fn metile_op_name(op: metile_op) -> *const c_char;
     pub fn metile_builder_create(out: *mut *mut metile_builder, name: *const c_char) -> metile_status;
     pub fn metile_builder_release(builder: *mut metile_builder) -> metile_status;
@@ -263,6 +274,7 @@ extern "C" {
     pub fn metile_program_name(program: *const metile_program) -> *const c_char;
     pub fn metile_program_num_params(program: *const metile_program, out: *mut usize) -> metile_status;
     pub fn metile_program_param(program: *const metile_program, index: usize, out_name: *mut *const c_char, out_type: *mut metile_type) -> metile_status;
+    pub fn metile_program_param_access(program: *const metile_program, index: usize, out: *mut u32) -> metile_status;
     pub fn metile_compile_options_init(options: *mut metile_compile_options);
     pub fn metile_kernel_compile(out: *mut *mut metile_kernel, device: *mut metile_device, program: *const metile_program, options: *const metile_compile_options) -> metile_status;
     pub fn metile_kernel_retain(kernel: *mut metile_kernel) -> metile_status;
@@ -273,6 +285,7 @@ extern "C" {
     pub fn metile_kernel_launch(kernel: *mut metile_kernel, grid: *const u32, args: *const metile_arg, num_args: usize) -> metile_status;
     pub fn metile_launch_create(out: *mut *mut metile_launch, kernel: *mut metile_kernel, grid: *const u32, args: *const metile_arg, num_args: usize) -> metile_status;
     pub fn metile_launch_set_arg(launch: *mut metile_launch, index: usize, arg: *const metile_arg) -> metile_status;
+    pub fn metile_launch_set_arg_memory(launch: *mut metile_launch, index: usize, host: *mut c_void, bytes: usize) -> metile_status;
     pub fn metile_launch_set_grid(launch: *mut metile_launch, grid: *const u32) -> metile_status;
     pub fn metile_launch_run(launch: *mut metile_launch) -> metile_status;
     pub fn metile_launch_release(launch: *mut metile_launch) -> metile_status;

@@ -46,9 +46,15 @@ fn vector_add() -> Result<()> {
     let (hx, hy) = (random(n, 1), random(n, 2));
     let bx = dev.buffer_from(&hx)?;
     let by = dev.buffer_from(&hy)?;
-    let bo = dev.alloc(n * 4)?;
+    let mut bo = dev.alloc(n * 4)?;
     let grid = ((n as i64 + BLOCK - 1) / BLOCK) as u32;
-    kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::Buffer(&bo), Arg::I32(n as i32)])?;
+    // Out is written: a shared reference is refused, naming it.
+    let err = kernel
+        .launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::Buffer(&bo), Arg::I32(n as i32)])
+        .unwrap_err();
+    assert_eq!(err.status, metile::sys::METILE_ERROR_INVALID_ARGUMENT);
+    assert!(err.message.contains("`out` is written by the kernel"), "{}", err.message);
+    kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut bo), Arg::I32(n as i32)])?;
     dev.synchronize()?;
     for (i, v) in bo.as_slice::<f32>().iter().enumerate() {
         assert_eq!(*v, hx[i] + hy[i], "element {i}");
@@ -115,8 +121,8 @@ fn softmax_rows() -> Result<()> {
     let kernel = Kernel::compile(&dev, &program)?;
     let hx = random(rows * cols, 3);
     let bx = dev.buffer_from(&hx)?;
-    let bo = dev.alloc(rows * cols * 4)?;
-    kernel.launch([rows as u32, 1, 1], &[Arg::Buffer(&bx), Arg::Buffer(&bo), Arg::I32(cols as i32)])?;
+    let mut bo = dev.alloc(rows * cols * 4)?;
+    kernel.launch([rows as u32, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bo), Arg::I32(cols as i32)])?;
     dev.synchronize()?;
     let got = bo.as_slice::<f32>();
     for r in 0..rows {
@@ -173,9 +179,9 @@ fn gemm_with_bounds() -> Result<()> {
     let (ha, hb) = (random(m * k, 4), random(k * n, 5));
     let ba = dev.buffer_from(&ha)?;
     let bbuf = dev.buffer_from(&hb)?;
-    let bc = dev.alloc(m * n * 4)?;
+    let mut bc = dev.alloc(m * n * 4)?;
     let grid = [((m as i64 + BM - 1) / BM) as u32, ((n as i64 + BN - 1) / BN) as u32, 1];
-    kernel.launch(grid, &[Arg::Buffer(&ba), Arg::Buffer(&bbuf), Arg::Buffer(&bc),
+    kernel.launch(grid, &[Arg::Buffer(&ba), Arg::Buffer(&bbuf), Arg::BufferMut(&mut bc),
                           Arg::I32(m as i32), Arg::I32(n as i32), Arg::I32(k as i32)])?;
     dev.synchronize()?;
     let got = bc.as_slice::<f32>();
@@ -201,5 +207,55 @@ fn errors_carry_status_and_location() {
     assert_eq!(e.status_name(), "METILE_ERROR_INVALID_PROGRAM");
     let e = Device::open(Some("no-such-device")).err().unwrap();
     assert_eq!(e.status, metile::sys::METILE_ERROR_INVALID_ARGUMENT);
+    assert_eq!(e.kind(), metile::ErrorKind::InvalidArgument);
     assert!(e.message.contains("no-such-device"), "{}", e.message);
+}
+
+#[test]
+fn handles_have_debug() {
+    let dev = device();
+    let buf = dev.alloc(16).unwrap();
+    let shown = format!("{dev:?} {buf:?}");
+    assert!(shown.contains("Device { name: ") && shown.contains("Buffer { bytes: 16"), "{shown}");
+    let mut b = Builder::new("dbg").unwrap();
+    let x = b.param_ptr("x", DType::F32).unwrap();
+    let v = b.load(x, None, None).unwrap();
+    b.store(x, v, None).unwrap();
+    let program = b.finish().unwrap();
+    assert!(format!("{program:?}").contains("\"dbg\""));
+    let kernel = Kernel::compile(&dev, &program).unwrap();
+    assert!(format!("{kernel:?}").contains("[\"x\"]"), "{kernel:?}");
+}
+
+#[test]
+fn prepared_launch_with_options_runs_again() -> Result<()> {
+    let dev = device();
+    let mut b = Builder::new("inc")?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let offs = b.arange(metile::Value::from_raw(0), 64)?;
+    let p = b.ptr_offset(x, offs)?;
+    let v = b.load(p, None, None)?;
+    let one = b.const_f32(1.0)?;
+    let w = b.add(v, one)?;
+    b.store(p, w, None)?;
+    let program = b.finish()?;
+    let defaults = metile::CompileOptions::default();
+    assert_eq!((defaults.opt_level, defaults.allow_tf32, defaults.no_cache), (1, None, false));
+    let options = metile::CompileOptions { opt_level: 0, no_cache: true, ..defaults };
+    let kernel = Kernel::compile_with(&dev, &program, &options)?;
+    let mut buf = dev.alloc(64 * 4)?;
+    {
+        let mut launch = kernel.prepare([1, 1, 1], vec![Arg::BufferMut(&mut buf)])?;
+        for _ in 0..3 {
+            launch.run()?;
+        }
+        launch.set_grid([1, 1, 1])?;
+        launch.run()?;
+    } // the launch ends its exclusive borrow of `buf`
+    dev.synchronize()?;
+    assert!(buf.as_slice::<f32>().iter().all(|&v| v == 4.0));
+    let e = kernel.prepare([1, 1, 1], vec![Arg::Buffer(&buf)]).unwrap_err();
+    assert_eq!(e.kind(), metile::ErrorKind::InvalidArgument);
+    assert!(!metile::cache::dir()?.is_empty());
+    Ok(())
 }

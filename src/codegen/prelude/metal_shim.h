@@ -235,6 +235,16 @@ vec<char, size_of<V>> test(const V& v, F f) {
  *  switch (all threads of a group share one OS thread). */
 inline thread_local metal_sim_thread* current = nullptr;
 
+/** At the top of every loop body (metal-sim's MSL preparation puts it there): every 4096
+ *  iterations the runtime checks the launch's time limit, so a long loop cannot hang a launch. */
+inline void loop_tick() {
+  metal_sim_thread* t = current;
+  if (__builtin_expect(++t->loop_ticks >= 4096, 0)) {
+    t->loop_ticks = 0;
+    t->ops->check_time(t);
+  }
+}
+
 inline uint lane_of(const metal_sim_thread* t) {
   return t->builtin[METAL_SIM_THREAD_INDEX_IN_SIMDGROUP][0];
 }

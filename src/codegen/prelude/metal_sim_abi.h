@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METAL_SIM_ABI_VERSION 1
+#define METAL_SIM_ABI_VERSION 2
 /** Lanes per simdgroup (Apple GPUs: 32). */
 #define METAL_SIM_SIMD_WIDTH 32
 /** Bytes each lane may publish per simd collective (a 4-wide vector of 64-bit values). */
@@ -57,6 +57,11 @@ typedef struct metal_sim_ops {
    */
   void* (*threadgroup_variable)(struct metal_sim_thread* t, uint32_t id, uint64_t size,
                                 uint64_t align, const char* name);
+  /**
+   * The launch's time limit (METILE_TIMEOUT_S): returns when there is time left, else ends the
+   * thread's group there (it does not return). Called every few thousand loop iterations.
+   */
+  void (*check_time)(struct metal_sim_thread* t);
 } metal_sim_ops;
 
 /** One simulated thread, as kernel code sees it. Written by the runtime, read by the shim. */
@@ -71,6 +76,8 @@ typedef struct metal_sim_thread {
   uint32_t simd_active;
   /** Which half of simd_slots the next collective uses; the shim flips it per collective. */
   uint32_t simd_parity;
+  /** Loop iterations since the last check_time; counted by the shim. */
+  uint32_t loop_ticks;
 } metal_sim_thread;
 
 /**

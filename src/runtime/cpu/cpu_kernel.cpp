@@ -3,9 +3,7 @@
 // that measured cheap run entirely on the calling thread, so tiny launches cost one ffi_call.
 #include "runtime/cpu/cpu_kernel.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -112,62 +110,8 @@ class CpuLaunch : public PreparedLaunch {
 
 }  // namespace
 
-SharedObject::SharedObject(const std::vector<uint8_t>& bytes, const std::string& label)
-    : label_(label) {
-  auto write_all = [&](int fd) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
-  };
-  std::string error;
-  fd_ = ::memfd_create(("metile-" + label).c_str(), MFD_CLOEXEC);
-  if (fd_ >= 0 && write_all(fd_)) {
-    handle_ = ::dlopen(("/proc/self/fd/" + std::to_string(fd_)).c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) error = ::dlerror();
-  }
-  if (handle_ != nullptr) return;
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  // Without memfd (or with /proc unavailable): a private temporary file, unlinked once mapped.
-  std::string path = env_string("TMPDIR", "/tmp") + "/metile-kernel-XXXXXX.so";
-  std::vector<char> buf(path.begin(), path.end());
-  buf.push_back('\0');
-  int fd = ::mkstemps(buf.data(), 3);
-  if (fd < 0)
-    fail(METILE_ERROR_IO, "cpu", "cannot create a file to load kernel ", label, ": ",
-         std::strerror(errno));
-  bool ok = write_all(fd);
-  ::close(fd);
-  if (ok) {
-    handle_ = ::dlopen(buf.data(), RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) error += std::string(error.empty() ? "" : "; ") + ::dlerror();
-  }
-  ::unlink(buf.data());
-  if (handle_ == nullptr)
-    fail(METILE_ERROR_DEVICE, "cpu", "cannot load compiled kernel ", label, ": ",
-         ok ? error : std::string("write failed"));
-}
-
-SharedObject::~SharedObject() {
-  if (handle_ != nullptr) ::dlclose(handle_);
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void* SharedObject::symbol(const char* name) const {
-  void* s = ::dlsym(handle_, name);
-  if (s == nullptr)
-    fail(METILE_ERROR_DEVICE, "cpu", "kernel ", label_, " has no symbol ", name,
-         " (a corrupt or foreign artifact?)");
-  return s;
-}
-
 CpuKernel::CpuKernel(std::shared_ptr<const Program> program, const Artifact& artifact)
-    : program_(std::move(program)), object_(artifact.bytes, program_->name) {
+    : program_(std::move(program)), object_(artifact.bytes, "cpu", program_->name) {
   entry_ = reinterpret_cast<void (*)()>(object_.symbol("metile_entry"));
   stack_bytes_ = *static_cast<const uint64_t*>(object_.symbol("metile_stack_bytes"));
   for (const Param& prm : program_->params) types_.push_back(ffi_type_of(program_->type(prm.value)));

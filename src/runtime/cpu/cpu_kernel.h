@@ -13,24 +13,9 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/host/shared_object.h"
 
 namespace metile::cpu {
-
-/** A shared object loaded from bytes (memfd, or a temporary file where memfd is unavailable). */
-class SharedObject {
- public:
-  SharedObject(const std::vector<uint8_t>& bytes, const std::string& label);
-  ~SharedObject();
-  SharedObject(const SharedObject&) = delete;
-  SharedObject& operator=(const SharedObject&) = delete;
-  /** The symbol's address; throws METILE_ERROR_DEVICE when it is missing. */
-  void* symbol(const char* name) const;
-
- private:
-  void* handle_ = nullptr;
-  int fd_ = -1;  // kept open while loaded, so the /proc/self/fd name stays unique
-  std::string label_;
-};
 
 class CpuKernel : public Kernel, public std::enable_shared_from_this<CpuKernel> {
  public:
@@ -48,7 +33,7 @@ class CpuKernel : public Kernel, public std::enable_shared_from_this<CpuKernel> 
 
  private:
   std::shared_ptr<const Program> program_;
-  SharedObject object_;
+  host::SharedObject object_;
   void (*entry_)() = nullptr;
   uint64_t stack_bytes_ = 0;
   std::vector<ffi_type*> types_;

@@ -1,12 +1,9 @@
-// Finding, identifying and running the host C++ compiler. Commands are spawned directly
-// (posix_spawn, no shell), with output captured through a file in a private temp directory.
+// Finding, identifying and running the host C++ compiler (through host::run_process: no shell,
+// captured output, METILE_TIMEOUT_S).
 #include "runtime/cpu/toolchain.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,18 +12,19 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
+#include "cache/cache.h"
+#include "cache/sha256.h"
+#include "runtime/host/process.h"
 #include "support/env.h"
 #include "support/error.h"
-
-extern char** environ;
 
 namespace metile::cpu {
 
 namespace {
 
-namespace fs = std::filesystem;
 
 std::vector<std::string> split_words(const std::string& s) {
   std::vector<std::string> out;
@@ -75,28 +73,6 @@ std::vector<std::string> find_command(std::string* why) {
   return {};
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string base = env_string("TMPDIR", "/tmp");
-    std::string tmpl = base + "/metile-cpu-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr)
-      fail(METILE_ERROR_IO, "cpu", "cannot create a temporary directory in ", base, ": ",
-           std::strerror(errno));
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
@@ -135,6 +111,26 @@ std::string resolve_native(const std::vector<std::string>& cmd) {
   return "native";
 }
 
+// The key of the persisted probe of `cmd`: the command, the compiler executable's identity on
+// disk (a reinstalled or switched compiler is probed again) and this CPU's model and features
+// (-march=native differs between hosts sharing a cache directory). "" when it cannot be made.
+std::string probe_record_key(const std::vector<std::string>& cmd) {
+  struct stat st;
+  if (::stat(cmd[0].c_str(), &st) != 0) return {};
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, cpu;
+  while (std::getline(in, line) && !line.empty()) {  // the first processor's block
+    if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0 ||
+        line.rfind("Features", 0) == 0 || line.rfind("CPU part", 0) == 0)
+      cpu += line + "\n";
+  }
+  Sha256 h;
+  h.update(cpu);
+  return cat("cpu toolchain probe 1;", host::command_line(cmd), ";", st.st_dev, ":", st.st_ino,
+             ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ";",
+             to_hex(h.finish()));
+}
+
 std::string machine() {
   struct utsname u;
   return ::uname(&u) == 0 ? u.machine : "unknown";
@@ -153,29 +149,10 @@ const std::vector<std::string>& kernel_flags() {
 }
 
 int run_command(const std::vector<std::string>& argv, std::string* output) {
-  TempDir dir;
-  std::string log = dir.path() + "/out.txt";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    if (output) *output = std::string("cannot run ") + argv[0] + ": " + std::strerror(rc);
-    return -1;
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (output) *output = read_file(log);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  host::ProcessResult r = host::run_process(argv, host::compile_timeout_s());
+  if (output) *output = r.started ? r.output : r.failure;
+  if (!r.started || r.timed_out) return -1;
+  return r.signal ? 128 + r.signal : r.exit_status;
 }
 
 std::string Toolchain::identity() const {
@@ -197,17 +174,29 @@ Toolchain current_toolchain() {
   tc.command = find_command(&why);
   if (tc.command.empty()) fail(METILE_ERROR_DEVICE_UNAVAILABLE, "cpu", why);
   tc.flags = kernel_flags();
-  // Identity queries spawn the compiler; do them once per command line.
+  // Identity queries spawn the compiler; do them once per command line, and remember them in the
+  // compile cache's directory so a fresh process's first (cached) kernel does not wait for them.
   static std::mutex mu;
   static std::map<std::vector<std::string>, std::pair<std::string, std::string>> known;
   std::lock_guard<std::mutex> lock(mu);
   auto it = known.find(tc.command);
   if (it == known.end()) {
-    std::string out;
-    std::vector<std::string> argv = tc.command;
-    argv.push_back("--version");
-    std::string version = run_command(argv, &out) == 0 ? first_line(out) : "";
-    it = known.emplace(tc.command, std::make_pair(version, resolve_native(tc.command))).first;
+    std::string record_key = probe_record_key(tc.command);
+    auto record = record_key.empty() ? std::nullopt : global_cache().find_autotune(record_key);
+    size_t newline = record ? record->find('\n') : std::string::npos;
+    if (newline != std::string::npos) {
+      it = known.emplace(tc.command, std::make_pair(record->substr(0, newline),
+                                                    record->substr(newline + 1))).first;
+    } else {
+      std::string out;
+      std::vector<std::string> argv = tc.command;
+      argv.push_back("--version");
+      std::string version = run_command(argv, &out) == 0 ? first_line(out) : "";
+      std::string target = resolve_native(tc.command);
+      if (!record_key.empty() && !version.empty() && version.find('\n') == std::string::npos)
+        global_cache().store_autotune(record_key, version + "\n" + target);
+      it = known.emplace(tc.command, std::make_pair(version, target)).first;
+    }
   }
   tc.version = it->second.first;
   tc.target = it->second.second;
@@ -216,7 +205,7 @@ Toolchain current_toolchain() {
 
 std::vector<uint8_t> compile_shared_object(const Toolchain& tc, const std::string& source,
                                            const std::string& kernel_name) {
-  TempDir dir;
+  host::TempDir dir("cpu");
   std::string src = dir.path() + "/kernel.cpp", so = dir.path() + "/kernel.so";
   {
     std::ofstream out(src, std::ios::binary);
@@ -226,16 +215,19 @@ std::vector<uint8_t> compile_shared_object(const Toolchain& tc, const std::strin
   std::vector<std::string> argv = tc.command;
   argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
   argv.insert(argv.end(), {"-o", so, src, "-lm"});
-  std::string log;
-  int rc = run_command(argv, &log);
-  std::string bytes = rc == 0 ? read_file(so) : std::string();
-  if (rc != 0 || bytes.empty()) {
-    std::string cmd;
-    for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  double limit = host::compile_timeout_s();
+  host::ProcessResult r = host::run_process(argv, limit);
+  std::string bytes = r.ok() ? read_file(so) : std::string();
+  if (!r.ok() || bytes.empty()) {
+    std::string log = r.output;
     const size_t kMaxLog = 4096;
     if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n[... log truncated]";
-    fail(METILE_ERROR_COMPILE, "cpu", "compiling kernel ", kernel_name, " failed (exit status ",
-         rc, ")\ncommand: ", cmd, "\n", log.empty() ? "(the compiler printed nothing)" : log);
+    std::string how = r.timed_out ? "timed out: " + r.failure
+                      : !r.failure.empty() ? r.failure
+                                           : cat("exit status ", r.exit_status);
+    fail(METILE_ERROR_COMPILE, "cpu", "compiling kernel ", kernel_name, " failed (", how,
+         ")\ncommand: ", host::command_line(argv), "\n",
+         log.empty() ? "(the compiler printed nothing)" : log);
   }
   return {bytes.begin(), bytes.end()};
 }

@@ -29,14 +29,15 @@ std::string probe_compiler();
 Toolchain current_toolchain();
 
 /**
- * Compiles `source` into a shared object and returns its bytes. A failing compiler throws
- * METILE_ERROR_COMPILE with its command line and the start of its log; a missing one throws
- * METILE_ERROR_DEVICE_UNAVAILABLE.
+ * Compiles `source` into a shared object and returns its bytes. A failing compiler, or one still
+ * running after METILE_TIMEOUT_S (host/process.h; it is killed), throws METILE_ERROR_COMPILE with
+ * its command line and the start of its log; a missing one throws METILE_ERROR_DEVICE_UNAVAILABLE.
  */
 std::vector<uint8_t> compile_shared_object(const Toolchain& tc, const std::string& source,
                                            const std::string& kernel_name);
 
-/** Runs `argv` (no shell), capturing stdout and stderr together; returns the exit status. */
+/** Runs `argv` (host::run_process: no shell, METILE_TIMEOUT_S), capturing stdout and stderr
+ * together; returns the exit status, or -1 when it could not run or timed out. */
 int run_command(const std::vector<std::string>& argv, std::string* output);
 
 }  // namespace metile::cpu

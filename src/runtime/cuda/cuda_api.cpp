@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <memory>
 #include <mutex>
 #include <vector>
 
+#include "runtime/host/process.h"
 #include "support/env.h"
 #include "support/error.h"
 
@@ -61,7 +63,9 @@ void load_driver_once() {
             sym(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute) && sym(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
             sym(lib, "cuMemAllocManaged", d.cuMemAllocManaged) && sym(lib, "cuMemFree_v2", d.cuMemFree) &&
             sym(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) && sym(lib, "cuMemsetD8_v2", d.cuMemsetD8) &&
-            sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString);
+            sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString) &&
+            sym(lib, "cuEventCreate", d.cuEventCreate) && sym(lib, "cuEventRecord", d.cuEventRecord) &&
+            sym(lib, "cuEventDestroy_v2", d.cuEventDestroy) && sym(lib, "cuStreamWaitEvent", d.cuStreamWaitEvent);
   if (!ok) {
     l.driver_why = std::string("the driver library lacks a needed function (") + dlerror() + ")";
     return;
@@ -163,27 +167,44 @@ std::string nvrtc_compile(const std::string& source, const std::string& name,
   nvrtcProgram prog = nullptr;
   nvrtcResult r = n->nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
   if (r != 0) fail(METILE_ERROR_COMPILE, "cuda", "nvrtcCreateProgram: ", n->nvrtcGetErrorString(r));
-  std::string arch_opt = "-arch=" + arch;
-  // No fast-math: results must match the other devices within float rounding.
-  const char* opts[] = {arch_opt.c_str(), "-std=c++17", "-default-device"};
-  r = n->nvrtcCompileProgram(prog, 3, opts);
-  size_t log_size = 0;
-  n->nvrtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
-  if (log_size) n->nvrtcGetProgramLog(prog, log.data());
+  // The compile runs on a worker so a time limit (METILE_TIMEOUT_S) can give up on it; the
+  // worker owns the program and frees it whenever it finishes.
+  struct Job {
+    const Nvrtc* n;
+    nvrtcProgram prog;
+    std::string arch_opt;
+    nvrtcResult r = 0;
+    std::string log, cubin;
+  };
+  auto job = std::make_shared<Job>(Job{n, prog, "-arch=" + arch});
+  double limit = host::compile_timeout_s();
+  bool finished = host::run_bounded([job] {
+    const Nvrtc* n = job->n;
+    // No fast-math: results must match the other devices within float rounding.
+    const char* opts[] = {job->arch_opt.c_str(), "-std=c++17", "-default-device"};
+    job->r = n->nvrtcCompileProgram(job->prog, 3, opts);
+    size_t log_size = 0;
+    n->nvrtcGetProgramLogSize(job->prog, &log_size);
+    job->log.assign(log_size, '\0');
+    if (log_size) n->nvrtcGetProgramLog(job->prog, job->log.data());
+    if (job->r == 0) {
+      size_t size = 0;
+      n->nvrtcGetCUBINSize(job->prog, &size);
+      job->cubin.assign(size, '\0');
+      n->nvrtcGetCUBIN(job->prog, job->cubin.data());
+    }
+    n->nvrtcDestroyProgram(&job->prog);
+  }, limit);
+  if (!finished)
+    fail(METILE_ERROR_COMPILE, "cuda", "NVRTC did not finish compiling ", name, " for ", arch,
+         " within ", limit, " s (METILE_TIMEOUT_S); gave up on it");
+  std::string log = job->log;
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   if (log_out) *log_out = log;
-  if (r != 0) {
-    n->nvrtcDestroyProgram(&prog);
+  if (job->r != 0)
     fail(METILE_ERROR_COMPILE, "cuda", "NVRTC failed to compile ", name, " for ", arch, ": ",
-         n->nvrtcGetErrorString(r), "\n", log.substr(0, 8192));
-  }
-  size_t size = 0;
-  n->nvrtcGetCUBINSize(prog, &size);
-  std::string cubin(size, '\0');
-  n->nvrtcGetCUBIN(prog, cubin.data());
-  n->nvrtcDestroyProgram(&prog);
-  return cubin;
+         n->nvrtcGetErrorString(job->r), "\n", log.substr(0, 8192));
+  return job->cubin;
 }
 
 }  // namespace metile::cuda

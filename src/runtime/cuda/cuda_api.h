@@ -19,6 +19,7 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 
@@ -37,6 +38,7 @@ inline constexpr int kAttrConcurrentManagedAccess = 89;
 inline constexpr int kAttrMaxSharedPerBlockOptin = 97;
 inline constexpr int kFuncAttrMaxDynamicShared = 8;
 inline constexpr unsigned kMemAttachGlobal = 1;
+inline constexpr unsigned kEventDisableTiming = 2;
 
 /** Driver entry points; every pointer is non-null once load_driver() succeeded. */
 struct Driver {
@@ -63,6 +65,11 @@ struct Driver {
   // One of the two prefetch signatures (CUDA >= 12.2 takes a location).
   CUresult (*cuMemPrefetchAsync_v2)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream);
   CUresult (*cuMemPrefetchAsync)(CUdeviceptr, size_t, CUdevice, CUstream);
+  // Ordering with other libraries' streams (DLPack).
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
 };

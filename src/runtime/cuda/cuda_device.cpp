@@ -33,6 +33,8 @@ class CudaBuffer : public Buffer {
   uint64_t device_address() override { return ptr_; }
   size_t size() const override { return size_; }
   bool shares_memory() const override { return !owned_; }
+  /** Managed memory this device allocated (the only kind prefetching applies to). */
+  bool owned() const { return owned_; }
   bool host_dirty = true;
 
  private:
@@ -132,6 +134,24 @@ class CudaDevice : public Device {
     check(d_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
   }
 
+  void wait_for_stream(uint64_t stream) override { order(as_stream(stream), stream_); }
+  void signal_stream(uint64_t stream) override { order(stream_, as_stream(stream)); }
+  uint64_t stream() const override { return reinterpret_cast<uint64_t>(stream_); }
+
+  static CUstream as_stream(uint64_t s) { return reinterpret_cast<CUstream>(s); }
+
+  /** Work queued on `then` from now on waits for the work queued on `first` so far. */
+  void order(CUstream first, CUstream then) {
+    if (first == then) return;
+    make_current();
+    CUevent e = nullptr;
+    check(d_->cuEventCreate(&e, kEventDisableTiming), "cuEventCreate");
+    CUresult r = d_->cuEventRecord(e, first);
+    if (r == 0) r = d_->cuStreamWaitEvent(then, e, 0);
+    d_->cuEventDestroy(e);  // released once the wait no longer needs it
+    check(r, "ordering two CUDA streams (cuEventRecord/cuStreamWaitEvent)");
+  }
+
   Artifact build(const Program& program, const CompileOptions& options) override {
     return cuda_build_program(program, options, info_.architecture);
   }
@@ -139,8 +159,12 @@ class CudaDevice : public Device {
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
                                const Artifact& artifact) override;
 
-  void prefetch(CudaBuffer* b) {
-    if (!b->host_dirty || b->shares_memory()) return;
+  /** Before a launch: moves managed memory this device allocated back to the GPU when the host
+   * may have touched it. Any other buffer (a DLPack import of torch's memory, a host wrap) is
+   * left alone: prefetching memory the driver does not manage is an error. */
+  void prefetch(Buffer* arg) {
+    auto* b = dynamic_cast<CudaBuffer*>(arg->underlying());
+    if (b == nullptr || b->device != this || !b->owned() || !b->host_dirty) return;
     b->host_dirty = false;
     if (d_->cuMemPrefetchAsync_v2) {
       check(d_->cuMemPrefetchAsync_v2(b->device_address(), b->size(), CUmemLocation{1, dev_}, 0,
@@ -229,10 +253,10 @@ void CudaLaunch::update() {
 void CudaLaunch::run() {
   CudaDevice* dev = k_->dev_;
   dev->make_current();
-  // Buffers imported through DLPack are wrappers around device memory, not CudaBuffers: only
-  // the device's own (managed) buffers are prefetched.
+  // prefetch() dispatches on the buffer's real kind: a DLPack import wraps device memory it
+  // does not own, and only the device's own (managed) buffers are prefetched.
   for (const LaunchArg& a : args)
-    if (auto* b = dynamic_cast<CudaBuffer*>(a.buffer)) dev->prefetch(b);
+    if (a.buffer) dev->prefetch(a.buffer);
   check(dev->d_->cuLaunchKernel(k_->fn_, grid.dims[0], grid.dims[1], grid.dims[2],
                                 static_cast<unsigned>(k_->threads_), 1, 1,
                                 static_cast<unsigned>(k_->smem_), dev->stream_, params_.data(),

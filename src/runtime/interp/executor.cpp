@@ -64,6 +64,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -74,6 +75,7 @@
 #include <unordered_map>
 
 #include "ir/swizzle_names.h"
+#include "runtime/host/process.h"
 #include "runtime/interp/values.h"
 #include "support/error.h"
 
@@ -98,6 +100,9 @@ struct LaunchState {
   std::vector<std::pair<ValueId, Val>> params;
   // Makes each atomic op of an instance one indivisible step (a pointer: the state is moved).
   std::unique_ptr<std::mutex> atomics = std::make_unique<std::mutex>();
+  // METILE_TIMEOUT_S: past this, every instance stops at its next check.
+  double limit_s = 0;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 [[noreturn]] void fault(std::string message) { throw OpFault{std::move(message)}; }
@@ -141,6 +146,12 @@ class Instance {
 
   void block(const Block& b) {
     for (const Op& op : b.ops) {
+      // A cooperative time limit: the clock is read every 256 ops (and at the first), cheap
+      // next to the ops themselves.
+      if ((ops_++ & 255) == 0 && std::chrono::steady_clock::now() >= l_.deadline)
+        fail(METILE_ERROR_DEVICE, "interp", "kernel ", p_.name, " did not finish within ",
+             l_.limit_s, " s (METILE_TIMEOUT_S); stopped at ", p_.where(op.loc), op_name(op.kind),
+             " in program (", pid_[0], ",", pid_[1], ",", pid_[2], ")");
       try {
         exec(op);
       } catch (const OpFault& f) {
@@ -183,6 +194,7 @@ class Instance {
   std::vector<Val> yielded_;
   bool in_role_ = false;
   int64_t role_lo_ = 0, role_hi_ = 0;  // the threads whose stores a role region keeps
+  uint64_t ops_ = 0;                   // ops run, for the time-limit checks
 };
 
 void Instance::exec(const Op& op) {
@@ -694,7 +706,12 @@ void check_supported(const Program& program) {
 }
 
 void execute(const Program& program, const Grid& grid, const std::vector<LaunchArg>& args) {
-  const LaunchState st = make_state(program, grid, args);
+  LaunchState st = make_state(program, grid, args);
+  st.limit_s = host::launch_timeout_s();
+  if (st.limit_s > 0)
+    st.deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(st.limit_s));
   const uint64_t count = grid.count();
   const uint64_t gx = grid.dims[0], gy = grid.dims[1];
   std::atomic<uint64_t> next{0};

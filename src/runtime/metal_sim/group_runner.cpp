@@ -64,7 +64,13 @@ void* op_threadgroup_variable(metal_sim_thread* t, uint32_t id, uint64_t size, u
   return th.runner->threadgroup_variable(th, id, size, align, name);
 }
 
-const metal_sim_ops kOps = {&op_barrier, &op_simd_sync, &op_threadgroup_variable};
+void op_check_time(metal_sim_thread* t) {
+  GroupRunner::Thread& th = thread_of(t);
+  th.runner->check_deadline(th);
+}
+
+const metal_sim_ops kOps = {&op_barrier, &op_simd_sync, &op_threadgroup_variable,
+                            &op_check_time};
 
 bool same_site(const GroupRunner::Site& a, const GroupRunner::Site& b) {
   return a.line == b.line && a.column == b.column &&
@@ -151,6 +157,7 @@ bool GroupRunner::run(const LaunchPlan& plan, uint64_t index, std::string* error
     t.simd_slots = simdgroups_[i / kWidth].slots;
     t.simd_active = simdgroups_[i / kWidth].live_mask;
     t.simd_parity = 0;
+    t.loop_ticks = 0;
     fiber_init(th.fiber, stacks_.bottom(i), stacks_.stack_bytes(), &GroupRunner::thread_main, &th);
     make_ready(th);
   }
@@ -202,6 +209,18 @@ void GroupRunner::finish(Thread& th) {
 
 void GroupRunner::abandon(Thread& th) { fiber_exit(th.fiber, main_); }
 
+std::string LaunchPlan::timeout_message(const std::string& where) const {
+  return cat(kernel, ": did not finish within ", limit_s, " s (METILE_TIMEOUT_S); stopped in ",
+             where);
+}
+
+void GroupRunner::check_deadline(Thread& th) {
+  if (!plan_->past_deadline()) return;
+  failed_ = true;
+  error_ = plan_->timeout_message(where());
+  abandon(th);
+}
+
 Fiber& GroupRunner::next_fiber() {
   if (queue_size_ == 0) return main_;
   Thread& th = threads_[queue_[queue_head_]];
@@ -219,6 +238,7 @@ void GroupRunner::make_ready(Thread& th) {
 }
 
 void GroupRunner::barrier(Thread& th, Site site) {
+  check_deadline(th);
   th.state = State::barrier;
   th.site = site;
   if (++at_barrier_ == thread_count_) {
@@ -239,6 +259,7 @@ void GroupRunner::barrier(Thread& th, Site site) {
 void GroupRunner::simd_sync(Thread& th, Site site) {
   uint32_t i = static_cast<uint32_t>(&th - threads_.data());
   Simdgroup& sg = simdgroups_[i / kWidth];
+  check_deadline(th);
   th.state = State::simd;
   th.site = site;
   if (++sg.waiting == sg.live) {

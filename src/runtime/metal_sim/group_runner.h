@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,13 @@ struct LaunchPlan {
     uint64_t bytes;
   };
   std::vector<ThreadgroupArg> threadgroup_args;
+  /** METILE_TIMEOUT_S: threads check it whenever they wait (barriers, simd collectives) and the
+   * launch before each threadgroup; past it the launch stops with an error. */
+  double limit_s = 0;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  bool past_deadline() const { return limit_s > 0 && std::chrono::steady_clock::now() >= deadline; }
+  /** The error for a launch stopped by its time limit, at `where`. */
+  std::string timeout_message(const std::string& where) const;
 };
 
 class GroupRunner {
@@ -58,6 +66,8 @@ class GroupRunner {
   void simd_sync(Thread& th, Site site);
   void* threadgroup_variable(Thread& th, uint32_t id, uint64_t size, uint64_t align,
                              const char* name);
+  /** Ends the group (the thread does not return) when the launch is past its time limit. */
+  void check_deadline(Thread& th);
 
  private:
   static void thread_main(void* thread);

@@ -104,6 +104,7 @@ class Preparer {
   std::string run() {
     find_attributes();
     rewrite_threadgroup();
+    tick_loops();
     if (sig_ != nullptr) check_kernel();
     return apply();
   }
@@ -189,6 +190,23 @@ class Preparer {
       bool statement_start = i == 0 || punct(i - 1, ';') || punct(i - 1, '{') || punct(i - 1, '}');
       if (!statement_start || !declare_variables(i, depth))
         edits_.push_back({toks_[i].begin, toks_[i].end, " "});
+    }
+  }
+
+  /** Puts a loop_tick() at the top of every braced loop body, so the runtime can stop a launch
+   *  past its time limit (METILE_TIMEOUT_S) even in a loop that never waits. */
+  void tick_loops() {
+    for (size_t i = 0; i + 1 < toks_.size(); ++i) {
+      size_t brace = 0;
+      if ((toks_[i].is("for") || toks_[i].is("while")) && toks_[i].kind == Token::ident &&
+          punct(i + 1, '(')) {
+        size_t close = match(i + 1);
+        if (punct(close + 1, '{')) brace = close + 1;
+      } else if (toks_[i].is("do") && toks_[i].kind == Token::ident && punct(i + 1, '{')) {
+        brace = i + 1;
+      }
+      if (brace != 0)
+        edits_.push_back({toks_[brace].end, toks_[brace].end, " ::metal::detail::loop_tick();"});
     }
   }
 
@@ -362,7 +380,9 @@ class Preparer {
 
   std::string apply() {
     std::sort(edits_.begin(), edits_.end(),
-              [](const Edit& a, const Edit& b) { return a.begin < b.begin; });
+              [](const Edit& a, const Edit& b) {
+                return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+              });
     std::string out;
     size_t pos = 0;
     for (const Edit& e : edits_) {

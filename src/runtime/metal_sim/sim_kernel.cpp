@@ -1,6 +1,5 @@
 #include "runtime/metal_sim/sim_kernel.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <mutex>
 
 #include "codegen/prelude/metal_sim_abi.h"
+#include "runtime/host/process.h"
 #include "runtime/metal_sim/group_runner.h"
 #include "runtime/metal_sim/msl_prepare.h"
 #include "runtime/metal_sim/toolchain.h"
@@ -73,32 +73,6 @@ void check_msl(std::string_view msl, std::string_view name) {
   if (!run.ok) fail(METILE_ERROR_COMPILE, "metal-sim", name, ": clang rejected it:\n", run.log);
 }
 
-/** A dlopen()ed kernel library. */
-class SharedObject {
- public:
-  explicit SharedObject(const std::vector<uint8_t>& bytes) {
-    // dlopen needs a file; it may go as soon as the library is mapped.
-    std::string path = (std::filesystem::temp_directory_path() / "metile-msl-XXXXXX.so").string();
-    int fd = mkstemps(path.data(), 3);
-    if (fd < 0)
-      fail(METILE_ERROR_IO, "metal-sim", "cannot create ", path, ": ", std::strerror(errno));
-    bool written = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
-    close(fd);
-    if (written) handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    std::string why = written ? (handle_ ? "" : dlerror()) : std::strerror(errno);
-    unlink(path.c_str());
-    if (handle_ == nullptr)
-      fail(METILE_ERROR_DEVICE, "metal-sim", "cannot load the compiled kernel: ", why);
-  }
-  ~SharedObject() { dlclose(handle_); }
-  SharedObject(const SharedObject&) = delete;
-  SharedObject& operator=(const SharedObject&) = delete;
-  void* symbol(const char* name) const { return dlsym(handle_, name); }
-
- private:
-  void* handle_ = nullptr;
-};
-
 SimKernel load_msl(const std::vector<uint8_t>& bytes, MslSignature signature) {
   validate(signature);
   if (signature.threadgroup_arg_bytes() > kThreadgroupMemoryLimit)
@@ -106,9 +80,9 @@ SimKernel load_msl(const std::vector<uint8_t>& bytes, MslSignature signature) {
          ": its [[threadgroup(i)]] arguments need ", signature.threadgroup_arg_bytes(),
          " bytes, over Apple's ", kThreadgroupMemoryLimit, "-byte threadgroup memory limit");
   SimKernel k;
-  k.library_ = std::make_shared<SharedObject>(bytes);
-  auto* version = static_cast<const int*>(k.library_->symbol("metal_sim_abi_version"));
-  k.entry_ = k.library_->symbol("metal_sim_entry");
+  k.library_ = std::make_shared<host::SharedObject>(bytes, "metal-sim", signature.kernel);
+  auto* version = static_cast<const int*>(k.library_->find("metal_sim_abi_version"));
+  k.entry_ = k.library_->find("metal_sim_entry");
   if (version == nullptr || k.entry_ == nullptr)
     fail(METILE_ERROR_DEVICE, "metal-sim", signature.kernel,
          ": the library is not a metal-sim kernel (no metal_sim_entry)");
@@ -147,6 +121,11 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   plan.entry = reinterpret_cast<metal_sim_entry_fn>(entry_);
   plan.groups = groups;
   plan.threads = threads;
+  plan.limit_s = host::launch_timeout_s();
+  if (plan.limit_s > 0)
+    plan.deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(plan.limit_s));
   std::vector<uint64_t> scalars(signature_.args.size());
   size_t next = 0;
   for (size_t i = 0; i < signature_.args.size(); ++i) {
@@ -176,7 +155,10 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
     std::string why;
     metile_status st = METILE_ERROR_DEVICE;
     try {
-      if (GroupRunner::for_this_thread().run(plan, g, &why)) return;
+      if (plan.past_deadline())
+        why = plan.timeout_message(cat("threadgroup ", g, " (not started)"));
+      else if (GroupRunner::for_this_thread().run(plan, g, &why))
+        return;
       why = cat("[metal-sim] ", why);
     } catch (const Error& e) {
       st = e.status();

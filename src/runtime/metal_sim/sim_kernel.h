@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/host/shared_object.h"
 #include "runtime/metal_sim/msl_signature.h"
 
 namespace metile::metal_sim {
@@ -34,7 +35,6 @@ std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signatu
 /** Checks that `msl` (no trampoline, no signature) compiles under the shim with -Werror. */
 void check_msl(std::string_view msl, std::string_view file_name);
 
-class SharedObject;
 
 class SimKernel {
  public:
@@ -51,7 +51,7 @@ class SimKernel {
 
  private:
   friend SimKernel load_msl(const std::vector<uint8_t>& bytes, MslSignature signature);
-  std::shared_ptr<SharedObject> library_;
+  std::shared_ptr<host::SharedObject> library_;
   void* entry_ = nullptr;
   MslSignature signature_;
 };

@@ -1,9 +1,5 @@
 #include "runtime/metal_sim/toolchain.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,38 +9,15 @@
 #include <regex>
 #include <sstream>
 
+#include "runtime/host/process.h"
 #include "support/env.h"
 #include "support/error.h"
-
-extern char** environ;
 
 namespace metile::metal_sim {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-/** A temporary directory, removed with everything in it. */
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "metile-msl-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr)
-      fail(METILE_ERROR_IO, "metal-sim", "cannot create a temporary directory in ",
-           fs::temp_directory_path().string(), ": ", std::strerror(errno));
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 void write_file(const fs::path& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary);
@@ -57,39 +30,6 @@ std::string read_file(const fs::path& path) {
   std::ostringstream os;
   os << in.rdbuf();
   return os.str();
-}
-
-/**
- * Runs argv[0] (looked up on PATH) with stdout and stderr going to `log_path`. Returns the exit
- * status, or -1 with `why` set when the program could not be started or was killed.
- */
-int run_process(const std::vector<std::string>& argv, const fs::path& log_path, std::string* why) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    *why = cat("cannot run ", argv[0], ": ", std::strerror(rc));
-    return -1;
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      *why = cat("waiting for ", argv[0], ": ", std::strerror(errno));
-      return -1;
-    }
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  *why = cat(argv[0], " was killed by signal ", WTERMSIG(status));
-  return -1;
 }
 
 bool on_path(const std::string& name) {
@@ -110,12 +50,10 @@ bool on_path(const std::string& name) {
 ClangProbe probe_clang_command(const std::string& command) {
   ClangProbe p;
   p.clang.command = command;
-  TempDir dir;
-  std::string why;
-  int rc = run_process({command, "--version"}, dir.path() / "version.txt", &why);
-  std::string out = read_file(dir.path() / "version.txt");
-  if (rc != 0) {
-    p.unavailable = rc < 0 ? why : cat(command, " --version failed: ", out);
+  host::ProcessResult r = host::run_process({command, "--version"}, host::compile_timeout_s());
+  std::string out = r.output;
+  if (!r.ok()) {
+    p.unavailable = !r.failure.empty() ? r.failure : cat(command, " --version failed: ", out);
     return p;
   }
   p.clang.version = out.substr(0, out.find('\n'));
@@ -163,11 +101,12 @@ const ClangProbe& probe_clang() {
 ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view source_name,
                    const std::vector<std::pair<std::string, std::string_view>>& include_files,
                    bool shared_object) {
-  TempDir dir;
-  for (const auto& [name, text] : include_files) write_file(dir.path() / name, text);
-  fs::path src = dir.path() / std::string(source_name);
+  host::TempDir tmp("metal-sim");
+  fs::path dir_path = tmp.path();
+  for (const auto& [name, text] : include_files) write_file(dir_path / name, text);
+  fs::path src = dir_path / std::string(source_name);
   write_file(src, source);
-  fs::path out = dir.path() / "kernel.so";
+  fs::path out = dir_path / "kernel.so";
   std::vector<std::string> argv = {clang.command,
                                    "-x",
                                    "c++",
@@ -179,7 +118,7 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
                                    "-fno-exceptions",
                                    "-fno-rtti",
                                    "-I",
-                                   dir.path().string(),
+                                   dir_path.string(),
                                    "-include",
                                    "metal_shim.h",
                                    src.string()};
@@ -188,12 +127,14 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
   } else {
     argv.push_back("-fsyntax-only");
   }
-  std::string why;
-  int rc = run_process(argv, dir.path() / "clang.log", &why);
-  if (rc < 0) fail(METILE_ERROR_COMPILE, "metal-sim", why);
+  host::ProcessResult r = host::run_process(argv, host::compile_timeout_s());
+  if (!r.started || r.timed_out || r.signal != 0)
+    fail(METILE_ERROR_COMPILE, "metal-sim", r.timed_out ? "timed out: " : "", r.failure,
+         "\ncommand: ", host::command_line(argv), r.output.empty() ? "" : "\n",
+         r.output.substr(0, 4096));
   ClangRun run;
-  run.log = read_file(dir.path() / "clang.log");
-  run.ok = rc == 0;
+  run.log = r.output;
+  run.ok = r.exit_status == 0;
   if (run.ok && shared_object) {
     std::string bytes = read_file(out);
     run.output.assign(bytes.begin(), bytes.end());

@@ -41,7 +41,8 @@ struct ClangRun {
 /**
  * Compiles `source` (C++17; file name `source_name` in diagnostics) with the given extra files
  * placed in its include directory. With `shared_object`, links a shared library and returns its
- * bytes; otherwise only checks the source (-fsyntax-only). Throws only when clang cannot be run.
+ * bytes; otherwise only checks the source (-fsyntax-only). Throws METILE_ERROR_COMPILE only when
+ * clang cannot be run, is killed, or runs past METILE_TIMEOUT_S (host/process.h).
  */
 ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view source_name,
                    const std::vector<std::pair<std::string, std::string_view>>& include_files,

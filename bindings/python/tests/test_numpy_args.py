@@ -1,0 +1,81 @@
+"""numpy arrays as kernel arguments: read-only outputs are refused, device copies warn once,
+and fresh arrays of a seen shape and dtype re-use the prepared launch (issue 17 item 2)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import metile
+from metile import _ffi, _kernel
+
+
+@metile.kernel
+def add_one(X, Out, N, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    m = offs < N
+    metile.store(Out + offs, metile.load(X + offs, mask=m) + 1.0, mask=m)
+
+
+def test_read_only_output_is_an_error_naming_the_argument(device):
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    out.flags.writeable = False
+    with metile.use_device(device):
+        with pytest.raises(metile.InvalidArgumentError, match="`Out` is a read-only numpy array"):
+            add_one[1](x, out, 8, BLOCK=8)
+        assert (out == 0).all()
+        ro_in = x.copy()
+        ro_in.flags.writeable = False           # a read-only input is fine
+        res = np.zeros(8, np.float32)
+        add_one[1](ro_in, res, 8, BLOCK=8)
+        np.testing.assert_array_equal(res, x + 1)
+
+
+def test_arrays_a_device_copies_warn_once_per_process(monkeypatch):
+    # No device here copies writable arrays (all address host memory), so pretend the wrap
+    # did not share: the launch then copies in and back, as on cuda.
+    monkeypatch.setattr(_ffi, "metile_buffer_shares_memory", lambda h: 0)
+    monkeypatch.setattr(_kernel, "_copy_warned", False)
+    x = np.arange(8, dtype=np.float32)
+    with metile.use_device("interp"):
+        with pytest.warns(metile.PerformanceWarning, match="`X`.*metile.Buffer"):
+            out = np.zeros(8, np.float32)
+            add_one[1](x, out, 8, BLOCK=8)
+        np.testing.assert_array_equal(out, x + 1)   # copied back
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            add_one[1](x.copy(), np.zeros(8, np.float32), 8, BLOCK=8)
+
+
+def test_shared_arrays_do_not_warn():
+    with metile.use_device("interp"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        add_one[1](np.ones(8, np.float32), np.zeros(8, np.float32), 8, BLOCK=8)
+
+
+def test_fresh_arrays_reuse_the_prepared_launch(device):
+    with metile.use_device(device):
+        launcher = add_one[1]
+        launcher._recent.clear()
+        x = np.arange(16, dtype=np.float32)
+        for k in range(_kernel._RECENT):          # fills the launcher's prepared launches
+            launcher(x + k, np.zeros(16, np.float32), 16, BLOCK=16)
+        kept = list(launcher._recent)
+        assert len(kept) == _kernel._RECENT
+        for k in range(6):
+            xs = x + k
+            out = np.empty_like(xs)
+            launcher(xs, out, 16, BLOCK=16)
+            np.testing.assert_array_equal(out, xs + 1)
+            assert launcher._recent[0] in kept and len(launcher._recent) == _kernel._RECENT
+            assert launcher._recent[0].args[1] is out and launcher._recent[0].keep[1] is out
+        # A different shape is not the same launch; nor is a read-only array (copied).
+        launcher(np.ones(32, np.float32), np.zeros(32, np.float32), 16, BLOCK=16)
+        assert launcher._recent[0] not in kept
+        y = np.ones(16, np.float32)
+        y.flags.writeable = False
+        out = np.zeros(16, np.float32)
+        launcher(y, out, 16, BLOCK=16)
+        np.testing.assert_array_equal(out, 2)
+        assert launcher._recent[0] not in kept

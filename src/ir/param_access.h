@@ -1,0 +1,22 @@
+/** \file param_access.h
+ * Which pointer parameters a program reads and writes through. Pointers are traced back to
+ * their parameters through ptr_offset, broadcast, reshape and select; a pointer of unknown
+ * origin (a loop-carried one) counts as every parameter, so the answer errs towards "accessed".
+ * Ops that read memory have the kMemory trait; those that also write it, kSideEffect.
+ */
+#pragma once
+
+#include <set>
+
+#include "ir/tile_ir.h"
+
+namespace metile {
+
+struct ParamAccess {
+  std::set<ValueId> read;     // parameter values a memory op reads through
+  std::set<ValueId> written;  // parameter values a memory op writes through
+};
+
+ParamAccess param_access(const Program& program);
+
+}  // namespace metile

@@ -1,0 +1,90 @@
+"""torch <-> metile on the cuda device, both directions, with torch working on a side stream
+(issue 17 item 1). Not part of CI (no torch or GPU there): it skips without torch, a CUDA GPU
+or metile's cuda device. Run it on a GPU machine either way:
+
+    METILE_LIBRARY=$PWD/build/libmetile.so python3 -m pytest tests/gpu/test_torch_roundtrip.py -q
+    METILE_LIBRARY=$PWD/build/libmetile.so python3 tests/gpu/test_torch_roundtrip.py
+
+What it checks: a torch CUDA tensor passed to a metile kernel is used in place (a DLPack
+import, not a copy) and the kernel sees what torch's side stream wrote before it, without the
+test synchronizing; torch reads the kernel's result after Device.signal_stream(); and
+torch.from_dlpack(metile.Buffer) works (kDLCUDA, not kDLCUDAManaged) with the consumer's stream
+ordered after metile's launches through __dlpack__(stream=...).
+"""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "bindings", "python"))
+
+torch = pytest.importorskip("torch")
+import metile  # noqa: E402
+
+N = 1 << 24       # large enough that an unordered launch would read unfinished torch work
+BLOCK = 1024
+
+
+@metile.kernel
+def axpy(X, Y, Out, N, alpha, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    m = offs < N
+    metile.store(Out + offs, alpha * metile.load(X + offs, mask=m) + metile.load(Y + offs, mask=m),
+                 mask=m)
+
+
+def _cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+    if "cuda" not in metile.devices():
+        pytest.skip("metile's cuda device is not available here")
+    return metile.set_device("cuda")
+
+
+def test_torch_tensors_in_kernel_out_on_a_side_stream():
+    dev = _cuda()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x = torch.arange(N, device="cuda", dtype=torch.float32)
+        for _ in range(20):                  # keep the side stream busy
+            x = x * 1.0 + 0.0
+        y = torch.full((N,), 2.0, device="cuda")
+        out = torch.zeros(N, device="cuda")
+        # The import asks torch (through __dlpack__(stream=metile's stream)) to order its
+        # pending side-stream work before metile's launches: no synchronize here.
+        axpy[(metile.cdiv(N, BLOCK),)](x, y, out, N, 3.0, BLOCK=BLOCK)
+        dev.signal_stream(side.cuda_stream)  # torch's later work on `side` waits for the kernel
+        got = out * 1.0                      # computed on the side stream
+    torch.cuda.synchronize()
+    expect = torch.arange(N, device="cuda", dtype=torch.float32) * 3.0 + 2.0
+    assert torch.equal(got, expect)
+    # In place, not a copy: the imported buffer's address is torch's.
+    buf = metile.from_dlpack(out)
+    assert buf.shares_memory
+    assert buf.__dlpack_device__() == (2, 0)
+
+
+def test_metile_buffer_to_torch_on_a_side_stream():
+    _cuda()
+    import numpy as np
+    src = metile.Buffer(data=np.arange(N, dtype=np.float32))
+    out = metile.Buffer.zeros((N,))
+    axpy[(metile.cdiv(N, BLOCK),)](src, src, out, N, 2.0, BLOCK=BLOCK)   # asynchronous
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        # torch passes its current stream (`side`) to __dlpack__: metile orders it after the
+        # launch above instead of synchronizing the host.
+        t = torch.from_dlpack(out)
+        assert t.device.type == "cuda" and t.dtype == torch.float32 and t.shape == (N,)
+        got = t * 1.0
+    torch.cuda.synchronize()
+    assert torch.equal(got, torch.arange(N, device="cuda", dtype=torch.float32) * 3.0)
+    # And back: the same memory comes back into metile as an import.
+    again = metile.from_dlpack(t)
+    assert again.shares_memory
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v"]))

@@ -1,0 +1,103 @@
+#include "kernel_params.h"
+
+#include <cctype>
+
+#include "support/error.h"
+
+namespace metile::standin {
+
+namespace {
+
+using metal_sim::MslArg;
+
+std::string trim(std::string s) {
+  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+DType dtype_named(const std::string& name, const std::string& param) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u32, DType::i64,
+                  DType::boolean, DType::i8, DType::u8})
+    if (name == metal_sim::msl_type_name(t)) return t;
+  fail(METILE_ERROR_COMPILE, "metal stand-in", "parameter '", param, "': unknown type '", name, "'");
+}
+
+/** `device const float* X [[buffer(0)]]` and the like. */
+MslArg parse_param(const std::string& text) {
+  size_t open = text.find("[[");
+  size_t close = text.find("]]", open);
+  if (open == std::string::npos || close == std::string::npos)
+    fail(METILE_ERROR_COMPILE, "metal stand-in", "kernel parameter without an attribute: ", text);
+  std::string attr = trim(text.substr(open + 2, close - open - 2));
+  std::string decl = trim(text.substr(0, open));
+  size_t name_at = decl.find_last_not_of(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+  std::string name = decl.substr(name_at + 1);
+  std::string type = trim(decl.substr(0, name_at + 1));
+  std::vector<std::string> words;  // the type's words, with * and & as words of their own
+  std::string w;
+  for (char c : type + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '<' || c == '>') {
+      w += c;
+      continue;
+    }
+    if (!w.empty()) words.push_back(w), w.clear();
+    if (c == '*' || c == '&') words.push_back(std::string(1, c));
+  }
+  auto index = [&](const char* prefix) {
+    return std::stoi(attr.substr(std::string(prefix).size(), attr.size() - std::string(prefix).size() - 1));
+  };
+  auto element = [&]() {
+    for (const std::string& x : words)
+      if (x != "device" && x != "constant" && x != "threadgroup" && x != "const" && x != "*" && x != "&")
+        return x;
+    return std::string();
+  };
+  if (attr.rfind("buffer(", 0) == 0) {
+    bool reference = !words.empty() && words.back() == "&";
+    std::string t = element();
+    if (reference) return MslArg::scalar(name, index("buffer("), dtype_named(t, name));
+    if (t.rfind("atomic<", 0) == 0)
+      return MslArg::atomic_buffer(name, index("buffer("), dtype_named(t.substr(7, t.size() - 8), name));
+    bool is_const = false;
+    for (const std::string& x : words) is_const |= x == "const";
+    return MslArg::buffer(name, index("buffer("), dtype_named(t, name), is_const);
+  }
+  if (attr.rfind("threadgroup(", 0) == 0)
+    return MslArg::threadgroup(name, index("threadgroup("), dtype_named(element(), name), 1);
+  std::optional<metal_sim::MslBuiltin> b = metal_sim::parse_builtin(attr);
+  if (!b) fail(METILE_ERROR_COMPILE, "metal stand-in", "parameter '", name, "': unknown attribute [[", attr, "]]");
+  return MslArg::builtin_arg(name, *b);
+}
+
+}  // namespace
+
+std::vector<metal_sim::MslSignature> kernel_signatures(const std::string& msl) {
+  std::vector<metal_sim::MslSignature> out;
+  const std::string marker = "[[kernel]] void ";
+  for (size_t at = msl.find(marker); at != std::string::npos; at = msl.find(marker, at + 1)) {
+    size_t name_begin = at + marker.size();
+    size_t paren = msl.find('(', name_begin);
+    if (paren == std::string::npos) break;
+    metal_sim::MslSignature sig;
+    sig.kernel = trim(msl.substr(name_begin, paren - name_begin));
+    int depth = 0;
+    std::string param;
+    size_t i = paren + 1;
+    for (; i < msl.size(); ++i) {
+      char c = msl[i];
+      if ((c == ',' || c == ')') && depth == 0) {
+        if (!trim(param).empty()) sig.args.push_back(parse_param(param));
+        param.clear();
+        if (c == ')') break;
+        continue;
+      }
+      depth += (c == '(' || c == '[') - (c == ')' || c == ']');
+      param += c;
+    }
+    out.push_back(std::move(sig));
+  }
+  return out;
+}
+
+}  // namespace metile::standin

@@ -182,7 +182,7 @@ METILE_API metile_status metile_builder_atomic(metile_builder* b, metile_op op, 
                                                metile_value cmp, metile_value value,
                                                metile_value mask, metile_value* out) {
   return guard(__func__, [&](const char* fn) {
-    OUT(B(b, fn).atomic(static_cast<OpKind>(op), ptrs, cmp, value, mask));
+    OUT(B(b, fn)->atomic(op_of(op, fn), ptrs, cmp, value, mask));
   });
 }
 

@@ -299,7 +299,9 @@ fn histogram_with_atomics() -> Result<()> {
     let grid = ((n as i64 + BLOCK - 1) / BLOCK) as u32;
     let bx = dev.buffer_from(&hx)?;
     let mut bh = dev.buffer_from(&vec![0i32; 64])?;
-    let mut bc = dev.buffer_from(&vec![-1i32; 1 + grid as usize])?;
+    let mut counts = vec![-1i32; 1 + grid as usize];
+    counts[0] = 0;
+    let mut bc = dev.buffer_from(&counts)?;
     kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bh), Arg::BufferMut(&mut bc), Arg::I32(n as i32)])?;
     dev.synchronize()?;
     let mut want = vec![0i32; 64];

@@ -29,7 +29,7 @@
 #include "cache/cache.h"
 #include "cache/sha256.h"
 #include "handles.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 
 extern char** environ;
 

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "bench_kernels.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 #include "runtime/device.h"
 
 namespace metile::bench {

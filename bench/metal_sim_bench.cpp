@@ -2,13 +2,14 @@
 // (tests/metal/barrier_rounds.metal: two threadgroup barriers per round).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "runtime/host/parallel_for.h"
 #include "runtime/metal_sim/fiber.h"
 #include "runtime/metal_sim/sim_kernel.h"
-#include "runtime/metal_sim/worker_pool.h"
 
 namespace metile::metal_sim {
 namespace {
@@ -68,7 +69,8 @@ void BM_BarrierRounds(benchmark::State& state) {
   state.counters["groups/s"] =
       benchmark::Counter(double(groups), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["barriers"] = 2.0 * rounds;
-  state.counters["workers"] = double(WorkerPool::shared().workers() + 1);
+  state.counters["workers"] =
+      double(std::min(host::ThreadPool::instance().concurrency(), kMaxPoolWorkers + 1));
 }
 BENCHMARK(BM_BarrierRounds)
     ->Args({256, 0, 1})

@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "frontend/builder.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 #include "runtime/device.h"
 
 namespace metile::capi {

@@ -1,5 +1,6 @@
 // metile_kernel_* and metile_launch_*: compiling, argument checking, launching.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 
@@ -47,17 +48,9 @@ uint64_t scalar_bits(const Program& p, const Param& prm, const metile_arg& a) {
   }
   if (!int_arg) bad("got a float for an integer parameter");
   int64_t v = a.i;
-  int64_t lo = 0, hi = 0;
-  switch (d) {
-    case DType::i32: lo = INT32_MIN; hi = INT32_MAX; break;
-    case DType::u32: lo = 0; hi = UINT32_MAX; break;
-    case DType::i64: lo = INT64_MIN; hi = INT64_MAX; break;
-    case DType::i8: lo = INT8_MIN; hi = INT8_MAX; break;
-    case DType::u8: lo = 0; hi = UINT8_MAX; break;
-    case DType::boolean: lo = 0; hi = 1; break;
-    default: bad("unsupported parameter dtype");
-  }
-  if (v < lo || v > hi) bad(cat("value ", v, " is out of range").c_str());
+  std::optional<IntRange> range = int_range(d);
+  if (!range) bad("unsupported parameter dtype");
+  if (v < range->lo || v > range->hi) bad(cat("value ", v, " is out of range").c_str());
   uint64_t bits = static_cast<uint64_t>(v);
   size_t size = dtype_size(d);
   return size == 8 ? bits : bits & ((uint64_t{1} << (size * 8)) - 1);
@@ -118,15 +111,23 @@ Grid check_grid(const uint32_t* grid, const char* fn) {
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "grid[", i, "] is 0 (each dimension must be >= 1)");
     g.dims[i] = grid[i];
   }
+  // Devices count program instances in 64 bits (signed where they index them); a product that
+  // does not fit would silently run a wrapped (often zero) number of instances.
+  unsigned __int128 total = static_cast<unsigned __int128>(grid[0]) * grid[1] * grid[2];
+  if (total > static_cast<unsigned __int128>(INT64_MAX))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "grid {", grid[0], ", ", grid[1], ", ", grid[2],
+         "} has more than 2^63 - 1 program instances");
   return g;
 }
 
 CompileOptions options_of(const metile_compile_options* o) {
   CompileOptions c;
   if (o == nullptr) return c;
-  if (o->struct_size < sizeof(metile_compile_options))
+  // Callers built against an older header pass a shorter struct: fields past it keep defaults.
+  if (o->struct_size < offsetof(metile_compile_options, check_bounds))
     fail(METILE_ERROR_INVALID_ARGUMENT, "api",
          "metile_compile_options.struct_size is too small (use metile_compile_options_init)");
+  auto has = [&](size_t offset) { return o->struct_size >= offset + sizeof(int32_t); };
   if (o->num_threads < 0 || o->num_threads > 4096)
     fail(METILE_ERROR_INVALID_ARGUMENT, "api", "num_threads ", o->num_threads, " is out of range");
   if (o->allow_tf32 < -1 || o->allow_tf32 > 1)
@@ -135,6 +136,8 @@ CompileOptions options_of(const metile_compile_options* o) {
   c.allow_tf32 = o->allow_tf32;
   c.opt_level = o->opt_level;
   c.no_cache = o->no_cache != 0;
+  if (has(offsetof(metile_compile_options, check_bounds))) c.check_bounds = o->check_bounds != 0;
+  if (has(offsetof(metile_compile_options, unchecked))) c.unchecked = o->unchecked != 0;
   return c;
 }
 

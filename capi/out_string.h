@@ -1,4 +1,4 @@
-/** \file strings.h
+/** \file out_string.h
  * Returning strings through `char **`: allocated with malloc so metile_free() releases them.
  */
 #pragma once

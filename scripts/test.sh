@@ -98,20 +98,50 @@ step_c_examples() (
   make -s -C examples/c run BUILD="$build/examples"
 )
 
-# libFuzzer on the Tile IR parser for a fixed 60 s, seeded from the kernel suite.
+# libFuzzer (ASan + UBSan) on the Tile IR parser and on the builder C API, 60 s each, seeded
+# from the kernel suite and from tests/fuzz/builder_corpus.
 fuzz_build=$build-fuzz
 step_fuzz() {
   local clang=""
   for c in clang++-19 clang++; do command -v "$c" >/dev/null 2>&1 && { clang=$c; break; }; done
   [ -n "$clang" ] || { echo "no clang++ for libFuzzer"; return 1; }
-  rm -rf "$fuzz_build" && mkdir -p "$fuzz_build/run/work" "$fuzz_build/run/crashes" &&
+  rm -rf "$fuzz_build" && mkdir -p "$fuzz_build/run/work" "$fuzz_build/run/crashes" \
+      "$fuzz_build/run/builder_work" &&
     "$build/tests/fuzz/parse_fuzz_corpus" "$fuzz_build/run" &&
     CXX=$clang CC=${clang/++/} cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DMETILE_BUILD_FUZZ=ON >/dev/null &&
-    ninja -C "$fuzz_build" -j"$jobs" parse_fuzz &&
+    ninja -C "$fuzz_build" -j"$jobs" parse_fuzz builder_fuzz &&
     (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/parse_fuzz" -max_total_time=60 -max_len=16384 \
-      -dict=tile_ir.dict -artifact_prefix=crashes/ -print_final_stats=1 work corpus)
+      -dict=tile_ir.dict -artifact_prefix=crashes/ -print_final_stats=1 work corpus) &&
+    (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/builder_fuzz" -max_total_time=60 -max_len=4096 \
+      -artifact_prefix=crashes/ -print_final_stats=1 builder_work "$root/tests/fuzz/builder_corpus")
 }
+
+# The differential fuzzer (tests/fuzz/README.md) for 90 s from a seed that changes every run
+# (the seeded ctest diff_fuzz_seeded always runs the same programs); findings go to
+# $build/diff_findings and print with the seed that reproduces them.
+step_diff_fuzz() {
+  local seed=${METILE_DIFF_SEED:-$(( $(date +%s) % 1000000 * 1000 ))}
+  mkdir -p "$build/diff_findings" &&
+    "$build/tests/fuzz/diff_fuzz" --seed "$seed" --seconds "${METILE_DIFF_SECONDS:-90}" \
+      --save "$build/diff_findings"
+}
+
+# ThreadSanitizer on the tests that run threads (metal-sim's fibers are left out: TSan does not
+# follow hand-made stack switches).
+tsan_build=$build-tsan
+tsan_filter='CpuDevice.*:CacheProcesses.ThreadsCompilingAtOnceAgree:LastError.*'
+step_tsan() (
+  rm -rf "$tsan_build" &&
+    cmake -S . -B "$tsan_build" "${cmake_args[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS=-O1 \
+      -DCMAKE_CXX_FLAGS="-O1 -g0" -DMETILE_SANITIZE=thread >/dev/null &&
+    ninja -C "$tsan_build" -j"$jobs" metile_threads_test metile_capi_test || exit 1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  rc=0
+  "$tsan_build/tests/metile_threads_test" --gtest_filter="$tsan_filter" || rc=1
+  "$tsan_build/tests/capi/metile_capi_test" --gtest_filter="$tsan_filter" || rc=1
+  exit $rc
+)
 
 STEPS=(
   "deps          step_deps"
@@ -126,6 +156,8 @@ STEPS=(
   "go            step_go            install"
   "c-examples    step_c_examples    install"
   "fuzz          step_fuzz          build"
+  "diff-fuzz     step_diff_fuzz     build"
+  "tsan          step_tsan          deps"
   "asan-build    step_asan_build    deps"
   "asan-test     step_asan_test     asan-build"
 )

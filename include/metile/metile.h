@@ -424,7 +424,10 @@ METILE_API metile_status metile_builder_broadcast(metile_builder *b, metile_valu
 /** Same elements, row-major order kept, new shape of the same element count. */
 METILE_API metile_status metile_builder_reshape(metile_builder *b, metile_value x, int32_t rank,
                                                 const int64_t *shape, metile_value *out);
-/** Unary element-wise op (NEG ... SIGMOID). */
+/**
+ * Unary element-wise op (NEG ... SIGMOID). A float-only op (EXP ... SIGMOID except ABS) on an
+ * integer or bool operand computes in f32: the cast to f32 appears in the program.
+ */
 METILE_API metile_status metile_builder_unary(metile_builder *b, metile_op op, metile_value x,
                                               metile_value *out);
 /**
@@ -587,6 +590,14 @@ typedef struct metile_compile_options {
   int32_t opt_level;
   /** 1: bypass the compile cache for this kernel (memory and disk). */
   int32_t no_cache;
+  /**
+   * 1: a launch that accesses memory outside a buffer fails with METILE_ERROR_DEVICE naming the
+   * op's source line (METILE_CHECK=1 sets this for every compile); the launch synchronizes.
+   * Without it such loads read 0 and such stores are dropped (the interp device always reports).
+   */
+  int32_t check_bounds;
+  /** 1: no bounds guards (for experts: an access outside its buffer is undefined behaviour). */
+  int32_t unchecked;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
 #define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0}
@@ -598,6 +609,14 @@ METILE_API void metile_compile_options_init(metile_compile_options *options);
  * Compiles (or loads from the cache). `options` may be NULL for defaults. A host compiler, clang
  * (metal-sim) or NVRTC compile that runs past $METILE_TIMEOUT_S seconds (default 600; 0 = no
  * limit) is abandoned (a compiler process is killed) and reported as METILE_ERROR_COMPILE.
+ *
+ * Limits, checked before any backend compiler runs (METILE_ERROR_INVALID_PROGRAM when the
+ * program is verified, METILE_ERROR_UNSUPPORTED for a device's own limit): at most 2^24 elements
+ * per tile, 2^20 ops per kernel and 64 nested regions; on metal-sim at most 1024 elements of a
+ * tile per thread (tiles of about 2^20 elements at 1024 threads), and one thread's stack frames
+ * at most 64 MiB (METILE_ERROR_COMPILE). A `for` whose step is the constant 0 does not verify;
+ * a step that is 0 at run time is METILE_ERROR_DEVICE naming the loop on interp and cpu, and
+ * runs no iteration on metal-sim, metal and cuda (GPU code has no error channel).
  */
 METILE_API metile_status metile_kernel_compile(metile_kernel **out, metile_device *device,
                                                const metile_program *program,
@@ -658,7 +677,9 @@ typedef struct metile_arg {
 #define METILE_ARG_F64_INIT(value) {METILE_ARG_F64, 0, 0, 0, 0, (value)}
 
 /**
- * Launches `kernel` over grid[0] x grid[1] x grid[2] program instances (each >= 1) with the
+ * Launches `kernel` over grid[0] x grid[1] x grid[2] program instances (each >= 1, and at most
+ * 2^63 - 1 in all: METILE_ERROR_INVALID_ARGUMENT otherwise, also from metile_launch_create and
+ * metile_launch_set_grid) with the
  * arguments in parameter order. Asynchronous on GPU devices. Arguments are checked against
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
  * On interp and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0: no

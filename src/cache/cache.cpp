@@ -17,6 +17,7 @@
 #include "support/embedded.h"
 #include "support/env.h"
 #include "support/error.h"
+#include "support/log.h"
 
 namespace metile {
 

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/device.h"
+#include "runtime/artifact.h"
 
 namespace metile {
 

@@ -61,8 +61,8 @@ std::string float_binary(const Dialect& d, OpKind kind, DType t, const std::stri
     case OpKind::MUL: r = a + " * " + b; break;
     case OpKind::DIV: r = a + " / " + b; break;
     case OpKind::FLOORDIV: r = "mt_floordiv(" + a + ", " + b + ")"; break;
-    case OpKind::MOD: r = d.fmod_fn + "(" + a + ", " + b + ")"; break;
-    case OpKind::POW: r = d.pow_fn + "(" + a + ", " + b + ")"; break;
+    case OpKind::MOD: r = d.math_fn[static_cast<size_t>(kind)] + "(" + a + ", " + b + ")"; break;
+    case OpKind::POW: r = d.math_fn[static_cast<size_t>(kind)] + "(" + a + ", " + b + ")"; break;
     // maxNum/minNum return one operand unchanged: no rounding needed.
     case OpKind::MAXIMUM: return "mt_fmax(" + a0 + ", " + b0 + ")";
     case OpKind::MINIMUM: return "mt_fmin(" + a0 + ", " + b0 + ")";
@@ -109,7 +109,28 @@ std::string compare(OpKind kind, const std::string& a, const std::string& b) {
   return paren(a + op + b);
 }
 
+struct MathRow {
+  OpKind kind;
+  const char* name[3];  // by MathColumn
+};
+constexpr MathRow kMath[] = {
+#define MATH(kind, host_cpp, msl, cuda) {OpKind::kind, {host_cpp, msl, cuda}},
+#include "codegen/math.def"
+#undef MATH
+};
+
 }  // namespace
+
+void set_math_functions(Dialect& d, MathColumn column) {
+  for (const MathRow& m : kMath)
+    d.math_fn[static_cast<size_t>(m.kind)] = m.name[static_cast<size_t>(column)];
+}
+
+std::vector<std::string> math_function_names(MathColumn column) {
+  std::vector<std::string> names;
+  for (const MathRow& m : kMath) names.push_back(m.name[static_cast<size_t>(column)]);
+  return names;
+}
 
 std::string fill_pattern(std::string_view pattern, std::string_view x, std::string_view t) {
   std::string out;

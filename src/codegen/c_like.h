@@ -49,9 +49,8 @@ struct Dialect {
   std::array<std::string, kDTypeSlots> round_to;
   /** The type float math of each dtype is computed in ("float" for f16 unless native). */
   std::array<std::string, kDTypeSlots> compute_type;
-  /** f32 math function per unary op ("expf", "metal::precise::exp", ...), by op pin. */
+  /** f32 math function per op ("expf", "exp", ...), by op pin: math.def's column. */
   std::array<std::string, 128> math_fn;
-  std::string pow_fn, fmod_fn, floor_fn;
   /** "{}" templates turning decimal digits into an integer literal of each dtype. */
   std::array<std::string, kDTypeSlots> int_literal;
   /** Spellings of f32 infinity and NaN (no portable literal exists). */
@@ -67,6 +66,13 @@ struct Dialect {
   const std::string& value(DType d) const { return value_type[static_cast<size_t>(d)]; }
   const std::string& storage(DType d) const { return storage_type[static_cast<size_t>(d)]; }
 };
+
+/** The dialects with a column in math.def. */
+enum class MathColumn { host_cpp, msl, cuda };
+/** Fills d.math_fn from `column` of math.def. */
+void set_math_functions(Dialect& d, MathColumn column);
+/** Every function name in `column` of math.def (generated code calls them: reserve them). */
+std::vector<std::string> math_function_names(MathColumn column);
 
 /** Replaces "{}" in `pattern` with `x` (and "{t}" with `t`). */
 std::string fill_pattern(std::string_view pattern, std::string_view x, std::string_view t = {});

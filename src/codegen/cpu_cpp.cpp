@@ -98,6 +98,7 @@ struct Emitter {
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
     const Op& op = *def_op(v);
+    if (same_index_operands(op.kind)) emit_operands_first(op, idx);
     std::string e = op_elem(op, idx);
     std::string n = idx.key() == canonical.key() ? vp.name : vp.name + "_" + std::to_string(++fresh);
     w.line(decl(type(v).element(), n) + " = " + e + ";");
@@ -106,7 +107,39 @@ struct Emitter {
   }
 
   std::map<ValueId, const Op*> defs;
+  std::map<const Op*, uint32_t> loop_sites;  // for op -> its fault code
   const Op* def_op(ValueId v) const { return defs.at(v); }
+
+  // Ops whose op_elem reads every operand at the result's own element.
+  static bool same_index_operands(OpKind k) {
+    return has_trait(k, kBinary | kCompare | kUnary) || k == OpKind::CAST ||
+           k == OpKind::SELECT || k == OpKind::PTR_OFFSET || k == OpKind::LOAD;
+  }
+
+  // Declares the inline operands `op` reads at `idx` in post-order with an explicit stack, so
+  // that a fused element-wise chain of any length does not recurse once per op (a 10k-op chain
+  // overflowed the host's stack); op_elem then finds every operand memoized.
+  void emit_operands_first(const Op& root, const Idx& idx) {
+    const std::string key = idx.key();
+    auto pending = [&](ValueId u) {
+      return plan[u].form == Form::inline_ && memo.find({u, key}) == memo.end();
+    };
+    std::vector<std::pair<const Op*, size_t>> stack{{&root, 0}};
+    while (!stack.empty()) {
+      auto& [op, next] = stack.back();
+      if (next < op->operands.size()) {
+        ValueId u = op->operands[next++];
+        if (!pending(u)) continue;
+        const Op* d = def_op(u);
+        if (same_index_operands(d->kind)) stack.push_back({d, 0});
+        else elem(u, idx);  // changes the index (broadcast, reshape, ...): shallow recursion
+        continue;
+      }
+      const Op* done = op;
+      stack.pop_back();
+      if (done != &root && pending(done->results[0])) elem(done->results[0], idx);
+    }
+  }
 
   Idx broadcast_idx(const Shape& from, const Shape& to, const Idx& idx) const {
     std::string parts[2] = {idx.i0, idx.i1};
@@ -644,6 +677,8 @@ struct Emitter {
     std::string start = elem(op.operands[0], {}), end = elem(op.operands[1], {}),
                 step = elem(op.operands[2], {});
     std::string k = name(iv) + "_k";
+    // A step of 0 would never end; it stops the instance with this loop's fault code.
+    w.line("if (" + step + " == 0) return " + std::to_string(loop_sites.at(&op)) + "u;");
     bool wide = type(iv).dtype == DType::i64 || type(iv).dtype == DType::u32;
     std::string cond = "(" + step + " > 0 ? " + k + " < " + end + " : " + step + " < 0 && " + k +
                        " > " + end + ")";
@@ -718,6 +753,7 @@ struct Emitter {
   CpuSource run() {
     walk(p.body, [&](const Op& op) {
       for (ValueId r : op.results) defs[r] = &op;
+      if (op.kind == OpKind::FOR) loop_sites.emplace(&op, static_cast<uint32_t>(loop_sites.size() + 1));
     });
     std::string fn = c_identifier(p.name);
     w.raw(embedded_file("cpu_prelude.h"));
@@ -731,14 +767,15 @@ struct Emitter {
       std::string a = t.is_ptr ? name(prm.value) : name(prm.value) + "_arg";
       args += (t.is_ptr ? a : spell_from_storage(d, t.dtype, a)) + ", ";
     }
-    w.comment("One program instance.");
     bool swizzles = false;
     walk(p.body, [&](const Op& op) { swizzles = swizzles || op.kind == OpKind::TILE_SWIZZLE; });
     if (swizzles) w.raw(embedded_file("swizzle.h")).line();
-    w.open(d.inline_qualifier + " void " + fn + "(" + params +
+    w.comment("One program instance; returns 0, or a fault code.");
+    w.open(d.inline_qualifier + " uint32_t " + fn + "(" + params +
            "const int32_t mt_pid[3], const int32_t mt_npg[3])");
     declare_shared_memory();
     emit_block(p.body);
+    w.line("return 0;");
     w.close();
     w.line();
     CpuSource out;
@@ -749,7 +786,7 @@ struct Emitter {
            std::to_string(out.stack_bytes) + ";");
     w.line();
     w.comment("Runs program instances [begin, end) of the grid, x fastest.");
-    w.open(d.kernel_qualifier + " void " + out.entry + "(" + entry_params + "const mt_range* mt_r)");
+    w.open(d.kernel_qualifier + " void " + out.entry + "(" + entry_params + "mt_range* mt_r)");
     w.line("const uint32_t mt_g0 = mt_r->grid[0], mt_g1 = mt_r->grid[1];");
     w.line("const int32_t mt_npg[3] = {(int32_t)mt_g0, (int32_t)mt_g1, (int32_t)mt_r->grid[2]};");
     w.line("uint32_t mt_p0 = (uint32_t)(mt_r->begin % mt_g0);");
@@ -757,7 +794,10 @@ struct Emitter {
     w.line("uint32_t mt_p2 = (uint32_t)(mt_r->begin / ((uint64_t)mt_g0 * mt_g1));");
     w.open("for (uint64_t mt_n = mt_r->begin; mt_n < mt_r->end; ++mt_n)");
     w.line("const int32_t mt_pid[3] = {(int32_t)mt_p0, (int32_t)mt_p1, (int32_t)mt_p2};");
-    w.line(fn + "(" + args + "mt_pid, mt_npg);");
+    w.open("if (const uint32_t mt_fault = " + fn + "(" + args + "mt_pid, mt_npg))");
+    w.line("mt_r->fault = mt_fault;");
+    w.line("return;");
+    w.close();
     w.open("if (++mt_p0 == mt_g0)");
     w.line("mt_p0 = 0;");
     w.line("if (++mt_p1 == mt_g1) mt_p1 = 0, ++mt_p2;");
@@ -770,6 +810,15 @@ struct Emitter {
 };
 
 }  // namespace
+
+const Op* cpu_fault_loop(const Program& program, uint32_t code) {
+  const Op* found = nullptr;
+  uint32_t n = 0;
+  walk(program.body, [&](const Op& op) {
+    if (op.kind == OpKind::FOR && ++n == code) found = &op;
+  });
+  return found;
+}
 
 CpuSource generate_cpu_cpp(const Program& program) {
   CpuPlan plan = plan_cpu(program);

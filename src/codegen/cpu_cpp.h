@@ -4,8 +4,9 @@
  * vectorizes; element-wise chains are fused into the loop of their consumer (cpu_plan.h).
  *
  * The exported entry point runs a range of program instances:
- *   extern "C" void metile_entry(<params in their C types>, const mt_range* range);
- * pointer parameters are pointers to the element's storage type, scalars are passed in their
+ *   extern "C" void metile_entry(<params in their C types>, mt_range* range);
+ * On a fault (a `for` whose runtime step is 0) the entry stops and sets range->fault to the
+ * fault code, which cpu_fault_loop() turns back into the loop. Pointer parameters are pointers to the element's storage type, scalars are passed in their
  * storage type (f16/bf16 as their 16-bit patterns, bool as one byte).
  */
 #pragma once
@@ -27,6 +28,9 @@ struct CpuSource {
 
 /** The C++ dialect of the CPU backend. */
 const Dialect& cpu_dialect();
+
+/** The `for` op that fault code `code` (1-based, pre-order) names; null when none does. */
+const Op* cpu_fault_loop(const Program& program, uint32_t code);
 
 /** Translates a verified program. Throws METILE_ERROR_UNSUPPORTED for ops it cannot run. */
 CpuSource generate_cpu_cpp(const Program& program);

@@ -35,22 +35,7 @@ const Dialect& cpu_dialect() {
     // A bool in memory is a byte; any non-zero byte reads as true.
     narrow(DType::boolean, "({} != 0)", "(uint8_t)({})", "");
     narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
-    auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
-    math(OpKind::EXP, "mt_exp");
-    math(OpKind::EXP2, "mt_exp2");
-    math(OpKind::LOG, "__builtin_logf");
-    math(OpKind::LOG2, "__builtin_log2f");
-    math(OpKind::SQRT, "__builtin_sqrtf");
-    math(OpKind::ABS, "__builtin_fabsf");
-    math(OpKind::TANH, "__builtin_tanhf");
-    math(OpKind::SIN, "__builtin_sinf");
-    math(OpKind::COS, "__builtin_cosf");
-    math(OpKind::FLOOR, "__builtin_floorf");
-    math(OpKind::CEIL, "__builtin_ceilf");
-    math(OpKind::ERF, "__builtin_erff");
-    x.pow_fn = "__builtin_powf";
-    x.fmod_fn = "__builtin_fmodf";
-    x.floor_fn = "__builtin_floorf";
+    set_math_functions(x, MathColumn::host_cpp);
     x.inf_f32 = "__builtin_inff()";
     x.nan_f32 = "__builtin_nanf(\"\")";
     x.cast = "(({t})({}))";

@@ -37,22 +37,7 @@ const Dialect& cuda_dialect() {
     };
     narrow(DType::f16, "mt_f16_to_f32({})", "mt_f32_to_f16({})", "mt_round_f16({})");
     narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
-    auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
-    math(OpKind::EXP, "expf");
-    math(OpKind::EXP2, "exp2f");
-    math(OpKind::LOG, "logf");
-    math(OpKind::LOG2, "log2f");
-    math(OpKind::SQRT, "sqrtf");
-    math(OpKind::ABS, "fabsf");
-    math(OpKind::TANH, "tanhf");
-    math(OpKind::SIN, "sinf");
-    math(OpKind::COS, "cosf");
-    math(OpKind::FLOOR, "floorf");
-    math(OpKind::CEIL, "ceilf");
-    math(OpKind::ERF, "erff");
-    x.pow_fn = "powf";
-    x.fmod_fn = "fmodf";
-    x.floor_fn = "floorf";
+    set_math_functions(x, MathColumn::cuda);
     auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
     lit(DType::i32, "{}");
     lit(DType::u32, "{}u");
@@ -91,10 +76,12 @@ class CudaDialect final : public GpuDialect {
   CudaDialect() : GpuDialect(cuda_dialect()) {}
 
   std::vector<std::string> reserved() const override {
-    return {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "__syncthreads",
-            "__shfl_sync", "__shfl_xor_sync", "expf", "exp2f", "logf", "log2f", "sqrtf", "fabsf",
-            "tanhf", "sinf", "cosf", "floorf", "ceilf", "erff", "powf", "fmodf", "fmaxf", "fminf",
-            "uint", "ushort", "uchar", "llong", "ullong", "mt_smem", "mt_vec", "mt_warp_mask"};
+    std::vector<std::string> r = {
+        "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "__syncthreads",
+        "__shfl_sync", "__shfl_xor_sync", "fmaxf", "fminf", "uint", "ushort", "uchar", "llong",
+        "ullong", "mt_smem", "mt_vec", "mt_warp_mask"};
+    for (std::string& f : math_function_names(MathColumn::cuda)) r.push_back(std::move(f));
+    return r;
   }
 
   std::string prelude(bool swizzle) const override {

@@ -216,6 +216,18 @@ void Emitter::decide() {
     for (ValueId o : op.operands) portable = portable && regs(o) == 1;
     inline_[v] = regs(v) == 1 || address || portable || unit_.at(u) == unit_.at(&op);
   }
+  // A long element-wise chain would become one expression nested past the compiler's bracket
+  // limit (clang: 256); every kMaxInlineDepth-th link is materialized as a named value instead.
+  constexpr int kMaxInlineDepth = 64;
+  std::vector<int> depth(n, 0);
+  for (const gpu::Op* op : order) {
+    if (op->results.size() != 1 || !inline_[op->result()]) continue;
+    int d = 1;
+    for (ValueId o : op->operands) d = std::max(d, 1 + depth[o]);
+    bool cut = d > kMaxInlineDepth && op->kind == GpuOpKind::ELEMENTWISE && op->ew != OpKind::PTR_OFFSET;
+    if (cut) inline_[op->result()] = false;
+    depth[op->result()] = cut ? 0 : d;
+  }
   in_place_.assign(n, kNoValue);
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::FOR) find_in_place_updates(op);
@@ -575,7 +587,8 @@ void Emitter::loop(const gpu::Op& op) {
   if (s != nullptr && s->kind == GpuOpKind::CONST)
     cond = std::string(name_[iv]) + (std::get<int64_t>(*s->find_attr("value")) > 0 ? " < " : " > ") + end;
   else
-    cond = "(" + step + " > 0 ? " + name_[iv] + " < " + end + " : " + name_[iv] + " > " + end + ")";
+    cond = "(" + step + " > 0 ? " + name_[iv] + " < " + end + " : " + step + " < 0 && " + name_[iv] +
+           " > " + end + ")";  // a runtime step of 0 runs no iteration (it never hangs)
   w_.open("for (" + type_of(iv) + " " + name_[iv] + " = " + strip_parens(expr(op.operands[0], "0")) + "; " +
           cond + "; " + name_[iv] + " += " + step + ")");
   block(body);
@@ -611,7 +624,10 @@ void Emitter::standalone(const gpu::Op& op) {
       w_.line(type_of(v) + " " + name_[v] + " = " + x + ";");
       w_.line(d_.unroll());
       w_.open("for (int m = " + std::to_string(f_.simd_width / 2) + "; m > 0; m >>= 1)");
-      w_.line(name_[v] + " = " + combine(op.ew, dtype(v), name_[v], d_.shuffle(true, dtype(v), name_[v], "m")) + ";");
+      // The shuffle gets its own statement: `combine` may spell its operand twice (a ternary for
+      // min/max), and a shuffle evaluated on one side only would diverge within the simdgroup.
+      w_.line("const " + type_of(v) + " " + name_[v] + "_other = " + d_.shuffle(true, dtype(v), name_[v], "m") + ";");
+      w_.line(name_[v] + " = " + combine(op.ew, dtype(v), name_[v], name_[v] + "_other") + ";");
       w_.close();
       return;
     }

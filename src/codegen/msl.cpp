@@ -32,22 +32,7 @@ const Dialect& msl_dialect() {
     x.compute_type[static_cast<size_t>(DType::f16)] = "half";
     x.compute_type[static_cast<size_t>(DType::bf16)] = "float";
     x.round_to[static_cast<size_t>(DType::bf16)] = "bfloat({})";
-    auto math = [&](OpKind k, const char* fn) { x.math_fn[static_cast<size_t>(k)] = fn; };
-    math(OpKind::EXP, "exp");
-    math(OpKind::EXP2, "exp2");
-    math(OpKind::LOG, "log");
-    math(OpKind::LOG2, "log2");
-    math(OpKind::SQRT, "sqrt");
-    math(OpKind::ABS, "fabs");
-    math(OpKind::TANH, "tanh");
-    math(OpKind::SIN, "sin");
-    math(OpKind::COS, "cos");
-    math(OpKind::FLOOR, "floor");
-    math(OpKind::CEIL, "ceil");
-    math(OpKind::ERF, "mt_erf");
-    x.pow_fn = "pow";
-    x.fmod_fn = "fmod";
-    x.floor_fn = "floor";
+    set_math_functions(x, MathColumn::msl);
     auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
     lit(DType::i32, "{}");
     lit(DType::u32, "{}u");
@@ -91,11 +76,11 @@ class MslDialect final : public GpuDialect {
   std::vector<std::string> reserved() const override {
     std::vector<std::string> r = {
         "metal", "device", "constant", "threadgroup", "thread", "kernel", "half", "bfloat",
-        "uint", "uchar", "ushort", "ulong", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "fabs",
-        "abs", "tanh", "sin", "cos", "floor", "ceil", "pow", "fmod", "fmax", "fmin", "max", "min",
+        "uint", "uchar", "ushort", "ulong", "rsqrt", "abs", "fmax", "fmin", "max", "min",
         "select", "isnan", "as_type", "simd_sum", "simd_max", "simd_min", "simd_shuffle_xor",
         "simd_broadcast", "threadgroup_barrier", "mem_flags", "INFINITY", "NAN",
         "simdgroup_float8x8", "simdgroup_half8x8", "simdgroup_load", "simdgroup_multiply_accumulate"};
+    for (std::string& f : math_function_names(MathColumn::msl)) r.push_back(std::move(f));
     for (const BuiltinParam& b : kBuiltins) r.push_back(b.param);
     return r;
   }

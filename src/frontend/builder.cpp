@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "ir/const_range.h"
 #include "ir/swizzle_names.h"
 #include "support/error.h"
 #include "support/text.h"
@@ -124,14 +125,22 @@ ValueId Builder::const_int(DType dtype, int64_t value) {
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "const_int needs an integer or bool dtype, got ",
          dtype_name(dtype));
   if (dtype == DType::boolean) value = value != 0;
+  if (!int_fits(dtype, value))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", p_.where(loc_), "const_int: ", value,
+         " does not fit in ", dtype_name(dtype));
   Type t = Type::scalar(dtype);
-  return emit1(OpKind::CONST, {}, {{"value", value}}, &t);
+  ValueId v = emit1(OpKind::CONST, {}, {{"value", value}}, &t);
+  int_consts_[v] = value;
+  return v;
 }
 
 ValueId Builder::const_float(DType dtype, double value) {
   if (!is_float(dtype))
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "const_float needs a float dtype, got ",
          dtype_name(dtype));
+  if (!float_fits(dtype, value))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", p_.where(loc_), "const_float: ", value,
+         " overflows ", dtype_name(dtype));
   Type t = Type::scalar(dtype);
   return emit1(OpKind::CONST, {}, {{"value", value}}, &t);
 }
@@ -186,6 +195,18 @@ DType Builder::promote(const Type& a, const Type& b) const {
   return sa == 4 ? DType::i64 : DType::i32;  // mixed signedness needs the next wider type
 }
 
+DType Builder::promote(ValueId x, ValueId y) const {
+  const Type &a = type(x), &b = type(y);
+  if (a.is_tile() != b.is_tile() && is_int(a.dtype) && is_int(b.dtype)) {
+    ValueId s = a.is_tile() ? y : x;
+    DType tile = a.is_tile() ? a.dtype : b.dtype;
+    auto c = int_consts_.find(s);
+    bool weak = c != int_consts_.end() && int_fits(tile, c->second);
+    if (!weak) return promote(Type::scalar(a.dtype), Type::scalar(b.dtype));
+  }
+  return promote(a, b);
+}
+
 Shape Builder::broadcast_shape(OpKind kind, const std::vector<ValueId>& vs) const {
   Shape out;
   for (ValueId v : vs) {
@@ -236,6 +257,9 @@ ValueId Builder::unary(OpKind kind, ValueId x) {
   if (!has_trait(kind, kUnary))
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind), " is not a unary op");
   check_value(kind, x, "the operand");
+  // Like numpy, a float-only op on an integer or bool value computes in f32 (exp(i32) is f32).
+  if (has_trait(kind, kFloatOnly) && !type(x).is_ptr && !is_float(type(x).dtype))
+    x = cast(x, DType::f32);
   return emit1(kind, {x});
 }
 
@@ -247,7 +271,7 @@ ValueId Builder::binary(OpKind kind, ValueId x, ValueId y) {
   if (kind == OpKind::ADD && type(y).is_ptr && !type(x).is_ptr) std::swap(x, y);
   if (kind == OpKind::ADD && type(x).is_ptr) return ptr_offset(x, y);
   if (type(x).is_ptr || type(y).is_ptr) bad(kind, "pointers support only `ptr + offsets`");
-  DType d = promote(type(x), type(y));
+  DType d = promote(x, y);
   x = to_dtype(x, d);
   y = to_dtype(y, d);
   Shape s = broadcast_shape(kind, {x, y});
@@ -261,7 +285,7 @@ ValueId Builder::select(ValueId cond, ValueId x, ValueId y) {
   if (type(cond).dtype != DType::boolean || type(cond).is_ptr)
     bad(OpKind::SELECT, "the condition must be bool, got ", type(cond).str());
   if (!type(x).is_ptr && !type(y).is_ptr) {
-    DType d = promote(type(x), type(y));
+    DType d = promote(x, y);
     x = to_dtype(x, d);
     y = to_dtype(y, d);
   }
@@ -404,17 +428,26 @@ std::pair<ValueId, std::vector<ValueId>> Builder::for_begin(ValueId start, Value
   for (ValueId v : {start, end, step}) check_value(OpKind::FOR, v, "a bound");
   for (ValueId v : inits) check_value(OpKind::FOR, v, "an init value");
   for (ValueId v : {start, end, step})
-    if (!is_int(type(v).dtype) || !type(v).is_scalar() || type(v).is_ptr)
-      bad(OpKind::FOR, "start, end and step must be integer scalars, got ", type(v).str());
+    if (!is_int(type(v).dtype) || type(v).shape.rank > 1 || type(v).is_ptr)
+      bad(OpKind::FOR, "start, end and step must be integer scalars or 1-D integer tiles "
+          "(per-thread bounds), got ", type(v).str());
+  if (auto c = int_consts_.find(step); c != int_consts_.end() && c->second == 0)
+    bad(OpKind::FOR, "step is 0 (the loop would never end)");
   DType d = promote(type(start), type(end));
   d = promote(Type::scalar(d), type(step));
+  // Per-thread bounds: one tile shape for all three (DESIGN.md §3, tile_range).
+  const Shape shape = broadcast_shape(OpKind::FOR, {start, end, step});
+  auto bound = [&](ValueId v) {
+    v = to_dtype(v, d);
+    return shape.rank == 0 || type(v).is_tile() ? v : broadcast(v, shape);
+  };
   Op op;
   op.kind = OpKind::FOR;
-  op.operands = {to_dtype(start, d), to_dtype(end, d), to_dtype(step, d)};
+  op.operands = {bound(start), bound(end), bound(step)};
   op.operands.insert(op.operands.end(), inits.begin(), inits.end());
   op.loc = loc_;
   Block body;
-  ValueId iv = p_.new_value(Type::scalar(d));
+  ValueId iv = p_.new_value(type(op.operands[0]));
   body.args.push_back(iv);
   std::vector<ValueId> carried;
   for (ValueId v : inits) {

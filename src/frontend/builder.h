@@ -75,6 +75,10 @@ class Builder {
   ValueId emit1(OpKind kind, std::vector<ValueId> operands, std::vector<Attr> attrs = {},
                 const Type* declared = nullptr);
   DType promote(const Type& a, const Type& b) const;
+  /** promote() of two values: a scalar meeting a tile of its kind is weak (takes the tile's
+   * dtype) when it is a float or an integer constant that fits; typed runtime integers promote
+   * as numpy promotes typed scalars, so an i64 bound compared with an i32 tile compares in i64. */
+  DType promote(ValueId x, ValueId y) const;
   Shape broadcast_shape(OpKind kind, const std::vector<ValueId>& vs) const;
   ValueId to_dtype(ValueId v, DType d);
   ValueId to_shape(ValueId v, const Shape& s);
@@ -85,6 +89,7 @@ class Builder {
   std::unordered_map<ValueId, std::pair<ValueId, ValueId>> ptr_defs_;
   std::vector<Op> open_;  // region ops being built, innermost last
   std::vector<bool> in_scope_;
+  std::unordered_map<ValueId, int64_t> int_consts_;  // values of const_int results
   Loc loc_;
   int64_t threads_ = 0;
   bool threads_fixed_ = false;

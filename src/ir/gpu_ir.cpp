@@ -1,5 +1,6 @@
 #include "ir/gpu_ir.h"
 
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -89,12 +90,16 @@ std::vector<std::string> name_values(const Function& f,
                                      const std::vector<std::string>& reserved) {
   std::set<std::string> taken(reserved.begin(), reserved.end());
   std::vector<std::string> names(f.values.size());
+  // Per stem, the suffix to try next: names are only ever added, so every smaller one is still
+  // taken (searching from 1 each time made 10k values of one stem quadratic).
+  std::map<std::string, int> next_suffix;
   auto claim = [&](ValueId v, std::string stem) {
     if (stem.empty()) stem = "t";
     std::string n = stem;
     // A stem that ends in a digit would make "x1" + "2" ambiguous, hence the underscore.
     std::string sep = isdigit(static_cast<unsigned char>(stem.back())) ? "_" : "";
-    for (int i = 1; taken.count(n); ++i) n = cat(stem, sep, i);
+    int& i = next_suffix.emplace(stem, 1).first->second;
+    for (; taken.count(n); ++i) n = stem + sep + std::to_string(i);
     taken.insert(n);
     names[v] = n;
   };

@@ -41,6 +41,7 @@
 #include "ir/ops.h"
 #include "ir/tile_ir.h"
 #include "ir/types.h"
+#include "ir/walk.h"
 
 namespace metile::gpu {
 
@@ -153,23 +154,8 @@ struct Function {
   int64_t regs(ValueId v) const { return layout_of(v).regs(); }
 };
 
-/** Visits every op of `block` and its nested blocks, pre-order. */
-template <typename F>
-void walk(const Block& block, F&& f) {
-  for (const Op& op : block.ops) {
-    f(op);
-    for (const Block& r : op.regions) walk(r, f);
-  }
-}
-
-/** Visits every op of `block` and its nested blocks, pre-order, allowing in-place rewrites. */
-template <typename F>
-void walk_mut(Block& block, F&& f) {
-  for (Op& op : block.ops) {
-    f(op);
-    for (Block& r : op.regions) walk_mut(r, f);
-  }
-}
+using metile::walk;  // ir/walk.h serves both IRs
+using metile::walk_mut;
 
 /** Number of uses of each value, indexed by ValueId. */
 std::vector<int> use_counts(const Function& f);

@@ -1,5 +1,7 @@
 #include "ir/tile_ir.h"
 
+#include <cstdint>
+
 #include "support/error.h"
 
 namespace metile {
@@ -62,6 +64,22 @@ uint32_t Program::intern_file(const std::string& file) {
 std::string Program::where(const Loc& loc) const {
   if (loc.file == 0 || loc.file > files.size()) return {};
   return files[loc.file - 1] + ":" + std::to_string(loc.line) + ": ";
+}
+
+uint64_t shared_bytes(const Program& p, const Op& shared_op) {
+  const uint64_t size = static_cast<uint64_t>(shared_op.attr_int("size"));
+  const uint64_t elem = dtype_size(p.type(shared_op.result()).dtype);
+  return elem != 0 && size > UINT64_MAX / elem ? UINT64_MAX : size * elem;
+}
+
+uint64_t shared_memory_bytes(const Program& p) {
+  uint64_t total = 0;
+  walk(p.body, [&](const Op& op) {
+    if (op.kind != OpKind::SHARED) return;
+    uint64_t bytes = shared_bytes(p, op);
+    total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
+  });
+  return total;
 }
 
 bool uses_simt(const Program& p) {

@@ -19,6 +19,7 @@
 
 #include "ir/ops.h"
 #include "ir/types.h"
+#include "ir/walk.h"
 
 namespace metile {
 
@@ -104,21 +105,13 @@ struct Program {
   std::string where(const Loc& loc) const;
 };
 
-/** Visits every op in `block` and nested blocks, pre-order. */
-template <typename F>
-void walk(const Block& block, F&& f) {
-  for (const Op& op : block.ops) {
-    f(op);
-    for (const Block& r : op.regions) walk(r, f);
-  }
-}
-template <typename F>
-void walk_mut(Block& block, F&& f) {
-  for (Op& op : block.ops) {
-    f(op);
-    for (Block& r : op.regions) walk_mut(r, f);
-  }
-}
+/** Bytes of threadgroup memory one SHARED op allocates (saturating at UINT64_MAX). */
+uint64_t shared_bytes(const Program& p, const Op& shared_op);
+/**
+ * Bytes of threadgroup memory a program instance allocates: the sum over its shared() ops (each
+ * op owns one allocation per instance, however often it runs), saturating at UINT64_MAX.
+ */
+uint64_t shared_memory_bytes(const Program& p);
 
 /** True when the program contains an op with the kSimt trait. */
 bool uses_simt(const Program& p);

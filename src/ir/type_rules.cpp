@@ -4,6 +4,7 @@
 // reshape, shared, tile_load) have that type checked here instead.
 #include <algorithm>
 
+#include "ir/const_range.h"
 #include "ir/swizzle_names.h"
 #include "ir/tile_ir.h"
 #include "support/error.h"
@@ -270,6 +271,11 @@ std::vector<Type> Checker::run() const {
       const AttrValue* v = op.find_attr("value");
       if (is_float(t.dtype) != std::holds_alternative<double>(*v))
         bad("value kind does not match ", dtype_name(t.dtype));
+      // Devices would disagree on an out-of-range value (some wrap it, some keep it wider).
+      if (const int64_t* i = std::get_if<int64_t>(v); i && !int_fits(t.dtype, *i))
+        bad("value ", *i, " does not fit in ", dtype_name(t.dtype));
+      if (const double* f = std::get_if<double>(v); f && !float_fits(t.dtype, *f))
+        bad("value ", *f, " overflows ", dtype_name(t.dtype));
       return {t};
     }
     case OpKind::PROGRAM_ID:
@@ -344,8 +350,10 @@ std::vector<Type> Checker::run() const {
       return {c};
     }
     case OpKind::FOR: {
-      need_int_scalar(0, "start");
       const Type& s = operand(0);
+      // Scalars, or 1-D tiles for per-thread bounds (the activity pass makes them uniform).
+      if (s.is_ptr || !is_int(s.dtype) || s.shape.rank > 1)
+        bad("start must be an integer scalar or 1-D tile, got ", s.str());
       if (operand(1) != s || operand(2) != s)
         bad("start, end and step must have one type, got ", s.str(), ", ", operand(1).str(),
             ", ", operand(2).str());

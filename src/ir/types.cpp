@@ -1,6 +1,11 @@
 #include "ir/types.h"
+#include "ir/const_range.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdint>
+
+#include "support/half.h"
 
 namespace metile {
 
@@ -9,11 +14,18 @@ struct DTypeInfo {
   DType t;
   const char* name;
   size_t size;
+  int64_t lo, hi;  // value range of integer and bool dtypes
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::f32, "f32", 4},  {DType::f16, "f16", 2},      {DType::bf16, "bf16", 2},
-    {DType::i32, "i32", 4},  {DType::u32, "u32", 4},      {DType::i64, "i64", 8},
-    {DType::boolean, "bool", 1}, {DType::i8, "i8", 1},    {DType::u8, "u8", 1},
+    {DType::f32, "f32", 4, 0, 0},
+    {DType::f16, "f16", 2, 0, 0},
+    {DType::bf16, "bf16", 2, 0, 0},
+    {DType::i32, "i32", 4, INT32_MIN, INT32_MAX},
+    {DType::u32, "u32", 4, 0, UINT32_MAX},
+    {DType::i64, "i64", 8, INT64_MIN, INT64_MAX},
+    {DType::boolean, "bool", 1, 0, 1},
+    {DType::i8, "i8", 1, INT8_MIN, INT8_MAX},
+    {DType::u8, "u8", 1, 0, UINT8_MAX},
 };
 const DTypeInfo* info(DType t) {
   for (const auto& d : kDTypes)
@@ -35,6 +47,11 @@ std::optional<DType> parse_dtype(std::string_view s) {
     if (s == d.name) return d.t;
   return std::nullopt;
 }
+std::optional<IntRange> int_range(DType t) {
+  const DTypeInfo* i = info(t);
+  if (i == nullptr || is_float(t)) return std::nullopt;
+  return IntRange{i->lo, i->hi};
+}
 bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 bool is_int(DType t) {
   return t == DType::i32 || t == DType::u32 || t == DType::i64 || t == DType::i8 ||
@@ -43,6 +60,29 @@ bool is_int(DType t) {
 bool is_signed(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::i8; }
 // Range-checked before the cast: DType is one byte, so 257 would otherwise pass as f32.
 bool is_valid_dtype(int v) { return v > 0 && v <= 0xff && info(static_cast<DType>(v)) != nullptr; }
+
+bool int_fits(DType t, int64_t v) {
+  switch (t) {
+    case DType::boolean: return v == 0 || v == 1;
+    case DType::i8: return v >= INT8_MIN && v <= INT8_MAX;
+    case DType::u8: return v >= 0 && v <= UINT8_MAX;
+    case DType::i32: return v >= INT32_MIN && v <= INT32_MAX;
+    case DType::u32: return v >= 0 && v <= UINT32_MAX;
+    case DType::i64: return true;
+    default: return false;
+  }
+}
+
+bool float_fits(DType t, double v) {
+  if (!std::isfinite(v)) return true;
+  float f = static_cast<float>(v);
+  switch (t) {
+    case DType::f32: return std::isfinite(f);
+    case DType::f16: return std::isfinite(f) && std::isfinite(f16_to_float(float_to_f16(f)));
+    case DType::bf16: return std::isfinite(f) && std::isfinite(bf16_to_float(float_to_bf16(f)));
+    default: return false;
+  }
+}
 
 std::string Shape::str() const {
   std::string s;

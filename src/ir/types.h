@@ -34,6 +34,11 @@ bool is_float(DType t);
 bool is_int(DType t);  // integers, not bool
 bool is_signed(DType t);
 bool is_valid_dtype(int v);
+/** The smallest and largest value of an integer or bool dtype; nullopt for floats. */
+struct IntRange {
+  int64_t lo, hi;
+};
+std::optional<IntRange> int_range(DType t);
 
 enum class AddrSpace : uint8_t { device = 0, threadgroup = 1 };
 

@@ -11,6 +11,10 @@ namespace metile {
 
 namespace {
 
+// The most ops one kernel may have: far beyond real kernels, and small enough that every backend
+// compiles such a kernel in bounded time and memory.
+constexpr size_t kMaxOps = size_t{1} << 20;
+
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   for (char c : s)
@@ -23,6 +27,8 @@ struct Verifier {
   int64_t threads;
   std::vector<bool> defined;  // by ValueId: defined and currently in scope
   std::vector<bool> ever;     // by ValueId: defined somewhere (SSA: at most once)
+  std::unordered_set<ValueId> zeros;  // integer constants equal to 0
+  size_t ops = 0;
 
   template <typename... Args>
   [[noreturn]] void bad(const Op& op, Args&&... parts) {
@@ -58,6 +64,7 @@ struct Verifier {
     for (ValueId a : b.args) define(a, parent);
     for (size_t i = 0; i < b.ops.size(); ++i) {
       const Op& op = b.ops[i];
+      if (++ops > kMaxOps) bad(op, "the kernel has more than ", kMaxOps, " ops");
       bool last = i + 1 == b.ops.size();
       one(op, parent, last, depth);
       for (ValueId r : op.results) {
@@ -101,12 +108,18 @@ struct Verifier {
         bad(op, "result ", i, " has type ",
             p.valid(op.results[i]) ? p.type(op.results[i]).str() : "<none>", ", expected ",
             want[i].str());
+    if (op.kind == OpKind::CONST) {
+      const int64_t* i = std::get_if<int64_t>(op.find_attr("value"));
+      if (i && *i == 0) zeros.insert(op.results[0]);
+    }
     bool region = has_trait(op.kind, kRegion);
     if (op.regions.size() != (region ? 1u : 0u))
       bad(op, region ? "needs exactly one region" : "must not have a region");
     if (!region) return;
     const Block& body = op.body();
     if (op.kind == OpKind::FOR) {
+      // A runtime step of 0 is each device's launch-time error; a constant one is caught here.
+      if (zeros.count(op.operands[2])) bad(op, "step is 0 (the loop would never end)");
       size_t n = op.operands.size() - 3;
       if (body.args.size() != n + 1)
         bad(op, "body needs the induction variable and ", n, " carried values as arguments");
@@ -149,7 +162,7 @@ void verify(const Program& p) {
     fail(METILE_ERROR_INVALID_PROGRAM, "verify", "kernel name \"", p.name,
          "\" is not an identifier");
   Verifier v{p, p.num_threads, std::vector<bool>(p.values.size()),
-             std::vector<bool>(p.values.size())};
+             std::vector<bool>(p.values.size()), {}};
   if (p.num_threads < 0 || p.num_threads > 4096)
     fail(METILE_ERROR_INVALID_PROGRAM, "verify", "num_threads ", p.num_threads,
          " is out of range [1, 4096]");

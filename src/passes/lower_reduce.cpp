@@ -19,16 +19,9 @@ ValueId Lowering::identity(OpKind k, DType d) {
     double inf = std::numeric_limits<double>::infinity();
     return b.constant_float(d, max ? -inf : inf);
   }
-  int64_t lo = 0, hi = 0;
-  switch (d) {
-    case DType::i32: lo = INT32_MIN; hi = INT32_MAX; break;
-    case DType::u32: lo = 0; hi = UINT32_MAX; break;
-    case DType::i64: lo = INT64_MIN; hi = INT64_MAX; break;
-    case DType::i8: lo = INT8_MIN; hi = INT8_MAX; break;
-    case DType::u8: lo = 0; hi = UINT8_MAX; break;
-    default: METILE_ASSERT(false, "no reduction identity for ", dtype_name(d));
-  }
-  return b.constant_int(d, max ? lo : hi);
+  std::optional<IntRange> r = int_range(d);
+  METILE_ASSERT(r.has_value(), "no reduction identity for ", dtype_name(d));
+  return b.constant_int(d, max ? r->lo : r->hi);
 }
 
 ValueId Lowering::combine(OpKind k, ValueId x, ValueId y) {

@@ -11,12 +11,12 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ir/tile_ir.h"
+#include "runtime/artifact.h"
 
 namespace metile {
 
@@ -31,6 +31,8 @@ struct DeviceInfo {
   uint64_t threadgroup_memory_bytes = 0;
   bool unified_memory = true;
   bool asynchronous = false;
+  /** Reports every access outside its buffer itself (interp): the compiler adds no guards. */
+  bool checks_accesses = false;
 };
 
 /** Device memory that the host can address (see DESIGN.md §7). */
@@ -54,18 +56,16 @@ struct CompileOptions {
   int allow_tf32 = -1;
   int opt_level = 1;
   bool no_cache = false;
+  /** Tile IR passes (names from src/passes/tile/tile_passes.def) not to run: differential tests
+   * and debugging only, since a disabled semantic pass changes results. */
+  std::vector<std::string> disabled_passes;
+  /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)
+   * instead of only keeping it inside; METILE_CHECK=1 turns it on for every compile. */
+  bool check_bounds = false;
+  /** No bounds guards (DESIGN.md §3): an access outside its buffer is undefined behaviour. */
+  bool unchecked = false;
   /** Canonical text of the options that affect code (part of the cache key). */
   std::string key() const;
-};
-
-/** What build() produces: the compiled code and everything needed to explain it. */
-struct Artifact {
-  std::string kind;                          // "so", "cubin", "metallib", "msl", "none"
-  std::string entry;                         // the kernel's symbol, where it is not the name
-  std::vector<uint8_t> bytes;                // the binary
-  std::map<std::string, std::string> sources;  // stage name -> text ("cpp", "msl", ...)
-  int threads_per_group = 1;
-  uint64_t threadgroup_memory_bytes = 0;
 };
 
 /** A launch argument after checking against the signature. */

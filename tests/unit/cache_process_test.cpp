@@ -8,7 +8,7 @@
 
 #include "cache/cache.h"
 #include "cache_fake_device.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 
 namespace metile {
 namespace {

@@ -12,7 +12,7 @@
 #include "cache/cache.h"
 #include "cache/trust.h"
 #include "cache_fake_device.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 
 namespace metile {
 namespace {

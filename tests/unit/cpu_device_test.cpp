@@ -11,7 +11,7 @@
 
 #include "frontend/builder.h"
 #include "runtime/backends.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 #include "runtime/device.h"
 #include "support/error.h"
 

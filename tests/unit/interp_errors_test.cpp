@@ -66,15 +66,16 @@ TEST(InterpErrors, OutOfBoundsTileAndSharedAccess) {
     KernelBuilder k("tile_oob");
     V m = k.ptr("M");
     k.raw().set_loc("t.py", 5);
-    V t = k.wrap(k.raw().tile_load(m.id, k.i32(-1).id, k.i32(0).id, k.i32(4).id, Shape::of(2, 2),
-                                   kNoValue, kNoValue));
+    // Bounds larger than the buffer (without bounds the matrix is the buffer's: no fault).
+    V t = k.wrap(k.raw().tile_load(m.id, k.i32(3).id, k.i32(0).id, k.i32(4).id, Shape::of(2, 2),
+                                   k.i32(8).id, k.i32(4).id));
     k.store(m, k.sum(t));
     std::vector<float> mv(16);
     Launch l(k.finish());
     l.buffer(mv);
     EXPECT_EQ(l.run(), METILE_ERROR_DEVICE);
     EXPECT_TRUE(
-        has(l.error(), "t.py:5: tile_load: access of element -4 outside buffer `M` (16 elements)"))
+        has(l.error(), "t.py:5: tile_load: access of element 16 outside buffer `M` (16 elements)"))
         << l.error();
   }
   {

@@ -221,14 +221,18 @@ TEST(InterpOps, MasksSkipMemoryAndLoadsGiveOther) {
   V n = k.scalar("N");
   V offs = k.arange(0, 16);
   V v = k.load(x + offs, offs < n, -1.0);  // lanes >= N read -1 and never touch X
-  V zero = k.load(x + offs, offs < n);     // without `other`: 0
-  k.store(out + offs, v + zero, offs < 12);
-  std::vector<float> xs(10), r(16, 99.0f);
+  V skipped = k.load(x + offs, offs < n);  // without `other`: lanes >= N are inactive
+  k.store(out + offs, v, offs < 12);
+  k.store(out + 16 + offs, v + skipped, offs < 12);  // inactive where `skipped` is: not stored
+  std::vector<float> xs(10), r(32, 99.0f);
   for (int i = 0; i < 10; ++i) xs[i] = static_cast<float>(i);
   Launch l(k.finish());
   l.buffer(xs).buffer(r).i32(10);
   ASSERT_EQ(l.run(), METILE_OK) << l.error();
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(r[i], i < 10 ? 2.0f * i : i < 12 ? -1.0f : 99.0f) << i;
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(r[i], i < 10 ? 1.0f * i : i < 12 ? -1.0f : 99.0f) << i;
+    EXPECT_EQ(r[16 + i], i < 10 ? 2.0f * i : 99.0f) << i;
+  }
 }
 
 TEST(InterpOps, ReductionsUseTrueIdentitiesAndAxes) {

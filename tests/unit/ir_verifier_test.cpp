@@ -240,11 +240,11 @@ TEST(Verifier, RegionNestingIsBounded) {
     EXPECT_TRUE(has(e.what(), "line 66: regions nest deeper than 64 levels")) << e.what();
   }
   Builder b("k");
-  ValueId zero = b.const_int(DType::i32, 0);
-  for (int i = 0; i < kMaxRegionDepth; ++i) b.for_begin(zero, zero, zero, {});
+  ValueId zero = b.const_int(DType::i32, 0), one = b.const_int(DType::i32, 1);
+  for (int i = 0; i < kMaxRegionDepth; ++i) b.for_begin(zero, zero, one, {});
   b.set_loc("deep.py", 4);
   try {
-    b.for_begin(zero, zero, zero, {});
+    b.for_begin(zero, zero, one, {});
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_TRUE(has(e.what(), "deep.py:4: for: regions nest deeper than 64 levels")) << e.what();

@@ -10,7 +10,7 @@
 
 #include "cache/cache.h"
 #include "cache_fake_device.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 #include "runtime/cpu/toolchain.h"
 #include "runtime/host/shared_object.h"
 

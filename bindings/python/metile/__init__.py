@@ -25,11 +25,11 @@ from ._errors import (CompileError, DeviceError, DeviceUnavailableError, Interna
 from ._kernel import CompiledKernel, KernelFunction, Launcher, PreparedLaunch, Program, kernel
 from ._lang import (absolute as abs, arange, barrier, broadcast_to, cast, cdiv, ceil, constexpr,
                     cos, dot, erf, exp, exp2, floor, full, load, log, log2, maximum, minimum,
-                    next_power_of_2, num_programs, program_id, reduce_max as max,
-                    reduce_min as min, reduce_sum as sum, reshape, rsqrt, shared, sigmoid,
-                    simd_broadcast, simd_lane_id, simd_shuffle_xor, simdgroup_role, sin, sqrt,
-                    store, tanh, thread_id, tile_load, tile_range, tile_store, tile_swizzle,
-                    where, zeros)
+                    next_power_of_2, num_programs, persistent_range, program_id,
+                    reduce_max as max, reduce_min as min, reduce_sum as sum, reshape, rsqrt,
+                    shared, sigmoid, simd_broadcast, simd_lane_id, simd_shuffle_xor,
+                    simdgroup_role, sin, sqrt, store, tanh, thread_id, tile_load, tile_range,
+                    tile_store, tile_swizzle, where, zeros)
 from ._lang_compat import fast_exp, reverse_bits, scalar, simd_max, simd_sum
 from ._lang_triton import (argmax, argmin, atomic_add, atomic_cas, atomic_max, atomic_min,
                            atomic_xchg, max_contiguous, multiple_of, static_assert)

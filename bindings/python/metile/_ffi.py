@@ -86,6 +86,8 @@ class metile_compile_options(Structure):
         ("allow_tf32", c_int32),
         ("opt_level", c_int32),
         ("no_cache", c_int32),
+        ("check_bounds", c_int32),
+        ("unchecked", c_int32),
     ]
 
 

@@ -25,7 +25,7 @@ from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarn
                       check, error_for)
 from ._trace import Retrace, Trace, set_active, active
 
-_OPTIONS = ("num_threads", "allow_tf32", "opt_level")
+_OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked")
 # A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
 GridLike = Union[int, tuple, Callable[[dict], Any]]
 # Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
@@ -366,6 +366,9 @@ class KernelFunction:
             opts.allow_tf32 = -1 if o["allow_tf32"] is None else int(bool(o["allow_tf32"]))
         if "opt_level" in o:
             opts.opt_level = int(o["opt_level"])
+        for flag in ("check_bounds", "unchecked"):
+            if flag in o:
+                setattr(opts, flag, int(bool(o[flag])))
         h = ctypes.POINTER(_ffi.metile_kernel)()
         st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
                                         ctypes.byref(opts))

@@ -157,18 +157,10 @@ def _int_pow(base: Value, e: int) -> Value:
     return result if result is not None else t.literal(1, base)
 
 
-_FLOAT_ONLY = {_ffi.METILE_OP_EXP, _ffi.METILE_OP_LOG, _ffi.METILE_OP_SQRT, _ffi.METILE_OP_RSQRT,
-               _ffi.METILE_OP_TANH, _ffi.METILE_OP_SIN, _ffi.METILE_OP_COS, _ffi.METILE_OP_EXP2,
-               _ffi.METILE_OP_LOG2, _ffi.METILE_OP_FLOOR, _ffi.METILE_OP_CEIL, _ffi.METILE_OP_ERF,
-               _ffi.METILE_OP_SIGMOID}
-
-
 def unary(op: int, x) -> Value:
     t = current()
     x = t.literal(_plain(x))
-    if op in _FLOAT_ONLY and x.dtype not in _dtypes.FLOATS:
-        x = cast(x, "f32")  # like numpy: exp of an int array is float
-    return t.emit(_ffi.metile_builder_unary, op, x.id)
+    return t.emit(_ffi.metile_builder_unary, op, x.id)  # the builder casts ints for exp & co.
 
 
 def _make_unary(op, name, doc):
@@ -335,7 +327,8 @@ def _bounds(bounds, what):
 
 def tile_load(ptr, row, col, stride, shape, bounds=None) -> Value:
     """The rows x cols tile at (row, col) of a row-major matrix with leading dimension
-    `stride`; with bounds=(R, C) elements outside [0, R) x [0, C) read 0."""
+    `stride`. The matrix is bounds=(R, C) when given, else (extent(ptr) // stride, stride):
+    elements outside it read 0."""
     t = current()
     p = _pointer(ptr, "tile_load")
     dims = _shape(shape, "tile_load")
@@ -347,7 +340,8 @@ def tile_load(ptr, row, col, stride, shape, bounds=None) -> Value:
 
 
 def tile_store(ptr, row, col, stride, value, shape, bounds=None) -> None:
-    """Writes a rows x cols tile like tile_load reads one; elements outside bounds are skipped."""
+    """Writes a rows x cols tile like tile_load reads one; elements outside the matrix (bounds,
+    else (extent(ptr) // stride, stride)) are skipped."""
     t = current()
     p = _pointer(ptr, "tile_store")
     dims = _shape(shape, "tile_store")
@@ -524,7 +518,9 @@ def _bound(x) -> Value:
 class tile_range:
     """`for k in metile.tile_range(start, end, step=1):` a counted device loop (the body is
     traced once). Variables the body updates (`acc = dot(a, b, acc)`, `m = maximum(m, x)`)
-    are carried through the loop automatically."""
+    are carried through the loop automatically. In a SIMT kernel the bounds may be per-thread
+    tiles (`tile_range(thread_id() // 32, N, num_simdgroups)`): each lane runs its own trip
+    count and is inactive once past its end; the loop runs while any lane is active."""
 
     def __init__(self, start, end=None, step=1, num_stages=None):
         # num_stages: the original's software-pipelining hint; accepted, and left to the
@@ -562,6 +558,14 @@ class tile_range:
         iv, _ = self.open([])
         yield iv
         self.close([])
+
+
+class persistent_range(tile_range):
+    """`for pid in metile.persistent_range(total):` the grid-stride loop of a persistent
+    kernel: this program runs ids program_id(axis), + num_programs(axis), ... below `total`."""
+
+    def __init__(self, total, axis=0):
+        super().__init__(program_id(axis), total, num_programs(axis))
 
 
 # ------------------------------------------------------------------ Value's Python operators

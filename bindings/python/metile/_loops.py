@@ -257,7 +257,10 @@ def rewrite(fn):
 
     def is_tile_range(node):
         it = node.iter
-        return isinstance(it, ast.Call) and resolve(it.func) is _lang.tile_range
+        if not isinstance(it, ast.Call):
+            return False
+        f = resolve(it.func)  # tile_range or a form of it (persistent_range)
+        return isinstance(f, type) and issubclass(f, _lang.tile_range)
 
     loops = [n for n in ast.walk(fdef) if isinstance(n, ast.For) and is_tile_range(n)]
     if not loops:

@@ -163,23 +163,38 @@ def _run(code, **env):
                           text=True, env=e, timeout=300)
 
 
+_TWICE = """
+    import numpy as np, metile
+    metile.set_device("interp")
+    @metile.kernel
+    def twice(X, N, BLOCK: metile.constexpr):
+        offs = metile.arange(0, BLOCK)
+        metile.store(X + offs, metile.load(X + offs, mask=offs < N) * 2, mask=offs < N)
+    x = np.ones(8, np.float32)
+    twice[(1,)](x, 8, BLOCK=8)
+    assert (x == 2).all()
+"""
+
+
 def test_metile_debug_prints_stages(tmp_path):
-    code = """
-        import numpy as np, metile
-        metile.set_device("interp")
-        @metile.kernel
-        def twice(X, N, BLOCK: metile.constexpr):
-            offs = metile.arange(0, BLOCK)
-            metile.store(X + offs, metile.load(X + offs, mask=offs < N) * 2, mask=offs < N)
-        x = np.ones(8, np.float32)
-        twice[(1,)](x, 8, BLOCK=8)
-        assert (x == 2).all()
-    """
+    code = _TWICE
     r = _run(code, METILE_DEBUG="tile_ir", METILE_CACHE_DIR=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "tile_ir" in r.stderr and "kernel @twice" in r.stderr
     r = _run(code, METILE_CACHE_DIR=str(tmp_path))
     assert r.returncode == 0 and "kernel @twice" not in r.stderr
+
+
+def test_metile_debug_shows_stages_of_other_devices(tmp_path):
+    # interp builds nothing, yet the MSL, CUDA and C++ the kernel becomes are dumped on request.
+    code = _TWICE
+    r = _run(code, METILE_DEBUG="msl,cuda,cpp,no_such_stage", METILE_CACHE_DIR=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "[[kernel]] void twice(" in r.stderr
+    assert "__global__" in r.stderr and 'extern "C"' in r.stderr
+    assert "kernel @twice" not in r.stderr  # tile_ir was not named
+    assert "unknown stage 'no_such_stage'" in r.stderr
+    assert "tile_ir, gpu_ir, gpu_ir_opt, msl, cuda, cpp" in r.stderr
 
 
 def test_launching_from_several_threads(device):

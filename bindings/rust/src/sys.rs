@@ -167,6 +167,8 @@ pub struct metile_compile_options {
     pub allow_tf32: i32,
     pub opt_level: i32,
     pub no_cache: i32,
+    pub check_bounds: i32,
+    pub unchecked: i32,
 }
 
 #[repr(C)]

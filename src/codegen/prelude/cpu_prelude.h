@@ -17,10 +17,11 @@
 #define MT_CONTRACT_BODY
 #endif
 
-// Which program instances one call runs: linear ids [begin, end) of a grid, x fastest.
+// Which program instances one call runs: linear ids [begin, end) of a grid, x fastest. The
+// kernel sets `fault` (0 on entry) when it stops early: see cpu_cpp.h.
 typedef struct mt_range {
   uint32_t grid[3];
-  uint32_t reserved;
+  uint32_t fault;
   uint64_t begin, end;
 } mt_range;
 

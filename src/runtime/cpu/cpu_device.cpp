@@ -8,9 +8,10 @@
 #include "codegen/cpu_cpp.h"
 #include "runtime/backends.h"
 #include "runtime/cpu/cpu_kernel.h"
-#include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/toolchain.h"
+#include "runtime/host/parallel_for.h"
 #include "runtime/host_buffer.h"
+#include "support/debug_dump.h"
 #include "support/error.h"
 
 namespace metile {
@@ -36,10 +37,10 @@ class CpuDevice : public Device {
     info_.name = "cpu";
     info_.architecture = ::uname(&u) == 0 ? u.machine : "unknown";
     info_.description = cpu_model() + " (" +
-                        std::to_string(cpu::ThreadPool::instance().concurrency()) + " threads)";
+                        std::to_string(host::ThreadPool::instance().concurrency()) + " threads)";
     info_.simd_width = 1;
     info_.max_threads_per_group = 4096;
-    info_.threadgroup_memory_bytes = cpu::kWorkerStackBytes / 2;
+    info_.threadgroup_memory_bytes = host::kWorkerStackBytes / 2;
     info_.unified_memory = true;
     info_.asynchronous = false;
   }
@@ -59,20 +60,16 @@ class CpuDevice : public Device {
   Artifact build(const Program& program, const CompileOptions&) override {
     CpuSource src = generate_cpu_cpp(program);
     // Tiles live on the stack of whichever thread runs an instance; workers have kWorkerStackBytes.
-    if (src.stack_bytes > cpu::kWorkerStackBytes / 2)
+    if (src.stack_bytes > host::kWorkerStackBytes / 2)
       fail(METILE_ERROR_UNSUPPORTED, "cpu", "kernel ", program.name, " keeps ",
            src.stack_bytes >> 20, " MiB of tiles per program instance; the cpu device allows ",
-           (cpu::kWorkerStackBytes / 2) >> 20, " MiB (use smaller blocks)");
+           (host::kWorkerStackBytes / 2) >> 20, " MiB (use smaller blocks)");
     Artifact a;
     a.kind = "so";
-    a.sources["cpp"] = src.text;
+    a.sources[stage_name(Stage::cpp)] = src.text;
     a.bytes = cpu::compile_shared_object(cpu::current_toolchain(), src.text, program.name);
     a.threads_per_group = program.num_threads > 0 ? static_cast<int>(program.num_threads) : 1;
-    walk(program.body, [&](const Op& op) {
-      if (op.kind == OpKind::SHARED)
-        a.threadgroup_memory_bytes += static_cast<uint64_t>(op.attr_int("size")) *
-                                      dtype_size(program.type(op.results[0]).dtype);
-    });
+    a.threadgroup_memory_bytes = shared_memory_bytes(program);
     return a;
   }
 

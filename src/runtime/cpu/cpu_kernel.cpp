@@ -9,7 +9,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "runtime/cpu/thread_pool.h"
+#include "codegen/cpu_cpp.h"
+#include "runtime/host/parallel_for.h"
 #include "support/env.h"
 #include "support/error.h"
 
@@ -23,7 +24,7 @@ namespace {
 // Mirrors mt_range in the CPU prelude.
 struct Range {
   uint32_t grid[3];
-  uint32_t reserved;
+  uint32_t fault;
   uint64_t begin, end;
 };
 
@@ -70,12 +71,13 @@ struct ChunkContext {
   void** argv;
   size_t nargs;  // including the range slot
   const Grid* grid;
+  std::atomic<uint32_t>* fault;  // the first fault code any chunk reported
 };
 
 void run_chunk(void* p, uint64_t begin, uint64_t end) {
   const ChunkContext& c = *static_cast<const ChunkContext*>(p);
   Range range{{c.grid->dims[0], c.grid->dims[1], c.grid->dims[2]}, 0, begin, end};
-  const Range* rp = &range;
+  Range* rp = &range;
   void* small[32];
   std::vector<void*> big;
   void** argv = small;
@@ -86,6 +88,8 @@ void run_chunk(void* p, uint64_t begin, uint64_t end) {
   std::memcpy(argv, c.argv, (c.nargs - 1) * sizeof(void*));
   argv[c.nargs - 1] = &rp;
   ffi_call(const_cast<ffi_cif*>(c.cif), c.entry, nullptr, argv);
+  uint32_t none = 0;
+  if (range.fault != 0) c.fault->compare_exchange_strong(none, range.fault);
 }
 
 class CpuLaunch : public PreparedLaunch {
@@ -115,7 +119,7 @@ CpuKernel::CpuKernel(std::shared_ptr<const Program> program, const Artifact& art
   entry_ = reinterpret_cast<void (*)()>(object_.symbol("metile_entry"));
   stack_bytes_ = *static_cast<const uint64_t*>(object_.symbol("metile_stack_bytes"));
   for (const Param& prm : program_->params) types_.push_back(ffi_type_of(program_->type(prm.value)));
-  types_.push_back(&ffi_type_pointer);  // const mt_range*
+  types_.push_back(&ffi_type_pointer);  // mt_range*
   if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(types_.size()), &ffi_type_void,
                    types_.data()) != FFI_OK)
     fail(METILE_ERROR_INTERNAL, "cpu", "ffi_prep_cif failed for kernel ", program_->name);
@@ -132,9 +136,10 @@ void CpuKernel::fill_slot(size_t i, const LaunchArg& arg, uint64_t* slot) const 
 }
 
 void CpuKernel::execute(const Grid& grid, void** argv) const {
-  ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid};
+  std::atomic<uint32_t> fault{0};
+  ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid, &fault};
   uint64_t total = grid.count();
-  ThreadPool& pool = ThreadPool::instance();
+  host::ThreadPool& pool = host::ThreadPool::instance();
   bool caller_can_run = caller_stack_room() > stack_bytes_ + stack_bytes_ / 4 + kStackMargin;
   double est = ns_per_instance_.load(std::memory_order_relaxed);
   bool small = total == 1 || (est > 0 && est * static_cast<double>(total) < kInlineNs);
@@ -143,7 +148,7 @@ void CpuKernel::execute(const Grid& grid, void** argv) const {
   if (caller_can_run && (small || pool.concurrency() == 1)) {
     run_chunk(&ctx, 0, total);
   } else {
-    Job job;
+    host::Job job;
     job.run = run_chunk;
     job.ctx = &ctx;
     job.total = total;
@@ -155,6 +160,11 @@ void CpuKernel::execute(const Grid& grid, void** argv) const {
   double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
   double per = ns * threads / static_cast<double>(total);
   ns_per_instance_.store(est > 0 ? 0.75 * est + 0.25 * per : per, std::memory_order_relaxed);
+  if (uint32_t code = fault.load()) {
+    const Op* loop = cpu_fault_loop(*program_, code);
+    fail(METILE_ERROR_DEVICE, "cpu", loop ? program_->where(loop->loc) : std::string(),
+         program_->name, ": for: step is 0 (the loop would never end)");
+  }
 }
 
 std::unique_ptr<PreparedLaunch> CpuKernel::prepare(const Grid& grid, std::vector<LaunchArg> args) {

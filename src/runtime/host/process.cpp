@@ -20,6 +20,7 @@
 
 #include "support/env.h"
 #include "support/error.h"
+#include "support/log.h"
 
 extern char** environ;
 

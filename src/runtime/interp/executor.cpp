@@ -71,11 +71,11 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
 #include "ir/swizzle_names.h"
 #include "runtime/host/process.h"
+#include "runtime/host/parallel_for.h"
 #include "runtime/interp/values.h"
 #include "support/error.h"
 
@@ -84,6 +84,9 @@ namespace metile::interp {
 namespace {
 
 constexpr int64_t kLanes = 32;
+// The reference executor favours simplicity over speed: a launch uses the calling thread and at
+// most 7 host pool workers.
+constexpr int kMaxPoolWorkers = 7;
 
 struct Region {
   std::string label;  // "buffer `X`", "shared memory #0"
@@ -676,17 +679,6 @@ LaunchState make_state(const Program& p, const Grid& grid, const std::vector<Lau
 
 }  // namespace
 
-uint64_t shared_memory_bytes(const Program& program) {
-  uint64_t total = 0;
-  walk(program.body, [&](const Op& op) {
-    if (op.kind != OpKind::SHARED) return;
-    uint64_t bytes =
-        static_cast<uint64_t>(op.attr_int("size")) * dtype_size(program.type(op.result()).dtype);
-    total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
-  });
-  return total;
-}
-
 void check_supported(const Program& program) {
   if (program.num_threads > kMaxThreads)
     fail(METILE_ERROR_UNSUPPORTED, "interp", "kernel ", program.name, " uses ", program.num_threads,
@@ -695,8 +687,7 @@ void check_supported(const Program& program) {
   walk(program.body, [&](const Op& op) {
     if (op.kind != OpKind::SHARED) return;
     const uint64_t size = static_cast<uint64_t>(op.attr_int("size"));
-    const uint64_t elem = dtype_size(program.type(op.result()).dtype);
-    total = size > kThreadgroupMemoryBytes ? UINT64_MAX : total + size * elem;
+    total = size > kThreadgroupMemoryBytes ? UINT64_MAX : total + shared_bytes(program, op);
     if (total > kThreadgroupMemoryBytes)
       fail(METILE_ERROR_UNSUPPORTED, "interp", program.where(op.loc), "shared: kernel ",
            program.name, " needs more than the interp device's ", kThreadgroupMemoryBytes,
@@ -714,7 +705,6 @@ void execute(const Program& program, const Grid& grid, const std::vector<LaunchA
                       std::chrono::duration<double>(st.limit_s));
   const uint64_t count = grid.count();
   const uint64_t gx = grid.dims[0], gy = grid.dims[1];
-  std::atomic<uint64_t> next{0};
   std::atomic<uint64_t> first_failure{count};
   std::mutex mu;
   std::exception_ptr error;
@@ -725,19 +715,19 @@ void execute(const Program& program, const Grid& grid, const std::vector<LaunchA
       error = std::current_exception();
     }
   };
-  auto work = [&] {
+  // One Instance (the per-thread register file) per chunk; at most 32 chunks keep that cheap.
+  auto work = [&](uint64_t begin, uint64_t end) {
     std::unique_ptr<Instance> inst;
     try {
       inst = std::make_unique<Instance>(st);
     } catch (...) {
-      record(0);
+      record(begin);
       return;
     }
-    for (;;) {
-      const uint64_t i = next.fetch_add(1);
+    for (uint64_t i = begin; i < end; ++i) {
       // Instances past a failure need not run; those before it still do, so the error that
       // wins is the first in grid order whatever the scheduling.
-      if (i >= count || i > first_failure.load()) return;
+      if (i > first_failure.load()) return;
       try {
         inst->run({static_cast<uint32_t>(i % gx), static_cast<uint32_t>(i / gx % gy),
                    static_cast<uint32_t>(i / (gx * gy))});
@@ -746,18 +736,7 @@ void execute(const Program& program, const Grid& grid, const std::vector<LaunchA
       }
     }
   };
-  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t workers = std::min<uint64_t>({count, hw, 8});
-  std::vector<std::thread> helpers;
-  for (uint64_t w = 1; w < workers; ++w) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads is fine: the calling thread runs whatever is left
-    }
-  }
-  work();
-  for (std::thread& t : helpers) t.join();
+  host::parallel_for(count, std::max<uint64_t>(1, count / 32), kMaxPoolWorkers, work);
   if (error) std::rethrow_exception(error);
 }
 

@@ -17,12 +17,6 @@ inline constexpr uint64_t kThreadgroupMemoryBytes = 65536;
 inline constexpr int kMaxThreads = 1024;
 
 /**
- * Bytes of threadgroup memory a program instance allocates: the sum over its shared() ops (each
- * op owns one allocation per instance, however often it runs).
- */
-uint64_t shared_memory_bytes(const Program& program);
-
-/**
  * Checks what the interp device supports (thread count, threadgroup memory); throws
  * METILE_ERROR_UNSUPPORTED naming the op and its location.
  */

@@ -49,6 +49,7 @@ class InterpDevice final : public Device {
     info_.max_threads_per_group = interp::kMaxThreads;
     info_.threadgroup_memory_bytes = interp::kThreadgroupMemoryBytes;
     info_.unified_memory = true;
+    info_.checks_accesses = true;
     info_.asynchronous = false;
   }
 
@@ -70,7 +71,7 @@ class InterpDevice final : public Device {
     Artifact a;
     a.kind = "none";
     a.threads_per_group = program.num_threads != 0 ? static_cast<int>(program.num_threads) : 1;
-    a.threadgroup_memory_bytes = interp::shared_memory_bytes(program);
+    a.threadgroup_memory_bytes = shared_memory_bytes(program);
     return a;
   }
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "support/error.h"
@@ -100,11 +101,17 @@ StackPool::~StackPool() {
   if (base_ != nullptr) munmap(base_, mapped_);
 }
 
-void StackPool::reserve(size_t n) {
-  if (n <= count_) return;
+void StackPool::reserve(size_t n, size_t stack_bytes) {
+  size_t page = page_size();
+  stack_bytes = (stack_bytes + page - 1) / page * page;
+  if (n <= count_ && stack_bytes <= stack_bytes_) return;
+  // A kernel with bigger frames gets bigger stacks for every slot; the old mapping (and the
+  // memory a previous kernel touched in it) goes.
+  if (stack_bytes > stack_bytes_) count_ = 0;
+  stack_bytes_ = std::max(stack_bytes_, stack_bytes);
+  n = std::max(n, count_);
   // Stacks are only reserved between threadgroups, when no fiber is live, so the old mapping can
   // go; each slot is a guard page followed by the stack (stacks grow down into the guard).
-  size_t page = page_size();
   size_t slot = page + stack_bytes_;
   size_t bytes = slot * n;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,

@@ -31,8 +31,9 @@ class StackPool {
   StackPool(const StackPool&) = delete;
   StackPool& operator=(const StackPool&) = delete;
 
-  /** Makes at least `n` stacks available; throws METILE_ERROR_OUT_OF_MEMORY when it cannot. */
-  void reserve(size_t n);
+  /** Makes at least `n` stacks of at least `stack_bytes` available (no fiber may be live);
+   * throws METILE_ERROR_OUT_OF_MEMORY when it cannot. */
+  void reserve(size_t n, size_t stack_bytes);
   void* bottom(size_t i) const;
   size_t stack_bytes() const { return stack_bytes_; }
 

@@ -10,8 +10,12 @@ namespace metile::metal_sim {
 
 namespace {
 
-// Virtual size of each fiber's stack; pages are only committed when touched.
+// Virtual size of each fiber's stack (at least; a kernel's measured frames may ask for more);
+// pages are only committed when touched.
 constexpr size_t kStackBytes = 256 * 1024;
+// Room above a kernel's own frames: the trampoline, the shim's calls into the runtime, fiber
+// switches.
+constexpr size_t kStackMargin = 128 * 1024;
 constexpr uint32_t kWidth = METAL_SIM_SIMD_WIDTH;
 // Fresh threadgroup memory reads as NaN (and -1 as integers) so a kernel that reads before it
 // writes shows it.
@@ -118,7 +122,7 @@ bool GroupRunner::run(const LaunchPlan& plan, uint64_t index, std::string* error
 
   if (threads_.size() < thread_count_) threads_.resize(thread_count_);
   if (simdgroups_.size() < num_sg) simdgroups_.resize(num_sg);
-  stacks_.reserve(thread_count_);
+  stacks_.reserve(thread_count_, std::max<size_t>(kStackBytes, plan.stack_bytes + kStackMargin));
   queue_.assign(thread_count_, 0);
   queue_head_ = queue_size_ = 0;
 

@@ -25,6 +25,7 @@ struct LaunchPlan {
   metal_sim_entry_fn entry = nullptr;
   std::array<uint32_t, 3> groups{1, 1, 1};
   std::array<uint32_t, 3> threads{1, 1, 1};
+  uint64_t stack_bytes = 0;  // MslSignature::stack_bytes
   /** One per signature argument; the runner fills the threadgroup arguments' slots. */
   std::vector<void*> args;
   struct ThreadgroupArg {

@@ -1,14 +1,10 @@
 #include "runtime/metal_sim/metal_sim_device.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
-
 #include "codegen/msl.h"
 #include "codegen/prelude/metal_sim_abi.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
+#include "runtime/host_buffer.h"
 #include "runtime/metal_sim/fiber.h"
 #include "runtime/metal_sim/sim_kernel.h"
 #include "runtime/metal_sim/toolchain.h"
@@ -30,23 +26,6 @@ constexpr const char* kHostCpu = "arm64";
 #else
 constexpr const char* kHostCpu = "unsupported";
 #endif
-
-/** Page-aligned host memory, owned or wrapped; the simulated GPU addresses it directly. */
-class HostBuffer final : public Buffer {
- public:
-  HostBuffer(void* data, size_t size, bool owned) : data_(data), size_(size), owned_(owned) {}
-  ~HostBuffer() override {
-    if (owned_) std::free(data_);
-  }
-  void* contents() override { return data_; }
-  size_t size() const override { return size_; }
-  bool shares_memory() const override { return true; }
-
- private:
-  void* data_;
-  size_t size_;
-  bool owned_;
-};
 
 class SimLaunch final : public PreparedLaunch {
  public:
@@ -111,29 +90,32 @@ class MetalSimDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
 
+  // The simulated GPU addresses host memory directly.
   std::shared_ptr<Buffer> alloc(size_t bytes) override {
-    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
-    void* p = nullptr;
-    if (posix_memalign(&p, page, rounded) != 0)
-      fail(METILE_ERROR_OUT_OF_MEMORY, "metal-sim", "cannot allocate a buffer of ", bytes,
-           " bytes");
-    std::memset(p, 0, rounded);
-    auto b = std::make_shared<HostBuffer>(p, bytes, true);
-    b->device = this;
-    return b;
+    return alloc_host_buffer(this, bytes, "metal-sim");
   }
-
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
-    auto b = std::make_shared<HostBuffer>(host, bytes, false);
-    b->device = this;
-    return b;
+    return wrap_host_buffer(this, host, bytes);
   }
 
   std::string cache_identity() const override { return identity_; }
 
+  // Each thread holds its share of a tile in registers (an unrolled array); past this many,
+  // clang takes minutes to compile the kernel and the fiber stacks grow large, so such tiles are
+  // refused up front (a 2^24-element arange over 1024 threads would need 16384).
+  static constexpr int64_t kMaxRegistersPerThread = 1024;
+  static void check_registers(const Program& program, const gpu::Function& f) {
+    for (ValueId v = 1; v < f.values.size(); ++v)
+      if (f.regs(v) > kMaxRegistersPerThread)
+        fail(METILE_ERROR_UNSUPPORTED, "metal-sim", program.name, ": a tile needs ", f.regs(v),
+             " elements per thread over ", f.threads, " threads; metal-sim holds at most ",
+             kMaxRegistersPerThread, " (about ", kMaxRegistersPerThread * f.threads,
+             "-element tiles): use smaller tiles");
+  }
+
   Artifact build(const Program& program, const CompileOptions& options) override {
     GpuPipelineResult gpu = run_gpu_pipeline(program, apple_gpu_target(), options, "metal-sim");
+    check_registers(program, gpu.function);
     MslKernel msl = emit_msl(gpu.function);
     Artifact a = metal_sim::make_msl_artifact(std::move(msl.source), msl.signature, msl.threads_per_group);
     a.sources["gpu_ir"] = std::move(gpu.gpu_ir);
@@ -175,9 +157,10 @@ namespace metal_sim {
 Artifact make_msl_artifact(std::string msl, const MslSignature& signature, int threads_per_group) {
   Artifact a;
   a.kind = "so";
-  a.bytes = build_msl(msl, signature);
+  MslSignature measured = signature;
+  a.bytes = build_msl(msl, signature, &measured.stack_bytes);
   a.sources["msl"] = std::move(msl);
-  a.sources["msl_signature"] = print_signature(signature);
+  a.sources["msl_signature"] = print_signature(measured);
   a.threads_per_group = threads_per_group;
   a.threadgroup_memory_bytes = signature.threadgroup_arg_bytes();
   return a;

@@ -193,6 +193,7 @@ std::string print_signature(const MslSignature& s) {
     if (a.kind == MslArg::Kind::threadgroup) os << " " << a.count;
     os << "\n";
   }
+  if (s.stack_bytes != 0) os << "stack " << s.stack_bytes << "\n";
   return os.str();
 }
 
@@ -214,6 +215,15 @@ MslSignature parse_signature(std::string_view text) {
     if (line_no == 1) {
       if (w.size() != 2 || w[0] != "kernel") malformed("expected `kernel NAME`");
       s.kernel = w[1];
+      continue;
+    }
+    if (w.size() == 2 && w[0] == "stack") {
+      try {
+        s.stack_bytes = std::stoull(w[1]);
+      } catch (const std::exception&) {
+        malformed("the stack size is not a number");
+      }
+      if (s.stack_bytes > kMaxThreadStackBytes) malformed("the stack size is over the limit");
       continue;
     }
     if (w.size() < 3) malformed("too few fields");

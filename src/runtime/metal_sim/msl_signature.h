@@ -62,6 +62,9 @@ struct MslArg {
 struct MslSignature {
   std::string kernel;        // the kernel function's name
   std::vector<MslArg> args;  // in parameter order
+  /** Stack one simulated thread needs, as the compiler laid out the kernel's frames (0: the
+   * default fiber stack is enough). Set by build_msl; printed as a `stack BYTES` line. */
+  uint64_t stack_bytes = 0;
 
   /** Arguments a launch supplies (buffers and scalars), in order. */
   size_t launch_arg_count() const;
@@ -72,6 +75,9 @@ struct MslSignature {
 
 /** Apple's threadgroup memory limit, in bytes. */
 inline constexpr uint64_t kThreadgroupMemoryLimit = 32768;
+/** The most stack one simulated thread may have (its frames: mostly the per-thread registers
+ * of its tiles); a kernel that needs more is a compile error. */
+inline constexpr uint64_t kMaxThreadStackBytes = uint64_t{64} << 20;
 /** The highest [[buffer(i)]] / [[threadgroup(i)]] index Metal accepts. */
 inline constexpr int kMaxBinding = 30;
 

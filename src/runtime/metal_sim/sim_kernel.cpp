@@ -8,13 +8,14 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <regex>
 
 #include "codegen/prelude/metal_sim_abi.h"
 #include "runtime/host/process.h"
+#include "runtime/host/parallel_for.h"
 #include "runtime/metal_sim/group_runner.h"
 #include "runtime/metal_sim/msl_prepare.h"
 #include "runtime/metal_sim/toolchain.h"
-#include "runtime/metal_sim/worker_pool.h"
 #include "support/embedded.h"
 #include "support/error.h"
 
@@ -52,7 +53,18 @@ std::string translation_unit(std::string_view msl, const MslSignature& signature
              "\n#line 1 \"metal_sim_trampoline\"\n", make_trampoline(signature));
 }
 
-std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signature) {
+// The frames clang reported (-Wframe-larger-than in run_clang) summed: an upper bound of any
+// call chain, since kernel code does not recurse.
+static uint64_t reported_frames(const std::string& log) {
+  static const std::regex frame(R"(stack frame size (?:of )?\(?(\d+)\)?)");
+  uint64_t total = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), frame), end; it != end; ++it)
+    total += std::stoull((*it)[1].str());
+  return total;
+}
+
+std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signature,
+                               uint64_t* stack_bytes) {
   std::string tu = translation_unit(msl, signature);
   uint64_t tg_bytes = signature.threadgroup_arg_bytes();
   if (tg_bytes > kThreadgroupMemoryLimit)
@@ -64,6 +76,12 @@ std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signatu
   if (!run.ok)
     fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel,
          ": clang failed to compile the MSL:\n", run.log);
+  uint64_t frames = reported_frames(run.log);
+  if (frames > kMaxThreadStackBytes)
+    fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel, ": one thread needs ", frames,
+         " bytes of stack (its tiles' per-thread registers), over metal-sim's limit of ",
+         kMaxThreadStackBytes, "; use smaller tiles or more threads");
+  if (stack_bytes) *stack_bytes = frames;
   return run.output;
 }
 
@@ -94,7 +112,9 @@ SimKernel load_msl(const std::vector<uint8_t>& bytes, MslSignature signature) {
 }
 
 SimKernel compile_msl(std::string_view msl, const MslSignature& signature) {
-  return load_msl(build_msl(msl, signature), signature);
+  MslSignature measured = signature;
+  std::vector<uint8_t> bytes = build_msl(msl, signature, &measured.stack_bytes);
+  return load_msl(bytes, measured);
 }
 
 void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> threads,
@@ -121,6 +141,7 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   plan.entry = reinterpret_cast<metal_sim_entry_fn>(entry_);
   plan.groups = groups;
   plan.threads = threads;
+  plan.stack_bytes = signature_.stack_bytes;
   plan.limit_s = host::launch_timeout_s();
   if (plan.limit_s > 0)
     plan.deadline = std::chrono::steady_clock::now() +
@@ -150,7 +171,7 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   metile_status status = METILE_OK;
   std::string error;
   std::atomic<bool> stop{false};
-  WorkerPool::shared().parallel_for(count, [&](uint64_t g) {
+  auto run_group = [&](uint64_t g) {
     if (stop.load(std::memory_order_relaxed)) return;
     std::string why;
     metile_status st = METILE_ERROR_DEVICE;
@@ -169,6 +190,9 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
     // Report the lowest failing group, so the message does not depend on scheduling as long as
     // that group was reached.
     if (g < failed_group) failed_group = g, status = st, error = std::move(why);
+  };
+  host::parallel_for(count, 1, kMaxPoolWorkers, [&](uint64_t begin, uint64_t end) {
+    for (uint64_t g = begin; g < end; ++g) run_group(g);
   });
   if (status != METILE_OK) throw Error(status, error);
 }

@@ -17,6 +17,11 @@
 
 namespace metile::metal_sim {
 
+/** Host pool workers that run threadgroups (beside the launching threads). Each thread that runs
+ *  them maps fiber stacks for a whole threadgroup (two mappings per thread with its guard page);
+ *  31 keep that far below the kernel's default limit of 65530 mappings. */
+inline constexpr int kMaxPoolWorkers = 31;
+
 /** A launch argument: `pointer` for buffers, `bits` (the value, zero-extended) for scalars. */
 struct SimArg {
   void* pointer = nullptr;
@@ -28,9 +33,12 @@ struct SimArg {
 /** The C++ translation unit metal-sim compiles for `msl`: prepared MSL, then the trampoline. */
 std::string translation_unit(std::string_view msl, const MslSignature& signature);
 
-/** Compiles to a shared object. Throws METILE_ERROR_COMPILE (with clang's log) or
- *  METILE_ERROR_INVALID_ARGUMENT (a malformed signature). */
-std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signature);
+/** Compiles to a shared object. Throws METILE_ERROR_COMPILE (with clang's log, or when one
+ *  thread's frames need more than kMaxThreadStackBytes) or METILE_ERROR_INVALID_ARGUMENT (a
+ *  malformed signature). `stack_bytes`, if given, receives the stack a thread needs (see
+ *  MslSignature::stack_bytes). */
+std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signature,
+                               uint64_t* stack_bytes = nullptr);
 
 /** Checks that `msl` (no trampoline, no signature) compiles under the shim with -Werror. */
 void check_msl(std::string_view msl, std::string_view file_name);

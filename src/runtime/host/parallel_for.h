@@ -1,7 +1,8 @@
-/** \file thread_pool.h
- * The persistent worker threads that cpu launches spread program instances over. One process-
- * wide pool (size: hardware threads, or METILE_NUM_THREADS) serves every launch; several
- * launches from different threads may run at once, each waiting only for its own work.
+/** \file parallel_for.h
+ * The persistent worker threads that every host-run device (cpu, metal-sim, interp) spreads a
+ * launch's program instances or threadgroups over. One process-wide pool (size: hardware
+ * threads, or METILE_NUM_THREADS) serves every launch; several launches from different threads
+ * may run at once, each waiting only for its own work.
  */
 #pragma once
 
@@ -10,21 +11,25 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-namespace metile::cpu {
+namespace metile::host {
 
-/** Stack size of each worker; program instances needing more than this cannot run. */
+/** Stack size of each worker; cpu program instances needing more than this cannot run. */
 inline constexpr size_t kWorkerStackBytes = size_t{64} << 20;
 
-/** Work over [0, total): chunks [b, e) go to `run(ctx, b, e)`. */
+/** Work over [0, total): chunks [b, e) go to `run(ctx, b, e)`, which must not throw. */
 struct Job {
   void (*run)(void* ctx, uint64_t begin, uint64_t end) = nullptr;
   void* ctx = nullptr;
   uint64_t total = 0;
   uint64_t chunk = 1;
+  /** Only workers 0 .. max_workers-1 join (0: all). A device whose threads keep large
+   *  thread-local state (metal-sim's fiber stacks) bounds how many distinct threads touch it. */
+  int max_workers = 0;
   std::atomic<uint64_t> next{0};
   int workers = 0;  // workers inside the job; guarded by the pool's mutex
 };
@@ -47,7 +52,8 @@ class ThreadPool {
   /** `size` threads in all: size - 1 workers beside the launching thread, and at least one
    * worker for instances too big for the launching thread's stack. */
   explicit ThreadPool(int size);
-  void worker_main();
+  void worker_main(int id);
+  Job* joinable(int id);
   static void drain(Job& job);
 
   std::mutex mu_;
@@ -58,4 +64,12 @@ class ThreadPool {
   std::vector<pthread_t> workers_;
 };
 
-}  // namespace metile::cpu
+/**
+ * Calls body(begin, end) for chunks of `chunk` indices covering [0, n) on the pool and the
+ * calling thread, with at most `max_workers` pool workers (0: all); returns when all returned.
+ * body must not throw.
+ */
+void parallel_for(uint64_t n, uint64_t chunk, int max_workers,
+                  const std::function<void(uint64_t, uint64_t)>& body);
+
+}  // namespace metile::host

@@ -1,9 +1,9 @@
 // A small work-sharing pool. Jobs are queued; every worker (and the launching thread) claims
-// chunks of the front job with one atomic add. A job leaves the queue once all its chunks are
+// chunks of the first job it may join with one atomic add. A job leaves the queue once all its chunks are
 // claimed, so a worker that wakes late finds nothing and sleeps again: the launching thread
 // never waits for a wake-up, only for chunks already running. Workers are pthreads because
-// program instances keep their tiles on the stack and need kWorkerStackBytes of it.
-#include "runtime/cpu/thread_pool.h"
+// cpu program instances keep their tiles on the stack and need kWorkerStackBytes of it.
+#include "runtime/host/parallel_for.h"
 
 #include <pthread.h>
 
@@ -12,7 +12,7 @@
 #include "support/env.h"
 #include "support/error.h"
 
-namespace metile::cpu {
+namespace metile::host {
 
 namespace {
 
@@ -38,11 +38,21 @@ ThreadPool::ThreadPool(int size) : size_(size) {
   pthread_attr_setstacksize(&attr, kWorkerStackBytes);
   for (int i = 0; i < workers; ++i) {
     pthread_t t;
-    auto entry = [](void* self) -> void* {
-      static_cast<ThreadPool*>(self)->worker_main();
+    struct Start {
+      ThreadPool* pool;
+      int id;
+    };
+    auto entry = [](void* arg) -> void* {
+      Start start = *static_cast<Start*>(arg);
+      delete static_cast<Start*>(arg);
+      start.pool->worker_main(start.id);
       return nullptr;
     };
-    if (pthread_create(&t, &attr, entry, this) != 0) break;
+    auto* start = new Start{this, i};
+    if (pthread_create(&t, &attr, entry, start) != 0) {
+      delete start;
+      break;
+    }
     workers_.push_back(t);
   }
   pthread_attr_destroy(&attr);
@@ -56,20 +66,33 @@ void ThreadPool::drain(Job& job) {
   }
 }
 
-void ThreadPool::worker_main() {
+// The first queued job this worker may join; fully claimed jobs leave the queue on the way.
+Job* ThreadPool::joinable(int id) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Job* job = *it;
+    if (job->next.load(std::memory_order_relaxed) >= job->total) {
+      it = queue_.erase(it);  // fully claimed: nothing left for anyone
+      done_cv_.notify_all();
+    } else if (job->max_workers == 0 || id < job->max_workers) {
+      return job;
+    } else {
+      ++it;
+    }
+  }
+  return nullptr;
+}
+
+void ThreadPool::worker_main(int id) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return !queue_.empty(); });
-    Job* job = queue_.front();
-    if (job->next.load(std::memory_order_relaxed) >= job->total) {
-      queue_.erase(queue_.begin());  // fully claimed: nothing left for anyone
-      continue;
-    }
+    Job* job = nullptr;
+    work_cv_.wait(lock, [&] { return (job = joinable(id)) != nullptr; });
     ++job->workers;
     lock.unlock();
     drain(*job);
     lock.lock();
-    if (!queue_.empty() && queue_.front() == job) queue_.erase(queue_.begin());
+    auto it = std::find(queue_.begin(), queue_.end(), job);
+    if (it != queue_.end()) queue_.erase(it);
     --job->workers;
     done_cv_.notify_all();
   }
@@ -86,7 +109,9 @@ void ThreadPool::run(Job& job, bool caller_helps) {
   // Wake only as many workers as there are chunks beyond the caller's first.
   uint64_t chunks = (job.total + job.chunk - 1) / job.chunk;
   if (chunks > (caller_helps ? 1u : 0u)) {
-    if (chunks - (caller_helps ? 1 : 0) >= workers_.size()) work_cv_.notify_all();
+    // A woken worker outside max_workers would go back to sleep: wake them all then.
+    if (chunks - (caller_helps ? 1 : 0) >= workers_.size() || job.max_workers > 0)
+      work_cv_.notify_all();
     else work_cv_.notify_one();
   }
   if (caller_helps) drain(job);
@@ -101,4 +126,18 @@ void ThreadPool::run(Job& job, bool caller_helps) {
   });
 }
 
-}  // namespace metile::cpu
+void parallel_for(uint64_t n, uint64_t chunk, int max_workers,
+                  const std::function<void(uint64_t, uint64_t)>& body) {
+  if (n == 0) return;
+  Job job;
+  job.run = [](void* ctx, uint64_t b, uint64_t e) {
+    (*static_cast<const std::function<void(uint64_t, uint64_t)>*>(ctx))(b, e);
+  };
+  job.ctx = const_cast<std::function<void(uint64_t, uint64_t)>*>(&body);
+  job.total = n;
+  job.chunk = std::max<uint64_t>(1, chunk);
+  job.max_workers = max_workers;
+  ThreadPool::instance().run(job, true);
+}
+
+}  // namespace metile::host

@@ -1,6 +1,8 @@
 /** \file compile.h
  * Compiling a program for a device, through the compile cache (src/cache): the one place that
- * computes cache keys and decides between a memory hit, a disk hit and a fresh build.
+ * computes cache keys and decides between a memory hit, a disk hit and a fresh build. The driver
+ * sits above both the devices (src/runtime) and the cache, which know nothing of each other's
+ * callers; the C API calls it.
  */
 #pragma once
 

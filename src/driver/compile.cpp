@@ -1,12 +1,17 @@
-#include "runtime/compile.h"
+#include "driver/compile.h"
 
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include "cache/cache.h"
+#include "driver/stage_text.h"
+#include "support/debug_dump.h"
+#include "passes/tile/tile_pipeline.h"
+#include "runtime/hidden_args.h"
 #include "support/env.h"
 #include "support/error.h"
+#include "support/log.h"
 
 namespace metile {
 
@@ -24,8 +29,20 @@ std::string ms(double seconds) {
   return buf;
 }
 
+// The stages the device produced, then those METILE_DEBUG names that it did not (MSL for a
+// kernel that runs on cpu, say): generated for the dump only.
 void dump_sources(const CompiledKernel& ck) {
-  for (const auto& [stage, text] : ck.artifact.sources) debug_dump(stage, ck.program->name, text);
+  const std::string& kernel = ck.program->name;
+  for (const auto& [stage, text] : ck.artifact.sources) debug_dump(stage, kernel, text);
+  for (Stage s : debug_stages()) {
+    if (s == Stage::tile_ir || ck.artifact.sources.count(stage_name(s))) continue;
+    try {
+      debug_dump(stage_name(s), kernel, stage_text(s, *ck.program, ck.options));
+    } catch (const Error& e) {
+      warn_once(cat("METILE_DEBUG:", stage_name(s), ":", kernel),
+                cat("METILE_DEBUG: no ", stage_name(s), " text for kernel ", kernel, ": ", e.what()));
+    }
+  }
 }
 
 void log_compile(const CompiledKernel& ck, const std::string& how) {
@@ -33,24 +50,44 @@ void log_compile(const CompiledKernel& ck, const std::string& how) {
   log(LogLevel::info, cat(ck.program->name, " on ", ck.device->info().name, ": ", how));
 }
 
+// Loads `artifact` for the pipeline's program, behind the hidden-argument wrapper.
+std::shared_ptr<Kernel> load_kernel(Device& device, const std::shared_ptr<Device>& owner,
+                                    const TilePipelineResult& lowered,
+                                    const CompileOptions& options, const Artifact& artifact) {
+  return with_hidden_args(device.load(lowered.program, options, artifact), lowered.program,
+                          lowered.hidden, owner);
+}
+
 }  // namespace
 
 std::string CompileOptions::key() const {
   std::ostringstream os;
   os << "num_threads=" << num_threads << ";allow_tf32=" << allow_tf32 << ";opt_level=" << opt_level;
+  if (check_bounds) os << ";check_bounds";
+  if (unchecked) os << ";unchecked";
+  if (!disabled_passes.empty()) {
+    os << ";disabled_passes=";
+    for (const std::string& p : disabled_passes) os << p << ',';
+  }
   return os.str();
 }
 
 std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_ptr<Device>& device,
                                                std::shared_ptr<const Program> program,
-                                               const CompileOptions& options) {
+                                               const CompileOptions& requested) {
   auto start = Clock::now();
+  CompileOptions options = requested;
+  if (env_string("METILE_CHECK") == "1") options.check_bounds = true;
+  if (options.check_bounds && options.unchecked)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "compile", program->name,
+         ": check_bounds and unchecked exclude each other");
+  const bool device_checks = device->info().checks_accesses;
   auto ck = std::make_shared<CompiledKernel>();
   ck->program = program;
   ck->options = options;
   ck->device = device;
   ck->cache_key = cache.key(*device, *program, options);
-  debug_dump("tile_ir", program->name, print(*program));
+  debug_dump(stage_name(Stage::tile_ir), program->name, print(*program));
   const bool use_cache = !options.no_cache;
   const bool use_disk = use_cache && !device->cache_identity().empty();
 
@@ -70,7 +107,8 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
       ck->artifact = std::move(hit->entry.artifact);
       dump_sources(*ck);
       try {
-        ck->kernel = device->load(program, options, ck->artifact);
+        ck->kernel = load_kernel(*device, device, run_tile_pipeline(*program, options, device_checks),
+                                 options, ck->artifact);
       } catch (const Error& e) {
         // An entry that verifies but no longer loads (say, a library it links was removed) is
         // as good as absent: rebuild it, and the new entry replaces it.
@@ -90,10 +128,14 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
 
   if (use_cache) cache.count_miss();
   auto build_start = Clock::now();
-  ck->artifact = device->build(*program, options);
+  // Backends see the Tile IR pipeline's output; the kernel keeps the user's program (its
+  // signature and text), and the pipeline's text is the artifact's "tile_ir_opt" stage.
+  TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks);
+  ck->artifact = device->build(*lowered.program, options);
+  ck->artifact.sources["tile_ir_opt"] = print(*lowered.program);
   double build_seconds = seconds_since(build_start);
   dump_sources(*ck);
-  ck->kernel = device->load(program, options, ck->artifact);
+  ck->kernel = load_kernel(*device, device, lowered, options, ck->artifact);
   if (use_disk) cache.store_on_disk(ck->cache_key, {ck->artifact, build_seconds});
   if (use_cache) cache.remember(ck->cache_key, device, {ck->kernel, ck->artifact, build_seconds});
   ck->seconds = seconds_since(start);

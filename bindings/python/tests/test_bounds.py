@@ -1,0 +1,143 @@
+"""No access leaves its buffer (DESIGN.md §3): loads outside read 0, stores outside are dropped,
+check_bounds / METILE_CHECK=1 report the first such access with its source line, `unchecked`
+drops the guards; tile_load/tile_store default to the matrix (extent // stride, stride), so the
+seed GEMM is exact on ragged shapes."""
+
+import numpy as np
+import pytest
+
+import metile
+
+SENTINEL = -777.0
+
+
+def _reports(device, kern, *args, **kw):
+    """Launches; on interp (the checker) expects the report of the first bad access instead."""
+    if device.name != "interp":
+        kern[(1,)](*args, **kw)
+        return False
+    with pytest.raises(metile.MetileError, match="outside buffer"):
+        kern[(1,)](*args, **kw)
+    return True
+
+
+@metile.kernel
+def wild(X, Idx, Out, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    idx = metile.load(Idx + offs)
+    v = metile.load(X + idx)  # indices far past the end, negative, huge
+    metile.store(Out + idx, v + 1.0)  # stores at the same wild places
+    metile.store(Out + offs * 1000003, v)  # a huge stride
+    metile.store(Out + BLOCK + offs, v)  # in range: the loads' values
+
+
+def test_wild_kernel_stays_inside_its_buffers(device):
+    block = 64
+    r = np.random.default_rng(0)
+    n = 4 * block
+    idx = r.integers(-2**31, 2**31 - 1, block).astype(np.int32)
+    idx[:8] = np.arange(8) * 3  # a few in range
+    idx[8:16] = -np.arange(1, 9)  # just before the start
+    idx[16:24] = n + np.arange(8)  # just past the end
+    x = r.random(n).astype(np.float32)
+    out = np.full(n, SENTINEL, np.float32)
+    if _reports(device, wild, x, idx, out, BLOCK=block):
+        return
+    inside = (idx >= 0) & (idx < n)
+    vals = np.where(inside, x[np.clip(idx, 0, n - 1)], 0.0).astype(np.float32)
+    np.testing.assert_array_equal(out[block:2 * block], vals)
+    expect = np.full(n, SENTINEL, np.float32)
+    for lane in np.nonzero(inside)[0]:  # the stores in program order
+        expect[idx[lane]] = vals[lane] + 1.0
+    expect[0] = vals[0]  # offs * 1000003 is inside only for lane 0
+    expect[block:2 * block] = vals
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_wild_kernel_leaves_a_neighbouring_buffer_intact(device):
+    block = 64
+    n = 2 * block
+    # One allocation: Out is its middle third, the outer thirds are its neighbours.
+    arr = np.full(3 * n, SENTINEL, np.float32)
+    x = np.arange(n, dtype=np.float32)
+    idx = np.concatenate([np.arange(-32, 0), np.arange(n, n + 32)]).astype(np.int32)
+    out = arr[n:2 * n]
+    _reports(device, wild, x, idx, out, BLOCK=block)
+    assert (arr[:n] == SENTINEL).all(), "a store landed before the output"
+    assert (arr[2 * n:] == SENTINEL).all(), "a store landed after the output"
+
+
+@metile.kernel
+def off_the_end(X, Out, N, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(Out + offs, metile.load(X + offs + N))
+
+
+def test_check_bounds_reports_the_first_bad_access_with_its_line(device):
+    x = np.ones(64, np.float32)
+    out = np.zeros(64, np.float32)
+    with pytest.raises(metile.MetileError) as e:
+        off_the_end[(1,)](x, out, 8, BLOCK=64, check_bounds=True)
+    assert "test_bounds.py" in str(e.value), str(e.value)
+    # In range: no report.
+    off_the_end[(1,)](x, out, 0, BLOCK=64, check_bounds=True)
+    np.testing.assert_array_equal(out, x)
+
+
+def test_out_of_range_loads_read_zero_and_unchecked_runs(device):
+    if device.name == "interp":
+        pytest.skip("the interp device reports every bad access (the checker)")
+    x = np.arange(64, dtype=np.float32)
+    out = np.full(64, SENTINEL, np.float32)
+    off_the_end[(1,)](x, out, 8, BLOCK=64)
+    np.testing.assert_array_equal(out, np.concatenate([x[8:], np.zeros(8, np.float32)]))
+    out2 = np.full(64, SENTINEL, np.float32)
+    off_the_end[(1,)](x, out2, 0, BLOCK=64, unchecked=True)  # in range: same result unguarded
+    np.testing.assert_array_equal(out2, x)
+
+
+# The seed README GEMM, verbatim (seeds/003): no bounds, yet exact on ragged shapes.
+@metile.kernel
+def gemm(A, B, C, M, N, K,
+         BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+         BLOCK_K: metile.constexpr):
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K))
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N))
+
+
+@pytest.mark.parametrize("m,n,k", [(100, 72, 50), (33, 65, 7), (64, 64, 64), (1, 5, 3)])
+def test_seed_gemm_is_exact_on_ragged_shapes(device, m, n, k):
+    r = np.random.default_rng(m * n + k)
+    a = r.standard_normal((m, k)).astype(np.float32)
+    b = r.standard_normal((k, n)).astype(np.float32)
+    # C sits between two guard rows: a store past the matrix would show there.
+    c_all = np.full((m + 2, n), SENTINEL, np.float32)
+    c = c_all[1:m + 1]
+    assert c.flags["C_CONTIGUOUS"]
+    gemm[(metile.cdiv(m, 32), metile.cdiv(n, 32))](a, b, c, m, n, k,
+                                                    BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4,
+                               atol=1e-4)
+    assert (c_all[0] == SENTINEL).all() and (c_all[-1] == SENTINEL).all()
+
+
+@metile.kernel
+def tile_copy(X, Out, R, C, BR: metile.constexpr, BC: metile.constexpr):
+    t = metile.tile_load(X, 0, 0, C, (BR, BC), bounds=(R, C - 1))  # bounds= overrides
+    metile.tile_store(Out, 0, 0, C, t, (BR, BC))
+
+
+def test_tile_load_bounds_override_the_default(device):
+    r_, c_ = 5, 6
+    x = np.arange(r_ * c_, dtype=np.float32).reshape(r_, c_) + 1
+    out = np.full((r_, c_), SENTINEL, np.float32)
+    tile_copy[(1,)](x, out, r_, c_, BR=8, BC=8)
+    ref = x.copy()
+    ref[:, -1] = 0  # outside the given bounds: read as 0, stored inside the default matrix
+    np.testing.assert_array_equal(out, ref)

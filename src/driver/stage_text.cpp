@@ -1,0 +1,35 @@
+#include "driver/stage_text.h"
+
+#include "codegen/cpu_cpp.h"
+#include "codegen/cuda.h"
+#include "codegen/gpu_target.h"
+#include "codegen/msl.h"
+#include "passes/pipeline.h"
+#include "passes/tile/tile_pipeline.h"
+
+namespace metile {
+
+std::string stage_text(Stage stage, const Program& user_program, const CompileOptions& options) {
+  if (stage == Stage::tile_ir) return print(user_program);
+  // Every backend sees the Tile IR pipeline's output, so the dumped stages start from it too.
+  std::shared_ptr<const Program> lowered = run_tile_pipeline(user_program, options, false).program;
+  const Program& program = *lowered;
+  switch (stage) {
+    case Stage::tile_ir: return print(user_program);
+    case Stage::tile_ir_opt: return print(program);
+    case Stage::gpu_ir:
+      return run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").gpu_ir;
+    case Stage::gpu_ir_opt:
+      return run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").gpu_ir_opt;
+    case Stage::msl:
+      return emit_msl(run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG")
+                          .function).source;
+    case Stage::cuda:
+      return emit_cuda(run_gpu_pipeline(program, nvidia_gpu_target(), options, "METILE_DEBUG")
+                           .function).source;
+    case Stage::cpp: return generate_cpu_cpp(program).text;
+  }
+  return {};
+}
+
+}  // namespace metile

@@ -1,0 +1,446 @@
+// bounds: DESIGN.md §3 "No access leaves its buffer" and the tile_load/tile_store default matrix.
+// Needs: verified Tile IR after the activity pass. Guarantees:
+//   - one hidden i64 parameter per pointer parameter, appended in parameter order (named
+//     `<name>_extent`): the element count from the argument's offset to its buffer's end, passed
+//     by the runtime (runtime/hidden_args.cpp), described in TileHiddenArgs;
+//   - tile_load/tile_store without bounds get (extent // stride, stride), extent counted from the
+//     op's pointer (DESIGN.md §3); always, since it is semantics;
+//   - unless the device checks accesses itself (interp) or CompileOptions::unchecked: every load
+//     and store is masked by 0 <= offset < extent, so an out-of-range load reads 0 and an
+//     out-of-range store is dropped, and tile accesses keep inside (extent // stride, stride);
+//     accesses to threadgroup memory whose offsets are provably in range keep no guard;
+//   - with CompileOptions::check_bounds (on a device that does not check itself) a hidden i32
+//     error-flag pointer comes last: the first guarded access with a lane out of range stores
+//     its site number there (TileHiddenArgs::sites names the op and source line).
+// Every pointer is traced to the parameter or shared allocation it came from (through offsets,
+// broadcasts, reshapes, selects and loop-carried values, whose offset is carried alongside); a
+// pointer that cannot be traced to one buffer is an UNSUPPORTED error naming the op.
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+#include "passes/tile/tile_pass.h"
+#include "runtime/device.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+struct Prov {
+  int base = -1;               // index into Bounds::bases_
+  ValueId offset = kNoValue;   // i64 element offset (scalar or tile); none = 0
+};
+
+struct Range {
+  int64_t lo, hi;
+};
+
+class Bounds {
+ public:
+  Bounds(Program& p, const TilePassContext& ctx)
+      : p_(p), ctx_(ctx),
+        guard_(!ctx.device_checks_accesses && !ctx.options.unchecked),
+        report_(!ctx.device_checks_accesses && ctx.options.check_bounds) {}
+
+  void run() {
+    const size_t n = p_.params.size();
+    std::vector<std::string> names;
+    for (const Param& prm : p_.params) names.push_back(prm.name);
+    auto fresh = [&](std::string name) {
+      while (std::find(names.begin(), names.end(), name) != names.end()) name += "_";
+      names.push_back(name);
+      return name;
+    };
+    for (size_t i = 0; i < n; ++i) {
+      const Param prm = p_.params[i];
+      if (!p_.type(prm.value).is_ptr) continue;
+      ValueId extent = p_.new_value(Type::scalar(DType::i64));
+      p_.params.push_back({fresh(prm.name + "_extent"), extent});
+      ctx_.hidden.extent_of.push_back(i);
+      bases_.push_back({extent, std::nullopt});
+      prov_[prm.value] = {static_cast<int>(bases_.size() - 1), kNoValue};
+    }
+    if (report_) {
+      error_ = p_.new_value(Type::ptr(DType::i32));
+      p_.params.push_back({fresh("bounds_error"), error_});
+      ctx_.hidden.error_flag = true;
+    }
+    block(p_.body);
+  }
+
+ private:
+  struct Base {
+    ValueId extent;                 // i64 scalar
+    std::optional<int64_t> known;   // shared memory: the extent as a constant
+  };
+
+  ValueId emit(OpKind k, std::vector<ValueId> operands, Type t, std::vector<Attr> attrs = {}) {
+    ValueId r = p_.new_value(t);
+    Op op;
+    op.kind = k;
+    op.operands = std::move(operands);
+    op.results = {r};
+    op.attrs = std::move(attrs);
+    op.loc = loc_;
+    note_range(op);
+    out_->push_back(std::move(op));
+    return r;
+  }
+  ValueId constant(DType d, int64_t v) {
+    return emit(OpKind::CONST, {}, Type::scalar(d), {Attr{"value", v}});
+  }
+  ValueId to_i64(ValueId v) {
+    const Type t = p_.type(v);
+    return t.dtype == DType::i64 ? v : emit(OpKind::CAST, {v}, t.with_dtype(DType::i64));
+  }
+  ValueId like(OpKind k, ValueId v, const Shape& s) {
+    return emit(k, {v}, Type::tile(p_.type(v).dtype, s));
+  }
+  ValueId bool_op(OpKind k, ValueId a, ValueId b) {
+    const Shape s = p_.type(a).is_tile() ? p_.type(a).shape : p_.type(b).shape;
+    return emit(k, {a, b}, Type::tile(DType::boolean, s));
+  }
+  ValueId offset_or_zero(const Prov& pv, const Shape& s) {
+    if (pv.offset != kNoValue) return pv.offset;
+    ValueId z = constant(DType::i64, 0);
+    return s.rank ? emit(OpKind::BROADCAST, {z}, Type::tile(DType::i64, s)) : z;
+  }
+
+  // Constant ranges of integer index arithmetic (constants, aranges of constant start, + - *).
+  std::optional<Range> range(ValueId v) const {
+    auto it = ranges_.find(v);
+    if (it == ranges_.end()) return std::nullopt;
+    return it->second;
+  }
+  void note_range(const Op& op);
+
+  const Prov* prov(ValueId v) const {
+    auto it = prov_.find(v);
+    return it == prov_.end() ? nullptr : &it->second;
+  }
+  const Prov& need_prov(const Op& op, ValueId ptr) {
+    const Prov* pv = prov(ptr);
+    if (pv == nullptr)
+      fail(METILE_ERROR_UNSUPPORTED, "bounds", p_.where(op.loc), op_name(op.kind),
+           ": cannot tell which buffer this pointer points into (a select or loop mixes "
+           "pointers of different buffers); compile with `unchecked` to run it unguarded");
+    return *pv;
+  }
+
+  void block(Block& b) {
+    std::vector<Op> ops = std::move(b.ops);
+    b.ops.clear();
+    for (Op& op : ops) {
+      std::vector<Op>* saved = out_;
+      out_ = &b.ops;
+      loc_ = op.loc;
+      rewrite(op);
+      out_ = saved;
+    }
+  }
+  void rewrite(Op& op);
+  void pointer_op(Op& op);
+  void access(Op& op);
+  void tile_access(Op& op);
+  void loop(Op& op);
+  // The lanes of an access of `shape` at `pv` inside their buffer; kNoValue when provably all.
+  ValueId in_range(const Prov& pv, const Shape& shape);
+  void report(ValueId active, ValueId inside, const Op& op);
+
+  Program& p_;
+  const TilePassContext& ctx_;
+  const bool guard_, report_;
+  std::vector<Base> bases_;
+  std::unordered_map<ValueId, Prov> prov_;
+  std::unordered_map<ValueId, Range> ranges_;
+  ValueId error_ = kNoValue;
+  std::vector<Op>* out_ = nullptr;
+  Loc loc_;
+};
+
+void Bounds::note_range(const Op& op) {
+  auto put = [&](int64_t lo, int64_t hi) { ranges_[op.result()] = {lo, hi}; };
+  constexpr int64_t kBig = int64_t{1} << 40;  // keeps sums and products far from overflow
+  auto small = [&](const Range& r) { return r.lo > -kBig && r.hi < kBig; };
+  switch (op.kind) {
+    case OpKind::CONST:
+      if (const auto* i = std::get_if<int64_t>(op.find_attr("value"))) put(*i, *i);
+      return;
+    case OpKind::ARANGE:
+      if (auto s = range(op.operands[0]); s && small(*s))
+        put(s->lo, s->hi + op.attr_int("size") - 1);
+      return;
+    case OpKind::CAST:
+    case OpKind::BROADCAST:
+    case OpKind::RESHAPE:
+      if (auto s = range(op.operands[0]); s && is_int(p_.type(op.result()).dtype) &&
+                                          is_signed(p_.type(op.result()).dtype))
+        put(s->lo, s->hi);
+      return;
+    case OpKind::ADD:
+    case OpKind::SUB:
+    case OpKind::MUL: {
+      auto a = range(op.operands[0]), b = range(op.operands[1]);
+      if (!a || !b || !small(*a) || !small(*b)) return;
+      if (op.kind == OpKind::ADD) put(a->lo + b->lo, a->hi + b->hi);
+      if (op.kind == OpKind::SUB) put(a->lo - b->hi, a->hi - b->lo);
+      if (op.kind == OpKind::MUL && a->lo >= 0 && b->lo >= 0 && a->hi < (1 << 20) &&
+          b->hi < (1 << 20))
+        put(a->lo * b->lo, a->hi * b->hi);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+ValueId Bounds::in_range(const Prov& pv, const Shape& shape) {
+  const Base& base = bases_[static_cast<size_t>(pv.base)];
+  if (base.known) {
+    std::optional<Range> r = pv.offset == kNoValue ? Range{0, 0} : range(pv.offset);
+    if (r && r->lo >= 0 && r->hi < *base.known) return kNoValue;
+  }
+  const ValueId off = offset_or_zero(pv, shape);
+  const ValueId lo = bool_op(OpKind::GE, off, constant(DType::i64, 0));
+  const ValueId hi = bool_op(OpKind::LT, off, base.extent);
+  return bool_op(OpKind::BITAND, lo, hi);
+}
+
+void Bounds::report(ValueId active, ValueId inside, const Op& op) {
+  // A lane that would access memory and is outside: store this site's number in the flag.
+  ValueId outside = emit(OpKind::NOT, {inside}, p_.type(inside));
+  if (active != kNoValue) outside = bool_op(OpKind::BITAND, outside, active);
+  if (p_.type(outside).is_tile())
+    outside = emit(OpKind::REDUCE_MAX,
+                   {emit(OpKind::CAST, {outside}, p_.type(outside).with_dtype(DType::i32))},
+                   Type::scalar(DType::i32), {Attr{"axis", int64_t{-1}}});
+  else
+    outside = emit(OpKind::CAST, {outside}, Type::scalar(DType::i32));
+  const ValueId any = bool_op(OpKind::NE, outside, constant(DType::i32, 0));
+  ctx_.hidden.sites.push_back(cat(p_.where(op.loc), op_name(op.kind)));
+  const ValueId site = constant(DType::i32, static_cast<int64_t>(ctx_.hidden.sites.size()));
+  Op st;
+  st.kind = OpKind::STORE;
+  st.operands = {error_, site, any};
+  st.loc = op.loc;
+  out_->push_back(std::move(st));
+}
+
+void Bounds::access(Op& op) {
+  const bool is_load = op.kind == OpKind::LOAD;
+  const ValueId ptr = op.operands[0];
+  const Prov pv = need_prov(op, ptr);
+  const Shape s = p_.type(ptr).shape;
+  const size_t mask_i = is_load ? 1 : 2;
+  const bool has_mask = op.operands.size() > mask_i;
+  ValueId inside = in_range(pv, s);
+  if (inside == kNoValue) {
+    out_->push_back(std::move(op));
+    return;
+  }
+  const ValueId mask = has_mask ? op.operands[mask_i] : kNoValue;
+  if (report_) report(mask, inside, op);
+  const ValueId guarded = has_mask ? bool_op(OpKind::BITAND, mask, inside) : inside;
+  if (has_mask)
+    op.operands[mask_i] = guarded;
+  else
+    op.operands.push_back(guarded);
+  if (!is_load || op.operands.size() < 3) {
+    out_->push_back(std::move(op));
+    return;
+  }
+  // A load with `other`: lanes the mask allows but the buffer does not read 0, not `other`.
+  const ValueId result = op.result();
+  const Type rt = p_.type(result);
+  op.results[0] = p_.new_value(rt);
+  const ValueId loaded = op.results[0];
+  out_->push_back(std::move(op));
+  const ValueId keep = bool_op(OpKind::BITOR, inside, emit(OpKind::NOT, {mask}, p_.type(mask)));
+  const ValueId zero = is_float(rt.dtype) ? emit(OpKind::CONST, {}, Type::scalar(rt.dtype),
+                                                 {Attr{"value", 0.0}})
+                                          : constant(rt.dtype, 0);
+  Op sel;
+  sel.kind = OpKind::SELECT;
+  sel.operands = {keep, loaded, zero};
+  sel.results = {result};
+  sel.loc = loc_;
+  out_->push_back(std::move(sel));
+}
+
+void Bounds::tile_access(Op& op) {
+  const bool is_load = op.kind == OpKind::TILE_LOAD;
+  const size_t first_bound = is_load ? 4 : 5;
+  const bool bounded = op.operands.size() > first_bound;
+  if (bounded && !guard_) {
+    out_->push_back(std::move(op));
+    return;
+  }
+  const Prov pv = need_prov(op, op.operands[0]);
+  const DType d = p_.type(op.operands[1]).dtype;  // the row's type: bounds are compared with it
+  // The matrix the buffer holds from this pointer: (extent - offset) // stride rows of stride.
+  const Base& base = bases_[static_cast<size_t>(pv.base)];
+  ValueId avail = base.extent;
+  if (pv.offset != kNoValue)
+    avail = emit(OpKind::SUB, {avail, pv.offset}, Type::scalar(DType::i64));
+  const ValueId stride = to_i64(op.operands[3]);
+  const ValueId zero = constant(DType::i64, 0), one = constant(DType::i64, 1);
+  const ValueId positive = bool_op(OpKind::GT, stride, zero);
+  const ValueId divisor = emit(OpKind::SELECT, {positive, stride, one}, Type::scalar(DType::i64));
+  ValueId rows = emit(OpKind::FLOORDIV, {avail, divisor}, Type::scalar(DType::i64));
+  rows = emit(OpKind::SELECT, {positive, rows, zero}, Type::scalar(DType::i64));
+  ValueId cols = stride;
+  auto narrow = [&](ValueId v) {
+    if (d == DType::i64) return v;
+    const int bits = static_cast<int>(dtype_size(d)) * 8;
+    const int64_t hi = is_signed(d) ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
+    v = emit(OpKind::MINIMUM, {v, constant(DType::i64, hi)}, Type::scalar(DType::i64));
+    return emit(OpKind::CAST, {v}, Type::scalar(d));
+  };
+  rows = narrow(rows);
+  cols = narrow(cols);
+  if (bounded) {
+    // A given matrix, kept inside the buffer.
+    const ValueId given_rows = op.operands[first_bound], given_cols = op.operands[first_bound + 1];
+    const Type rt = p_.type(given_rows);
+    auto as = [&](ValueId v) { return rt.dtype == d ? v : emit(OpKind::CAST, {v}, rt); };
+    op.operands[first_bound] = emit(OpKind::MINIMUM, {given_rows, as(rows)}, rt);
+    op.operands[first_bound + 1] = emit(OpKind::MINIMUM, {given_cols, as(cols)}, rt);
+  } else {
+    op.operands.push_back(rows);
+    op.operands.push_back(cols);
+  }
+  out_->push_back(std::move(op));
+}
+
+void Bounds::pointer_op(Op& op) {
+  const ValueId r = op.result();
+  const Shape s = p_.type(r).shape;
+  switch (op.kind) {
+    case OpKind::PTR_OFFSET: {
+      const Prov* pv = prov(op.operands[0]);
+      if (pv == nullptr) break;
+      const Prov base = *pv;
+      ValueId off = to_i64(op.operands[1]);
+      if (base.offset != kNoValue)
+        off = emit(OpKind::ADD, {base.offset, off}, Type::tile(DType::i64, s));
+      else if (p_.type(off).shape != s)
+        off = like(OpKind::BROADCAST, off, s);
+      out_->push_back(std::move(op));
+      prov_[r] = {base.base, off};
+      return;
+    }
+    case OpKind::BROADCAST:
+    case OpKind::RESHAPE: {
+      const Prov* pv = prov(op.operands[0]);
+      if (pv == nullptr) break;
+      const Prov base = *pv;
+      const OpKind k = op.kind;
+      out_->push_back(std::move(op));
+      prov_[r] = {base.base, base.offset == kNoValue ? kNoValue : like(k, base.offset, s)};
+      return;
+    }
+    case OpKind::SELECT: {
+      const Prov *a = prov(op.operands[1]), *b = prov(op.operands[2]);
+      if (a == nullptr || b == nullptr || a->base != b->base) break;
+      const Prov pa = *a, pb = *b;
+      const ValueId c = op.operands[0];
+      out_->push_back(std::move(op));
+      prov_[r] = {pa.base, emit(OpKind::SELECT, {c, offset_or_zero(pa, s), offset_or_zero(pb, s)},
+                                Type::tile(DType::i64, s))};
+      return;
+    }
+    case OpKind::SHARED: {
+      const int64_t size = op.attr_int("size");
+      out_->push_back(std::move(op));
+      bases_.push_back({constant(DType::i64, size), size});
+      prov_[r] = {static_cast<int>(bases_.size() - 1), kNoValue};
+      return;
+    }
+    default:
+      break;
+  }
+  out_->push_back(std::move(op));  // an untraceable pointer: its accesses say so
+}
+
+void Bounds::loop(Op& op) {
+  Block& body = op.body();
+  const size_t n = op.operands.size() - 3;
+  // A carried pointer carries its offset alongside (an extra i64 value).
+  std::vector<std::pair<size_t, int>> carried;  // (carried index, base)
+  for (size_t i = 0; i < n; ++i) {
+    const ValueId init = op.operands[3 + i];
+    const Prov* pv = p_.type(init).is_ptr ? prov(init) : nullptr;
+    if (pv == nullptr) continue;
+    const Prov base = *pv;
+    carried.emplace_back(i, base.base);
+    op.operands.push_back(offset_or_zero(base, p_.type(init).shape));
+  }
+  for (size_t t = 0; t < carried.size(); ++t) {
+    const ValueId arg = p_.new_value(Type(p_.type(op.operands[3 + n + t])));
+    body.args.push_back(arg);
+    prov_[body.args[1 + carried[t].first]] = {carried[t].second, arg};
+  }
+  block(body);
+  Op& yield = body.ops.back();
+  std::vector<Op>* saved = out_;
+  out_ = &body.ops;
+  Op y = std::move(yield);
+  body.ops.pop_back();
+  for (auto [i, base] : carried) {
+    const Prov* pv = prov(y.operands[i]);
+    if (pv == nullptr || pv->base != base)
+      fail(METILE_ERROR_UNSUPPORTED, "bounds", p_.where(op.loc),
+           "for: carried pointer ", i, " moves to another buffer inside the loop; compile with "
+           "`unchecked` to run it unguarded");
+    const Prov yp = *pv;
+    y.operands.push_back(offset_or_zero(yp, p_.type(y.operands[i]).shape));
+  }
+  body.ops.push_back(std::move(y));
+  out_ = saved;
+  loc_ = op.loc;
+  for (size_t t = 0; t < carried.size(); ++t) {
+    const ValueId r = p_.new_value(Type(p_.type(body.args[1 + n + t])));
+    op.results.push_back(r);
+    prov_[op.results[carried[t].first]] = {carried[t].second, r};
+  }
+  out_->push_back(std::move(op));
+}
+
+void Bounds::rewrite(Op& op) {
+  note_range(op);
+  switch (op.kind) {
+    case OpKind::LOAD:
+    case OpKind::STORE:
+      if (guard_ || report_) {
+        access(op);
+        return;
+      }
+      break;
+    case OpKind::TILE_LOAD:
+    case OpKind::TILE_STORE:
+      tile_access(op);
+      return;
+    case OpKind::FOR:
+      loop(op);
+      return;
+    case OpKind::SIMDGROUP_ROLE:
+      block(op.body());
+      break;
+    default:
+      if (op.results.size() == 1 && p_.type(op.result()).is_ptr) {
+        pointer_op(op);
+        return;
+      }
+      break;
+  }
+  out_->push_back(std::move(op));
+}
+
+}  // namespace
+
+void guard_buffer_bounds(Program& program, const TilePassContext& ctx) {
+  Bounds(program, ctx).run();
+}
+
+}  // namespace metile

@@ -1,0 +1,59 @@
+/** \file tile_pass.h
+ * Tile IR passes: each is a free function in its own file, registered once in tile_passes.def.
+ * The Tile IR pipeline (tile_pipeline.cpp) runs them in a fixed, readable order before every
+ * device's backend; tests run them by name. A pass may be switched off by name through
+ * CompileOptions::disabled_passes (differential tests compare a program with and without it).
+ */
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/tile_ir.h"
+
+namespace metile {
+
+struct CompileOptions;
+
+/**
+ * The hidden parameters the passes appended after the user's, in this order: one i64 extent per
+ * entry of `extent_of` (the index of the pointer parameter it measures: elements from the
+ * argument's offset to the end of its buffer), then, when `error_flag`, a pointer to one i32
+ * that the kernel sets to a site number (1-based index into `sites`, "file:line: op") when an
+ * access falls outside its buffer. runtime/hidden_args.cpp passes them.
+ */
+struct TileHiddenArgs {
+  std::vector<size_t> extent_of;
+  bool error_flag = false;
+  std::vector<std::string> sites;
+  bool empty() const { return extent_of.empty() && !error_flag; }
+};
+
+struct TilePassContext {
+  const CompileOptions& options;
+  /** The device reports bad accesses itself (interp): no guards, no error flag. */
+  bool device_checks_accesses = false;
+  TileHiddenArgs& hidden;
+};
+
+using TilePassFn = void (*)(Program&, const TilePassContext&);
+
+struct TilePassInfo {
+  std::string_view name;
+  TilePassFn run;
+  std::string_view summary;
+};
+
+#define TILE_PASS(name, fn, summary) void fn(Program& program, const TilePassContext& ctx);
+#include "passes/tile/tile_passes.def"
+
+/** Every registered Tile IR pass, in tile_passes.def order. */
+const std::vector<TilePassInfo>& tile_passes();
+/** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown
+ * name. */
+void run_tile_pass(std::string_view name, Program& program, const TilePassContext& ctx);
+/** METILE_ERROR_INVALID_ARGUMENT unless every name in `names` is a registered Tile IR pass. */
+void check_tile_pass_names(const std::vector<std::string>& names);
+
+}  // namespace metile

@@ -1,0 +1,34 @@
+// The Tile IR pipeline, in order. Each pass leaves verified Tile IR behind (run_tile_pass checks).
+#include "passes/tile/tile_pipeline.h"
+
+#include <algorithm>
+
+#include "passes/tile/tile_pass.h"
+#include "runtime/device.h"
+#include "support/error.h"
+
+namespace metile {
+
+TilePipelineResult run_tile_pipeline(const Program& program, const CompileOptions& options,
+                                     bool device_checks_accesses) {
+  check_tile_pass_names(options.disabled_passes);
+  auto out = std::make_shared<Program>(program);
+  TilePipelineResult result;
+  TilePassContext ctx{options, device_checks_accesses, result.hidden};
+  auto run = [&](std::string_view name) {
+    const auto& off = options.disabled_passes;
+    if (std::find(off.begin(), off.end(), name) == off.end()) run_tile_pass(name, *out, ctx);
+  };
+  run("activity");  // semantics first: later passes see explicit selects and masks
+  run("bounds");    // after activity, whose masks and selects it guards as written
+  // Backends run uniform loops only; the activity pass is what makes per-thread ones uniform.
+  walk(out->body, [&](const Op& op) {
+    if (op.kind == OpKind::FOR && out->type(op.operands[0]).is_tile())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "passes", out->where(op.loc),
+           "a tile_range with per-thread bounds needs the \"activity\" pass (it is disabled)");
+  });
+  result.program = std::move(out);
+  return result;
+}
+
+}  // namespace metile

@@ -454,7 +454,8 @@ METILE_API metile_status metile_builder_store(metile_builder *b, metile_value pt
  * An atomic read-modify-write through a pointer (tile): `op` is METILE_OP_ATOMIC_ADD, _MAX,
  * _MIN, _XCHG or _CAS; `cmp` is the compared value for _CAS and 0 (no value) otherwise. Each
  * active lane updates its element atomically with respect to every other program; *out gets
- * the old values (0 in masked-off lanes, which touch no memory). A scalar pointer updates once
+ * the old values (masked-off lanes touch no memory and their old values are inactive, as for a
+ * load without `other`). A scalar pointer updates once
  * per program. Pointee types: i32, u32, i64, f32 (devices may support fewer: metal has no
  * i64 atomics and only add and xchg on f32; such ops fail to compile with
  * METILE_ERROR_UNSUPPORTED naming the op and the type).

@@ -106,8 +106,9 @@ def _atomic(op, name, ptr, cmp, val, mask):
 
 
 def atomic_add(pointer, val, mask=None, sem=None, scope=None):
-    """Atomically adds `val` at each active lane's address; returns the old values (0 where
-    masked off). `sem`/`scope` are accepted for Triton compatibility (the order is relaxed)."""
+    """Atomically adds `val` at each active lane's address; returns the old values (inactive
+    where masked off, like a load without `other`). `sem`/`scope` are accepted for Triton
+    compatibility (the order is relaxed)."""
     from ._enums import METILE_OP_ATOMIC_ADD
     return _atomic(METILE_OP_ATOMIC_ADD, "atomic_add", pointer, None, val, mask)
 

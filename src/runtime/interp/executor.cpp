@@ -31,7 +31,7 @@
 // atomic_add/max/min/xchg(ptrs, v [, mask]) and atomic_cas(ptrs, cmp, v [, mask]): each active
 //   lane, in row-major order, reads its element, writes add (wrapping / f32), maximum or
 //   minimum (fmax/fmin), v, or (cas) v when the stored bits equal cmp's, and gives the old
-//   value; masked-off lanes give 0 (in a simdgroup_role, lanes outside it too, as for a store).
+//   value; masked-off lanes give 0 (the activity pass has made them inactive; in a simdgroup_role, lanes outside it too, as for a store).
 //   Each element's update is atomic with respect to every other
 //   program instance (here: one lock per launch); the order between instances is unspecified.
 // tile_load(ptr, row, col, stride)[i][j] = ptr[(row+i)*stride + col + j]; with bounds (rows,

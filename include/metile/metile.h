@@ -599,9 +599,16 @@ typedef struct metile_compile_options {
   int32_t check_bounds;
   /** 1: no bounds guards (for experts: an access outside its buffer is undefined behaviour). */
   int32_t unchecked;
+  /**
+   * 1: keep the kernel's tile_range passes as written. By default (0) consecutive passes over the
+   * same rows whose reductions combine run as one (independent reductions together; a max pass
+   * then a sum-of-exp pass as an online softmax with rescaling) where the compiler verifies the
+   * algebra on the IR; METILE_DEBUG=tile_ir_opt shows the result.
+   */
+  int32_t no_fuse_reductions;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
-#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0}
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);

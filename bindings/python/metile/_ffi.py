@@ -88,6 +88,7 @@ class metile_compile_options(Structure):
         ("no_cache", c_int32),
         ("check_bounds", c_int32),
         ("unchecked", c_int32),
+        ("no_fuse_reductions", c_int32),
     ]
 
 

@@ -169,6 +169,7 @@ pub struct metile_compile_options {
     pub no_cache: i32,
     pub check_bounds: i32,
     pub unchecked: i32,
+    pub no_fuse_reductions: i32,
 }
 
 #[repr(C)]

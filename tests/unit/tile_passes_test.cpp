@@ -11,7 +11,7 @@
 #include "kernels/dsl.h"
 #include "passes/tile/tile_pass.h"
 #include "passes/tile/tile_pipeline.h"
-#include "runtime/compile.h"
+#include "driver/compile.h"
 #include "support/error.h"
 
 namespace metile {

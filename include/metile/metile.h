@@ -585,7 +585,7 @@ typedef struct metile_compile_options {
   int32_t unchecked;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
-#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0}
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);

@@ -18,7 +18,7 @@
 namespace metile::metal_sim::testing {
 
 inline std::filesystem::path metal_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "metal";
+  return std::filesystem::path(METILE_TESTS_DIR) / "metal";
 }
 
 inline std::string read_metal(const std::string& name) {

@@ -17,7 +17,7 @@ namespace metile {
 namespace {
 
 std::filesystem::path golden_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden";
+  return std::filesystem::path(METILE_TESTS_DIR) / "golden";
 }
 
 void check_golden(const Program& program, const std::string& file) {

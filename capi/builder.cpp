@@ -180,6 +180,14 @@ METILE_API metile_status metile_builder_store(metile_builder* b, metile_value pt
   return guard(__func__, [&](const char* fn) { B(b, fn)->store(ptrs, value, mask); });
 }
 
+METILE_API metile_status metile_builder_atomic(metile_builder* b, metile_op op, metile_value ptrs,
+                                               metile_value cmp, metile_value value,
+                                               metile_value mask, metile_value* out) {
+  return guard(__func__, [&](const char* fn) {
+    OUT(B(b, fn)->atomic(op_of(op, fn), ptrs, cmp, value, mask));
+  });
+}
+
 METILE_API metile_status metile_builder_tile_load(metile_builder* b, metile_value ptr,
                                                   metile_value row, metile_value col,
                                                   metile_value stride, int64_t rows, int64_t cols,

@@ -138,6 +138,8 @@ CompileOptions options_of(const metile_compile_options* o) {
   c.no_cache = o->no_cache != 0;
   if (has(offsetof(metile_compile_options, check_bounds))) c.check_bounds = o->check_bounds != 0;
   if (has(offsetof(metile_compile_options, unchecked))) c.unchecked = o->unchecked != 0;
+  if (has(offsetof(metile_compile_options, no_fuse_reductions)))
+    c.fuse_reductions = o->no_fuse_reductions == 0;
   return c;
 }
 

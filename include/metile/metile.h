@@ -358,6 +358,12 @@ typedef enum metile_op {
   METILE_OP_BARRIER = 104,
   /* scheduling */
   METILE_OP_TILE_SWIZZLE = 110,
+
+  METILE_OP_ATOMIC_ADD = 120,
+  METILE_OP_ATOMIC_MAX = 121,
+  METILE_OP_ATOMIC_MIN = 122,
+  METILE_OP_ATOMIC_XCHG = 123,
+  METILE_OP_ATOMIC_CAS = 124,
   METILE_OP_FORCE32 = 0x7fffffff
 } metile_op;
 
@@ -448,6 +454,20 @@ METILE_API metile_status metile_builder_load(metile_builder *b, metile_value ptr
 /** Writes `value` (cast to the pointee type) through a pointer (tile); masked-off lanes skip. */
 METILE_API metile_status metile_builder_store(metile_builder *b, metile_value ptrs,
                                               metile_value value, metile_value mask);
+/**
+ * An atomic read-modify-write through a pointer (tile): `op` is METILE_OP_ATOMIC_ADD, _MAX,
+ * _MIN, _XCHG or _CAS; `cmp` is the compared value for _CAS and 0 (no value) otherwise. Each
+ * active lane updates its element atomically with respect to every other program; *out gets
+ * the old values (masked-off lanes touch no memory and their old values are inactive, as for a
+ * load without `other`). A scalar pointer updates once
+ * per program. Pointee types: i32, u32, i64, f32 (devices may support fewer: metal has no
+ * i64 atomics and only add and xchg on f32; such ops fail to compile with
+ * METILE_ERROR_UNSUPPORTED naming the op and the type).
+ */
+METILE_API metile_status metile_builder_atomic(metile_builder *b, metile_op op,
+                                               metile_value ptrs, metile_value cmp,
+                                               metile_value value, metile_value mask,
+                                               metile_value *out);
 /**
  * Reads the rows x cols tile at (row, col) of a row-major matrix with leading dimension
  * `stride`. With bounds (`bound_rows` and `bound_cols` both non-zero values), elements outside
@@ -583,9 +603,16 @@ typedef struct metile_compile_options {
   int32_t check_bounds;
   /** 1: no bounds guards (for experts: an access outside its buffer is undefined behaviour). */
   int32_t unchecked;
+  /**
+   * 1: keep the kernel's tile_range passes as written. By default (0) consecutive passes over the
+   * same rows whose reductions combine run as one (independent reductions together; a max pass
+   * then a sum-of-exp pass as an online softmax with rescaling) where the compiler verifies the
+   * algebra on the IR; METILE_DEBUG=tile_ir_opt shows the result.
+   */
+  int32_t no_fuse_reductions;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
-#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0}
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);

@@ -312,6 +312,11 @@ struct Emitter {
       case OpKind::YIELD: return;  // written by emit_for
       case OpKind::SIMDGROUP_ROLE: return emit_role(op);
       case OpKind::STORE: return emit_store(op);
+      case OpKind::ATOMIC_ADD:
+      case OpKind::ATOMIC_MAX:
+      case OpKind::ATOMIC_MIN:
+      case OpKind::ATOMIC_XCHG:
+      case OpKind::ATOMIC_CAS: return emit_atomic(op);
       case OpKind::TILE_STORE: return emit_tile_store(op);
       case OpKind::DOT: return emit_dot(op);
       case OpKind::REDUCE_SUM:
@@ -425,6 +430,35 @@ struct Emitter {
       return;
     }
     for_each(pt.shape, body);
+  }
+
+  // Each lane calls the prelude's mt_atomic_<op>_<dtype>(address, [cmp,] value); masked-off
+  // lanes give 0 and touch nothing.
+  void emit_atomic(const Op& op) {
+    w.comment(describe(op));
+    const bool cas = op.kind == OpKind::ATOMIC_CAS;
+    const size_t value_i = cas ? 2 : 1;
+    ValueId v = op.result();
+    const ValuePlan& vp = plan[v];
+    DType t = type(op.operands[0]).dtype;
+    std::string fn = "mt_" + std::string(op_name(op.kind)) + "_" + dtype_name(t);
+    auto call = [&](const Idx& idx) {
+      std::string args = elem(op.operands[0], idx);
+      if (cas) args += ", " + elem(op.operands[1], idx);
+      args += ", " + elem(op.operands[value_i], idx);
+      std::string cond = op.operands.size() > value_i + 1 ? elem(op.operands[value_i + 1], idx) : "";
+      std::string guard = role_guard(type(op.operands[0]), idx);  // as for stores
+      if (!guard.empty()) cond = cond.empty() ? guard : "(" + cond + ") & " + guard;
+      std::string c = fn + "(" + args + ")";
+      return cond.empty() ? c : "(" + cond + ") ? " + c + " : (" + d.value(t) + ")0";
+    };
+    if (vp.form == Form::scalar) {
+      w.line(decl(type(v), vp.name) + " = " + call({}) + ";");
+      return;
+    }
+    if (owns_storage(v)) declare_array(v);
+    const Shape& s = type(v).shape;
+    for_each(s, [&](const Idx& idx) { w.line(vp.name + "[" + flat(s, idx) + "] = " + call(idx) + ";"); });
   }
 
   void emit_tile_store(const Op& op) {

@@ -127,7 +127,7 @@ bool aligned_use(const Op& user) {
       return true;
     default:
       return fusible(user.kind) || user.kind == OpKind::STORE || user.kind == OpKind::TILE_STORE ||
-             user.kind == OpKind::FOR;
+             has_trait(user.kind, kAtomic) || user.kind == OpKind::FOR;
   }
 }
 

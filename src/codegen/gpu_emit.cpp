@@ -273,7 +273,8 @@ void Emitter::derive_params() {
   }
   uint64_t written = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
-    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE) written |= params_of_[op.operands[0]];
+    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)
+      written |= params_of_[op.operands[0]];
   });
   const_ptr_.assign(f_.values.size(), false);
   for (ValueId v = 1; v < f_.values.size(); ++v) {
@@ -427,7 +428,15 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
   ValueId v = op.result();
   if (inline_[v]) return;
   std::string value;
-  if (op.kind == GpuOpKind::LOAD) {
+  if (op.kind == GpuOpKind::ATOMIC) {
+    // mt_atomic_<op>(address, [cmp,] value): the dialect's prelude spells each one.
+    size_t n = op.ew == OpKind::ATOMIC_CAS ? 3 : 2;
+    std::string args = "&" + deref(op.operands[0], r);
+    for (size_t i = 1; i < n; ++i) args += ", " + strip_parens(expr(op.operands[i], r));
+    value = std::string("mt_") + std::string(op_name(op.ew)) + "(" + args + ")";
+    if (op.operands.size() > n)
+      value = spell_select(expr(op.operands[n], r), value, spell_zero(c_, dtype(v)));
+  } else if (op.kind == GpuOpKind::LOAD) {
     value = spell_from_storage(c_, dtype(v), deref(op.operands[0], r));
     if (op.operands.size() > 1) value = spell_select(expr(op.operands[1], r), value, expr(op.operands[2], r));
   } else {
@@ -744,7 +753,8 @@ std::string Emitter::run(KernelInterface* k) {
   k->threads = f_.threads;
   uint64_t written = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
-    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE) written |= params_of_[op.operands[0]];
+    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)
+      written |= params_of_[op.operands[0]];
     if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.attr_str("name"));
     if (op.kind == GpuOpKind::ALLOC)
       k->shared.push_back({name_[op.result()], dtype(op.result()), op.attr_int("size")});

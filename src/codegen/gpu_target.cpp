@@ -13,6 +13,9 @@ const GpuTarget& apple_gpu_target() {
     g.vector_bytes = 16;
     g.vector_needs_alignment = false;  // packed_floatN / packed_halfN
     g.vector_dtypes = {DType::f32, DType::f16, DType::i32, DType::u32, DType::i8, DType::u8};
+    // MSL: atomic_int and atomic_uint have every op; atomic_float only fetch_add (Metal 3).
+    g.atomic_dtypes = {DType::i32, DType::u32, DType::f32};
+    g.atomic_f32_ops = {OpKind::ATOMIC_ADD};
     g.matrix_atoms = {
         // bf16 operands are widened to f32 (exact) and use the f32 matrices.
         {"simdgroup_matrix", 8, 8, 8, DType::f32, DType::f32, false, simdgroup_8x8_fragment()},
@@ -33,6 +36,10 @@ const GpuTarget& nvidia_gpu_target() {
     g.threadgroup_memory_bytes = 48 * 1024;
     g.vector_bytes = 16;
     g.vector_needs_alignment = true;
+    // atomicAdd/Max/Min/Exch/CAS on 32- and 64-bit integers; f32 max/min/cas loop on atomicCAS.
+    g.atomic_dtypes = {DType::i32, DType::u32, DType::i64, DType::f32};
+    g.atomic_f32_ops = {OpKind::ATOMIC_ADD, OpKind::ATOMIC_MAX, OpKind::ATOMIC_MIN,
+                        OpKind::ATOMIC_XCHG, OpKind::ATOMIC_CAS};
     g.vector_dtypes = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u32, DType::i64,
                        DType::i8, DType::u8};
     g.matrix_atoms = {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/layout.h"
+#include "ir/ops.h"
 #include "ir/types.h"
 
 namespace metile {
@@ -46,6 +47,9 @@ struct GpuTarget {
   /** Element types the dialect has vector types for (float4, half4, ...). */
   std::vector<DType> vector_dtypes;
   std::vector<MatrixAtom> matrix_atoms;
+  /** Element types with atomics on device memory, and the atomic ops f32 has among them. */
+  std::vector<DType> atomic_dtypes;
+  std::vector<OpKind> atomic_f32_ops;
 };
 
 /** Apple GPUs (Metal): 32-wide simdgroups, 32 KiB threadgroup memory, simdgroup_matrix 8x8. */

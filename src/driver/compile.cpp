@@ -65,6 +65,7 @@ std::string CompileOptions::key() const {
   os << "num_threads=" << num_threads << ";allow_tf32=" << allow_tf32 << ";opt_level=" << opt_level;
   if (check_bounds) os << ";check_bounds";
   if (unchecked) os << ";unchecked";
+  if (!fuse_reductions) os << ";no_fuse_reductions";
   if (!disabled_passes.empty()) {
     os << ";disabled_passes=";
     for (const std::string& p : disabled_passes) os << p << ',';
@@ -82,6 +83,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
     fail(METILE_ERROR_INVALID_ARGUMENT, "compile", program->name,
          ": check_bounds and unchecked exclude each other");
   const bool device_checks = device->info().checks_accesses;
+  const bool whole_tiles = device->info().whole_tiles_in_order;
   auto ck = std::make_shared<CompiledKernel>();
   ck->program = program;
   ck->options = options;
@@ -107,7 +109,8 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
       ck->artifact = std::move(hit->entry.artifact);
       dump_sources(*ck);
       try {
-        ck->kernel = load_kernel(*device, device, run_tile_pipeline(*program, options, device_checks),
+        ck->kernel = load_kernel(*device, device,
+                                 run_tile_pipeline(*program, options, device_checks, whole_tiles),
                                  options, ck->artifact);
       } catch (const Error& e) {
         // An entry that verifies but no longer loads (say, a library it links was removed) is
@@ -130,7 +133,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   auto build_start = Clock::now();
   // Backends see the Tile IR pipeline's output; the kernel keeps the user's program (its
   // signature and text), and the pipeline's text is the artifact's "tile_ir_opt" stage.
-  TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks);
+  TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks, whole_tiles);
   ck->artifact = device->build(*lowered.program, options);
   ck->artifact.sources["tile_ir_opt"] = print(*lowered.program);
   double build_seconds = seconds_since(build_start);

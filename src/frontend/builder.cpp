@@ -363,6 +363,37 @@ void Builder::store(ValueId ptrs, ValueId value, ValueId mask) {
   emit(OpKind::STORE, std::move(ops), {});
 }
 
+ValueId Builder::atomic(OpKind kind, ValueId ptrs, ValueId cmp, ValueId value, ValueId mask) {
+  if (!has_trait(kind, kAtomic)) bad(kind, "is not an atomic op");
+  const bool cas = kind == OpKind::ATOMIC_CAS;
+  check_value(kind, ptrs, "the pointer");
+  if (!type(ptrs).is_ptr) bad(kind, "needs a pointer (ptr + offsets), got ", type(ptrs).str());
+  std::vector<ValueId> all{ptrs};
+  if (cas) {
+    check_value(kind, cmp, "the compared value");
+    all.push_back(cmp);
+  } else if (cmp != kNoValue) {
+    bad(kind, "takes no compared value (only atomic_cas does)");
+  }
+  check_value(kind, value, "the value");
+  all.push_back(value);
+  for (ValueId v : all)
+    if (v != ptrs && type(v).is_ptr) bad(kind, "cannot take a pointer as its value");
+  if (mask != kNoValue) {
+    check_value(kind, mask, "the mask");
+    all.push_back(mask);
+  }
+  Shape s = broadcast_shape(kind, all);
+  if (type(ptrs).is_scalar() && s.rank > 0)
+    bad(kind, "a tile value needs a tile of pointers (ptr + offsets), got one pointer");
+  DType d = type(ptrs).dtype;
+  std::vector<ValueId> ops{to_shape(ptrs, s)};
+  if (cas) ops.push_back(to_shape(to_dtype(cmp, d), s));
+  ops.push_back(to_shape(to_dtype(value, d), s));
+  if (mask != kNoValue) ops.push_back(to_shape(mask, s));
+  return emit1(kind, std::move(ops));
+}
+
 ValueId Builder::tile_load(ValueId ptr, ValueId row, ValueId col, ValueId stride, Shape shape,
                            ValueId bound_rows, ValueId bound_cols) {
   check_value(OpKind::TILE_LOAD, ptr, "the pointer");

@@ -39,6 +39,8 @@ class Builder {
   ValueId ptr_offset(ValueId ptr, ValueId offsets);
   ValueId load(ValueId ptrs, ValueId mask, ValueId other);
   void store(ValueId ptrs, ValueId value, ValueId mask);
+  /** An atomic read-modify-write (kind: an ATOMIC_* op; `cmp` only for ATOMIC_CAS). */
+  ValueId atomic(OpKind kind, ValueId ptrs, ValueId cmp, ValueId value, ValueId mask);
   ValueId tile_load(ValueId ptr, ValueId row, ValueId col, ValueId stride, Shape shape,
                     ValueId bound_rows, ValueId bound_cols);
   void tile_store(ValueId ptr, ValueId row, ValueId col, ValueId stride, ValueId value,

@@ -254,6 +254,18 @@ void GpuBuilder::store(ValueId ptrs, ValueId value, ValueId pred) {
   append(std::move(op));
 }
 
+ValueId GpuBuilder::atomic(OpKind k, ValueId ptrs, ValueId cmp, ValueId value, ValueId pred) {
+  Op op;
+  op.kind = GpuOpKind::ATOMIC;
+  op.ew = k;
+  op.operands = {ptrs};
+  if (cmp != kNoValue) op.operands.push_back(cmp);
+  op.operands.push_back(value);
+  if (pred != kNoValue) op.operands.push_back(pred);
+  op.results = {new_value(f_.value(ptrs).dtype, join(op.operands))};
+  return append(std::move(op)).result();
+}
+
 ValueId GpuBuilder::alloc(DType d, int64_t size, const std::string& stem) {
   Op op;
   op.kind = GpuOpKind::ALLOC;

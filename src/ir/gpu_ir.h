@@ -19,6 +19,7 @@
  *   elementwise[OpKind](a, b, c) -> r     coord(tid) -> i32 element index   valid(tid) -> bool
  *   splat(x) -> r                         load(ptrs [, pred, other]) -> r
  *   store(ptrs, value [, pred])           vload/vstore: as load/store, {width} registers at a time
+ *   atomic[op](ptrs, [cmp (cas),] value [, pred]) -> old values (0 where pred is false)
  *   alloc {size} -> threadgroup pointer   barrier [{device}: also orders device memory]
  *   shuffle_xor(x, mask)  shuffle(x, lane)  simd_reduce[op](x)  reg_reduce[op](x) -> thread
  *   swizzle {pattern, block}(pid_m, pid_n, grid_m, grid_n) -> (m, n)
@@ -204,6 +205,8 @@ class GpuBuilder {
   /** Loads through `ptrs`; when pred is set, registers whose predicate is false read `other`. */
   ValueId load(ValueId ptrs, ValueId pred = kNoValue, ValueId other = kNoValue);
   void store(ValueId ptrs, ValueId value, ValueId pred = kNoValue);
+  /** Atomic `k` (a Tile IR ATOMIC_* op) per register; cmp only for ATOMIC_CAS. */
+  ValueId atomic(OpKind k, ValueId ptrs, ValueId cmp, ValueId value, ValueId pred = kNoValue);
   ValueId alloc(DType d, int64_t size, const std::string& stem);
   void barrier();
   ValueId shuffle_xor(ValueId x, ValueId mask);

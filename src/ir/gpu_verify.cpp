@@ -200,6 +200,25 @@ struct Verifier {
       case GpuOpKind::VSTORE:
         memory(op);
         break;
+      case GpuOpKind::ATOMIC: {
+        if (!has_trait(op.ew, kAtomic)) bad("needs an atomic op, got ", op_name(op.ew));
+        size_t values = op.ew == OpKind::ATOMIC_CAS ? 2 : 1;
+        operands(1 + values, 2 + values);
+        results(1);
+        const Value& p = val(op.operands[0]);
+        if (!p.is_ptr || p.space != AddrSpace::device) bad("first operand must be device pointers");
+        for (size_t i = 1; i <= values; ++i) {
+          const Value& v = val(op.operands[i]);
+          if (v.is_ptr || v.dtype != p.dtype) bad("value type must be the pointee type ", dtype_name(p.dtype));
+        }
+        if (op.operands.size() > values + 1) {
+          const Value& m = val(op.operands[values + 1]);
+          if (m.is_ptr || m.dtype != DType::boolean) bad("predicate must be bool");
+        }
+        if (val(op.result()).dtype != p.dtype) bad("result type must be the pointee type");
+        agree(op.operands, op.result());
+        break;
+      }
       case GpuOpKind::ALLOC: {
         operands(0, 0);
         results(1);

@@ -28,6 +28,7 @@ enum Trait : uint32_t {
   kRegion = 1u << 9,  // owns one block
   kTerminator = 1u << 10,
   kSimt = 1u << 11,  // needs the SIMT thread count T
+  kAtomic = 1u << 12,  // an atomic read-modify-write through a pointer (tile); gives the old values
 };
 
 enum class AttrKind : uint8_t { integer, number, string };

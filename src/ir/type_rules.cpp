@@ -140,6 +140,36 @@ std::vector<Type> Checker::memory() const {
       if (o.is_ptr || !is_int(o.dtype)) bad("offsets must be integers, got ", o.str());
       return {p.with_shape(common_shape({0, 1}))};
     }
+    case OpKind::ATOMIC_ADD:
+    case OpKind::ATOMIC_MAX:
+    case OpKind::ATOMIC_MIN:
+    case OpKind::ATOMIC_XCHG:
+    case OpKind::ATOMIC_CAS: {
+      if (!p.is_ptr) bad("needs a pointer operand, got ", p.str(), " (use ptr + offsets)");
+      if (p.space != AddrSpace::device) bad("needs a pointer to device memory, not shared memory");
+      const bool cas = op.kind == OpKind::ATOMIC_CAS;
+      const size_t values = cas ? 2 : 1;
+      for (size_t i = 1; i <= values; ++i) {
+        const Type& v = operand(i);
+        need_value(i, cas && i == 1 ? "compared value" : "value");
+        if (v.dtype != p.dtype)
+          bad("value is ", dtype_name(v.dtype), " but the pointer is to ", dtype_name(p.dtype));
+        if (v.is_tile() && !same_shape(v.shape, p.shape))
+          bad("value shape ", v.shape.str(), " differs from pointer shape ",
+              p.shape.rank ? p.shape.str() : "scalar");
+      }
+      if (op.operands.size() > values + 1) {
+        const Type& m = operand(values + 1);
+        if (m.is_ptr || m.dtype != DType::boolean) bad("mask must be bool, got ", m.str());
+        if (m.is_tile() && !same_shape(m.shape, p.shape))
+          bad("mask shape ", m.shape.str(), " differs from pointer shape ",
+              p.shape.rank ? p.shape.str() : "scalar");
+      }
+      if (p.dtype != DType::i32 && p.dtype != DType::u32 && p.dtype != DType::i64 &&
+          p.dtype != DType::f32)
+        bad("no atomic on ", dtype_name(p.dtype), " (i32, u32, i64 and f32 have one)");
+      return {Type::tile(p.dtype, p.shape)};
+    }
     case OpKind::LOAD:
     case OpKind::STORE: {
       if (!p.is_ptr) bad("needs a pointer operand, got ", p.str(), " (use ptr + offsets)");

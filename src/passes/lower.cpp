@@ -366,6 +366,13 @@ void Lowering::op(const Op& o) {
     case OpKind::STORE:
       store(o);
       return;
+    case OpKind::ATOMIC_ADD:
+    case OpKind::ATOMIC_MAX:
+    case OpKind::ATOMIC_MIN:
+    case OpKind::ATOMIC_XCHG:
+    case OpKind::ATOMIC_CAS:
+      atomic(o);
+      return;
     case OpKind::TILE_LOAD:
       tile_load(o);
       return;

@@ -102,6 +102,9 @@ class Lowering {
   std::pair<ValueId, ValueId> tile_access(ValueId ptr, std::vector<ValueId> ix, const Shape& shape,
                                           LayoutId l);
 
+  // --- lower_atomic.cpp ---
+  void atomic(const Op& op);
+
   // --- lower_dot.cpp ---
   /** How one dot runs: a matrix atom over a warp grid, or (atom == nullptr) exact FMAs. */
   struct DotPlan {

@@ -33,6 +33,9 @@ struct DeviceInfo {
   bool asynchronous = false;
   /** Reports every access outside its buffer itself (interp): the compiler adds no guards. */
   bool checks_accesses = false;
+  /** Runs each program's tiles in order on one host thread (interp, cpu), so a whole-tile
+   * reduction is a plain loop; GPUs spread a tile over threads. Tile IR passes choose forms by it. */
+  bool whole_tiles_in_order = false;
 };
 
 /** Device memory that the host can address (see DESIGN.md §7). */
@@ -64,6 +67,8 @@ struct CompileOptions {
   bool check_bounds = false;
   /** No bounds guards (DESIGN.md §3): an access outside its buffer is undefined behaviour. */
   bool unchecked = false;
+  /** Run the "fuse_reductions" Tile IR pass (metile_compile_options.no_fuse_reductions). */
+  bool fuse_reductions = true;
   /** Canonical text of the options that affect code (part of the cache key). */
   std::string key() const;
 };

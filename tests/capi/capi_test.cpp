@@ -139,6 +139,11 @@ TEST(Op, EveryPinnedValueHasItsName) {
       {METILE_OP_SIMD_BROADCAST, "simd_broadcast"},
       {METILE_OP_BARRIER, "barrier"},
       {METILE_OP_TILE_SWIZZLE, "tile_swizzle"},
+      {METILE_OP_ATOMIC_ADD, "atomic_add"},
+      {METILE_OP_ATOMIC_MAX, "atomic_max"},
+      {METILE_OP_ATOMIC_MIN, "atomic_min"},
+      {METILE_OP_ATOMIC_XCHG, "atomic_xchg"},
+      {METILE_OP_ATOMIC_CAS, "atomic_cas"},
   };
   // Every value from 0 to past the last pin: the pinned ones have their spelling, the rest
   // (including METILE_OP_INVALID) are "invalid".
@@ -376,6 +381,26 @@ TEST_F(BuilderErrors, UnknownValuesOpsAndDtypes) {
                          METILE_ERROR_INVALID_ARGUMENT, "thread count T"));
   EXPECT_TRUE(fails_with(metile_builder_reshape(b_, a, 1, below_t, &r),
                          METILE_ERROR_INVALID_ARGUMENT, "positive"));
+}
+
+TEST_F(BuilderErrors, BadAtomics) {
+  metile_value p, one, r;
+  metile_type t = pointer(METILE_DTYPE_I32);
+  ASSERT_EQ(metile_builder_param(b_, "p", &t, &p), METILE_OK);
+  ASSERT_EQ(metile_builder_const_int(b_, METILE_DTYPE_I32, 1, &one), METILE_OK);
+  EXPECT_TRUE(fails_with(metile_builder_atomic(b_, static_cast<metile_op>(9999), p, 0, one, 0, &r),
+                         METILE_ERROR_INVALID_ARGUMENT, "unknown op 9999"));
+  EXPECT_TRUE(fails_with(metile_builder_atomic(b_, METILE_OP_ADD, p, 0, one, 0, &r),
+                         METILE_ERROR_INVALID_PROGRAM, "add: is not an atomic op"));
+  EXPECT_TRUE(fails_with(metile_builder_atomic(b_, METILE_OP_ATOMIC_CAS, p, 0, one, 0, &r),
+                         METILE_ERROR_INVALID_PROGRAM, "the compared value"));
+  EXPECT_TRUE(fails_with(metile_builder_atomic(b_, METILE_OP_ATOMIC_ADD, p, one, one, 0, &r),
+                         METILE_ERROR_INVALID_PROGRAM, "only atomic_cas does"));
+  EXPECT_TRUE(fails_with(metile_builder_atomic(b_, METILE_OP_ATOMIC_ADD, one, 0, one, 0, &r),
+                         METILE_ERROR_INVALID_PROGRAM, "needs a pointer"));
+  EXPECT_TRUE(fails_with(metile_builder_atomic(b_, METILE_OP_ATOMIC_ADD, p, 0, one, 0, nullptr),
+                         METILE_ERROR_INVALID_ARGUMENT, "NULL"));
+  ASSERT_EQ(metile_builder_atomic(b_, METILE_OP_ATOMIC_MAX, p, 0, one, 0, &r), METILE_OK);
 }
 
 TEST_F(BuilderErrors, BadParameters) {

@@ -56,6 +56,29 @@ inline T mt_f2i(float x) {
   return T(x);
 }
 
+// ---- atomics: mt_atomic_<op>(address, [cmp,] value) -> the old value ------------------------
+// Relaxed order, the only one Metal has. int and uint have every op; float only add (lowering
+// rejects the rest). cas retries the weak exchange until it fails for a real mismatch.
+#define MT_ATOMIC(T, A)                                                                          \
+  inline T mt_atomic_add(device T* p, T v) { return atomic_fetch_add_explicit((device A*)p, v, memory_order_relaxed); } \
+  inline T mt_atomic_max(device T* p, T v) { return atomic_fetch_max_explicit((device A*)p, v, memory_order_relaxed); } \
+  inline T mt_atomic_min(device T* p, T v) { return atomic_fetch_min_explicit((device A*)p, v, memory_order_relaxed); } \
+  inline T mt_atomic_xchg(device T* p, T v) { return atomic_exchange_explicit((device A*)p, v, memory_order_relaxed); } \
+  inline T mt_atomic_cas(device T* p, T cmp, T v) {                                              \
+    T seen = cmp;                                                                                \
+    while (!atomic_compare_exchange_weak_explicit((device A*)p, &seen, v, memory_order_relaxed,   \
+                                                  memory_order_relaxed)) {                       \
+      if (seen != cmp) return seen;                                                              \
+    }                                                                                            \
+    return cmp;                                                                                  \
+  }
+MT_ATOMIC(int, atomic_int)
+MT_ATOMIC(uint, atomic_uint)
+#undef MT_ATOMIC
+inline float mt_atomic_add(device float* p, float v) {
+  return atomic_fetch_add_explicit((device atomic_float*)p, v, memory_order_relaxed);
+}
+
 // Integer division and shifts with the meaning of DESIGN.md §3 on any input, shared by the MSL
 // and CUDA preludes (pasted after them by src/codegen/msl.cpp and cuda.cpp). Written in the C++
 // subset both languages accept; the including prelude defines MT_FN (its function qualifiers)

@@ -248,6 +248,28 @@ Case fft_case(const std::string& name, const Dims& dims, std::mt19937_64& rng) {
               1e-3};
 }
 
+// Atomics with every program contending: a 64-bin histogram of random bins, and a sum that
+// each program adds its block's partial to (f32: the order of the adds varies run to run).
+Case atomic_case(const std::string& kernel, const std::string& name, const Dims& dims,
+                 std::mt19937_64& rng) {
+  const int64_t n = dims.d[0];
+  if (kernel == "histogram") {
+    std::vector<double> x(n), hist(64, 0.0);
+    for (double& v : x) {
+      v = static_cast<double>(rng() % 64);
+      hist[static_cast<size_t>(v)] += 1;
+    }
+    Arg out{Arg::Kind::buffer, {DType::i32, std::vector<double>(64, 0.0)}, true, 0};
+    return Case{name, histogram(kBlock), {input(x, DType::i32), out, int_arg(n)},
+                {cdiv(n, kBlock), 1, 1}, {hist}, 0.0, 0.0};
+  }
+  std::vector<double> x = randn(rng, n);
+  double sum = 0;
+  for (double v : x) sum += v;
+  return Case{name, atomic_sum(kBlock), {input(x), output(1), int_arg(n)},
+              {cdiv(n, kBlock), 1, 1}, {{sum}}, 1e-5, 1e-4};
+}
+
 const std::vector<std::string>& names() {
   static const std::vector<std::string> n = {
       "vector_add/1000",
@@ -305,6 +327,9 @@ const std::vector<std::string>& names() {
       "fft/4x256",
       "fft/1x1024",
       "fft/3x1024",
+      "histogram/5000",
+      "histogram/1",
+      "atomic_sum/3000",
   };
   return n;
 }
@@ -326,6 +351,8 @@ Case make_case(const std::string& name) {
   if (kernel == "gelu" || kernel == "silu" || kernel == "geglu")
     return activation_case(kernel, name, parse_dims(name, shape, 1), rng);
   if (kernel == "fft") return fft_case(name, parse_dims(name, shape, 2), rng);
+  if (kernel == "histogram" || kernel == "atomic_sum")
+    return atomic_case(kernel, name, parse_dims(name, shape, 1), rng);
   fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "unknown case ", name);
 }
 

@@ -78,6 +78,15 @@ class KernelBuilder {
   void store(V ptrs, V value, V mask, Here h = Here()) {
     at(h).b_.store(ptrs.id, value.id, mask.id);
   }
+  V atomic(OpKind op, V ptrs, V value, V mask, Here h = Here()) {
+    return at(h).wrap(b_.atomic(op, ptrs.id, kNoValue, value.id, mask.id));
+  }
+  V atomic_cas(V ptrs, V cmp, V value, V mask, Here h = Here()) {
+    return at(h).wrap(b_.atomic(OpKind::ATOMIC_CAS, ptrs.id, cmp.id, value.id, mask.id));
+  }
+  V atomic(OpKind op, V ptrs, V value, Here h = Here()) {
+    return at(h).wrap(b_.atomic(op, ptrs.id, kNoValue, value.id, kNoValue));
+  }
   V tile_load(V ptr, V row, V col, V stride, Shape s, Here h = Here()) {
     return at(h).wrap(b_.tile_load(ptr.id, row.id, col.id, stride.id, s, kNoValue, kNoValue));
   }

@@ -293,6 +293,27 @@ Program fft(int n) {
   return k.finish();
 }
 
+Program histogram(int block) {
+  KernelBuilder k("histogram");
+  V x = k.ptr("X", DType::i32), hist = k.ptr("Hist", DType::i32);
+  V n = k.scalar("N");
+  k.constexpr_("BLOCK", block);
+  V offs = k.program_id(0) * block + k.arange(0, block);
+  V mask = offs < n;
+  k.atomic(OpKind::ATOMIC_ADD, hist + k.load(x + offs, mask), k.i32(1), mask);
+  return k.finish();
+}
+
+Program atomic_sum(int block) {
+  KernelBuilder k("atomic_sum");
+  V x = k.ptr("X"), out = k.ptr("Out");
+  V n = k.scalar("N");
+  k.constexpr_("BLOCK", block);
+  V offs = k.program_id(0) * block + k.arange(0, block);
+  k.atomic(OpKind::ATOMIC_ADD, out + k.i32(0), k.sum(k.load(x + offs, offs < n, 0.0)));
+  return k.finish();
+}
+
 std::vector<Program> all_programs() {
   std::vector<Program> out;
   out.push_back(vector_add(256));

@@ -55,6 +55,11 @@ Program geglu(int block);
  */
 Program fft(int n);
 
+/** Hist[X[i]] += 1 for i < N, one atomic per element, every program contending. */
+Program histogram(int block);
+/** Out[0] += sum of the program's block of X: one f32 atomic per program (a scalar pointer). */
+Program atomic_sum(int block);
+
 /** One program of every kernel above (for round-trip tests and the fuzz corpus). */
 std::vector<Program> all_programs();
 

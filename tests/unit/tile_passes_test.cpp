@@ -54,9 +54,10 @@ float run_masked_max(const std::vector<std::string>& disabled, std::vector<float
 
 TEST(TilePasses, RegistryNamesEveryPassAndRejectsUnknownOnes) {
   ASSERT_FALSE(tile_passes().empty());
-  ASSERT_EQ(tile_passes().size(), 2u);
+  ASSERT_EQ(tile_passes().size(), 3u);
   EXPECT_EQ(tile_passes()[0].name, "activity");
-  EXPECT_EQ(tile_passes()[1].name, "bounds");
+  EXPECT_EQ(tile_passes()[1].name, "fuse_reductions");
+  EXPECT_EQ(tile_passes()[2].name, "bounds");
   Program p = masked_max();
   CompileOptions o;
   TileHiddenArgs hidden;
@@ -66,7 +67,9 @@ TEST(TilePasses, RegistryNamesEveryPassAndRejectsUnknownOnes) {
     FAIL() << "an unknown pass ran";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("known: activity, bounds"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("known: activity, fuse_reductions, bounds"),
+              std::string::npos)
+        << e.what();
   }
   o.disabled_passes = {"activty"};
   EXPECT_THROW(run_tile_pipeline(p, o, false), Error);

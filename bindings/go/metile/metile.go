@@ -412,6 +412,15 @@ const (
 	OpMax     = int(C.METILE_OP_REDUCE_MAX)
 )
 
+// Op codes for Atomic.
+const (
+	OpAtomicAdd  = int(C.METILE_OP_ATOMIC_ADD)
+	OpAtomicMax  = int(C.METILE_OP_ATOMIC_MAX)
+	OpAtomicMin  = int(C.METILE_OP_ATOMIC_MIN)
+	OpAtomicXchg = int(C.METILE_OP_ATOMIC_XCHG)
+	OpAtomicCas  = int(C.METILE_OP_ATOMIC_CAS)
+)
+
 // Binary applies a binary op or comparison (promoting and broadcasting like numpy).
 func (b *Builder) Binary(op int, x, y Value) Value {
 	if !b.ok() {
@@ -469,6 +478,17 @@ func (b *Builder) Load(ptrs, mask, other Value) Value {
 	var v C.metile_value
 	var msg *C.char
 	return b.value(C.go_metile_builder_load(&msg, b.raw, C.metile_value(ptrs), C.metile_value(mask), C.metile_value(other), &v), msg, v)
+}
+
+// Atomic is an atomic read-modify-write (op: OpAtomicAdd, ...; cmp only for the CAS op, else
+// the zero Value) where mask (zero Value: everywhere); it gives the old values, 0 where masked.
+func (b *Builder) Atomic(op int, ptrs, cmp, value, mask Value) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_atomic(&msg, b.raw, C.metile_op(op), C.metile_value(ptrs), C.metile_value(cmp), C.metile_value(value), C.metile_value(mask), &v), msg, v)
 }
 
 // Store writes value through ptrs where mask (zero Value: everywhere).

@@ -289,3 +289,53 @@ func TestEveryHeaderFunctionIsWrapped(t *testing.T) {
 		}
 	}
 }
+
+func TestHistogramWithAtomics(t *testing.T) {
+	const block = 128
+	n := 3000
+	b, _ := NewBuilder("histogram")
+	x, hist := b.ParamPtr("x", I32), b.ParamPtr("hist", I32)
+	nv := b.ParamScalar("n", I32)
+	offs := b.Arange(b.Mul(b.ProgramID(0), b.ConstI32(block)), block)
+	mask := b.Lt(offs, nv)
+	bins := b.Load(b.PtrOffset(x, offs), mask, 0)
+	b.Atomic(OpAtomicAdd, b.PtrOffset(hist, bins), 0, b.ConstI32(1), mask)
+	prog, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := device(t)
+	k, err := Compile(d, prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hx := make([]int32, n)
+	want := make([]int32, 64)
+	for i := range hx {
+		hx[i] = int32((i * 7919) % 64)
+		want[hx[i]]++
+	}
+	bx, _ := BufferFrom(d, hx)
+	bh, _ := BufferFrom(d, make([]int32, 64))
+	if err := k.Launch([3]uint32{uint32((n + block - 1) / block), 1, 1},
+		BufferArg(bx), BufferArg(bh), I32Arg(int32(n))); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CopyOut[int32](bh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("bin %d: %d != %d", i, got[i], want[i])
+		}
+	}
+	bad, _ := NewBuilder("bad")
+	bad.Atomic(OpAdd, bad.ParamPtr("p", I32), 0, bad.ConstI32(1), 0)
+	if _, err := bad.Finish(); err == nil || !strings.Contains(err.Error(), "is not an atomic op") {
+		t.Fatalf("want an error naming the op, got %v", err)
+	}
+}

@@ -239,6 +239,12 @@ static inline metile_status go_metile_builder_store(char **err, metile_builder *
   return s;
 }
 
+static inline metile_status go_metile_builder_atomic(char **err, metile_builder * b, metile_op op, metile_value ptrs, metile_value cmp, metile_value value, metile_value mask, metile_value * out) {
+  metile_status s = metile_builder_atomic(b, op, ptrs, cmp, value, mask, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_builder_tile_load(char **err, metile_builder * b, metile_value ptr, metile_value row, metile_value col, metile_value stride, int64_t rows, int64_t cols, metile_value bound_rows, metile_value bound_cols, metile_value * out) {
   metile_status s = metile_builder_tile_load(b, ptr, row, col, stride, rows, cols, bound_rows, bound_cols, out);
   if (s != METILE_OK) *err = strdup(metile_last_error());

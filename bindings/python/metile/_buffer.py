@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _dlpack, _dtypes, _ffi
 from ._device import Device, get_device, open_device
-from ._errors import InvalidArgumentError, check, error_for
+from ._errors import InvalidArgumentError, UnsupportedError, check, error_for
 
 _BufPtr = ctypes.POINTER(_ffi.metile_buffer)
 
@@ -185,6 +185,11 @@ class Buffer:
     @property
     def __array_interface__(self):
         # Does not synchronize (numpy reads it implicitly); numpy() does.
+        if not self._ptr:
+            raise UnsupportedError(
+                f"this {self.device.name} buffer is device memory the host cannot address (a "
+                "DLPack import of device memory); read it through its producer, or copy it into "
+                "a metile.Buffer")
         return {"version": 3, "shape": self.shape, "typestr": self.dtype.str,
                 "data": (self._ptr, False), "strides": None}
 

@@ -105,6 +105,11 @@ ENUMS = {
         "METILE_OP_SIMD_BROADCAST": 103,
         "METILE_OP_BARRIER": 104,
         "METILE_OP_TILE_SWIZZLE": 110,
+        "METILE_OP_ATOMIC_ADD": 120,
+        "METILE_OP_ATOMIC_MAX": 121,
+        "METILE_OP_ATOMIC_MIN": 122,
+        "METILE_OP_ATOMIC_XCHG": 123,
+        "METILE_OP_ATOMIC_CAS": 124,
         "METILE_OP_FORCE32": 0x7fffffff,
     },
     "metile_param_access": {

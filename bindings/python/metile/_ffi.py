@@ -88,6 +88,7 @@ class metile_compile_options(Structure):
         ("no_cache", c_int32),
         ("check_bounds", c_int32),
         ("unchecked", c_int32),
+        ("no_fuse_reductions", c_int32),
     ]
 
 
@@ -189,6 +190,7 @@ FUNCTIONS = [
     ("metile_builder_ptr_offset", _st, [_bld, _val, _val, _P(_val)]),
     ("metile_builder_load", _st, [_bld, _val, _val, _val, _P(_val)]),
     ("metile_builder_store", _st, [_bld, _val, _val, _val]),
+    ("metile_builder_atomic", _st, [_bld, metile_op, _val, _val, _val, _val, _P(_val)]),
     ("metile_builder_tile_load", _st,
      [_bld, _val, _val, _val, _val, c_int64, c_int64, _val, _val, _P(_val)]),
     ("metile_builder_tile_store", _st, [_bld, _val, _val, _val, _val, _val, _val, _val]),

@@ -564,14 +564,6 @@ class tile_range:
         self.close([])
 
 
-class persistent_range(tile_range):
-    """`for pid in metile.persistent_range(total):` the grid-stride loop of a persistent
-    kernel: this program runs ids program_id(axis), + num_programs(axis), ... below `total`."""
-
-    def __init__(self, total, axis=0):
-        super().__init__(program_id(axis), total, num_programs(axis))
-
-
 # ------------------------------------------------------------------ Value's Python operators
 # Installed here, next to the ops they call, so the tracer (which defines Value) never imports
 # the language: the dependency runs _lang -> _trace only.
@@ -633,3 +625,11 @@ Value.__invert__ = lambda self: unary(_ffi.METILE_OP_NOT, self)
 Value.__abs__ = lambda self: absolute(self)
 Value.__getitem__ = _getitem
 Value.to = Value.astype = lambda self, dtype: cast(self, dtype)
+
+
+class persistent_range(tile_range):
+    """`for pid in metile.persistent_range(total):` the grid-stride loop of a persistent
+    kernel: this program runs ids program_id(axis), + num_programs(axis), ... below `total`."""
+
+    def __init__(self, total, axis=0):
+        super().__init__(program_id(axis), total, num_programs(axis))

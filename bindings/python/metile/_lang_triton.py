@@ -86,3 +86,52 @@ def argmin(x, axis=None):
     from ._lang import reduce_min
     return _arg_reduce(x, axis, lambda v, a: reduce_min(v, a if len(v.shape) == 2 else None),
                        "argmin")
+
+
+# ------------------------------------------------------------------------------------- atomics
+def _atomic(op, name, ptr, cmp, val, mask):
+    from . import _ffi, _lang
+    from ._trace import current
+    t = current()
+    p = _lang._pointer(ptr, name)
+
+    def operand(x):
+        x = _plain(x)
+        return x if isinstance(x, Value) else t.const(x, p.dtype)
+
+    c = operand(cmp).id if cmp is not None else 0
+    m = _lang._mask(mask)
+    return t.emit(_ffi.metile_builder_atomic, op, p.id, c, operand(val).id,
+                  m.id if m is not None else 0)
+
+
+def atomic_add(pointer, val, mask=None, sem=None, scope=None):
+    """Atomically adds `val` at each active lane's address; returns the old values (inactive
+    where masked off, like a load without `other`). `sem`/`scope` are accepted for Triton
+    compatibility (the order is relaxed)."""
+    from ._enums import METILE_OP_ATOMIC_ADD
+    return _atomic(METILE_OP_ATOMIC_ADD, "atomic_add", pointer, None, val, mask)
+
+
+def atomic_max(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic maximum (fmax on floats); returns the old values."""
+    from ._enums import METILE_OP_ATOMIC_MAX
+    return _atomic(METILE_OP_ATOMIC_MAX, "atomic_max", pointer, None, val, mask)
+
+
+def atomic_min(pointer, val, mask=None, sem=None, scope=None):
+    """Atomic minimum (fmin on floats); returns the old values."""
+    from ._enums import METILE_OP_ATOMIC_MIN
+    return _atomic(METILE_OP_ATOMIC_MIN, "atomic_min", pointer, None, val, mask)
+
+
+def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
+    """Atomically writes `val`; returns the old values."""
+    from ._enums import METILE_OP_ATOMIC_XCHG
+    return _atomic(METILE_OP_ATOMIC_XCHG, "atomic_xchg", pointer, None, val, mask)
+
+
+def atomic_cas(pointer, cmp, val, mask=None, sem=None, scope=None):
+    """Writes `val` where the stored value equals `cmp` (bitwise); returns the old values."""
+    from ._enums import METILE_OP_ATOMIC_CAS
+    return _atomic(METILE_OP_ATOMIC_CAS, "atomic_cas", pointer, cmp, val, mask)

@@ -140,7 +140,8 @@ def test_winner_persists_across_processes(device, tmp_path):
 def test_no_search_when_the_caller_gives_every_tuned_constexpr(device, capsys):
     tuned = make_tuned(CONFIGS)
     a, b, c = _problem(64)
-    chosen = tuned[grid](a, b, c, 64, 64, 64, BLOCK_M=16, BLOCK_N=32, BLOCK_K=8)
+    chosen = tuned[grid](a, b, c, 64, 64, 64, BLOCK_M=16, BLOCK_N=32, BLOCK_K=8,
+                         allow_tf32=False)
     assert chosen.kwargs == {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 8}
     assert capsys.readouterr().err == "" and tuned.last_timings == []
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

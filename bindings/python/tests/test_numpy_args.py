@@ -55,6 +55,8 @@ def test_shared_arrays_do_not_warn():
 
 
 def test_fresh_arrays_reuse_the_prepared_launch(device):
+    if device.name == "cuda":
+        pytest.skip("cuda copies numpy arguments in and out (with a warning): nothing to re-point")
     with metile.use_device(device):
         launcher = add_one[1]
         launcher._recent.clear()

@@ -457,6 +457,16 @@ impl Builder {
         check(unsafe { sys::metile_builder_store(self.raw, ptrs.0, value.0, opt(mask)) })
     }
 
+    /// An atomic read-modify-write (`op`: METILE_OP_ATOMIC_ADD, _MAX, _MIN, _XCHG, _CAS; `cmp`
+    /// only for _CAS); gives the old values, 0 where masked off.
+    pub fn atomic(&mut self, op: sys::metile_op, ptrs: Value, cmp: Option<Value>, value: Value,
+                  mask: Option<Value>) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe {
+            sys::metile_builder_atomic(raw, op, ptrs.0, opt(cmp), value.0, opt(mask), o)
+        })
+    }
+
     /// The `shape` tile at (row, col) of a row-major matrix with leading dimension `stride`;
     /// with `bounds` (rows, cols), elements outside read 0.
     pub fn tile_load(&mut self, ptr: Value, row: Value, col: Value, stride: Value, shape: [i64; 2],

@@ -99,6 +99,11 @@ pub const METILE_OP_SIMD_SHUFFLE_XOR: metile_op = 102;
 pub const METILE_OP_SIMD_BROADCAST: metile_op = 103;
 pub const METILE_OP_BARRIER: metile_op = 104;
 pub const METILE_OP_TILE_SWIZZLE: metile_op = 110;
+pub const METILE_OP_ATOMIC_ADD: metile_op = 120;
+pub const METILE_OP_ATOMIC_MAX: metile_op = 121;
+pub const METILE_OP_ATOMIC_MIN: metile_op = 122;
+pub const METILE_OP_ATOMIC_XCHG: metile_op = 123;
+pub const METILE_OP_ATOMIC_CAS: metile_op = 124;
 pub const METILE_OP_FORCE32: metile_op = 0x7fffffff;
 
 pub type metile_param_access = c_int;
@@ -164,6 +169,7 @@ pub struct metile_compile_options {
     pub no_cache: i32,
     pub check_bounds: i32,
     pub unchecked: i32,
+    pub no_fuse_reductions: i32,
 }
 
 #[repr(C)]
@@ -250,6 +256,7 @@ extern "C" {
     pub fn metile_builder_ptr_offset(b: *mut metile_builder, ptr: metile_value, offsets: metile_value, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_load(b: *mut metile_builder, ptrs: metile_value, mask: metile_value, other: metile_value, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_store(b: *mut metile_builder, ptrs: metile_value, value: metile_value, mask: metile_value) -> metile_status;
+    pub fn metile_builder_atomic(b: *mut metile_builder, op: metile_op, ptrs: metile_value, cmp: metile_value, value: metile_value, mask: metile_value, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_tile_load(b: *mut metile_builder, ptr: metile_value, row: metile_value, col: metile_value, stride: metile_value, rows: i64, cols: i64, bound_rows: metile_value, bound_cols: metile_value, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_tile_store(b: *mut metile_builder, ptr: metile_value, row: metile_value, col: metile_value, stride: metile_value, value: metile_value, bound_rows: metile_value, bound_cols: metile_value) -> metile_status;
     pub fn metile_builder_dot(b: *mut metile_builder, a: metile_value, bm: metile_value, acc: metile_value, out: *mut metile_value) -> metile_status;

@@ -259,3 +259,60 @@ fn prepared_launch_with_options_runs_again() -> Result<()> {
     assert!(!metile::cache::dir()?.is_empty());
     Ok(())
 }
+
+#[test]
+fn histogram_with_atomics() -> Result<()> {
+    // hist[x[i]] += 1 with every program contending, and the old values of a scalar counter.
+    const BLOCK: i64 = 128;
+    let n = 3000;
+    let mut b = Builder::new("histogram")?;
+    b.set_loc(file!(), line!() as i32)?;
+    let x = b.param_ptr("x", DType::I32)?;
+    let hist = b.param_ptr("hist", DType::I32)?;
+    let counter = b.param_ptr("counter", DType::I32)?;
+    let nv = b.param_scalar("n", DType::I32)?;
+    let pid = b.program_id(0)?;
+    let block = b.const_i32(BLOCK as i32)?;
+    let start = b.mul(pid, block)?;
+    let offs = b.arange(start, BLOCK)?;
+    let mask = b.lt(offs, nv)?;
+    let px = b.ptr_offset(x, offs)?;
+    let bins = b.load(px, Some(mask), None)?;
+    let ph = b.ptr_offset(hist, bins)?;
+    let one = b.const_i32(1)?;
+    b.atomic(metile::sys::METILE_OP_ATOMIC_ADD, ph, None, one, Some(mask))?;
+    let old = b.atomic(metile::sys::METILE_OP_ATOMIC_ADD, counter, None, one, None)?;
+    let slot = b.add(old, one)?;
+    let pc = b.ptr_offset(counter, slot)?;
+    b.store(pc, pid, None)?;
+    let program = b.finish()?;
+
+    let mut bad = Builder::new("bad")?;
+    let p = bad.param_ptr("p", DType::I32)?;
+    let v = bad.const_i32(1)?;
+    let err = bad.atomic(metile::sys::METILE_OP_ADD, p, None, v, None).unwrap_err();
+    assert!(err.message.contains("is not an atomic op"), "{}", err.message);
+
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &program)?;
+    let hx: Vec<i32> = (0..n).map(|i| ((i * 7919) % 64) as i32).collect();
+    let grid = ((n as i64 + BLOCK - 1) / BLOCK) as u32;
+    let bx = dev.buffer_from(&hx)?;
+    let mut bh = dev.buffer_from(&vec![0i32; 64])?;
+    let mut counts = vec![-1i32; 1 + grid as usize];
+    counts[0] = 0;
+    let mut bc = dev.buffer_from(&counts)?;
+    kernel.launch([grid, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bh), Arg::BufferMut(&mut bc), Arg::I32(n as i32)])?;
+    dev.synchronize()?;
+    let mut want = vec![0i32; 64];
+    for v in &hx {
+        want[*v as usize] += 1;
+    }
+    assert_eq!(bh.as_slice::<i32>(), &want[..]);
+    let c = bc.as_slice::<i32>();
+    assert_eq!(c[0], grid as i32);
+    let mut pids: Vec<i32> = c[1..].to_vec();
+    pids.sort();
+    assert_eq!(pids, (0..grid as i32).collect::<Vec<_>>());
+    Ok(())
+}

@@ -265,3 +265,55 @@ static inline void mt_dot_int(const T* __restrict a, const T* __restrict b, int3
         c[i * N + j] = (int32_t)((uint32_t)c[i * N + j] + av * (uint32_t)(int32_t)b[k * N + j]);
     }
 }
+
+// ---- atomics: mt_atomic_<op>_<dtype>(address, [cmp,] value) -> the old value ----------------
+// Programs run in parallel on a thread pool. Relaxed order, as on the GPUs; max/min on floats
+// are fmax/fmin and cas compares bits (as the interp does), so both loop on compare-exchange.
+#define MT_ATOMIC_INT(T, S)                                                                      \
+  MT_INLINE T mt_atomic_add_##S(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); } \
+  MT_INLINE T mt_atomic_xchg_##S(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); } \
+  MT_INLINE T mt_atomic_cas_##S(T* p, T cmp, T v) {                                              \
+    __atomic_compare_exchange_n(p, &cmp, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);              \
+    return cmp;                                                                                  \
+  }                                                                                              \
+  MT_INLINE T mt_atomic_max_##S(T* p, T v) {                                                     \
+    T o = __atomic_load_n(p, __ATOMIC_RELAXED);                                                  \
+    while (o < v && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { \
+    }                                                                                            \
+    return o;                                                                                    \
+  }                                                                                              \
+  MT_INLINE T mt_atomic_min_##S(T* p, T v) {                                                     \
+    T o = __atomic_load_n(p, __ATOMIC_RELAXED);                                                  \
+    while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { \
+    }                                                                                            \
+    return o;                                                                                    \
+  }
+MT_ATOMIC_INT(int32_t, i32)
+MT_ATOMIC_INT(uint32_t, u32)
+MT_ATOMIC_INT(int64_t, i64)
+#undef MT_ATOMIC_INT
+
+#define MT_ATOMIC_F32(NAME, EXPR)                                                                \
+  MT_INLINE float mt_atomic_##NAME##_f32(float* p, float v) {                                    \
+    uint32_t* bits = (uint32_t*)p;                                                               \
+    uint32_t o = __atomic_load_n(bits, __ATOMIC_RELAXED);                                        \
+    for (;;) {                                                                                   \
+      float old = mt_bits_f32(o);                                                                \
+      if (__atomic_compare_exchange_n(bits, &o, mt_f32_bits(EXPR), 1, __ATOMIC_RELAXED,          \
+                                      __ATOMIC_RELAXED))                                         \
+        return old;                                                                              \
+    }                                                                                            \
+  }
+MT_ATOMIC_F32(add, old + v)
+MT_ATOMIC_F32(max, mt_fmax(old, v))
+MT_ATOMIC_F32(min, mt_fmin(old, v))
+#undef MT_ATOMIC_F32
+MT_INLINE float mt_atomic_xchg_f32(float* p, float v) {
+  return mt_bits_f32(__atomic_exchange_n((uint32_t*)p, mt_f32_bits(v), __ATOMIC_RELAXED));
+}
+MT_INLINE float mt_atomic_cas_f32(float* p, float cmp, float v) {
+  uint32_t expected = mt_f32_bits(cmp);
+  __atomic_compare_exchange_n((uint32_t*)p, &expected, mt_f32_bits(v), 0, __ATOMIC_RELAXED,
+                              __ATOMIC_RELAXED);
+  return mt_bits_f32(expected);
+}

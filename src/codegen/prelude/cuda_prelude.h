@@ -111,3 +111,43 @@ MT_MMA(mt_mma_tf32, "m16n8k8", "tf32.tf32")
 MT_MMA(mt_mma_f16, "m16n8k16", "f16.f16")
 MT_MMA(mt_mma_bf16, "m16n8k16", "bf16.bf16")
 #undef MT_MMA
+
+// ---- atomics: mt_atomic_<op>(address, [cmp,] value) -> the old value ------------------------
+// 64-bit integers go through the unsigned long long forms (wrap-around add is the same bits);
+// f32 max/min follow mt_fmax/mt_fmin and f32 cas compares bits, all looping on atomicCAS.
+MT_FN int mt_atomic_add(int* p, int v) { return atomicAdd(p, v); }
+MT_FN uint mt_atomic_add(uint* p, uint v) { return atomicAdd(p, v); }
+MT_FN llong mt_atomic_add(llong* p, llong v) { return llong(atomicAdd((ullong*)p, ullong(v))); }
+MT_FN float mt_atomic_add(float* p, float v) { return atomicAdd(p, v); }
+MT_FN int mt_atomic_max(int* p, int v) { return atomicMax(p, v); }
+MT_FN uint mt_atomic_max(uint* p, uint v) { return atomicMax(p, v); }
+MT_FN llong mt_atomic_max(llong* p, llong v) { return atomicMax(p, v); }
+MT_FN int mt_atomic_min(int* p, int v) { return atomicMin(p, v); }
+MT_FN uint mt_atomic_min(uint* p, uint v) { return atomicMin(p, v); }
+MT_FN llong mt_atomic_min(llong* p, llong v) { return atomicMin(p, v); }
+MT_FN int mt_atomic_xchg(int* p, int v) { return atomicExch(p, v); }
+MT_FN uint mt_atomic_xchg(uint* p, uint v) { return atomicExch(p, v); }
+MT_FN llong mt_atomic_xchg(llong* p, llong v) { return llong(atomicExch((ullong*)p, ullong(v))); }
+MT_FN float mt_atomic_xchg(float* p, float v) { return atomicExch(p, v); }
+MT_FN int mt_atomic_cas(int* p, int c, int v) { return atomicCAS(p, c, v); }
+MT_FN uint mt_atomic_cas(uint* p, uint c, uint v) { return atomicCAS(p, c, v); }
+MT_FN llong mt_atomic_cas(llong* p, llong c, llong v) {
+  return llong(atomicCAS((ullong*)p, ullong(c), ullong(v)));
+}
+MT_FN float mt_atomic_cas(float* p, float c, float v) {
+  return __uint_as_float(atomicCAS((uint*)p, __float_as_uint(c), __float_as_uint(v)));
+}
+#define MT_ATOMIC_F32(NAME, EXPR)                                                                \
+  MT_FN float mt_atomic_##NAME(float* p, float v) {                                              \
+    uint* bits = (uint*)p;                                                                       \
+    uint seen = *(volatile uint*)bits, was;                                                      \
+    do {                                                                                         \
+      was = seen;                                                                                \
+      float old = __uint_as_float(was);                                                          \
+      seen = atomicCAS(bits, was, __float_as_uint(EXPR));                                        \
+    } while (seen != was);                                                                       \
+    return __uint_as_float(was);                                                                 \
+  }
+MT_ATOMIC_F32(max, mt_fmax(old, v))
+MT_ATOMIC_F32(min, mt_fmin(old, v))
+#undef MT_ATOMIC_F32

@@ -5,8 +5,8 @@
 //     by the runtime (runtime/hidden_args.cpp), described in TileHiddenArgs;
 //   - tile_load/tile_store without bounds get (extent // stride, stride), extent counted from the
 //     op's pointer (DESIGN.md §3); always, since it is semantics;
-//   - unless the device checks accesses itself (interp) or CompileOptions::unchecked: every load
-//     and store is masked by 0 <= offset < extent, so an out-of-range load reads 0 and an
+//   - unless the device checks accesses itself (interp) or CompileOptions::unchecked: every load,
+//     store and atomic is masked by 0 <= offset < extent, so an out-of-range load reads 0 and an
 //     out-of-range store is dropped, and tile accesses keep inside (extent // stride, stride);
 //     accesses to threadgroup memory whose offsets are provably in range keep no guard;
 //   - with CompileOptions::check_bounds (on a device that does not check itself) a hidden i32
@@ -232,7 +232,8 @@ void Bounds::access(Op& op) {
   const ValueId ptr = op.operands[0];
   const Prov pv = need_prov(op, ptr);
   const Shape s = p_.type(ptr).shape;
-  const size_t mask_i = is_load ? 1 : 2;
+  // Masks: load(ptr, mask), store(ptr, v, mask), atomics(ptr, v, mask), atomic_cas(ptr, c, v, mask).
+  const size_t mask_i = is_load ? 1 : op.kind == OpKind::ATOMIC_CAS ? 3 : 2;
   const bool has_mask = op.operands.size() > mask_i;
   ValueId inside = in_range(pv, s);
   if (inside == kNoValue) {
@@ -412,6 +413,11 @@ void Bounds::rewrite(Op& op) {
   switch (op.kind) {
     case OpKind::LOAD:
     case OpKind::STORE:
+    case OpKind::ATOMIC_ADD:
+    case OpKind::ATOMIC_MAX:
+    case OpKind::ATOMIC_MIN:
+    case OpKind::ATOMIC_XCHG:
+    case OpKind::ATOMIC_CAS:
       if (guard_ || report_) {
         access(op);
         return;

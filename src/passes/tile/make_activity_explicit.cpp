@@ -2,6 +2,7 @@
 // so that no backend implements a rule of its own. Needs: verified Tile IR. Guarantees: the same
 // program in which every value is fully active, with
 //   - load: the mask also covers lanes whose pointer (or mask) is inactive: they touch no memory;
+//   - atomics: masked like a store; the result is inactive where the mask is false;
 //   - store: the mask is the conjunction of the mask and the activity of pointer, value, mask and
 //     the enclosing region (a per-thread loop's lane activity);
 //   - reductions: inactive lanes replaced by the identity (0, -inf/min, +inf/max), so all-inactive
@@ -130,6 +131,7 @@ class Activity {
   void elementwise(Op& op);
   void load(Op& op, ValueId region_act);
   void store(Op& op, ValueId region_act);
+  void atomic(Op& op, ValueId region_act);
   void loop(Op& op, ValueId region_act);
 
   Program& p_;
@@ -167,6 +169,25 @@ void Activity::load(Op& op, ValueId region_act) {
                                               Type::tile(DType::boolean, s));
   }
   set_act(op.result(), result_act);
+  out_->push_back(std::move(op));
+}
+
+// An atomic writes like a store and gives old values like a load without `other`: its mask
+// covers every operand's activity and the region's, and its result is inactive where masked.
+void Activity::atomic(Op& op, ValueId region_act) {
+  const Shape s = p_.type(op.operands[0]).shape;
+  const size_t mask_i = op.kind == OpKind::ATOMIC_CAS ? 3 : 2;
+  const bool has_mask = op.operands.size() > mask_i;
+  ValueId mask = has_mask ? both(op.operands[mask_i], act_as(op.operands[mask_i], s)) : kNoValue;
+  for (size_t i = 0; i < mask_i; ++i) mask = both(mask, act_as(op.operands[i], s));
+  mask = both(mask, region_for(region_act, s));
+  if (mask != kNoValue) {
+    if (has_mask)
+      op.operands[mask_i] = mask;
+    else
+      op.operands.push_back(mask);
+  }
+  set_act(op.result(), mask);
   out_->push_back(std::move(op));
 }
 
@@ -291,6 +312,13 @@ void Activity::rewrite(Op& op, ValueId region_act) {
       return;
     case OpKind::STORE:
       store(op, region_act);
+      return;
+    case OpKind::ATOMIC_ADD:
+    case OpKind::ATOMIC_MAX:
+    case OpKind::ATOMIC_MIN:
+    case OpKind::ATOMIC_XCHG:
+    case OpKind::ATOMIC_CAS:
+      atomic(op, region_act);
       return;
     case OpKind::FOR:
       loop(op, region_act);

@@ -35,6 +35,9 @@ struct TilePassContext {
   /** The device reports bad accesses itself (interp): no guards, no error flag. */
   bool device_checks_accesses = false;
   TileHiddenArgs& hidden;
+  /** The device runs each program's tiles in order on one host thread (DeviceInfo): a tile
+   * reduction is a cheap loop there, while lane-wise work costs per element. */
+  bool whole_tiles_in_order = false;
 };
 
 using TilePassFn = void (*)(Program&, const TilePassContext&);

@@ -10,16 +10,18 @@
 namespace metile {
 
 TilePipelineResult run_tile_pipeline(const Program& program, const CompileOptions& options,
-                                     bool device_checks_accesses) {
+                                     bool device_checks_accesses, bool whole_tiles_in_order) {
   check_tile_pass_names(options.disabled_passes);
   auto out = std::make_shared<Program>(program);
   TilePipelineResult result;
-  TilePassContext ctx{options, device_checks_accesses, result.hidden};
+  TilePassContext ctx{options, device_checks_accesses, result.hidden, whole_tiles_in_order};
   auto run = [&](std::string_view name) {
     const auto& off = options.disabled_passes;
     if (std::find(off.begin(), off.end(), name) == off.end()) run_tile_pass(name, *out, ctx);
   };
   run("activity");  // semantics first: later passes see explicit selects and masks
+  // After activity: it merges loops whose inactive lanes are explicit selects.
+  if (options.fuse_reductions) run("fuse_reductions");
   run("bounds");    // after activity, whose masks and selects it guards as written
   // Backends run uniform loops only; the activity pass is what makes per-thread ones uniform.
   walk(out->body, [&](const Op& op) {

@@ -27,6 +27,7 @@ struct TilePipelineResult {
  * reports out-of-buffer accesses itself (interp).
  */
 TilePipelineResult run_tile_pipeline(const Program& program, const CompileOptions& options,
-                                     bool device_checks_accesses);
+                                     bool device_checks_accesses,
+                                     bool whole_tiles_in_order = false);
 
 }  // namespace metile

@@ -40,6 +40,7 @@ class CpuDevice : public Device {
                         std::to_string(host::ThreadPool::instance().concurrency()) + " threads)";
     info_.simd_width = 1;
     info_.max_threads_per_group = 4096;
+    info_.whole_tiles_in_order = true;
     info_.threadgroup_memory_bytes = host::kWorkerStackBytes / 2;
     info_.unified_memory = true;
     info_.asynchronous = false;

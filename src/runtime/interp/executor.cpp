@@ -28,6 +28,12 @@
 //   + argument offset, extending to the end of the buffer) and each shared() allocation.
 //   ptr_offset adds element offsets. Every access is bounds-checked; masked-off lanes never
 //   touch memory and a load gives `other` there (0 without one).
+// atomic_add/max/min/xchg(ptrs, v [, mask]) and atomic_cas(ptrs, cmp, v [, mask]): each active
+//   lane, in row-major order, reads its element, writes add (wrapping / f32), maximum or
+//   minimum (fmax/fmin), v, or (cas) v when the stored bits equal cmp's, and gives the old
+//   value; masked-off lanes give 0 (the activity pass has made them inactive; in a simdgroup_role, lanes outside it too, as for a store).
+//   Each element's update is atomic with respect to every other
+//   program instance (here: one lock per launch); the order between instances is unspecified.
 // tile_load(ptr, row, col, stride)[i][j] = ptr[(row+i)*stride + col + j]; with bounds (rows,
 //   cols), elements with !(0 <= row+i < rows && 0 <= col+j < cols) read 0 and are not
 //   accessed; tile_store skips them.
@@ -60,6 +66,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -94,6 +101,8 @@ struct LaunchState {
   Grid grid;
   std::vector<Region> regions;  // one per pointer parameter
   std::vector<std::pair<ValueId, Val>> params;
+  // Makes each atomic op of an instance one indivisible step (a pointer: the state is moved).
+  std::unique_ptr<std::mutex> atomics = std::make_unique<std::mutex>();
   // METILE_TIMEOUT_S: past this, every instance stops at its next check.
   double limit_s = 0;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
@@ -167,6 +176,7 @@ class Instance {
   Val broadcast(const Op& op);
   void load(const Op& op);
   void store(const Op& op);
+  void atomic(const Op& op);
   void tile_access(const Op& op);
   void shared(const Op& op);
   void dot(const Op& op);
@@ -229,6 +239,13 @@ void Instance::exec(const Op& op) {
       return;
     case OpKind::STORE:
       store(op);
+      return;
+    case OpKind::ATOMIC_ADD:
+    case OpKind::ATOMIC_MAX:
+    case OpKind::ATOMIC_MIN:
+    case OpKind::ATOMIC_XCHG:
+    case OpKind::ATOMIC_CAS:
+      atomic(op);
       return;
     case OpKind::TILE_LOAD:
     case OpKind::TILE_STORE:
@@ -367,6 +384,48 @@ void Instance::store(const Op& op) {
     if (mask && !at(*mask, i).i) continue;
     write_elem(address(region_at(ptr, i), at(ptr, i).i), pt.dtype, at(v, i));
   }
+}
+
+void Instance::atomic(const Op& op) {
+  const bool cas = op.kind == OpKind::ATOMIC_CAS;
+  const size_t value_i = cas ? 2 : 1;
+  const Val& ptr = val(op.operands[0]);
+  const Val& v = val(op.operands[value_i]);
+  const Val* cmp = cas ? &val(op.operands[1]) : nullptr;
+  const Val* mask = op.operands.size() > value_i + 1 ? &val(op.operands[value_i + 1]) : nullptr;
+  const DType d = type(op.operands[0]).dtype;
+  const size_t n = static_cast<size_t>(type(op.result()).shape.numel());
+  Val out;
+  out.e.assign(n, int_elem(0));
+  size_t lo = 0, hi = n;  // a role keeps its threads' lanes, as for stores
+  if (in_role_ && type(op.operands[0]).shape.rank == 1 && static_cast<int64_t>(n) == threads_) {
+    lo = static_cast<size_t>(role_lo_);
+    hi = static_cast<size_t>(role_hi_);
+  }
+  std::lock_guard<std::mutex> lock(*l_.atomics);
+  for (size_t i = lo; i < hi; ++i) {
+    if (mask && !at(*mask, i).i) continue;
+    uint8_t* addr = address(region_at(ptr, i), at(ptr, i).i);
+    const Elem old = read_elem(addr, d), x = at(v, i);
+    Elem now = x;
+    switch (op.kind) {
+      case OpKind::ATOMIC_ADD: now = binary_elem(OpKind::ADD, d, old, x); break;
+      case OpKind::ATOMIC_MAX: now = binary_elem(OpKind::MAXIMUM, d, old, x); break;
+      case OpKind::ATOMIC_MIN: now = binary_elem(OpKind::MINIMUM, d, old, x); break;
+      case OpKind::ATOMIC_CAS: {
+        // Bitwise, as the hardware compares: -0.0 differs from 0.0 and a NaN equals itself.
+        uint8_t expected[8] = {}, stored[8] = {};
+        write_elem(expected, d, at(*cmp, i));
+        write_elem(stored, d, old);
+        if (std::memcmp(expected, stored, dtype_size(d)) != 0) now = old;
+        break;
+      }
+      default: break;  // xchg writes x
+    }
+    write_elem(addr, d, now);
+    out.e[i] = old;
+  }
+  set(op, std::move(out));
 }
 
 void Instance::tile_access(const Op& op) {

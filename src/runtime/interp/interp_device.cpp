@@ -50,6 +50,7 @@ class InterpDevice final : public Device {
     info_.threadgroup_memory_bytes = interp::kThreadgroupMemoryBytes;
     info_.unified_memory = true;
     info_.checks_accesses = true;
+    info_.whole_tiles_in_order = true;
     info_.asynchronous = false;
   }
 

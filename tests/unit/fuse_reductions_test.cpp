@@ -1,0 +1,116 @@
+// The fuse_reductions Tile IR pass on IR text: which loop pairs merge, in which form, and which
+// stay as written. Results on every device, fused and not, against float64 numpy are in
+// bindings/python/tests/test_fuse_reductions.py.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "passes/tile/tile_pass.h"
+#include "runtime/device.h"
+
+namespace metile {
+namespace {
+
+// A max pass then a sum-of-exp pass in activity-explicit form; `term` is the second loop's
+// summand, computed from the load %24 and the max %14.
+std::string two_passes(const std::string& term) {
+  return R"(kernel @two_passes(%X: ptr<f32>, %Out: ptr<f32>, %N: i32) {
+  %0 = const {value = -1e+38} : f32
+  %1 = broadcast %0 : tile<32xf32>
+  %2 = const {value = 0} : i32
+  %3 = const {value = 32} : i32
+  %4 = for %5 = %2 to %N step %3 iter_args(%6 = %1) -> (tile<32xf32>) {
+    %7 = arange %2 {size = 32} : tile<32xi32>
+    %8 = add %5, %7 : tile<32xi32>
+    %9 = lt %8, %N : tile<32xbool>
+    %10 = ptr_offset %X, %8 : tile<32xptr<f32>>
+    %11 = load %10, %9 : tile<32xf32>
+    %12 = maximum %6, %11 : tile<32xf32>
+    %13 = select %9, %12, %6 : tile<32xf32>
+    yield %13
+  }
+  %14 = reduce_max %4 {axis = -1} : f32
+  %15 = const {value = 0.0} : f32
+  %16 = broadcast %15 : tile<32xf32>
+  %17 = for %18 = %2 to %N step %3 iter_args(%19 = %16) -> (tile<32xf32>) {
+    %20 = arange %2 {size = 32} : tile<32xi32>
+    %21 = add %18, %20 : tile<32xi32>
+    %22 = lt %21, %N : tile<32xbool>
+    %23 = ptr_offset %X, %21 : tile<32xptr<f32>>
+    %24 = load %23, %22 : tile<32xf32>
+)" + term + R"(
+    %27 = add %19, %26 : tile<32xf32>
+    %28 = select %22, %27, %19 : tile<32xf32>
+    yield %28
+  }
+  %29 = reduce_sum %17 {axis = -1} : f32
+  store %Out, %29
+}
+)";
+}
+
+const char* kRescalable = "    %25 = sub %24, %14 : tile<32xf32>\n    %26 = exp %25 : tile<32xf32>";
+
+std::string fused(const std::string& text, bool whole_tiles) {
+  Program p = parse(text);
+  CompileOptions o;
+  TileHiddenArgs hidden;
+  TilePassContext ctx{o, false, hidden, whole_tiles};
+  run_tile_pass("fuse_reductions", p, ctx);  // verifies the result
+  return print(p, false);
+}
+
+int loops(const std::string& text) {
+  int n = 0;
+  for (size_t at = text.find(" for "); at != std::string::npos; at = text.find(" for ", at + 1))
+    ++n;
+  return n;
+}
+
+TEST(FuseReductions, MaxThenSumOfExpBecomesOneOnlinePass) {
+  const std::string text = two_passes(kRescalable);
+  ASSERT_EQ(loops(print(parse(text), false)), 2);
+  const std::string lanes = fused(text, false);
+  EXPECT_EQ(loops(lanes), 1) << lanes;
+  EXPECT_EQ(lanes.find("load", lanes.find("load") + 1), std::string::npos)
+      << "the merged body reads X once: " << lanes;
+  // Lane-wise rescale: no reduction inside the loop.
+  const size_t body = lanes.find(" for "), end = lanes.find("yield");
+  EXPECT_EQ(lanes.substr(body, end - body).find("reduce_max"), std::string::npos) << lanes;
+  const std::string scalar = fused(text, true);
+  EXPECT_EQ(loops(scalar), 1) << scalar;
+  const size_t sbody = scalar.find(" for "), send = scalar.find("yield");
+  EXPECT_NE(scalar.substr(sbody, send - sbody).find("reduce_max"), std::string::npos)
+      << "one scalar running max per iteration: " << scalar;
+}
+
+TEST(FuseReductions, NonRescalableUsesOfTheMaxStayAsWritten) {
+  const std::string cases[] = {
+      // M - x: exponents >= 0, not E(e - M).
+      "    %25 = sub %14, %24 : tile<32xf32>\n    %26 = exp %25 : tile<32xf32>",
+      // exp(x) * M: M outside an exponent.
+      "    %25 = exp %24 : tile<32xf32>\n    %26 = mul %25, %14 : tile<32xf32>",
+      // exp(x - M) then log: not a bare exponential.
+      "    %25 = sub %24, %14 : tile<32xf32>\n    %26 = log %25 : tile<32xf32>",
+  };
+  for (const std::string& term : cases) {
+    const std::string text = two_passes(term);
+    EXPECT_EQ(fused(text, false), print(parse(text), false)) << term;
+    EXPECT_EQ(fused(text, true), print(parse(text), false)) << term;
+  }
+}
+
+TEST(FuseReductions, AnotherElementOrBoundsStayAsWritten) {
+  std::string other = two_passes(kRescalable);
+  // The second loop reads Out, not X: its exponents are not bounded by X's max.
+  const std::string from = "%23 = ptr_offset %X, %21";
+  other.replace(other.find(from), from.size(), "%23 = ptr_offset %Out, %21");
+  EXPECT_EQ(fused(other, false), print(parse(other), false));
+  std::string bounds = two_passes(kRescalable);
+  const std::string loop2 = "for %18 = %2 to %N step %3";
+  bounds.replace(bounds.find(loop2), loop2.size(), "for %18 = %3 to %N step %3");
+  EXPECT_EQ(fused(bounds, true), print(parse(bounds), false));
+}
+
+}  // namespace
+}  // namespace metile

@@ -22,14 +22,16 @@ HeldBuilder B(metile_builder* b, const char* fn) {
   return {std::move(h)};
 }
 
-Shape shape_of(int32_t rank, const int64_t* dims, const char* fn) {
+// threads_ok: a dimension may be -1, T (the SIMT thread count) while the builder has not fixed it.
+Shape shape_of(int32_t rank, const int64_t* dims, const char* fn, bool threads_ok = false) {
   if (rank < 0 || rank > 2) fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": rank must be 0, 1 or 2");
   if (rank > 0) METILE_CHECK_ARG(dims);
   Shape s;
   s.rank = rank;
   for (int i = 0; i < rank; ++i) {
-    if (dims[i] <= 0)
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": shape dimensions must be positive");
+    if (dims[i] <= 0 && !(threads_ok && dims[i] == kThreadsDim))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": shape dimensions must be positive",
+           threads_ok ? " (or -1 for the thread count T)" : "");
     s.dims[i] = dims[i];
   }
   return s;
@@ -139,7 +141,7 @@ METILE_API metile_status metile_builder_cast(metile_builder* b, metile_value x, 
 
 METILE_API metile_status metile_builder_broadcast(metile_builder* b, metile_value x, int32_t rank,
                                                   const int64_t* shape, metile_value* out) {
-  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->broadcast(x, shape_of(rank, shape, fn))); });
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->broadcast(x, shape_of(rank, shape, fn, true))); });
 }
 
 METILE_API metile_status metile_builder_reshape(metile_builder* b, metile_value x, int32_t rank,

@@ -418,7 +418,11 @@ METILE_API metile_status metile_builder_arange(metile_builder *b, metile_value s
                                                int64_t size, metile_value *out);
 METILE_API metile_status metile_builder_cast(metile_builder *b, metile_value x,
                                              metile_dtype dtype, metile_value *out);
-/** Broadcasts a scalar or a tile (along size-1 dimensions) to `shape`. */
+/**
+ * Broadcasts a scalar or a tile (along size-1 dimensions) to `shape`. A dimension of -1 is T, the
+ * SIMT thread count (the shape of THREAD_ID's result), fixed later by the kernel's arange sizes,
+ * metile_builder_set_num_threads or its BLOCK constexpr.
+ */
 METILE_API metile_status metile_builder_broadcast(metile_builder *b, metile_value x, int32_t rank,
                                                   const int64_t *shape, metile_value *out);
 /** Same elements, row-major order kept, new shape of the same element count. */

@@ -170,6 +170,8 @@ ValueId Builder::cast(ValueId x, DType dtype) {
 
 ValueId Builder::broadcast(ValueId x, Shape shape) {
   check_value(OpKind::BROADCAST, x, "the operand");
+  for (int i = 0; i < shape.rank; ++i)
+    if (shape.dims[i] == kThreadsDim && threads_ != 0) shape.dims[i] = threads_;
   if (type(x).shape == shape) return x;
   Type t = type(x).with_shape(shape);
   return emit1(OpKind::BROADCAST, {x}, {}, &t);
@@ -236,6 +238,19 @@ Shape Builder::broadcast_shape(OpKind kind, const std::vector<ValueId>& vs) cons
     out = r;
   }
   return out;
+}
+
+bool Builder::same_modulo_threads(const Type& a, const Type& b) {
+  if (a.with_shape({}) != b.with_shape({}) || a.shape.rank != b.shape.rank) return false;
+  for (int i = 0; i < a.shape.rank; ++i) {
+    int64_t da = a.shape.dims[i], db = b.shape.dims[i];
+    if (da == db) continue;
+    if (da != kThreadsDim && db != kThreadsDim) return false;
+    int64_t other = da == kThreadsDim ? db : da;
+    if (threads_ == 0 && !threads_fixed_) threads_ = other;  // as a T-tile meeting a size in an op
+    if (threads_ != other) return false;
+  }
+  return true;
 }
 
 ValueId Builder::to_dtype(ValueId v, DType d) { return type(v).dtype == d ? v : cast(v, d); }
@@ -478,7 +493,7 @@ std::vector<ValueId> Builder::for_end(const std::vector<ValueId>& yields) {
     if (type(y).dtype != want.dtype && !type(y).is_ptr && !want.is_ptr && type(y).shape == want.shape)
       bad(OpKind::FOR, "carried value ", i, " changes type from ", want.str(), " to ",
           type(y).str(), "; cast the init or the update");
-    if (type(y) != want)
+    if (!same_modulo_threads(type(y), want))
       bad(OpKind::FOR, "carried value ", i, " changes type from ", want.str(), " to ",
           type(y).str(), (want.is_scalar() && type(y).is_tile()) ? "; broadcast the init value" : "");
     ys.push_back(y);

@@ -81,6 +81,8 @@ class Builder {
   DType promote(ValueId x, ValueId y) const;
   Shape broadcast_shape(OpKind kind, const std::vector<ValueId>& vs) const;
   ValueId to_dtype(ValueId v, DType d);
+  /** Equal types where a T dimension equals a concrete size; the first such match fixes T. */
+  bool same_modulo_threads(const Type& a, const Type& b);
   ValueId to_shape(ValueId v, const Shape& s);
 
   Program p_;

@@ -376,6 +376,11 @@ TEST_F(BuilderErrors, UnknownValuesOpsAndDtypes) {
                          METILE_ERROR_INVALID_ARGUMENT, "positive"));
   EXPECT_TRUE(fails_with(metile_builder_broadcast(b_, a, 2, nullptr, &r),
                          METILE_ERROR_INVALID_ARGUMENT, "NULL"));
+  int64_t below_t[1] = {-2};  // -1 is T, the SIMT thread count; nothing else below 1
+  EXPECT_TRUE(fails_with(metile_builder_broadcast(b_, a, 1, below_t, &r),
+                         METILE_ERROR_INVALID_ARGUMENT, "thread count T"));
+  EXPECT_TRUE(fails_with(metile_builder_reshape(b_, a, 1, below_t, &r),
+                         METILE_ERROR_INVALID_ARGUMENT, "positive"));
 }
 
 TEST_F(BuilderErrors, BadAtomics) {

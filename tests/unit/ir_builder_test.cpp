@@ -57,5 +57,37 @@ TEST(Builder, ShapeMismatchNamesLocation) {
   }
 }
 
+// A value carried through a loop may meet T (the SIMT thread count, not fixed yet) on one side
+// and a concrete size on the other: the first such match fixes T, a second size is an error.
+TEST(Builder, LoopCarriedThreadTilesUnifyWithConcreteSizes) {
+  Builder b("k");
+  b.set_loc("k.py", 3);
+  ValueId n = b.param("N", Type::scalar(DType::i32));
+  ValueId init = b.broadcast(b.const_float(DType::f32, 0.0), Shape::of(kThreadsDim));
+  EXPECT_EQ(b.type(init).str(), "tile<Txf32>");
+  auto [iv, carried] = b.for_begin(b.const_int(DType::i32, 0), n, b.const_int(DType::i32, 1), {init});
+  ValueId y = b.binary(OpKind::ADD, carried[0], b.cast(b.arange(kNoValue, 64), DType::f32));
+  std::vector<ValueId> out = b.for_end({y});
+  EXPECT_EQ(b.type(b.simt(OpKind::THREAD_ID)).str(), "tile<64xi32>");  // T is fixed now
+  auto [iv2, c2] = b.for_begin(b.const_int(DType::i32, 0), n, b.const_int(DType::i32, 1), {out[0]});
+  try {
+    b.for_end({b.cast(b.arange(kNoValue, 32), DType::f32)});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("k.py:3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("changes type"), std::string::npos) << e.what();
+  }
+  (void)iv;
+  (void)iv2;
+  (void)c2;
+}
+
+TEST(Builder, BroadcastToThreadsUsesTheFixedCount) {
+  Builder b("k");
+  b.set_num_threads(128);
+  ValueId v = b.broadcast(b.const_float(DType::f32, 1.0), Shape::of(kThreadsDim));
+  EXPECT_EQ(b.type(v).str(), "tile<128xf32>");
+}
+
 }  // namespace
 }  // namespace metile

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "driver/compile.h"
 #include "kernels/dsl.h"
 #include "passes/tile/tile_pass.h"
 #include "passes/tile/tile_pipeline.h"
-#include "driver/compile.h"
 #include "support/error.h"
 
 namespace metile {

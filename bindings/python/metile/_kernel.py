@@ -339,8 +339,9 @@ class KernelFunction:
                 if "not in scope" in str(e):
                     raise InvalidProgramError(
                         f"{e}\n  (a variable assigned inside a metile.tile_range loop leaves the "
-                        "loop only when the loop is written in the kernel function itself and "
-                        "its source is available to inspect.getsource)") from None
+                        "loop only when the loop is written in the kernel function or in a "
+                        "function it calls by name, and its source is available to "
+                        "inspect.getsource)") from None
                 raise
             finally:
                 set_active(outer)

@@ -239,8 +239,12 @@ def reshape(x, shape) -> Value:
 
 def broadcast_to(x, shape) -> Value:
     """x (a scalar, or a tile with size-1 dimensions) broadcast to `shape`."""
+    return _broadcast(x, _shape(shape, "broadcast_to"))
+
+
+def _broadcast(x, dims: tuple[int, ...]) -> Value:
+    """broadcast_to without checking `dims`, which may hold -1: T, the SIMT thread count."""
     t = current()
-    dims = _shape(shape, "broadcast_to")
     x = t.literal(_plain(x))
     if x.shape == dims:
         return x

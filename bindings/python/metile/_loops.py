@@ -27,6 +27,8 @@ import ast
 import builtins
 import inspect
 import textwrap
+import types
+import weakref
 
 import numpy as np
 
@@ -67,6 +69,19 @@ def _stores(node) -> set[str]:
     return out
 
 
+def _mutated(stmts) -> set[str]:
+    """Names whose elements a statement list assigns (`acc[o] = ...`, `acc[o] += ...`)."""
+    out: set[str] = set()
+    for n in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+            base = n.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if isinstance(base, ast.Name):
+                out.add(base.id)
+    return out
+
+
 class _Liveness:
     """Backward liveness over a function body; records each tile_range loop's carried names."""
 
@@ -96,7 +111,7 @@ class _Liveness:
             tgt_loads = _loads(s.target)
             at_start, body_in = self._loop(s.body, targets, tgt_loads, after)
             if isinstance(s, ast.For) and self.is_tile_range(s):
-                assigned = _stores(s.body) - targets
+                assigned = (_stores(s.body) | _mutated(s.body)) - targets
                 self.carried[s] = sorted(assigned & (body_in | after))
             return at_start | after | _loads(s.iter)
         if isinstance(s, ast.While):
@@ -176,9 +191,17 @@ class _Rewriter(ast.NodeTransformer):
         var = f"__metile_l{idx}"
         assign_lines = {}
         for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names:
+            name = None
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                name = n.id
+            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+                base = n.value
+                while isinstance(base, ast.Subscript):
+                    base = base.value
+                name = base.id if isinstance(base, ast.Name) else None
+            if name in names:
                 line = getattr(n, "lineno", node.lineno)
-                assign_lines[n.id] = builtins.max(assign_lines.get(n.id, 0), line)
+                assign_lines[name] = builtins.max(assign_lines.get(name, 0), line)
         target = node.target.id if isinstance(node.target, ast.Name) else None
         self.infos.append({"line": node.lineno, "assign_lines": assign_lines, "target": target})
 
@@ -240,9 +263,42 @@ def _resolver(fn):
     return resolve
 
 
+_CALL = "__metile_call__"
+_helpers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _helper(f):
+    """A Python function the kernel calls, rewritten (once) when it holds tile_range loops, so
+    a loop written in a helper carries its variables as one written in the kernel does."""
+    if not isinstance(f, types.FunctionType):
+        return f
+    new = _helpers.get(f)
+    if new is None:
+        new = rewrite(f)[0]
+        _helpers[f] = new
+    return new
+
+
+class _WrapCalls(ast.NodeTransformer):
+    """`helper(...)` -> `__metile_call__(helper)(...)` for calls of the user's own functions."""
+
+    def __init__(self, is_helper):
+        self.is_helper = is_helper
+        self.count = 0
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if self.is_helper(node.func):
+            self.count += 1
+            node.func = ast.copy_location(ast.Call(func=ast.Name(id=_CALL, ctx=ast.Load()),
+                                                   args=[node.func], keywords=[]), node.func)
+        return node
+
+
 def rewrite(fn):
     """Returns (function to trace, loop infos). The function is `fn` itself when it has no
-    tile_range loop to rewrite or its source is unavailable."""
+    tile_range loop to rewrite, calls none of the user's functions, or its source is
+    unavailable."""
     try:
         src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
@@ -262,8 +318,15 @@ def rewrite(fn):
         f = resolve(it.func)  # tile_range or a form of it (persistent_range)
         return isinstance(f, type) and issubclass(f, _lang.tile_range)
 
+    def is_helper(expr):
+        f = resolve(expr)
+        return (isinstance(f, types.FunctionType) and f is not fn and
+                (f.__module__ or "").split(".")[0] != "metile")
+
     loops = [n for n in ast.walk(fdef) if isinstance(n, ast.For) and is_tile_range(n)]
-    if not loops:
+    wrap = _WrapCalls(is_helper)
+    fdef = wrap.visit(fdef)
+    if not loops and not wrap.count:
         return fn, []
     for loop in loops:
         if not isinstance(loop.target, ast.Name):
@@ -286,7 +349,7 @@ def rewrite(fn):
     freevars = list(fn.__code__.co_freevars)
     factory = ast.FunctionDef(
         name="__metile_factory__",
-        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in [_RT] + freevars],
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in [_RT, _CALL] + freevars],
                            vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
         body=[fdef, ast.Return(ast.Name(id=fdef.name, ctx=ast.Load()))],
         decorator_list=[], returns=None, type_comment=None)
@@ -302,7 +365,7 @@ def rewrite(fn):
         except ValueError:
             cells.append(None)
     new = ns["__metile_factory__"](lambda *a: LoopRuntime(*a, infos=infos, filename=filename),
-                                   *cells)
+                                   _helper, *cells)
     new.__defaults__ = fn.__defaults__
     new.__kwdefaults__ = fn.__kwdefaults__
     return new, infos
@@ -313,11 +376,64 @@ def _weak(v) -> bool:
     return isinstance(v, (int, float, bool, np.generic)) and not isinstance(v, Value)
 
 
-def _broadcast_shape(a, b):
-    try:
-        return tuple(np.broadcast_shapes(a, b))
-    except ValueError:
-        return None
+def _unify_shapes(a, b):
+    """numpy broadcasting of two shapes where -1 (T, the SIMT thread count not fixed yet) meets
+    any size; the builder checks T against the concrete size. None when they do not broadcast."""
+    n = builtins.max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        elif -1 in (x, y):
+            out.append(y if x == -1 else x)
+        else:
+            return None
+    return tuple(out)
+
+
+def _same_shape(a, b) -> bool:
+    return len(a) == len(b) and all(x == y or -1 in (x, y) for x, y in zip(a, b))
+
+
+def _leaves(v, path=()):
+    """(path, value) of the traced values and Python numbers in v and its nested lists/tuples:
+    what a loop carries for a name (a list's elements, as in `acc[o] = acc[o] + x`)."""
+    if isinstance(v, (list, tuple)):
+        for i, e in enumerate(v):
+            yield from _leaves(e, path + (i,))
+    elif isinstance(v, Value) or _weak(v):
+        yield path, v
+
+
+def _structure(v):
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_structure(e) for e in v))
+    return None
+
+
+def _replace(v, values, path=()):
+    """v with the leaves at `values`' paths replaced; lists are updated in place, so other
+    references to a carried list see the loop's values as Python's own loop would leave them."""
+    if isinstance(v, list):
+        for i, e in enumerate(v):
+            v[i] = _replace(e, values, path + (i,))
+        return v
+    if isinstance(v, tuple):
+        return tuple(_replace(e, values, path + (i,)) for i, e in enumerate(v))
+    return values.get(path, v)
+
+
+def _get(v, path):
+    for i in path:
+        v = v[i]
+    return v
+
+
+def _label(name, path) -> str:
+    return name + "".join(f"[{i}]" for i in path)
 
 
 class LoopRuntime:
@@ -336,8 +452,9 @@ class LoopRuntime:
         self.key = t.loop_index
         t.loop_index += 1
         loc = f"{filename}:{self.info['line']}"
-        # Per name: ("carry", weak) for traced values, ("pass", obj) for Python objects the
-        # loop cannot carry (lists, None, ...), ("poison", Poison) when unbound before the loop.
+        # Per name: ("carry", (object, [(path, weak), ...], structure)) for traced values and
+        # lists of them, ("pass", obj) for Python objects the loop cannot carry (None, a
+        # module, ...), and ("poison", Poison) when unbound before the loop.
         self.slots = []
         inits = []
         for n in names:
@@ -349,29 +466,36 @@ class LoopRuntime:
                     "has no value before the loop; give it an initial value before the loop "
                     "(e.g. 0.0 or metile.zeros(...))")))
                 continue
-            fix = t.fixups.get((self.key, n))
-            if isinstance(v, Value):
-                if fix is not None:
-                    v = _lang.cast(v, fix[0])
-                    v = _lang.broadcast_to(v, fix[1]) if fix[1] else v
-                weak = False
-            elif _weak(v):
-                if fix is not None:
-                    v = t.const(v.item() if isinstance(v, np.generic) else v, fix[0])
-                    v = _lang.broadcast_to(v, fix[1]) if fix[1] else v
-                else:
-                    v = t.literal(v)
-                weak = True
-            else:
+            leaves = list(_leaves(v))
+            if not leaves:
                 self.slots.append(("pass", v))
                 continue
-            self.slots.append(("carry", weak))
-            inits.append(v)
+            kinds = []
+            for path, leaf in leaves:
+                init, weak = self._init(_label(n, path), leaf)
+                kinds.append((path, weak))
+                inits.append(init)
+            self.slots.append(("carry", (v, kinds, _structure(v))))
         self.iv, carried = rng.open(inits)
         self.inits = carried
         it = iter(carried)
-        self.carried = tuple(next(it) if kind == "carry" else v for kind, v in self.slots)
+        self.carried = tuple(
+            _replace(extra[0], {path: next(it) for path, _ in extra[1]}) if kind == "carry"
+            else extra for kind, extra in self.slots)
         self.results = None
+
+    def _init(self, label, v):
+        t = self.trace
+        fix = t.fixups.get((self.key, label))
+        if isinstance(v, Value):
+            if fix is not None:
+                v = _lang.cast(v, fix[0])
+                v = _lang._broadcast(v, fix[1]) if fix[1] else v
+            return v, False
+        if fix is not None:
+            v = t.const(v.item() if isinstance(v, np.generic) else v, fix[0])
+            return (_lang._broadcast(v, fix[1]) if fix[1] else v), True
+        return t.literal(v), True
 
     def __iter__(self):
         yield self.iv
@@ -380,41 +504,59 @@ class LoopRuntime:
         yields = []
         it = iter(self.inits)
         for n, (kind, extra), y in zip(self.names, self.slots, values):
-            if kind == "carry":
-                yields.append(self._yield_value(n, next(it), extra, y))
+            if kind != "carry":
+                continue
+            obj, kinds, structure = extra
+            if kinds[0][0] and _structure(y) != structure:
+                line = self.info["assign_lines"].get(n, self.info["line"])
+                raise TracingError(
+                    f"{self.filename}:{line}: `{n}` is carried through the tile_range loop at "
+                    f"{self.filename}:{self.info['line']} as a {type(obj).__name__} of "
+                    f"{len(structure[1])} but the body changes its structure; a carried list "
+                    "keeps its length (assign its elements)")
+            for path, weak in kinds:
+                yields.append(self._yield_value(n, path, next(it), weak, _get(y, path)))
+        if any(v is None for v in yields):
+            raise Retrace()  # every changed type is recorded: one more trace settles them all
         out = iter(_lang.tile_range.close(yields))
-        self.results = tuple(next(out) if kind == "carry" else (y if kind == "pass" else extra)
-                             for (kind, extra), y in zip(self.slots, values))
+        results = []
+        for (kind, extra), y in zip(self.slots, values):
+            if kind == "carry":
+                results.append(_replace(y, {path: next(out) for path, _ in extra[1]}))
+            else:
+                results.append(y if kind == "pass" else extra)
+        self.results = tuple(results)
 
-    def _yield_value(self, name, init: Value, weak: bool, y):
+    def _yield_value(self, name, path, init: Value, weak: bool, y):
         t = self.trace
         line = self.info["assign_lines"].get(name, self.info["line"])
         where = f"{self.filename}:{line}"
         loop = f"the tile_range loop at {self.filename}:{self.info['line']}"
+        label = _label(name, path)
         if isinstance(y, Poison):
             y.fail()
         if _weak(y):
             c = t.const(y.item() if isinstance(y, np.generic) else y, init.dtype)
-            return _lang.broadcast_to(c, init.shape) if init.shape else c
+            return _lang._broadcast(c, init.shape) if init.shape else c
         if not isinstance(y, Value):
-            raise TracingError(f"{where}: `{name}` is carried through {loop} but the body leaves "
-                               f"it as a {type(y).__name__}, not a traced value")
-        if (y.dtype, y.shape, y.is_ptr) == (init.dtype, init.shape, init.is_ptr):
-            return y
-        shape = _broadcast_shape(init.shape, y.shape)
+            raise TracingError(f"{where}: `{label}` is carried through {loop} but the body "
+                               f"leaves it as a {type(y).__name__}, not a traced value")
+        if (y.dtype, y.is_ptr) == (init.dtype, init.is_ptr) and _same_shape(y.shape, init.shape):
+            return y  # a T dimension meeting a size: the builder checks it against T
+        shape = _unify_shapes(init.shape, y.shape)
         if y.is_ptr != init.is_ptr or shape is None or (not weak and y.dtype != init.dtype):
-            hint = (f"cast the update back (`{name} = (...).to(\"{init.dtype}\")`) or initialize "
-                    f"it as {y.dtype}" if y.dtype != init.dtype else
+            hint = (f"cast the update back (`{label} = (...).to(\"{init.dtype}\")`) or "
+                    f"initialize it as {y.dtype}" if y.dtype != init.dtype else
                     "a carried value must keep its shape")
-            raise TracingError(f"{where}: `{name}` enters {loop} as {init.type_str()} but the body "
-                               f"makes it {y.type_str()}; {hint}")
+            raise TracingError(f"{where}: `{label}` enters {loop} as {init.type_str()} but the "
+                               f"body makes it {y.type_str()}; {hint}")
         fix = (y.dtype if weak else init.dtype, shape)
-        key = (self.key, name)
+        key = (self.key, label)
         if t.fixups.get(key) == fix:
-            raise TracingError(f"{where}: the type of `{name}` in {loop} does not settle "
+            raise TracingError(f"{where}: the type of `{label}` in {loop} does not settle "
                                f"({init.type_str()} -> {y.type_str()})")
         t.fixups[key] = fix
-        raise Retrace()
+        return None
 
     @property
     def after_target(self):

@@ -238,9 +238,16 @@ def test_int_literal_init_becomes_a_float_tile(device):
 
 def _helper_loop(X, N, BLOCK):
     acc = metile.zeros(BLOCK)
-    for i in metile.tile_range(0, N, BLOCK):   # in a helper: not analysed, nothing is carried
-        acc = acc + metile.load(X + i + metile.arange(0, BLOCK))
+    for i in metile.tile_range(0, N, BLOCK):   # in a helper called by name: carried too
+        acc = acc + _inner_helper(X, i, BLOCK)
     return acc
+
+
+def _inner_helper(X, i, BLOCK):
+    parts = [0.0, 0.0]
+    for j in metile.tile_range(i, i + BLOCK, BLOCK // 2):
+        parts[0] += metile.sum(metile.load(X + j + metile.arange(0, BLOCK // 2)))
+    return metile.load(X + i + metile.arange(0, BLOCK)) + parts[0] * 0.0 + parts[1]
 
 
 @metile.kernel
@@ -248,8 +255,67 @@ def uses_helper(X, Out, N, BLOCK: metile.constexpr):
     metile.store(Out + metile.arange(0, BLOCK), _helper_loop(X, N, BLOCK))
 
 
-def test_loops_in_helpers_explain_the_limit(device):
+def test_loops_in_helpers_carry_their_variables(device):
+    x = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    uses_helper[(1,)](x, out, 64, BLOCK=16)
+    np.testing.assert_allclose(out, x.astype(np.float64).reshape(4, 16).sum(0), rtol=1e-6,
+                               atol=1e-6)
+
+
+HELPERS = {"loop": _helper_loop}
+
+
+@metile.kernel
+def uses_helper_through_a_dict(X, Out, N, BLOCK: metile.constexpr):
+    metile.store(Out + metile.arange(0, BLOCK), HELPERS["loop"](X, N, BLOCK))
+
+
+def test_loops_in_unresolvable_helpers_explain_the_limit(device):
     x = np.zeros(64, np.float32)
     with pytest.raises(metile.InvalidProgramError) as e:
-        uses_helper[(1,)](x, x, 64, BLOCK=16)
-    assert "not in scope" in str(e.value) and "kernel function itself" in str(e.value)
+        uses_helper_through_a_dict[(1,)](x, x, 64, BLOCK=16)
+    assert "not in scope" in str(e.value) and "calls by name" in str(e.value)
+
+
+@metile.kernel
+def list_accumulators(X, Out, N, PARTS: metile.constexpr, BLOCK: metile.constexpr):
+    # Element o of a Python list is carried: a scalar literal, a traced scalar and a tile.
+    acc = [0.0, metile.scalar(0.0), metile.zeros(BLOCK)]
+    count = [0]
+    for i in metile.tile_range(0, N, BLOCK):
+        offs = i + metile.arange(0, BLOCK)
+        x = metile.load(X + offs, mask=offs < N)
+        for o in range(PARTS):
+            acc[o] = acc[o] + x * (o + 1)
+        count[0] += 1
+    metile.store(Out + metile.arange(0, BLOCK), acc[0] + acc[1] + acc[2])
+    metile.store(Out + BLOCK, count[0].to("f32"))
+
+
+@pytest.mark.parametrize("n", [0, 5, 100])
+def test_list_elements_are_carried(device, n):
+    x = np.random.default_rng(n).standard_normal(max(n, 1)).astype(np.float32)
+    out = np.zeros(17, np.float32)
+    list_accumulators[(1,)](x, out, n, PARTS=3, BLOCK=16)
+    xs = np.zeros(-(-n // 16) * 16)
+    xs[:n] = x[:n]
+    np.testing.assert_allclose(out[:16], 6 * xs.reshape(-1, 16).sum(0) if n else 0, rtol=1e-5,
+                               atol=1e-5)
+    assert out[16] == -(-n // 16)
+
+
+@metile.kernel
+def list_grows(X, Out, N, BLOCK: metile.constexpr):
+    acc = [metile.zeros(BLOCK)]
+    for i in metile.tile_range(0, N, BLOCK):
+        acc[0] = acc[0] + metile.load(X + i + metile.arange(0, BLOCK))
+        acc.append(acc[0])
+    metile.store(Out + metile.arange(0, BLOCK), acc[0])
+
+
+def test_a_carried_list_keeps_its_length(device):
+    x = np.zeros(64, np.float32)
+    with pytest.raises(metile.TracingError, match="keeps its length") as e:
+        list_grows[(1,)](x, x, 64, BLOCK=16)
+    assert f"{HERE}:" in str(e.value)

@@ -287,6 +287,38 @@ def affine_qmv(X, W, Scales, Biases, Out, K, N, GROUP_SIZE: metile.constexpr,
         metile.store(Out + first + o, metile.simd_sum(acc[o]), mask=lane == 0)
 
 
+def _qmv_accumulate(X, W, Scales, Biases, K, row, col0, lane, GROUP_SIZE, BITS, PER_SG):
+    # The original keeps the packed-word loop in a helper the kernel calls: the loop's
+    # carried list lives in the helper's frame.
+    per_word = 32 // BITS
+    words = K // per_word
+    acc = [metile.scalar(0.0) for _ in range(PER_SG)]
+    for w in metile.tile_range(lane, words, 32):
+        xs = [metile.load(X + row * K + w * per_word + e) for e in range(per_word)]
+        for o in range(PER_SG):
+            col = col0 + o
+            packed = metile.load(W + col * words + w)
+            g = col * (K // GROUP_SIZE) + w // (GROUP_SIZE // per_word)
+            s = metile.load(Scales + g)
+            b = metile.load(Biases + g)
+            for e in range(per_word):
+                q = metile.cast((packed >> (e * BITS)) & ((1 << BITS) - 1), "f32")
+                acc[o] += xs[e] * (q * s + b)
+    return acc
+
+
+@metile.kernel
+def affine_qmv_helper(X, W, Scales, Biases, Out, K, N, GROUP_SIZE: metile.constexpr,
+                      BITS: metile.constexpr, BLOCK: metile.constexpr, PER_SG: metile.constexpr):
+    thread = metile.thread_id()
+    lane = thread % 32
+    first = metile.program_id(0) * (BLOCK // 32) * PER_SG + (thread // 32) * PER_SG
+    acc = _qmv_accumulate(X, W, Scales, Biases, K, first // N, first % N, lane, GROUP_SIZE,
+                          BITS, PER_SG)
+    for o in range(PER_SG):
+        metile.store(Out + first + o, metile.simd_sum(acc[o]), mask=lane == 0)
+
+
 @metile.kernel
 def flash_attention_rows(Q, K, V, Out, Q_LEN, K_LEN, scale, D: metile.constexpr,
                          Q_HEADS: metile.constexpr, KV_HEADS: metile.constexpr,

@@ -1,8 +1,8 @@
 """The original meTile's kernel families (orig_kernels.py), run unchanged on ragged shapes and
 compared with float64 numpy references: on interp and cpu for all of them, on metal-sim for
-those without `dot`. The kernels with per-thread tile_range bounds are marked xfail: the loops
-themselves work (test_activity.py), but these kernels carry list elements (`acc[o]`) and
-scalars that become T-element tiles through the loop, which the tracer does not settle yet."""
+those without `dot`. The attention, decode and quantized matvec kernels loop with per-thread
+tile_range bounds and carry list elements (`acc[o]`) and scalars that become T-element tiles;
+affine_qmv_helper keeps its loop in a helper function, as the original does."""
 
 import os
 import sys
@@ -16,9 +16,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import orig_kernels as K  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-NEEDS_THREAD_LOOPS = pytest.mark.xfail(
-    reason="loop-carried list elements and scalars that become T-tiles (tracer), issue 13",
-    strict=False)
 
 
 @pytest.fixture
@@ -176,7 +173,6 @@ def _attention_ref(q, k, v, q_heads, kv_heads, scale):
     return out
 
 
-@NEEDS_THREAD_LOOPS
 @pytest.mark.parametrize("n,block", [(37, 64), (5, 128)])
 def test_decode_attention(dev, n, block):
     d, q_heads, kv_heads, batch = 64, 4, 2, 2
@@ -218,9 +214,9 @@ def test_fft_matches_numpy(dev, log_n, batch):
                                atol=tol * np.abs(ref).max())
 
 
-@NEEDS_THREAD_LOOPS
-@pytest.mark.parametrize("bits,rows,n,k", [(4, 1, 16, 256), (8, 2, 8, 128)])
-def test_affine_qmv(dev, bits, rows, n, k):
+@pytest.mark.parametrize("kernel", ["affine_qmv", "affine_qmv_helper"])
+@pytest.mark.parametrize("bits,rows,n,k", [(4, 1, 16, 256), (8, 2, 8, 128), (4, 2, 6, 96)])
+def test_affine_qmv(dev, kernel, bits, rows, n, k):
     group, block, per_sg = 32, 64, 2
     r = rng(bits * 100 + n)
     per_word = 32 // bits
@@ -234,14 +230,13 @@ def test_affine_qmv(dev, bits, rows, n, k):
     x = r.standard_normal((rows, k)).astype(np.float32)
     out = np.zeros(rows * n, np.float32)
     programs = rows * n // ((block // 32) * per_sg)
-    K.affine_qmv[(programs,)](x, w, scales, biases, out, k, n, GROUP_SIZE=group, BITS=bits,
-                              BLOCK=block, PER_SG=per_sg)
+    getattr(K, kernel)[(programs,)](x, w, scales, biases, out, k, n, GROUP_SIZE=group,
+                                    BITS=bits, BLOCK=block, PER_SG=per_sg)
     deq = q * np.repeat(scales, group, 1).astype(np.float64) + np.repeat(biases, group, 1)
     np.testing.assert_allclose(out.reshape(rows, n), x.astype(np.float64) @ deq.T, rtol=1e-4,
                                atol=1e-3)
 
 
-@NEEDS_THREAD_LOOPS
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_rows(dev, causal):
     d, q_heads, kv_heads, q_len, k_len, block = 32, 2, 1, 3, 11, 64
@@ -285,7 +280,6 @@ def test_decode_attention_merge(dev, num_blocks, block):
     np.testing.assert_allclose(out, ref, rtol=3e-5, atol=1e-5)
 
 
-@NEEDS_THREAD_LOOPS
 @pytest.mark.parametrize("n,tokens_per_block", [(45, 16), (64, 64)])
 def test_decode_attention_split_and_merge(dev, n, tokens_per_block):
     d, q_heads, kv_heads, batch, block = 64, 2, 1, 1, 64

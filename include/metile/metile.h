@@ -627,8 +627,9 @@ METILE_API void metile_compile_options_init(metile_compile_options *options);
  * per tile, 2^20 ops per kernel and 64 nested regions; on metal-sim at most 1024 elements of a
  * tile per thread (tiles of about 2^20 elements at 1024 threads), and one thread's stack frames
  * at most 64 MiB (METILE_ERROR_COMPILE). A `for` whose step is the constant 0 does not verify;
- * a step that is 0 at run time is METILE_ERROR_DEVICE naming the loop on interp and cpu, and
- * runs no iteration on metal-sim, metal and cuda (GPU code has no error channel).
+ * a step that is 0 at run time is METILE_ERROR_DEVICE naming the loop on every device (on
+ * metal-sim, metal and cuda the loop runs no iteration and the launch then reports it through
+ * a hidden error flag, so a kernel with a run-time step synchronizes after each launch there).
  */
 METILE_API metile_status metile_kernel_compile(metile_kernel **out, metile_device *device,
                                                const metile_program *program,

@@ -47,9 +47,8 @@ struct Hidden {
     std::memcpy(&site, flag->contents(), sizeof site);
     if (site <= 0) return;
     const size_t k = static_cast<size_t>(site - 1);
-    fail(METILE_ERROR_DEVICE, "bounds",
-         k < args.sites.size() ? args.sites[k] : std::string("an access"),
-         ": an access outside its buffer in kernel ", lowered->name, " (check_bounds)");
+    fail(METILE_ERROR_DEVICE, "launch", "kernel ", lowered->name, ": ",
+         k < args.sites.size() ? args.sites[k] : std::string("an access outside its buffer"));
   }
 };
 

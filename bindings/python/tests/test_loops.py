@@ -319,3 +319,26 @@ def test_a_carried_list_keeps_its_length(device):
     with pytest.raises(metile.TracingError, match="keeps its length") as e:
         list_grows[(1,)](x, x, 64, BLOCK=16)
     assert f"{HERE}:" in str(e.value)
+
+
+@metile.kernel
+def count_steps(Out, A, B, S):
+    c = 0.0
+    for _ in metile.tile_range(A, B, S):
+        c = c + 1.0
+    metile.store(Out, c)
+
+
+def test_runtime_zero_step_is_an_error_on_every_device(device):
+    """A step of 0 at run time is the same DEVICE error naming the loop on every device (interp
+    and cpu report it as they run; GPU devices through the hidden error flag)."""
+    with metile.use_device(device):
+        out = metile.Buffer.zeros((1,))
+        count_steps[(1,)](out, 0, 10, 3)
+        assert out.numpy()[0] == 4
+        for start in (0, 20):
+            with pytest.raises(metile.DeviceError, match="step"):
+                count_steps[(1,)](out, start, 10, 0)
+                metile.synchronize()
+        count_steps[(1,)](out, 10, 0, -2)          # still runs correctly afterwards
+        assert out.numpy()[0] == 5

@@ -218,7 +218,8 @@ void Bounds::report(ValueId active, ValueId inside, const Op& op) {
   else
     outside = emit(OpKind::CAST, {outside}, Type::scalar(DType::i32));
   const ValueId any = bool_op(OpKind::NE, outside, constant(DType::i32, 0));
-  ctx_.hidden.sites.push_back(cat(p_.where(op.loc), op_name(op.kind)));
+  ctx_.hidden.sites.push_back(
+      cat(p_.where(op.loc), op_name(op.kind), ": an access outside its buffer (check_bounds)"));
   const ValueId site = constant(DType::i32, static_cast<int64_t>(ctx_.hidden.sites.size()));
   Op st;
   st.kind = OpKind::STORE;

@@ -20,8 +20,9 @@ struct CompileOptions;
  * The hidden parameters the passes appended after the user's, in this order: one i64 extent per
  * entry of `extent_of` (the index of the pointer parameter it measures: elements from the
  * argument's offset to the end of its buffer), then, when `error_flag`, a pointer to one i32
- * that the kernel sets to a site number (1-based index into `sites`, "file:line: op") when an
- * access falls outside its buffer. runtime/hidden_args.cpp passes them.
+ * that the kernel sets to a site number (1-based index into `sites`, each "file:line: op: what
+ * went wrong") when an access falls outside its buffer (check_bounds) or a loop's step is 0 at
+ * run time (loop_steps). runtime/hidden_args.cpp passes them.
  */
 struct TileHiddenArgs {
   std::vector<size_t> extent_of;

@@ -1,0 +1,113 @@
+// loop_steps: a tile_range whose step is 0 at run time is an error on every device.
+// Needs: verified Tile IR after the bounds pass. Guarantees:
+//   - on devices that run tiles in order on the host (interp, cpu: they report a zero step
+//     themselves, with its source line) nothing changes;
+//   - elsewhere (metal-sim, metal, cuda, whose loops run no iteration for a zero step) every
+//     tile_range whose step is not a constant first stores its site number into the hidden
+//     error flag when the step is 0; the runtime then fails the launch with METILE_ERROR_DEVICE
+//     naming the loop's source line (runtime/hidden_args.cpp). The flag is the bounds pass's
+//     when it made one, else a new last hidden parameter (TileHiddenArgs). A constant step of 0
+//     never gets here: the builder and the verifier reject it.
+#include <unordered_set>
+
+#include "ir/walk.h"
+
+#include "passes/tile/tile_pass.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+class LoopSteps {
+ public:
+  LoopSteps(Program& p, const TilePassContext& ctx) : p_(p), ctx_(ctx) {}
+
+  void run() {
+    walk(p_.body, [&](const Op& op) {
+      if (op.kind == OpKind::CONST)
+        for (ValueId r : op.results) constants_.insert(r);
+    });
+    block(p_.body);
+  }
+
+ private:
+  bool needs_check(const Op& op) const {
+    return op.kind == OpKind::FOR && !constants_.count(op.operands[2]) &&
+           p_.type(op.operands[2]).is_scalar();
+  }
+
+  ValueId flag() {
+    if (flag_ != kNoValue) return flag_;
+    if (ctx_.hidden.error_flag) {
+      flag_ = p_.params.back().value;  // the bounds pass appended it last
+      return flag_;
+    }
+    std::string name = "loop_error";
+    for (bool taken = true; taken;) {
+      taken = false;
+      for (const Param& prm : p_.params)
+        if (prm.name == name) { name += "_"; taken = true; }
+    }
+    flag_ = p_.new_value(Type::ptr(DType::i32));
+    p_.params.push_back({name, flag_});
+    ctx_.hidden.error_flag = true;
+    return flag_;
+  }
+
+  ValueId emit(std::vector<Op>& out, OpKind k, std::vector<ValueId> operands, Type t,
+               const Loc& loc, std::vector<Attr> attrs = {}) {
+    ValueId r = p_.new_value(t);
+    Op op;
+    op.kind = k;
+    op.operands = std::move(operands);
+    op.results = {r};
+    op.attrs = std::move(attrs);
+    op.loc = loc;
+    out.push_back(std::move(op));
+    return r;
+  }
+
+  void check_step(std::vector<Op>& out, const Op& loop) {
+    const ValueId step = loop.operands[2];
+    const DType d = p_.type(step).dtype;
+    const ValueId zero = emit(out, OpKind::CONST, {}, Type::scalar(d), loop.loc,
+                              {Attr{"value", int64_t{0}}});
+    const ValueId is_zero = emit(out, OpKind::EQ, {step, zero}, Type::scalar(DType::boolean),
+                                 loop.loc);
+    ctx_.hidden.sites.push_back(
+        cat(p_.where(loop.loc), "for: the step is 0 at run time (the loop would never end)"));
+    const ValueId site = emit(out, OpKind::CONST, {}, Type::scalar(DType::i32), loop.loc,
+                              {Attr{"value", static_cast<int64_t>(ctx_.hidden.sites.size())}});
+    Op st;
+    st.kind = OpKind::STORE;
+    st.operands = {flag(), site, is_zero};
+    st.loc = loop.loc;
+    out.push_back(std::move(st));
+  }
+
+  void block(Block& b) {
+    std::vector<Op> out;
+    out.reserve(b.ops.size());
+    for (Op& op : b.ops) {
+      for (Block& r : op.regions) block(r);
+      if (needs_check(op)) check_step(out, op);
+      out.push_back(std::move(op));
+    }
+    b.ops = std::move(out);
+  }
+
+  Program& p_;
+  const TilePassContext& ctx_;
+  std::unordered_set<ValueId> constants_;
+  ValueId flag_ = kNoValue;
+};
+
+}  // namespace
+
+void check_loop_steps(Program& program, const TilePassContext& ctx) {
+  if (ctx.whole_tiles_in_order || ctx.device_checks_accesses) return;
+  LoopSteps(program, ctx).run();
+}
+
+}  // namespace metile

@@ -257,7 +257,10 @@ def _dlpack_capsule(obj, dev):
     """obj.__dlpack__ asked, as the protocol says, for the newest ABI metile reads and for the
     producer to order its work before `dev`'s stream (older producers take fewer keywords)."""
     kwargs = {}
-    if dev.asynchronous:
+    # A stream only means something for CUDA memory (numpy, for one, refuses any but None).
+    producer = getattr(obj, "__dlpack_device__", None)
+    on_cuda = producer is not None and producer()[0] in (_dlpack.KDL_CUDA, _dlpack.KDL_CUDA_MANAGED)
+    if dev.asynchronous and on_cuda:
         stream = ctypes.c_uint64()
         check(_ffi.metile_device_stream(dev._handle, ctypes.byref(stream)), "from_dlpack")
         kwargs["stream"] = stream.value or 1  # 0 would mean "no stream given" to DLPack

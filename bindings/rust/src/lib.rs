@@ -740,17 +740,35 @@ pub struct CompileOptions {
     pub opt_level: i32,
     /// Bypass the compile cache (memory and disk) for this kernel.
     pub no_cache: bool,
+    /// A launch that accesses memory outside a buffer fails, naming the op's source line.
+    pub check_bounds: bool,
+    /// No bounds guards (an access outside its buffer is undefined behaviour).
+    pub unchecked: bool,
+    /// Merge consecutive reduction loops over the same rows (online softmax); default on.
+    pub fuse_reductions: bool,
 }
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        let mut o = sys::metile_compile_options { struct_size: 0, num_threads: 0, allow_tf32: 0, opt_level: 0, no_cache: 0 };
+        let mut o = sys::metile_compile_options {
+            struct_size: 0,
+            num_threads: 0,
+            allow_tf32: 0,
+            opt_level: 0,
+            no_cache: 0,
+            check_bounds: 0,
+            unchecked: 0,
+            no_fuse_reductions: 0,
+        };
         unsafe { sys::metile_compile_options_init(&mut o) };
         CompileOptions {
             num_threads: o.num_threads,
             allow_tf32: if o.allow_tf32 < 0 { None } else { Some(o.allow_tf32 != 0) },
             opt_level: o.opt_level,
             no_cache: o.no_cache != 0,
+            check_bounds: o.check_bounds != 0,
+            unchecked: o.unchecked != 0,
+            fuse_reductions: o.no_fuse_reductions == 0,
         }
     }
 }
@@ -763,6 +781,9 @@ impl CompileOptions {
             allow_tf32: self.allow_tf32.map_or(-1, i32::from),
             opt_level: self.opt_level,
             no_cache: i32::from(self.no_cache),
+            check_bounds: i32::from(self.check_bounds),
+            unchecked: i32::from(self.unchecked),
+            no_fuse_reductions: i32::from(!self.fuse_reductions),
         }
     }
 }

@@ -13,7 +13,19 @@ namespace {
 
 using namespace metile_capi_test;
 
-const char* const kDevices[] = {"interp", "cpu", "metal-sim"};
+// Every device here, plus cuda where a GPU is present (the GPU machine's runs).
+const std::vector<const char*>& devices() {
+  static const std::vector<const char*> list = [] {
+    std::vector<const char*> l = {"interp", "cpu", "metal-sim"};
+    metile_device* d = nullptr;
+    if (metile_device_open(&d, "cuda") == METILE_OK) {
+      metile_device_release(d);
+      l.push_back("cuda");
+    }
+    return l;
+  }();
+  return list;
+}
 
 // A device with one kernel compiled from `p`, and helpers to run it over f32 buffers.
 struct DeviceRun {
@@ -100,7 +112,7 @@ TEST(Robust, I64BoundComparesInI64OnEveryDevice) {
   // numpy: an i64 scalar meeting an i32 array compares in i64, so 2^31 and 2^32 + 5 are above
   // every offset (narrowing gave 0 and 5 elements).
   const int64_t bounds[] = {5, 256, 1000, int64_t{1} << 31, (int64_t{1} << 32) + 5, -1};
-  for (const char* device : kDevices) {
+  for (const char* device : devices()) {
     DeviceRun r(device, p);
     ASSERT_NE(r.k, nullptr);
     for (int64_t n : bounds) {
@@ -147,7 +159,7 @@ TEST(Robust, IntegerLiteralsKeepTheTileType) {
 
 TEST(Robust, GridProductOverflowIsAnErrorOnEveryDevice) {
   metile_program* p = build_masked_i64_bound();
-  for (const char* device : kDevices) {
+  for (const char* device : devices()) {
     DeviceRun r(device, p);
     ASSERT_NE(r.k, nullptr);
     metile_arg out = r.buffer(256);
@@ -207,7 +219,7 @@ const char* const kCountLoop =
 TEST(Robust, RuntimeZeroStep) {
   metile_program* p = parse(kCountLoop);
   ASSERT_NE(p, nullptr);
-  for (const char* device : kDevices) {
+  for (const char* device : devices()) {
     DeviceRun r(device, p);
     ASSERT_NE(r.k, nullptr);
     metile_arg out = r.buffer(1);
@@ -297,7 +309,7 @@ TEST(Robust, TenThousandOpChainCompilesAndRunsOnEveryDevice) {
   const int steps = 5000;
   metile_program* p = build_chain(steps);
   ASSERT_NE(p, nullptr);
-  for (const char* device : kDevices) {
+  for (const char* device : devices()) {
     DeviceRun r(device, p);
     ASSERT_NE(r.k, nullptr);
     metile_arg x = r.buffer(256), y = r.buffer(256);
@@ -340,7 +352,10 @@ TEST(Robust, TileOf2To24ElementsRunsOrIsRefusedClearly) {
                      "}\n";
   metile_program* p = parse(text);
   ASSERT_NE(p, nullptr);
-  for (const char* device : kDevices) {
+  for (const char* device : devices()) {
+    // Known gap (issue 12): cuda has no up-front per-thread limit yet; NVRTC takes about a
+    // minute on this kernel and the launch then fails with CUDA_ERROR_INVALID_VALUE.
+    if (std::string(device) == "cuda") continue;
     if (std::string(device) == "metal-sim") {
       // Past metal-sim's per-thread register limit: a clear error before any compiler runs.
       metile_device* dev = nullptr;

@@ -125,6 +125,13 @@ step_diff_fuzz() {
   mkdir -p "$build/diff_findings" &&
     "$build/tests/fuzz/diff_fuzz" --seed "$seed" --seconds "${METILE_DIFF_SECONDS:-90}" \
       --save "$build/diff_findings"
+  # Exploration from a time-based seed: its findings are printed and saved for triage, not a
+  # failure (a red CI must mean a regression); the seeded ctest diff_fuzz_seeded is the gate.
+  # METILE_DIFF_STRICT=1 makes findings fail the step.
+  local rc=$?
+  [ "${METILE_DIFF_STRICT:-0}" = 1 ] && return $rc
+  [ $rc -ne 0 ] && echo "diff-fuzz: findings saved under $build/diff_findings (not fatal)"
+  return 0
 }
 
 # ThreadSanitizer on the tests that run threads (metal-sim's fibers are left out: TSan does not

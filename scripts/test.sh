@@ -177,6 +177,7 @@ STEPS=(
 
 declare -A result
 summary=()
+logs=$(mktemp -d)
 failed=0
 start_all=$SECONDS
 for line in "${STEPS[@]}"; do
@@ -189,7 +190,8 @@ for line in "${STEPS[@]}"; do
   echo
   echo "==> [$name]"
   t0=$SECONDS
-  if "$fn"; then
+  "$fn" 2>&1 | tee "$logs/$name.log"
+  if [ "${PIPESTATUS[0]}" -eq 0 ]; then
     result[$name]=ok
   else
     result[$name]=failed
@@ -197,6 +199,16 @@ for line in "${STEPS[@]}"; do
   fi
   summary+=("$name: ${result[$name]} ($((SECONDS - t0)) s)")
 done
+
+# A CI report may keep only the end of a long log: repeat what each failed step printed last.
+for line in "${STEPS[@]}"; do
+  read -r name _ <<<"$line"
+  [ "${result[$name]}" = failed ] || continue
+  echo
+  echo "==> [$name] failed; its last 80 lines:"
+  tail -n 80 "$logs/$name.log"
+done
+rm -rf "$logs"
 
 echo
 echo "==> summary"

@@ -8,6 +8,7 @@ Run everything with:  /usr/bin/python3 -m pytest bindings/python/tests -q
 import os
 import sys
 import tempfile
+import zlib
 
 import pytest
 
@@ -34,6 +35,15 @@ if os.environ.get("METILE_METAL_FRAMEWORK"):
 def pytest_generate_tests(metafunc):
     if "device" in metafunc.fixturenames:
         metafunc.parametrize("device", KNOWN_DEVICES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_numpy(request):
+    """Every test draws the same random inputs on every run (a failure reproduces); set
+    METILE_TEST_SEED to draw other ones."""
+    import numpy as np
+    base = int(os.environ.get("METILE_TEST_SEED", "0"))
+    np.random.seed((base + zlib.crc32(request.node.nodeid.encode())) % 2**32)
 
 
 @pytest.fixture

@@ -37,6 +37,12 @@ struct GpuTarget {
   int simd_width = 32;
   int max_threads = 1024;
   uint64_t threadgroup_memory_bytes = 32768;
+  /**
+   * Elements of one tile value a thread may hold (its share, kept in registers or an unrolled
+   * array). Past this the compilers take minutes and the kernel spills or fails at launch (a
+   * 2^24-element tile over 1024 threads needs 16384), so lowering refuses such tiles up front.
+   */
+  int64_t max_elements_per_thread = 1024;
   /** Widest single memory access per thread, in bytes (16: float4). */
   int vector_bytes = 16;
   /**

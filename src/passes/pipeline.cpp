@@ -12,6 +12,12 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   GpuPipelineResult out;
   out.function = lower_to_gpu(program, target, {options.num_threads, device, options.allow_tf32 != 0});
   gpu::Function& f = out.function;
+  for (ValueId v = 1; v < f.values.size(); ++v)
+    if (f.regs(v) > target.max_elements_per_thread)
+      fail(METILE_ERROR_UNSUPPORTED, "lower", program.name, ": a tile needs ", f.regs(v),
+           " elements per thread over ", f.threads, " threads; ", device, " holds at most ",
+           target.max_elements_per_thread, " (about ", target.max_elements_per_thread * f.threads,
+           "-element tiles): use smaller tiles");
   out.gpu_ir = gpu::print(f);
   PassContext ctx{target};
   if (options.opt_level > 0) {

@@ -132,6 +132,48 @@ TEST(Robust, I64BoundComparesInI64OnEveryDevice) {
   metile_program_release(p);
 }
 
+// Float -> integer casts truncate toward zero and saturate at the type's range, NaN giving 0,
+// on every device (interp included: it used to report them as undefined).
+TEST(Robust, FloatToIntegerCastsSaturateOnEveryDevice) {
+  const float in[8] = {NAN, 3e9f, -3e9f, 256.0f, -1.5f, 2.9f, INFINITY, -INFINITY};
+  struct Case {
+    const char* dtype;
+    int64_t want[8];
+  };
+  const Case cases[] = {
+      {"i32", {0, 2147483647, -2147483648LL, 256, -1, 2, 2147483647, -2147483648LL}},
+      {"u32", {0, 3000000000LL, 0, 256, 0, 2, 4294967295LL, 0}},
+      {"i8", {0, 127, -128, 127, -1, 2, 127, -128}},
+      {"u8", {0, 255, 0, 255, 0, 2, 255, 0}},
+  };
+  for (const Case& c : cases) {
+    const std::string d = c.dtype;
+    metile_program* p = parse(
+        "kernel @sat(%X: ptr<f32>, %Out: ptr<i64>) {\n"
+        "  %z = const {value = 0} : i32\n"
+        "  %o = arange %z {size = 8} : tile<8xi32>\n"
+        "  %px = ptr_offset %X, %o : tile<8xptr<f32>>\n"
+        "  %x = load %px : tile<8xf32>\n"
+        "  %c = cast %x : tile<8x" + d + ">\n"
+        "  %w = cast %c : tile<8xi64>\n"
+        "  %po = ptr_offset %Out, %o : tile<8xptr<i64>>\n"
+        "  store %po, %w\n"
+        "}\n");
+    ASSERT_NE(p, nullptr);
+    for (const char* device : devices()) {
+      DeviceRun r(device, p);
+      ASSERT_NE(r.k, nullptr);
+      metile_arg x = r.buffer(8), out = r.buffer(16);
+      std::memcpy(DeviceRun::data(x), in, sizeof in);
+      ASSERT_EQ(r.launch({x, out}), METILE_OK) << device << ": " << metile_last_error();
+      const auto* got = reinterpret_cast<const int64_t*>(DeviceRun::data(out));
+      for (int i = 0; i < 8; ++i)
+        EXPECT_EQ(got[i], c.want[i]) << device << " " << d << " from " << in[i];
+    }
+    metile_program_release(p);
+  }
+}
+
 TEST(Robust, IntegerLiteralsKeepTheTileType) {
   // A constant that fits stays weak (x + 1 on an i8 tile is i8); a runtime i64 widens.
   metile_builder* b = nullptr;
@@ -353,16 +395,15 @@ TEST(Robust, TileOf2To24ElementsRunsOrIsRefusedClearly) {
   metile_program* p = parse(text);
   ASSERT_NE(p, nullptr);
   for (const char* device : devices()) {
-    // Known gap (issue 12): cuda has no up-front per-thread limit yet; NVRTC takes about a
-    // minute on this kernel and the launch then fails with CUDA_ERROR_INVALID_VALUE.
-    if (std::string(device) == "cuda") continue;
-    if (std::string(device) == "metal-sim") {
-      // Past metal-sim's per-thread register limit: a clear error before any compiler runs.
+    if (std::string(device) != "interp" && std::string(device) != "cpu") {
+      // GPU devices: past the per-thread element limit (GpuTarget), a clear error before any
+      // compiler runs.
       metile_device* dev = nullptr;
       metile_kernel* k = nullptr;
       ASSERT_EQ(metile_device_open(&dev, device), METILE_OK);
       EXPECT_TRUE(fails_with(metile_kernel_compile(&k, dev, p, nullptr), METILE_ERROR_UNSUPPORTED,
-                             "elements per thread"));
+                             "elements per thread"))
+          << device;
       metile_device_release(dev);
       continue;
     }

@@ -73,6 +73,19 @@ TEST(GpuLower, ThreadCountHeuristicAndOption) {
   EXPECT_TRUE(has(e.what(), "2048 threads per threadgroup exceed the limit of 1024")) << e.what();
 }
 
+TEST(GpuLower, TilesPastThePerThreadLimitAreRefusedOnEveryTarget) {
+  // vector_add(2^18) over 256 threads: 1024 elements per thread, the limit, lowers; twice that
+  // is refused before any compiler would spend minutes on it.
+  const Program fits = kernels::vector_add(1 << 18), big = kernels::vector_add(1 << 19);
+  for (const GpuTarget* t : {&apple_gpu_target(), &nvidia_gpu_target()}) {
+    EXPECT_NO_THROW(run_gpu_pipeline(fits, *t, {}, t->name));
+    Error e = error_of([&] { run_gpu_pipeline(big, *t, {}, t->name); });
+    EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED) << t->name;
+    EXPECT_TRUE(has(e.what(), "a tile needs 2048 elements per thread over 256 threads; " +
+                                  t->name + " holds at most 1024")) << e.what();
+  }
+}
+
 TEST(GpuLower, SimtKernelsUseTheIdentityLayout) {
   gpu::Function f = lower(kernels::fft(64));
   std::string text = gpu::print(f);
@@ -293,9 +306,13 @@ TEST(GpuLower, DotStagingFitsTheLimit) {
   EXPECT_EQ(count(r.gpu_ir, " mma "), 1);
   EXPECT_EQ(nvidia_gpu_target("sm_90").threadgroup_memory_bytes, 227u * 1024);
   EXPECT_EQ(nvidia_gpu_target("sm_80").threadgroup_memory_bytes, 163u * 1024);
+  // Enough threads that the accumulator fits each thread (256 elements), so the threadgroup
+  // memory limit is what refuses it.
   g.block_m = g.block_n = 512;
   g.block_k = 8;
-  Error e = error_of([&] { run_gpu_pipeline(kernels::gemm(g), apple_gpu_target(), {}, "metal-sim"); });
+  CompileOptions wide;
+  wide.num_threads = 1024;
+  Error e = error_of([&] { run_gpu_pipeline(kernels::gemm(g), apple_gpu_target(), wide, "metal-sim"); });
   EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
   EXPECT_TRUE(has(e.what(), "matmul needs 41088 bytes of threadgroup memory; metal-sim allows 32768"))
       << e.what();

@@ -126,27 +126,6 @@ TEST(InterpErrors, UndefinedIntegerArithmeticIsReported) {
                   "shr: shift count -1 is outside [0, 64) for i64"));
 }
 
-std::string cast_fault(float v, DType to) {
-  Builder b("cast_fault");
-  ValueId out = b.param("Out", Type::ptr(to));
-  ValueId x = b.param("X", Type::scalar(DType::f32));
-  b.set_loc("cast.py", 2);
-  b.store(out, b.cast(x, to), kNoValue);
-  std::vector<int64_t> o(1);
-  Launch l(b.finish());
-  l.buffer(o).f32(v);
-  EXPECT_EQ(l.run(), METILE_ERROR_DEVICE);
-  return l.error();
-}
-
-TEST(InterpErrors, UndefinedCastsAreReported) {
-  EXPECT_TRUE(has(cast_fault(NAN, DType::i32), "cast.py:2: cast: NaN cannot be converted to i32"))
-      << cast_fault(NAN, DType::i32);
-  EXPECT_TRUE(has(cast_fault(3e9f, DType::i32), "cast: f32 value 3e+09 is out of range for i32"));
-  EXPECT_TRUE(has(cast_fault(-1.0f, DType::u32), "is out of range for u32"));
-  EXPECT_TRUE(has(cast_fault(256.0f, DType::u8), "is out of range for u8"));
-}
-
 TEST(InterpErrors, LoopStepZeroIsReported) {
   Builder b("loop0");
   ValueId step = b.param("S", Type::scalar(DType::i32));

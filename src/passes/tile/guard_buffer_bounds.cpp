@@ -27,9 +27,14 @@ namespace metile {
 
 namespace {
 
+// Where a pointer points: its buffer and the element offset from the argument. A tile of
+// pointers `p + lanes`, with p's offset a scalar and `lanes` a signed integer tile of at most 32
+// bits (the common `X + row * stride + cols`), keeps the two apart so that its guard compares the
+// narrow lanes with two bounds computed once per access, rather than widening every lane to i64.
 struct Prov {
   int base = -1;               // index into Bounds::bases_
   ValueId offset = kNoValue;   // i64 element offset (scalar or tile); none = 0
+  ValueId lanes = kNoValue;    // when set: offset is `offset + i64(lanes)`, offset scalar or none
 };
 
 struct Range {
@@ -101,8 +106,18 @@ class Bounds {
     const Shape s = p_.type(a).is_tile() ? p_.type(a).shape : p_.type(b).shape;
     return emit(k, {a, b}, Type::tile(DType::boolean, s));
   }
+  // The i64 offset of `pv` (a split offset is added up here, at the point of use).
+  ValueId offset_of(const Prov& pv) {
+    if (pv.lanes == kNoValue) return pv.offset;
+    const Type wide = p_.type(pv.lanes).with_dtype(DType::i64);
+    const ValueId lanes = emit(OpKind::CAST, {pv.lanes}, wide);
+    return pv.offset == kNoValue ? lanes : emit(OpKind::ADD, {pv.offset, lanes}, wide);
+  }
+  static bool narrow_lanes(const Type& t) {
+    return t.is_tile() && is_int(t.dtype) && is_signed(t.dtype) && dtype_size(t.dtype) <= 4;
+  }
   ValueId offset_or_zero(const Prov& pv, const Shape& s) {
-    if (pv.offset != kNoValue) return pv.offset;
+    if (pv.lanes != kNoValue || pv.offset != kNoValue) return offset_of(pv);
     ValueId z = constant(DType::i64, 0);
     return s.rank ? emit(OpKind::BROADCAST, {z}, Type::tile(DType::i64, s)) : z;
   }
@@ -146,6 +161,7 @@ class Bounds {
   void loop(Op& op);
   // The lanes of an access of `shape` at `pv` inside their buffer; kNoValue when provably all.
   ValueId in_range(const Prov& pv, const Shape& shape);
+  ValueId lanes_in_range(const Prov& pv);
   void report(ValueId active, ValueId inside, const Op& op);
 
   Program& p_;
@@ -201,10 +217,40 @@ ValueId Bounds::in_range(const Prov& pv, const Shape& shape) {
     std::optional<Range> r = pv.offset == kNoValue ? Range{0, 0} : range(pv.offset);
     if (r && r->lo >= 0 && r->hi < *base.known) return kNoValue;
   }
+  if (pv.lanes != kNoValue) return lanes_in_range(pv);
   const ValueId off = offset_or_zero(pv, shape);
   const ValueId lo = bool_op(OpKind::GE, off, constant(DType::i64, 0));
   const ValueId hi = bool_op(OpKind::LT, off, base.extent);
   return bool_op(OpKind::BITAND, lo, hi);
+}
+
+ValueId Bounds::lanes_in_range(const Prov& pv) {
+  // offset + lane in [0, extent)  <=>  lane in [-offset, extent - 1 - offset]: two scalar bounds,
+  // clamped into the lanes' type; an empty interval becomes (max, min), which no lane satisfies.
+  const DType d = p_.type(pv.lanes).dtype;
+  const int bits = static_cast<int>(dtype_size(d)) * 8;
+  const int64_t dmax = (int64_t{1} << (bits - 1)) - 1, dmin = -dmax - 1;
+  const Type i64 = Type::scalar(DType::i64);
+  const ValueId extent = bases_[static_cast<size_t>(pv.base)].extent;
+  ValueId lo = constant(DType::i64, 0);
+  ValueId hi = emit(OpKind::SUB, {extent, constant(DType::i64, 1)}, i64);
+  if (pv.offset != kNoValue) {
+    lo = emit(OpKind::SUB, {lo, pv.offset}, i64);
+    hi = emit(OpKind::SUB, {hi, pv.offset}, i64);
+  }
+  const ValueId big = constant(DType::i64, dmax), small = constant(DType::i64, dmin);
+  ValueId empty = bool_op(OpKind::GT, lo, hi);
+  empty = bool_op(OpKind::BITOR, empty, bool_op(OpKind::GT, lo, big));
+  empty = bool_op(OpKind::BITOR, empty, bool_op(OpKind::LT, hi, small));
+  auto clamp = [&](ValueId v) {
+    v = emit(OpKind::MINIMUM, {emit(OpKind::MAXIMUM, {v, small}, i64), big}, i64);
+    return emit(OpKind::CAST, {v}, Type::scalar(d));
+  };
+  const Type nt = Type::scalar(d);
+  lo = emit(OpKind::SELECT, {empty, constant(d, dmax), clamp(lo)}, nt);
+  hi = emit(OpKind::SELECT, {empty, constant(d, dmin), clamp(hi)}, nt);
+  return bool_op(OpKind::BITAND, bool_op(OpKind::GE, pv.lanes, lo),
+                 bool_op(OpKind::LE, pv.lanes, hi));
 }
 
 void Bounds::report(ValueId active, ValueId inside, const Op& op) {
@@ -283,8 +329,8 @@ void Bounds::tile_access(Op& op) {
   // The matrix the buffer holds from this pointer: (extent - offset) // stride rows of stride.
   const Base& base = bases_[static_cast<size_t>(pv.base)];
   ValueId avail = base.extent;
-  if (pv.offset != kNoValue)
-    avail = emit(OpKind::SUB, {avail, pv.offset}, Type::scalar(DType::i64));
+  if (pv.offset != kNoValue || pv.lanes != kNoValue)
+    avail = emit(OpKind::SUB, {avail, offset_of(pv)}, Type::scalar(DType::i64));
   const ValueId stride = to_i64(op.operands[3]);
   const ValueId zero = constant(DType::i64, 0), one = constant(DType::i64, 1);
   const ValueId positive = bool_op(OpKind::GT, stride, zero);
@@ -323,9 +369,18 @@ void Bounds::pointer_op(Op& op) {
       const Prov* pv = prov(op.operands[0]);
       if (pv == nullptr) break;
       const Prov base = *pv;
-      ValueId off = to_i64(op.operands[1]);
-      if (base.offset != kNoValue)
-        off = emit(OpKind::ADD, {base.offset, off}, Type::tile(DType::i64, s));
+      const ValueId raw = op.operands[1];
+      const Type rt = p_.type(raw);
+      if (narrow_lanes(rt) && rt.shape == s && base.lanes == kNoValue &&
+          (base.offset == kNoValue || !p_.type(base.offset).is_tile()) &&
+          !bases_[static_cast<size_t>(base.base)].known) {
+        out_->push_back(std::move(op));
+        prov_[r] = {base.base, base.offset, raw};
+        return;
+      }
+      ValueId off = to_i64(raw);
+      if (base.offset != kNoValue || base.lanes != kNoValue)
+        off = emit(OpKind::ADD, {offset_of(base), off}, Type::tile(DType::i64, s));
       else if (p_.type(off).shape != s)
         off = like(OpKind::BROADCAST, off, s);
       out_->push_back(std::move(op));
@@ -339,7 +394,10 @@ void Bounds::pointer_op(Op& op) {
       const Prov base = *pv;
       const OpKind k = op.kind;
       out_->push_back(std::move(op));
-      prov_[r] = {base.base, base.offset == kNoValue ? kNoValue : like(k, base.offset, s)};
+      if (base.lanes != kNoValue)
+        prov_[r] = {base.base, base.offset, like(k, base.lanes, s)};
+      else
+        prov_[r] = {base.base, base.offset == kNoValue ? kNoValue : like(k, base.offset, s)};
       return;
     }
     case OpKind::SELECT: {

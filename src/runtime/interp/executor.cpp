@@ -13,13 +13,14 @@
 //   rsqrt = 1/sqrt; shr is arithmetic on signed and logical on unsigned types; not is bitwise,
 //   logical on bool. Comparisons give bool; NaN compares unequal to everything.
 // Casts. Float to float rounds; integer to float converts to f32 (nearest) then rounds to the
-//   storage type; float to integer truncates toward zero; integer to integer wraps; to bool is
-//   x != 0; bool to a number is 0 or 1. A float constant is rounded to f32, then to its dtype;
+//   storage type; float to integer truncates toward zero and saturates at the type's range (NaN
+//   gives 0), as on every device; integer to integer wraps; to bool is x != 0; bool to a number
+//   is 0 or 1. A float constant is rounded to f32, then to its dtype;
 //   an integer constant wraps to its dtype.
 // Device errors (METILE_ERROR_DEVICE, naming the op, its source location and the program id;
 //   these are undefined behaviour on real hardware and the interp is the checker): integer
-//   div/floordiv/mod by zero, shift counts outside [0, bits), float-to-integer casts of NaN or
-//   of values out of range, unmasked memory access outside its buffer, a loop step of 0,
+//   div/floordiv/mod by zero, shift counts outside [0, bits), unmasked memory access outside its
+//   buffer, a loop step of 0,
 //   simd_shuffle_xor masks / simd_broadcast lanes outside [0, 32) or reaching a thread >= T,
 //   simdgroup_role ranges past the threadgroup, tile_swizzle ids outside the grid.
 // broadcast follows numpy (trailing dims aligned, size-1 dims stretch); reshape keeps row-major

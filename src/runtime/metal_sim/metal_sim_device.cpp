@@ -100,22 +100,8 @@ class MetalSimDevice final : public Device {
 
   std::string cache_identity() const override { return identity_; }
 
-  // Each thread holds its share of a tile in registers (an unrolled array); past this many,
-  // clang takes minutes to compile the kernel and the fiber stacks grow large, so such tiles are
-  // refused up front (a 2^24-element arange over 1024 threads would need 16384).
-  static constexpr int64_t kMaxRegistersPerThread = 1024;
-  static void check_registers(const Program& program, const gpu::Function& f) {
-    for (ValueId v = 1; v < f.values.size(); ++v)
-      if (f.regs(v) > kMaxRegistersPerThread)
-        fail(METILE_ERROR_UNSUPPORTED, "metal-sim", program.name, ": a tile needs ", f.regs(v),
-             " elements per thread over ", f.threads, " threads; metal-sim holds at most ",
-             kMaxRegistersPerThread, " (about ", kMaxRegistersPerThread * f.threads,
-             "-element tiles): use smaller tiles");
-  }
-
   Artifact build(const Program& program, const CompileOptions& options) override {
     GpuPipelineResult gpu = run_gpu_pipeline(program, apple_gpu_target(), options, "metal-sim");
-    check_registers(program, gpu.function);
     MslKernel msl = emit_msl(gpu.function);
     Artifact a = metal_sim::make_msl_artifact(std::move(msl.source), msl.signature, msl.threads_per_group);
     a.sources["gpu_ir"] = std::move(gpu.gpu_ir);

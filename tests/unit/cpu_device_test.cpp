@@ -126,7 +126,7 @@ TEST(CpuDevice, CompilerDiagnosticsReachTheMessage) {
 TEST(CpuDevice, MissingCompilerIsReportedByTheProbeAndBuild) {
   Env env;
   ScopedEnv cxx("METILE_CXX", "/nonexistent/bin/c++");
-  std::string why = cpu_probe();
+  std::string why = probe_cpu_device();
   EXPECT_NE(why.find("METILE_CXX=\"/nonexistent/bin/c++\" does not name an executable"),
             std::string::npos) << why;
   try {
@@ -138,7 +138,7 @@ TEST(CpuDevice, MissingCompilerIsReportedByTheProbeAndBuild) {
   }
   ScopedEnv path("PATH", "/nonexistent");
   ::unsetenv("METILE_CXX");
-  EXPECT_NE(cpu_probe().find("no C++ compiler found"), std::string::npos) << cpu_probe();
+  EXPECT_NE(probe_cpu_device().find("no C++ compiler found"), std::string::npos) << probe_cpu_device();
 }
 
 TEST(CpuDevice, CacheIdentityNamesTargetCompilerAndFlags) {

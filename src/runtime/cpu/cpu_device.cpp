@@ -88,8 +88,8 @@ class CpuDevice : public Device {
 
 }  // namespace
 
-std::string cpu_probe() { return cpu::probe_compiler(); }
+std::string probe_cpu_device() { return cpu::probe_compiler(); }
 
-std::shared_ptr<Device> cpu_create() { return std::make_shared<CpuDevice>(); }
+std::shared_ptr<Device> make_cpu_device() { return std::make_shared<CpuDevice>(); }
 
 }  // namespace metile

@@ -154,7 +154,7 @@ class CudaDialect final : public GpuDialect {
     }
   }
 
-  std::string simd_reduce(OpKind, DType, const std::string&) const override { return ""; }
+  std::string simd_reduce(Reduction, DType, const std::string&) const override { return ""; }
 
   std::string vector_type(DType t, int64_t width) const override {
     return "mt_vec<" + c.storage(t) + ", " + std::to_string(width) + ">";

@@ -87,10 +87,10 @@ class Emitter {
   std::string spell(const gpu::Op& op, const std::string& r) const;
   std::string coord(gpu::LayoutId l, const std::string& tid, const std::string& r) const;
   std::string deref(ValueId ptr, const std::string& r) const;
-  std::string combine(OpKind reduce, DType t, const std::string& a, const std::string& b) const;
+  std::string combine(Reduction reduce, DType t, const std::string& a, const std::string& b) const;
   /** Integer +, -, * on launch geometry: spelled with plain operators. */
   bool index_op(const gpu::Op& op) const {
-    bool arith = op.ew == OpKind::ADD || op.ew == OpKind::SUB || op.ew == OpKind::MUL;
+    bool arith = op.tile_op == OpKind::ADD || op.tile_op == OpKind::SUB || op.tile_op == OpKind::MUL;
     DType t = op.operands.empty() ? DType::invalid : dtype(op.operands[0]);
     return op.kind == GpuOpKind::ELEMENTWISE && arith && (t == DType::i32 || t == DType::i64) &&
            geometry_[op.result()];
@@ -209,7 +209,7 @@ void Emitter::decide() {
     const gpu::Op* u = users_[v].front();
     if (u->kind == GpuOpKind::YIELD || block_of_[u] != block_of_[&op]) continue;
     if (std::count(u->operands.begin(), u->operands.end(), v) != 1) continue;
-    bool address = op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::PTR_OFFSET &&
+    bool address = op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::PTR_OFFSET &&
                    gpu::has_gpu_trait(u->kind, gpu::kGRead | gpu::kGWrite) && u->operands[0] == v;
     // An expression over one-register values reads the same anywhere in the block.
     bool portable = true;
@@ -224,7 +224,7 @@ void Emitter::decide() {
     if (op->results.size() != 1 || !inline_[op->result()]) continue;
     int d = 1;
     for (ValueId o : op->operands) d = std::max(d, 1 + depth[o]);
-    bool cut = d > kMaxInlineDepth && op->kind == GpuOpKind::ELEMENTWISE && op->ew != OpKind::PTR_OFFSET;
+    bool cut = d > kMaxInlineDepth && op->kind == GpuOpKind::ELEMENTWISE && op->tile_op != OpKind::PTR_OFFSET;
     if (cut) inline_[op->result()] = false;
     depth[op->result()] = cut ? 0 : d;
   }
@@ -255,8 +255,8 @@ void Emitter::derive_params() {
       params_of_[to] = m;
     };
     gpu::walk(f_.body, [&](const gpu::Op& op) {
-      if (op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::PTR_OFFSET) flow(op.operands[0], op.result());
-      if (op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::SELECT) {
+      if (op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::PTR_OFFSET) flow(op.operands[0], op.result());
+      if (op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::SELECT) {
         flow(op.operands[1], op.result());
         flow(op.operands[2], op.result());
       }
@@ -341,7 +341,7 @@ std::string Emitter::deref(ValueId ptr, const std::string& r) const {
   std::vector<std::string> offsets;
   ValueId base = ptr;
   while (inline_[base] && def_[base]->kind == GpuOpKind::ELEMENTWISE &&
-         def_[base]->ew == OpKind::PTR_OFFSET) {
+         def_[base]->tile_op == OpKind::PTR_OFFSET) {
     offsets.insert(offsets.begin(), strip_parens(expr(def_[base]->operands[1], r)));
     base = def_[base]->operands[0];
   }
@@ -351,11 +351,8 @@ std::string Emitter::deref(ValueId ptr, const std::string& r) const {
   return expr(base, r) + "[" + off + "]";
 }
 
-std::string Emitter::combine(OpKind reduce, DType t, const std::string& a, const std::string& b) const {
-  OpKind k = reduce == OpKind::REDUCE_SUM ? OpKind::ADD
-             : reduce == OpKind::REDUCE_MAX ? OpKind::MAXIMUM
-                                            : OpKind::MINIMUM;
-  return strip_parens(spell_binary(c_, k, t, a, b));
+std::string Emitter::combine(Reduction reduce, DType t, const std::string& a, const std::string& b) const {
+  return strip_parens(spell_binary(c_, combining_op(reduce), t, a, b));
 }
 
 std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
@@ -374,7 +371,7 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
     default:
       METILE_ASSERT(false, "cannot spell ", gpu::gpu_op_name(op.kind), " as an expression");
   }
-  OpKind k = op.ew;
+  OpKind k = op.tile_op;
   DType t = dtype(op.operands[0]);
   if (k == OpKind::PTR_OFFSET) {  // (p + a) + b reads as p + a + b
     std::string base = arg(0);
@@ -401,7 +398,7 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
       const gpu::Op& d = *def_[x];
       if (d.kind == GpuOpKind::COORD) return sum;
       if (!index_op(d)) return other;
-      return d.ew == OpKind::ADD ? sum : d.ew == OpKind::SUB ? difference : product;
+      return d.tile_op == OpKind::ADD ? sum : d.tile_op == OpKind::SUB ? difference : product;
     };
     auto operand = [&](size_t i) {
       int o = kind(op.operands[i]);
@@ -430,10 +427,10 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
   std::string value;
   if (op.kind == GpuOpKind::ATOMIC) {
     // mt_atomic_<op>(address, [cmp,] value): the dialect's prelude spells each one.
-    size_t n = op.ew == OpKind::ATOMIC_CAS ? 3 : 2;
+    size_t n = op.tile_op == OpKind::ATOMIC_CAS ? 3 : 2;
     std::string args = "&" + deref(op.operands[0], r);
     for (size_t i = 1; i < n; ++i) args += ", " + strip_parens(expr(op.operands[i], r));
-    value = std::string("mt_") + std::string(op_name(op.ew)) + "(" + args + ")";
+    value = std::string("mt_") + std::string(op_name(op.tile_op)) + "(" + args + ")";
     if (op.operands.size() > n)
       value = spell_select(expr(op.operands[n], r), value, spell_zero(c_, dtype(v)));
   } else if (op.kind == GpuOpKind::LOAD) {
@@ -616,7 +613,7 @@ void Emitter::standalone(const gpu::Op& op) {
       return;
     case GpuOpKind::SIMD_REDUCE: {
       std::string x = strip_parens(expr(op.operands[0], "0"));
-      std::string native = d_.simd_reduce(op.ew, dtype(v), x);
+      std::string native = d_.simd_reduce(op.reduce, dtype(v), x);
       if (!native.empty()) {
         w_.line(decl(v) + " = " + native + ";");
         return;
@@ -627,7 +624,7 @@ void Emitter::standalone(const gpu::Op& op) {
       // The shuffle gets its own statement: `combine` may spell its operand twice (a ternary for
       // min/max), and a shuffle evaluated on one side only would diverge within the simdgroup.
       w_.line("const " + type_of(v) + " " + name_[v] + "_other = " + d_.shuffle(true, dtype(v), name_[v], "m") + ";");
-      w_.line(name_[v] + " = " + combine(op.ew, dtype(v), name_[v], name_[v] + "_other") + ";");
+      w_.line(name_[v] + " = " + combine(op.reduce, dtype(v), name_[v], name_[v] + "_other") + ";");
       w_.close();
       return;
     }
@@ -636,7 +633,7 @@ void Emitter::standalone(const gpu::Op& op) {
       w_.line(type_of(v) + " " + name_[v] + " = " + strip_parens(expr(x, "0")) + ";");
       w_.line(d_.unroll());
       w_.line("for (int r = 1; r < " + std::to_string(regs(x)) + "; ++r) " + name_[v] + " = " +
-              combine(op.ew, dtype(v), name_[v], expr(x, "r")) + ";");
+              combine(op.reduce, dtype(v), name_[v], expr(x, "r")) + ";");
       return;
     }
     case GpuOpKind::VLOAD:

@@ -76,7 +76,7 @@ class GpuDialect {
   virtual std::string shuffle(bool xor_mask, DType dtype, const std::string& x,
                               const std::string& lane_or_mask) const = 0;
   /** A whole-simdgroup reduction, or "" when the emitter should use a shuffle_xor tree. */
-  virtual std::string simd_reduce(OpKind reduce, DType dtype, const std::string& x) const = 0;
+  virtual std::string simd_reduce(Reduction reduce, DType dtype, const std::string& x) const = 0;
   /** The vector type loaded/stored `width` elements at a time, and its pointer type. */
   virtual std::string vector_type(DType dtype, int64_t width) const = 0;
   virtual std::string vector_pointer(DType dtype, int64_t width, AddrSpace space,

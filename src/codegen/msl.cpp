@@ -150,10 +150,9 @@ class MslDialect final : public GpuDialect {
     }
   }
 
-  std::string simd_reduce(OpKind reduce, DType t, const std::string& x) const override {
+  std::string simd_reduce(Reduction reduce, DType t, const std::string& x) const override {
     if (!native_simd(t)) return "";
-    const char* fn = reduce == OpKind::REDUCE_SUM ? "simd_sum" : reduce == OpKind::REDUCE_MAX ? "simd_max" : "simd_min";
-    return std::string(fn) + "(" + x + ")";
+    return "simd_" + std::string(reduction_name(reduce)) + "(" + x + ")";
   }
 
   std::string vector_type(DType t, int64_t width) const override {

@@ -206,7 +206,7 @@ ValueId GpuBuilder::ew(OpKind k, std::vector<ValueId> operands, DType cast_to) {
   }
   Op op;
   op.kind = GpuOpKind::ELEMENTWISE;
-  op.ew = k;
+  op.tile_op = k;
   op.operands = std::move(operands);
   op.results = {r};
   return append(std::move(op)).result();
@@ -257,7 +257,7 @@ void GpuBuilder::store(ValueId ptrs, ValueId value, ValueId pred) {
 ValueId GpuBuilder::atomic(OpKind k, ValueId ptrs, ValueId cmp, ValueId value, ValueId pred) {
   Op op;
   op.kind = GpuOpKind::ATOMIC;
-  op.ew = k;
+  op.tile_op = k;
   op.operands = {ptrs};
   if (cmp != kNoValue) op.operands.push_back(cmp);
   op.operands.push_back(value);
@@ -297,19 +297,19 @@ ValueId GpuBuilder::shuffle(ValueId x, ValueId lane) {
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::simd_reduce(OpKind reduce, ValueId x, bool uniform) {
+ValueId GpuBuilder::simd_reduce(Reduction reduce, ValueId x, bool uniform) {
   Op op;
   op.kind = GpuOpKind::SIMD_REDUCE;
-  op.ew = reduce;
+  op.reduce = reduce;
   op.operands = {x};
   op.results = {new_value(f_.value(x).dtype, uniform ? kUniform : kThread)};
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::reg_reduce(OpKind reduce, ValueId x) {
+ValueId GpuBuilder::reg_reduce(Reduction reduce, ValueId x) {
   Op op;
   op.kind = GpuOpKind::REG_REDUCE;
-  op.ew = reduce;
+  op.reduce = reduce;
   op.operands = {x};
   op.results = {new_value(f_.value(x).dtype, kThread)};
   return append(std::move(op)).result();

@@ -39,6 +39,7 @@
 
 #include "ir/layout.h"
 #include "ir/ops.h"
+#include "ir/reduction.h"
 #include "ir/tile_ir.h"
 #include "ir/types.h"
 #include "ir/walk.h"
@@ -113,7 +114,8 @@ struct Block {
 
 struct Op {
   GpuOpKind kind{};
-  OpKind ew{};  // elementwise: the Tile IR op; simd_reduce/reg_reduce: REDUCE_SUM/MAX/MIN
+  OpKind tile_op{};    // ELEMENTWISE, ATOMIC: the Tile IR op applied per register
+  Reduction reduce{};  // SIMD_REDUCE, REG_REDUCE: what the lanes or registers fold with
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
   std::vector<Attr> attrs;
@@ -212,8 +214,8 @@ class GpuBuilder {
   ValueId shuffle_xor(ValueId x, ValueId mask);
   ValueId shuffle(ValueId x, ValueId lane);
   /** `uniform`: the whole threadgroup is one simdgroup, so every thread gets the same result. */
-  ValueId simd_reduce(OpKind reduce, ValueId x, bool uniform = false);
-  ValueId reg_reduce(OpKind reduce, ValueId x);
+  ValueId simd_reduce(Reduction reduce, ValueId x, bool uniform = false);
+  ValueId reg_reduce(Reduction reduce, ValueId x);
   /** Appends a prepared op (loops, swizzles) with the builder's location; returns it. */
   Op& append(Op op);
   /** Gives `v` a readable stem (no effect on semantics); returns v. */

@@ -29,7 +29,7 @@ struct Verifier {
   [[noreturn]] void bad(Args&&... parts) const {
     std::string what = current == nullptr ? std::string("function")
                        : current->kind == GpuOpKind::ELEMENTWISE
-                           ? std::string(op_name(current->ew))
+                           ? std::string(op_name(current->tile_op))
                            : std::string(gpu_op_name(current->kind));
     fail(METILE_ERROR_INTERNAL, "gpu-verify", "@", f.name, ": ", what, ": ",
          std::forward<Args>(parts)...);
@@ -81,7 +81,7 @@ struct Verifier {
   }
 
   void elementwise(const Op& op) {
-    OpKind k = op.ew;
+    OpKind k = op.tile_op;
     results(1);
     const Value& r = val(op.result());
     if (has_trait(k, kBinary | kCompare)) {
@@ -201,8 +201,8 @@ struct Verifier {
         memory(op);
         break;
       case GpuOpKind::ATOMIC: {
-        if (!has_trait(op.ew, kAtomic)) bad("needs an atomic op, got ", op_name(op.ew));
-        size_t values = op.ew == OpKind::ATOMIC_CAS ? 2 : 1;
+        if (!has_trait(op.tile_op, kAtomic)) bad("needs an atomic op, got ", op_name(op.tile_op));
+        size_t values = op.tile_op == OpKind::ATOMIC_CAS ? 2 : 1;
         operands(1 + values, 2 + values);
         results(1);
         const Value& p = val(op.operands[0]);
@@ -246,7 +246,7 @@ struct Verifier {
       case GpuOpKind::REG_REDUCE: {
         operands(1, 1);
         results(1);
-        if (op.ew != OpKind::REDUCE_SUM && op.ew != OpKind::REDUCE_MAX && op.ew != OpKind::REDUCE_MIN)
+        if (op.reduce != Reduction::sum && op.reduce != Reduction::max && op.reduce != Reduction::min)
           bad("reduction must be sum, max or min");
         const Value &a = val(op.operands[0]), &r = val(op.result());
         if (op.kind == GpuOpKind::SIMD_REDUCE && !scalar_per_thread(op.operands[0]))

@@ -135,10 +135,10 @@ class Lowering {
   void broadcast(const Op& op);
   void reshape(const Op& op);
   /** Folds axis `axis` of the 2-D tile x (accumulating in d) into a tile of out_shape. */
-  ValueId axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int axis, const Shape& out_shape);
+  ValueId axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, int axis, const Shape& out_shape);
   /** Identity of a reduction for dtype d: 0, the lowest or the highest value. */
-  ValueId identity(OpKind reduce, DType d);
-  ValueId combine(OpKind reduce, ValueId a, ValueId b);
+  ValueId identity(Reduction reduce, DType d);
+  ValueId combine(Reduction reduce, ValueId a, ValueId b);
   /**
    * Threadgroup scratch memory of dtype d, at least `size` elements (one array per dtype,
    * shared by every exchange; each exchange ends with a barrier before the array is reused).

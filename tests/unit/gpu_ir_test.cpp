@@ -119,7 +119,7 @@ TEST(GpuIr, VerifierRejectsMixedLayouts) {
     ValueId i = b.coord(l2, f.body.ops[0].result());
     Op op;
     op.kind = GpuOpKind::ELEMENTWISE;
-    op.ew = OpKind::ADD;
+    op.tile_op = OpKind::ADD;
     op.operands = {i, f.body.ops[1].result()};
     op.results = {b.new_value(DType::i32, l2)};
     b.append(op);

@@ -16,9 +16,9 @@
 // `load` with `other` is active there; `where(c, a, b)` takes c's activity and the selected
 // operand's. Values produced by whole-tile ops (reductions, tile_load, dot's a/b side) are active.
 // A program with no masked load changes not at all.
-#include <limits>
 #include <span>
 
+#include "ir/reduction.h"
 #include "passes/tile/tile_pass.h"
 #include "support/error.h"
 
@@ -76,19 +76,9 @@ class Activity {
     if (active == kNoValue) return v;
     return emit(OpKind::SELECT, {active, v, fill_value}, p_.type(v));
   }
-  ValueId identity(OpKind reduce, DType d) {
-    if (reduce == OpKind::REDUCE_SUM || reduce == OpKind::DOT)
-      return is_float(d) ? constant(d, 0.0) : constant(d, int64_t{0});
-    const bool max = reduce == OpKind::REDUCE_MAX;
-    if (is_float(d))
-      return constant(d, max ? -std::numeric_limits<double>::infinity()
-                             : std::numeric_limits<double>::infinity());
-    const int bits = static_cast<int>(dtype_size(d)) * 8;
-    const int64_t lo = is_signed(d) ? std::numeric_limits<int64_t>::min() >> (64 - bits) : 0;
-    const int64_t hi = is_signed(d) ? std::numeric_limits<int64_t>::max() >> (64 - bits)
-                                    : static_cast<int64_t>(~uint64_t{0} >> (64 - bits));
-    // Unsigned 64-bit maxima do not occur: the widest unsigned dtype is u32.
-    return constant(d, max ? lo : hi);
+  // The fill that leaves a reduction unchanged (a dot sums its products, so it fills with 0).
+  ValueId identity(Reduction reduce, DType d) {
+    return is_float(d) ? constant(d, float_identity(reduce)) : constant(d, int_identity(reduce, d));
   }
 
   ValueId act(ValueId v) const { return v < act_.size() ? act_[v] : kNoValue; }
@@ -331,14 +321,14 @@ void Activity::rewrite(Op& op, ValueId region_act) {
     case OpKind::REDUCE_MIN: {
       const ValueId x = op.operands[0];
       if (act(x) != kNoValue)
-        op.operands[0] = fill(x, act(x), identity(op.kind, p_.type(x).dtype));
+        op.operands[0] = fill(x, act(x), identity(*reduction_of(op.kind), p_.type(x).dtype));
       break;
     }
     case OpKind::DOT: {
       for (size_t i = 0; i < 2; ++i) {
         const ValueId x = op.operands[i];
         if (act(x) != kNoValue)
-          op.operands[i] = fill(x, act(x), identity(OpKind::DOT, p_.type(x).dtype));
+          op.operands[i] = fill(x, act(x), identity(Reduction::sum, p_.type(x).dtype));
       }
       set_act(op.result(), act(op.operands[2]));
       break;

@@ -57,15 +57,15 @@ const Dialect& cuda_dialect() {
 }
 
 struct BuiltinSpelling {
-  const char* ir;
+  gpu::Builtin ir;
   const char* expr;  // {} = axis letter
 };
 const BuiltinSpelling kBuiltins[] = {
-    {"threadgroup_position", "int(blockIdx.{})"},
-    {"threadgroups_per_grid", "int(gridDim.{})"},
-    {"thread_index", "int(threadIdx.x)"},
-    {"simd_lane", "int(threadIdx.x & 31u)"},
-    {"simdgroup_index", "int(threadIdx.x >> 5)"},
+    {gpu::Builtin::threadgroup_position, "int(blockIdx.{})"},
+    {gpu::Builtin::threadgroups_per_grid, "int(gridDim.{})"},
+    {gpu::Builtin::thread_index, "int(threadIdx.x)"},
+    {gpu::Builtin::simd_lane, "int(threadIdx.x & 31u)"},
+    {gpu::Builtin::simdgroup_index, "int(threadIdx.x >> 5)"},
 };
 
 // Shared arrays start on 16-byte boundaries so vector accesses into them stay aligned.
@@ -128,11 +128,11 @@ class CudaDialect final : public GpuDialect {
     }
   }
 
-  std::string builtin(const std::string& name, int axis) const override {
+  std::string builtin(gpu::Builtin which, int axis) const override {
     static const char* axes[] = {"x", "y", "z"};
     for (const BuiltinSpelling& b : kBuiltins)
-      if (name == b.ir) return fill_pattern(b.expr, axes[axis]);
-    fail(METILE_ERROR_INTERNAL, "cuda", "unknown builtin ", name);
+      if (which == b.ir) return fill_pattern(b.expr, axes[axis]);
+    fail(METILE_ERROR_INTERNAL, "cuda", "unknown builtin ", gpu::builtin_name(which));
   }
 
   std::string pointer(DType dtype, AddrSpace, bool is_const) const override {

@@ -600,7 +600,7 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::YIELD:
       return;
     case GpuOpKind::BUILTIN:
-      w_.line("const int " + name_[v] + " = " + d_.builtin(op.attr_str("name"), static_cast<int>(op.attr_int("axis"))) + ";");
+      w_.line("const int " + name_[v] + " = " + d_.builtin(op.builtin, static_cast<int>(op.attr_int("axis"))) + ";");
       return;
     case GpuOpKind::BARRIER:
       w_.line(d_.barrier(op.find_attr("device") != nullptr) + ";");
@@ -752,7 +752,7 @@ std::string Emitter::run(KernelInterface* k) {
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)
       written |= params_of_[op.operands[0]];
-    if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.attr_str("name"));
+    if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.builtin);
     if (op.kind == GpuOpKind::ALLOC)
       k->shared.push_back({name_[op.result()], dtype(op.result()), op.attr_int("size")});
   });

@@ -36,7 +36,7 @@ struct KernelInterface {
   std::string name;
   std::vector<Param> params;   // in Tile IR order
   std::vector<Shared> shared;  // threadgroup arrays, in allocation order
-  std::set<std::string> builtins;  // GPU IR builtin names the kernel reads
+  std::set<gpu::Builtin> builtins;  // the builtins the kernel reads
   int threads = 0;
 };
 
@@ -67,8 +67,8 @@ class GpuDialect {
   virtual std::string prelude(bool swizzle) const = 0;
   /** Writes the entry point's head and opens its body. */
   virtual void open_kernel(SourceWriter& w, const KernelInterface& k) const = 0;
-  /** An i32 expression for a builtin ("thread_index", "threadgroup_position" + axis, ...). */
-  virtual std::string builtin(const std::string& name, int axis) const = 0;
+  /** An i32 expression for a builtin (axis: x, y, z of the group builtins). */
+  virtual std::string builtin(gpu::Builtin which, int axis) const = 0;
   /** Pointer type to `dtype` elements in `space`. */
   virtual std::string pointer(DType dtype, AddrSpace space, bool is_const) const = 0;
   virtual std::string barrier(bool device_memory) const = 0;

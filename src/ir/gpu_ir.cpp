@@ -22,6 +22,13 @@ const OpRow kRows[] = {
 
 }  // namespace
 
+std::string_view builtin_name(Builtin b) {
+  static constexpr std::string_view kNames[kBuiltinCount] = {
+      "thread_index", "simd_lane", "simdgroup_index", "threadgroup_position", "threadgroups_per_grid"};
+  size_t i = static_cast<size_t>(b);
+  return i < kBuiltinCount ? kNames[i] : "?";
+}
+
 std::string_view gpu_op_name(GpuOpKind k) { return kRows[static_cast<size_t>(k)].name; }
 uint32_t gpu_op_traits(GpuOpKind k) { return kRows[static_cast<size_t>(k)].traits; }
 
@@ -181,10 +188,11 @@ ValueId GpuBuilder::constant_float(DType d, double v) {
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::builtin(const std::string& name, int axis, LayoutId layout) {
+ValueId GpuBuilder::builtin(Builtin which, int axis, LayoutId layout) {
   Op op;
   op.kind = GpuOpKind::BUILTIN;
-  op.attrs = {{"name", name}, {"axis", int64_t{axis}}};
+  op.builtin = which;
+  op.attrs = {{"axis", int64_t{axis}}};
   op.results = {new_value(DType::i32, layout)};
   return append(std::move(op)).result();
 }

@@ -80,7 +80,7 @@ struct Printer {
     else out << gpu_op_name(op.kind);
     if (op.kind == GpuOpKind::BUILTIN) {
       static const char* axes[] = {"x", "y", "z"};
-      out << " " << op.attr_str("name") << "." << axes[op.attr_int("axis") % 3] << "\n";
+      out << " " << builtin_name(op.builtin) << "." << axes[op.attr_int("axis") % 3] << "\n";
       return;
     }
     if (op.kind == GpuOpKind::SIMD_REDUCE || op.kind == GpuOpKind::REG_REDUCE)

@@ -11,9 +11,6 @@ namespace metile::gpu {
 
 namespace {
 
-const std::set<std::string> kBuiltins = {"thread_index", "simd_lane", "simdgroup_index",
-                                         "threadgroup_position", "threadgroups_per_grid"};
-
 bool same_type(const Value& a, const Value& b) {
   return a.dtype == b.dtype && a.is_ptr == b.is_ptr && a.layout == b.layout &&
          (!a.is_ptr || a.space == b.space);
@@ -158,11 +155,11 @@ struct Verifier {
       case GpuOpKind::BUILTIN: {
         operands(0, 0);
         results(1);
-        const std::string& n = op.attr_str("name");
-        if (!kBuiltins.count(n)) bad("unknown builtin ", n);
+        if (static_cast<int>(op.builtin) >= kBuiltinCount) bad("unknown builtin ", static_cast<int>(op.builtin));
+        std::string_view n = builtin_name(op.builtin);
         int64_t axis = op.attr_int("axis");
         if (axis < 0 || axis > 2) bad("axis ", axis);
-        bool group_level = n == "threadgroup_position" || n == "threadgroups_per_grid";
+        bool group_level = is_group_builtin(op.builtin);
         const Value& r = val(op.result());
         if (r.dtype != DType::i32) bad("builtins are i32");
         if (group_level != (r.layout == kUniform)) bad(n, group_level ? " is uniform" : " varies per thread");

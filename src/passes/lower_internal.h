@@ -64,7 +64,7 @@ class Lowering {
   ValueId canonical(ValueId tile_value);
   /** The GPU value for Tile IR value `v` in layout_for(its shape) (splats uniform tiles). */
   ValueId as_tile(ValueId tile_value);
-  ValueId builtin(const std::string& name, int axis = 0);
+  ValueId builtin(gpu::Builtin which, int axis = 0);
   ValueId c_i32(int64_t v) { return b.constant_int(DType::i32, v); }
   ValueId zero(DType d);
   /** a && b where either may be kNoValue (absent = true). */
@@ -162,7 +162,7 @@ class Lowering {
                                 Body&& body);
 
   std::map<DType, std::pair<ValueId, int64_t>> scratch_arrays;
-  std::map<std::string, ValueId> builtins;
+  std::map<std::pair<gpu::Builtin, int>, ValueId> builtins;  // (builtin, axis) -> value
 };
 
 template <typename Src>
@@ -172,10 +172,10 @@ ValueId Lowering::exchange(ValueId x, LayoutId to, Src&& src) {
     unsupported("moving a tile of pointers between layouts is not supported on ", options.device,
                 " yet (broadcast the offsets instead of the pointers)");
   ValueId buf = scratch(xv.dtype, std::max(f.layout(xv.layout).numel, f.layout(to).numel));
-  ValueId e_from = b.named(b.coord(xv.layout, builtin("thread_index")), "idx");
+  ValueId e_from = b.named(b.coord(xv.layout, builtin(gpu::Builtin::thread_index)), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e_from}), x, valid_pred(xv.layout));
   b.barrier();
-  ValueId e_to = b.named(b.coord(to, builtin("thread_index")), "idx");
+  ValueId e_to = b.named(b.coord(to, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, src(e_to)});
   ValueId pred = valid_pred(to);
   ValueId out = pred == kNoValue ? b.load(at) : b.load(at, pred, zero(xv.dtype));

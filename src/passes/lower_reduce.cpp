@@ -70,7 +70,7 @@ void Lowering::reduce(const Op& op) {
   if (nsg > 1) {
     // Lane 0 of each simdgroup publishes its partial; every simdgroup then folds them all.
     ValueId buf = scratch(d, nsg);
-    ValueId lane = builtin("simd_lane"), sg = builtin("simdgroup_index");
+    ValueId lane = builtin(gpu::Builtin::simd_lane), sg = builtin(gpu::Builtin::simdgroup_index);
     ValueId slot = b.named(b.ew(OpKind::PTR_OFFSET, {buf, sg}), "slot");
     b.store(slot, r, b.named(b.ew(OpKind::EQ, {lane, c_i32(0)}), "first_lane"));
     b.barrier();
@@ -98,7 +98,7 @@ ValueId Lowering::axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, i
   while (g * 2 <= f.simd_width && g * 2 <= length && outputs * g * 2 <= f.threads) g *= 2;
   LayoutId to = layout_for(out_shape);
   ValueId buf = scratch(d, numel + outputs);
-  ValueId tid = builtin("thread_index");
+  ValueId tid = builtin(gpu::Builtin::thread_index);
   ValueId e = b.named(b.coord(f.value(x).layout, tid), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e}), x, valid_pred(f.value(x).layout));
   b.barrier();

@@ -30,7 +30,7 @@ struct Fixture {
     f.params.push_back({name, id});
     return id;
   }
-  ValueId tid(GpuBuilder& b) { return b.named(b.builtin("thread_index", 0, kThread), "tid"); }
+  ValueId tid(GpuBuilder& b) { return b.named(b.builtin(Builtin::thread_index, 0, kThread), "tid"); }
   void build() {
     GpuBuilder b(f, &f.body);
     ValueId idx = b.named(b.coord(tile, tid(b)), "idx");

@@ -212,16 +212,16 @@ class MetalDevice final : public Device {
     Artifact a;
     const metal::MetalToolchain& tc = metal::metal_toolchain();
     if (tc.xcrun.empty()) {
-      a.kind = "msl";  // compiled by load() with newLibraryWithSource
+      a.kind = ArtifactKind::msl;  // compiled by load() with newLibraryWithSource
     } else {
-      a.kind = "metallib";
+      a.kind = ArtifactKind::metallib;
       a.bytes = metal::build_metallib(tc, k.source, k.signature.kernel);
     }
     a.entry = k.signature.kernel;
-    a.sources["msl"] = std::move(k.source);
-    a.sources["msl_signature"] = metal_sim::print_signature(k.signature);
-    a.sources["gpu_ir"] = std::move(gpu.gpu_ir);
-    a.sources["gpu_ir_opt"] = std::move(gpu.gpu_ir_opt);
+    a.sources[Stage::msl] = std::move(k.source);
+    a.sources[Stage::msl_signature] = metal_sim::print_signature(k.signature);
+    a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
+    a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
     a.threads_per_group = k.threads_per_group;
     a.threadgroup_memory_bytes = k.signature.threadgroup_arg_bytes();
     return a;
@@ -306,18 +306,18 @@ class MetalLaunch final : public PreparedLaunch {
 
 MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
     : dev_(dev), threads_(static_cast<NSUInteger>(a.threads_per_group)) {
-  auto sig = a.sources.find("msl_signature");
-  auto msl = a.sources.find("msl");
-  if ((a.kind != "msl" && a.kind != "metallib") || sig == a.sources.end() || msl == a.sources.end())
+  auto sig = a.sources.find(Stage::msl_signature);
+  auto msl = a.sources.find(Stage::msl);
+  if ((a.kind != ArtifactKind::msl && a.kind != ArtifactKind::metallib) || sig == a.sources.end() || msl == a.sources.end())
     fail(METILE_ERROR_INVALID_ARGUMENT, "metal", "the artifact is not a metal kernel (kind \"",
-         a.kind, "\")");
+         artifact_kind_name(a.kind), "\")");
   bindings_ = bindings_of(sig->second, &name_);
   for (const Binding& b : bindings_) launch_args_ += b.kind != Binding::Kind::threadgroup;
   const ObjcRuntime& rt = dev_->rt_;
   AutoreleasePool pool(rt);
   id error = nullptr;
   id library = nullptr;
-  if (a.kind == "metallib") {
+  if (a.kind == ArtifactKind::metallib) {
     metal::TempFile file(".metallib", a.bytes.data(), a.bytes.size());
     id path = rt.make_string(file.path());
     id url = rt.send<id>(Sel::fileURLWithPath, rt.get_class("NSURL"), path);  // autoreleased

@@ -68,8 +68,6 @@ const BuiltinSpelling kBuiltins[] = {
     {gpu::Builtin::simdgroup_index, "int(threadIdx.x >> 5)"},
 };
 
-// Shared arrays start on 16-byte boundaries so vector accesses into them stay aligned.
-uint64_t align16(uint64_t n) { return (n + 15) & ~uint64_t{15}; }
 
 class CudaDialect final : public GpuDialect {
  public:
@@ -124,7 +122,7 @@ class CudaDialect final : public GpuDialect {
     for (const KernelInterface::Shared& s : k.shared) {
       w.line(c.storage(s.dtype) + "* const " + s.name + " = reinterpret_cast<" + c.storage(s.dtype) +
              "*>(mt_smem + " + std::to_string(offset) + ");");
-      offset = align16(offset + static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
+      offset += align_threadgroup(static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
     }
   }
 
@@ -232,10 +230,7 @@ CudaKernelSource emit_cuda(const gpu::Function& f) {
   out.source = emit_gpu_kernel(f, dialect, &k);
   out.entry = k.name;
   out.threads_per_group = k.threads;
-  uint64_t bytes = 0;
-  for (const KernelInterface::Shared& s : k.shared)
-    bytes = align16(bytes + static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
-  out.dynamic_shared_bytes = bytes;
+  out.dynamic_shared_bytes = gpu::threadgroup_bytes(f);
   return out;
 }
 

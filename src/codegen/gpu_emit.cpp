@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "ir/swizzle_names.h"
 #include "support/error.h"
 
 namespace metile {
@@ -67,6 +68,7 @@ class Emitter {
   std::vector<bool> inline_, local_, geometry_, const_ptr_;
   std::vector<ValueId> in_place_;  // a loop's next carried value written straight into it
   std::vector<uint64_t> params_of_;  // pointers: bit i = derived from parameter i
+  uint64_t written_params_ = 0;      // bit i: some store or atomic goes through parameter i
   std::string sep_;
 
   // ----- analysis -----
@@ -271,15 +273,15 @@ void Emitter::derive_params() {
       }
     });
   }
-  uint64_t written = 0;
+  written_params_ = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)
-      written |= params_of_[op.operands[0]];
+      written_params_ |= params_of_[op.operands[0]];
   });
   const_ptr_.assign(f_.values.size(), false);
   for (ValueId v = 1; v < f_.values.size(); ++v) {
     const gpu::Value& val = f_.value(v);
-    const_ptr_[v] = val.is_ptr && val.space == AddrSpace::device && (params_of_[v] & written) == 0;
+    const_ptr_[v] = val.is_ptr && val.space == AddrSpace::device && (params_of_[v] & written_params_) == 0;
   }
 }
 
@@ -641,14 +643,12 @@ void Emitter::standalone(const gpu::Op& op) {
       vector_access(op);
       return;
     case GpuOpKind::SWIZZLE: {
-      static const std::map<std::string, const char*> codes = {
-          {"diagonal", "METILE_SWIZZLE_DIAGONAL"}, {"grouped", "METILE_SWIZZLE_GROUPED"},
-          {"morton", "METILE_SWIZZLE_MORTON"}, {"hilbert", "METILE_SWIZZLE_HILBERT"},
-          {"linear", "METILE_SWIZZLE_LINEAR"}};
+      const char* code = swizzle_symbol(op.attr_str("pattern"));
+      METILE_ASSERT(code != nullptr, "unknown swizzle pattern ", op.attr_str("pattern"));
       std::string s = name_[op.results[0]] + "_" + name_[op.results[1]];
       std::string args;
       for (ValueId a : op.operands) args += ", " + strip_parens(expr(a, "0"));
-      w_.line("const metile_swizzled<int> " + s + " = metile_swizzle<int>(" + codes.at(op.attr_str("pattern")) +
+      w_.line("const metile_swizzled<int> " + s + " = metile_swizzle<int>(" + code +
               args + ", " + std::to_string(op.attr_int("block")) + ");");
       w_.line("const int " + name_[op.results[0]] + " = " + s + ".m;");
       w_.line("const int " + name_[op.results[1]] + " = " + s + ".n;");
@@ -748,17 +748,14 @@ std::string Emitter::run(KernelInterface* k) {
   k->name = safe(f_.name);
   if (std::find(reserved.begin(), reserved.end(), k->name) != reserved.end()) k->name += "_kernel";
   k->threads = f_.threads;
-  uint64_t written = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
-    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)
-      written |= params_of_[op.operands[0]];
     if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.builtin);
     if (op.kind == GpuOpKind::ALLOC)
       k->shared.push_back({name_[op.result()], dtype(op.result()), op.attr_int("size")});
   });
   for (size_t i = 0; i < f_.params.size(); ++i) {
     const gpu::Value& v = f_.value(f_.params[i].value);
-    bool w = i >= 64 || (written >> i) & 1;
+    bool w = i >= 64 || (written_params_ >> i) & 1;
     k->params.push_back({name_[f_.params[i].value], v.dtype, v.is_ptr, v.is_ptr && w});
   }
   bool swizzle = false;

@@ -128,7 +128,7 @@ uint64_t threadgroup_bytes(const Function& f) {
     if (op.kind == GpuOpKind::ALLOC) {
       uint64_t bytes = static_cast<uint64_t>(op.attr_int("size")) *
                        dtype_size(f.value(op.result()).dtype);
-      total += (bytes + 15) / 16 * 16;
+      total += align_threadgroup(bytes);
     }
   return total;
 }

@@ -165,11 +165,10 @@ struct Vectorizer {
   std::map<int64_t, Analysis> analyses;
 
   void collect(const gpu::Block& b) {
-    for (const gpu::Op& op : b.ops) {
+    gpu::walk(b, [&](const gpu::Op& op) {
       for (ValueId r : op.results) def[r] = &op;
       if (op.kind == GpuOpKind::FOR) induction[op.body().args[0]] = {op.operands[0], op.operands[2]};
-      for (const gpu::Block& r : op.regions) collect(r);
-    }
+    });
   }
 
   Analysis& analysis(int64_t v) {

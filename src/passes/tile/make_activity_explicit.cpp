@@ -19,7 +19,7 @@
 #include <span>
 
 #include "ir/reduction.h"
-#include "passes/tile/tile_pass.h"
+#include "passes/tile/tile_emit.h"
 #include "support/error.h"
 
 namespace metile {
@@ -36,15 +36,7 @@ class Activity {
   // ---- building ops -------------------------------------------------------------------------
   // Types are taken by value: new_value() may move the table an argument points into.
   ValueId emit(OpKind k, std::vector<ValueId> operands, Type t, std::vector<Attr> attrs = {}) {
-    ValueId r = p_.new_value(t);
-    Op op;
-    op.kind = k;
-    op.operands = std::move(operands);
-    op.results = {r};
-    op.attrs = std::move(attrs);
-    op.loc = loc_;
-    out_->push_back(std::move(op));
-    return r;
+    return append_op(p_, *out_, k, std::move(operands), t, loc_, std::move(attrs));
   }
   ValueId constant(DType d, AttrValue v) {
     return emit(OpKind::CONST, {}, Type::scalar(d), {Attr{"value", std::move(v)}});

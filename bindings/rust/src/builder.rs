@@ -4,7 +4,7 @@ use crate::sys;
 use std::fmt;
 use std::ptr;
 
-use crate::{DType, Program};
+use crate::{DType, Program, Type};
 
 /// A value inside a [`Builder`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,6 +253,87 @@ impl Builder {
             sys::metile_builder_for_end(self.raw, raw_yields.as_ptr(), raw_yields.len(), results.as_mut_ptr())
         })?;
         Ok(results.into_iter().map(Value).collect())
+    }
+
+    /// Records a compile-time constant the program was specialized with.
+    pub fn set_constexpr(&mut self, name: &str, value: &str) -> Result<()> {
+        let (n, v) = (c_string(name)?, c_string(value)?);
+        check(unsafe { sys::metile_builder_set_constexpr(self.raw, n.as_ptr(), v.as_ptr()) })
+    }
+
+    /// The type of a value built so far.
+    pub fn value_type(&self, x: Value) -> Result<Type> {
+        let mut t: sys::metile_type = unsafe { std::mem::zeroed() };
+        check(unsafe { sys::metile_builder_value_type(self.raw, x.0, &mut t) })?;
+        Ok(Type::from_raw(&t))
+    }
+
+    /// An integer constant of any integer (or bool) dtype.
+    pub fn const_int(&mut self, dtype: DType, v: i64) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_int(raw, dtype as i32, v, o) })
+    }
+
+    /// A float constant of any float dtype.
+    pub fn const_float(&mut self, dtype: DType, v: f64) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_float(raw, dtype as i32, v, o) })
+    }
+
+    /// Builds `body` in a region whose side effects run only for simdgroup range `role` of
+    /// `num_roles` (even split), or, when `num_sgs > 0`, simdgroups `[first_sg, first_sg + num_sgs)`.
+    pub fn role<F>(&mut self, role: i32, num_roles: i32, first_sg: i32, num_sgs: i32, body: F) -> Result<()>
+    where
+        F: FnOnce(&mut Builder) -> Result<()>,
+    {
+        check(unsafe { sys::metile_builder_role_begin(self.raw, role, num_roles, first_sg, num_sgs) })?;
+        body(self)?;
+        check(unsafe { sys::metile_builder_role_end(self.raw) })
+    }
+
+    /// The thread index (a T-element i32 tile) of the SIMT view.
+    pub fn thread_id(&mut self) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simt(raw, sys::METILE_OP_THREAD_ID, o) })
+    }
+
+    /// The lane index within the simdgroup (a T-element i32 tile).
+    pub fn simd_lane_id(&mut self) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simt(raw, sys::METILE_OP_SIMD_LANE_ID, o) })
+    }
+
+    /// A threadgroup barrier.
+    pub fn barrier(&mut self) -> Result<()> {
+        let mut v = 0;
+        check(unsafe { sys::metile_builder_simt(self.raw, sys::METILE_OP_BARRIER, &mut v) })
+    }
+
+    /// `x[i ^ mask]` across the simdgroup.
+    pub fn simd_shuffle_xor(&mut self, x: Value, mask: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simd(raw, sys::METILE_OP_SIMD_SHUFFLE_XOR, x.0, mask.0, o) })
+    }
+
+    /// `x[(i & !31) + lane]`: one lane's value to its whole simdgroup.
+    pub fn simd_broadcast(&mut self, x: Value, lane: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simd(raw, sys::METILE_OP_SIMD_BROADCAST, x.0, lane.0, o) })
+    }
+
+    /// Threadgroup memory of `size` elements; gives a threadgroup pointer.
+    pub fn shared(&mut self, size: i64, dtype: DType) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_shared(raw, size, dtype as i32, o) })
+    }
+
+    /// Remaps program ids for locality ("morton", "hilbert", "diagonal", "grouped",
+    /// "grouped2/4/8", "linear", "auto"); a bijection on any grid shape.
+    pub fn tile_swizzle(&mut self, pid_m: Value, pid_n: Value, pattern: &str, block_size: i32) -> Result<(Value, Value)> {
+        let p = c_string(pattern)?;
+        let (mut m, mut n) = (0, 0);
+        check(unsafe { sys::metile_builder_tile_swizzle(self.raw, pid_m.0, pid_n.0, p.as_ptr(), block_size, &mut m, &mut n) })?;
+        Ok((Value(m), Value(n)))
     }
 
     /// Verifies and returns the program; the builder is spent.

@@ -15,6 +15,29 @@ pub enum DType {
     U8 = 9,
 }
 
+impl DType {
+    const ALL: [DType; 9] = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32, DType::I64,
+                             DType::Bool, DType::I8, DType::U8];
+
+    /// The dtype of a `metile_dtype` value; `None` for one this crate does not know.
+    pub fn from_raw(raw: i32) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| *d as i32 == raw)
+    }
+
+    /// Bytes per element (`metile_dtype_size`).
+    pub fn size(self) -> usize {
+        unsafe { crate::sys::metile_dtype_size(self as i32) }
+    }
+
+    /// "f32", "bf16", ... (`metile_dtype_name`).
+    pub fn name(self) -> &'static str {
+        // Static storage in the library.
+        unsafe { std::ffi::CStr::from_ptr(crate::sys::metile_dtype_name(self as i32)) }
+            .to_str()
+            .unwrap_or("invalid")
+    }
+}
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -24,7 +47,7 @@ mod sealed {
 /// # Safety
 /// Every bit pattern of the buffer's bytes must be a valid value of the type (no padding, no
 /// references, no niches). The trait is sealed: it cannot be implemented outside this crate.
-pub unsafe trait Element: sealed::Sealed + Copy + 'static {
+pub unsafe trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
     const DTYPE: DType;
 }
 macro_rules! element {

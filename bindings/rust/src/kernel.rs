@@ -11,6 +11,8 @@ pub struct Kernel {
     pub(crate) raw: *mut sys::metile_kernel,
     /// Per parameter: (name, whether the kernel writes through it).
     params: Vec<(String, bool)>,
+    /// The device it runs on (a launch over caller memory synchronizes it before letting go).
+    device: Device,
 }
 
 unsafe impl Send for Kernel {}
@@ -36,7 +38,7 @@ impl Kernel {
         let mut raw = ptr::null_mut();
         let opts = options.raw();
         check(unsafe { sys::metile_kernel_compile(&mut raw, device.raw, program.raw, &opts) })?;
-        Ok(Kernel { raw, params })
+        Ok(Kernel { raw, params, device: device.clone() })
     }
 
     /// Launches over `grid` program instances (asynchronous on GPUs). A parameter the kernel
@@ -54,18 +56,48 @@ impl Kernel {
         let raw: Vec<sys::metile_arg> = args.iter().map(Arg::raw).collect();
         let mut launch = ptr::null_mut();
         check(unsafe { sys::metile_launch_create(&mut launch, self.raw, grid.as_ptr(), raw.as_ptr(), raw.len()) })?;
-        Ok(Launch { raw: launch, _args: args, _kernel: self })
+        Ok(Launch { raw: launch, _args: args, _memory: Vec::new(), _kernel: self })
+    }
+
+    /// The device the kernel was compiled for.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The compile-cache key: 64 lowercase hex digits.
+    pub fn cache_key(&self) -> Result<String> {
+        let mut buf = [0 as std::os::raw::c_char; 65];
+        check(unsafe { sys::metile_kernel_cache_key(self.raw, buf.as_mut_ptr()) })?;
+        Ok(unsafe { cstr(buf.as_ptr()) })
+    }
+
+    /// What compiling produced (`metile_kernel_get_info`).
+    pub fn info(&self) -> Result<KernelInfo> {
+        let mut info: sys::metile_kernel_info = unsafe { std::mem::zeroed() };
+        info.struct_size = std::mem::size_of::<sys::metile_kernel_info>();
+        check(unsafe { sys::metile_kernel_get_info(self.raw, &mut info) })?;
+        Ok(KernelInfo {
+            threads_per_group: info.threads_per_group,
+            threadgroup_memory_bytes: info.threadgroup_memory_bytes,
+            from_cache: info.from_cache != 0,
+            compile_seconds: info.compile_seconds,
+        })
+    }
+
+    pub(crate) fn check_exclusive_at(&self, index: usize, arg: &Arg) -> Result<()> {
+        if let (Arg::Buffer(_) | Arg::BufferAt(..), Some((name, true))) = (arg, self.params.get(index)) {
+            return Err(Error {
+                status: sys::METILE_ERROR_INVALID_ARGUMENT,
+                message: format!("[launch] argument `{name}` is written by the kernel: pass \
+                                  Arg::BufferMut(&mut buffer) so no view of it is alive"),
+            });
+        }
+        Ok(())
     }
 
     fn check_exclusive(&self, args: &[Arg]) -> Result<()> {
         for (i, a) in args.iter().enumerate() {
-            if let (Arg::Buffer(_) | Arg::BufferAt(..), Some((name, true))) = (a, self.params.get(i)) {
-                return Err(Error {
-                    status: sys::METILE_ERROR_INVALID_ARGUMENT,
-                    message: format!("[launch] argument `{name}` is written by the kernel: pass \
-                                      Arg::BufferMut(&mut buffer) so no view of it is alive"),
-                });
-            }
+            self.check_exclusive_at(i, a)?;
         }
         Ok(())
     }
@@ -82,6 +114,25 @@ impl Kernel {
 impl Drop for Kernel {
     fn drop(&mut self) {
         unsafe { sys::metile_kernel_release(self.raw) };
+    }
+}
+
+/// What compiling a kernel produced (`metile_kernel_info`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelInfo {
+    pub threads_per_group: i32,
+    pub threadgroup_memory_bytes: u64,
+    /// Loaded from the compile cache.
+    pub from_cache: bool,
+    /// Time spent compiling (or loading).
+    pub compile_seconds: f64,
+}
+
+impl Clone for Kernel {
+    /// Retains the kernel (`metile_kernel_retain`): kernels are immutable and shared.
+    fn clone(&self) -> Kernel {
+        unsafe { sys::metile_kernel_retain(self.raw) };
+        Kernel { raw: self.raw, params: self.params.clone(), device: self.device.clone() }
     }
 }
 

@@ -9,6 +9,7 @@ use crate::{Buffer, Kernel};
 /// A launch argument, in parameter order. Buffers the kernel writes (stores to) must be passed
 /// as `BufferMut`/`BufferMutAt`: the exclusive borrow keeps every `as_slice` view of them out of
 /// the launch. `Buffer`/`BufferAt` serve parameters the kernel only reads.
+#[derive(Debug)]
 pub enum Arg<'a> {
     Buffer(&'a Buffer),
     BufferAt(&'a Buffer, u64),
@@ -43,10 +44,41 @@ impl Arg<'_> {
 pub struct Launch<'a> {
     pub(crate) raw: *mut sys::metile_launch,
     pub(crate) _args: Vec<Arg<'a>>,
+    /// Caller memory given to `set_arg_memory`, borrowed exclusively while the launch exists.
+    pub(crate) _memory: Vec<&'a mut [u8]>,
     pub(crate) _kernel: &'a Kernel,
 }
 
-impl Launch<'_> {
+impl<'a> Launch<'a> {
+    /// Replaces argument `index` (checked like at creation; a written buffer needs
+    /// `Arg::BufferMut`).
+    pub fn set_arg(&mut self, index: usize, arg: Arg<'a>) -> Result<()> {
+        if index >= self._args.len() {
+            return Err(crate::Error {
+                status: sys::METILE_ERROR_INVALID_ARGUMENT,
+                message: format!("[launch] set_arg: index {index} outside the {} arguments", self._args.len()),
+            });
+        }
+        self._kernel.check_exclusive_at(index, &arg)?;
+        let raw = arg.raw();
+        check(unsafe { sys::metile_launch_set_arg(self.raw, index, &raw) })?;
+        self._args[index] = arg;
+        Ok(())
+    }
+
+    /// Points pointer argument `index` at `memory`, which the device uses in place (the cheap
+    /// way to re-run over a fresh host array); `Unsupported` where the device would have to
+    /// copy it (wrap it with [`Device::wrap_vec`](crate::Device::wrap_vec) instead). The launch
+    /// borrows the memory exclusively until it is dropped, and synchronizes the device then.
+    pub fn set_arg_memory<T: crate::Element>(&mut self, index: usize, memory: &'a mut [T]) -> Result<()> {
+        let bytes = std::mem::size_of_val(memory);
+        // Element types are plain bytes: the borrow is kept as bytes.
+        let view: &'a mut [u8] = unsafe { std::slice::from_raw_parts_mut(memory.as_mut_ptr().cast(), bytes) };
+        check(unsafe { sys::metile_launch_set_arg_memory(self.raw, index, view.as_mut_ptr().cast(), bytes) })?;
+        self._memory.push(view);
+        Ok(())
+    }
+
     /// Runs the launch again (asynchronous on GPUs).
     pub fn run(&mut self) -> Result<()> {
         check(unsafe { sys::metile_launch_run(self.raw) })
@@ -60,12 +92,19 @@ impl Launch<'_> {
 
 impl fmt::Debug for Launch<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Launch").field("raw", &self.raw).finish()
+        f.debug_struct("Launch")
+            .field("args", &self._args.len())
+            .field("kernel", self._kernel)
+            .field("raw", &self.raw)
+            .finish()
     }
 }
 
 impl Drop for Launch<'_> {
     fn drop(&mut self) {
+        if !self._memory.is_empty() {
+            let _ = self._kernel.device().synchronize(); // a run may still use the memory
+        }
         unsafe { sys::metile_launch_release(self.raw) };
     }
 }

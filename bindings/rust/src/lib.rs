@@ -47,6 +47,7 @@ pub mod sys;
 mod buffer;
 mod builder;
 mod device;
+mod dlpack;
 mod element;
 mod error;
 mod kernel;
@@ -55,12 +56,13 @@ mod program;
 
 pub use buffer::Buffer;
 pub use builder::{Builder, Value};
-pub use device::Device;
+pub use device::{Device, DeviceInfo};
+pub use dlpack::{DLPack, DLPackInfo};
 pub use element::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use kernel::{CompileOptions, Kernel};
+pub use kernel::{CompileOptions, Kernel, KernelInfo};
 pub use launch::{Arg, Launch};
-pub use program::Program;
+pub use program::{Param, Program, Type};
 
 use error::{check, cstr, owned_string};
 use std::ptr;
@@ -68,6 +70,16 @@ use std::ptr;
 /// The library's version, e.g. "0.1.0".
 pub fn version() -> String {
     unsafe { cstr(sys::metile_version_string()) }
+}
+
+/// The loaded library's version number, MAJOR*10000 + MINOR*100 + PATCH.
+pub fn version_number() -> u32 {
+    unsafe { sys::metile_version() }
+}
+
+/// An op's text spelling ("add", "tile_load", ...); "invalid" for an unknown value.
+pub fn op_name(op: sys::metile_op) -> String {
+    unsafe { cstr(sys::metile_op_name(op)) }
 }
 
 /// Device names usable on this machine, e.g. ["interp", "cpu"].

@@ -9,10 +9,12 @@ import numpy as np
 
 from ._errors import TracingError
 from ._lang import _plain
-from ._trace import Value, user_location
+from typing import Sequence
+
+from ._trace import Operand, Value, user_location
 
 
-def static_assert(cond, msg="") -> None:
+def static_assert(cond: object, msg: str = "") -> None:
     """Fails the trace with `msg` (and the kernel's source line) when a compile-time condition
     (Python values, constexprs) is false."""
     c = _plain(cond)
@@ -34,12 +36,12 @@ def _hint(x, values, name):
     return x
 
 
-def multiple_of(x, values):
+def multiple_of(x: Operand, values: int | Sequence[int]) -> Operand:
     """Declares that x's elements are multiples of `values`; accepted, returns x."""
     return _hint(x, values, "multiple_of")
 
 
-def max_contiguous(x, values):
+def max_contiguous(x: Operand, values: int | Sequence[int]) -> Operand:
     """Declares runs of `values` contiguous elements in x; accepted, returns x."""
     return _hint(x, values, "max_contiguous")
 
@@ -73,7 +75,7 @@ def _arg_reduce(x, axis, pick, name):
     return _lang.reduce_min(hits, axis if rank == 2 else None)
 
 
-def argmax(x, axis=None):
+def argmax(x: Value, axis: int | None = None) -> Value:
     """Index of the (first) maximum: of the whole tile (row-major) with axis=None, else along
     `axis`; i32."""
     from ._lang import reduce_max
@@ -81,7 +83,7 @@ def argmax(x, axis=None):
                        "argmax")
 
 
-def argmin(x, axis=None):
+def argmin(x: Value, axis: int | None = None) -> Value:
     """Index of the (first) minimum, like argmax."""
     from ._lang import reduce_min
     return _arg_reduce(x, axis, lambda v, a: reduce_min(v, a if len(v.shape) == 2 else None),
@@ -105,7 +107,8 @@ def _atomic(op, name, ptr, cmp, val, mask):
                   m.id if m is not None else 0)
 
 
-def atomic_add(pointer, val, mask=None, sem=None, scope=None):
+def atomic_add(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+               scope: str | None = None) -> Value:
     """Atomically adds `val` at each active lane's address; returns the old values (inactive
     where masked off, like a load without `other`). `sem`/`scope` are accepted for Triton
     compatibility (the order is relaxed)."""
@@ -113,25 +116,29 @@ def atomic_add(pointer, val, mask=None, sem=None, scope=None):
     return _atomic(METILE_OP_ATOMIC_ADD, "atomic_add", pointer, None, val, mask)
 
 
-def atomic_max(pointer, val, mask=None, sem=None, scope=None):
+def atomic_max(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+               scope: str | None = None) -> Value:
     """Atomic maximum (fmax on floats); returns the old values."""
     from ._enums import METILE_OP_ATOMIC_MAX
     return _atomic(METILE_OP_ATOMIC_MAX, "atomic_max", pointer, None, val, mask)
 
 
-def atomic_min(pointer, val, mask=None, sem=None, scope=None):
+def atomic_min(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+               scope: str | None = None) -> Value:
     """Atomic minimum (fmin on floats); returns the old values."""
     from ._enums import METILE_OP_ATOMIC_MIN
     return _atomic(METILE_OP_ATOMIC_MIN, "atomic_min", pointer, None, val, mask)
 
 
-def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
+def atomic_xchg(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+                scope: str | None = None) -> Value:
     """Atomically writes `val`; returns the old values."""
     from ._enums import METILE_OP_ATOMIC_XCHG
     return _atomic(METILE_OP_ATOMIC_XCHG, "atomic_xchg", pointer, None, val, mask)
 
 
-def atomic_cas(pointer, cmp, val, mask=None, sem=None, scope=None):
+def atomic_cas(pointer: Value, cmp: Operand, val: Operand, mask: Operand | None = None,
+               sem: str | None = None, scope: str | None = None) -> Value:
     """Writes `val` where the stored value equals `cmp` (bitwise); returns the old values."""
     from ._enums import METILE_OP_ATOMIC_CAS
     return _atomic(METILE_OP_ATOMIC_CAS, "atomic_cas", pointer, cmp, val, mask)

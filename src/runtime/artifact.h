@@ -25,27 +25,16 @@ enum class ArtifactKind : uint8_t {
   msl,              // no binary: Metal compiles sources[msl] when the kernel loads
 };
 
-struct ArtifactKindName {
-  ArtifactKind kind;
-  const char* name;
-};
 /** The names cache entries store (so the on-disk format predates the enum and stays as it was). */
-inline constexpr ArtifactKindName kArtifactKindNames[] = {
+inline constexpr Named<ArtifactKind> kArtifactKindNames[] = {
     {ArtifactKind::none, "none"},         {ArtifactKind::shared_object, "so"},
     {ArtifactKind::cubin, "cubin"},       {ArtifactKind::metallib, "metallib"},
     {ArtifactKind::msl, "msl"},
 };
 
-inline const char* artifact_kind_name(ArtifactKind kind) {
-  for (const ArtifactKindName& k : kArtifactKindNames)
-    if (k.kind == kind) return k.name;
-  return "?";
-}
-
+inline const char* artifact_kind_name(ArtifactKind kind) { return name_in(kArtifactKindNames, kind); }
 inline std::optional<ArtifactKind> parse_artifact_kind(std::string_view name) {
-  for (const ArtifactKindName& k : kArtifactKindNames)
-    if (name == k.name) return k.kind;
-  return std::nullopt;
+  return parse_in(kArtifactKindNames, name);
 }
 
 /** What build() produces: the compiled code and everything needed to explain it. */

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string_view>
 
+#include "support/name_table.h"
+
 namespace metile {
 
 /** Every text an artifact can carry. The first seven are the pipeline's stages, in order. */
@@ -18,27 +20,14 @@ inline constexpr std::array<Stage, 7> kStages = {Stage::tile_ir, Stage::tile_ir_
                                                  Stage::gpu_ir_opt, Stage::msl, Stage::cuda,
                                                  Stage::cpp};
 
-struct StageName {
-  Stage stage;
-  const char* name;
-};
-inline constexpr StageName kStageNames[] = {
+inline constexpr Named<Stage> kStageNames[] = {
     {Stage::tile_ir, "tile_ir"}, {Stage::tile_ir_opt, "tile_ir_opt"}, {Stage::gpu_ir, "gpu_ir"},
     {Stage::gpu_ir_opt, "gpu_ir_opt"}, {Stage::msl, "msl"}, {Stage::cuda, "cuda"},
     {Stage::cpp, "cpp"}, {Stage::msl_signature, "msl_signature"},
 };
 
-inline const char* stage_name(Stage stage) {
-  for (const StageName& s : kStageNames)
-    if (s.stage == stage) return s.name;
-  return "?";
-}
-
+inline const char* stage_name(Stage stage) { return name_in(kStageNames, stage); }
 /** The stage a name spells (any of kStageNames); nullopt for anything else. */
-inline std::optional<Stage> parse_stage(std::string_view name) {
-  for (const StageName& s : kStageNames)
-    if (name == s.name) return s.stage;
-  return std::nullopt;
-}
+inline std::optional<Stage> parse_stage(std::string_view name) { return parse_in(kStageNames, name); }
 
 }  // namespace metile

@@ -190,10 +190,10 @@ TEST(CacheEntry, Version3PayloadsWithNamedKindsAndStagesDecode) {
     EXPECT_EQ(a->artifact.threads_per_group, 64);
     EXPECT_EQ(serialize_artifact(*a), v3_payload(c.kind, "cpp")) << "written back unchanged";
   }
-  for (const StageName& s : kStageNames) {
+  for (const Named<Stage>& s : kStageNames) {
     auto a = deserialize_artifact(v3_payload("so", s.name));
     ASSERT_TRUE(a) << s.name;
-    EXPECT_TRUE(a->artifact.sources.count(s.stage)) << s.name;
+    EXPECT_TRUE(a->artifact.sources.count(s.value)) << s.name;
   }
   // A kind or stage this build does not know makes the entry unusable (a miss), not an error.
   EXPECT_FALSE(deserialize_artifact(v3_payload("fake", "cpp")));

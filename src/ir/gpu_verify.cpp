@@ -155,7 +155,8 @@ struct Verifier {
       case GpuOpKind::BUILTIN: {
         operands(0, 0);
         results(1);
-        if (static_cast<int>(op.builtin) >= kBuiltinCount) bad("unknown builtin ", static_cast<int>(op.builtin));
+        if (static_cast<int>(op.builtin) >= kBuiltinCount)
+          bad("unknown builtin ", static_cast<int>(op.builtin));
         std::string_view n = builtin_name(op.builtin);
         int64_t axis = op.attr_int("axis");
         if (axis < 0 || axis > 2) bad("axis ", axis);

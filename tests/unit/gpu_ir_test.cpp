@@ -138,6 +138,38 @@ TEST(GpuIr, VerifierRejectsBadTypes) {
   }, "value type must be the pointee type f32");
 }
 
+// The builtin and the reduction are enums; a value outside them (a corrupted op) is refused.
+TEST(GpuIr, VerifierRejectsUnknownBuiltinsAndReductions) {
+  Fixture fx;
+  fx.build();
+  expect_invalid(fx.f, [&](Function& f) {
+    GpuBuilder b(f, &f.body);
+    f.body.ops[0].builtin = static_cast<Builtin>(kBuiltinCount);
+    (void)b;
+  }, "unknown builtin 5");
+  Fixture fy;
+  fy.build();
+  expect_invalid(fy.f, [&](Function& f) {
+    GpuBuilder b(f, &f.body);
+    ValueId t = b.builtin(Builtin::simd_lane, 0, kThread);
+    b.simd_reduce(Reduction::sum, t);
+    f.body.ops.back().reduce = static_cast<Reduction>(7);
+  }, "reduction must be sum, max or min");
+}
+
+TEST(GpuIr, PrinterNamesBuiltinsAndReductions) {
+  Fixture fx;
+  GpuBuilder b(fx.f, &fx.f.body);
+  ValueId lane = b.builtin(Builtin::simd_lane, 0, kThread);
+  ValueId pid = b.builtin(Builtin::threadgroup_position, 1, kUniform);
+  b.simd_reduce(Reduction::max, b.ew(OpKind::ADD, {lane, pid}));
+  verify(fx.f);
+  std::string text = print(fx.f);
+  EXPECT_NE(text.find("builtin simd_lane.x"), std::string::npos) << text;
+  EXPECT_NE(text.find("builtin threadgroup_position.y"), std::string::npos) << text;
+  EXPECT_NE(text.find("simd_reduce.max"), std::string::npos) << text;
+}
+
 TEST(GpuIr, VerifierChecksLoops) {
   Fixture fx;
   GpuBuilder b(fx.f, &fx.f.body);

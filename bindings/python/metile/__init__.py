@@ -32,7 +32,8 @@ from ._lang import (absolute as abs, arange, barrier, broadcast_to, cast, cdiv, 
                     tile_store, tile_swizzle, where, zeros)
 from ._lang_compat import fast_exp, reverse_bits, scalar, simd_max, simd_sum
 from ._lang_triton import (argmax, argmin, atomic_add, atomic_cas, atomic_max, atomic_min,
-                           atomic_xchg, max_contiguous, multiple_of, static_assert)
+                           atomic_xchg, cumprod, cumsum, device_print, max_contiguous,
+                           multiple_of, permute, static_assert, trans)
 from . import testing
 from ._trace import Value
 

@@ -220,7 +220,10 @@ struct Planner {
       if (op.results.size() != 1) continue;
       ValueId v = op.results[0];
       const Type& t = p.type(v);
-      bool candidate = !t.is_ptr && (t.dtype == DType::i32 || t.dtype == DType::i64) &&
+      // An unsigned cast of an index counts too: the bounds guard compares u32(lane) < bound.
+      const bool index_dtype = t.dtype == DType::i32 || t.dtype == DType::i64 ||
+                               (op.kind == OpKind::CAST && t.dtype == DType::u32);
+      bool candidate = !t.is_ptr && index_dtype &&
                        (op.kind == OpKind::ADD || op.kind == OpKind::SUB || op.kind == OpKind::MUL ||
                         op.kind == OpKind::ARANGE || op.kind == OpKind::BROADCAST ||
                         (op.kind == OpKind::CAST && is_int(p.type(op.operands[0]).dtype)));

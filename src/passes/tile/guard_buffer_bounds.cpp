@@ -161,7 +161,8 @@ class Bounds {
   void loop(Op& op);
   // The lanes of an access of `shape` at `pv` inside their buffer; kNoValue when provably all.
   ValueId in_range(const Prov& pv, const Shape& shape);
-  ValueId lanes_in_range(const Prov& pv);
+  ValueId lanes_in_range(const Prov& pv, ValueId limit = kNoValue);
+  ValueId mask_limit(ValueId mask, ValueId lanes) const;
   void report(ValueId active, ValueId inside, const Op& op);
 
   Program& p_;
@@ -170,6 +171,8 @@ class Bounds {
   std::vector<Base> bases_;
   std::unordered_map<ValueId, Prov> prov_;
   std::unordered_map<ValueId, Range> ranges_;
+  std::unordered_map<ValueId, std::pair<ValueId, ValueId>> less_than_;  // r = a < b: (a, b)
+  std::unordered_map<ValueId, ValueId> broadcast_of_;                   // r = broadcast(x): x
   ValueId error_ = kNoValue;
   std::vector<Op>* out_ = nullptr;
   Loc loc_;
@@ -224,9 +227,11 @@ ValueId Bounds::in_range(const Prov& pv, const Shape& shape) {
   return bool_op(OpKind::BITAND, lo, hi);
 }
 
-ValueId Bounds::lanes_in_range(const Prov& pv) {
+ValueId Bounds::lanes_in_range(const Prov& pv, ValueId limit) {
   // offset + lane in [0, extent)  <=>  lane in [-offset, extent - 1 - offset]: two scalar bounds,
   // clamped into the lanes' type; an empty interval becomes (max, min), which no lane satisfies.
+  // With a `limit` (the access's mask is `lane < limit`) the upper bound also takes limit - 1,
+  // so the guard's compares are the mask too.
   const DType d = p_.type(pv.lanes).dtype;
   const int bits = static_cast<int>(dtype_size(d)) * 8;
   const int64_t dmax = (int64_t{1} << (bits - 1)) - 1, dmin = -dmax - 1;
@@ -237,6 +242,19 @@ ValueId Bounds::lanes_in_range(const Prov& pv) {
   if (pv.offset != kNoValue) {
     lo = emit(OpKind::SUB, {lo, pv.offset}, i64);
     hi = emit(OpKind::SUB, {hi, pv.offset}, i64);
+  }
+  if (limit != kNoValue)
+    hi = emit(OpKind::MINIMUM,
+              {hi, emit(OpKind::SUB, {to_i64(limit), constant(DType::i64, 1)}, i64)}, i64);
+  if (pv.offset == kNoValue) {
+    // lane in [0, hi]  <=>  u32(lane) < u32(clamp(hi + 1, 0, 2^31)): one compare (a negative
+    // lane is at least 2^31 as u32, above every bound).
+    ValueId count = emit(OpKind::ADD, {hi, constant(DType::i64, 1)}, i64);
+    count = emit(OpKind::MAXIMUM, {count, constant(DType::i64, 0)}, i64);
+    count = emit(OpKind::MINIMUM, {count, constant(DType::i64, int64_t{1} << 31)}, i64);
+    const ValueId bound = emit(OpKind::CAST, {count}, Type::scalar(DType::u32));
+    const ValueId wide = emit(OpKind::CAST, {pv.lanes}, p_.type(pv.lanes).with_dtype(DType::u32));
+    return bool_op(OpKind::LT, wide, bound);
   }
   const ValueId big = constant(DType::i64, dmax), small = constant(DType::i64, dmin);
   ValueId empty = bool_op(OpKind::GT, lo, hi);
@@ -274,6 +292,16 @@ void Bounds::report(ValueId active, ValueId inside, const Op& op) {
   out_->push_back(std::move(st));
 }
 
+// The scalar n when `mask` is `lanes < n` (n a scalar integer, or a broadcast of one).
+ValueId Bounds::mask_limit(ValueId mask, ValueId lanes) const {
+  auto lt = less_than_.find(mask);
+  if (lt == less_than_.end() || lt->second.first != lanes) return kNoValue;
+  ValueId n = lt->second.second;
+  if (auto b = broadcast_of_.find(n); b != broadcast_of_.end()) n = b->second;
+  const Type t = p_.type(n);
+  return t.is_tile() || !is_int(t.dtype) ? kNoValue : n;
+}
+
 void Bounds::access(Op& op) {
   const bool is_load = op.kind == OpKind::LOAD;
   const ValueId ptr = op.operands[0];
@@ -282,38 +310,33 @@ void Bounds::access(Op& op) {
   // Masks: load(ptr, mask), store(ptr, v, mask), atomics(ptr, v, mask), atomic_cas(ptr, c, v, mask).
   const size_t mask_i = is_load ? 1 : op.kind == OpKind::ATOMIC_CAS ? 3 : 2;
   const bool has_mask = op.operands.size() > mask_i;
-  ValueId inside = in_range(pv, s);
+  const ValueId mask = has_mask ? op.operands[mask_i] : kNoValue;
+  // `X + row * N + cols` under `cols < N`: the mask folds into the guard's upper bound.
+  const ValueId limit = has_mask && pv.lanes != kNoValue ? mask_limit(mask, pv.lanes) : kNoValue;
+  const ValueId inside = limit != kNoValue ? lanes_in_range(pv, limit) : in_range(pv, s);
   if (inside == kNoValue) {
     out_->push_back(std::move(op));
     return;
   }
-  const ValueId mask = has_mask ? op.operands[mask_i] : kNoValue;
   if (report_) report(mask, inside, op);
-  const ValueId guarded = has_mask ? bool_op(OpKind::BITAND, mask, inside) : inside;
+  const ValueId guarded =
+      has_mask && limit == kNoValue ? bool_op(OpKind::BITAND, mask, inside) : inside;
   if (has_mask)
     op.operands[mask_i] = guarded;
   else
     op.operands.push_back(guarded);
-  if (!is_load || op.operands.size() < 3) {
-    out_->push_back(std::move(op));
-    return;
+  if (is_load && op.operands.size() >= 3) {
+    // A load with `other`: lanes the mask allows but the buffer does not read 0, not `other`;
+    // lanes the mask turns off still read `other`.
+    const Type rt = p_.type(op.result());
+    const ValueId zero = is_float(rt.dtype) ? emit(OpKind::CONST, {}, Type::scalar(rt.dtype),
+                                                   {Attr{"value", 0.0}})
+                                            : constant(rt.dtype, 0);
+    const ValueId other = op.operands[2];
+    const bool tile = p_.type(mask).is_tile() || p_.type(other).is_tile();
+    op.operands[2] = emit(OpKind::SELECT, {mask, zero, other}, tile ? rt : Type::scalar(rt.dtype));
   }
-  // A load with `other`: lanes the mask allows but the buffer does not read 0, not `other`.
-  const ValueId result = op.result();
-  const Type rt = p_.type(result);
-  op.results[0] = p_.new_value(rt);
-  const ValueId loaded = op.results[0];
   out_->push_back(std::move(op));
-  const ValueId keep = bool_op(OpKind::BITOR, inside, emit(OpKind::NOT, {mask}, p_.type(mask)));
-  const ValueId zero = is_float(rt.dtype) ? emit(OpKind::CONST, {}, Type::scalar(rt.dtype),
-                                                 {Attr{"value", 0.0}})
-                                          : constant(rt.dtype, 0);
-  Op sel;
-  sel.kind = OpKind::SELECT;
-  sel.operands = {keep, loaded, zero};
-  sel.results = {result};
-  sel.loc = loc_;
-  out_->push_back(std::move(sel));
 }
 
 void Bounds::tile_access(Op& op) {
@@ -469,6 +492,9 @@ void Bounds::loop(Op& op) {
 
 void Bounds::rewrite(Op& op) {
   note_range(op);
+  if (op.kind == OpKind::LT) less_than_[op.result()] = {op.operands[0], op.operands[1]};
+  if (op.kind == OpKind::BROADCAST && !p_.type(op.result()).is_ptr)
+    broadcast_of_[op.result()] = op.operands[0];
   switch (op.kind) {
     case OpKind::LOAD:
     case OpKind::STORE:

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -109,6 +112,28 @@ TEST(KernelMemory, NewLibrariesNeverAliasOneStillLoaded) {
     ASSERT_EQ(value_of(fresh), 2) << "iteration " << i;
   }
   for (auto& k : kept) EXPECT_EQ(value_of(*k), 1);
+}
+
+// Another loader in the process (a second copy of this code, as the Metal stand-in links, or
+// anyone dlopen-ing a memfd) left a library mapped under /proc/self/fd/N and closed N: a new
+// library must not be loaded under that name, or dlopen would return the other one.
+TEST(KernelMemory, NamesAnotherLoaderLeftMappedAreNotReused) {
+  if (!cpu::probe_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
+  const Libraries& libs = libraries();
+  std::vector<void*> foreign;
+  for (int i = 0; i < 8; ++i) {
+    int fd = ::memfd_create("foreign", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, libs.one.data(), libs.one.size()),
+              static_cast<ssize_t>(libs.one.size()));
+    void* h = ::dlopen(("/proc/self/fd/" + std::to_string(fd)).c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << ::dlerror();
+    ::close(fd);  // the next memfd gets this number back
+    foreign.push_back(h);
+    host::SharedObject mine(libs.two, "test", "mine");
+    EXPECT_EQ(value_of(mine), 2) << "iteration " << i;
+  }
+  for (void* h : foreign) ::dlclose(h);
 }
 
 TEST(KernelMemory, CorruptLibraryIsADeviceError) {

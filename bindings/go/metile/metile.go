@@ -399,26 +399,11 @@ func (b *Builder) Broadcast(x Value, shape ...int64) Value {
 		(*C.int64_t)(unsafe.Pointer(&shape[0])), &v), msg, v)
 }
 
-// Op codes for Binary/Unary/Reduce.
+// Short names for the reductions (every op code is in the generated ops.go).
 const (
-	OpAdd     = int(C.METILE_OP_ADD)
-	OpSub     = int(C.METILE_OP_SUB)
-	OpMul     = int(C.METILE_OP_MUL)
-	OpDiv     = int(C.METILE_OP_DIV)
-	OpMaximum = int(C.METILE_OP_MAXIMUM)
-	OpLt      = int(C.METILE_OP_LT)
-	OpExp     = int(C.METILE_OP_EXP)
-	OpSum     = int(C.METILE_OP_REDUCE_SUM)
-	OpMax     = int(C.METILE_OP_REDUCE_MAX)
-)
-
-// Op codes for Atomic.
-const (
-	OpAtomicAdd  = int(C.METILE_OP_ATOMIC_ADD)
-	OpAtomicMax  = int(C.METILE_OP_ATOMIC_MAX)
-	OpAtomicMin  = int(C.METILE_OP_ATOMIC_MIN)
-	OpAtomicXchg = int(C.METILE_OP_ATOMIC_XCHG)
-	OpAtomicCas  = int(C.METILE_OP_ATOMIC_CAS)
+	OpSum = OpReduceSum
+	OpMax = OpReduceMax
+	OpMin = OpReduceMin
 )
 
 // Binary applies a binary op or comparison (promoting and broadcasting like numpy).

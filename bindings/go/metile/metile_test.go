@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -286,6 +287,35 @@ func TestEveryHeaderFunctionIsWrapped(t *testing.T) {
 	for _, m := range re.FindAllStringSubmatch(string(header), -1) {
 		if !strings.Contains(string(wrappers), "go_"+m[1]+"(") {
 			t.Errorf("%s has no wrapper: run python3 regen.py", m[1])
+		}
+	}
+}
+
+// Every function of metile.h is called by the package (README.md lists them), except those
+// that make no sense from Go.
+func TestEveryHeaderFunctionIsCalled(t *testing.T) {
+	notFromGo := map[string]bool{
+		"metile_last_error":                true, // read inside each go_* wrapper, in the same cgo call
+		"metile_dlpack_capsule_destructor": true, // a CPython PyCapsule destructor
+	}
+	header, err := os.ReadFile("../../../include/metile/metile.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src strings.Builder
+	files, _ := filepath.Glob("*.go")
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			text, _ := os.ReadFile(f)
+			src.Write(text)
+		}
+	}
+	re := regexp.MustCompile(`METILE_API\s+[^;(]*?\b(metile_\w+)\s*\(`)
+	for _, m := range re.FindAllStringSubmatch(string(header), -1) {
+		name := m[1]
+		called := strings.Contains(src.String(), "C."+name+"(") || strings.Contains(src.String(), "C.go_"+name+"(")
+		if called == notFromGo[name] {
+			t.Errorf("%s: called from Go %v, listed as not from Go %v", name, called, notFromGo[name])
 		}
 	}
 }

@@ -14,28 +14,38 @@ CPU or the `interp` reference device.
     add[(metile.cdiv(N, 256),)](x, y, out, N, BLOCK=256)
 """
 
+import numpy as _np  # noqa: F401  (every submodule uses it; "over numpy" is what import costs)
+
 from . import _ffi
-from ._autotune import AutotunedKernel, Config, autotune
-from ._buffer import Buffer, from_dlpack
-from ._device import Device, devices, get_device, set_device, synchronize, use_device
-from ._errors import (CompileError, DeviceError, DeviceUnavailableError, InternalError,
-                      InvalidArgumentError, InvalidProgramError, MetileError, MetileIOError,
-                      OutOfMemoryError, PerformanceWarning, TracingError,
-                      UnsupportedError)
-from ._kernel import CompiledKernel, KernelFunction, Launcher, PreparedLaunch, Program, kernel
-from ._lang import (absolute as abs, arange, barrier, broadcast_to, cast, cdiv, ceil, constexpr,
-                    cos, dot, erf, exp, exp2, floor, full, load, log, log2, maximum, minimum,
-                    next_power_of_2, num_programs, persistent_range, program_id,
-                    reduce_max as max, reduce_min as min, reduce_sum as sum, reshape, rsqrt,
-                    shared, sigmoid, simd_broadcast, simd_lane_id, simd_shuffle_xor,
-                    simdgroup_role, sin, sqrt, store, tanh, thread_id, tile_load, tile_range,
-                    tile_store, tile_swizzle, where, zeros)
-from ._lang_compat import fast_exp, reverse_bits, scalar, simd_max, simd_sum
-from ._lang_triton import (argmax, argmin, atomic_add, atomic_cas, atomic_max, atomic_min,
-                           atomic_xchg, cumprod, cumsum, device_print, max_contiguous,
-                           multiple_of, permute, static_assert, trans)
-from . import testing
-from ._trace import Value
+
+# Public names resolve on first use (PEP 562): `import metile` loads the library and declares
+# nothing else, so a program that imports metile without tracing a kernel pays almost nothing.
+# name -> (submodule, attribute in it)
+_LAZY = {}
+for _mod, _names in {
+    "_autotune": "AutotunedKernel Config autotune",
+    "_buffer": "Buffer from_dlpack",
+    "_device": "Device devices get_device set_device synchronize use_device",
+    "_errors": "CompileError DeviceError DeviceUnavailableError InternalError "
+               "InvalidArgumentError InvalidProgramError MetileError MetileIOError "
+               "OutOfMemoryError PerformanceWarning TracingError UnsupportedError",
+    "_kernel": "CompiledKernel KernelFunction Launcher PreparedLaunch Program kernel",
+    "_lang": "arange barrier broadcast_to cast cdiv ceil constexpr cos dot erf exp exp2 floor "
+             "full load log log2 maximum minimum next_power_of_2 num_programs persistent_range "
+             "program_id reshape rsqrt shared sigmoid simd_broadcast simd_lane_id "
+             "simd_shuffle_xor simdgroup_role sin sqrt store tanh thread_id tile_load "
+             "tile_range tile_store tile_swizzle where zeros",
+    "_lang_compat": "fast_exp reverse_bits scalar simd_max simd_sum",
+    "_lang_triton": "argmax argmin atomic_add atomic_cas atomic_max atomic_min atomic_xchg "
+                    "cumprod cumsum device_print max_contiguous multiple_of permute "
+                    "static_assert trans",
+    "_trace": "Value",
+}.items():
+    for _name in _names.split():
+        _LAZY[_name] = (_mod, _name)
+_LAZY.update({"abs": ("_lang", "absolute"), "max": ("_lang", "reduce_max"),
+              "min": ("_lang", "reduce_min"), "sum": ("_lang", "reduce_sum")})
+del _mod, _names, _name
 
 __version__ = "0.1.0"
 LIBRARY_PATH = _ffi.LIBRARY_PATH
@@ -45,9 +55,9 @@ float32, float16, bfloat16 = "f32", "f16", "bf16"
 int32, uint32, int64, int8, uint8, bool_ = "i32", "u32", "i64", "i8", "u8", "bool"
 
 
-def astype(x: Value, dtype: str) -> Value:
+def astype(x: "Value", dtype: str) -> "Value":
     """Same as cast(x, dtype)."""
-    return cast(x, dtype)
+    return __getattr__("cast")(x, dtype)
 
 
 def library_version() -> str:
@@ -55,4 +65,21 @@ def library_version() -> str:
     return _ffi.metile_version_string().decode()
 
 
-__all__ = [n for n in dir() if not n.startswith("_")]
+def __getattr__(name: str):
+    import importlib
+    if name == "testing":
+        value = importlib.import_module(".testing", __name__)
+    elif name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module("." + module, __name__), attr)
+    else:
+        raise AttributeError(f"module 'metile' has no attribute {name!r}")
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))
+
+
+__all__ = sorted([n for n in globals() if not n.startswith("_")] + list(_LAZY) + ["testing"])

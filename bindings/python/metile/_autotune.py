@@ -23,13 +23,14 @@ import json
 import os
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 
 from . import _device, _ffi
 from ._buffer import Buffer
 from ._errors import InvalidArgumentError, MetileError, check
-from ._kernel import KernelFunction, _classify
+from ._kernel import KernelFunction, PreparedLaunch, _classify
 
 
 class Config:
@@ -37,7 +38,7 @@ class Config:
     num_warps) to try: `Config(BLOCK=128, num_warps=4)` or, as in Triton,
     `Config({"BLOCK": 128}, num_warps=4)`."""
 
-    def __init__(self, kwargs=None, **more):
+    def __init__(self, kwargs: dict | None = None, **more: object) -> None:
         if kwargs is not None and not isinstance(kwargs, dict):
             raise InvalidArgumentError(f"Config takes a dict of constexprs and/or keywords, got "
                                        f"{type(kwargs).__name__}")
@@ -53,7 +54,9 @@ class Config:
         return hash(repr(self))
 
 
-def autotune(configs, key, warmup=5, rep=20, verbose=True, restore_value=(), reset_to_zero=()):
+def autotune(configs: list[Config], key: list[str], warmup: int = 5, rep: int = 20,
+             verbose: bool | None = True, restore_value: tuple[str, ...] = (),
+             reset_to_zero: tuple[str, ...] = ()) -> Callable[[KernelFunction], AutotunedKernel]:
     """Decorator over a @metile.kernel: `@metile.autotune(configs=[Config(BLOCK=128), ...],
     key=["N"])`. Launching tunes once per distinct key values (shapes for arrays/buffers).
     `restore_value` / `reset_to_zero` name array or Buffer parameters that trials must leave as
@@ -85,7 +88,8 @@ def autotune(configs, key, warmup=5, rep=20, verbose=True, restore_value=(), res
 
 
 class AutotunedKernel:
-    def __init__(self, kernel, configs, key, warmup, rep, verbose):
+    def __init__(self, kernel: KernelFunction, configs: list[Config], key: list[str], warmup: int,
+                 rep: int, verbose: bool | None) -> None:
         self.kernel = kernel
         self.configs = configs
         self.key = key
@@ -100,7 +104,7 @@ class AutotunedKernel:
         self.__name__ = kernel.__name__
         self.__doc__ = kernel.__doc__
 
-    def __getitem__(self, grid):
+    def __getitem__(self, grid: object) -> AutotunedLauncher:
         return AutotunedLauncher(self, grid)
 
     def __repr__(self):
@@ -149,7 +153,7 @@ class AutotunedKernel:
         return f"{fn.__name__}-{hashlib.sha256(material.encode()).hexdigest()}"
 
     # ----------------------------------------------------------------------- tuning
-    def best_config(self, grid, args, kwargs) -> Config:
+    def best_config(self, grid: object, args: tuple, kwargs: dict) -> Config:
         if self.caller_decides(kwargs):
             return Config({n: kwargs[n] for n in self.tuned_names})
         dev = _device.get_device()
@@ -173,7 +177,7 @@ class AutotunedKernel:
         _store(pkey, repr(best))
         return best
 
-    def caller_decides(self, kwargs) -> bool:
+    def caller_decides(self, kwargs: dict) -> bool:
         """True when the launch passes every constexpr the configs tune: no search."""
         return bool(self.tuned_names) and all(n in kwargs for n in self.tuned_names)
 
@@ -250,22 +254,22 @@ class _Snapshot:
             view[...] = copy
 
 
-def verbose_enabled(v) -> bool:
+def verbose_enabled(v: bool | None) -> bool:
     return bool(v) and os.environ.get("METILE_AUTOTUNE_QUIET", "") in ("", "0")
 
 
 class AutotunedLauncher:
-    def __init__(self, tuned, grid):
+    def __init__(self, tuned: AutotunedKernel, grid: object) -> None:
         self.tuned = tuned
         self.grid = grid
 
-    def __call__(self, *args, **kwargs) -> Config:
+    def __call__(self, *args: object, **kwargs: object) -> Config:
         """Tunes (once per key values), launches the winner and returns its Config."""
         best = self.tuned.best_config(self.grid, args, kwargs)
         self.tuned.kernel[self.grid](*args, **{**best.kwargs, **kwargs})
         return best
 
-    def prepare(self, *args, **kwargs):
+    def prepare(self, *args: object, **kwargs: object) -> PreparedLaunch:
         """Tunes once and returns the winner's prepared launch (a fast dispatcher)."""
         best = self.tuned.best_config(self.grid, args, kwargs)
         return self.tuned.kernel[self.grid].prepare(*args, **{**best.kwargs, **kwargs})

@@ -10,7 +10,7 @@ class constexpr:
 
     __slots__ = ("value",)
 
-    def __init__(self, value):
+    def __init__(self, value: object) -> None:
         self.value = value.value if isinstance(value, constexpr) else value
 
     def __repr__(self):

@@ -10,7 +10,7 @@ class MetileError(Exception):
 
     status = "METILE_ERROR"
 
-    def __init__(self, message: str):
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 

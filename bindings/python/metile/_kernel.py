@@ -123,7 +123,7 @@ class PreparedLaunch:
     concurrently each prepare their own."""
 
     __slots__ = ("_handle", "device", "kernel", "args", "kwargs", "kwtypes", "keep", "copy_in",
-                 "copy_back", "context", "file", "owner", "rewrap", "__weakref__")
+                 "copy_back", "sync_after", "context", "file", "owner", "rewrap", "__weakref__")
 
     def __init__(self, handle: Any, device: "_device.Device", kernel: CompiledKernel,
                  args: tuple, kwargs: dict, keep: list, copy_in: list, copy_back: list,
@@ -135,6 +135,10 @@ class PreparedLaunch:
         self.kwtypes = tuple(map(type, kwargs.values()))
         self.keep = keep
         self.copy_in, self.copy_back = copy_in, copy_back
+        # A numpy array has no synchronize of its own: on an asynchronous device (metal) a launch
+        # that reads or writes one in place finishes before the call returns, as when it is copied.
+        self.sync_after = bool(copy_back) or (
+            device.asynchronous and any(isinstance(a, np.ndarray) for a in args))
         self.context = context
         self.file = file
         self.owner = threading.get_ident()  # the thread whose k[grid](...) calls reuse it
@@ -148,7 +152,7 @@ class PreparedLaunch:
         st = _run(self._handle)
         if st:
             raise error_for(st, self.context, self.file)
-        if self.copy_back:
+        if self.sync_after:
             self.device.synchronize()
             for arr, buf in self.copy_back:
                 ctypes.memmove(arr.ctypes.data, buf._ptr, arr.nbytes)

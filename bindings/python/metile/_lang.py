@@ -15,7 +15,7 @@ import numpy as np
 from . import _dtypes, _ffi
 from ._constexpr import constexpr
 from ._errors import TracingError
-from ._trace import Value, current, user_location
+from ._trace import DTypeLike, Operand, Shape, Value, current, user_location
 
 _I64x2 = ctypes.c_int64 * 2
 
@@ -50,31 +50,31 @@ def _val(x, like=None) -> Value:
 
 
 # ------------------------------------------------------------------------------ index math
-def cdiv(a, b):
+def cdiv(a: Operand, b: Operand) -> Operand:
     """Ceiling division ceil(a / b); usable in kernels and for grids."""
     a, b = _plain(a), _plain(b)
     return (a + b - 1) // b
 
 
-def next_power_of_2(n):
+def next_power_of_2(n: int) -> int:
     """The smallest power of two >= n (1 for n <= 0)."""
     n = _static_int(n, "next_power_of_2(n)")
     return 1 if n <= 0 else 1 << (n - 1).bit_length()
 
 
-def program_id(axis=0) -> Value:
+def program_id(axis: int = 0) -> Value:
     """Index of this program instance along `axis` (0, 1 or 2), an i32 scalar."""
     return current().emit(_ffi.metile_builder_grid, _ffi.METILE_OP_PROGRAM_ID,
                           _static_int(axis, "program_id axis"))
 
 
-def num_programs(axis=0) -> Value:
+def num_programs(axis: int = 0) -> Value:
     """Number of program instances along `axis`, an i32 scalar."""
     return current().emit(_ffi.metile_builder_grid, _ffi.METILE_OP_NUM_PROGRAMS,
                           _static_int(axis, "num_programs axis"))
 
 
-def arange(start, size) -> Value:
+def arange(start: Operand, size: int) -> Value:
     """`start + [0, size)` as an i32 tile; `size` is a compile-time int, `start` may be a
     runtime scalar."""
     t = current()
@@ -110,7 +110,7 @@ def _emit_binary(t, name, a, b) -> Value:
     return t.emit(_ffi.metile_builder_binary, _BINARY[name], a.id, b.id)
 
 
-def binary(name: str, a, b) -> Value:
+def binary(name: str, a: Operand, b: Operand) -> Value:
     """A Python operator on traced values, with Python's meaning (true `/`, floored `//`
     and `%`, `**`)."""
     pa, pb = _plain(a), _plain(b)
@@ -157,14 +157,14 @@ def _int_pow(base: Value, e: int) -> Value:
     return result if result is not None else t.literal(1, base)
 
 
-def unary(op: int, x) -> Value:
+def unary(op: int, x: Operand) -> Value:
     t = current()
     x = t.literal(_plain(x))
     return t.emit(_ffi.metile_builder_unary, op, x.id)  # the builder casts ints for exp & co.
 
 
 def _make_unary(op, name, doc):
-    def f(x):
+    def f(x: Operand) -> Value:
         return unary(op, x)
     f.__name__ = name
     f.__qualname__ = name
@@ -188,17 +188,17 @@ erf = _make_unary(_ffi.METILE_OP_ERF, "erf", "Element-wise error function.")
 sigmoid = _make_unary(_ffi.METILE_OP_SIGMOID, "sigmoid", "Element-wise 1 / (1 + exp(-x)).")
 
 
-def maximum(a, b) -> Value:
+def maximum(a: Operand, b: Operand) -> Value:
     """Element-wise maximum."""
     return binary("maximum", a, b)
 
 
-def minimum(a, b) -> Value:
+def minimum(a: Operand, b: Operand) -> Value:
     """Element-wise minimum."""
     return binary("minimum", a, b)
 
 
-def where(cond, x, y):
+def where(cond: Operand, x: Operand, y: Operand) -> Value:
     """Element-wise `x if cond else y` (a Python bool condition picks statically)."""
     cond = _plain(cond)
     if isinstance(cond, (bool, np.bool_)):
@@ -218,7 +218,7 @@ def where(cond, x, y):
     return t.emit(_ffi.metile_builder_select, cond.id, x.id, y.id)
 
 
-def cast(x, dtype) -> Value:
+def cast(x: Operand, dtype: DTypeLike) -> Value:
     """x converted to `dtype` ("f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8")."""
     t = current()
     name = _dtypes.normalize(dtype, "cast")
@@ -228,7 +228,7 @@ def cast(x, dtype) -> Value:
     return t.emit(_ffi.metile_builder_cast, x.id, _dtypes.to_enum(name))
 
 
-def reshape(x, shape) -> Value:
+def reshape(x: Value, shape: Shape) -> Value:
     """The same elements with a new shape of the same size (row-major order)."""
     t = current()
     dims = _shape(shape, "reshape")
@@ -237,7 +237,7 @@ def reshape(x, shape) -> Value:
                   _I64x2(*dims, *(0,) * (2 - len(dims))))
 
 
-def broadcast_to(x, shape) -> Value:
+def broadcast_to(x: Operand, shape: Shape) -> Value:
     """x (a scalar, or a tile with size-1 dimensions) broadcast to `shape`."""
     return _broadcast(x, _shape(shape, "broadcast_to"))
 
@@ -252,12 +252,12 @@ def _broadcast(x, dims: tuple[int, ...]) -> Value:
                   _I64x2(*dims, *(0,) * (2 - len(dims))))
 
 
-def zeros(shape, dtype="f32") -> Value:
+def zeros(shape: Shape, dtype: DTypeLike = "f32") -> Value:
     """A tile of zeros (accumulator init)."""
     return full(shape, 0, dtype)
 
 
-def full(shape, value, dtype=None) -> Value:
+def full(shape: Shape, value: Operand, dtype: DTypeLike | None = None) -> Value:
     """A tile of `shape` filled with `value` (dtype from the value unless given)."""
     t = current()
     value = _plain(value)
@@ -296,7 +296,7 @@ def _mask(mask):
     return m
 
 
-def load(ptr, mask=None, other=None) -> Value:
+def load(ptr: Value, mask: Operand | None = None, other: Operand | None = None) -> Value:
     """Reads through `ptr` (ptr + offsets); masked-off lanes give `other` (default 0) and
     touch no memory."""
     t = current()
@@ -309,7 +309,7 @@ def load(ptr, mask=None, other=None) -> Value:
     return t.emit(_ffi.metile_builder_load, p.id, m.id if m is not None else 0, o)
 
 
-def store(ptr, value, mask=None) -> None:
+def store(ptr: Value, value: Operand, mask: Operand | None = None) -> None:
     """Writes `value` through `ptr` (cast to the pointee type); masked-off lanes are skipped."""
     t = current()
     p = _pointer(ptr, "store")
@@ -329,7 +329,8 @@ def _bounds(bounds, what):
     return _val(bounds[0]).id, _val(bounds[1]).id
 
 
-def tile_load(ptr, row, col, stride, shape, bounds=None) -> Value:
+def tile_load(ptr: Value, row: Operand, col: Operand, stride: Operand, shape: Shape,
+              bounds: tuple[Operand, Operand] | None = None) -> Value:
     """The rows x cols tile at (row, col) of a row-major matrix with leading dimension
     `stride`. The matrix is bounds=(R, C) when given, else (extent(ptr) // stride, stride):
     elements outside it read 0."""
@@ -343,7 +344,8 @@ def tile_load(ptr, row, col, stride, shape, bounds=None) -> Value:
                   _val(stride).id, dims[0], dims[1], br, bc)
 
 
-def tile_store(ptr, row, col, stride, value, shape, bounds=None) -> None:
+def tile_store(ptr: Value, row: Operand, col: Operand, stride: Operand, value: Value,
+               shape: Shape, bounds: tuple[Operand, Operand] | None = None) -> None:
     """Writes a rows x cols tile like tile_load reads one; elements outside the matrix (bounds,
     else (extent(ptr) // stride, stride)) are skipped."""
     t = current()
@@ -363,7 +365,7 @@ def tile_store(ptr, row, col, stride, value, shape, bounds=None) -> None:
            v.id, br, bc)
 
 
-def dot(a, b, acc=None) -> Value:
+def dot(a: Value, b: Value, acc: Value | None = None) -> Value:
     """acc + a @ b for a: M x K, b: K x N, acc: M x N (zeros in f32 when omitted)."""
     t = current()
     a, b = _plain(a), _plain(b)
@@ -398,17 +400,17 @@ def _reduce(op, x, axis, name):
     return current().emit(_ffi.metile_builder_reduce, op, x.id, c_axis)
 
 
-def reduce_sum(x, axis=None):
+def reduce_sum(x: Value, axis: int | None = None) -> Value:
     """Sum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
     return _reduce(_ffi.METILE_OP_REDUCE_SUM, x, axis, "sum")
 
 
-def reduce_max(x, axis=None):
+def reduce_max(x: Value, axis: int | None = None) -> Value:
     """Maximum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
     return _reduce(_ffi.METILE_OP_REDUCE_MAX, x, axis, "max")
 
 
-def reduce_min(x, axis=None):
+def reduce_min(x: Value, axis: int | None = None) -> Value:
     """Minimum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
     return _reduce(_ffi.METILE_OP_REDUCE_MIN, x, axis, "min")
 
@@ -434,21 +436,21 @@ def barrier() -> None:
         t._check(st)
 
 
-def simd_shuffle_xor(value, mask) -> Value:
+def simd_shuffle_xor(value: Value, mask: Operand) -> Value:
     """Lane i receives lane (i ^ mask)'s value, within each 32-lane simdgroup."""
     t = current()
     return t.emit(_ffi.metile_builder_simd, _ffi.METILE_OP_SIMD_SHUFFLE_XOR, _val(value).id,
                   t.literal(_plain(mask)).id)
 
 
-def simd_broadcast(value, lane) -> Value:
+def simd_broadcast(value: Value, lane: Operand) -> Value:
     """Every lane receives lane `lane`'s value of its simdgroup."""
     t = current()
     return t.emit(_ffi.metile_builder_simd, _ffi.METILE_OP_SIMD_BROADCAST, _val(value).id,
                   t.literal(_plain(lane)).id)
 
 
-def shared(size, dtype="f32") -> Value:
+def shared(size: int, dtype: DTypeLike = "f32") -> Value:
     """Threadgroup memory of `size` elements; returns a threadgroup pointer."""
     t = current()
     n = _plain(size)
@@ -465,7 +467,7 @@ class simdgroup_role:
     consecutive ranges of num_sgs simdgroups in textual order (role 0 starts at simdgroup 0).
     Values defined inside do not escape the block."""
 
-    def __init__(self, role, num_roles=2, num_sgs=0):
+    def __init__(self, role: int, num_roles: int = 2, num_sgs: int = 0) -> None:
         self.role = _static_int(role, "simdgroup_role role")
         self.num_roles = _static_int(num_roles, "simdgroup_role num_roles")
         self.num_sgs = _static_int(num_sgs, "simdgroup_role num_sgs")
@@ -487,7 +489,8 @@ class simdgroup_role:
         return False
 
 
-def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2):
+def tile_swizzle(pid_m: Operand, pid_n: Operand, pattern: str = "morton",
+                 block_size: int = 2) -> tuple[Value, Value]:
     """Remaps 2-D program ids for locality; returns the new (pid_m, pid_n). Patterns: "morton"
     and "hilbert" (space-filling walks of block_size x block_size squares), "diagonal",
     "grouped" (groups of block_size rows), "grouped2"/"grouped4"/"grouped8", "linear" (the
@@ -526,14 +529,15 @@ class tile_range:
     tiles (`tile_range(thread_id() // 32, N, num_simdgroups)`): each lane runs its own trip
     count and is inactive once past its end; the loop runs while any lane is active."""
 
-    def __init__(self, start, end=None, step=1, num_stages=None):
+    def __init__(self, start: Operand, end: Operand | None = None, step: Operand = 1,
+                 num_stages: int | None = None) -> None:
         # num_stages: the original's software-pipelining hint; accepted, and left to the
         # compiler (which pipelines K loops on GPUs by itself).
         if end is None:
             start, end = 0, start
         self.start, self.end, self.step = start, end, step
 
-    def open(self, inits):
+    def open(self, inits: list[Value]) -> tuple[Value, list[Value]]:
         t = current()
         s, e, st = _bound(self.start), _bound(self.end), _bound(self.step)
         n = len(inits)
@@ -546,7 +550,7 @@ class tile_range:
         return t.value(iv.value), [t.value(carried[i]) for i in range(n)]
 
     @staticmethod
-    def close(yields):
+    def close(yields: list[Value]) -> list[Value]:
         t = current()
         n = len(yields)
         arr = (_ffi.metile_value * builtins.max(n, 1))(*[v.id for v in yields])
@@ -585,7 +589,7 @@ def _ne(self, o):
     return binary("ne", self, o) if _is_operand(o) else NotImplemented
 
 
-def _getitem(self, key):
+def _getitem(self: Value, key: object) -> Value:
     """x[:, None] / x[None, :] insert a size-1 axis (for broadcasting); x[:] is x."""
     if not isinstance(key, tuple):
         key = (key,)
@@ -624,12 +628,22 @@ Value.__pos__ = lambda self: self
 Value.__invert__ = lambda self: unary(_ffi.METILE_OP_NOT, self)
 Value.__abs__ = lambda self: absolute(self)
 Value.__getitem__ = _getitem
-Value.to = Value.astype = lambda self, dtype: cast(self, dtype)
+def _to(self: Value, dtype: DTypeLike) -> Value:
+    """Same as cast(self, dtype)."""
+    return cast(self, dtype)
+
+
+Value.to = Value.astype = _to
 
 
 class persistent_range(tile_range):
     """`for pid in metile.persistent_range(total):` the grid-stride loop of a persistent
     kernel: this program runs ids program_id(axis), + num_programs(axis), ... below `total`."""
 
-    def __init__(self, total, axis=0):
+    def __init__(self, total: Operand, axis: int = 0) -> None:
         super().__init__(program_id(axis), total, num_programs(axis))
+
+
+# The Triton-habit methods (x.cumsum(), x.T, ...) live with their functions; loading them here
+# installs them whenever the language is (metile's names load lazily).
+from . import _lang_triton  # noqa: E402,F401

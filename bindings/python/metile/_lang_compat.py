@@ -24,14 +24,14 @@ from . import _dtypes
 from ._errors import TracingError
 from ._lang import _plain, cast, exp2, maximum, thread_id, where
 from ._lang import simd_shuffle_xor as _shuffle_xor
-from ._trace import Value, current, user_location
+from ._trace import DTypeLike, Operand, Value, current, user_location
 
 FAST_EXP_MAX_REL_ERROR = 1e-5
 _LOG2E = 1.4426950408889634
 _SIMD_WIDTH = 32
 
 
-def scalar(value, dtype=None) -> Value:
+def scalar(value: Operand, dtype: DTypeLike | None = None) -> Value:
     """One explicit scalar value (`m = metile.scalar(-1e30)`): f32 for a float, i32 for an int
     unless `dtype` is given. Reassigning it in a tile_range loop carries it through the loop."""
     v = _plain(value)
@@ -48,7 +48,7 @@ def scalar(value, dtype=None) -> Value:
     return current().const(v, name)
 
 
-def fast_exp(x) -> Value:
+def fast_exp(x: Operand) -> Value:
     """Relaxed-accuracy e**x: exp2(x * log2(e)) in f32 (max relative error below 1e-5 on
     [-87, 88]); half-precision inputs give half-precision results like exp."""
     t = current()
@@ -58,7 +58,7 @@ def fast_exp(x) -> Value:
     return cast(y, out)
 
 
-def reverse_bits(x) -> Value:
+def reverse_bits(x: Operand) -> Value:
     """The 32 bits of an i32 or u32 value in reverse order (bit 0 becomes bit 31), as u32."""
     t = current()
     x = t.literal(_plain(x))
@@ -95,12 +95,12 @@ def _butterfly(x, combine) -> Value:
     return x
 
 
-def simd_sum(value) -> Value:
+def simd_sum(value: Value) -> Value:
     """The sum of `value` over the 32 lanes of each simdgroup, in every lane."""
     return _butterfly(_per_thread(value, "simd_sum"), lambda a, b: a + b)
 
 
-def simd_max(value) -> Value:
+def simd_max(value: Value) -> Value:
     """The maximum of `value` over the 32 lanes of each simdgroup, in every lane."""
     return _butterfly(_per_thread(value, "simd_max"), maximum)
 

@@ -11,10 +11,12 @@ import numpy as np
 
 from ._errors import TracingError
 from ._lang import _plain
-from ._trace import Value, user_location
+from typing import Sequence
+
+from ._trace import DTypeLike, Operand, Value, user_location
 
 
-def static_assert(cond, msg="") -> None:
+def static_assert(cond: object, msg: str = "") -> None:
     """Fails the trace with `msg` (and the kernel's source line) when a compile-time condition
     (Python values, constexprs) is false."""
     c = _plain(cond)
@@ -36,12 +38,12 @@ def _hint(x, values, name):
     return x
 
 
-def multiple_of(x, values):
+def multiple_of(x: Operand, values: int | Sequence[int]) -> Operand:
     """Declares that x's elements are multiples of `values`; accepted, returns x."""
     return _hint(x, values, "multiple_of")
 
 
-def max_contiguous(x, values):
+def max_contiguous(x: Operand, values: int | Sequence[int]) -> Operand:
     """Declares runs of `values` contiguous elements in x; accepted, returns x."""
     return _hint(x, values, "max_contiguous")
 
@@ -75,7 +77,7 @@ def _arg_reduce(x, axis, pick, name):
     return _lang.reduce_min(hits, axis if rank == 2 else None)
 
 
-def argmax(x, axis=None):
+def argmax(x: Value, axis: int | None = None) -> Value:
     """Index of the (first) maximum: of the whole tile (row-major) with axis=None, else along
     `axis`; i32."""
     from ._lang import reduce_max
@@ -83,7 +85,7 @@ def argmax(x, axis=None):
                        "argmax")
 
 
-def argmin(x, axis=None):
+def argmin(x: Value, axis: int | None = None) -> Value:
     """Index of the (first) minimum, like argmax."""
     from ._lang import reduce_min
     return _arg_reduce(x, axis, lambda v, a: reduce_min(v, a if len(v.shape) == 2 else None),
@@ -107,7 +109,8 @@ def _atomic(op, name, ptr, cmp, val, mask):
                   m.id if m is not None else 0)
 
 
-def atomic_add(pointer, val, mask=None, sem=None, scope=None):
+def atomic_add(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+               scope: str | None = None) -> Value:
     """Atomically adds `val` at each active lane's address; returns the old values (inactive
     where masked off, like a load without `other`). `sem`/`scope` are accepted for Triton
     compatibility (the order is relaxed)."""
@@ -115,25 +118,29 @@ def atomic_add(pointer, val, mask=None, sem=None, scope=None):
     return _atomic(METILE_OP_ATOMIC_ADD, "atomic_add", pointer, None, val, mask)
 
 
-def atomic_max(pointer, val, mask=None, sem=None, scope=None):
+def atomic_max(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+               scope: str | None = None) -> Value:
     """Atomic maximum (fmax on floats); returns the old values."""
     from ._enums import METILE_OP_ATOMIC_MAX
     return _atomic(METILE_OP_ATOMIC_MAX, "atomic_max", pointer, None, val, mask)
 
 
-def atomic_min(pointer, val, mask=None, sem=None, scope=None):
+def atomic_min(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+               scope: str | None = None) -> Value:
     """Atomic minimum (fmin on floats); returns the old values."""
     from ._enums import METILE_OP_ATOMIC_MIN
     return _atomic(METILE_OP_ATOMIC_MIN, "atomic_min", pointer, None, val, mask)
 
 
-def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
+def atomic_xchg(pointer: Value, val: Operand, mask: Operand | None = None, sem: str | None = None,
+                scope: str | None = None) -> Value:
     """Atomically writes `val`; returns the old values."""
     from ._enums import METILE_OP_ATOMIC_XCHG
     return _atomic(METILE_OP_ATOMIC_XCHG, "atomic_xchg", pointer, None, val, mask)
 
 
-def atomic_cas(pointer, cmp, val, mask=None, sem=None, scope=None):
+def atomic_cas(pointer: Value, cmp: Operand, val: Operand, mask: Operand | None = None,
+               sem: str | None = None, scope: str | None = None) -> Value:
     """Writes `val` where the stored value equals `cmp` (bitwise); returns the old values."""
     from ._enums import METILE_OP_ATOMIC_CAS
     return _atomic(METILE_OP_ATOMIC_CAS, "atomic_cas", pointer, cmp, val, mask)
@@ -166,7 +173,8 @@ def _scan(op, name, x, axis, reverse, dtype):
     return current().emit(_ffi.metile_builder_scan, op, x.id, axis % rank, int(bool(rev)))
 
 
-def cumsum(input, axis=0, reverse=False, dtype=None):
+def cumsum(input: Value, axis: int = 0, reverse: bool = False,
+           dtype: DTypeLike | None = None) -> Value:
     """Inclusive running sum along `axis` of a 1-D or 2-D tile (Triton's tl.cumsum): element k
     is the sum of elements 0..k (k..end with reverse=True). Masked-off lanes count as 0 and stay
     inactive; f16/bf16 accumulate in f32; bool counts as i32. `dtype` casts the input first."""
@@ -174,7 +182,8 @@ def cumsum(input, axis=0, reverse=False, dtype=None):
     return _scan(METILE_OP_CUMSUM, "cumsum", input, axis, reverse, dtype)
 
 
-def cumprod(input, axis=0, reverse=False, dtype=None):
+def cumprod(input: Value, axis: int = 0, reverse: bool = False,
+            dtype: DTypeLike | None = None) -> Value:
     """Inclusive running product along `axis`, like cumsum (masked-off lanes count as 1)."""
     from ._enums import METILE_OP_CUMPROD
     return _scan(METILE_OP_CUMPROD, "cumprod", input, axis, reverse, dtype)
@@ -187,7 +196,7 @@ def _dims(dims, name):
     return tuple(_static_int(d, f"{name} dims") for d in dims)
 
 
-def permute(input, *dims):
+def permute(input: Value, *dims: int | Sequence[int]) -> Value:
     """The tile with its dimensions reordered: `dims` is a permutation of range(ndim) (as
     varargs or one tuple). Tiles have at most 2 dimensions, so (1, 0) transposes and the
     identity returns the tile."""
@@ -205,7 +214,7 @@ def permute(input, *dims):
     return current().emit(_ffi.metile_builder_trans, x.id)
 
 
-def trans(input, *dims):
+def trans(input: Value, *dims: int | Sequence[int]) -> Value:
     """The transpose of a 2-D tile (Triton's tl.trans); with `dims`, the same as permute."""
     from . import _ffi
     from ._lang import _describe
@@ -219,7 +228,7 @@ def trans(input, *dims):
     return current().emit(_ffi.metile_builder_trans, x.id)
 
 
-def device_print(prefix, *args, hex=False):
+def device_print(prefix: str, *args: Operand, hex: bool = False) -> None:
     """Prints from the kernel (Triton's tl.device_print): for each program, one line per active
     element of each value, "FILE:LINE: pid (x, y, z) idx (i) PREFIX VALUE", to the process's
     stdout (interp, cpu, metal-sim) or CUDA's printf buffer (shown at the next synchronize). The

@@ -11,6 +11,8 @@ import ctypes
 import os
 import sys
 import threading
+import types
+from typing import Callable, Sequence, Union
 
 import numpy as np
 
@@ -26,7 +28,7 @@ _state = threading.local()
 _V = _ffi.metile_value
 
 
-def user_frame(depth: int = 1):
+def user_frame(depth: int = 1) -> "types.FrameType":
     """The innermost frame that is not metile's own code."""
     f = sys._getframe(depth)
     while f is not None and f.f_code.co_filename.startswith(_PKG_DIRS):
@@ -44,10 +46,10 @@ class Poison:
 
     __slots__ = ("message",)
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         self.message = message
 
-    def fail(self, *_args, **_kwargs):
+    def fail(self, *_args: object, **_kwargs: object) -> None:
         raise TracingError(self.message)
 
     def __repr__(self):
@@ -67,7 +69,7 @@ class Retrace(Exception):
 class Trace:
     """One tracing pass over a kernel: owns the C builder until finish()."""
 
-    def __init__(self, name: str, fixups: dict):
+    def __init__(self, name: str, fixups: dict) -> None:
         self.builder = ctypes.POINTER(_ffi.metile_builder)()
         self._check(_ffi.metile_builder_create(ctypes.byref(self.builder), name.encode()))
         self.fixups = fixups  # (loop index, variable) -> (dtype, shape), from earlier passes
@@ -80,7 +82,7 @@ class Trace:
         if status:
             raise error_for(status)
 
-    def locate(self):
+    def locate(self) -> None:
         f = user_frame(2)
         if f is None:
             return
@@ -89,7 +91,7 @@ class Trace:
             self._loc = loc
             _ffi.metile_builder_set_loc(self.builder, loc[0].encode(), loc[1])
 
-    def emit(self, fn, *args) -> "Value":
+    def emit(self, fn: Callable[..., int], *args: object) -> "Value":
         """Calls builder function `fn(builder, *args, &out)` and wraps the result."""
         self.locate()
         out = _V()
@@ -98,7 +100,7 @@ class Trace:
             raise error_for(st)
         return self.value(out.value)
 
-    def call(self, fn, *args) -> None:
+    def call(self, fn: Callable[..., int], *args: object) -> None:
         self.locate()
         st = fn(self.builder, *args)
         if st:
@@ -109,13 +111,13 @@ class Trace:
         self._check(_ffi.metile_builder_value_type(self.builder, vid, ctypes.byref(t)))
         return Value(self, vid, t)
 
-    def release(self):
+    def release(self) -> None:
         if self.builder:
             _ffi.metile_builder_release(self.builder)
             self.builder = None
 
     # -------------------------------------------------------------------------- constants
-    def const(self, v, dtype: str) -> "Value":
+    def const(self, v: int | float | bool, dtype: str) -> "Value":
         code = _dtypes.to_enum(dtype)
         if dtype in _dtypes.FLOATS:
             return self.emit(_ffi.metile_builder_const_float, code, float(v))
@@ -126,7 +128,7 @@ class Trace:
             raise TracingError(f"{user_location()}: {iv} does not fit in {dtype}")
         return self.emit(_ffi.metile_builder_const_int, code, iv)
 
-    def literal(self, x, like: "Value | None" = None) -> "Value":
+    def literal(self, x: object, like: "Value | None" = None) -> "Value":
         """A Python value as a Value. Literals are weakly typed: they take the dtype of the
         value they meet when it is of the same kind, so a literal never changes a tile's dtype
         (2 * x_f16 stays f16); alone, ints are i32 (i64 when too large) and floats f32."""
@@ -173,7 +175,7 @@ def active() -> Trace | None:
     return getattr(_state, "trace", None)
 
 
-def set_active(t: Trace | None):
+def set_active(t: Trace | None) -> Trace | None:
     _state.trace = t
 
 
@@ -181,6 +183,13 @@ _NO_BOOL = (
     "a traced value (computed on the device) has no Python truth value, so Python `if`, "
     "`while`, `and`, `or` and `not` cannot branch on it. Use metile.where(cond, a, b) to "
     "select, a mask for load/store, and `&`, `|`, `~` to combine conditions")
+
+
+# Annotation spellings of the language functions' arguments: a traced value or a Python number,
+# a tile shape, a dtype (a name such as "f32", a numpy dtype or scalar type).
+Operand = Union["Value", int, float, bool]
+Shape = Union[int, Sequence[int]]
+DTypeLike = Union[str, "np.dtype", type]
 
 
 class Value:
@@ -191,7 +200,7 @@ class Value:
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
     __hash__ = object.__hash__
 
-    def __init__(self, trace, vid, t):
+    def __init__(self, trace: Trace, vid: int, t: "_ffi.metile_type") -> None:
         self.trace = trace
         self.id = vid
         self.dtype = _dtypes.from_enum(t.dtype)

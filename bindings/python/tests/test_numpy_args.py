@@ -82,3 +82,23 @@ def test_fresh_arrays_reuse_the_prepared_launch(device):
         launcher(y, out, 16, BLOCK=16)
         np.testing.assert_array_equal(out, 2)
         assert launcher._recent[0] not in kept
+
+
+def _page_aligned(n):
+    # A numpy array whose memory starts on a page boundary and spans whole pages: the devices
+    # that can wrap host memory use it in place rather than copying it.
+    raw = np.zeros(n + 4096 // 4, np.float32)
+    skip = (-raw.ctypes.data % 4096) // 4
+    return raw[skip:skip + n]
+
+
+def test_in_place_arrays_hold_the_results_when_the_call_returns(device):
+    # On an asynchronous device (metal) a kernel writing a numpy array in place must have
+    # finished by the time the call returns: the array has no synchronize of its own.
+    n = 1 << 14
+    for i in range(3):
+        x = _page_aligned(n)
+        x[:] = np.arange(n, dtype=np.float32) + i
+        out = _page_aligned(n)
+        add_one[1](x, out, n, BLOCK=n)
+        np.testing.assert_array_equal(out, x + 1)

@@ -68,15 +68,20 @@ SharedObject::SharedObject(const std::vector<uint8_t>& bytes, const char* subsys
   std::lock_guard<std::mutex> lock(mu());
   int fd = ::memfd_create(("metile-" + label).c_str(), MFD_CLOEXEC);
   if (fd >= 0 && write_all(fd, bytes)) {
-    // The fd's number names the library; duplicate it onto a number no loaded library uses.
+    // The fd's number names the library, and dlopen hands out an already loaded library of the
+    // same name; duplicate it onto a number no loaded library uses: none this loader loaded, and
+    // none another copy of it (the Metal stand-in links its own) or anyone else left mapped.
     std::vector<int> fds{fd};
-    while (names_in_use().count(fd_path(fds.back())) != 0) {
+    auto taken = [](const std::string& path) {
+      return names_in_use().count(path) != 0 || still_loaded(path);
+    };
+    while (taken(fd_path(fds.back()))) {
       int next = ::fcntl(fd, F_DUPFD_CLOEXEC, fds.back() + 1);
       if (next < 0) break;
       fds.push_back(next);
     }
     std::string path = fd_path(fds.back());
-    if (names_in_use().count(path) == 0) {
+    if (!taken(path)) {
       handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (handle_ == nullptr) error = ::dlerror();
       else name_ = path;

@@ -1,0 +1,357 @@
+//! The program builder: one method per op of the C API.
+use crate::error::{check, c_string, Result};
+use crate::sys;
+use std::fmt;
+use std::ptr;
+
+use crate::{DType, Program, Type};
+
+/// A value inside a [`Builder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Value(pub(crate) sys::metile_value);
+
+impl Value {
+    /// The "none" value (0) is accepted where an operand is optional, e.g. `arange`'s start.
+    pub fn from_raw(raw: sys::metile_value) -> Value {
+        Value(raw)
+    }
+}
+
+/// Builds a tile program op by op (see DESIGN.md §3 for the semantics of each op).
+pub struct Builder {
+    pub(crate) raw: *mut sys::metile_builder,
+}
+
+macro_rules! binary_ops {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        $(pub fn $name(&mut self, x: Value, y: Value) -> Result<Value> {
+            self.binary(sys::$op, x, y)
+        })*
+    };
+}
+
+macro_rules! unary_ops {
+    ($($name:ident => $op:ident),* $(,)?) => {
+        $(pub fn $name(&mut self, x: Value) -> Result<Value> {
+            self.unary(sys::$op, x)
+        })*
+    };
+}
+
+fn opt(v: Option<Value>) -> sys::metile_value {
+    v.map_or(0, |v| v.0)
+}
+
+impl Builder {
+    pub fn new(kernel_name: &str) -> Result<Builder> {
+        let name = c_string(kernel_name)?;
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::metile_builder_create(&mut raw, name.as_ptr()) })?;
+        Ok(Builder { raw })
+    }
+
+    fn out(&mut self, f: impl FnOnce(*mut sys::metile_value) -> sys::metile_status) -> Result<Value> {
+        let mut v = 0;
+        check(f(&mut v))?;
+        Ok(Value(v))
+    }
+
+    /// Attaches `file:line` to the ops built from now on.
+    pub fn set_loc(&mut self, file: &str, line: i32) -> Result<()> {
+        let f = c_string(file)?;
+        check(unsafe { sys::metile_builder_set_loc(self.raw, f.as_ptr(), line) })
+    }
+
+    pub fn set_num_threads(&mut self, n: i32) -> Result<()> {
+        check(unsafe { sys::metile_builder_set_num_threads(self.raw, n) })
+    }
+
+    fn param(&mut self, name: &str, dtype: DType, pointer: bool) -> Result<Value> {
+        let n = c_string(name)?;
+        let t = sys::metile_type {
+            dtype: dtype as i32,
+            rank: 0,
+            shape: [0, 0],
+            is_pointer: pointer as i32,
+            address_space: sys::METILE_ADDRESS_SPACE_DEVICE,
+        };
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_param(raw, n.as_ptr(), &t, o) })
+    }
+
+    /// A pointer parameter to `dtype` elements.
+    pub fn param_ptr(&mut self, name: &str, dtype: DType) -> Result<Value> {
+        self.param(name, dtype, true)
+    }
+
+    /// A scalar parameter.
+    pub fn param_scalar(&mut self, name: &str, dtype: DType) -> Result<Value> {
+        self.param(name, dtype, false)
+    }
+
+    pub fn const_i32(&mut self, v: i32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_int(raw, sys::METILE_DTYPE_I32, v as i64, o) })
+    }
+
+    pub fn const_f32(&mut self, v: f32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_float(raw, sys::METILE_DTYPE_F32, v as f64, o) })
+    }
+
+    pub fn program_id(&mut self, axis: i32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_grid(raw, sys::METILE_OP_PROGRAM_ID, axis, o) })
+    }
+
+    pub fn num_programs(&mut self, axis: i32) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_grid(raw, sys::METILE_OP_NUM_PROGRAMS, axis, o) })
+    }
+
+    /// `start + [0, size)` as an i32 tile.
+    pub fn arange(&mut self, start: Value, size: i64) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_arange(raw, start.0, size, o) })
+    }
+
+    pub fn cast(&mut self, x: Value, dtype: DType) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_cast(raw, x.0, dtype as i32, o) })
+    }
+
+    /// Broadcasts to a 1-D or 2-D shape (numpy rules).
+    pub fn broadcast(&mut self, x: Value, shape: &[i64]) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_broadcast(raw, x.0, shape.len() as i32, shape.as_ptr(), o) })
+    }
+
+    pub fn reshape(&mut self, x: Value, shape: &[i64]) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_reshape(raw, x.0, shape.len() as i32, shape.as_ptr(), o) })
+    }
+
+    pub fn binary(&mut self, op: sys::metile_op, x: Value, y: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_binary(raw, op, x.0, y.0, o) })
+    }
+
+    pub fn unary(&mut self, op: sys::metile_op, x: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_unary(raw, op, x.0, o) })
+    }
+
+    binary_ops! {
+        add => METILE_OP_ADD, sub => METILE_OP_SUB, mul => METILE_OP_MUL, div => METILE_OP_DIV,
+        floordiv => METILE_OP_FLOORDIV, rem => METILE_OP_MOD, maximum => METILE_OP_MAXIMUM,
+        minimum => METILE_OP_MINIMUM, lt => METILE_OP_LT, le => METILE_OP_LE, gt => METILE_OP_GT,
+        ge => METILE_OP_GE, eq => METILE_OP_EQ, ne => METILE_OP_NE,
+    }
+
+    unary_ops! {
+        neg => METILE_OP_NEG, exp => METILE_OP_EXP, log => METILE_OP_LOG, sqrt => METILE_OP_SQRT,
+        rsqrt => METILE_OP_RSQRT, abs => METILE_OP_ABS, tanh => METILE_OP_TANH,
+        sigmoid => METILE_OP_SIGMOID,
+    }
+
+    /// `where(cond, x, y)`.
+    pub fn select(&mut self, cond: Value, x: Value, y: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_select(raw, cond.0, x.0, y.0, o) })
+    }
+
+    pub fn ptr_offset(&mut self, ptr: Value, offsets: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_ptr_offset(raw, ptr.0, offsets.0, o) })
+    }
+
+    /// Masked-off lanes give `other` (0 when None) and touch no memory.
+    pub fn load(&mut self, ptrs: Value, mask: Option<Value>, other: Option<Value>) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_load(raw, ptrs.0, opt(mask), opt(other), o) })
+    }
+
+    pub fn store(&mut self, ptrs: Value, value: Value, mask: Option<Value>) -> Result<()> {
+        check(unsafe { sys::metile_builder_store(self.raw, ptrs.0, value.0, opt(mask)) })
+    }
+
+    /// An atomic read-modify-write (`op`: METILE_OP_ATOMIC_ADD, _MAX, _MIN, _XCHG, _CAS; `cmp`
+    /// only for _CAS); gives the old values, 0 where masked off.
+    pub fn atomic(&mut self, op: sys::metile_op, ptrs: Value, cmp: Option<Value>, value: Value,
+                  mask: Option<Value>) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe {
+            sys::metile_builder_atomic(raw, op, ptrs.0, opt(cmp), value.0, opt(mask), o)
+        })
+    }
+
+    /// The `shape` tile at (row, col) of a row-major matrix with leading dimension `stride`;
+    /// with `bounds` (rows, cols), elements outside read 0.
+    pub fn tile_load(&mut self, ptr: Value, row: Value, col: Value, stride: Value, shape: [i64; 2],
+                     bounds: Option<(Value, Value)>) -> Result<Value> {
+        let (br, bc) = bounds.map_or((0, 0), |(r, c)| (r.0, c.0));
+        let raw = self.raw;
+        self.out(|o| unsafe {
+            sys::metile_builder_tile_load(raw, ptr.0, row.0, col.0, stride.0, shape[0], shape[1], br, bc, o)
+        })
+    }
+
+    pub fn tile_store(&mut self, ptr: Value, row: Value, col: Value, stride: Value, value: Value,
+                      bounds: Option<(Value, Value)>) -> Result<()> {
+        let (br, bc) = bounds.map_or((0, 0), |(r, c)| (r.0, c.0));
+        check(unsafe { sys::metile_builder_tile_store(self.raw, ptr.0, row.0, col.0, stride.0, value.0, br, bc) })
+    }
+
+    /// A zero-filled f32 tile.
+    pub fn zeros(&mut self, shape: &[i64]) -> Result<Value> {
+        let z = self.const_f32(0.0)?;
+        self.broadcast(z, shape)
+    }
+
+    /// `acc + a @ b`.
+    pub fn dot(&mut self, a: Value, b: Value, acc: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_dot(raw, a.0, b.0, acc.0, o) })
+    }
+
+    fn reduce(&mut self, op: sys::metile_op, x: Value, axis: Option<i32>) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_reduce(raw, op, x.0, axis.unwrap_or(-1), o) })
+    }
+
+    /// Sum of all elements (`axis` None) or along an axis of a 2-D tile.
+    pub fn sum(&mut self, x: Value, axis: Option<i32>) -> Result<Value> {
+        self.reduce(sys::METILE_OP_REDUCE_SUM, x, axis)
+    }
+
+    pub fn max(&mut self, x: Value, axis: Option<i32>) -> Result<Value> {
+        self.reduce(sys::METILE_OP_REDUCE_MAX, x, axis)
+    }
+
+    pub fn min(&mut self, x: Value, axis: Option<i32>) -> Result<Value> {
+        self.reduce(sys::METILE_OP_REDUCE_MIN, x, axis)
+    }
+
+    /// A counted loop with loop-carried values: `body(builder, iv, carried)` returns the next
+    /// values; the values after the loop are returned.
+    pub fn for_range<F>(&mut self, start: Value, end: Value, step: Value, inits: &[Value], body: F) -> Result<Vec<Value>>
+    where
+        F: FnOnce(&mut Builder, Value, &[Value]) -> Result<Vec<Value>>,
+    {
+        let raw_inits: Vec<sys::metile_value> = inits.iter().map(|v| v.0).collect();
+        let mut iv = 0;
+        let mut carried = vec![0; inits.len()];
+        check(unsafe {
+            sys::metile_builder_for_begin(self.raw, start.0, end.0, step.0, raw_inits.as_ptr(),
+                                          raw_inits.len(), &mut iv, carried.as_mut_ptr())
+        })?;
+        let carried: Vec<Value> = carried.into_iter().map(Value).collect();
+        let yields = body(self, Value(iv), &carried)?;
+        let raw_yields: Vec<sys::metile_value> = yields.iter().map(|v| v.0).collect();
+        let mut results = vec![0; raw_yields.len()];
+        check(unsafe {
+            sys::metile_builder_for_end(self.raw, raw_yields.as_ptr(), raw_yields.len(), results.as_mut_ptr())
+        })?;
+        Ok(results.into_iter().map(Value).collect())
+    }
+
+    /// Records a compile-time constant the program was specialized with.
+    pub fn set_constexpr(&mut self, name: &str, value: &str) -> Result<()> {
+        let (n, v) = (c_string(name)?, c_string(value)?);
+        check(unsafe { sys::metile_builder_set_constexpr(self.raw, n.as_ptr(), v.as_ptr()) })
+    }
+
+    /// The type of a value built so far.
+    pub fn value_type(&self, x: Value) -> Result<Type> {
+        let mut t: sys::metile_type = unsafe { std::mem::zeroed() };
+        check(unsafe { sys::metile_builder_value_type(self.raw, x.0, &mut t) })?;
+        Ok(Type::from_raw(&t))
+    }
+
+    /// An integer constant of any integer (or bool) dtype.
+    pub fn const_int(&mut self, dtype: DType, v: i64) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_int(raw, dtype as i32, v, o) })
+    }
+
+    /// A float constant of any float dtype.
+    pub fn const_float(&mut self, dtype: DType, v: f64) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_const_float(raw, dtype as i32, v, o) })
+    }
+
+    /// Builds `body` in a region whose side effects run only for simdgroup range `role` of
+    /// `num_roles` (even split), or, when `num_sgs > 0`, simdgroups `[first_sg, first_sg + num_sgs)`.
+    pub fn role<F>(&mut self, role: i32, num_roles: i32, first_sg: i32, num_sgs: i32, body: F) -> Result<()>
+    where
+        F: FnOnce(&mut Builder) -> Result<()>,
+    {
+        check(unsafe { sys::metile_builder_role_begin(self.raw, role, num_roles, first_sg, num_sgs) })?;
+        body(self)?;
+        check(unsafe { sys::metile_builder_role_end(self.raw) })
+    }
+
+    /// The thread index (a T-element i32 tile) of the SIMT view.
+    pub fn thread_id(&mut self) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simt(raw, sys::METILE_OP_THREAD_ID, o) })
+    }
+
+    /// The lane index within the simdgroup (a T-element i32 tile).
+    pub fn simd_lane_id(&mut self) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simt(raw, sys::METILE_OP_SIMD_LANE_ID, o) })
+    }
+
+    /// A threadgroup barrier.
+    pub fn barrier(&mut self) -> Result<()> {
+        let mut v = 0;
+        check(unsafe { sys::metile_builder_simt(self.raw, sys::METILE_OP_BARRIER, &mut v) })
+    }
+
+    /// `x[i ^ mask]` across the simdgroup.
+    pub fn simd_shuffle_xor(&mut self, x: Value, mask: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simd(raw, sys::METILE_OP_SIMD_SHUFFLE_XOR, x.0, mask.0, o) })
+    }
+
+    /// `x[(i & !31) + lane]`: one lane's value to its whole simdgroup.
+    pub fn simd_broadcast(&mut self, x: Value, lane: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_simd(raw, sys::METILE_OP_SIMD_BROADCAST, x.0, lane.0, o) })
+    }
+
+    /// Threadgroup memory of `size` elements; gives a threadgroup pointer.
+    pub fn shared(&mut self, size: i64, dtype: DType) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_shared(raw, size, dtype as i32, o) })
+    }
+
+    /// Remaps program ids for locality ("morton", "hilbert", "diagonal", "grouped",
+    /// "grouped2/4/8", "linear", "auto"); a bijection on any grid shape.
+    pub fn tile_swizzle(&mut self, pid_m: Value, pid_n: Value, pattern: &str, block_size: i32) -> Result<(Value, Value)> {
+        let p = c_string(pattern)?;
+        let (mut m, mut n) = (0, 0);
+        check(unsafe { sys::metile_builder_tile_swizzle(self.raw, pid_m.0, pid_n.0, p.as_ptr(), block_size, &mut m, &mut n) })?;
+        Ok((Value(m), Value(n)))
+    }
+
+    /// Verifies and returns the program; the builder is spent.
+    pub fn finish(self) -> Result<Program> {
+        let mut raw = ptr::null_mut();
+        check(unsafe { sys::metile_builder_finish(self.raw, &mut raw) })?;
+        Ok(Program { raw })
+    }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        unsafe { sys::metile_builder_release(self.raw) };
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder").field("raw", &self.raw).finish()
+    }
+}

@@ -1,0 +1,59 @@
+//! Element types and the sealed trait for types that may view buffer memory.
+
+/// Element types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum DType {
+    F32 = 1,
+    F16 = 2,
+    BF16 = 3,
+    I32 = 4,
+    U32 = 5,
+    I64 = 6,
+    Bool = 7,
+    I8 = 8,
+    U8 = 9,
+}
+
+impl DType {
+    const ALL: [DType; 9] = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32, DType::I64,
+                             DType::Bool, DType::I8, DType::U8];
+
+    /// The dtype of a `metile_dtype` value; `None` for one this crate does not know.
+    pub fn from_raw(raw: i32) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| *d as i32 == raw)
+    }
+
+    /// Bytes per element (`metile_dtype_size`).
+    pub fn size(self) -> usize {
+        unsafe { crate::sys::metile_dtype_size(self as i32) }
+    }
+
+    /// "f32", "bf16", ... (`metile_dtype_name`).
+    pub fn name(self) -> &'static str {
+        // Static storage in the library.
+        unsafe { std::ffi::CStr::from_ptr(crate::sys::metile_dtype_name(self as i32)) }
+            .to_str()
+            .unwrap_or("invalid")
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Plain element types whose buffers can be viewed as Rust slices.
+///
+/// # Safety
+/// Every bit pattern of the buffer's bytes must be a valid value of the type (no padding, no
+/// references, no niches). The trait is sealed: it cannot be implemented outside this crate.
+pub unsafe trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
+    const DTYPE: DType;
+}
+macro_rules! element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        unsafe impl Element for $t { const DTYPE: DType = DType::$d; }
+    )*};
+}
+element!(f32 => F32, i32 => I32, u32 => U32, i64 => I64, i8 => I8, u8 => U8);

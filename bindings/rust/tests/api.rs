@@ -1,0 +1,327 @@
+// The C API beyond the builder basics, through the safe crate: device info and streams, compile
+// options and kernel info, prepared launches over new arguments and caller memory, wrapped
+// memory, DLPack export/import, the cache and autotune records, program introspection and the
+// SIMT ops. Runs on the default device ($METILE_DEVICE or the best available).
+use metile::{cache, Arg, Builder, DType, Device, ErrorKind, Kernel, Result, Value};
+
+fn device() -> Device {
+    Device::open(None).expect("the default device opens")
+}
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+const BLOCK: i64 = 256;
+
+/// out[i] = x[i] + y[i] for i < n.
+fn vadd() -> Result<metile::Program> {
+    vadd_named("vadd")
+}
+
+fn vadd_named(name: &str) -> Result<metile::Program> {
+    let mut b = Builder::new(name)?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let y = b.param_ptr("y", DType::F32)?;
+    let out = b.param_ptr("out", DType::F32)?;
+    let n = b.param_scalar("n", DType::I32)?;
+    let pid = b.program_id(0)?;
+    let block = b.const_i32(BLOCK as i32)?;
+    let start = b.mul(pid, block)?;
+    let offs = b.arange(start, BLOCK)?;
+    let mask = b.lt(offs, n)?;
+    let (px, py, po) = (b.ptr_offset(x, offs)?, b.ptr_offset(y, offs)?, b.ptr_offset(out, offs)?);
+    let xv = b.load(px, Some(mask), None)?;
+    let yv = b.load(py, Some(mask), None)?;
+    let s = b.add(xv, yv)?;
+    b.store(po, s, Some(mask))?;
+    b.finish()
+}
+
+fn grid(n: usize) -> [u32; 3] {
+    [((n as i64 + BLOCK - 1) / BLOCK) as u32, 1, 1]
+}
+
+fn assert_sum(got: &[f32], x: &[f32], y: &[f32]) {
+    for i in 0..x.len() {
+        assert_eq!(got[i], x[i] + y[i], "element {i}");
+    }
+}
+
+#[test]
+fn version_dtypes_ops_and_device_info() -> Result<()> {
+    let parts: Vec<u32> = metile::version().split('.').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(metile::version_number(), parts[0] * 10000 + parts[1] * 100 + parts[2]);
+    assert_eq!((DType::BF16.name(), DType::BF16.size()), ("bf16", 2));
+    assert_eq!((DType::I64.name(), DType::I64.size()), ("i64", 8));
+    assert_eq!(DType::from_raw(9), Some(DType::U8));
+    assert_eq!(DType::from_raw(99), None);
+    assert_eq!(metile::op_name(metile::sys::METILE_OP_TILE_LOAD), "tile_load");
+    assert_eq!(metile::op_name(12345), "invalid");
+    let dev = device();
+    let info = dev.info()?;
+    assert_eq!(info.name, dev.name());
+    assert!(info.simd_width >= 1 && info.max_threads_per_group >= 1, "{info:?}");
+    let stream = dev.stream()?;
+    if info.name != "cuda" {
+        assert_eq!(stream, 0);
+    }
+    dev.wait_stream(stream)?;
+    dev.signal_stream(stream)?;
+    Ok(())
+}
+
+#[test]
+fn kernel_info_cache_key_source_and_clones() -> Result<()> {
+    let dev = device();
+    let program = vadd()?;
+    let k1 = Kernel::compile(&dev, &program)?;
+    let options = metile::CompileOptions { opt_level: 0, no_cache: true, check_bounds: true, ..Default::default() };
+    let k2 = Kernel::compile_with(&dev, &program.clone(), &options)?;
+    let (key1, key2) = (k1.cache_key()?, k2.cache_key()?);
+    assert!(key1.len() == 64 && key1.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{key1}");
+    assert_ne!(key1, key2, "options change the key");
+    let info = k2.info()?;
+    assert!(!info.from_cache && info.compile_seconds >= 0.0, "{info:?}");
+    assert!(k1.source("tile_ir")?.contains("vadd"));
+    let e = k1.source("no_such_stage").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.message.contains("tile_ir"), "the stages are listed: {e}");
+    let bad = metile::CompileOptions { allow_tf32: None, num_threads: -3, ..Default::default() };
+    let e = Kernel::compile_with(&dev, &program, &bad).unwrap_err();
+    assert!(e.kind() == ErrorKind::InvalidArgument && e.message.contains("num_threads"), "{e}");
+    let k3 = k1.clone();
+    drop(k1);
+    assert_eq!(k3.cache_key()?, key1); // the clone holds its own reference
+    assert_eq!(k3.device().name(), dev.name());
+    Ok(())
+}
+
+#[test]
+fn prepared_launch_set_arg_and_autotune_time() -> Result<()> {
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &vadd()?)?;
+    let n = 700;
+    let (hx, hy, hz) = (random(n, 1), random(n, 2), random(n, 3));
+    let (bx, by, bz) = (dev.buffer_from(&hx)?, dev.buffer_from(&hy)?, dev.buffer_from(&hz)?);
+    let mut out = dev.alloc(4 * n)?;
+    {
+        let mut launch = kernel.prepare([1, 1, 1], vec![Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut out), Arg::I32(n as i32)])?;
+        launch.set_grid(grid(n))?;
+        launch.set_arg(1, Arg::Buffer(&bz))?;
+        launch.set_arg(3, Arg::I64(n as i64))?;
+        let ms = cache::autotune_time(&mut [&mut launch], 1, 2)?;
+        assert!(ms.len() == 1 && ms[0] >= 0.0, "{ms:?}");
+        let e = launch.set_arg(3, Arg::F32(0.5)).unwrap_err();
+        assert!(e.kind() == ErrorKind::InvalidArgument && e.message.contains('n'), "{e}");
+        let e = launch.set_arg(9, Arg::I32(1)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        let e = launch.set_arg(2, Arg::Buffer(&bx)).unwrap_err(); // a written parameter, shared
+        assert!(e.message.contains("`out`"), "{e}");
+        assert_eq!(launch.set_grid([0, 1, 1]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert!(format!("{launch:?}").contains("Launch"));
+    }
+    dev.synchronize()?;
+    assert_sum(out.as_slice::<f32>(), &hx, &hz);
+    Ok(())
+}
+
+#[test]
+fn wrapped_memory_and_launch_over_caller_memory() -> Result<()> {
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &vadd()?)?;
+    let n = 300;
+    let (hx, hy) = (random(n, 4), random(n, 5));
+    let bx = dev.wrap_vec(hx.clone())?;
+    let by = dev.wrap_vec(hy.clone())?;
+    let mut out = dev.wrap_vec(vec![0f32; n])?;
+    assert_eq!(out.size()?, 4 * n);
+    kernel.launch(grid(n), &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut out), Arg::I32(n as i32)])?;
+    dev.synchronize()?;
+    assert_sum(out.as_slice::<f32>(), &hx, &hy);
+    assert!(format!("{out:?}").contains("wrapped: true"));
+
+    let mut host = vec![0f32; n];
+    let mut scalar = [0i32; 1];
+    let shares = out.shares_memory();
+    {
+        let mut launch = kernel.prepare(grid(n), vec![Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut out), Arg::I32(n as i32)])?;
+        match launch.set_arg_memory(2, &mut host) {
+            Err(e) if !shares && e.kind() == ErrorKind::Unsupported => return Ok(()), // a copying device
+            r => r?,
+        }
+        launch.run()?;
+        assert_eq!(launch.set_arg_memory(3, &mut scalar).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    } // dropping the launch synchronizes, then ends the borrow of `host`
+    assert_sum(&host, &hx, &hy);
+    assert_eq!(dev.wrap_vec(Vec::<f32>::new()).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    Ok(())
+}
+
+#[test]
+fn dlpack_export_import_round_trip() -> Result<()> {
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &vadd()?)?;
+    let n = 6 * 50;
+    let (hx, hy) = (random(n, 6), random(n, 7));
+    let (bx, by) = (dev.buffer_from(&hx)?, dev.buffer_from(&hy)?);
+    let out = dev.alloc(4 * n)?;
+    for versioned in [false, true] {
+        let tensor = out.to_dlpack(DType::F32, &[6, 50], versioned)?;
+        let info = tensor.info();
+        assert_eq!((info.shape.clone(), info.code, info.bits, info.lanes, info.strides.clone()), (vec![6, 50], 2, 32, 1, None));
+        assert_eq!(info.device_type, if dev.name() == "cuda" { 2 } else { 1 });
+        assert_eq!(info.version, if versioned { Some((1, 0)) } else { None });
+        assert!(format!("{tensor:?}").contains("DLPack"));
+        let mut imported = unsafe { dev.from_dlpack(tensor)? };
+        assert_eq!(imported.len_bytes(), 4 * n);
+        kernel.launch(grid(n), &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut imported), Arg::I32(n as i32)])?;
+        dev.synchronize()?;
+        drop(imported); // runs the tensor's deleter
+        assert_sum(out.as_slice::<f32>(), &hx, &hy); // written through the imported tensor
+    }
+    let bf16 = bx.to_dlpack(DType::BF16, &[2 * n as i64], true)?;
+    assert_eq!((bf16.info().code, bf16.info().bits), (4, 16));
+    drop(bf16); // an unconsumed tensor: its deleter runs
+    let e = bx.to_dlpack(DType::F32, &[n as i64 + 1], false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(bx.to_dlpack(DType::F32, &[1; 9], true).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    Ok(())
+}
+
+#[test]
+fn cache_dir_stats_clear_and_autotune_records() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("metile-rust-cache-{}", std::process::id()));
+    let dir_s = dir.to_str().unwrap();
+    cache::set_dir(dir_s)?;
+    assert_eq!(cache::dir()?, dir_s);
+    cache::clear()?;
+    assert_eq!(cache::stats()?, cache::Stats::default());
+    let dev = device();
+    // The counters are process-wide and the other tests compile concurrently: this kernel is
+    // theirs to miss only once, and the counters only grow.
+    let program = vadd_named("vadd_cache_test")?;
+    assert!(!Kernel::compile(&dev, &program)?.info()?.from_cache);
+    let k = Kernel::compile(&dev, &program)?;
+    assert!(k.info()?.from_cache);
+    let s = cache::stats()?;
+    assert!(s.misses >= 1 && s.memory_hits + s.disk_hits >= 1, "{s:?}");
+    cache::set_max_bytes(1 << 20)?;
+    assert_eq!(cache::set_max_bytes(0).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    cache::autotune_store("rust-test-key", "BLOCK=128")?;
+    assert_eq!(cache::autotune_lookup("rust-test-key")?.as_deref(), Some("BLOCK=128"));
+    assert_eq!(cache::autotune_lookup("absent")?, None);
+    cache::set_enabled(false)?;
+    assert_eq!(cache::autotune_lookup("rust-test-key")?, None, "a disabled disk cache answers nothing");
+    cache::set_enabled(true)?;
+    cache::clear()?;
+    assert_eq!(cache::autotune_lookup("rust-test-key")?, None, "clear removes records");
+    assert_eq!(cache::set_dir("").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    cache::reset_dir()?;
+    assert_ne!(cache::dir()?, dir_s);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[test]
+fn builder_types_constants_params_and_text_round_trip() -> Result<()> {
+    let mut b = Builder::new("scaled")?;
+    b.set_constexpr("BLOCK", "64")?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let out = b.param_ptr("out", DType::I64)?;
+    let offs = b.arange(Value::from_raw(0), 64)?;
+    let p = b.ptr_offset(x, offs)?;
+    let v = b.load(p, None, None)?;
+    let k = b.const_float(DType::F32, 100.0)?;
+    let scaled = b.mul(v, k)?;
+    let as_int = b.cast(scaled, DType::I64)?;
+    let two = b.const_int(DType::I64, 2)?;
+    let r = b.mul(as_int, two)?;
+    let t = b.value_type(r)?;
+    assert_eq!((t.dtype, t.rank, t.shape[0], t.pointer), (Some(DType::I64), 1, 64, false));
+    let po = b.ptr_offset(out, offs)?;
+    b.store(po, r, None)?;
+    let program = b.finish()?;
+    let params = program.params()?;
+    assert_eq!(params.len(), 2);
+    assert!(params[0].name == "x" && params[0].reads && !params[0].writes && params[0].ty.pointer);
+    assert!(params[1].writes && params[1].ty.dtype == Some(DType::I64));
+    let again = metile::Program::parse(&program.text()?)?;
+    assert_eq!(again.text()?, program.text()?);
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &again)?;
+    let hx = random(64, 8);
+    let bx = dev.buffer_from(&hx)?;
+    let mut bo = dev.alloc(8 * 64)?;
+    kernel.launch([1, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bo)])?;
+    dev.synchronize()?;
+    for (i, &h) in hx.iter().enumerate() {
+        assert_eq!(bo.as_slice::<i64>()[i], ((h * 100.0) as i64) * 2, "element {i}");
+    }
+    assert_eq!(b_err(|b| { let c = b.const_int(DType::I32, 1)?; b.value_type(Value::from_raw(999)).map(|_| c) }), ErrorKind::InvalidArgument);
+    Ok(())
+}
+
+fn b_err(f: impl FnOnce(&mut Builder) -> Result<Value>) -> ErrorKind {
+    let mut b = Builder::new("e").unwrap();
+    f(&mut b).unwrap_err().kind()
+}
+
+/// Each of 64 threads reads x[t ^ 1] through threadgroup memory, a barrier and a shuffle, in a
+/// role region, with the program ids swizzled (the identity on a 1 x 1 grid).
+#[test]
+fn simt_shuffle_shared_role_and_swizzle() -> Result<()> {
+    const T: i64 = 64;
+    let mut b = Builder::new("shuffle_pairs")?;
+    b.set_num_threads(T as i32)?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let out = b.param_ptr("out", DType::F32)?;
+    let (p0, p1) = (b.program_id(0)?, b.program_id(1)?);
+    let (pm, pn) = b.tile_swizzle(p0, p1, "hilbert", 2)?;
+    let s = b.add(pm, pn)?;
+    let tn = b.const_i32(T as i32)?;
+    let base = b.mul(s, tn)?;
+    let tid = b.thread_id()?;
+    let idx = b.add(tid, base)?;
+    let px = b.ptr_offset(x, idx)?;
+    let v = b.load(px, None, None)?;
+    let sh = b.shared(T, DType::F32)?;
+    let ps = b.ptr_offset(sh, tid)?;
+    b.store(ps, v, None)?;
+    b.barrier()?;
+    let w = b.load(ps, None, None)?;
+    let one = b.const_i32(1)?;
+    let swapped = b.simd_shuffle_xor(w, one)?;
+    let lane = b.simd_lane_id()?;
+    let zero = b.const_i32(0)?;
+    let first = b.simd_broadcast(lane, zero)?; // lane 0's lane id: 0 everywhere
+    let fz = b.cast(first, DType::F32)?;
+    let result = b.add(swapped, fz)?;
+    let po = b.ptr_offset(out, idx)?;
+    b.role(0, 1, 0, 0, |b| b.store(po, result, None))?;
+    let program = b.finish()?;
+    let dev = device();
+    let kernel = match Kernel::compile(&dev, &program) {
+        Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(()), // no SIMT view here
+        k => k?,
+    };
+    let hx = random(T as usize, 9);
+    let bx = dev.buffer_from(&hx)?;
+    let mut bo = dev.alloc(4 * T as usize)?;
+    kernel.launch([1, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bo)])?;
+    dev.synchronize()?;
+    for (i, &g) in bo.as_slice::<f32>().iter().enumerate() {
+        assert_eq!(g, hx[i ^ 1], "thread {i}");
+    }
+    let mut bad = Builder::new("bad")?;
+    let a = bad.program_id(0)?;
+    let e = bad.tile_swizzle(a, a, "spiral", 2).unwrap_err();
+    assert!(e.message.contains("spiral"), "{e}");
+    Ok(())
+}

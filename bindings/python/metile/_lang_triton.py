@@ -260,4 +260,11 @@ Value.cumsum = cumsum
 Value.cumprod = cumprod
 Value.trans = trans
 Value.permute = permute
-Value.T = property(lambda self: trans(self))
+
+
+def _transposed(self: Value) -> Value:
+    """x.T: the transpose of a 2-D tile (trans(x))."""
+    return trans(self)
+
+
+Value.T = property(_transposed)

@@ -80,6 +80,12 @@ CpuSource CpuEmitter::run() {
   bool swizzles = false;
   walk(p.body, [&](const Op& op) { swizzles = swizzles || op.kind == OpKind::TILE_SWIZZLE; });
   if (swizzles) w.raw(embedded_file("swizzle.h")).line();
+  bool prints = false;
+  walk(p.body, [&](const Op& op) { prints = prints || op.kind == OpKind::DEVICE_PRINT; });
+  if (prints)
+    w.raw("#include <stdio.h>\n#define METILE_PRINT_FLUSH() fflush(stdout)\n")
+        .raw(embedded_file("device_print.h"))
+        .line();
   w.comment("One program instance; returns 0, or a fault code.");
   w.open(d.inline_qualifier + " uint32_t " + fn + "(" + params +
          "const int32_t mt_pid[3], const int32_t mt_npg[3])");

@@ -149,6 +149,7 @@ std::string CpuEmitter::op_elem(const Op& op, const Idx& idx) {
       return spell_select(arg(1), value, other);
     }
     case OpKind::TILE_LOAD: return tile_elem(op, idx);
+    case OpKind::TRANS: return elem(op.operands[0], {idx.i1, idx.i0});
     case OpKind::SIMD_SHUFFLE_XOR:
       return lane_elem(op, "(" + idx.i0 + " ^ " + elem(op.operands[1], {}) + ")");
     case OpKind::SIMD_BROADCAST:

@@ -94,6 +94,8 @@ struct CpuEmitter {
   void emit_reduce(const Op& op);
   void emit_shared(const Op& op);
   void emit_swizzle(const Op& op);
+  void emit_scan(const Op& op);
+  void emit_print(const Op& op);
   void emit_role(const Op& op);
   void emit_for(const Op& op);
   void emit_yield(const Op& loop);

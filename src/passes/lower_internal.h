@@ -169,6 +169,20 @@ class Lowering {
                                 const std::vector<ValueId>& inits, const std::string& iv_stem,
                                 Body&& body);
 
+  /** Runs fold(round) for round in [0, rounds): inline with a constant 0 when there is one
+   * round, else in a GPU `for` loop (work spread over more lines than threads). */
+  template <typename Fold>
+  void each_round(int64_t rounds, Fold&& fold) {
+    if (rounds == 1) {
+      fold(c_i32(0));
+      return;
+    }
+    for_loop(c_i32(0), c_i32(rounds), c_i32(1), {}, "round", [&](ValueId round, const auto&) {
+      fold(round);
+      return std::vector<ValueId>{};
+    });
+  }
+
   std::map<DType, std::pair<ValueId, int64_t>> scratch_arrays;
   std::map<std::pair<gpu::Builtin, int>, ValueId> builtins;  // (builtin, axis) -> value
 };

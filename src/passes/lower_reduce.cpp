@@ -125,14 +125,7 @@ ValueId Lowering::axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, i
     b.store(b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {o, c_i32(numel)})}), acc,
             b.ew(OpKind::BITAND, {first, has_output}));
   };
-  if (rounds == 1) {
-    fold(c_i32(0));
-  } else {
-    for_loop(c_i32(0), c_i32(rounds), c_i32(1), {}, "round", [&](ValueId round, const auto&) {
-      fold(round);
-      return std::vector<ValueId>{};
-    });
-  }
+  each_round(rounds, fold);
   b.barrier();
   ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.coord(to, tid), c_i32(numel)})});
   ValueId pred = valid_pred(to);

@@ -48,14 +48,7 @@ void Lowering::scan(const Op& op) {
     });
   };
   int64_t rounds = (lines + f.threads - 1) / f.threads;
-  if (rounds == 1) {
-    fold(c_i32(0));
-  } else {
-    for_loop(c_i32(0), c_i32(rounds), c_i32(1), {}, "round", [&](ValueId round, const auto&) {
-      fold(round);
-      return std::vector<ValueId>{};
-    });
-  }
+  each_round(rounds, fold);
   b.barrier();
   ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, b.coord(l, tid)});
   ValueId pred = valid_pred(l);

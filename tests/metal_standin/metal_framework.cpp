@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <condition_variable>
@@ -393,9 +394,16 @@ struct Device {
 
 id device_name(id self, SEL) { return as<Device>(self)->name; }
 BOOL device_supports_family(id, SEL, NSInteger family) {
-  // An M1-class GPU: Apple1-7, Mac2, Common1-3, Metal3.
-  return (family >= 1001 && family <= 1007) || family == 2002 || (family >= 3001 && family <= 3003) ||
-         family == 5001;
+  // An M1-class GPU: Apple1-7, Mac2, Common1-3, Metal3. METILE_STANDIN_GPU_FAMILY=apple<N>
+  // (N in 8..10) makes it an Apple<N> GPU, with Metal 4 from apple9 on (the tensor_ops path).
+  static const int apple = [] {
+    const char* v = std::getenv("METILE_STANDIN_GPU_FAMILY");
+    for (int n = 8; v != nullptr && n <= 10; ++n)
+      if (std::string(v) == "apple" + std::to_string(n)) return n;
+    return 7;
+  }();
+  return (family >= 1001 && family <= 1000 + apple) || family == 2002 ||
+         (family >= 3001 && family <= 3003) || family == 5001 || (family == 5002 && apple >= 9);
 }
 MTLSize device_max_threads(id, SEL) { return {1024, 1024, 1024}; }
 NSUInteger device_max_threadgroup_memory(id, SEL) { return 32768; }

@@ -121,8 +121,10 @@ class MetalDevice final : public Device {
     MTLSize max_threads = rt_.send<MTLSize>(Sel::maxThreadsPerThreadgroup, device_);
     NSUInteger tg_memory = rt_.send<NSUInteger>(Sel::maxThreadgroupMemoryLength, device_);
 
-    // The GPU pipeline's target: Apple's description narrowed to what this GPU reports.
-    target_ = apple_gpu_target();
+    // The GPU pipeline's target: Apple's description narrowed to what this GPU reports; its
+    // family and Metal 4 decide whether dot lowers to tensor_ops (apple9 on, with Metal 4).
+    const int family_number = apple_family_from_name(family);
+    target_ = apple_gpu_target(family_number > 0 ? family_number : kAppleDefaultFamily, metal4);
     target_.max_threads = static_cast<int>(std::min<NSUInteger>(max_threads.width, 1024));
     target_.threadgroup_memory_bytes = std::min<uint64_t>(tg_memory, target_.threadgroup_memory_bytes);
 

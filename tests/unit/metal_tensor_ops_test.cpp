@@ -1,0 +1,108 @@
+// Metal 4 tensor_ops for dot: which Apple targets have the atom, when lowering falls back to
+// simdgroup_matrix, and metal-sim's family option. The kernels themselves run in the kernel
+// suite: the ctest entries metal_sim_tensor_ops and metal_standin_tensor_ops run its gemm cases
+// (f32, f16, bf16, ragged) on an emulated apple10 and compare them with interp and float64.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "codegen/msl.h"
+#include "kernels/kernels.h"
+#include "metal_sim_test_util.h"
+#include "passes/pipeline.h"
+#include "runtime/backends.h"
+#include "runtime/metal_sim/metal_sim_device.h"
+#include "support/env.h"
+
+namespace metile {
+namespace {
+
+bool has_tensor_ops(const GpuTarget& t) {
+  for (const MatrixAtom& a : t.matrix_atoms)
+    if (a.name == "tensor_ops") return true;
+  return false;
+}
+
+std::string msl_of(const Program& p, const GpuTarget& t) {
+  return emit_msl(run_gpu_pipeline(p, t, {}, "test").function).source;
+}
+
+TEST(TensorOpsTarget, OnlyFromApple9WithMetal4) {
+  EXPECT_FALSE(has_tensor_ops(apple_gpu_target()));
+  EXPECT_EQ(apple_gpu_target().family, kAppleDefaultFamily);
+  EXPECT_FALSE(has_tensor_ops(apple_gpu_target(8, true)));
+  EXPECT_FALSE(has_tensor_ops(apple_gpu_target(10, false)));
+  for (int family : {9, 10}) {
+    GpuTarget t = apple_gpu_target(family, true);
+    EXPECT_EQ(t.family, family);
+    ASSERT_TRUE(has_tensor_ops(t));
+    EXPECT_EQ(t.matrix_atoms.front().name, "tensor_ops");  // preferred over simdgroup_matrix
+    EXPECT_EQ(t.matrix_atoms.back().name, "simdgroup_matrix");  // kept for the fallback
+  }
+  EXPECT_EQ(apple_family_from_name("apple10"), 10);
+  EXPECT_EQ(apple_family_from_name("apple7"), 7);
+  EXPECT_EQ(apple_family_from_name("apple11"), -1);
+  EXPECT_EQ(apple_family_from_name("m5"), -1);
+}
+
+TEST(TensorOpsTarget, DotTypesLowerToMatmul2d) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+    kernels::GemmConfig g;
+    g.dtype = d;
+    std::string msl = msl_of(kernels::gemm(g), apple_gpu_target(10, true));
+    EXPECT_NE(msl.find("#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>"), std::string::npos);
+    EXPECT_NE(msl.find("mpp::tensor_ops::matmul2d<mma_desc, execution_simdgroup>"), std::string::npos);
+    EXPECT_EQ(msl.find("simdgroup_multiply_accumulate"), std::string::npos) << dtype_name(d);
+    // The same program for an M1 keeps simdgroup_matrix and needs no Metal 4 header.
+    std::string m1 = msl_of(kernels::gemm(g), apple_gpu_target());
+    EXPECT_EQ(m1.find("MetalPerformancePrimitives"), std::string::npos);
+    EXPECT_NE(m1.find("simdgroup_multiply_accumulate"), std::string::npos);
+  }
+}
+
+TEST(TensorOpsTarget, AccumulatorTooLargeForThreadgroupMemoryFallsBack) {
+  // 128 x 128 f32 is 64 KiB, more than half of 32 KiB: the atom after tensor_ops is taken.
+  kernels::GemmConfig g;
+  g.block_m = g.block_n = 128;
+  g.block_k = 16;
+  std::string msl = msl_of(kernels::gemm(g), apple_gpu_target(10, true));
+  EXPECT_EQ(msl.find("matmul2d"), std::string::npos);
+  EXPECT_NE(msl.find("simdgroup_multiply_accumulate"), std::string::npos);
+}
+
+// Runs with and without METILE_METAL_SIM_FAMILY (ctest metal_sim_tensor_ops sets apple10):
+// the device's kernels use matmul2d exactly when the emulated family has it.
+TEST(MetalSimTensorOps, FamilyFromEnvironmentDecidesTheDotPath) {
+  METAL_SIM_REQUIRE_CLANG();
+  std::string family = env_string("METILE_METAL_SIM_FAMILY", "apple7");
+  bool tensor_ops = family == "apple9" || family == "apple10";
+  std::shared_ptr<Device> dev = open_device("metal-sim");
+  EXPECT_NE(dev->info().description.find(family), std::string::npos) << dev->info().description;
+  EXPECT_NE(dev->cache_identity().find(family), std::string::npos);
+  kernels::GemmConfig g;
+  g.dtype = DType::f16;
+  Artifact a = dev->build(kernels::gemm(g), {});
+  EXPECT_EQ(a.sources["msl"].find("mpp::tensor_ops::matmul2d") != std::string::npos, tensor_ops)
+      << family;
+}
+
+TEST(MetalSimTensorOps, UnknownFamilyIsAnError) {
+  METAL_SIM_REQUIRE_CLANG();
+  const DeviceEntry* sim = nullptr;
+  for (const DeviceEntry& e : device_registry())
+    if (std::string(e.name) == "metal-sim") sim = &e;
+  ASSERT_NE(sim, nullptr);
+  std::string saved = env_string("METILE_METAL_SIM_FAMILY");
+  setenv("METILE_METAL_SIM_FAMILY", "apple11", 1);
+  auto [status, message] = metal_sim::testing::error_of([&] { sim->create(); });
+  if (saved.empty())
+    unsetenv("METILE_METAL_SIM_FAMILY");
+  else
+    setenv("METILE_METAL_SIM_FAMILY", saved.c_str(), 1);
+  EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("METILE_METAL_SIM_FAMILY is \"apple11\""), std::string::npos) << message;
+  EXPECT_NE(message.find("metal-sim"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace metile

@@ -104,5 +104,24 @@ TEST(MetalSimTensorOps, UnknownFamilyIsAnError) {
   EXPECT_NE(message.find("metal-sim"), std::string::npos) << message;
 }
 
+// The metal device: the stand-in's supportsFamily: answers per METILE_STANDIN_GPU_FAMILY
+// (ctest metal_standin_tensor_ops: apple10 with Metal 4; metal_standin_unit: an M1).
+TEST(MetalDeviceTensorOps, SupportedFamilyDecidesTheDotPath) {
+  const DeviceEntry* metal = nullptr;
+  for (const DeviceEntry& e : device_registry())
+    if (std::string(e.name) == "metal") metal = &e;
+  ASSERT_NE(metal, nullptr);
+  if (!metal->probe().empty()) GTEST_SKIP() << metal->probe();
+  std::string family = env_string("METILE_STANDIN_GPU_FAMILY", "apple7");
+  bool tensor_ops = family == "apple9" || family == "apple10";
+  std::shared_ptr<Device> dev = open_device("metal");
+  EXPECT_EQ(dev->info().architecture, family);
+  kernels::GemmConfig g;
+  g.dtype = DType::bf16;
+  Artifact a = dev->build(kernels::gemm(g), {});
+  EXPECT_EQ(a.sources["msl"].find("mpp::tensor_ops::matmul2d") != std::string::npos, tensor_ops)
+      << family;
+}
+
 }  // namespace
 }  // namespace metile

@@ -272,6 +272,9 @@ MslKernel emit_msl(const gpu::Function& f) {
   MslKernel out;
   out.source = emit_gpu_kernel(f, dialect, &k);
   out.threads_per_group = k.threads;
+  gpu::walk(f.body, [&](const gpu::Op& op) {
+    if (op.kind == gpu::GpuOpKind::MMA && op.attr_str("atom") == "tensor_ops") out.language = "metal4.0";
+  });
   out.signature.kernel = k.name;
   int buffer = 0, group = 0;
   for (const KernelInterface::Param& p : k.params)

@@ -108,12 +108,18 @@ id url_file_url_with_path(id, SEL, id path) {
   return standin_objc_autorelease(u);
 }
 
+// MTLLanguageVersion: major << 16 | minor. Unset, the real compiler picks a version from the
+// SDK the process was built against; the stand-in takes one that predates Metal 4.
+constexpr NSUInteger kLanguageVersion3_2 = (3 << 16) + 2, kLanguageVersion4_0 = 4 << 16;
+
 struct CompileOptions {
   standin_object header;
   BOOL fast_math = 1;  // Metal's default
+  NSUInteger language = kLanguageVersion3_2;
 };
 id options_alloc(id, SEL) { return make<CompileOptions>("MTLCompileOptions"); }
 void options_set_fast_math(id self, SEL, BOOL enabled) { as<CompileOptions>(self)->fast_math = enabled; }
+void options_set_language_version(id self, SEL, NSUInteger v) { as<CompileOptions>(self)->language = v; }
 
 // ---- MTLBuffer ---------------------------------------------------------------------------------
 
@@ -163,7 +169,13 @@ id library_new_function(id self, SEL, id name) {
 }
 NSUInteger pipeline_max_total_threads(id self, SEL) { return as<Pipeline>(self)->max_threads; }
 
-Library* compile_library(const std::string& msl, id* error) {
+/** Compiles with metal-sim; Metal 4 headers exist only from MSL 4.0 on, as in Apple's compiler. */
+Library* compile_library(const std::string& msl, NSUInteger language, id* error) {
+  if (language < kLanguageVersion4_0 && msl.find("#include <metal_tensor>") != std::string::npos) {
+    set_error(error, 3, "Compilation failed:\n\nprogram_source: error: 'metal_tensor' file not found "
+                        "(Metal 4 headers need languageVersion 4.0)");
+    return nullptr;
+  }
   auto lib = make<Library>("StandinLibrary");
   try {
     for (metal_sim::MslSignature& sig : standin::kernel_signatures(msl)) {
@@ -450,7 +462,8 @@ id device_new_library_with_source(id, SEL, id source, id options, id* error) {
     set_error(error, 3, "the stand-in compiles with IEEE semantics only; fastMathEnabled must be NO");
     return nullptr;
   }
-  return compile_library(as<NSString>(source)->text, error);
+  NSUInteger language = options != nullptr ? as<CompileOptions>(options)->language : kLanguageVersion3_2;
+  return compile_library(as<NSString>(source)->text, language, error);
 }
 
 // A stand-in "metallib" is this line followed by the MSL (tests/metal_standin/fake_xcrun.sh).
@@ -463,7 +476,8 @@ id device_new_library_with_url(id, SEL, id url, id* error) {
     set_error(error, 1, cat("not a metallib: ", as<NSURL>(url)->path));
     return nullptr;
   }
-  return compile_library(bytes.substr(sizeof kMetallibMagic - 1), error);
+  // fake_xcrun.sh checked the language version when it "compiled" the metallib.
+  return compile_library(bytes.substr(sizeof kMetallibMagic - 1), kLanguageVersion4_0, error);
 }
 
 id device_new_pipeline(id, SEL, id function, id* error) {
@@ -495,6 +509,7 @@ __attribute__((constructor)) void define_classes() {
   c = cls("MTLCompileOptions");
   method(c, "alloc", options_alloc, 1);
   method(c, "setFastMathEnabled:", options_set_fast_math);
+  method(c, "setLanguageVersion:", options_set_language_version);
   c = cls("StandinDevice");
   method(c, "name", device_name);
   method(c, "supportsFamily:", device_supports_family);

@@ -34,6 +34,7 @@ using metal::Sel;
 constexpr NSUInteger kStorageModeShared = 0;  // MTLResourceStorageModeShared (0 << 4)
 constexpr NSUInteger kStatusCompleted = 4;    // MTLCommandBufferStatusCompleted
 constexpr NSUInteger kStatusError = 5;        // MTLCommandBufferStatusError
+constexpr NSUInteger kLanguageVersion4_0 = (4 << 16) + 0;  // MTLLanguageVersion4_0 (major << 16)
 
 // ---- the kernel interface ---------------------------------------------------------------------
 // The two functions below are the only readers of the codegen's kernel-interface description
@@ -217,8 +218,9 @@ class MetalDevice final : public Device {
       a.kind = "msl";  // compiled by load() with newLibraryWithSource
     } else {
       a.kind = "metallib";
-      a.bytes = metal::build_metallib(tc, k.source, k.signature.kernel);
+      a.bytes = metal::build_metallib(tc, k.source, k.signature.kernel, k.language);
     }
+    if (!k.language.empty()) a.sources["msl_language"] = k.language;
     a.entry = k.signature.kernel;
     a.sources["msl"] = std::move(k.source);
     a.sources["msl_signature"] = metal_sim::print_signature(k.signature);
@@ -329,6 +331,14 @@ MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
     id source = rt.make_string(msl->second);
     id options = rt.send<id>(Sel::init, rt.send<id>(Sel::alloc, rt.get_class("MTLCompileOptions")));
     rt.send(Sel::setFastMathEnabled, options, ObjcBool{false});  // DESIGN.md §3 float semantics
+    // Without an explicit version the compiler picks one from the SDK the process was built
+    // against, which may predate Metal 4 and its headers (tensor_ops kernels then fail).
+    auto language = a.sources.find("msl_language");
+    if (language != a.sources.end()) {
+      if (language->second != "metal4.0")
+        fail(METILE_ERROR_INVALID_ARGUMENT, "metal", name_, ": unknown MSL version \"", language->second, "\"");
+      rt.send(Sel::setLanguageVersion, options, kLanguageVersion4_0);
+    }
     library = rt.send<id>(Sel::newLibraryWithSource, dev_->device_, source, options, &error);
     rt.release(options);
     rt.release(source);

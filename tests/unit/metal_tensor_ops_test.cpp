@@ -4,7 +4,9 @@
 // (f32, f16, bf16, ragged) on an emulated apple10 and compare them with interp and float64.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <random>
 
 #include "codegen/msl.h"
 #include "kernels/kernels.h"
@@ -12,7 +14,9 @@
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
 #include "runtime/metal_sim/metal_sim_device.h"
+#include "runtime/metal_sim/sim_kernel.h"
 #include "support/env.h"
+#include "support/half.h"
 
 namespace metile {
 namespace {
@@ -102,6 +106,61 @@ TEST(MetalSimTensorOps, UnknownFamilyIsAnError) {
   EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(message.find("METILE_METAL_SIM_FAMILY is \"apple11\""), std::string::npos) << message;
   EXPECT_NE(message.find("metal-sim"), std::string::npos) << message;
+}
+
+// ---- the shim's tensor_ops (tests/metal/tensor_ops.metal) -------------------------------------
+
+using metal_sim::MslArg;
+using metal_sim::SimArg;
+using B = metal_sim::MslBuiltin;
+
+TEST(MetalSimTensorOps, Matmul2dMatchesFloat64WithEdgesAndDynamicK) {
+  METAL_SIM_REQUIRE_CLANG();
+  metal_sim::SimKernel k = metal_sim::compile_msl(
+      metal_sim::testing::read_metal("tensor_ops.metal"),
+      {"mtile_matmul2d",
+       {MslArg::buffer("A", 0, DType::f32, true), MslArg::buffer("B", 1, DType::f16, true),
+        MslArg::buffer("C", 2, DType::f32, false), MslArg::scalar("M", 3, DType::i32),
+        MslArg::scalar("N", 4, DType::i32), MslArg::scalar("K", 5, DType::i32),
+        MslArg::scalar("accumulate", 6, DType::i32)}});
+  const int M = 13, N = 11, K = 21;  // inside the 16 x 16 descriptor: rows and columns at edges
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(M * K), bf(K * N), c0(M * N);
+  std::vector<uint16_t> b(K * N);
+  for (float& v : a) v = dist(rng);
+  for (int i = 0; i < K * N; ++i) bf[i] = std::round(dist(rng) * 8) / 8, b[i] = float_to_f16(bf[i]);
+  for (float& v : c0) v = dist(rng);
+  auto i32 = [](int v) { return SimArg::scalar(static_cast<uint32_t>(v)); };
+  for (int accumulate : {0, 1}) {
+    std::vector<float> c = c0;
+    c.resize(M * N + 32, 7.0f);  // past C: must stay untouched
+    k.launch({1, 1, 1}, {32, 1, 1},
+             {SimArg::buffer(a.data()), SimArg::buffer(b.data()), SimArg::buffer(c.data()), i32(M),
+              i32(N), i32(K), i32(accumulate)});
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double want = accumulate ? c0[i * N + j] : 0.0;
+        for (int p = 0; p < K; ++p) want += double(a[i * K + p]) * bf[p * N + j];
+        ASSERT_NEAR(c[i * N + j], want, 1e-5) << i << "," << j << " accumulate " << accumulate;
+      }
+    for (int i = M * N; i < M * N + 32; ++i) ASSERT_EQ(c[i], 7.0f) << "wrote past C at " << i;
+  }
+}
+
+TEST(MetalSimTensorOps, RunFromPartOfTheSimdgroupIsAnError) {
+  METAL_SIM_REQUIRE_CLANG();
+  metal_sim::SimKernel k = metal_sim::compile_msl(
+      metal_sim::testing::read_metal("tensor_ops.metal"),
+      {"mtile_matmul2d_divergent",
+       {MslArg::buffer("C", 0, DType::f32, false),
+        MslArg::builtin_arg("slid", B::thread_index_in_simdgroup)}});
+  std::vector<float> c(64);
+  auto [status, message] = metal_sim::testing::error_of(
+      [&] { k.launch({1, 1, 1}, {32, 1, 1}, {SimArg::buffer(c.data())}); });
+  EXPECT_EQ(status, METILE_ERROR_DEVICE);
+  EXPECT_NE(message.find("matmul2d::run"), std::string::npos) << message;
+  EXPECT_NE(message.find("simd_sum"), std::string::npos) << message;
 }
 
 // The metal device: the stand-in's supportsFamily: answers per METILE_STANDIN_GPU_FAMILY

@@ -23,8 +23,8 @@
 //
 // An atom whose accumulator layout is the hardware's secret (acc_through_threadgroup: Metal 4
 // tensor_ops) also gets an f32 m x n threadgroup array the mma passes the registers through. It
-// is taken only when that array fits in half the threadgroup memory (else the next atom, e.g.
-// simdgroup_matrix), and the staging arrays then share what the array leaves of that half.
+// is taken only when that array and the smallest staging fit in 3/4 of the threadgroup memory
+// (else the next atom, e.g. simdgroup_matrix); the array counts in the staging budget.
 #include <algorithm>
 #include <cmath>
 
@@ -32,14 +32,24 @@
 
 namespace metile::lowering {
 
+namespace {
+// Elements each staged row is padded by: 16 bytes, so one warp's row-strided reads spread over banks.
+int64_t staging_pad(DType t) { return std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(t))); }
+}  // namespace
+
 std::pair<const MatrixAtom*, DType> Lowering::dot_atom(DType ab, DType acc, int64_t m, int64_t n,
                                                      int64_t k) const {
   if (acc != DType::f32) return {nullptr, ab};
-  const bool acc_fits = static_cast<uint64_t>(m * n) * 4 <= target.threadgroup_memory_bytes / 2;
+  // The accumulator array plus the smallest staging (one atom's k) within 3/4 of the memory.
+  auto acc_fits = [&](const MatrixAtom& a) {
+    const int64_t elem = static_cast<int64_t>(dtype_size(a.ab)), pad = staging_pad(a.ab);
+    const int64_t need = m * n * 4 + (m * (a.k + pad) + a.k * (n + pad)) * elem;
+    return static_cast<uint64_t>(need) <= target.threadgroup_memory_bytes / 4 * 3;
+  };
   auto find = [&](DType want) -> const MatrixAtom* {
     for (const MatrixAtom& a : target.matrix_atoms)
       if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || options.allow_tf32) &&
-          (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits))
+          (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
         return &a;
     return nullptr;
   };
@@ -192,7 +202,7 @@ void Lowering::dot(const Op& op) {
   LayoutId acc_l = layout_of(op.result());
   ValueId acc = materialize(get(op.operands[2]), acc_l);
   const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
-  const int64_t pad = std::max<int64_t>(1, 16 / elem);
+  const int64_t pad = staging_pad(plan.stage);
   // K is staged in chunks of kc columns of A / rows of B, halved until the arrays take at most
   // half the target's threadgroup memory (the rest is left to exchanges and the user).
   const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;

@@ -64,8 +64,38 @@ TEST(TensorOpsTarget, DotTypesLowerToMatmul2d) {
   }
 }
 
+TEST(TensorOpsTarget, MmaCarriesTheAccumulatorArrayAndTheVerifierChecksIt) {
+  kernels::GemmConfig g;
+  g.dtype = DType::f16;
+  gpu::Function f = run_gpu_pipeline(kernels::gemm(g), apple_gpu_target(10, true), {}, "test").function;
+  gpu::Op* mma = nullptr;
+  gpu::walk_mut(f.body, [&](gpu::Op& op) {
+    if (op.kind == gpu::GpuOpKind::MMA) mma = &op;
+  });
+  ASSERT_NE(mma, nullptr);
+  EXPECT_EQ(mma->attr_str("atom"), "tensor_ops");
+  ASSERT_EQ(mma->operands.size(), 5u);
+  const gpu::Value& c = f.value(mma->operands[4]);
+  EXPECT_TRUE(c.is_ptr && c.space == AddrSpace::threadgroup && c.dtype == DType::f32);
+  mma->operands[4] = mma->operands[0];  // the f16 A array in its place
+  try {
+    gpu::verify(f);
+    FAIL() << "the verifier accepted an f16 accumulator array";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the accumulator array must be a uniform f32 threadgroup pointer"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TensorOpsTarget, AccumulatorTooLargeForThreadgroupMemoryFallsBack) {
-  // 128 x 128 f32 is 64 KiB, more than half of 32 KiB: the atom after tensor_ops is taken.
+  // 64 x 64 f32 (16 KiB) and an 8-deep staging (5 KiB) fit in 3/4 of 32 KiB: tensor_ops, with
+  // K staged in chunks.
+  kernels::GemmConfig fits;
+  fits.block_m = fits.block_n = fits.block_k = 64;
+  std::string big = msl_of(kernels::gemm(fits), apple_gpu_target(10, true));
+  EXPECT_NE(big.find("matmul2d"), std::string::npos);
+  // 128 x 128 f32 is 64 KiB, more than the memory: the atom after tensor_ops is taken.
   kernels::GemmConfig g;
   g.block_m = g.block_n = 128;
   g.block_k = 16;

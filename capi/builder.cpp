@@ -218,6 +218,28 @@ METILE_API metile_status metile_builder_reduce(metile_builder* b, metile_op op, 
   return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->reduce(op_of(op, fn), x, axis)); });
 }
 
+METILE_API metile_status metile_builder_scan(metile_builder* b, metile_op op, metile_value x,
+                                             int32_t axis, int32_t reverse, metile_value* out) {
+  return guard(__func__, [&](const char* fn) {
+    if (reverse != 0 && reverse != 1)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": reverse must be 0 or 1, got ", reverse);
+    OUT(B(b, fn)->scan(op_of(op, fn), x, axis, reverse == 1));
+  });
+}
+
+METILE_API metile_status metile_builder_trans(metile_builder* b, metile_value x, metile_value* out) {
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->trans(x)); });
+}
+
+METILE_API metile_status metile_builder_device_print(metile_builder* b, const char* prefix,
+                                                     const metile_value* values, size_t n) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(prefix);
+    if (n > 0) METILE_CHECK_ARG(values);
+    B(b, fn)->device_print(prefix, std::vector<ValueId>(values, values + n));
+  });
+}
+
 METILE_API metile_status metile_builder_for_begin(metile_builder* b, metile_value start,
                                                   metile_value end, metile_value step,
                                                   const metile_value* inits, size_t n,

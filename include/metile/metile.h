@@ -364,6 +364,11 @@ typedef enum metile_op {
   METILE_OP_ATOMIC_MIN = 122,
   METILE_OP_ATOMIC_XCHG = 123,
   METILE_OP_ATOMIC_CAS = 124,
+  /* Triton habits: scans, transpose, printing from the kernel */
+  METILE_OP_CUMSUM = 130,
+  METILE_OP_CUMPROD = 131,
+  METILE_OP_TRANS = 132,
+  METILE_OP_DEVICE_PRINT = 133,
   METILE_OP_FORCE32 = 0x7fffffff
 } metile_op;
 
@@ -493,6 +498,30 @@ METILE_API metile_status metile_builder_dot(metile_builder *b, metile_value a, m
  */
 METILE_API metile_status metile_builder_reduce(metile_builder *b, metile_op op, metile_value x,
                                                int32_t axis, metile_value *out);
+
+/**
+ * Inclusive scan (METILE_OP_CUMSUM or METILE_OP_CUMPROD) of a 1-D or 2-D tile along `axis` (0, or
+ * 0/1 on 2-D tiles), from the last element when `reverse` is 1 (Triton's tl.cumsum). The result
+ * has the operand's type (bool counts as i32); f16/bf16 accumulate in f32 and round each output.
+ * Inactive lanes count as the identity (0 or 1) and stay inactive.
+ */
+METILE_API metile_status metile_builder_scan(metile_builder *b, metile_op op, metile_value x,
+                                             int32_t axis, int32_t reverse, metile_value *out);
+/** The transpose of a 2-D tile (R x C -> C x R); activity moves with the elements. */
+METILE_API metile_status metile_builder_trans(metile_builder *b, metile_value x,
+                                              metile_value *out);
+/**
+ * Prints `values[n]` (scalars or tiles, not pointers) from the kernel: for each program, one line
+ * per active element of each value, "FILE:LINE: pid (x, y, z) idx (i[, j]) PREFIX VALUE" (no idx
+ * for a scalar, "PREFIX (operand k) VALUE" when n > 1), or one line "FILE:LINE: pid (x, y, z)
+ * PREFIX" when n is 0. `prefix` is UTF-8 text without control characters, at most 256 bytes
+ * (INVALID_ARGUMENT otherwise); it reaches the device as data, never as source. Lines go to the
+ * host process's stdout (interp, cpu, metal-sim) or the CUDA printf buffer (shown at the next
+ * synchronization); their order between programs and between a program's threads is
+ * unspecified.
+ */
+METILE_API metile_status metile_builder_device_print(metile_builder *b, const char *prefix,
+                                                     const metile_value *values, size_t n);
 
 /**
  * Opens a counted loop `for iv in range(start, end, step)` with `n` loop-carried values starting

@@ -322,4 +322,10 @@ SourceWriter& SourceWriter::raw(std::string_view text) {
   return *this;
 }
 
+std::string byte_initializer(std::string_view text) {
+  std::string s = "{";
+  for (unsigned char ch : text) s += std::to_string(static_cast<unsigned>(ch)) + ", ";
+  return s + "0}";
+}
+
 }  // namespace metile

@@ -121,4 +121,10 @@ class SourceWriter {
   int indent_ = 0;
 };
 
+/**
+ * "{104, 105, 0}": the bytes of `text` and a terminating 0 as an array initializer, so user
+ * text (device_print's prefix) enters generated source as numbers, never as a literal.
+ */
+std::string byte_initializer(std::string_view text);
+
 }  // namespace metile

@@ -219,6 +219,7 @@ struct Emitter {
         return spell_select(arg(1), value, other);
       }
       case OpKind::TILE_LOAD: return tile_elem(op, idx);
+      case OpKind::TRANS: return elem(op.operands[0], {idx.i1, idx.i0});
       case OpKind::SIMD_SHUFFLE_XOR:
         return lane_elem(op, "(" + idx.i0 + " ^ " + elem(op.operands[1], {}) + ")");
       case OpKind::SIMD_BROADCAST:
@@ -327,6 +328,9 @@ struct Emitter {
         w.comment("barrier: a no-op here, the whole tile of threads runs in program order");
         return;
       case OpKind::TILE_SWIZZLE: return emit_swizzle(op);
+      case OpKind::CUMSUM:
+      case OpKind::CUMPROD: return emit_scan(op);
+      case OpKind::DEVICE_PRINT: return emit_print(op);
       default: break;
     }
     ValueId v = op.result();
@@ -591,6 +595,80 @@ struct Emitter {
     w.close();
   }
 
+  // One running accumulator per line, in interp's order: f32 for floats (each output rounds
+  // once), a wrapping unsigned integer otherwise.
+  void emit_scan(const Op& op) {
+    w.comment(describe(op));
+    ValueId x = op.operands[0], out = op.results[0];
+    const Shape& s = type(x).shape;
+    DType t = type(x).dtype;
+    bool fl = is_float(t), sum = op.kind == OpKind::CUMSUM;
+    std::string acc_type = fl ? "float" : dtype_size(t) == 8 ? "uint64_t" : "uint32_t";
+    std::string round = d.round_to[static_cast<size_t>(t)];
+    const int64_t axis = op.attr_int("axis");
+    const int64_t len = s.rank == 2 && axis == 0 ? s.dims[0] : s.dims[s.rank - 1];
+    const int64_t lines = s.numel() / len;
+    std::string at = op.attr_int("reverse") ? "(" + std::to_string(len - 1) + " - n)" : "n";
+    Idx idx = s.rank == 1 ? Idx{at, ""} : axis == 0 ? Idx{at, "g"} : Idx{"g", at};
+    std::string acc = name(out) + "_acc";
+    if (owns_storage(out)) declare_array(out);
+    w.open("for (int32_t g = 0; g < " + std::to_string(lines) + "; ++g)");
+    w.line(acc_type + " " + acc + " = " + (sum ? "0" : "1") + ";");
+    w.open("for (int32_t n = 0; n < " + std::to_string(len) + "; ++n)");
+    auto saved = memo;
+    Idx prev = canonical;
+    canonical = idx;
+    std::string e = elem(x, idx);
+    w.line(acc + " = " + acc + (sum ? " + " : " * ") + (fl ? e : "(" + acc_type + ")" + e) + ";");
+    std::string value = fl ? (round.empty() ? acc : fill_pattern(round, acc)) : "(" + d.value(t) + ")" + acc;
+    w.line(name(out) + "[" + flat(s, idx) + "] = " + value + ";");
+    canonical = prev;
+    memo = std::move(saved);
+    w.close();
+    w.close();
+  }
+
+  // Each printed element calls the prelude's metile_device_print; the user's text is a byte
+  // array (data), never a literal in the source.
+  void emit_print(const Op& op) {
+    w.comment(cat("device_print at ", p.where(op.loc), "(text as data below)"));
+    const size_t n = device_print_values(op);
+    const bool masked = op.attr_int("masked") != 0;
+    std::string head = "mt_head_" + std::to_string(++fresh);
+    w.line("static const char " + head + "[] = " + byte_initializer(p.where(op.loc)) + ";");
+    std::string pid = "(unsigned)mt_pid[0], (unsigned)mt_pid[1], (unsigned)mt_pid[2]";
+    if (n == 0) {
+      std::string label = "mt_label_" + std::to_string(++fresh);
+      w.line("static const char " + label + "[] = " + byte_initializer(device_print_label(op, 0)) + ";");
+      w.line("metile_device_print(" + head + ", " + label + ", " + pid + ", -1, 0, 0, 0, 0, 0.0);");
+      return;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      ValueId v = op.operands[k];
+      const Type& t = type(v);
+      std::string label = "mt_label_" + std::to_string(++fresh);
+      w.line("static const char " + label + "[] = " + byte_initializer(device_print_label(op, k)) + ";");
+      bool fl = is_float(t.dtype);
+      auto body = [&](const Idx& idx) {
+        std::string x = elem(v, idx);
+        std::string cond = masked ? elem(op.operands[n + k], idx) : "";
+        std::string i = t.shape.rank >= 1 ? idx.i0 : "0", j = t.shape.rank == 2 ? idx.i1 : "0";
+        std::string call = "metile_device_print(" + head + ", " + label + ", " + pid + ", " +
+                           std::to_string(t.shape.rank) + ", " + i + ", " + j + ", " +
+                           (fl ? "1, 0, (double)(" + spell_cast(d, t.dtype, DType::f32, x) + ")"
+                               : "0, (long long)(" + x + "), 0.0") + ");";
+        w.line((cond.empty() ? "" : "if (" + cond + ") ") + call);
+      };
+      if (t.is_scalar()) {
+        w.open("");
+        body({});
+        w.close();
+      } else {
+        for_each(t.shape, body);
+      }
+    }
+  }
+
   // The memory itself is declared (zero-filled) at the top of the instance: one region per
   // shared op and instance, however often the op runs.
   void emit_shared(const Op& op) {
@@ -770,6 +848,12 @@ struct Emitter {
     bool swizzles = false;
     walk(p.body, [&](const Op& op) { swizzles = swizzles || op.kind == OpKind::TILE_SWIZZLE; });
     if (swizzles) w.raw(embedded_file("swizzle.h")).line();
+    bool prints = false;
+    walk(p.body, [&](const Op& op) { prints = prints || op.kind == OpKind::DEVICE_PRINT; });
+    if (prints)
+      w.raw("#include <stdio.h>\n#define METILE_PRINT_FLUSH() fflush(stdout)\n")
+          .raw(embedded_file("device_print.h"))
+          .line();
     w.comment("One program instance; returns 0, or a fault code.");
     w.open(d.inline_qualifier + " uint32_t " + fn + "(" + params +
            "const int32_t mt_pid[3], const int32_t mt_npg[3])");

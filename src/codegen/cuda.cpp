@@ -94,6 +94,16 @@ class CudaDialect final : public GpuDialect {
     return s + "\n";
   }
 
+  std::string text_array(const std::string& name, const std::string& text) const override {
+    return "__device__ const char " + name + "[] = " + byte_initializer(text) + ";";
+  }
+
+  std::string print_prelude() const override {
+    // NVRTC declares printf; the lines reach the host at the next synchronization.
+    return "\n#define METILE_PRINT_FN __device__ static\n" +
+           std::string(embedded_file("device_print.h")) + "\n";
+  }
+
   void open_kernel(SourceWriter& w, const KernelInterface& k) const override {
     std::vector<std::string> params;
     std::vector<std::string> unpack;  // narrow-float scalars arrive as bits

@@ -105,6 +105,8 @@ class Emitter {
   std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);
   void assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);
+  void print(const gpu::Op& op, const std::string& r);
+  std::map<std::string, std::string> texts_;  // device_print text -> its array's name
 };
 
 // Per-register ops with more than one register join the current register loop.
@@ -418,6 +420,10 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
 
 void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
   if (op.kind == GpuOpKind::CONST) return;
+  if (op.kind == GpuOpKind::PRINT) {
+    print(op, r);
+    return;
+  }
   if (op.kind == GpuOpKind::STORE) {
     ValueId ptr = op.operands[0], v = op.operands[1];
     std::string s = deref(ptr, r) + " = " + strip_parens(spell_to_storage(c_, dtype(v), expr(v, r))) + ";";
@@ -454,6 +460,25 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
   }
   if (in_loop && !local_[v] && regs(v) > 1) w_.line(name_[v] + "[" + r + "] = " + value + ";");
   else w_.line(decl(v) + " = " + value + ";");
+}
+
+// metile_device_print(head, label, px, py, pz, rank, i, j, kind, ival, fval): the text arrays
+// were written before the kernel (see run()).
+void Emitter::print(const gpu::Op& op, const std::string& r) {
+  auto arg = [&](size_t i) { return strip_parens(expr(op.operands[i], r)); };
+  ValueId v = op.operands[6];
+  DType t = dtype(v);
+  const int64_t rank = op.attr_int("rank");
+  const bool fl = is_float(t);
+  std::string ival = "0", fval = "0.0";
+  if (rank >= 0 && fl) fval = "(double)(" + strip_parens(spell_cast(c_, t, DType::f32, expr(v, r))) + ")";
+  if (rank >= 0 && !fl) ival = "(long long)(" + arg(6) + ")";
+  std::string call = "metile_device_print(" + texts_.at(op.attr_str("head")) + ", " +
+                     texts_.at(op.attr_str("label")) + ", (unsigned)(" + arg(1) + "), (unsigned)(" +
+                     arg(2) + "), (unsigned)(" + arg(3) + "), " + std::to_string(rank) +
+                     ", (long long)(" + arg(4) + "), (long long)(" + arg(5) + "), " +
+                     (fl ? "1" : "0") + ", " + ival + ", " + fval + ");";
+  w_.line("if (" + arg(0) + ") " + call);
 }
 
 void Emitter::group(const std::vector<const gpu::Op*>& ops, int64_t n) {
@@ -773,6 +798,18 @@ std::string Emitter::run(KernelInterface* k) {
     if (op.kind == GpuOpKind::MMA) atoms.insert(op.attr_str("atom"));
   });
   w_.raw(d_.prelude(swizzle, atoms));
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    if (op.kind != GpuOpKind::PRINT) return;
+    if (texts_.empty()) w_.raw(d_.print_prelude());
+    for (const char* a : {"head", "label"}) {
+      const std::string& text = op.attr_str(a);
+      if (texts_.count(text)) continue;
+      std::string name = "mt_text_" + std::to_string(texts_.size());
+      texts_.emplace(text, name);
+      w_.line(d_.text_array(name, text));
+    }
+  });
+  if (!texts_.empty()) w_.line();
   d_.open_kernel(w_, *k);
   block(f_.body);
   w_.close();

@@ -90,6 +90,13 @@ class GpuDialect {
   virtual std::string vector_aligned(const std::string& ptr, int64_t bytes) const = 0;
   /** Writes statements for one `mma` op (identifiers it declares start with mma_). */
   virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
+  /**
+   * A file-scope constant array named `name` holding the bytes of `text` and a terminating 0:
+   * user text (device_print's prefix) enters the source as numbers, never as a literal.
+   */
+  virtual std::string text_array(const std::string& name, const std::string& text) const = 0;
+  /** Defines metile_device_print (src/codegen/prelude/device_print.h) for this language. */
+  virtual std::string print_prelude() const = 0;
   /** Marks a loop over registers for full unrolling. */
   virtual std::string unroll() const { return "#pragma unroll"; }
 };

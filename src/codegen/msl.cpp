@@ -101,6 +101,17 @@ class MslDialect final : public GpuDialect {
     return s + "\n";
   }
 
+  std::string text_array(const std::string& name, const std::string& text) const override {
+    return "constant char " + name + "[] = " + byte_initializer(text) + ";";
+  }
+
+  std::string print_prelude() const override {
+    // Only metal-sim prints (lowering refuses device_print for metal): its shim compiles the
+    // kernel as host C++, where printf writes to the process's stdout.
+    return "\n#include <stdio.h>\n#define METILE_PRINT_FLUSH() fflush(stdout)\n" +
+           std::string(embedded_file("device_print.h")) + "\n";
+  }
+
   void open_kernel(SourceWriter& w, const KernelInterface& k) const override {
     std::vector<std::string> params;
     int buffer = 0, group = 0;

@@ -434,6 +434,22 @@ ValueId Builder::reduce(OpKind kind, ValueId x, int axis) {
   return emit1(kind, {x}, {{"axis", int64_t{axis}}});
 }
 
+ValueId Builder::scan(OpKind kind, ValueId x, int axis, bool reverse) {
+  if (!has_trait(kind, kScan))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind), " is not a scan (cumsum, cumprod)");
+  check_value(kind, x, "the operand");
+  // As Triton does: a running count of bools is an i32 count.
+  if (type(x).dtype == DType::boolean && !type(x).is_ptr) x = cast(x, DType::i32);
+  return emit1(kind, {x}, {{"axis", int64_t{axis}}, {"reverse", int64_t{reverse ? 1 : 0}}});
+}
+
+ValueId Builder::trans(ValueId x) { return emit1(OpKind::TRANS, {x}); }
+
+void Builder::device_print(const std::string& prefix, const std::vector<ValueId>& values) {
+  check_text(prefix, "device_print prefix", "builder", kMaxNameBytes);
+  emit(OpKind::DEVICE_PRINT, values, {{"prefix", prefix}, {"masked", int64_t{0}}});
+}
+
 std::pair<ValueId, std::vector<ValueId>> Builder::for_begin(ValueId start, ValueId end,
                                                             ValueId step,
                                                             const std::vector<ValueId>& inits) {

@@ -47,6 +47,11 @@ class Builder {
                   ValueId bound_rows, ValueId bound_cols);
   ValueId dot(ValueId a, ValueId b, ValueId acc);
   ValueId reduce(OpKind kind, ValueId x, int axis);
+  /** An inclusive scan (kind: CUMSUM or CUMPROD) along `axis`; bool counts as i32. */
+  ValueId scan(OpKind kind, ValueId x, int axis, bool reverse);
+  ValueId trans(ValueId x);
+  /** Prints `values` from the kernel, each line led by `prefix` (checked text). */
+  void device_print(const std::string& prefix, const std::vector<ValueId>& values);
   /** Returns the induction variable and the in-loop carried values. */
   std::pair<ValueId, std::vector<ValueId>> for_begin(ValueId start, ValueId end, ValueId step,
                                                      const std::vector<ValueId>& inits);

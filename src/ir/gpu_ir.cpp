@@ -254,6 +254,16 @@ void GpuBuilder::store(ValueId ptrs, ValueId value, ValueId pred) {
   append(std::move(op));
 }
 
+void GpuBuilder::print(ValueId pred, const std::vector<ValueId>& pid, ValueId i, ValueId j,
+                       ValueId value, const std::string& head, const std::string& label,
+                       int64_t rank) {
+  Op op;
+  op.kind = GpuOpKind::PRINT;
+  op.operands = {pred, pid.at(0), pid.at(1), pid.at(2), i, j, value};
+  op.attrs = {{"head", head}, {"label", label}, {"rank", rank}};
+  append(std::move(op));
+}
+
 ValueId GpuBuilder::atomic(OpKind k, ValueId ptrs, ValueId cmp, ValueId value, ValueId pred) {
   Op op;
   op.kind = GpuOpKind::ATOMIC;

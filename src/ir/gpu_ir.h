@@ -24,6 +24,9 @@
  *   shuffle_xor(x, mask)  shuffle(x, lane)  simd_reduce[op](x)  reg_reduce[op](x) -> thread
  *   swizzle {pattern, block}(pid_m, pid_n, grid_m, grid_n) -> (m, n)
  *   for(start, end, step, inits...) -> carried; block args (iv, carried...), ends in yield
+ *   print {head, label, rank}(pred, px, py, pz, i, j, value): where pred holds, one device_print
+ *       line (src/codegen/prelude/device_print.h) per register: program (px, py, pz), element
+ *       (i, j) of a rank-`rank` value (-1: the line has no value); head and label are its text
  *   mma {atom, m, n, k, lda, ldb, warps_m, warps_n, tf32}(a, b, acc, tid [, c]) -> acc'
  *       acc' = acc + A @ B for threadgroup arrays A (m x k, row stride lda) and B (k x n, row
  *       stride ldb); c: an f32 m x n threadgroup array for atoms whose accumulator passes
@@ -215,6 +218,9 @@ class GpuBuilder {
   /** `uniform`: the whole threadgroup is one simdgroup, so every thread gets the same result. */
   ValueId simd_reduce(OpKind reduce, ValueId x, bool uniform = false);
   ValueId reg_reduce(OpKind reduce, ValueId x);
+  /** One device_print line per register of `value` where `pred` holds (see print above). */
+  void print(ValueId pred, const std::vector<ValueId>& pid, ValueId i, ValueId j, ValueId value,
+             const std::string& head, const std::string& label, int64_t rank);
   /** Appends a prepared op (loops, swizzles) with the builder's location; returns it. */
   Op& append(Op op);
   /** Gives `v` a readable stem (no effect on semantics); returns v. */

@@ -219,6 +219,21 @@ struct Verifier {
         agree(op.operands, op.result());
         break;
       }
+      case GpuOpKind::PRINT: {
+        operands(7, 7);
+        results(0);
+        const Value& m = val(op.operands[0]);
+        if (m.is_ptr || m.dtype != DType::boolean) bad("predicate must be bool");
+        for (size_t i = 1; i < 6; ++i)
+          if (val(op.operands[i]).is_ptr || !is_int(val(op.operands[i]).dtype))
+            bad("program ids and indices must be integers");
+        if (val(op.operands[6]).is_ptr) bad("cannot print a pointer");
+        op.attr_str("head");
+        op.attr_str("label");
+        if (op.attr_int("rank") < -1 || op.attr_int("rank") > 2) bad("rank must be -1, 0, 1 or 2");
+        agree(op.operands, kNoValue);
+        break;
+      }
       case GpuOpKind::ALLOC: {
         operands(0, 0);
         results(1);

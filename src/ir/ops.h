@@ -29,6 +29,7 @@ enum Trait : uint32_t {
   kTerminator = 1u << 10,
   kSimt = 1u << 11,  // needs the SIMT thread count T
   kAtomic = 1u << 12,  // an atomic read-modify-write through a pointer (tile); gives the old values
+  kScan = 1u << 13,    // an inclusive scan along an axis (CUMSUM, CUMPROD): same type as its operand
 };
 
 enum class AttrKind : uint8_t { integer, number, string };

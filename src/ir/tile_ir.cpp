@@ -88,4 +88,16 @@ bool uses_simt(const Program& p) {
   return found;
 }
 
+std::string device_print_label(const Op& print_op, size_t k) {
+  const std::string& prefix = print_op.attr_str("prefix");
+  std::string label = prefix.empty() ? std::string() : " " + prefix;
+  if (device_print_values(print_op) > 1) label += " (operand " + std::to_string(k) + ")";
+  return label;
+}
+
+size_t device_print_values(const Op& print_op) {
+  const size_t n = print_op.operands.size();
+  return print_op.attr_int("masked") ? n / 2 : n;
+}
+
 }  // namespace metile

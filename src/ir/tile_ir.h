@@ -113,6 +113,15 @@ uint64_t shared_bytes(const Program& p, const Op& shared_op);
  */
 uint64_t shared_memory_bytes(const Program& p);
 
+/**
+ * The text after "pid (x, y, z) idx (...)" on a device_print line (src/codegen/prelude/
+ * device_print.h) for value `k` of `print_op`: " PREFIX" (when not empty) and " (operand k)"
+ * when the op prints several values. Every device prints this same string.
+ */
+std::string device_print_label(const Op& print_op, size_t k);
+/** The values a device_print prints (its operands without the activity masks). */
+size_t device_print_values(const Op& print_op);
+
 /** True when the program contains an op with the kSimt trait. */
 bool uses_simt(const Program& p);
 

@@ -8,6 +8,7 @@
 #include "ir/swizzle_names.h"
 #include "ir/tile_ir.h"
 #include "support/error.h"
+#include "support/text.h"
 
 namespace metile {
 
@@ -96,6 +97,7 @@ struct Checker {
   Type unary() const;
   std::vector<Type> memory() const;
   Type reduce() const;
+  Type scan() const;
 };
 
 bool numeric(DType d) { return is_float(d) || is_int(d); }
@@ -238,6 +240,18 @@ Type Checker::reduce() const {
   return Type::tile(a.dtype, Shape::of(a.shape.dims[1 - axis]));
 }
 
+Type Checker::scan() const {
+  const Type& a = operand(0);
+  need_value(0, "operand");
+  if (!a.is_tile()) bad("needs a 1-D or 2-D tile, got ", a.str());
+  if (!numeric(a.dtype)) bad("needs a numeric operand, got ", dtype_name(a.dtype));
+  int64_t axis = op.attr_int("axis"), reverse = op.attr_int("reverse");
+  if (axis < 0 || axis >= a.shape.rank)
+    bad("axis ", axis, " is invalid for ", a.str(), " (0", a.shape.rank == 2 ? " or 1" : "", ")");
+  if (reverse != 0 && reverse != 1) bad("reverse must be 0 or 1, got ", reverse);
+  return a;
+}
+
 std::vector<Type> Checker::run() const {
   const OpInfo& info = op_info(op.kind);
   int n = static_cast<int>(op.operands.size());
@@ -263,6 +277,7 @@ std::vector<Type> Checker::run() const {
   if (has_trait(k, kBinary | kCompare)) return {binary()};
   if (has_trait(k, kUnary)) return {unary()};
   if (has_trait(k, kReduce)) return {reduce()};
+  if (has_trait(k, kScan)) return {scan()};
   if (has_trait(k, kMemory) || k == OpKind::PTR_OFFSET) return memory();
   switch (k) {
     case OpKind::CONST: {
@@ -383,6 +398,28 @@ std::vector<Type> Checker::run() const {
     }
     case OpKind::BARRIER:
       return {};
+    case OpKind::TRANS: {
+      const Type& a = operand(0);
+      need_value(0, "operand");
+      if (a.shape.rank != 2) bad("needs a 2-D tile, got ", a.str());
+      return {Type::tile(a.dtype, Shape::of(a.shape.dims[1], a.shape.dims[0]))};
+    }
+    case OpKind::DEVICE_PRINT: {
+      const std::string& prefix = op.attr_str("prefix");
+      if (std::string why = text_problem(prefix, kMaxNameBytes); !why.empty())
+        bad("prefix \"", printable_ascii(prefix), "\" ", why);
+      const int64_t masked = op.attr_int("masked");
+      if (masked != 0 && masked != 1) bad("masked must be 0 or 1, got ", masked);
+      const size_t n = masked ? op.operands.size() / 2 : op.operands.size();
+      if (masked && op.operands.size() % 2 != 0) bad("a masked print needs one mask per value");
+      for (size_t i = 0; i < n; ++i) {
+        if (operand(i).is_ptr) bad("cannot print pointer value ", i, " (", operand(i).str(), ")");
+        if (masked && (operand(n + i).dtype != DType::boolean || operand(n + i).is_ptr ||
+                       !same_shape(operand(n + i).shape, operand(i).shape)))
+          bad("mask ", i, " must be bool of value ", i, "'s shape, got ", operand(n + i).str());
+      }
+      return {};
+    }
     case OpKind::TILE_SWIZZLE: {
       for (size_t i = 0; i < 2; ++i)
         if (operand(i) != Type::scalar(DType::i32)) bad("program ids must be i32 scalars, got ", operand(i).str());

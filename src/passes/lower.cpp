@@ -406,6 +406,16 @@ void Lowering::op(const Op& o) {
     case OpKind::TILE_SWIZZLE:
       swizzle(o);
       return;
+    case OpKind::CUMSUM:
+    case OpKind::CUMPROD:
+      scan(o);
+      return;
+    case OpKind::TRANS:
+      trans(o);
+      return;
+    case OpKind::DEVICE_PRINT:
+      print(o);
+      return;
     case OpKind::YIELD:
       METILE_ASSERT(false, "yield outside a loop");
     default:

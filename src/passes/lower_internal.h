@@ -1,7 +1,8 @@
 /** \file lower_internal.h
  * The state shared by the lowering files: lower.cpp (driver, layouts, element-wise ops, loops,
  * roles, SIMT ops), lower_memory.cpp (loads, stores, tile copies, shared memory) and
- * lower_reduce.cpp (reductions and layout changes through threadgroup memory).
+ * lower_reduce.cpp (reductions and layout changes through threadgroup memory), lower_scan.cpp
+ * (cumsum, cumprod, trans) and lower_print.cpp (device_print).
  *
  * Invariant: a Tile IR tile value maps either to a uniform GPU value (all elements equal, e.g.
  * a broadcast scalar) or to a value in its assigned layout (lower_dot.cpp: the accumulator
@@ -104,6 +105,13 @@ class Lowering {
 
   // --- lower_atomic.cpp ---
   void atomic(const Op& op);
+
+  // --- lower_scan.cpp ---
+  void scan(const Op& op);
+  void trans(const Op& op);
+
+  // --- lower_print.cpp ---
+  void print(const Op& op);
 
   // --- lower_dot.cpp ---
   /** How one dot runs: a matrix atom over a warp grid, or (atom == nullptr) exact FMAs. */

@@ -144,6 +144,10 @@ TEST(Op, EveryPinnedValueHasItsName) {
       {METILE_OP_ATOMIC_MIN, "atomic_min"},
       {METILE_OP_ATOMIC_XCHG, "atomic_xchg"},
       {METILE_OP_ATOMIC_CAS, "atomic_cas"},
+      {METILE_OP_CUMSUM, "cumsum"},
+      {METILE_OP_CUMPROD, "cumprod"},
+      {METILE_OP_TRANS, "trans"},
+      {METILE_OP_DEVICE_PRINT, "device_print"},
   };
   // Every value from 0 to past the last pin: the pinned ones have their spelling, the rest
   // (including METILE_OP_INVALID) are "invalid".

@@ -514,3 +514,62 @@ func TestSimtSimdSharedRoleAndSwizzle(t *testing.T) {
 		t.Fatalf("an unknown pattern should be named: %v", bad2.Err())
 	}
 }
+
+// cumsum and cumprod along a 1-D tile, a transpose of an 8x8 tile, and device_print, compared
+// with the same computation in Go; a prefix with a newline is refused.
+func TestScanTransAndDevicePrint(t *testing.T) {
+	const n = 64
+	b, _ := NewBuilder("scan_trans")
+	x, sum, prod, tr := b.ParamPtr("x", F32), b.ParamPtr("sum", F32), b.ParamPtr("prod", F32), b.ParamPtr("tr", F32)
+	offs := b.Arange(0, n)
+	v := b.Load(b.PtrOffset(x, offs), 0, 0)
+	b.Store(b.PtrOffset(sum, offs), b.Scan(OpCumsum, v, 0, false), 0)
+	b.Store(b.PtrOffset(prod, offs), b.Scan(OpCumprod, v, 0, true), 0)
+	b.Store(b.PtrOffset(tr, offs), b.Reshape(b.Trans(b.Reshape(v, 8, 8)), n), 0)
+	b.DevicePrint("first", b.Reshape(v, 8, 8))
+	prog, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := device(t)
+	k, err := Compile(d, prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hx := make([]float32, n)
+	for i := range hx {
+		hx[i] = 1 + float32(i%5)*0.25
+	}
+	bx, _ := BufferFrom(d, hx)
+	bs, _ := d.Alloc(4 * n)
+	bp, _ := d.Alloc(4 * n)
+	bt, _ := d.Alloc(4 * n)
+	if err := k.Launch([3]uint32{1, 1, 1}, BufferArg(bx), BufferArg(bs), BufferArg(bp), BufferArg(bt)); err != nil {
+		t.Fatal(err)
+	}
+	d.Synchronize()
+	gs, _ := CopyOut[float32](bs)
+	gp, _ := CopyOut[float32](bp)
+	gt, _ := CopyOut[float32](bt)
+	acc, accp := 0.0, 1.0
+	for i := 0; i < n; i++ {
+		acc += float64(hx[i])
+		if math.Abs(float64(gs[i])-acc) > 1e-4*math.Abs(acc) {
+			t.Fatalf("cumsum[%d] = %v, want %v", i, gs[i], acc)
+		}
+		if gt[i] != hx[(i%8)*8+i/8] {
+			t.Fatalf("trans[%d] = %v, want %v", i, gt[i], hx[(i%8)*8+i/8])
+		}
+	}
+	for i := n - 1; i >= 0; i-- {
+		accp *= float64(hx[i])
+		if math.Abs(float64(gp[i])-accp) > 1e-4*accp {
+			t.Fatalf("reverse cumprod[%d] = %v, want %v", i, gp[i], accp)
+		}
+	}
+	bad, _ := NewBuilder("bad_print")
+	bad.DevicePrint("two\nlines")
+	if _, err := bad.Finish(); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a prefix with a newline: %v", err)
+	}
+}

@@ -227,3 +227,42 @@ func (p *Program) Params() ([]Param, error) {
 	}
 	return out, nil
 }
+
+// Scan is the inclusive scan of x along axis: op is OpCumsum or OpCumprod; reverse scans from
+// the end. Inactive lanes count as the identity and stay inactive.
+func (b *Builder) Scan(op int, x Value, axis int, reverse bool) Value {
+	rev := 0
+	if reverse {
+		rev = 1
+	}
+	return b.out(func(m **C.char, v *C.metile_value) C.metile_status {
+		return C.go_metile_builder_scan(m, b.raw, C.metile_op(op), C.metile_value(x), C.int32_t(axis), C.int32_t(rev), v)
+	})
+}
+
+// Trans is the transpose of a 2-D tile.
+func (b *Builder) Trans(x Value) Value {
+	return b.out(func(m **C.char, v *C.metile_value) C.metile_status {
+		return C.go_metile_builder_trans(m, b.raw, C.metile_value(x), v)
+	})
+}
+
+// DevicePrint prints values from the kernel, one line per active element, after prefix (UTF-8
+// without control characters, at most 256 bytes); lines go to the process's stdout (or the CUDA
+// printf buffer) in an unspecified order between programs and threads.
+func (b *Builder) DevicePrint(prefix string, values ...Value) {
+	cp := C.CString(prefix)
+	defer C.free(unsafe.Pointer(cp))
+	var vs *C.metile_value
+	if len(values) > 0 {
+		cv := make([]C.metile_value, len(values))
+		for i, v := range values {
+			cv[i] = C.metile_value(v)
+		}
+		vs = &cv[0]
+		defer runtime.KeepAlive(cv)
+	}
+	b.do(func(m **C.char) C.metile_status {
+		return C.go_metile_builder_device_print(m, b.raw, cp, vs, C.size_t(len(values)))
+	})
+}

@@ -72,4 +72,8 @@ const (
 	OpAtomicMin      = 122
 	OpAtomicXchg     = 123
 	OpAtomicCas      = 124
+	OpCumsum         = 130
+	OpCumprod        = 131
+	OpTrans          = 132
+	OpDevicePrint    = 133
 )

@@ -269,6 +269,24 @@ static inline metile_status go_metile_builder_reduce(char **err, metile_builder 
   return s;
 }
 
+static inline metile_status go_metile_builder_scan(char **err, metile_builder * b, metile_op op, metile_value x, int32_t axis, int32_t reverse, metile_value * out) {
+  metile_status s = metile_builder_scan(b, op, x, axis, reverse, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_builder_trans(char **err, metile_builder * b, metile_value x, metile_value * out) {
+  metile_status s = metile_builder_trans(b, x, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_builder_device_print(char **err, metile_builder * b, const char * prefix, const metile_value * values, size_t n) {
+  metile_status s = metile_builder_device_print(b, prefix, values, n);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_builder_for_begin(char **err, metile_builder * b, metile_value start, metile_value end, metile_value step, const metile_value * inits, size_t n, metile_value * out_iv, metile_value * out_carried) {
   metile_status s = metile_builder_for_begin(b, start, end, step, inits, n, out_iv, out_carried);
   if (s != METILE_OK) *err = strdup(metile_last_error());

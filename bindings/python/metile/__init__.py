@@ -37,7 +37,8 @@ for _mod, _names in {
              "tile_range tile_store tile_swizzle where zeros",
     "_lang_compat": "fast_exp reverse_bits scalar simd_max simd_sum",
     "_lang_triton": "argmax argmin atomic_add atomic_cas atomic_max atomic_min atomic_xchg "
-                    "max_contiguous multiple_of static_assert",
+                    "cumprod cumsum device_print max_contiguous multiple_of permute "
+                    "static_assert trans",
     "_trace": "Value",
 }.items():
     for _name in _names.split():

@@ -110,6 +110,10 @@ ENUMS = {
         "METILE_OP_ATOMIC_MIN": 122,
         "METILE_OP_ATOMIC_XCHG": 123,
         "METILE_OP_ATOMIC_CAS": 124,
+        "METILE_OP_CUMSUM": 130,
+        "METILE_OP_CUMPROD": 131,
+        "METILE_OP_TRANS": 132,
+        "METILE_OP_DEVICE_PRINT": 133,
         "METILE_OP_FORCE32": 0x7fffffff,
     },
     "metile_param_access": {

@@ -642,3 +642,8 @@ class persistent_range(tile_range):
 
     def __init__(self, total: Operand, axis: int = 0) -> None:
         super().__init__(program_id(axis), total, num_programs(axis))
+
+
+# The Triton-habit methods (x.cumsum(), x.T, ...) live with their functions; loading them here
+# installs them whenever the language is (metile's names load lazily).
+from . import _lang_triton  # noqa: E402,F401

@@ -1,7 +1,9 @@
 """Triton habits that need no new op (issue 17): `static_assert`, the `multiple_of` /
 `max_contiguous` hints (accepted, returning their value: the compiler derives alignment and
 contiguity itself), and `argmax` / `argmin` as compositions of reductions, so every device and
-the interp oracle run them through ops they already have."""
+the interp oracle run them through ops they already have; the scans (`cumsum`, `cumprod`),
+`trans` / `permute` and `device_print`, which are ops of their own, and the Value methods
+Triton's tensors have for them (x.cumsum(), x.trans(), x.T, ...)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from ._errors import TracingError
 from ._lang import _plain
 from typing import Sequence
 
-from ._trace import Operand, Value, user_location
+from ._trace import DTypeLike, Operand, Value, user_location
 
 
 def static_assert(cond: object, msg: str = "") -> None:
@@ -142,3 +144,127 @@ def atomic_cas(pointer: Value, cmp: Operand, val: Operand, mask: Operand | None 
     """Writes `val` where the stored value equals `cmp` (bitwise); returns the old values."""
     from ._enums import METILE_OP_ATOMIC_CAS
     return _atomic(METILE_OP_ATOMIC_CAS, "atomic_cas", pointer, cmp, val, mask)
+
+
+# ------------------------------------------------------------------ scans, transpose, printing
+def _tile_arg(x, name):
+    from ._lang import _describe
+    x = _plain(x)
+    if not isinstance(x, Value) or not x.shape or x.is_ptr:
+        raise TracingError(f"{user_location()}: {name} needs a 1-D or 2-D tile, got "
+                           f"{_describe(x)}")
+    return x
+
+
+def _scan(op, name, x, axis, reverse, dtype):
+    from . import _ffi, _lang
+    from ._trace import current
+    x = _tile_arg(x, name)
+    if dtype is not None:
+        x = _lang.cast(x, dtype)
+    axis = _lang._static_int(axis, f"{name} axis")
+    rank = len(x.shape)
+    if not -rank <= axis < rank:
+        raise TracingError(f"{user_location()}: {name}: axis {axis} is invalid for a tile of "
+                           f"shape {x.shape} (0{' or 1' if rank == 2 else ''})")
+    rev = _plain(reverse)
+    if not isinstance(rev, (bool, int, np.integer)):
+        raise TracingError(f"{user_location()}: {name}: reverse must be a compile-time bool")
+    return current().emit(_ffi.metile_builder_scan, op, x.id, axis % rank, int(bool(rev)))
+
+
+def cumsum(input: Value, axis: int = 0, reverse: bool = False,
+           dtype: DTypeLike | None = None) -> Value:
+    """Inclusive running sum along `axis` of a 1-D or 2-D tile (Triton's tl.cumsum): element k
+    is the sum of elements 0..k (k..end with reverse=True). Masked-off lanes count as 0 and stay
+    inactive; f16/bf16 accumulate in f32; bool counts as i32. `dtype` casts the input first."""
+    from ._enums import METILE_OP_CUMSUM
+    return _scan(METILE_OP_CUMSUM, "cumsum", input, axis, reverse, dtype)
+
+
+def cumprod(input: Value, axis: int = 0, reverse: bool = False,
+            dtype: DTypeLike | None = None) -> Value:
+    """Inclusive running product along `axis`, like cumsum (masked-off lanes count as 1)."""
+    from ._enums import METILE_OP_CUMPROD
+    return _scan(METILE_OP_CUMPROD, "cumprod", input, axis, reverse, dtype)
+
+
+def _dims(dims, name):
+    if len(dims) == 1 and isinstance(_plain(dims[0]), (tuple, list)):
+        dims = tuple(_plain(dims[0]))
+    from ._lang import _static_int
+    return tuple(_static_int(d, f"{name} dims") for d in dims)
+
+
+def permute(input: Value, *dims: int | Sequence[int]) -> Value:
+    """The tile with its dimensions reordered: `dims` is a permutation of range(ndim) (as
+    varargs or one tuple). Tiles have at most 2 dimensions, so (1, 0) transposes and the
+    identity returns the tile."""
+    from . import _ffi
+    from ._lang import _describe
+    from ._trace import current
+    x = _plain(input)
+    d = _dims(dims, "permute")
+    rank = len(x.shape) if isinstance(x, Value) else 0
+    if not isinstance(x, Value) or x.is_ptr or sorted(d) != list(range(rank)) or not rank:
+        raise TracingError(f"{user_location()}: permute: dims {d} are not a permutation of the "
+                           f"dimensions of {_describe(x)}")
+    if d == tuple(range(rank)):
+        return x
+    return current().emit(_ffi.metile_builder_trans, x.id)
+
+
+def trans(input: Value, *dims: int | Sequence[int]) -> Value:
+    """The transpose of a 2-D tile (Triton's tl.trans); with `dims`, the same as permute."""
+    from . import _ffi
+    from ._lang import _describe
+    from ._trace import current
+    if dims:
+        return permute(input, *dims)
+    x = _plain(input)
+    if not isinstance(x, Value) or x.is_ptr or len(x.shape) != 2:
+        raise TracingError(f"{user_location()}: trans needs a 2-D tile, got {_describe(x)} "
+                           "(use reshape for 1-D tiles)")
+    return current().emit(_ffi.metile_builder_trans, x.id)
+
+
+def device_print(prefix: str, *args: Operand, hex: bool = False) -> None:
+    """Prints from the kernel (Triton's tl.device_print): for each program, one line per active
+    element of each value, "FILE:LINE: pid (x, y, z) idx (i) PREFIX VALUE", to the process's
+    stdout (interp, cpu, metal-sim) or CUDA's printf buffer (shown at the next synchronize). The
+    order between programs and between a program's elements is unspecified. `prefix` is plain
+    text (no control characters, at most 256 bytes)."""
+    import ctypes
+
+    from . import _ffi, _lang
+    from ._trace import current
+    prefix = _plain(prefix)
+    if not isinstance(prefix, str):
+        raise TracingError(f"{user_location()}: device_print: the prefix must be a str, got "
+                           f"{type(prefix).__name__}")
+    if _plain(hex):
+        raise TracingError(f"{user_location()}: device_print: hex=True is not supported")
+    t = current()
+    vals = []
+    for a in args:
+        v = t.literal(_plain(a))
+        if v.is_ptr:
+            raise TracingError(f"{user_location()}: device_print cannot print the pointer "
+                               f"{_lang._describe(v)}")
+        vals.append(v.id)
+    arr = (_ffi.metile_value * max(1, len(vals)))(*vals)
+    t.call(_ffi.metile_builder_device_print, prefix.encode(), arr, len(vals))
+
+
+Value.cumsum = cumsum
+Value.cumprod = cumprod
+Value.trans = trans
+Value.permute = permute
+
+
+def _transposed(self: Value) -> Value:
+    """x.T: the transpose of a 2-D tile (trans(x))."""
+    return trans(self)
+
+
+Value.T = property(_transposed)

@@ -336,6 +336,28 @@ impl Builder {
         Ok((Value(m), Value(n)))
     }
 
+    /// Inclusive scan of `x` along `axis`: `op` is `METILE_OP_CUMSUM` or `METILE_OP_CUMPROD`;
+    /// `reverse` scans from the end. Inactive lanes count as the identity and stay inactive.
+    pub fn scan(&mut self, op: sys::metile_op, x: Value, axis: i32, reverse: bool) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_scan(raw, op, x.0, axis, reverse as i32, o) })
+    }
+
+    /// The transpose of a 2-D tile.
+    pub fn trans(&mut self, x: Value) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_trans(raw, x.0, o) })
+    }
+
+    /// Prints `values` from the kernel, one line per active element, after `prefix` (UTF-8
+    /// without control characters, at most 256 bytes), to the process's stdout (or the CUDA
+    /// printf buffer); the order between programs and threads is unspecified.
+    pub fn device_print(&mut self, prefix: &str, values: &[Value]) -> Result<()> {
+        let p = c_string(prefix)?;
+        let raw: Vec<sys::metile_value> = values.iter().map(|v| v.0).collect();
+        check(unsafe { sys::metile_builder_device_print(self.raw, p.as_ptr(), raw.as_ptr(), raw.len()) })
+    }
+
     /// Verifies and returns the program; the builder is spent.
     pub fn finish(self) -> Result<Program> {
         let mut raw = ptr::null_mut();

@@ -104,6 +104,10 @@ pub const METILE_OP_ATOMIC_MAX: metile_op = 121;
 pub const METILE_OP_ATOMIC_MIN: metile_op = 122;
 pub const METILE_OP_ATOMIC_XCHG: metile_op = 123;
 pub const METILE_OP_ATOMIC_CAS: metile_op = 124;
+pub const METILE_OP_CUMSUM: metile_op = 130;
+pub const METILE_OP_CUMPROD: metile_op = 131;
+pub const METILE_OP_TRANS: metile_op = 132;
+pub const METILE_OP_DEVICE_PRINT: metile_op = 133;
 pub const METILE_OP_FORCE32: metile_op = 0x7fffffff;
 
 pub type metile_param_access = c_int;
@@ -261,6 +265,9 @@ extern "C" {
     pub fn metile_builder_tile_store(b: *mut metile_builder, ptr: metile_value, row: metile_value, col: metile_value, stride: metile_value, value: metile_value, bound_rows: metile_value, bound_cols: metile_value) -> metile_status;
     pub fn metile_builder_dot(b: *mut metile_builder, a: metile_value, bm: metile_value, acc: metile_value, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_reduce(b: *mut metile_builder, op: metile_op, x: metile_value, axis: i32, out: *mut metile_value) -> metile_status;
+    pub fn metile_builder_scan(b: *mut metile_builder, op: metile_op, x: metile_value, axis: i32, reverse: i32, out: *mut metile_value) -> metile_status;
+    pub fn metile_builder_trans(b: *mut metile_builder, x: metile_value, out: *mut metile_value) -> metile_status;
+    pub fn metile_builder_device_print(b: *mut metile_builder, prefix: *const c_char, values: *const metile_value, n: usize) -> metile_status;
     pub fn metile_builder_for_begin(b: *mut metile_builder, start: metile_value, end: metile_value, step: metile_value, inits: *const metile_value, n: usize, out_iv: *mut metile_value, out_carried: *mut metile_value) -> metile_status;
     pub fn metile_builder_for_end(b: *mut metile_builder, yields: *const metile_value, n: usize, out_results: *mut metile_value) -> metile_status;
     pub fn metile_builder_role_begin(b: *mut metile_builder, role: i32, num_roles: i32, first_sg: i32, num_sgs: i32) -> metile_status;

@@ -325,3 +325,48 @@ fn simt_shuffle_shared_role_and_swizzle() -> Result<()> {
     assert!(e.message.contains("spiral"), "{e}");
     Ok(())
 }
+
+/// cumsum and reverse cumprod of a 64-element tile, the transpose of its 8x8 reshape, and a
+/// device_print; a prefix with a newline is refused.
+#[test]
+fn scan_trans_and_device_print() -> Result<()> {
+    const N: i64 = 64;
+    let mut b = Builder::new("scan_trans")?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let (sum, prod, tr) = (b.param_ptr("sum", DType::F32)?, b.param_ptr("prod", DType::F32)?, b.param_ptr("tr", DType::F32)?);
+    let zero = b.const_i32(0)?;
+    let offs = b.arange(zero, N)?;
+    let px = b.ptr_offset(x, offs)?;
+    let v = b.load(px, None, None)?;
+    let s = b.scan(metile::sys::METILE_OP_CUMSUM, v, 0, false)?;
+    let p = b.scan(metile::sys::METILE_OP_CUMPROD, v, 0, true)?;
+    let square = b.reshape(v, &[8, 8])?;
+    let t = b.trans(square)?;
+    let t = b.reshape(t, &[N])?;
+    for (dst, val) in [(sum, s), (prod, p), (tr, t)] {
+        let ptr = b.ptr_offset(dst, offs)?;
+        b.store(ptr, val, None)?;
+    }
+    b.device_print("first", &[square])?;
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &b.finish()?)?;
+    let hx: Vec<f32> = (0..N).map(|i| 1.0 + (i % 5) as f32 * 0.25).collect();
+    let bx = dev.buffer_from(&hx)?;
+    let (mut bs, mut bp, mut bt) = (dev.alloc(4 * N as usize)?, dev.alloc(4 * N as usize)?, dev.alloc(4 * N as usize)?);
+    kernel.launch([1, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bs), Arg::BufferMut(&mut bp), Arg::BufferMut(&mut bt)])?;
+    dev.synchronize()?;
+    let (gs, gp, gt) = (bs.as_slice::<f32>(), bp.as_slice::<f32>(), bt.as_slice::<f32>());
+    let (mut acc, mut accp) = (0f64, 1f64);
+    for i in 0..N as usize {
+        acc += hx[i] as f64;
+        assert!((gs[i] as f64 - acc).abs() <= 1e-4 * acc, "cumsum[{i}] = {} want {acc}", gs[i]);
+        assert_eq!(gt[i], hx[(i % 8) * 8 + i / 8], "trans[{i}]");
+    }
+    for i in (0..N as usize).rev() {
+        accp *= hx[i] as f64;
+        assert!((gp[i] as f64 - accp).abs() <= 1e-4 * accp, "cumprod[{i}] = {} want {accp}", gp[i]);
+    }
+    let mut bad = Builder::new("bad_print")?;
+    assert_eq!(bad.device_print("two\nlines", &[]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    Ok(())
+}

@@ -7,6 +7,9 @@
 //     the enclosing region (a per-thread loop's lane activity);
 //   - reductions: inactive lanes replaced by the identity (0, -inf/min, +inf/max), so all-inactive
 //     input gives the identity; dot: inactive lanes of a and b replaced by 0;
+//   - scans (cumsum, cumprod): inactive lanes count as the identity (0, 1) and stay inactive in
+//     the result; trans moves activity with the elements;
+//   - device_print: prints only active lanes (each value gets a bool mask operand, masked = 1);
 //   - loops: a carried value keeps its previous value in lanes where the yielded one is inactive;
 //     a carried value whose initial value has inactive lanes carries its activity as an extra bool
 //     value (active once any iteration yields an active lane there).
@@ -332,6 +335,39 @@ void Activity::rewrite(Op& op, ValueId region_act) {
       const ValueId x = op.operands[0];
       if (act(x) != kNoValue)
         op.operands[0] = fill(x, act(x), identity(op.kind, p_.type(x).dtype));
+      break;
+    }
+    case OpKind::CUMSUM:
+    case OpKind::CUMPROD: {
+      const ValueId x = op.operands[0], a = act(x);
+      if (a != kNoValue) {
+        const DType d = p_.type(x).dtype;
+        const bool sum = op.kind == OpKind::CUMSUM;
+        const ValueId id = is_float(d) ? constant(d, sum ? 0.0 : 1.0) : constant(d, int64_t{sum ? 0 : 1});
+        op.operands[0] = fill(x, a, id);
+      }
+      set_act(op.result(), a);
+      break;
+    }
+    case OpKind::TRANS: {
+      if (ValueId a = act(op.operands[0]); a != kNoValue)
+        set_act(op.result(), emit(OpKind::TRANS, {a}, Type(p_.type(op.result())).with_dtype(DType::boolean)));
+      break;
+    }
+    case OpKind::DEVICE_PRINT: {
+      const size_t n = op.operands.size();
+      std::vector<ValueId> masks(n);
+      bool any = false;
+      for (size_t i = 0; i < n; ++i) {
+        const Shape s = p_.type(op.operands[i]).shape;
+        masks[i] = both(act(op.operands[i]), region_for(region_act, s));
+        any = any || masks[i] != kNoValue;
+      }
+      if (!any) break;
+      for (size_t i = 0; i < n; ++i)
+        op.operands.push_back(masks[i] != kNoValue ? masks[i]
+                                                   : shaped(truth(), p_.type(op.operands[i]).shape));
+      op.set_attr("masked", int64_t{1});
       break;
     }
     case OpKind::DOT: {

@@ -44,6 +44,12 @@
 // Reductions (sum, max, min) fold in row-major order from the identity (0, -inf/min, +inf/max)
 //   over the whole tile (axis -1) or along an axis of a 2-D tile; f16/bf16 accumulate in f32
 //   and round once; max/min fold with fmax/fmin. A scalar reduces to itself.
+// cumsum/cumprod(x, axis, reverse): out[k] folds x along `axis` from the first element (the
+//   last with reverse) up to k inclusive, in that order, from 0 / 1; f16/bf16 accumulate in f32
+//   and each output rounds once; integers wrap.
+// trans(x)[j][i] = x[i][j].
+// device_print: for each value in operand order, each element in row-major order whose mask
+//   (when masked) is true, one line (src/codegen/prelude/device_print.h) on stdout.
 // for: iv takes the exact integers start, start+step, ... while iv < end (step > 0) or iv > end
 //   (step < 0); the carried values start as the inits, each iteration's yield feeds the next,
 //   and the results are the last carried values (the inits when the loop runs zero times).
@@ -67,6 +73,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -75,6 +82,8 @@
 #include <unordered_map>
 
 #include "ir/swizzle_names.h"
+#define METILE_PRINT_FLUSH() std::fflush(stdout)
+#include "codegen/prelude/device_print.h"
 #include "runtime/host/process.h"
 #include "runtime/host/parallel_for.h"
 #include "runtime/interp/values.h"
@@ -186,6 +195,8 @@ class Instance {
   void role(const Op& op);
   void simt(const Op& op);
   void swizzle(const Op& op);
+  void scan(const Op& op);
+  void print(const Op& op);
 
   const LaunchState& l_;
   const Program& p_;
@@ -283,6 +294,23 @@ void Instance::exec(const Op& op) {
       return;
     case OpKind::TILE_SWIZZLE:
       swizzle(op);
+      return;
+    case OpKind::CUMSUM:
+    case OpKind::CUMPROD:
+      scan(op);
+      return;
+    case OpKind::TRANS: {
+      const Shape& s = type(op.operands[0]).shape;
+      const Val& x = val(op.operands[0]);
+      Val out;
+      out.e.resize(x.e.size());
+      for (int64_t i = 0; i < s.dims[0]; ++i)
+        for (int64_t j = 0; j < s.dims[1]; ++j) out.e[j * s.dims[0] + i] = at(x, i * s.dims[1] + j);
+      set(op, std::move(out));
+      return;
+    }
+    case OpKind::DEVICE_PRINT:
+      print(op);
       return;
     default:
       METILE_ASSERT(is_elementwise(op.kind), "interp has no rule for ", op_name(op.kind));
@@ -551,6 +579,64 @@ void Instance::reduce(const Op& op) {
     }
   }
   set(op, std::move(out));
+}
+
+void Instance::scan(const Op& op) {
+  const Type& t = type(op.operands[0]);
+  const Val& x = val(op.operands[0]);
+  const int64_t axis = op.attr_int("axis");
+  const bool reverse = op.attr_int("reverse") != 0;
+  const int64_t rows = t.shape.rank == 2 ? t.shape.dims[0] : 1;
+  const int64_t cols = t.shape.rank == 2 ? t.shape.dims[1] : t.shape.dims[0];
+  // `lines` scans of `len` elements; element l of line g sits at g*gs + l*ls.
+  int64_t lines = rows, len = cols, gs = cols, ls = 1;
+  if (t.shape.rank == 2 && axis == 0) lines = cols, len = rows, gs = 1, ls = cols;
+  const DType d = t.dtype;
+  const bool sum = op.kind == OpKind::CUMSUM;
+  Val out;
+  out.e.resize(x.e.size());
+  for (int64_t g = 0; g < lines; ++g) {
+    float facc = sum ? 0.0f : 1.0f;
+    uint64_t iacc = sum ? 0 : 1;
+    for (int64_t n = 0; n < len; ++n) {
+      const size_t k = static_cast<size_t>(g * gs + (reverse ? len - 1 - n : n) * ls);
+      if (is_float(d)) {
+        facc = sum ? facc + at(x, k).f : facc * at(x, k).f;
+        out.e[k] = float_elem(round_float(facc, d));
+      } else {
+        const uint64_t v = static_cast<uint64_t>(at(x, k).i);
+        iacc = sum ? iacc + v : iacc * v;
+        out.e[k] = int_elem(wrap_int(static_cast<int64_t>(iacc), d));
+      }
+    }
+  }
+  set(op, std::move(out));
+}
+
+void Instance::print(const Op& op) {
+  const std::string head = p_.where(op.loc);
+  const size_t n = device_print_values(op);
+  if (n == 0) {
+    metile_device_print(head.c_str(), device_print_label(op, 0).c_str(), pid_[0], pid_[1],
+                        pid_[2], -1, 0, 0, 0, 0, 0.0);
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const Type& t = type(op.operands[k]);
+    const Val& x = val(op.operands[k]);
+    const Val* mask = op.attr_int("masked") ? &val(op.operands[n + k]) : nullptr;
+    const std::string label = device_print_label(op, k);
+    const int64_t cols = t.shape.rank == 2 ? t.shape.dims[1] : 1;
+    const int64_t numel = t.shape.numel();
+    for (int64_t e = 0; e < numel; ++e) {
+      if (mask && at(*mask, static_cast<size_t>(e)).i == 0) continue;
+      const Elem v = at(x, static_cast<size_t>(e));
+      const bool fl = is_float(t.dtype);
+      metile_device_print(head.c_str(), label.c_str(), pid_[0], pid_[1], pid_[2], t.shape.rank,
+                          t.shape.rank == 2 ? e / cols : e, t.shape.rank == 2 ? e % cols : 0,
+                          fl ? 1 : 0, fl ? 0 : v.i, fl ? static_cast<double>(v.f) : 0.0);
+    }
+  }
 }
 
 void Instance::loop(const Op& op) {

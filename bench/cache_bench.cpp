@@ -52,7 +52,7 @@ std::optional<CachedArtifact> libz_artifact() {
   if (::dladdr(reinterpret_cast<void*>(&crc32), &info) == 0 || info.dli_fname == nullptr)
     return std::nullopt;
   CachedArtifact a;
-  a.artifact.kind = "so";
+  a.artifact.kind = ArtifactKind::shared_object;
   a.artifact.bytes = read_file(std::filesystem::canonical(info.dli_fname).string());
   a.build_seconds = 0.3;
   return a;

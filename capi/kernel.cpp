@@ -8,6 +8,7 @@
 #include "handles.h"
 #include "out_string.h"
 #include "support/half.h"
+#include "support/stage.h"
 #include "support/text.h"
 
 using namespace metile;
@@ -185,14 +186,15 @@ METILE_API metile_status metile_kernel_source(const metile_kernel* k, const char
     auto kh = get(k, fn);
     const CompiledKernel& ck = *kh->impl;
     std::string s = stage;
-    if (s == "tile_ir") {
+    std::optional<Stage> named = parse_stage(s);
+    if (named == Stage::tile_ir) {
       *out = capi::dup_string(print(*ck.program));
       return;
     }
-    auto it = ck.artifact.sources.find(s);
+    auto it = named ? ck.artifact.sources.find(*named) : ck.artifact.sources.end();
     if (it == ck.artifact.sources.end()) {
       std::string have = "tile_ir";
-      for (const auto& kv : ck.artifact.sources) have += ", " + kv.first;
+      for (const auto& kv : ck.artifact.sources) have += cat(", ", stage_name(kv.first));
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": no stage \"", printable_ascii(s),
            "\" for this kernel (available: ", have, ")");
     }

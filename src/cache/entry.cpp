@@ -191,12 +191,12 @@ std::optional<Bytes> decode_entry(std::span<const uint8_t> whole, const KeyDiges
 
 Bytes serialize_artifact(const CachedArtifact& a) {
   Writer w;
-  w.str(a.artifact.kind);
+  w.str(artifact_kind_name(a.artifact.kind));
   w.str(a.artifact.entry);
   w.bytes(a.artifact.bytes.data(), a.artifact.bytes.size());
   w.u64(a.artifact.sources.size());
   for (const auto& [stage, text] : a.artifact.sources) {
-    w.str(stage);
+    w.str(stage_name(stage));
     w.str(text);
   }
   w.u64(static_cast<uint64_t>(static_cast<int64_t>(a.artifact.threads_per_group)));
@@ -208,14 +208,18 @@ Bytes serialize_artifact(const CachedArtifact& a) {
 std::optional<CachedArtifact> deserialize_artifact(std::span<const uint8_t> raw) {
   Reader r(raw);
   CachedArtifact a;
-  a.artifact.kind = r.str();
+  // Kinds and stages are stored by name; one this build does not know makes the entry unusable.
+  std::optional<ArtifactKind> kind = parse_artifact_kind(r.str());
+  if (!kind) return std::nullopt;
+  a.artifact.kind = *kind;
   a.artifact.entry = r.str();
   auto bytes = r.bytes();
   a.artifact.bytes.assign(bytes.begin(), bytes.end());
   uint64_t n = r.u64();
   for (uint64_t i = 0; i < n && !r.bad; ++i) {
-    std::string stage = r.str();
-    a.artifact.sources[stage] = r.str();
+    std::optional<Stage> stage = parse_stage(r.str());
+    if (!stage) return std::nullopt;
+    a.artifact.sources[*stage] = r.str();
   }
   a.artifact.threads_per_group = static_cast<int>(static_cast<int64_t>(r.u64()));
   a.artifact.threadgroup_memory_bytes = r.u64();

@@ -61,6 +61,8 @@ struct CachedArtifact {
   double build_seconds = 0;  // the original build time, reported as "compile seconds saved"
 };
 
+/** The artifact payload stores its kind and its stages by name (kArtifactKindNames,
+ * kStageNames), so renumbering those enums keeps entries readable; renaming a row does not. */
 Bytes serialize_artifact(const CachedArtifact& a);
 std::optional<CachedArtifact> deserialize_artifact(std::span<const uint8_t> raw);
 

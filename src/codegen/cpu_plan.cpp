@@ -5,7 +5,6 @@
 #include "codegen/cpu_plan.h"
 
 #include <algorithm>
-#include <functional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,11 +20,11 @@ bool hoistable(const Op& op) {
 }
 
 void collect_defs(const Block& b, std::unordered_set<ValueId>& out) {
-  for (ValueId a : b.args) out.insert(a);
-  for (const Op& op : b.ops) {
-    for (ValueId r : op.results) out.insert(r);
-    for (const Block& r : op.regions) collect_defs(r, out);
-  }
+  out.insert(b.args.begin(), b.args.end());
+  walk(b, [&](const Op& op) {
+    out.insert(op.results.begin(), op.results.end());
+    for (const Block& r : op.regions) out.insert(r.args.begin(), r.args.end());
+  });
 }
 
 void hoist_block(Block& b) {
@@ -169,17 +168,12 @@ struct Planner {
     auto name = [&](ValueId v) {
       if (plan.values[v].ir_name.empty()) plan.values[v].ir_name = "%" + std::to_string(next++);
     };
-    std::function<void(const Block&)> block = [&](const Block& b) {
-      for (const Op& op : b.ops) {
-        for (ValueId r : op.results) name(r);
-        if (op.kind == OpKind::FOR) {
-          for (ValueId a : op.body().args) name(a);
-        }
-        for (const Block& r : op.regions) block(r);
-      }
-    };
     for (const Param& prm : p.params) plan.values[prm.value].ir_name = "%" + prm.name;
-    block(p.body);
+    walk(p.body, [&](const Op& op) {
+      for (ValueId r : op.results) name(r);
+      if (op.kind == OpKind::FOR)
+        for (ValueId a : op.body().args) name(a);
+    });
   }
 
   void name_values() {

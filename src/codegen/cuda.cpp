@@ -57,19 +57,17 @@ const Dialect& cuda_dialect() {
 }
 
 struct BuiltinSpelling {
-  const char* ir;
+  gpu::Builtin ir;
   const char* expr;  // {} = axis letter
 };
 const BuiltinSpelling kBuiltins[] = {
-    {"threadgroup_position", "int(blockIdx.{})"},
-    {"threadgroups_per_grid", "int(gridDim.{})"},
-    {"thread_index", "int(threadIdx.x)"},
-    {"simd_lane", "int(threadIdx.x & 31u)"},
-    {"simdgroup_index", "int(threadIdx.x >> 5)"},
+    {gpu::Builtin::threadgroup_position, "int(blockIdx.{})"},
+    {gpu::Builtin::threadgroups_per_grid, "int(gridDim.{})"},
+    {gpu::Builtin::thread_index, "int(threadIdx.x)"},
+    {gpu::Builtin::simd_lane, "int(threadIdx.x & 31u)"},
+    {gpu::Builtin::simdgroup_index, "int(threadIdx.x >> 5)"},
 };
 
-// Shared arrays start on 16-byte boundaries so vector accesses into them stay aligned.
-uint64_t align16(uint64_t n) { return (n + 15) & ~uint64_t{15}; }
 
 class CudaDialect final : public GpuDialect {
  public:
@@ -134,15 +132,15 @@ class CudaDialect final : public GpuDialect {
     for (const KernelInterface::Shared& s : k.shared) {
       w.line(c.storage(s.dtype) + "* const " + s.name + " = reinterpret_cast<" + c.storage(s.dtype) +
              "*>(mt_smem + " + std::to_string(offset) + ");");
-      offset = align16(offset + static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
+      offset += align_threadgroup(static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
     }
   }
 
-  std::string builtin(const std::string& name, int axis) const override {
+  std::string builtin(gpu::Builtin which, int axis) const override {
     static const char* axes[] = {"x", "y", "z"};
     for (const BuiltinSpelling& b : kBuiltins)
-      if (name == b.ir) return fill_pattern(b.expr, axes[axis]);
-    fail(METILE_ERROR_INTERNAL, "cuda", "unknown builtin ", name);
+      if (which == b.ir) return fill_pattern(b.expr, axes[axis]);
+    fail(METILE_ERROR_INTERNAL, "cuda", "unknown builtin ", gpu::builtin_name(which));
   }
 
   std::string pointer(DType dtype, AddrSpace, bool is_const) const override {
@@ -164,7 +162,7 @@ class CudaDialect final : public GpuDialect {
     }
   }
 
-  std::string simd_reduce(OpKind, DType, const std::string&) const override { return ""; }
+  std::string simd_reduce(Reduction, DType, const std::string&) const override { return ""; }
 
   std::string vector_type(DType t, int64_t width) const override {
     return "mt_vec<" + c.storage(t) + ", " + std::to_string(width) + ">";
@@ -242,10 +240,7 @@ CudaKernelSource emit_cuda(const gpu::Function& f) {
   out.source = emit_gpu_kernel(f, dialect, &k);
   out.entry = k.name;
   out.threads_per_group = k.threads;
-  uint64_t bytes = 0;
-  for (const KernelInterface::Shared& s : k.shared)
-    bytes = align16(bytes + static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
-  out.dynamic_shared_bytes = bytes;
+  out.dynamic_shared_bytes = gpu::threadgroup_bytes(f);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "ir/swizzle_names.h"
 #include "support/error.h"
 
 namespace metile {
@@ -67,6 +68,7 @@ class Emitter {
   std::vector<bool> inline_, local_, geometry_, const_ptr_;
   std::vector<ValueId> in_place_;  // a loop's next carried value written straight into it
   std::vector<uint64_t> params_of_;  // pointers: bit i = derived from parameter i
+  uint64_t written_params_ = 0;      // bit i: some store or atomic goes through parameter i
   std::string sep_;
 
   // ----- analysis -----
@@ -87,10 +89,10 @@ class Emitter {
   std::string spell(const gpu::Op& op, const std::string& r) const;
   std::string coord(gpu::LayoutId l, const std::string& tid, const std::string& r) const;
   std::string deref(ValueId ptr, const std::string& r) const;
-  std::string combine(OpKind reduce, DType t, const std::string& a, const std::string& b) const;
+  std::string combine(Reduction reduce, DType t, const std::string& a, const std::string& b) const;
   /** Integer +, -, * on launch geometry: spelled with plain operators. */
   bool index_op(const gpu::Op& op) const {
-    bool arith = op.ew == OpKind::ADD || op.ew == OpKind::SUB || op.ew == OpKind::MUL;
+    bool arith = op.tile_op == OpKind::ADD || op.tile_op == OpKind::SUB || op.tile_op == OpKind::MUL;
     DType t = op.operands.empty() ? DType::invalid : dtype(op.operands[0]);
     return op.kind == GpuOpKind::ELEMENTWISE && arith && (t == DType::i32 || t == DType::i64) &&
            geometry_[op.result()];
@@ -211,7 +213,7 @@ void Emitter::decide() {
     const gpu::Op* u = users_[v].front();
     if (u->kind == GpuOpKind::YIELD || block_of_[u] != block_of_[&op]) continue;
     if (std::count(u->operands.begin(), u->operands.end(), v) != 1) continue;
-    bool address = op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::PTR_OFFSET &&
+    bool address = op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::PTR_OFFSET &&
                    gpu::has_gpu_trait(u->kind, gpu::kGRead | gpu::kGWrite) && u->operands[0] == v;
     // An expression over one-register values reads the same anywhere in the block.
     bool portable = true;
@@ -226,7 +228,7 @@ void Emitter::decide() {
     if (op->results.size() != 1 || !inline_[op->result()]) continue;
     int d = 1;
     for (ValueId o : op->operands) d = std::max(d, 1 + depth[o]);
-    bool cut = d > kMaxInlineDepth && op->kind == GpuOpKind::ELEMENTWISE && op->ew != OpKind::PTR_OFFSET;
+    bool cut = d > kMaxInlineDepth && op->kind == GpuOpKind::ELEMENTWISE && op->tile_op != OpKind::PTR_OFFSET;
     if (cut) inline_[op->result()] = false;
     depth[op->result()] = cut ? 0 : d;
   }
@@ -257,8 +259,8 @@ void Emitter::derive_params() {
       params_of_[to] = m;
     };
     gpu::walk(f_.body, [&](const gpu::Op& op) {
-      if (op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::PTR_OFFSET) flow(op.operands[0], op.result());
-      if (op.kind == GpuOpKind::ELEMENTWISE && op.ew == OpKind::SELECT) {
+      if (op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::PTR_OFFSET) flow(op.operands[0], op.result());
+      if (op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::SELECT) {
         flow(op.operands[1], op.result());
         flow(op.operands[2], op.result());
       }
@@ -273,15 +275,15 @@ void Emitter::derive_params() {
       }
     });
   }
-  uint64_t written = 0;
+  written_params_ = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)
-      written |= params_of_[op.operands[0]];
+      written_params_ |= params_of_[op.operands[0]];
   });
   const_ptr_.assign(f_.values.size(), false);
   for (ValueId v = 1; v < f_.values.size(); ++v) {
     const gpu::Value& val = f_.value(v);
-    const_ptr_[v] = val.is_ptr && val.space == AddrSpace::device && (params_of_[v] & written) == 0;
+    const_ptr_[v] = val.is_ptr && val.space == AddrSpace::device && (params_of_[v] & written_params_) == 0;
   }
 }
 
@@ -343,7 +345,7 @@ std::string Emitter::deref(ValueId ptr, const std::string& r) const {
   std::vector<std::string> offsets;
   ValueId base = ptr;
   while (inline_[base] && def_[base]->kind == GpuOpKind::ELEMENTWISE &&
-         def_[base]->ew == OpKind::PTR_OFFSET) {
+         def_[base]->tile_op == OpKind::PTR_OFFSET) {
     offsets.insert(offsets.begin(), strip_parens(expr(def_[base]->operands[1], r)));
     base = def_[base]->operands[0];
   }
@@ -353,11 +355,8 @@ std::string Emitter::deref(ValueId ptr, const std::string& r) const {
   return expr(base, r) + "[" + off + "]";
 }
 
-std::string Emitter::combine(OpKind reduce, DType t, const std::string& a, const std::string& b) const {
-  OpKind k = reduce == OpKind::REDUCE_SUM ? OpKind::ADD
-             : reduce == OpKind::REDUCE_MAX ? OpKind::MAXIMUM
-                                            : OpKind::MINIMUM;
-  return strip_parens(spell_binary(c_, k, t, a, b));
+std::string Emitter::combine(Reduction reduce, DType t, const std::string& a, const std::string& b) const {
+  return strip_parens(spell_binary(c_, combining_op(reduce), t, a, b));
 }
 
 std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
@@ -376,7 +375,7 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
     default:
       METILE_ASSERT(false, "cannot spell ", gpu::gpu_op_name(op.kind), " as an expression");
   }
-  OpKind k = op.ew;
+  OpKind k = op.tile_op;
   DType t = dtype(op.operands[0]);
   if (k == OpKind::PTR_OFFSET) {  // (p + a) + b reads as p + a + b
     std::string base = arg(0);
@@ -403,7 +402,7 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
       const gpu::Op& d = *def_[x];
       if (d.kind == GpuOpKind::COORD) return sum;
       if (!index_op(d)) return other;
-      return d.ew == OpKind::ADD ? sum : d.ew == OpKind::SUB ? difference : product;
+      return d.tile_op == OpKind::ADD ? sum : d.tile_op == OpKind::SUB ? difference : product;
     };
     auto operand = [&](size_t i) {
       int o = kind(op.operands[i]);
@@ -436,10 +435,10 @@ void Emitter::statement(const gpu::Op& op, const std::string& r, bool in_loop) {
   std::string value;
   if (op.kind == GpuOpKind::ATOMIC) {
     // mt_atomic_<op>(address, [cmp,] value): the dialect's prelude spells each one.
-    size_t n = op.ew == OpKind::ATOMIC_CAS ? 3 : 2;
+    size_t n = op.tile_op == OpKind::ATOMIC_CAS ? 3 : 2;
     std::string args = "&" + deref(op.operands[0], r);
     for (size_t i = 1; i < n; ++i) args += ", " + strip_parens(expr(op.operands[i], r));
-    value = std::string("mt_") + std::string(op_name(op.ew)) + "(" + args + ")";
+    value = std::string("mt_") + std::string(op_name(op.tile_op)) + "(" + args + ")";
     if (op.operands.size() > n)
       value = spell_select(expr(op.operands[n], r), value, spell_zero(c_, dtype(v)));
   } else if (op.kind == GpuOpKind::LOAD) {
@@ -628,7 +627,7 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::YIELD:
       return;
     case GpuOpKind::BUILTIN:
-      w_.line("const int " + name_[v] + " = " + d_.builtin(op.attr_str("name"), static_cast<int>(op.attr_int("axis"))) + ";");
+      w_.line("const int " + name_[v] + " = " + d_.builtin(op.builtin, static_cast<int>(op.attr_int("axis"))) + ";");
       return;
     case GpuOpKind::BARRIER:
       w_.line(d_.barrier(op.find_attr("device") != nullptr) + ";");
@@ -641,7 +640,7 @@ void Emitter::standalone(const gpu::Op& op) {
       return;
     case GpuOpKind::SIMD_REDUCE: {
       std::string x = strip_parens(expr(op.operands[0], "0"));
-      std::string native = d_.simd_reduce(op.ew, dtype(v), x);
+      std::string native = d_.simd_reduce(op.reduce, dtype(v), x);
       if (!native.empty()) {
         w_.line(decl(v) + " = " + native + ";");
         return;
@@ -652,7 +651,7 @@ void Emitter::standalone(const gpu::Op& op) {
       // The shuffle gets its own statement: `combine` may spell its operand twice (a ternary for
       // min/max), and a shuffle evaluated on one side only would diverge within the simdgroup.
       w_.line("const " + type_of(v) + " " + name_[v] + "_other = " + d_.shuffle(true, dtype(v), name_[v], "m") + ";");
-      w_.line(name_[v] + " = " + combine(op.ew, dtype(v), name_[v], name_[v] + "_other") + ";");
+      w_.line(name_[v] + " = " + combine(op.reduce, dtype(v), name_[v], name_[v] + "_other") + ";");
       w_.close();
       return;
     }
@@ -661,7 +660,7 @@ void Emitter::standalone(const gpu::Op& op) {
       w_.line(type_of(v) + " " + name_[v] + " = " + strip_parens(expr(x, "0")) + ";");
       w_.line(d_.unroll());
       w_.line("for (int r = 1; r < " + std::to_string(regs(x)) + "; ++r) " + name_[v] + " = " +
-              combine(op.ew, dtype(v), name_[v], expr(x, "r")) + ";");
+              combine(op.reduce, dtype(v), name_[v], expr(x, "r")) + ";");
       return;
     }
     case GpuOpKind::VLOAD:
@@ -669,14 +668,12 @@ void Emitter::standalone(const gpu::Op& op) {
       vector_access(op);
       return;
     case GpuOpKind::SWIZZLE: {
-      static const std::map<std::string, const char*> codes = {
-          {"diagonal", "METILE_SWIZZLE_DIAGONAL"}, {"grouped", "METILE_SWIZZLE_GROUPED"},
-          {"morton", "METILE_SWIZZLE_MORTON"}, {"hilbert", "METILE_SWIZZLE_HILBERT"},
-          {"linear", "METILE_SWIZZLE_LINEAR"}};
+      const char* code = swizzle_symbol(op.attr_str("pattern"));
+      METILE_ASSERT(code != nullptr, "unknown swizzle pattern ", op.attr_str("pattern"));
       std::string s = name_[op.results[0]] + "_" + name_[op.results[1]];
       std::string args;
       for (ValueId a : op.operands) args += ", " + strip_parens(expr(a, "0"));
-      w_.line("const metile_swizzled<int> " + s + " = metile_swizzle<int>(" + codes.at(op.attr_str("pattern")) +
+      w_.line("const metile_swizzled<int> " + s + " = metile_swizzle<int>(" + code +
               args + ", " + std::to_string(op.attr_int("block")) + ");");
       w_.line("const int " + name_[op.results[0]] + " = " + s + ".m;");
       w_.line("const int " + name_[op.results[1]] + " = " + s + ".n;");
@@ -778,17 +775,14 @@ std::string Emitter::run(KernelInterface* k) {
   k->name = safe(f_.name);
   if (std::find(reserved.begin(), reserved.end(), k->name) != reserved.end()) k->name += "_kernel";
   k->threads = f_.threads;
-  uint64_t written = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
-    if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)
-      written |= params_of_[op.operands[0]];
-    if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.attr_str("name"));
+    if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.builtin);
     if (op.kind == GpuOpKind::ALLOC)
       k->shared.push_back({name_[op.result()], dtype(op.result()), op.attr_int("size")});
   });
   for (size_t i = 0; i < f_.params.size(); ++i) {
     const gpu::Value& v = f_.value(f_.params[i].value);
-    bool w = i >= 64 || (written >> i) & 1;
+    bool w = i >= 64 || (written_params_ >> i) & 1;
     k->params.push_back({name_[f_.params[i].value], v.dtype, v.is_ptr, v.is_ptr && w});
   }
   bool swizzle = false;

@@ -36,7 +36,7 @@ struct KernelInterface {
   std::string name;
   std::vector<Param> params;   // in Tile IR order
   std::vector<Shared> shared;  // threadgroup arrays, in allocation order
-  std::set<std::string> builtins;  // GPU IR builtin names the kernel reads
+  std::set<gpu::Builtin> builtins;  // the builtins the kernel reads
   int threads = 0;
 };
 
@@ -72,8 +72,8 @@ class GpuDialect {
   virtual std::string prelude(bool swizzle, const std::set<std::string>& atoms) const = 0;
   /** Writes the entry point's head and opens its body. */
   virtual void open_kernel(SourceWriter& w, const KernelInterface& k) const = 0;
-  /** An i32 expression for a builtin ("thread_index", "threadgroup_position" + axis, ...). */
-  virtual std::string builtin(const std::string& name, int axis) const = 0;
+  /** An i32 expression for a builtin (axis: x, y, z of the group builtins). */
+  virtual std::string builtin(gpu::Builtin which, int axis) const = 0;
   /** Pointer type to `dtype` elements in `space`. */
   virtual std::string pointer(DType dtype, AddrSpace space, bool is_const) const = 0;
   virtual std::string barrier(bool device_memory) const = 0;
@@ -81,7 +81,7 @@ class GpuDialect {
   virtual std::string shuffle(bool xor_mask, DType dtype, const std::string& x,
                               const std::string& lane_or_mask) const = 0;
   /** A whole-simdgroup reduction, or "" when the emitter should use a shuffle_xor tree. */
-  virtual std::string simd_reduce(OpKind reduce, DType dtype, const std::string& x) const = 0;
+  virtual std::string simd_reduce(Reduction reduce, DType dtype, const std::string& x) const = 0;
   /** The vector type loaded/stored `width` elements at a time, and its pointer type. */
   virtual std::string vector_type(DType dtype, int64_t width) const = 0;
   virtual std::string vector_pointer(DType dtype, int64_t width, AddrSpace space,

@@ -52,17 +52,17 @@ const Dialect& msl_dialect() {
 
 // Builtin parameters, with the short names Metal kernels conventionally give them.
 struct BuiltinParam {
-  const char* ir;     // GPU IR builtin
+  gpu::Builtin ir;
   const char* param;  // parameter name
   const char* type;
   metal_sim::MslBuiltin attr;
 };
 const BuiltinParam kBuiltins[] = {
-    {"threadgroup_position", "tgpig", "uint3", metal_sim::MslBuiltin::threadgroup_position_in_grid},
-    {"threadgroups_per_grid", "tgpg", "uint3", metal_sim::MslBuiltin::threadgroups_per_grid},
-    {"thread_index", "tiitg", "uint", metal_sim::MslBuiltin::thread_index_in_threadgroup},
-    {"simd_lane", "tiisg", "uint", metal_sim::MslBuiltin::thread_index_in_simdgroup},
-    {"simdgroup_index", "sgitg", "uint", metal_sim::MslBuiltin::simdgroup_index_in_threadgroup},
+    {gpu::Builtin::threadgroup_position, "tgpig", "uint3", metal_sim::MslBuiltin::threadgroup_position_in_grid},
+    {gpu::Builtin::threadgroups_per_grid, "tgpg", "uint3", metal_sim::MslBuiltin::threadgroups_per_grid},
+    {gpu::Builtin::thread_index, "tiitg", "uint", metal_sim::MslBuiltin::thread_index_in_threadgroup},
+    {gpu::Builtin::simd_lane, "tiisg", "uint", metal_sim::MslBuiltin::thread_index_in_simdgroup},
+    {gpu::Builtin::simdgroup_index, "sgitg", "uint", metal_sim::MslBuiltin::simdgroup_index_in_threadgroup},
 };
 
 bool native_simd(DType t) {
@@ -136,12 +136,12 @@ class MslDialect final : public GpuDialect {
     w.open("    " + params.back() + ")");
   }
 
-  std::string builtin(const std::string& name, int axis) const override {
+  std::string builtin(gpu::Builtin which, int axis) const override {
     static const char* axes[] = {".x", ".y", ".z"};
     for (const BuiltinParam& b : kBuiltins)
-      if (name == b.ir)
+      if (which == b.ir)
         return std::string("int(") + b.param + (std::string(b.type) == "uint3" ? axes[axis] : "") + ")";
-    fail(METILE_ERROR_INTERNAL, "msl", "unknown builtin ", name);
+    fail(METILE_ERROR_INTERNAL, "msl", "unknown builtin ", gpu::builtin_name(which));
   }
 
   std::string pointer(DType dtype, AddrSpace space, bool is_const) const override {
@@ -169,10 +169,9 @@ class MslDialect final : public GpuDialect {
     }
   }
 
-  std::string simd_reduce(OpKind reduce, DType t, const std::string& x) const override {
+  std::string simd_reduce(Reduction reduce, DType t, const std::string& x) const override {
     if (!native_simd(t)) return "";
-    const char* fn = reduce == OpKind::REDUCE_SUM ? "simd_sum" : reduce == OpKind::REDUCE_MAX ? "simd_max" : "simd_min";
-    return std::string(fn) + "(" + x + ")";
+    return "simd_" + std::string(reduction_name(reduce)) + "(" + x + ")";
   }
 
   std::string vector_type(DType t, int64_t width) const override {

@@ -33,9 +33,9 @@ std::string ms(double seconds) {
 // kernel that runs on cpu, say): generated for the dump only.
 void dump_sources(const CompiledKernel& ck) {
   const std::string& kernel = ck.program->name;
-  for (const auto& [stage, text] : ck.artifact.sources) debug_dump(stage, kernel, text);
+  for (const auto& [stage, text] : ck.artifact.sources) debug_dump(stage_name(stage), kernel, text);
   for (Stage s : debug_stages()) {
-    if (s == Stage::tile_ir || ck.artifact.sources.count(stage_name(s))) continue;
+    if (s == Stage::tile_ir || ck.artifact.sources.count(s)) continue;
     try {
       debug_dump(stage_name(s), kernel, stage_text(s, *ck.program, ck.options));
     } catch (const Error& e) {
@@ -135,7 +135,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   // signature and text), and the pipeline's text is the artifact's "tile_ir_opt" stage.
   TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks, whole_tiles);
   ck->artifact = device->build(*lowered.program, options);
-  ck->artifact.sources["tile_ir_opt"] = print(*lowered.program);
+  ck->artifact.sources[Stage::tile_ir_opt] = print(*lowered.program);
   double build_seconds = seconds_since(build_start);
   dump_sources(*ck);
   ck->kernel = load_kernel(*device, device, lowered, options, ck->artifact);

@@ -28,6 +28,13 @@ std::string stage_text(Stage stage, const Program& user_program, const CompileOp
       return emit_cuda(run_gpu_pipeline(program, nvidia_gpu_target(), options, "METILE_DEBUG")
                            .function).source;
     case Stage::cpp: return generate_cpu_cpp(program).text;
+    case Stage::msl_signature:
+      return metal_sim::print_signature(
+          emit_msl(run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").function)
+              .signature);
+    case Stage::msl_language:
+      return emit_msl(run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").function)
+          .language;
   }
   return {};
 }

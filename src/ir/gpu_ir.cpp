@@ -22,6 +22,13 @@ const OpRow kRows[] = {
 
 }  // namespace
 
+std::string_view builtin_name(Builtin b) {
+  static constexpr std::string_view kNames[kBuiltinCount] = {
+      "thread_index", "simd_lane", "simdgroup_index", "threadgroup_position", "threadgroups_per_grid"};
+  size_t i = static_cast<size_t>(b);
+  return i < kBuiltinCount ? kNames[i] : "?";
+}
+
 std::string_view gpu_op_name(GpuOpKind k) { return kRows[static_cast<size_t>(k)].name; }
 uint32_t gpu_op_traits(GpuOpKind k) { return kRows[static_cast<size_t>(k)].traits; }
 
@@ -121,7 +128,7 @@ uint64_t threadgroup_bytes(const Function& f) {
     if (op.kind == GpuOpKind::ALLOC) {
       uint64_t bytes = static_cast<uint64_t>(op.attr_int("size")) *
                        dtype_size(f.value(op.result()).dtype);
-      total += (bytes + 15) / 16 * 16;
+      total += align_threadgroup(bytes);
     }
   return total;
 }
@@ -181,10 +188,11 @@ ValueId GpuBuilder::constant_float(DType d, double v) {
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::builtin(const std::string& name, int axis, LayoutId layout) {
+ValueId GpuBuilder::builtin(Builtin which, int axis, LayoutId layout) {
   Op op;
   op.kind = GpuOpKind::BUILTIN;
-  op.attrs = {{"name", name}, {"axis", int64_t{axis}}};
+  op.builtin = which;
+  op.attrs = {{"axis", int64_t{axis}}};
   op.results = {new_value(DType::i32, layout)};
   return append(std::move(op)).result();
 }
@@ -206,7 +214,7 @@ ValueId GpuBuilder::ew(OpKind k, std::vector<ValueId> operands, DType cast_to) {
   }
   Op op;
   op.kind = GpuOpKind::ELEMENTWISE;
-  op.ew = k;
+  op.tile_op = k;
   op.operands = std::move(operands);
   op.results = {r};
   return append(std::move(op)).result();
@@ -267,7 +275,7 @@ void GpuBuilder::print(ValueId pred, const std::vector<ValueId>& pid, ValueId i,
 ValueId GpuBuilder::atomic(OpKind k, ValueId ptrs, ValueId cmp, ValueId value, ValueId pred) {
   Op op;
   op.kind = GpuOpKind::ATOMIC;
-  op.ew = k;
+  op.tile_op = k;
   op.operands = {ptrs};
   if (cmp != kNoValue) op.operands.push_back(cmp);
   op.operands.push_back(value);
@@ -307,19 +315,19 @@ ValueId GpuBuilder::shuffle(ValueId x, ValueId lane) {
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::simd_reduce(OpKind reduce, ValueId x, bool uniform) {
+ValueId GpuBuilder::simd_reduce(Reduction reduce, ValueId x, bool uniform) {
   Op op;
   op.kind = GpuOpKind::SIMD_REDUCE;
-  op.ew = reduce;
+  op.reduce = reduce;
   op.operands = {x};
   op.results = {new_value(f_.value(x).dtype, uniform ? kUniform : kThread)};
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::reg_reduce(OpKind reduce, ValueId x) {
+ValueId GpuBuilder::reg_reduce(Reduction reduce, ValueId x) {
   Op op;
   op.kind = GpuOpKind::REG_REDUCE;
-  op.ew = reduce;
+  op.reduce = reduce;
   op.operands = {x};
   op.results = {new_value(f_.value(x).dtype, kThread)};
   return append(std::move(op)).result();

@@ -15,7 +15,7 @@
  * barriers and simd operations never sit in divergent code.
  *
  * Ops (operands -> results; attributes in braces):
- *   const {value} -> uniform              builtin {name, axis} -> uniform or thread
+ *   const {value} -> uniform              builtin[Builtin] {axis} -> uniform or thread
  *   elementwise[OpKind](a, b, c) -> r     coord(tid) -> i32 element index   valid(tid) -> bool
  *   splat(x) -> r                         load(ptrs [, pred, other]) -> r
  *   store(ptrs, value [, pred])           vload/vstore: as load/store, {width} registers at a time
@@ -43,6 +43,7 @@
 
 #include "ir/layout.h"
 #include "ir/ops.h"
+#include "ir/reduction.h"
 #include "ir/tile_ir.h"
 #include "ir/types.h"
 #include "ir/walk.h"
@@ -66,6 +67,25 @@ enum GpuTrait : uint32_t {
 std::string_view gpu_op_name(GpuOpKind k);
 uint32_t gpu_op_traits(GpuOpKind k);
 inline bool has_gpu_trait(GpuOpKind k, uint32_t t) { return (gpu_op_traits(k) & t) != 0; }
+
+/**
+ * What a BUILTIN op reads, each an i32. The group ones are uniform and take an axis (x, y, z);
+ * the others differ per thread and have one register.
+ */
+enum class Builtin : uint8_t {
+  thread_index,           // within the threadgroup
+  simd_lane,              // within the simdgroup
+  simdgroup_index,        // within the threadgroup
+  threadgroup_position,   // program id, per axis
+  threadgroups_per_grid,  // number of programs, per axis
+};
+inline constexpr int kBuiltinCount = 5;
+/** "thread_index", ... (the printer; a dialect's table pairs each builtin with its spelling). */
+std::string_view builtin_name(Builtin b);
+/** threadgroup_position and threadgroups_per_grid: the same in every thread of a group. */
+inline bool is_group_builtin(Builtin b) {
+  return b == Builtin::threadgroup_position || b == Builtin::threadgroups_per_grid;
+}
 
 using LayoutId = uint32_t;
 inline constexpr LayoutId kUniform = 0;
@@ -117,7 +137,9 @@ struct Block {
 
 struct Op {
   GpuOpKind kind{};
-  OpKind ew{};  // elementwise: the Tile IR op; simd_reduce/reg_reduce: REDUCE_SUM/MAX/MIN
+  OpKind tile_op{};    // ELEMENTWISE, ATOMIC: the Tile IR op applied per register
+  Reduction reduce{};  // SIMD_REDUCE, REG_REDUCE: what the lanes or registers fold with
+  Builtin builtin{};   // BUILTIN: what it reads (its axis is the "axis" attribute)
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
   std::vector<Attr> attrs;
@@ -198,7 +220,7 @@ class GpuBuilder {
 
   ValueId constant_int(DType d, int64_t v);
   ValueId constant_float(DType d, double v);
-  ValueId builtin(const std::string& name, int axis, LayoutId layout);
+  ValueId builtin(Builtin which, int axis, LayoutId layout);
   /** An element-wise op; `dtype` is the result type for casts (ignored otherwise). */
   ValueId ew(OpKind k, std::vector<ValueId> operands, DType cast_to = DType::invalid);
   /** Element index of each register of `layout` (tid: the thread_index builtin). */
@@ -216,8 +238,8 @@ class GpuBuilder {
   ValueId shuffle_xor(ValueId x, ValueId mask);
   ValueId shuffle(ValueId x, ValueId lane);
   /** `uniform`: the whole threadgroup is one simdgroup, so every thread gets the same result. */
-  ValueId simd_reduce(OpKind reduce, ValueId x, bool uniform = false);
-  ValueId reg_reduce(OpKind reduce, ValueId x);
+  ValueId simd_reduce(Reduction reduce, ValueId x, bool uniform = false);
+  ValueId reg_reduce(Reduction reduce, ValueId x);
   /** One device_print line per register of `value` where `pred` holds (see print above). */
   void print(ValueId pred, const std::vector<ValueId>& pid, ValueId i, ValueId j, ValueId value,
              const std::string& head, const std::string& label, int64_t rank);

@@ -76,15 +76,15 @@ struct Printer {
     }
     for (size_t i = 0; i < op.results.size(); ++i) out << (i ? ", " : "") << typed(op.results[i]);
     if (!op.results.empty()) out << " = ";
-    if (op.kind == GpuOpKind::ELEMENTWISE) out << op_name(op.ew);
+    if (op.kind == GpuOpKind::ELEMENTWISE) out << op_name(op.tile_op);
     else out << gpu_op_name(op.kind);
     if (op.kind == GpuOpKind::BUILTIN) {
       static const char* axes[] = {"x", "y", "z"};
-      out << " " << op.attr_str("name") << "." << axes[op.attr_int("axis") % 3] << "\n";
+      out << " " << builtin_name(op.builtin) << "." << axes[op.attr_int("axis") % 3] << "\n";
       return;
     }
     if (op.kind == GpuOpKind::SIMD_REDUCE || op.kind == GpuOpKind::REG_REDUCE)
-      out << "." << op_name(op.ew).substr(7);  // reduce_sum -> sum
+      out << "." << reduction_name(op.reduce);
     if (op.kind == GpuOpKind::COORD || op.kind == GpuOpKind::VALID)
       out << " #" << f.value(op.result()).layout;
     if (!op.operands.empty()) out << " ";

@@ -11,9 +11,6 @@ namespace metile::gpu {
 
 namespace {
 
-const std::set<std::string> kBuiltins = {"thread_index", "simd_lane", "simdgroup_index",
-                                         "threadgroup_position", "threadgroups_per_grid"};
-
 bool same_type(const Value& a, const Value& b) {
   return a.dtype == b.dtype && a.is_ptr == b.is_ptr && a.layout == b.layout &&
          (!a.is_ptr || a.space == b.space);
@@ -29,7 +26,7 @@ struct Verifier {
   [[noreturn]] void bad(Args&&... parts) const {
     std::string what = current == nullptr ? std::string("function")
                        : current->kind == GpuOpKind::ELEMENTWISE
-                           ? std::string(op_name(current->ew))
+                           ? std::string(op_name(current->tile_op))
                            : std::string(gpu_op_name(current->kind));
     fail(METILE_ERROR_INTERNAL, "gpu-verify", "@", f.name, ": ", what, ": ",
          std::forward<Args>(parts)...);
@@ -81,7 +78,7 @@ struct Verifier {
   }
 
   void elementwise(const Op& op) {
-    OpKind k = op.ew;
+    OpKind k = op.tile_op;
     results(1);
     const Value& r = val(op.result());
     if (has_trait(k, kBinary | kCompare)) {
@@ -158,11 +155,12 @@ struct Verifier {
       case GpuOpKind::BUILTIN: {
         operands(0, 0);
         results(1);
-        const std::string& n = op.attr_str("name");
-        if (!kBuiltins.count(n)) bad("unknown builtin ", n);
+        if (static_cast<int>(op.builtin) >= kBuiltinCount)
+          bad("unknown builtin ", static_cast<int>(op.builtin));
+        std::string_view n = builtin_name(op.builtin);
         int64_t axis = op.attr_int("axis");
         if (axis < 0 || axis > 2) bad("axis ", axis);
-        bool group_level = n == "threadgroup_position" || n == "threadgroups_per_grid";
+        bool group_level = is_group_builtin(op.builtin);
         const Value& r = val(op.result());
         if (r.dtype != DType::i32) bad("builtins are i32");
         if (group_level != (r.layout == kUniform)) bad(n, group_level ? " is uniform" : " varies per thread");
@@ -201,8 +199,8 @@ struct Verifier {
         memory(op);
         break;
       case GpuOpKind::ATOMIC: {
-        if (!has_trait(op.ew, kAtomic)) bad("needs an atomic op, got ", op_name(op.ew));
-        size_t values = op.ew == OpKind::ATOMIC_CAS ? 2 : 1;
+        if (!has_trait(op.tile_op, kAtomic)) bad("needs an atomic op, got ", op_name(op.tile_op));
+        size_t values = op.tile_op == OpKind::ATOMIC_CAS ? 2 : 1;
         operands(1 + values, 2 + values);
         results(1);
         const Value& p = val(op.operands[0]);
@@ -261,7 +259,7 @@ struct Verifier {
       case GpuOpKind::REG_REDUCE: {
         operands(1, 1);
         results(1);
-        if (op.ew != OpKind::REDUCE_SUM && op.ew != OpKind::REDUCE_MAX && op.ew != OpKind::REDUCE_MIN)
+        if (op.reduce != Reduction::sum && op.reduce != Reduction::max && op.reduce != Reduction::min)
           bad("reduction must be sum, max or min");
         const Value &a = val(op.operands[0]), &r = val(op.result());
         if (op.kind == GpuOpKind::SIMD_REDUCE && !scalar_per_thread(op.operands[0]))

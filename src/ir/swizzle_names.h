@@ -17,19 +17,31 @@ namespace metile {
 struct SwizzleName {
   const char* name;
   int code;
+  const char* symbol;  // how generated kernels spell the code (swizzle.h is in their prelude)
 };
 
+#define METILE_SWIZZLE_ROW(name, CODE) {name, CODE, #CODE}
 inline constexpr SwizzleName kSwizzleNames[] = {
-    {"diagonal", METILE_SWIZZLE_DIAGONAL}, {"grouped", METILE_SWIZZLE_GROUPED},
-    {"morton", METILE_SWIZZLE_MORTON},     {"hilbert", METILE_SWIZZLE_HILBERT},
-    {"linear", METILE_SWIZZLE_LINEAR},
+    METILE_SWIZZLE_ROW("diagonal", METILE_SWIZZLE_DIAGONAL),
+    METILE_SWIZZLE_ROW("grouped", METILE_SWIZZLE_GROUPED),
+    METILE_SWIZZLE_ROW("morton", METILE_SWIZZLE_MORTON),
+    METILE_SWIZZLE_ROW("hilbert", METILE_SWIZZLE_HILBERT),
+    METILE_SWIZZLE_ROW("linear", METILE_SWIZZLE_LINEAR),
 };
+#undef METILE_SWIZZLE_ROW
 
 /** The code of a canonical pattern name, or -1. */
 inline int swizzle_code(std::string_view name) {
   for (const SwizzleName& s : kSwizzleNames)
     if (name == s.name) return s.code;
   return -1;
+}
+
+/** The symbol that spells a canonical pattern's code in generated source, or nullptr. */
+inline const char* swizzle_symbol(std::string_view name) {
+  for (const SwizzleName& s : kSwizzleNames)
+    if (name == s.name) return s.symbol;
+  return nullptr;
 }
 
 /** "diagonal, grouped, ..." for error messages. */

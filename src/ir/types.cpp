@@ -62,15 +62,8 @@ bool is_signed(DType t) { return t == DType::i32 || t == DType::i64 || t == DTyp
 bool is_valid_dtype(int v) { return v > 0 && v <= 0xff && info(static_cast<DType>(v)) != nullptr; }
 
 bool int_fits(DType t, int64_t v) {
-  switch (t) {
-    case DType::boolean: return v == 0 || v == 1;
-    case DType::i8: return v >= INT8_MIN && v <= INT8_MAX;
-    case DType::u8: return v >= 0 && v <= UINT8_MAX;
-    case DType::i32: return v >= INT32_MIN && v <= INT32_MAX;
-    case DType::u32: return v >= 0 && v <= UINT32_MAX;
-    case DType::i64: return true;
-    default: return false;
-  }
+  std::optional<IntRange> r = int_range(t);
+  return r && v >= r->lo && v <= r->hi;
 }
 
 bool float_fits(DType t, double v) {

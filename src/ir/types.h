@@ -42,6 +42,10 @@ std::optional<IntRange> int_range(DType t);
 
 enum class AddrSpace : uint8_t { device = 0, threadgroup = 1 };
 
+/** Threadgroup arrays start on 16-byte boundaries, so vector accesses into them stay aligned:
+ * the bytes one array of `bytes` occupies before the next may start. */
+inline uint64_t align_threadgroup(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
+
 /** Rank-0..2 static shape. dims[i] for i >= rank is 1. */
 struct Shape {
   int rank = 0;

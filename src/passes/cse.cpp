@@ -12,7 +12,7 @@ namespace metile {
 
 namespace {
 
-using Key = std::tuple<int, int, std::vector<ValueId>, std::string, DType, bool, gpu::LayoutId>;
+using Key = std::tuple<int, int, int, int, std::vector<ValueId>, std::string, DType, bool, gpu::LayoutId>;
 
 std::string attr_key(const gpu::Op& op) {
   std::string s;
@@ -43,8 +43,9 @@ struct Cse {
       for (gpu::Block& r : op.regions) block(r, seen);
       if (!gpu::has_gpu_trait(op.kind, gpu::kGPure) || op.results.size() != 1) continue;
       const gpu::Value& r = f.value(op.result());
-      Key key{static_cast<int>(op.kind), static_cast<int>(op.ew), op.operands, attr_key(op),
-              r.dtype, r.is_ptr, r.layout};
+      Key key{static_cast<int>(op.kind), static_cast<int>(op.tile_op), static_cast<int>(op.reduce),
+              static_cast<int>(op.builtin),
+              op.operands, attr_key(op), r.dtype, r.is_ptr, r.layout};
       auto [it, fresh] = seen.emplace(std::move(key), op.result());
       if (!fresh) subst[op.result()] = it->second;
     }

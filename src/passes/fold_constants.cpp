@@ -142,7 +142,7 @@ struct Folder {
     auto fwd = [&](ValueId v) { return same_type(v, r) ? v : kNoValue; };
     DType d = f.value(o[0]).dtype;
     bool integer = is_int(d) || d == DType::boolean;
-    switch (op.ew) {
+    switch (op.tile_op) {
       case OpKind::ADD:
         if (integer && is_const(o[1], 0)) return fwd(o[0]);
         if (integer && is_const(o[0], 0)) return fwd(o[1]);
@@ -196,22 +196,22 @@ struct Folder {
     }
     DType d = f.value(op.operands[0]).dtype;
     DType rd = f.value(op.result()).dtype;
-    if (op.ew == OpKind::CAST) return cast(d, rd, *args[0]);
-    if (op.ew == OpKind::SELECT) {
+    if (op.tile_op == OpKind::CAST) return cast(d, rd, *args[0]);
+    if (op.tile_op == OpKind::SELECT) {
       if (is_float(rd) && rd != DType::f32) return std::nullopt;
       return args[0]->i ? *args[1] : *args[2];
     }
-    if (has_trait(op.ew, kBinary | kCompare)) {
-      if (is_int(d) || d == DType::boolean) return int_binary(op.ew, d, args[0]->i, args[1]->i);
+    if (has_trait(op.tile_op, kBinary | kCompare)) {
+      if (is_int(d) || d == DType::boolean) return int_binary(op.tile_op, d, args[0]->i, args[1]->i);
       if (d == DType::f32)
-        return f32_binary(op.ew, static_cast<float>(args[0]->f), static_cast<float>(args[1]->f));
+        return f32_binary(op.tile_op, static_cast<float>(args[0]->f), static_cast<float>(args[1]->f));
       return std::nullopt;
     }
-    if (op.ew == OpKind::NEG) {
+    if (op.tile_op == OpKind::NEG) {
       if (d == DType::f32) return Num{true, 0, -args[0]->f};
       if (is_int(d)) return Num{false, wrap(d, static_cast<int64_t>(0 - static_cast<uint64_t>(args[0]->i))), 0};
     }
-    if (op.ew == OpKind::NOT) {
+    if (op.tile_op == OpKind::NOT) {
       if (d == DType::boolean) return Num{false, args[0]->i ? 0 : 1, 0};
       if (is_int(d)) return Num{false, wrap(d, ~args[0]->i), 0};
     }

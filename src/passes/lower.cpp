@@ -117,18 +117,18 @@ ValueId Lowering::as_tile(ValueId tile_value) {
   return materialize(get(tile_value), layout_for(p.type(tile_value).shape));
 }
 
-ValueId Lowering::builtin(const std::string& name, int axis) {
-  std::string key = cat(name, axis);
+ValueId Lowering::builtin(gpu::Builtin which, int axis) {
+  auto key = std::make_pair(which, axis);
   auto it = builtins.find(key);
   if (it != builtins.end()) return it->second;
   static const char* axes[] = {"x", "y", "z"};
-  bool group = name == "threadgroup_position" || name == "threadgroups_per_grid";
-  ValueId v = pb.builtin(name, axis, group ? gpu::kUniform : gpu::kThread);
-  std::string stem = name == "thread_index"          ? "tid"
-                     : name == "simd_lane"           ? "lane"
-                     : name == "simdgroup_index"     ? "sg"
-                     : name == "threadgroup_position" ? cat("pid_", axes[axis])
-                                                      : cat("num_pid_", axes[axis]);
+  using gpu::Builtin;
+  ValueId v = pb.builtin(which, axis, gpu::is_group_builtin(which) ? gpu::kUniform : gpu::kThread);
+  std::string stem = which == Builtin::thread_index           ? "tid"
+                     : which == Builtin::simd_lane            ? "lane"
+                     : which == Builtin::simdgroup_index      ? "sg"
+                     : which == Builtin::threadgroup_position ? cat("pid_", axes[axis])
+                                                              : cat("num_pid_", axes[axis]);
   pb.named(v, stem);
   builtins.emplace(key, v);
   return v;
@@ -146,7 +146,7 @@ ValueId Lowering::and_pred(ValueId x, ValueId y) {
 
 ValueId Lowering::valid_pred(LayoutId l) {
   if (!f.layout(l).padded) return kNoValue;
-  return b.named(b.valid(l, builtin("thread_index")), "in_tile");
+  return b.named(b.valid(l, builtin(gpu::Builtin::thread_index)), "in_tile");
 }
 
 std::string Lowering::param_stem(ValueId gpu_ptr) const {
@@ -267,7 +267,7 @@ ValueId Lowering::role_predicate(ValueId ptrs_tile) {
   const Type& t = p.type(ptrs_tile);
   if (simt == 0 || (role_lo == 0 && role_hi >= simt) || t.shape.rank != 1 || t.shape.dims[0] != simt)
     return kNoValue;
-  ValueId tid = builtin("thread_index");
+  ValueId tid = builtin(gpu::Builtin::thread_index);
   ValueId in = b.ew(OpKind::BITAND, {b.ew(OpKind::GE, {tid, c_i32(role_lo)}),
                                      b.ew(OpKind::LT, {tid, c_i32(role_hi)})});
   return b.named(in, "in_role");
@@ -276,10 +276,10 @@ ValueId Lowering::role_predicate(ValueId ptrs_tile) {
 void Lowering::simt_op(const Op& op) {
   switch (op.kind) {
     case OpKind::THREAD_ID:
-      set(op.result(), b.named(b.coord(layout_for(p.type(op.result()).shape), builtin("thread_index")), "tid"));
+      set(op.result(), b.named(b.coord(layout_for(p.type(op.result()).shape), builtin(gpu::Builtin::thread_index)), "tid"));
       return;
     case OpKind::SIMD_LANE_ID: {
-      ValueId lane = b.ew(OpKind::BITAND, {b.coord(layout_for(p.type(op.result()).shape), builtin("thread_index")),
+      ValueId lane = b.ew(OpKind::BITAND, {b.coord(layout_for(p.type(op.result()).shape), builtin(gpu::Builtin::thread_index)),
                                            c_i32(f.simd_width - 1)});
       set(op.result(), b.named(lane, "lane"));
       return;
@@ -320,8 +320,8 @@ void Lowering::swizzle(const Op& op) {
   gpu::Op g;
   g.kind = gpu::GpuOpKind::SWIZZLE;
   g.attrs = {{"pattern", op.attr_str("pattern")}, {"block", op.attr_int("block_size")}};
-  g.operands = {get(op.operands[0]), get(op.operands[1]), builtin("threadgroups_per_grid", 0),
-                builtin("threadgroups_per_grid", 1)};
+  g.operands = {get(op.operands[0]), get(op.operands[1]), builtin(gpu::Builtin::threadgroups_per_grid, 0),
+                builtin(gpu::Builtin::threadgroups_per_grid, 1)};
   g.results = {b.named(b.new_value(DType::i32, gpu::kUniform), "pid_m"),
                b.named(b.new_value(DType::i32, gpu::kUniform), "pid_n")};
   gpu::Op& placed = b.append(std::move(g));
@@ -342,13 +342,13 @@ void Lowering::op(const Op& o) {
       return;
     }
     case OpKind::PROGRAM_ID:
-      set(o.result(), builtin("threadgroup_position", static_cast<int>(o.attr_int("axis"))));
+      set(o.result(), builtin(gpu::Builtin::threadgroup_position, static_cast<int>(o.attr_int("axis"))));
       return;
     case OpKind::NUM_PROGRAMS:
-      set(o.result(), builtin("threadgroups_per_grid", static_cast<int>(o.attr_int("axis"))));
+      set(o.result(), builtin(gpu::Builtin::threadgroups_per_grid, static_cast<int>(o.attr_int("axis"))));
       return;
     case OpKind::ARANGE: {
-      ValueId idx = b.coord(layout_for(p.type(o.result()).shape), builtin("thread_index"));
+      ValueId idx = b.coord(layout_for(p.type(o.result()).shape), builtin(gpu::Builtin::thread_index));
       ValueId start = get(o.operands[0]);
       if (f.value(start).dtype != DType::i32) start = b.ew(OpKind::CAST, {start}, DType::i32);
       set(o.result(), b.named(b.ew(OpKind::ADD, {start, idx}), "offs"));

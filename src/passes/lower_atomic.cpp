@@ -55,7 +55,7 @@ void Lowering::atomic(const Op& op) {
     set(op.result(), b.named(b.atomic(op.kind, ptrs, cmp, value, pred), "old"));
     return;
   }
-  ValueId leader = b.named(b.ew(OpKind::EQ, {builtin("thread_index"), c_i32(0)}), "leader");
+  ValueId leader = b.named(b.ew(OpKind::EQ, {builtin(gpu::Builtin::thread_index), c_i32(0)}), "leader");
   ValueId mine = b.atomic(op.kind, ptrs, cmp, value, and_pred(mask, leader));
   ValueId slot = scratch(d, 1);
   b.store(slot, mine, leader);

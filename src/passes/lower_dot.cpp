@@ -179,7 +179,7 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int a
     x = materialize(x, l);
   }
   if (f.value(x).dtype != d) x = b.ew(OpKind::CAST, {x}, d);
-  ValueId e = b.named(b.coord(l, builtin("thread_index")), "idx");
+  ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId row = b.ew(OpKind::DIV, {e, cols}), col = b.ew(OpKind::MOD, {e, cols});
   ValueId pred = valid_pred(l);
@@ -218,7 +218,7 @@ void Lowering::dot(const Op& op) {
   ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
   ValueId b_buf = pb.alloc(plan.stage, kc * ldb, "b_smem");
   ValueId c_buf = acc_array ? pb.alloc(DType::f32, m * n, "c_smem") : kNoValue;
-  ValueId tid = builtin("thread_index");
+  ValueId tid = builtin(gpu::Builtin::thread_index);
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
   for (int64_t k0 = 0; k0 < k; k0 += kc) {

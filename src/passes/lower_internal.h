@@ -65,7 +65,7 @@ class Lowering {
   ValueId canonical(ValueId tile_value);
   /** The GPU value for Tile IR value `v` in layout_for(its shape) (splats uniform tiles). */
   ValueId as_tile(ValueId tile_value);
-  ValueId builtin(const std::string& name, int axis = 0);
+  ValueId builtin(gpu::Builtin which, int axis = 0);
   ValueId c_i32(int64_t v) { return b.constant_int(DType::i32, v); }
   ValueId zero(DType d);
   /** a && b where either may be kNoValue (absent = true). */
@@ -144,10 +144,10 @@ class Lowering {
   void broadcast(const Op& op);
   void reshape(const Op& op);
   /** Folds axis `axis` of the 2-D tile x (accumulating in d) into a tile of out_shape. */
-  ValueId axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int axis, const Shape& out_shape);
+  ValueId axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, int axis, const Shape& out_shape);
   /** Identity of a reduction for dtype d: 0, the lowest or the highest value. */
-  ValueId identity(OpKind reduce, DType d);
-  ValueId combine(OpKind reduce, ValueId a, ValueId b);
+  ValueId identity(Reduction reduce, DType d);
+  ValueId combine(Reduction reduce, ValueId a, ValueId b);
   /**
    * Threadgroup scratch memory of dtype d, at least `size` elements (one array per dtype,
    * shared by every exchange; each exchange ends with a barrier before the array is reused).
@@ -170,8 +170,22 @@ class Lowering {
                                 const std::vector<ValueId>& inits, const std::string& iv_stem,
                                 Body&& body);
 
+  /** Runs fold(round) for round in [0, rounds): inline with a constant 0 when there is one
+   * round, else in a GPU `for` loop (work spread over more lines than threads). */
+  template <typename Fold>
+  void each_round(int64_t rounds, Fold&& fold) {
+    if (rounds == 1) {
+      fold(c_i32(0));
+      return;
+    }
+    for_loop(c_i32(0), c_i32(rounds), c_i32(1), {}, "round", [&](ValueId round, const auto&) {
+      fold(round);
+      return std::vector<ValueId>{};
+    });
+  }
+
   std::map<DType, std::pair<ValueId, int64_t>> scratch_arrays;
-  std::map<std::string, ValueId> builtins;
+  std::map<std::pair<gpu::Builtin, int>, ValueId> builtins;  // (builtin, axis) -> value
 };
 
 template <typename Src>
@@ -181,10 +195,10 @@ ValueId Lowering::exchange(ValueId x, LayoutId to, Src&& src) {
     unsupported("moving a tile of pointers between layouts is not supported on ", options.device,
                 " yet (broadcast the offsets instead of the pointers)");
   ValueId buf = scratch(xv.dtype, std::max(f.layout(xv.layout).numel, f.layout(to).numel));
-  ValueId e_from = b.named(b.coord(xv.layout, builtin("thread_index")), "idx");
+  ValueId e_from = b.named(b.coord(xv.layout, builtin(gpu::Builtin::thread_index)), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e_from}), x, valid_pred(xv.layout));
   b.barrier();
-  ValueId e_to = b.named(b.coord(to, builtin("thread_index")), "idx");
+  ValueId e_to = b.named(b.coord(to, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, src(e_to)});
   ValueId pred = valid_pred(to);
   ValueId out = pred == kNoValue ? b.load(at) : b.load(at, pred, zero(xv.dtype));

@@ -65,7 +65,7 @@ void Lowering::store(const Op& op) {
     pred = and_pred(and_pred(pred, valid_pred(l)), role_predicate(op.operands[0]));
   } else {
     // All elements equal and one address: one thread writes it.
-    ValueId leader = b.ew(OpKind::EQ, {builtin("thread_index"), c_i32(0)});
+    ValueId leader = b.ew(OpKind::EQ, {builtin(gpu::Builtin::thread_index), c_i32(0)});
     pred = and_pred(pred, b.named(leader, "leader"));
   }
   b.store(ptrs, value, pred);
@@ -76,7 +76,7 @@ std::pair<ValueId, ValueId> Lowering::tile_access(ValueId ptr, std::vector<Value
   DType it = index_type(f, ix);
   for (ValueId& v : ix)
     if (f.value(v).dtype != it) v = b.ew(OpKind::CAST, {v}, it);
-  ValueId e = b.named(b.coord(l, builtin("thread_index")), "idx");
+  ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   if (it != DType::i32) e = b.ew(OpKind::CAST, {e}, it);
   ValueId cols = b.constant_int(it, shape.dims[1]);
   ValueId row = b.named(b.ew(OpKind::ADD, {ix[0], b.ew(OpKind::DIV, {e, cols})}), "row");
@@ -126,7 +126,7 @@ void Lowering::shared(const Op& op) {
   set(op.result(), buf);
   gpu::Block* saved = b.block();
   b.set_block(&init);
-  ValueId tid = builtin("thread_index");
+  ValueId tid = builtin(gpu::Builtin::thread_index);
   auto clear = [&](ValueId base) {
     ValueId i = b.ew(OpKind::ADD, {tid, base});
     ValueId in = size % f.threads == 0 ? kNoValue : b.ew(OpKind::LT, {i, c_i32(size)});

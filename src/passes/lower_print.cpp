@@ -13,8 +13,8 @@ void Lowering::print(const Op& op) {
   const size_t n = device_print_values(op);
   const bool masked = op.attr_int("masked") != 0;
   std::vector<ValueId> pid;
-  for (int axis = 0; axis < 3; ++axis) pid.push_back(builtin("threadgroup_position", axis));
-  ValueId tid = builtin("thread_index");
+  for (int axis = 0; axis < 3; ++axis) pid.push_back(builtin(gpu::Builtin::threadgroup_position, axis));
+  ValueId tid = builtin(gpu::Builtin::thread_index);
   // One thread speaks for the program: the first of the enclosing role's threads.
   ValueId first = b.named(b.ew(OpKind::EQ, {tid, c_i32(role_lo)}), "first_thread");
   if (n == 0) {

@@ -6,30 +6,19 @@
 // An axis reduction and a broadcast exchange the tile through threadgroup memory, and a reshape
 // is free whenever both shapes have the same layout (always, with the layouts of lower.cpp).
 // Every exchange ends with a barrier, so one scratch array per dtype serves them all.
-#include <limits>
 
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {
 
-ValueId Lowering::identity(OpKind k, DType d) {
-  if (k == OpKind::REDUCE_SUM) return zero(d);
-  bool max = k == OpKind::REDUCE_MAX;
-  if (is_float(d)) {
-    double inf = std::numeric_limits<double>::infinity();
-    return b.constant_float(d, max ? -inf : inf);
-  }
-  std::optional<IntRange> r = int_range(d);
-  METILE_ASSERT(r.has_value(), "no reduction identity for ", dtype_name(d));
-  return b.constant_int(d, max ? r->lo : r->hi);
+ValueId Lowering::identity(Reduction k, DType d) {
+  if (k == Reduction::sum) return zero(d);
+  if (is_float(d)) return b.constant_float(d, float_identity(k));
+  METILE_ASSERT(int_range(d).has_value(), "no reduction identity for ", dtype_name(d));
+  return b.constant_int(d, int_identity(k, d));
 }
 
-ValueId Lowering::combine(OpKind k, ValueId x, ValueId y) {
-  OpKind e = k == OpKind::REDUCE_SUM ? OpKind::ADD
-             : k == OpKind::REDUCE_MAX ? OpKind::MAXIMUM
-                                       : OpKind::MINIMUM;
-  return b.ew(e, {x, y});
-}
+ValueId Lowering::combine(Reduction k, ValueId x, ValueId y) { return b.ew(combining_op(k), {x, y}); }
 
 ValueId Lowering::scratch(DType d, int64_t size) {
   auto it = scratch_arrays.find(d);
@@ -43,11 +32,12 @@ ValueId Lowering::scratch(DType d, int64_t size) {
 }
 
 void Lowering::reduce(const Op& op) {
-  OpKind k = op.kind;
+  Reduction k = *reduction_of(op.kind);
   int64_t axis = op.attr_int("axis");
   const Type& xt = p.type(op.operands[0]);
   ValueId x = canonical(op.operands[0]);
-  std::string stem = k == OpKind::REDUCE_SUM ? "sum" : k == OpKind::REDUCE_MAX ? "max_val" : "min_val";
+  std::string what(reduction_name(k));
+  std::string stem = k == Reduction::sum ? what : what + "_val";
   // f16/bf16 accumulate in f32 and round once, as interp does.
   DType out_t = xt.dtype;
   DType d = out_t == DType::f16 || out_t == DType::bf16 ? DType::f32 : out_t;
@@ -60,7 +50,7 @@ void Lowering::reduce(const Op& op) {
   if (f.value(x).layout == gpu::kUniform) {
     // Every element is x: max and min are x, a sum is x times the count.
     ValueId r = x;
-    if (k == OpKind::REDUCE_SUM && folded != 1) {
+    if (k == Reduction::sum && folded != 1) {
       ValueId n = is_float(d) ? b.constant_float(d, static_cast<double>(folded))
                               : b.constant_int(d, folded);
       r = b.ew(OpKind::MUL, {x, n});
@@ -74,14 +64,13 @@ void Lowering::reduce(const Op& op) {
   }
   LayoutId l = f.value(x).layout;
   if (ValueId valid = valid_pred(l); valid != kNoValue) x = b.ew(OpKind::SELECT, {valid, x, identity(k, d)});
-  std::string what = stem.substr(0, 3);  // sum, max, min
   ValueId part = f.layout(l).regs() > 1 ? b.named(b.reg_reduce(k, x), "local_" + what) : x;
   int64_t nsg = f.threads / f.simd_width;
   ValueId r = b.named(b.simd_reduce(k, part, nsg == 1), "sg_" + what);
   if (nsg > 1) {
     // Lane 0 of each simdgroup publishes its partial; every simdgroup then folds them all.
     ValueId buf = scratch(d, nsg);
-    ValueId lane = builtin("simd_lane"), sg = builtin("simdgroup_index");
+    ValueId lane = builtin(gpu::Builtin::simd_lane), sg = builtin(gpu::Builtin::simdgroup_index);
     ValueId slot = b.named(b.ew(OpKind::PTR_OFFSET, {buf, sg}), "slot");
     b.store(slot, r, b.named(b.ew(OpKind::EQ, {lane, c_i32(0)}), "first_lane"));
     b.barrier();
@@ -96,7 +85,7 @@ void Lowering::reduce(const Op& op) {
   finish(r);
 }
 
-ValueId Lowering::axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int axis,
+ValueId Lowering::axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, int axis,
                               const Shape& out_shape) {
   // The tile goes to threadgroup memory. Each output is then folded by a group of G lanes of
   // one simdgroup (G a power of two, as many as the outputs leave threads for): lane g folds
@@ -109,7 +98,7 @@ ValueId Lowering::axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int 
   while (g * 2 <= f.simd_width && g * 2 <= length && outputs * g * 2 <= f.threads) g *= 2;
   LayoutId to = layout_for(out_shape);
   ValueId buf = scratch(d, numel + outputs);
-  ValueId tid = builtin("thread_index");
+  ValueId tid = builtin(gpu::Builtin::thread_index);
   ValueId e = b.named(b.coord(f.value(x).layout, tid), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e}), x, valid_pred(f.value(x).layout));
   b.barrier();
@@ -136,14 +125,7 @@ ValueId Lowering::axis_reduce(OpKind k, ValueId x, DType d, const Shape& s, int 
     b.store(b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {o, c_i32(numel)})}), acc,
             b.ew(OpKind::BITAND, {first, has_output}));
   };
-  if (rounds == 1) {
-    fold(c_i32(0));
-  } else {
-    for_loop(c_i32(0), c_i32(rounds), c_i32(1), {}, "round", [&](ValueId round, const auto&) {
-      fold(round);
-      return std::vector<ValueId>{};
-    });
-  }
+  each_round(rounds, fold);
   b.barrier();
   ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.coord(to, tid), c_i32(numel)})});
   ValueId pred = valid_pred(to);

@@ -25,7 +25,7 @@ void Lowering::scan(const Op& op) {
   const int64_t len = s.rank == 2 && axis == 0 ? s.dims[0] : cols;
   const int64_t lines = numel / len;
   ValueId buf = scratch(d, numel);
-  ValueId tid = builtin("thread_index");
+  ValueId tid = builtin(gpu::Builtin::thread_index);
   ValueId e = b.named(b.coord(l, tid), "idx");
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, e}), x, valid_pred(l));
   b.barrier();
@@ -48,14 +48,7 @@ void Lowering::scan(const Op& op) {
     });
   };
   int64_t rounds = (lines + f.threads - 1) / f.threads;
-  if (rounds == 1) {
-    fold(c_i32(0));
-  } else {
-    for_loop(c_i32(0), c_i32(rounds), c_i32(1), {}, "round", [&](ValueId round, const auto&) {
-      fold(round);
-      return std::vector<ValueId>{};
-    });
-  }
+  each_round(rounds, fold);
   b.barrier();
   ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, b.coord(l, tid)});
   ValueId pred = valid_pred(l);

@@ -114,12 +114,12 @@ struct Analysis {
       *out = *c;
       return true;
     };
-    switch (op.ew) {
+    switch (op.tile_op) {
       case OpKind::ADD:
       case OpKind::SUB:
       case OpKind::PTR_OFFSET: {
         if (all_uniform) return uniform(std::gcd(in[0].divisor, in[1].divisor));
-        bool sub = op.ew == OpKind::SUB;
+        bool sub = op.tile_op == OpKind::SUB;
         for (int c = 0; c < (sub ? 1 : 2); ++c) {
           const Info &a = in[c], &b = in[1 - c];
           if (a.kind == Info::contig && b.kind == Info::uniform)
@@ -140,7 +140,7 @@ struct Analysis {
       case OpKind::MOD: {
         int64_t c = 0;
         if (in[0].kind == Info::contig && in[0].aligned && const_value(1, &c) && c > 0 && c % v == 0)
-          return op.ew == OpKind::DIV ? uniform(1) : Info{Info::contig, true, 1};
+          return op.tile_op == OpKind::DIV ? uniform(1) : Info{Info::contig, true, 1};
         break;
       }
       case OpKind::CAST: {
@@ -165,11 +165,10 @@ struct Vectorizer {
   std::map<int64_t, Analysis> analyses;
 
   void collect(const gpu::Block& b) {
-    for (const gpu::Op& op : b.ops) {
+    gpu::walk(b, [&](const gpu::Op& op) {
       for (ValueId r : op.results) def[r] = &op;
       if (op.kind == GpuOpKind::FOR) induction[op.body().args[0]] = {op.operands[0], op.operands[2]};
-      for (const gpu::Block& r : op.regions) collect(r);
-    }
+    });
   }
 
   Analysis& analysis(int64_t v) {

@@ -1,5 +1,6 @@
 /** \file backends.h
- * Entry points of each backend, referenced only by the registry (registry.cpp).
+ * Entry points of each backend, referenced only by the registry (registry.cpp): for device X,
+ * probe_X_device() says "" when it can run here (else why not) and make_X_device() creates it.
  */
 #pragma once
 
@@ -10,13 +11,13 @@ namespace metile {
 
 class Device;
 
-/** cpu (runtime/cpu): "" when a host C++ compiler is available, else why not. */
-std::string cpu_probe();
-std::shared_ptr<Device> cpu_create();
-
 /** interp: always available (executes Tile IR directly; src/runtime/interp). */
 std::string probe_interp_device();
 std::shared_ptr<Device> make_interp_device();
+
+/** cpu: needs a host C++ compiler (src/runtime/cpu). */
+std::string probe_cpu_device();
+std::shared_ptr<Device> make_cpu_device();
 
 /** cuda: needs the NVIDIA driver and NVRTC, opened with dlopen (src/runtime/cuda). */
 std::string probe_cuda_device();

@@ -12,7 +12,7 @@ namespace metile {
 const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
       {"interp", probe_interp_device, make_interp_device},
-      {"cpu", cpu_probe, cpu_create},
+      {"cpu", probe_cpu_device, make_cpu_device},
       {"cuda", probe_cuda_device, make_cuda_device},
       {"metal", probe_metal_device, make_metal_device},
       {"metal-sim", probe_metal_sim_device, make_metal_sim_device},

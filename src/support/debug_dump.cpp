@@ -35,19 +35,6 @@ const Stage* find_stage(std::string_view name) {
 
 }  // namespace
 
-const char* stage_name(Stage stage) {
-  switch (stage) {
-    case Stage::tile_ir: return "tile_ir";
-    case Stage::tile_ir_opt: return "tile_ir_opt";
-    case Stage::gpu_ir: return "gpu_ir";
-    case Stage::gpu_ir_opt: return "gpu_ir_opt";
-    case Stage::msl: return "msl";
-    case Stage::cuda: return "cuda";
-    case Stage::cpp: return "cpp";
-  }
-  return "?";
-}
-
 std::vector<Stage> debug_stages() {
   bool wanted[kStages.size()] = {};
   for (const std::string& item : requested()) {

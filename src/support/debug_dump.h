@@ -5,18 +5,12 @@
  */
 #pragma once
 
-#include <array>
 #include <string_view>
 #include <vector>
 
-namespace metile {
+#include "support/stage.h"
 
-/** The stages a compile can show, in pipeline order. Their names key Artifact::sources. */
-enum class Stage { tile_ir, tile_ir_opt, gpu_ir, gpu_ir_opt, msl, cuda, cpp };
-inline constexpr std::array<Stage, 7> kStages = {Stage::tile_ir, Stage::tile_ir_opt, Stage::gpu_ir,
-                                                 Stage::gpu_ir_opt, Stage::msl, Stage::cuda,
-                                                 Stage::cpp};
-const char* stage_name(Stage stage);
+namespace metile {
 
 /** The stages METILE_DEBUG names (every one for "all"), in pipeline order. */
 std::vector<Stage> debug_stages();

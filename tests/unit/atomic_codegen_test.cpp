@@ -50,7 +50,7 @@ TEST(AtomicCodegen, CudaCompilesEveryOpAndType) {
       Artifact a = cuda_build_program(atomic_program(op, d), CompileOptions{}, "sm_90");
       ASSERT_GT(a.bytes.size(), 4u);
       EXPECT_EQ(std::memcmp(a.bytes.data(), "\x7f" "ELF", 4), 0);
-      const std::string& src = a.sources.at("cuda");
+      const std::string& src = a.sources.at(Stage::cuda);
       EXPECT_NE(src.find("mt_" + std::string(op_name(op)) + "(&"), std::string::npos) << src;
     }
   }

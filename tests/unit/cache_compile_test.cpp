@@ -586,8 +586,8 @@ TEST(CacheCompile, DebugDumpsOnHitsToo) {
   ::unsetenv("METILE_DEBUG");
   ::unsetenv("METILE_DEBUG_DIR");
   EXPECT_TRUE(hit->from_cache);
-  std::vector<uint8_t> src = read_bytes(dumps.path() + "/dumped.fake_src.txt");
-  EXPECT_EQ(std::string(src.begin(), src.end()), hit->artifact.sources.at("fake_src"));
+  std::vector<uint8_t> src = read_bytes(dumps.path() + "/dumped.msl_signature.txt");
+  EXPECT_EQ(std::string(src.begin(), src.end()), hit->artifact.sources.at(Stage::msl_signature));
   EXPECT_TRUE(std::filesystem::exists(dumps.path() + "/dumped.tile_ir.txt"));
 }
 

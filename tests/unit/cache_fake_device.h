@@ -77,7 +77,7 @@ class FakeDevice : public Device {
   /** What build() produces for `program`: pseudo-random (incompressible) bytes from its text. */
   Artifact expected(const Program& program, const CompileOptions& options) const {
     Artifact a;
-    a.kind = "fake";
+    a.kind = ArtifactKind::none;
     std::string text = print(program, false) + "|" + options.key();
     Sha256 seed;
     seed.update(text);
@@ -89,7 +89,8 @@ class FakeDevice : public Device {
       size_t take = std::min(block.size(), payload_bytes_ - a.bytes.size());
       a.bytes.insert(a.bytes.end(), block.begin(), block.begin() + take);
     }
-    a.sources["fake_src"] = "// source of " + program.name + "\n" + text;
+    // The text a device keeps beside the pipeline's stages (metal keeps its signature there).
+    a.sources[Stage::msl_signature] = "// source of " + program.name + "\n" + text;
     a.threads_per_group = 32;
     a.threadgroup_memory_bytes = 128;
     return a;
@@ -105,8 +106,8 @@ class FakeDevice : public Device {
     loads++;
     Artifact want = expected(*program, options);
     // compile_kernel adds the Tile IR pipeline's text; the rest is what build() wrote.
-    std::map<std::string, std::string> sources = artifact.sources;
-    sources.erase("tile_ir_opt");
+    std::map<Stage, std::string> sources = artifact.sources;
+    sources.erase(Stage::tile_ir_opt);
     if (artifact.kind != want.kind || artifact.bytes != want.bytes || sources != want.sources || artifact.threads_per_group != want.threads_per_group ||
         artifact.threadgroup_memory_bytes != want.threadgroup_memory_bytes)
       fail(METILE_ERROR_INTERNAL, "fake", "artifact does not match program ", program->name);

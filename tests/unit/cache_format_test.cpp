@@ -149,19 +149,71 @@ TEST(CacheEntry, HugeClaimedSizeIsRejectedWithoutAllocating) {
   EXPECT_FALSE(decode_entry(file, key, PayloadKind::artifact, kMac));
 }
 
+// Format version 3 stores the artifact kind and stage names as strings (the names of
+// kArtifactKindNames and kStageNames); entries written before they became enums stay readable.
+// The payload is spelled out byte by byte here, the way those builds wrote it.
+std::vector<uint8_t> v3_payload(std::string_view kind, std::string_view stage) {
+  std::vector<uint8_t> out;
+  auto u64 = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  auto str = [&](std::string_view s) {
+    u64(s.size());
+    out.insert(out.end(), s.begin(), s.end());
+  };
+  str(kind);
+  str("");           // entry
+  str("\x7f" "ELF");  // bytes
+  u64(1);            // one source
+  str(stage);
+  str("// text");
+  u64(64);           // threads_per_group
+  u64(0);            // threadgroup_memory_bytes
+  u64(0);            // build_seconds: 0.0
+  return out;
+}
+
+TEST(CacheEntry, Version3PayloadsWithNamedKindsAndStagesDecode) {
+  EXPECT_EQ(kCacheFormatVersion, 3u) << "a new version needs its own compatibility test";
+  struct Case {
+    const char* kind;
+    ArtifactKind want;
+  };
+  for (Case c : {Case{"so", ArtifactKind::shared_object}, Case{"cubin", ArtifactKind::cubin},
+                 Case{"metallib", ArtifactKind::metallib}, Case{"msl", ArtifactKind::msl},
+                 Case{"none", ArtifactKind::none}}) {
+    auto a = deserialize_artifact(v3_payload(c.kind, "cpp"));
+    ASSERT_TRUE(a) << c.kind;
+    EXPECT_EQ(a->artifact.kind, c.want) << c.kind;
+    EXPECT_EQ(a->artifact.bytes, (std::vector<uint8_t>{0x7f, 'E', 'L', 'F'}));
+    EXPECT_EQ(a->artifact.sources.at(Stage::cpp), "// text");
+    EXPECT_EQ(a->artifact.threads_per_group, 64);
+    EXPECT_EQ(serialize_artifact(*a), v3_payload(c.kind, "cpp")) << "written back unchanged";
+  }
+  for (const Named<Stage>& s : kStageNames) {
+    auto a = deserialize_artifact(v3_payload("so", s.name));
+    ASSERT_TRUE(a) << s.name;
+    EXPECT_TRUE(a->artifact.sources.count(s.value)) << s.name;
+  }
+  // A kind or stage this build does not know makes the entry unusable (a miss), not an error.
+  EXPECT_FALSE(deserialize_artifact(v3_payload("fake", "cpp")));
+  EXPECT_FALSE(deserialize_artifact(v3_payload("so", "fake_src")));
+  EXPECT_FALSE(deserialize_artifact(v3_payload("", "cpp")));
+}
+
 TEST(CacheEntry, ArtifactRoundTrip) {
   CachedArtifact a;
-  a.artifact.kind = "so";
+  a.artifact.kind = ArtifactKind::shared_object;
   a.artifact.bytes = sample_payload(333);
-  a.artifact.sources["cpp"] = "int main() {}";
-  a.artifact.sources["empty"] = "";
+  a.artifact.sources[Stage::cpp] = "int main() {}";
+  a.artifact.sources[Stage::gpu_ir] = "";
   a.artifact.threads_per_group = 256;
   a.artifact.threadgroup_memory_bytes = 32768;
   a.build_seconds = 0.125;
   Bytes raw = serialize_artifact(a);
   auto back = deserialize_artifact(raw);
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->artifact.kind, "so");
+  EXPECT_EQ(back->artifact.kind, ArtifactKind::shared_object);
   EXPECT_EQ(back->artifact.bytes, a.artifact.bytes);
   EXPECT_EQ(back->artifact.sources, a.artifact.sources);
   EXPECT_EQ(back->artifact.threads_per_group, 256);

@@ -47,9 +47,9 @@ LaunchArg i32(int32_t v) { return {nullptr, 0, static_cast<uint32_t>(v)}; }
 TEST(CpuDevice, VectorAddRaggedLength) {
   Env env;
   auto k = env.compile(vector_add(256));
-  EXPECT_EQ(k->artifact.kind, "so");
+  EXPECT_EQ(k->artifact.kind, ArtifactKind::shared_object);
   EXPECT_FALSE(k->artifact.bytes.empty());
-  ASSERT_TRUE(k->artifact.sources.count("cpp"));
+  ASSERT_TRUE(k->artifact.sources.count(Stage::cpp));
   const int n = 1000;
   auto x = env.dev->alloc(n * 4), y = env.dev->alloc(n * 4), out = env.dev->alloc(1024 * 4);
   auto* xp = static_cast<float*>(x->contents());
@@ -126,7 +126,7 @@ TEST(CpuDevice, CompilerDiagnosticsReachTheMessage) {
 TEST(CpuDevice, MissingCompilerIsReportedByTheProbeAndBuild) {
   Env env;
   ScopedEnv cxx("METILE_CXX", "/nonexistent/bin/c++");
-  std::string why = cpu_probe();
+  std::string why = probe_cpu_device();
   EXPECT_NE(why.find("METILE_CXX=\"/nonexistent/bin/c++\" does not name an executable"),
             std::string::npos) << why;
   try {
@@ -138,7 +138,7 @@ TEST(CpuDevice, MissingCompilerIsReportedByTheProbeAndBuild) {
   }
   ScopedEnv path("PATH", "/nonexistent");
   ::unsetenv("METILE_CXX");
-  EXPECT_NE(cpu_probe().find("no C++ compiler found"), std::string::npos) << cpu_probe();
+  EXPECT_NE(probe_cpu_device().find("no C++ compiler found"), std::string::npos) << probe_cpu_device();
 }
 
 TEST(CpuDevice, CacheIdentityNamesTargetCompilerAndFlags) {

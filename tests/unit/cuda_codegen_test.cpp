@@ -31,10 +31,10 @@ TEST_P(CudaCodegen, CompilesForSm90) {
     CompileOptions options;
     options.allow_tf32 = c.allow_tf32;
     Artifact a = cuda_build_program(c.program, options, arch);
-    EXPECT_EQ(a.kind, "cubin");
+    EXPECT_EQ(a.kind, ArtifactKind::cubin);
     ASSERT_GT(a.bytes.size(), 4u);
     EXPECT_EQ(std::memcmp(a.bytes.data(), "\x7f" "ELF", 4), 0);
-    const std::string& src = a.sources.at("cuda");
+    const std::string& src = a.sources.at(Stage::cuda);
     EXPECT_NE(src.find("extern \"C\" __global__ void __launch_bounds__("), std::string::npos);
     EXPECT_NE(src.find(" " + c.program.name + "("), std::string::npos) << "named after the program";
     EXPECT_GE(a.threads_per_group, 32);
@@ -71,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(Suite, CudaCodegen, ::testing::ValuesIn(cases()), test_
 TEST(CudaCodegenSource, VectorAddIsCoalescedAndVectorized) {
   if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
   Artifact a = cuda_build_program(kernels::vector_add(1024), CompileOptions{}, "sm_90");
-  const std::string& src = a.sources.at("cuda");
+  const std::string& src = a.sources.at(Stage::cuda);
   EXPECT_NE(src.find("mt_vec<float, 4>"), std::string::npos) << src;
   EXPECT_NE(src.find("blockIdx.x"), std::string::npos) << src;
   EXPECT_NE(src.find("const float* __restrict__ X"), std::string::npos) << src;

@@ -30,7 +30,7 @@ struct Fixture {
     f.params.push_back({name, id});
     return id;
   }
-  ValueId tid(GpuBuilder& b) { return b.named(b.builtin("thread_index", 0, kThread), "tid"); }
+  ValueId tid(GpuBuilder& b) { return b.named(b.builtin(Builtin::thread_index, 0, kThread), "tid"); }
   void build() {
     GpuBuilder b(f, &f.body);
     ValueId idx = b.named(b.coord(tile, tid(b)), "idx");
@@ -119,7 +119,7 @@ TEST(GpuIr, VerifierRejectsMixedLayouts) {
     ValueId i = b.coord(l2, f.body.ops[0].result());
     Op op;
     op.kind = GpuOpKind::ELEMENTWISE;
-    op.ew = OpKind::ADD;
+    op.tile_op = OpKind::ADD;
     op.operands = {i, f.body.ops[1].result()};
     op.results = {b.new_value(DType::i32, l2)};
     b.append(op);
@@ -136,6 +136,38 @@ TEST(GpuIr, VerifierRejectsBadTypes) {
     op.operands = {fx.x, fx.n};  // i32 value through an f32 pointer
     b.append(op);
   }, "value type must be the pointee type f32");
+}
+
+// The builtin and the reduction are enums; a value outside them (a corrupted op) is refused.
+TEST(GpuIr, VerifierRejectsUnknownBuiltinsAndReductions) {
+  Fixture fx;
+  fx.build();
+  expect_invalid(fx.f, [&](Function& f) {
+    GpuBuilder b(f, &f.body);
+    f.body.ops[0].builtin = static_cast<Builtin>(kBuiltinCount);
+    (void)b;
+  }, "unknown builtin 5");
+  Fixture fy;
+  fy.build();
+  expect_invalid(fy.f, [&](Function& f) {
+    GpuBuilder b(f, &f.body);
+    ValueId t = b.builtin(Builtin::simd_lane, 0, kThread);
+    b.simd_reduce(Reduction::sum, t);
+    f.body.ops.back().reduce = static_cast<Reduction>(7);
+  }, "reduction must be sum, max or min");
+}
+
+TEST(GpuIr, PrinterNamesBuiltinsAndReductions) {
+  Fixture fx;
+  GpuBuilder b(fx.f, &fx.f.body);
+  ValueId lane = b.builtin(Builtin::simd_lane, 0, kThread);
+  ValueId pid = b.builtin(Builtin::threadgroup_position, 1, kUniform);
+  b.simd_reduce(Reduction::max, b.ew(OpKind::ADD, {lane, pid}));
+  verify(fx.f);
+  std::string text = print(fx.f);
+  EXPECT_NE(text.find("builtin simd_lane.x"), std::string::npos) << text;
+  EXPECT_NE(text.find("builtin threadgroup_position.y"), std::string::npos) << text;
+  EXPECT_NE(text.find("simd_reduce.max"), std::string::npos) << text;
 }
 
 TEST(GpuIr, VerifierChecksLoops) {

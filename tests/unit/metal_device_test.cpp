@@ -65,10 +65,10 @@ using namespace metal;
 
 Artifact msl_artifact(const std::string& msl, const metal_sim::MslSignature& sig, int threads) {
   Artifact a;
-  a.kind = "msl";
+  a.kind = ArtifactKind::msl;
   a.entry = sig.kernel;
-  a.sources["msl"] = msl;
-  a.sources["msl_signature"] = metal_sim::print_signature(sig);
+  a.sources[Stage::msl] = msl;
+  a.sources[Stage::msl_signature] = metal_sim::print_signature(sig);
   a.threads_per_group = threads;
   return a;
 }
@@ -296,7 +296,7 @@ TEST_F(MetalDevice, BuildsMetallibsWithTheOfflineCompiler) {
   if (metal::metal_toolchain().xcrun.empty()) GTEST_SKIP() << "no xcrun (METILE_XCRUN unset)";
   kernels::Case c = kernels::make_case(kernels::case_names().front());
   Artifact a = dev_->build(c.program, {});
-  EXPECT_EQ(a.kind, "metallib");
+  EXPECT_EQ(a.kind, ArtifactKind::metallib);
   EXPECT_FALSE(a.bytes.empty());
   EXPECT_NE(dev_->cache_identity().find("metallib"), std::string::npos);
   kernels::RunResult r = kernels::run_case("metal", c);

@@ -52,13 +52,13 @@ TEST(MetalSimDevice, BuildEmitsMslThroughTheGpuPipeline) {
   METAL_SIM_REQUIRE_CLANG();
   std::shared_ptr<Device> dev = open_device("metal-sim");
   Artifact art = dev->build(kernels::vector_add(1024), CompileOptions{});
-  EXPECT_EQ(art.kind, "so");
+  EXPECT_EQ(art.kind, ArtifactKind::shared_object);
   EXPECT_EQ(art.threads_per_group, 256);
-  for (const char* stage : {"gpu_ir", "gpu_ir_opt", "msl", "msl_signature"})
-    EXPECT_FALSE(art.sources[stage].empty()) << stage;
-  EXPECT_NE(art.sources["msl"].find("[[kernel]] void vector_add("), std::string::npos);
+  for (Stage stage : {Stage::gpu_ir, Stage::gpu_ir_opt, Stage::msl, Stage::msl_signature})
+    EXPECT_FALSE(art.sources[stage].empty()) << stage_name(stage);
+  EXPECT_NE(art.sources[Stage::msl].find("[[kernel]] void vector_add("), std::string::npos);
   Artifact gemm = dev->build(kernels::gemm({}), CompileOptions{});
-  EXPECT_NE(gemm.sources["msl"].find("simdgroup_multiply_accumulate("), std::string::npos);
+  EXPECT_NE(gemm.sources[Stage::msl].find("simdgroup_multiply_accumulate("), std::string::npos);
 }
 
 MslSignature vector_add_signature() {
@@ -73,9 +73,9 @@ TEST(MetalSimDevice, LoadsAnMslArtifactAndLaunchesIt) {
   std::shared_ptr<Device> dev = open_device("metal-sim");
   std::string msl = testing::read_metal("vector_add.metal");
   Artifact art = make_msl_artifact(msl, vector_add_signature(), 128);
-  EXPECT_EQ(art.kind, "so");
-  EXPECT_EQ(art.sources.at("msl"), msl);
-  EXPECT_EQ(parse_signature(art.sources.at("msl_signature")), vector_add_signature());
+  EXPECT_EQ(art.kind, ArtifactKind::shared_object);
+  EXPECT_EQ(art.sources.at(Stage::msl), msl);
+  EXPECT_EQ(parse_signature(art.sources.at(Stage::msl_signature)), vector_add_signature());
   EXPECT_FALSE(art.bytes.empty());
 
   std::shared_ptr<Kernel> kernel = dev->load(nullptr, CompileOptions{}, art);
@@ -107,20 +107,20 @@ TEST(MetalSimDevice, RejectsBadArtifactsAndArguments) {
   METAL_SIM_REQUIRE_CLANG();
   std::shared_ptr<Device> dev = open_device("metal-sim");
   Artifact wrong;
-  wrong.kind = "cubin";
+  wrong.kind = ArtifactKind::cubin;
   auto [status, message] = error_of([&] { dev->load(nullptr, CompileOptions{}, wrong); });
   EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(message.find("not a metal-sim kernel"), std::string::npos) << message;
 
   Artifact garbage;
-  garbage.kind = "so";
+  garbage.kind = ArtifactKind::shared_object;
   garbage.bytes = {1, 2, 3};
-  garbage.sources["msl_signature"] = print_signature(vector_add_signature());
+  garbage.sources[Stage::msl_signature] = print_signature(vector_add_signature());
   std::tie(status, message) = error_of([&] { dev->load(nullptr, CompileOptions{}, garbage); });
   EXPECT_EQ(status, METILE_ERROR_DEVICE);
   EXPECT_NE(message.find("cannot load the compiled kernel"), std::string::npos) << message;
 
-  garbage.sources["msl_signature"] =
+  garbage.sources[Stage::msl_signature] =
       "kernel k\nthreadgroup a 0 f32 8192\nthreadgroup b 1 f32 8192\n";
   std::tie(status, message) = error_of([&] { dev->load(nullptr, CompileOptions{}, garbage); });
   EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);

@@ -116,7 +116,7 @@ TEST(MetalSimTensorOps, FamilyFromEnvironmentDecidesTheDotPath) {
   kernels::GemmConfig g;
   g.dtype = DType::f16;
   Artifact a = dev->build(kernels::gemm(g), {});
-  EXPECT_EQ(a.sources["msl"].find("mpp::tensor_ops::matmul2d") != std::string::npos, tensor_ops)
+  EXPECT_EQ(a.sources[Stage::msl].find("mpp::tensor_ops::matmul2d") != std::string::npos, tensor_ops)
       << family;
 }
 
@@ -208,7 +208,7 @@ TEST(MetalDeviceTensorOps, SupportedFamilyDecidesTheDotPath) {
   kernels::GemmConfig g;
   g.dtype = DType::bf16;
   Artifact a = dev->build(kernels::gemm(g), {});
-  EXPECT_EQ(a.sources["msl"].find("mpp::tensor_ops::matmul2d") != std::string::npos, tensor_ops)
+  EXPECT_EQ(a.sources[Stage::msl].find("mpp::tensor_ops::matmul2d") != std::string::npos, tensor_ops)
       << family;
 }
 

@@ -316,29 +316,50 @@ def _candidates():
     yield "the system library path", _NAMES[-1]
 
 
-def _load():
+_NOT_FOUND = (
+    "\nBuild it (cmake -S . -B build -G Ninja && ninja -C build metile) and reinstall "
+    "(pip install ./bindings/python records the library it finds: $METILE_LIBRARY, the "
+    "checkout's build/, or pkg-config), or point at one: METILE_LIBRARY=/path/to/"
+    "libmetile.so, or for an installed prefix PKG_CONFIG_PATH=<prefix>/lib/pkgconfig "
+    "(LD_LIBRARY_PATH=<prefix>/lib also works).")
+
+
+def _locate():
+    """(path, loaded library or None): the first candidate that exists. A path is only checked
+    here and opened on first use (dlopen is most of what importing would cost); a bare name for
+    the loader's own search can only be tried by opening it."""
     tried = []
     for where, path in _candidates():
         if path.endswith("not found") or path.startswith("no "):
             tried.append(f"{where}: {path}")
             continue
-        if os.sep in path and not os.path.exists(path):
+        if os.sep in path:
+            if os.path.exists(path):
+                return path, None
             tried.append(f"{where}: {path} (missing)")
             continue
         try:
-            return ctypes.CDLL(path), path
+            return path, ctypes.CDLL(path)
         except OSError as e:
             tried.append(f"{where}: {path} ({e})")
-    raise ImportError(
-        "metile: cannot find the libmetile shared library. Looked in:\n  " + "\n  ".join(tried)
-        + "\nBuild it (cmake -S . -B build -G Ninja && ninja -C build metile) and reinstall "
-        "(pip install ./bindings/python records the library it finds: $METILE_LIBRARY, the "
-        "checkout's build/, or pkg-config), or point at one: METILE_LIBRARY=/path/to/"
-        "libmetile.so, or for an installed prefix PKG_CONFIG_PATH=<prefix>/lib/pkgconfig "
-        "(LD_LIBRARY_PATH=<prefix>/lib also works).")
+    raise ImportError("metile: cannot find the libmetile shared library. Looked in:\n  "
+                      + "\n  ".join(tried) + _NOT_FOUND)
 
 
-lib, LIBRARY_PATH = _load()
+LIBRARY_PATH, _lib = _locate()
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        try:
+            _lib = ctypes.CDLL(LIBRARY_PATH)
+        except OSError as e:
+            raise ImportError(f"metile: cannot load the libmetile shared library {LIBRARY_PATH}: "
+                              f"{e}" + _NOT_FOUND) from None
+    return _lib
+
+
 _missing: set[str] = set()
 
 
@@ -357,7 +378,7 @@ def _bind(name):
     """Declares one function on first use (declaring all ~100 at import cost milliseconds)."""
     restype, argtypes = _SIGNATURES[name]
     try:
-        fn = getattr(lib, name)
+        fn = getattr(_library(), name)
     except AttributeError:
         _missing.add(name)
         fn = _missing_stub(name)
@@ -371,6 +392,8 @@ def _bind(name):
 def __getattr__(name: str):
     if name in _SIGNATURES:
         return _bind(name)
+    if name == "lib":  # the ctypes library itself, opened on first use
+        return _library()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -523,6 +523,7 @@ def _matches(launch, args, kwargs) -> bool:
 
 
 _set_arg_memory = _ffi.metile_launch_set_arg_memory
+_ndarray = np.ndarray
 _char_at = ctypes.c_char.from_buffer
 _byref = ctypes.byref
 
@@ -531,18 +532,23 @@ def _rewrap(launch, args, kwargs) -> bool:
     """Re-points `launch` (one whose arrays the device uses in place) at `args` when they differ
     from its own only by numpy arrays of the same shape, dtype and flags; False (launch
     untouched) otherwise, and also when the library declines (the slow path explains)."""
-    if (launch.device is not _device._current or len(args) != len(launch.args)
+    old = launch.args
+    if (launch.device is not _device._current or len(args) != len(old)
             or kwargs != launch.kwargs or tuple(map(type, kwargs.values())) != launch.kwtypes):
         return False
     fresh = []
-    for i, (a, b) in enumerate(zip(args, launch.args)):
+    i = -1
+    for a in args:
+        i += 1
+        b = old[i]
         if a is b:
             continue
         t = type(a)
-        if t is np.ndarray and type(b) is np.ndarray:
-            fa, fb = a.flags, b.flags
-            if (a.shape != b.shape or a.dtype != b.dtype or not fa.c_contiguous
-                    or fa.writeable != fb.writeable or not a.nbytes):
+        if t is _ndarray and type(b) is _ndarray:
+            if a.shape != b.shape or a.dtype != b.dtype or not a.nbytes:
+                return False
+            fa = a.flags
+            if not fa.c_contiguous or fa.writeable != b.flags.writeable:
                 return False
             fresh.append(i)
         elif t is not type(b) or t not in _SCALARS or a != b:

@@ -126,3 +126,16 @@ def test_build_tree_is_found_from_a_checkout():
     r = _import({}, PKG_ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().startswith(os.path.join(repo, "build"))
+
+
+def test_a_file_that_is_not_the_library_fails_clearly_on_first_use(tmp_path):
+    # Importing only finds the library (opening it is most of an import's cost); the first call
+    # opens it, and a file that is not a loadable library is an ImportError naming it.
+    bad = tmp_path / "libmetile.so"
+    bad.write_text("not a shared library")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, METILE_LIBRARY=str(bad), PYTHONPATH=root)
+    r = subprocess.run([sys.executable, "-c", "import metile; print('imported'); metile.devices()"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode != 0 and r.stdout.strip() == "imported"
+    assert f"cannot load the libmetile shared library {bad}" in r.stderr

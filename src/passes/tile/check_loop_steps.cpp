@@ -12,7 +12,7 @@
 
 #include "ir/walk.h"
 
-#include "passes/tile/tile_pass.h"
+#include "passes/tile/tile_emit.h"
 #include "support/error.h"
 
 namespace metile {
@@ -37,35 +37,15 @@ class LoopSteps {
            p_.type(op.operands[2]).is_scalar();
   }
 
+  // The bounds pass's flag when it made one, else a new one; made once per program.
   ValueId flag() {
-    if (flag_ != kNoValue) return flag_;
-    if (ctx_.hidden.error_flag) {
-      flag_ = p_.params.back().value;  // the bounds pass appended it last
-      return flag_;
-    }
-    std::string name = "loop_error";
-    for (bool taken = true; taken;) {
-      taken = false;
-      for (const Param& prm : p_.params)
-        if (prm.name == name) { name += "_"; taken = true; }
-    }
-    flag_ = p_.new_value(Type::ptr(DType::i32));
-    p_.params.push_back({name, flag_});
-    ctx_.hidden.error_flag = true;
+    if (flag_ == kNoValue) flag_ = hidden_error_flag(p_, ctx_.hidden, "loop_error");
     return flag_;
   }
 
   ValueId emit(std::vector<Op>& out, OpKind k, std::vector<ValueId> operands, Type t,
                const Loc& loc, std::vector<Attr> attrs = {}) {
-    ValueId r = p_.new_value(t);
-    Op op;
-    op.kind = k;
-    op.operands = std::move(operands);
-    op.results = {r};
-    op.attrs = std::move(attrs);
-    op.loc = loc;
-    out.push_back(std::move(op));
-    return r;
+    return append_op(p_, out, k, std::move(operands), t, loc, std::move(attrs));
   }
 
   void check_step(std::vector<Op>& out, const Op& loop) {

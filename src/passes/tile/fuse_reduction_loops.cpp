@@ -348,11 +348,10 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     if (numberable(op)) numbered.emplace(key_of(op), op.results);
     body.ops.push_back(op);
   }
-  auto remap_nested = [&](Block& r, auto&& self) -> void {
-    for (Op& o : r.ops) {
+  auto remap_nested = [&](Block& r) {
+    walk_mut(r, [&](Op& o) {
       for (ValueId& x : o.operands) x = mapped(map, x);
-      for (Block& rr : o.regions) self(rr, self);
-    }
+    });
   };
   for (size_t k = 0; k + 1 < l2.body().ops.size(); ++k) {
     const Op& op = l2.body().ops[k];
@@ -368,7 +367,7 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     }
     Op copy = op;
     for (ValueId& x : copy.operands) x = mapped(map, x);
-    for (Block& r : copy.regions) remap_nested(r, remap_nested);
+    for (Block& r : copy.regions) remap_nested(r);
     body.ops.push_back(std::move(copy));
   }
   Op yield = y1;

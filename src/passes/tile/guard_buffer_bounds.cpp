@@ -19,7 +19,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "passes/tile/tile_pass.h"
+#include "passes/tile/tile_emit.h"
 #include "runtime/device.h"
 #include "support/error.h"
 
@@ -50,25 +50,18 @@ class Bounds {
 
   void run() {
     const size_t n = p_.params.size();
-    std::vector<std::string> names;
-    for (const Param& prm : p_.params) names.push_back(prm.name);
-    auto fresh = [&](std::string name) {
-      while (std::find(names.begin(), names.end(), name) != names.end()) name += "_";
-      names.push_back(name);
-      return name;
-    };
     for (size_t i = 0; i < n; ++i) {
       const Param prm = p_.params[i];
       if (!p_.type(prm.value).is_ptr) continue;
       ValueId extent = p_.new_value(Type::scalar(DType::i64));
-      p_.params.push_back({fresh(prm.name + "_extent"), extent});
+      p_.params.push_back({fresh_param_name(p_, prm.name + "_extent"), extent});
       ctx_.hidden.extent_of.push_back(i);
       bases_.push_back({extent, std::nullopt});
       prov_[prm.value] = {static_cast<int>(bases_.size() - 1), kNoValue};
     }
     if (report_) {
       error_ = p_.new_value(Type::ptr(DType::i32));
-      p_.params.push_back({fresh("bounds_error"), error_});
+      p_.params.push_back({fresh_param_name(p_, "bounds_error"), error_});
       ctx_.hidden.error_flag = true;
     }
     block(p_.body);
@@ -81,15 +74,8 @@ class Bounds {
   };
 
   ValueId emit(OpKind k, std::vector<ValueId> operands, Type t, std::vector<Attr> attrs = {}) {
-    ValueId r = p_.new_value(t);
-    Op op;
-    op.kind = k;
-    op.operands = std::move(operands);
-    op.results = {r};
-    op.attrs = std::move(attrs);
-    op.loc = loc_;
-    note_range(op);
-    out_->push_back(std::move(op));
+    ValueId r = append_op(p_, *out_, k, std::move(operands), t, loc_, std::move(attrs));
+    note_range(out_->back());
     return r;
   }
   ValueId constant(DType d, int64_t v) {

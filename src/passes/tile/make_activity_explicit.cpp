@@ -19,10 +19,10 @@
 // `load` with `other` is active there; `where(c, a, b)` takes c's activity and the selected
 // operand's. Values produced by whole-tile ops (reductions, tile_load, dot's a/b side) are active.
 // A program with no masked load changes not at all.
-#include <limits>
 #include <span>
 
-#include "passes/tile/tile_pass.h"
+#include "ir/reduction.h"
+#include "passes/tile/tile_emit.h"
 #include "support/error.h"
 
 namespace metile {
@@ -39,15 +39,7 @@ class Activity {
   // ---- building ops -------------------------------------------------------------------------
   // Types are taken by value: new_value() may move the table an argument points into.
   ValueId emit(OpKind k, std::vector<ValueId> operands, Type t, std::vector<Attr> attrs = {}) {
-    ValueId r = p_.new_value(t);
-    Op op;
-    op.kind = k;
-    op.operands = std::move(operands);
-    op.results = {r};
-    op.attrs = std::move(attrs);
-    op.loc = loc_;
-    out_->push_back(std::move(op));
-    return r;
+    return append_op(p_, *out_, k, std::move(operands), t, loc_, std::move(attrs));
   }
   ValueId constant(DType d, AttrValue v) {
     return emit(OpKind::CONST, {}, Type::scalar(d), {Attr{"value", std::move(v)}});
@@ -79,19 +71,9 @@ class Activity {
     if (active == kNoValue) return v;
     return emit(OpKind::SELECT, {active, v, fill_value}, p_.type(v));
   }
-  ValueId identity(OpKind reduce, DType d) {
-    if (reduce == OpKind::REDUCE_SUM || reduce == OpKind::DOT)
-      return is_float(d) ? constant(d, 0.0) : constant(d, int64_t{0});
-    const bool max = reduce == OpKind::REDUCE_MAX;
-    if (is_float(d))
-      return constant(d, max ? -std::numeric_limits<double>::infinity()
-                             : std::numeric_limits<double>::infinity());
-    const int bits = static_cast<int>(dtype_size(d)) * 8;
-    const int64_t lo = is_signed(d) ? std::numeric_limits<int64_t>::min() >> (64 - bits) : 0;
-    const int64_t hi = is_signed(d) ? std::numeric_limits<int64_t>::max() >> (64 - bits)
-                                    : static_cast<int64_t>(~uint64_t{0} >> (64 - bits));
-    // Unsigned 64-bit maxima do not occur: the widest unsigned dtype is u32.
-    return constant(d, max ? lo : hi);
+  // The fill that leaves a reduction unchanged (a dot sums its products, so it fills with 0).
+  ValueId identity(Reduction reduce, DType d) {
+    return is_float(d) ? constant(d, float_identity(reduce)) : constant(d, int_identity(reduce, d));
   }
 
   ValueId act(ValueId v) const { return v < act_.size() ? act_[v] : kNoValue; }
@@ -334,7 +316,7 @@ void Activity::rewrite(Op& op, ValueId region_act) {
     case OpKind::REDUCE_MIN: {
       const ValueId x = op.operands[0];
       if (act(x) != kNoValue)
-        op.operands[0] = fill(x, act(x), identity(op.kind, p_.type(x).dtype));
+        op.operands[0] = fill(x, act(x), identity(*reduction_of(op.kind), p_.type(x).dtype));
       break;
     }
     case OpKind::CUMSUM:
@@ -374,7 +356,7 @@ void Activity::rewrite(Op& op, ValueId region_act) {
       for (size_t i = 0; i < 2; ++i) {
         const ValueId x = op.operands[i];
         if (act(x) != kNoValue)
-          op.operands[i] = fill(x, act(x), identity(OpKind::DOT, p_.type(x).dtype));
+          op.operands[i] = fill(x, act(x), identity(Reduction::sum, p_.type(x).dtype));
       }
       set_act(op.result(), act(op.operands[2]));
       break;

@@ -66,8 +66,8 @@ class CpuDevice : public Device {
            src.stack_bytes >> 20, " MiB of tiles per program instance; the cpu device allows ",
            (host::kWorkerStackBytes / 2) >> 20, " MiB (use smaller blocks)");
     Artifact a;
-    a.kind = "so";
-    a.sources[stage_name(Stage::cpp)] = src.text;
+    a.kind = ArtifactKind::shared_object;
+    a.sources[Stage::cpp] = src.text;
     a.bytes = cpu::compile_shared_object(cpu::current_toolchain(), src.text, program.name);
     a.threads_per_group = program.num_threads > 0 ? static_cast<int>(program.num_threads) : 1;
     a.threadgroup_memory_bytes = shared_memory_bytes(program);
@@ -76,8 +76,8 @@ class CpuDevice : public Device {
 
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
                                const Artifact& artifact) override {
-    if (artifact.kind != "so")
-      fail(METILE_ERROR_INVALID_ARGUMENT, "cpu", "cannot load a \"", artifact.kind,
+    if (artifact.kind != ArtifactKind::shared_object)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "cpu", "cannot load a \"", artifact_kind_name(artifact.kind),
            "\" artifact (the cpu device runs shared objects)");
     return std::make_shared<cpu::CpuKernel>(std::move(program), artifact);
   }
@@ -88,8 +88,8 @@ class CpuDevice : public Device {
 
 }  // namespace
 
-std::string cpu_probe() { return cpu::probe_compiler(); }
+std::string probe_cpu_device() { return cpu::probe_compiler(); }
 
-std::shared_ptr<Device> cpu_create() { return std::make_shared<CpuDevice>(); }
+std::shared_ptr<Device> make_cpu_device() { return std::make_shared<CpuDevice>(); }
 
 }  // namespace metile

@@ -266,8 +266,8 @@ void CudaLaunch::run() {
 
 std::shared_ptr<Kernel> CudaDevice::load(std::shared_ptr<const Program> program,
                                          const CompileOptions&, const Artifact& artifact) {
-  if (artifact.kind != "cubin")
-    fail(METILE_ERROR_INTERNAL, "cuda", "cannot load a ", artifact.kind, " artifact");
+  if (artifact.kind != ArtifactKind::cubin)
+    fail(METILE_ERROR_INTERNAL, "cuda", "cannot load a ", artifact_kind_name(artifact.kind), " artifact");
   return std::make_shared<CudaKernel>(this, std::move(program), artifact);
 }
 
@@ -288,17 +288,17 @@ Artifact cuda_build_program(const Program& program, const CompileOptions& option
   CudaKernelSource src = emit_cuda(gpu.function);
   Artifact a = cuda_build_from_source(
       {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);
-  a.sources["gpu_ir"] = std::move(gpu.gpu_ir);
-  a.sources["gpu_ir_opt"] = std::move(gpu.gpu_ir_opt);
+  a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
+  a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
   return a;
 }
 
 Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch) {
   Artifact a;
-  a.kind = "cubin";
+  a.kind = ArtifactKind::cubin;
   std::string cubin = nvrtc_compile(src.text, src.entry, arch);
   a.bytes.assign(cubin.begin(), cubin.end());
-  a.sources["cuda"] = src.text;
+  a.sources[Stage::cuda] = src.text;
   a.entry = src.entry;
   a.threads_per_group = src.threads_per_group;
   a.threadgroup_memory_bytes = src.dynamic_shared_bytes;

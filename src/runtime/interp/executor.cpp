@@ -81,6 +81,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "ir/reduction.h"
 #include "ir/swizzle_names.h"
 #define METILE_PRINT_FLUSH() std::fflush(stdout)
 #include "codegen/prelude/device_print.h"
@@ -547,33 +548,27 @@ void Instance::reduce(const Op& op) {
   if (axis == 0) groups = cols, len = rows, gs = 1, ls = cols;
   if (axis == 1) groups = rows, len = cols, gs = cols, ls = 1;
   const DType d = t.dtype;
-  const OpKind k = op.kind;
+  const Reduction k = *reduction_of(op.kind);
   Val out;
   out.e.resize(static_cast<size_t>(groups));
   for (int64_t g = 0; g < groups; ++g) {
     if (is_float(d)) {
-      float acc = k == OpKind::REDUCE_SUM   ? 0.0f
-                  : k == OpKind::REDUCE_MAX ? -std::numeric_limits<float>::infinity()
-                                            : std::numeric_limits<float>::infinity();
+      float acc = static_cast<float>(float_identity(k));
       for (int64_t l = 0; l < len; ++l) {
         float v = x.e[g * gs + l * ls].f;
-        acc = k == OpKind::REDUCE_SUM   ? acc + v
-              : k == OpKind::REDUCE_MAX ? std::fmax(acc, v)
-                                        : std::fmin(acc, v);
+        acc = k == Reduction::sum   ? acc + v
+              : k == Reduction::max ? std::fmax(acc, v)
+                                    : std::fmin(acc, v);
       }
       out.e[g] = float_elem(round_float(acc, d));
     } else {
-      const int bits = static_cast<int>(dtype_size(d)) * 8;
-      const int64_t lo = is_signed(d) ? std::numeric_limits<int64_t>::min() >> (64 - bits) : 0;
-      const int64_t hi = is_signed(d) ? std::numeric_limits<int64_t>::max() >> (64 - bits)
-                                      : static_cast<int64_t>(~uint64_t{0} >> (64 - bits));
-      int64_t acc = k == OpKind::REDUCE_SUM ? 0 : k == OpKind::REDUCE_MAX ? lo : hi;
+      int64_t acc = int_identity(k, d);
       for (int64_t l = 0; l < len; ++l) {
         int64_t v = x.e[g * gs + l * ls].i;
-        acc = k == OpKind::REDUCE_SUM
+        acc = k == Reduction::sum
                   ? static_cast<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(v))
-              : k == OpKind::REDUCE_MAX ? std::max(acc, v)
-                                        : std::min(acc, v);
+              : k == Reduction::max ? std::max(acc, v)
+                                    : std::min(acc, v);
       }
       out.e[g] = int_elem(wrap_int(acc, d));
     }

@@ -70,7 +70,7 @@ class InterpDevice final : public Device {
            "compile option num_threads = ", options.num_threads, " conflicts with kernel ",
            program.name, "'s thread count ", program.num_threads);
     Artifact a;
-    a.kind = "none";
+    a.kind = ArtifactKind::none;
     a.threads_per_group = program.num_threads != 0 ? static_cast<int>(program.num_threads) : 1;
     a.threadgroup_memory_bytes = shared_memory_bytes(program);
     return a;

@@ -216,10 +216,8 @@ Elem cast_elem(DType from, DType to, Elem a) {
     const int bits = bits_of(to);
     const double lo = is_signed(to) ? -std::ldexp(1.0, bits - 1) : 0.0;
     const double hi = std::ldexp(1.0, is_signed(to) ? bits - 1 : bits);  // exclusive
-    if (t < lo) return int_elem(is_signed(to) ? INT64_MIN >> (64 - bits) : 0);
-    if (t >= hi)
-      return int_elem(is_signed(to) ? INT64_MAX >> (64 - bits)
-                                    : static_cast<int64_t>(UINT64_MAX >> (64 - bits)));
+    if (t < lo) return int_elem(int_range(to)->lo);
+    if (t >= hi) return int_elem(int_range(to)->hi);
     return int_elem(static_cast<int64_t>(t));
   }
   if (is_float(to)) {

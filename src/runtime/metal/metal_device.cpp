@@ -215,17 +215,17 @@ class MetalDevice final : public Device {
     Artifact a;
     const metal::MetalToolchain& tc = metal::metal_toolchain();
     if (tc.xcrun.empty()) {
-      a.kind = "msl";  // compiled by load() with newLibraryWithSource
+      a.kind = ArtifactKind::msl;  // compiled by load() with newLibraryWithSource
     } else {
-      a.kind = "metallib";
+      a.kind = ArtifactKind::metallib;
       a.bytes = metal::build_metallib(tc, k.source, k.signature.kernel, k.language);
     }
-    if (!k.language.empty()) a.sources["msl_language"] = k.language;
+    if (!k.language.empty()) a.sources[Stage::msl_language] = k.language;
     a.entry = k.signature.kernel;
-    a.sources["msl"] = std::move(k.source);
-    a.sources["msl_signature"] = metal_sim::print_signature(k.signature);
-    a.sources["gpu_ir"] = std::move(gpu.gpu_ir);
-    a.sources["gpu_ir_opt"] = std::move(gpu.gpu_ir_opt);
+    a.sources[Stage::msl] = std::move(k.source);
+    a.sources[Stage::msl_signature] = metal_sim::print_signature(k.signature);
+    a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
+    a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
     a.threads_per_group = k.threads_per_group;
     a.threadgroup_memory_bytes = k.signature.threadgroup_arg_bytes();
     return a;
@@ -310,18 +310,18 @@ class MetalLaunch final : public PreparedLaunch {
 
 MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
     : dev_(dev), threads_(static_cast<NSUInteger>(a.threads_per_group)) {
-  auto sig = a.sources.find("msl_signature");
-  auto msl = a.sources.find("msl");
-  if ((a.kind != "msl" && a.kind != "metallib") || sig == a.sources.end() || msl == a.sources.end())
+  auto sig = a.sources.find(Stage::msl_signature);
+  auto msl = a.sources.find(Stage::msl);
+  if ((a.kind != ArtifactKind::msl && a.kind != ArtifactKind::metallib) || sig == a.sources.end() || msl == a.sources.end())
     fail(METILE_ERROR_INVALID_ARGUMENT, "metal", "the artifact is not a metal kernel (kind \"",
-         a.kind, "\")");
+         artifact_kind_name(a.kind), "\")");
   bindings_ = bindings_of(sig->second, &name_);
   for (const Binding& b : bindings_) launch_args_ += b.kind != Binding::Kind::threadgroup;
   const ObjcRuntime& rt = dev_->rt_;
   AutoreleasePool pool(rt);
   id error = nullptr;
   id library = nullptr;
-  if (a.kind == "metallib") {
+  if (a.kind == ArtifactKind::metallib) {
     metal::TempFile file(".metallib", a.bytes.data(), a.bytes.size());
     id path = rt.make_string(file.path());
     id url = rt.send<id>(Sel::fileURLWithPath, rt.get_class("NSURL"), path);  // autoreleased
@@ -333,7 +333,7 @@ MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
     rt.send(Sel::setFastMathEnabled, options, ObjcBool{false});  // DESIGN.md §3 float semantics
     // Without an explicit version the compiler picks one from the SDK the process was built
     // against, which may predate Metal 4 and its headers (tensor_ops kernels then fail).
-    auto language = a.sources.find("msl_language");
+    auto language = a.sources.find(Stage::msl_language);
     if (language != a.sources.end()) {
       if (language->second != "metal4.0")
         fail(METILE_ERROR_INVALID_ARGUMENT, "metal", name_, ": unknown MSL version \"", language->second, "\"");

@@ -123,17 +123,17 @@ class MetalSimDevice final : public Device {
     GpuPipelineResult gpu = run_gpu_pipeline(program, target_, options, "metal-sim");
     MslKernel msl = emit_msl(gpu.function);
     Artifact a = metal_sim::make_msl_artifact(std::move(msl.source), msl.signature, msl.threads_per_group);
-    a.sources["gpu_ir"] = std::move(gpu.gpu_ir);
-    a.sources["gpu_ir_opt"] = std::move(gpu.gpu_ir_opt);
+    a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
+    a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
     return a;
   }
 
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program>, const CompileOptions&,
                                const Artifact& artifact) override {
-    auto sig = artifact.sources.find("msl_signature");
-    if (artifact.kind != "so" || sig == artifact.sources.end())
+    auto sig = artifact.sources.find(Stage::msl_signature);
+    if (artifact.kind != ArtifactKind::shared_object || sig == artifact.sources.end())
       fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim",
-           "the artifact is not a metal-sim kernel (kind \"", artifact.kind, "\")");
+           "the artifact is not a metal-sim kernel (kind \"", artifact_kind_name(artifact.kind), "\")");
     if (artifact.threads_per_group < 1 ||
         artifact.threads_per_group > static_cast<int>(metal_sim::kMaxThreadsPerGroup))
       fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "artifact with ", artifact.threads_per_group,
@@ -162,11 +162,11 @@ namespace metal_sim {
 
 Artifact make_msl_artifact(std::string msl, const MslSignature& signature, int threads_per_group) {
   Artifact a;
-  a.kind = "so";
+  a.kind = ArtifactKind::shared_object;
   MslSignature measured = signature;
   a.bytes = build_msl(msl, signature, &measured.stack_bytes);
-  a.sources["msl"] = std::move(msl);
-  a.sources["msl_signature"] = print_signature(measured);
+  a.sources[Stage::msl] = std::move(msl);
+  a.sources[Stage::msl_signature] = print_signature(measured);
   a.threads_per_group = threads_per_group;
   a.threadgroup_memory_bytes = signature.threadgroup_arg_bytes();
   return a;

@@ -134,7 +134,7 @@ uint64_t MslSignature::threadgroup_arg_bytes() const {
   uint64_t total = 0;
   for (const MslArg& a : args)
     if (a.kind == MslArg::Kind::threadgroup)
-      total = (total + 15) / 16 * 16 + a.count * dtype_size(a.dtype);
+      total = align_threadgroup(total) + a.count * dtype_size(a.dtype);
   return total;
 }
 

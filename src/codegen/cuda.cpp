@@ -82,7 +82,7 @@ class CudaDialect final : public GpuDialect {
     return r;
   }
 
-  std::string prelude(bool swizzle) const override {
+  std::string prelude(bool swizzle, const std::set<std::string>&) const override {
     std::string s(embedded_file("cuda_prelude.h"));
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
     if (swizzle) {

@@ -690,6 +690,8 @@ void Emitter::standalone(const gpu::Op& op) {
       w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + name_[v] + "[r] = " +
               strip_parens(expr(op.operands[2], "r")) + ";");
       MmaSpec s;
+      s.atom = op.attr_str("atom");
+      if (op.operands.size() > 4) s.c = name_[op.operands[4]];
       s.a = name_[op.operands[0]];
       s.b = name_[op.operands[1]];
       s.acc = name_[v];
@@ -784,8 +786,12 @@ std::string Emitter::run(KernelInterface* k) {
     k->params.push_back({name_[f_.params[i].value], v.dtype, v.is_ptr, v.is_ptr && w});
   }
   bool swizzle = false;
-  gpu::walk(f_.body, [&](const gpu::Op& op) { swizzle = swizzle || op.kind == GpuOpKind::SWIZZLE; });
-  w_.raw(d_.prelude(swizzle));
+  std::set<std::string> atoms;
+  gpu::walk(f_.body, [&](const gpu::Op& op) {
+    swizzle = swizzle || op.kind == GpuOpKind::SWIZZLE;
+    if (op.kind == GpuOpKind::MMA) atoms.insert(op.attr_str("atom"));
+  });
+  w_.raw(d_.prelude(swizzle, atoms));
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind != GpuOpKind::PRINT) return;
     if (texts_.empty()) w_.raw(d_.print_prelude());

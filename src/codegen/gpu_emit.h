@@ -45,7 +45,9 @@ struct KernelInterface {
  * the accumulator fragment layout, updated in place with A @ B from the threadgroup arrays.
  */
 struct MmaSpec {
+  std::string atom;            // MatrixAtom::name
   std::string a, b, acc, tid;  // identifiers (tid: the thread index)
+  std::string c;               // the accumulator's threadgroup array, "" when the atom has none
   DType ab = DType::invalid;   // the element type of a and b
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
@@ -63,8 +65,11 @@ class GpuDialect {
 
   /** Identifiers generated names must avoid (functions and parameters the dialect uses). */
   virtual std::vector<std::string> reserved() const = 0;
-  /** Text before the kernel (headers, helper functions); `swizzle` when tile_swizzle is used. */
-  virtual std::string prelude(bool swizzle) const = 0;
+  /**
+   * Text before the kernel (headers, helper functions); `swizzle` when tile_swizzle is used,
+   * `atoms` the MatrixAtom names of the kernel's mma ops.
+   */
+  virtual std::string prelude(bool swizzle, const std::set<std::string>& atoms) const = 0;
   /** Writes the entry point's head and opens its body. */
   virtual void open_kernel(SourceWriter& w, const KernelInterface& k) const = 0;
   /** An i32 expression for a builtin (axis: x, y, z of the group builtins). */

@@ -6,6 +6,7 @@ const GpuTarget& apple_gpu_target() {
   static const GpuTarget t = [] {
     GpuTarget g;
     g.name = "apple";
+    g.family = kAppleDefaultFamily;
     g.dialect = "msl";
     g.simd_width = 32;
     g.max_threads = 1024;
@@ -24,6 +25,32 @@ const GpuTarget& apple_gpu_target() {
     return g;
   }();
   return t;
+}
+
+GpuTarget apple_gpu_target(int family, bool metal4) {
+  GpuTarget t = apple_gpu_target();
+  t.family = family;
+  if (metal4 && family >= kAppleTensorOpsFamily) {
+    // matmul2d takes float, half and bfloat operands with a float destination (the type table
+    // of MetalPerformancePrimitives' MPPTensorOpsMatMul2d.h). The register layout is ours (the
+    // 8x8 fragment): the cooperative tensor's own is implementation-defined, so registers meet
+    // it in threadgroup memory. First in the list: dot_atom takes the first that fits.
+    std::vector<MatrixAtom> atoms;
+    for (DType ab : {DType::f32, DType::f16, DType::bf16}) {
+      MatrixAtom a{"tensor_ops", 8, 8, 8, ab, DType::f32, false, simdgroup_8x8_fragment()};
+      a.acc_through_threadgroup = true;
+      atoms.push_back(a);
+    }
+    atoms.insert(atoms.end(), t.matrix_atoms.begin(), t.matrix_atoms.end());
+    t.matrix_atoms = std::move(atoms);
+  }
+  return t;
+}
+
+int apple_family_from_name(const std::string& name) {
+  for (int f = 1; f <= 10; ++f)
+    if (name == "apple" + std::to_string(f)) return f;
+  return -1;
 }
 
 const GpuTarget& nvidia_gpu_target() {

@@ -18,7 +18,7 @@ namespace metile {
 
 /** One matrix-multiply instruction shape: D(m x n) = A(m x k) * B(k x n) + C. */
 struct MatrixAtom {
-  std::string name;  // "simdgroup_matrix", "mma.sync"
+  std::string name;  // "simdgroup_matrix", "tensor_ops", "mma.sync"
   int m = 0, n = 0, k = 0;
   DType ab = DType::invalid;   // input type
   DType acc = DType::invalid;  // accumulator type
@@ -29,10 +29,18 @@ struct MatrixAtom {
    * accumulator, so the registers an atom instruction updates are named by this map.
    */
   metile::Layout c;
+  /**
+   * The instruction's accumulator lives in a layout the hardware does not document (Metal 4
+   * cooperative tensors), so each `mma` passes the registers through an f32 m x n threadgroup
+   * array: lowering allocates it and counts it in the threadgroup-memory budget.
+   */
+  bool acc_through_threadgroup = false;
 };
 
 struct GpuTarget {
-  std::string name;     // "apple", "nvidia": the family (devices add their own identity)
+  std::string name;     // "apple", "nvidia": the vendor (devices add their own identity)
+  /** Apple: the GPU family (MTLGPUFamilyApple<N>: 7 = M1, 8 = M2, 9 = M3/M4, 10 = M5); 0 elsewhere. */
+  int family = 0;
   std::string dialect;  // "msl", "cuda": the emitter that writes its source
   int simd_width = 32;
   int max_threads = 1024;
@@ -60,6 +68,23 @@ struct GpuTarget {
 
 /** Apple GPUs (Metal): 32-wide simdgroups, 32 KiB threadgroup memory, simdgroup_matrix 8x8. */
 const GpuTarget& apple_gpu_target();
+
+/** The Apple family apple_gpu_target() describes (M1 class: simdgroup_matrix, no tensor_ops). */
+constexpr int kAppleDefaultFamily = 7;
+/** The first Apple family dot lowers to Metal 4 tensor_ops on (with Metal 4 present). */
+constexpr int kAppleTensorOpsFamily = 9;
+/**
+ * The Apple target of one GPU family. With `metal4` and family >= kAppleTensorOpsFamily, dot
+ * prefers the "tensor_ops" atoms (MetalPerformancePrimitives mpp::tensor_ops::matmul2d on
+ * cooperative tensors; f32, f16 and bf16 operands, f32 accumulator), keeping simdgroup_matrix
+ * for the dots whose accumulator array would not fit threadgroup memory.
+ */
+GpuTarget apple_gpu_target(int family, bool metal4);
+/**
+ * "apple1" ... "apple10" -> 1 ... 10; -1 for any other text. The spelling used by the metal
+ * device's DeviceInfo::architecture and by METILE_METAL_SIM_FAMILY.
+ */
+int apple_family_from_name(const std::string& name);
 /** NVIDIA GPUs (CUDA): 32-wide warps, 48 KiB static shared memory, mma.sync atoms. */
 const GpuTarget& nvidia_gpu_target();
 /**

@@ -79,14 +79,22 @@ class MslDialect final : public GpuDialect {
         "uint", "uchar", "ushort", "ulong", "rsqrt", "abs", "fmax", "fmin", "max", "min",
         "select", "isnan", "as_type", "simd_sum", "simd_max", "simd_min", "simd_shuffle_xor",
         "simd_broadcast", "threadgroup_barrier", "mem_flags", "INFINITY", "NAN",
-        "simdgroup_float8x8", "simdgroup_half8x8", "simdgroup_load", "simdgroup_multiply_accumulate"};
+        "simdgroup_float8x8", "simdgroup_half8x8", "simdgroup_load", "simdgroup_multiply_accumulate",
+        "simdgroup_store", "simdgroup_barrier", "mpp", "tensor", "tensor_inline", "dextents", "array",
+        "execution_simdgroup"};
     for (std::string& f : math_function_names(MathColumn::msl)) r.push_back(std::move(f));
     for (const BuiltinParam& b : kBuiltins) r.push_back(b.param);
     return r;
   }
 
-  std::string prelude(bool swizzle) const override {
-    std::string s = "#include <metal_stdlib>\nusing namespace metal;\n\n";
+  // tensor_ops needs Metal 4's headers: <metal_tensor> for tensor/cooperative_tensor and
+  // MetalPerformancePrimitives for mpp::tensor_ops::matmul2d; older SDKs lack both, so only
+  // kernels with a tensor_ops mma include them.
+  std::string prelude(bool swizzle, const std::set<std::string>& atoms) const override {
+    std::string s = "#include <metal_stdlib>\n";
+    if (atoms.count("tensor_ops"))
+      s += "#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n";
+    s += "using namespace metal;\n\n";
     s += embedded_file("msl_prelude.h");
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
     if (swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
@@ -182,6 +190,7 @@ class MslDialect final : public GpuDialect {
   // matrices rebuilt from (and written back to) the fragment registers, and per 8-wide k step
   // loads one A matrix per row of tiles and one B matrix per column from threadgroup memory.
   void mma(SourceWriter& w, const MmaSpec& s) const override {
+    if (s.atom == "tensor_ops") return tensor_ops(w, s);
     const std::string tm = std::to_string(s.tiles_m()), tn = std::to_string(s.tiles_n());
     const std::string tiles = std::to_string(s.tiles_m() * s.tiles_n());
     const std::string in = s.ab == DType::f16 ? "simdgroup_half8x8" : "simdgroup_float8x8";
@@ -212,6 +221,57 @@ class MslDialect final : public GpuDialect {
     w.line(s.acc + "[2 * mma_i + 1] = mma_c[mma_i].thread_elements()[1];");
     w.close();
   }
+
+  // Metal 4 tensor_ops: each simdgroup runs one matmul2d (execution_simdgroup) over its warp
+  // tile, A and B as tensor views of the staged threadgroup arrays, into a cooperative
+  // destination tensor. Its layout over the lanes is implementation-defined, so the registers
+  // (the 8x8 fragment layout) reach it through the f32 array c: each 8x8 tile goes out with
+  // simdgroup_store, the cooperative tensor loads the warp tile, accumulates and stores it back,
+  // and simdgroup_load brings the tiles home. Tensor extents are innermost first (columns, rows)
+  // and strides {1, row stride}, as MetalPerformancePrimitives' MPPTensorOpsMatMul2d.h describes.
+  void tensor_ops(SourceWriter& w, const MmaSpec& s) const {
+    METILE_ASSERT(!s.c.empty() && s.atom_m == 8 && s.atom_n == 8,
+                  "a tensor_ops mma has an accumulator array and 8x8 register tiles");
+    const int64_t wtm = s.m / s.warps_m, wtn = s.n / s.warps_n;
+    const std::string tm = std::to_string(s.tiles_m()), tiles = std::to_string(s.tiles_m() * s.tiles_n());
+    const std::string n = std::to_string(s.n), in = c.storage(s.ab);
+    auto view = [](const std::string& t, const std::string& at, int64_t cols, int64_t rows, int64_t ld) {
+      return "tensor<threadgroup " + t + ", dextents<int32_t, 2>, tensor_inline>(" + at +
+             ", dextents<int32_t, 2>(" + std::to_string(cols) + ", " + std::to_string(rows) +
+             "), array<int32_t, 2>({1, " + std::to_string(ld) + "}))";
+    };
+    w.line("const int mma_warp = " + s.tid + " / 32;");
+    w.line("const int mma_row = (mma_warp % " + std::to_string(s.warps_m) + ") * " + std::to_string(wtm) + ";");
+    w.line("const int mma_col = (mma_warp / " + std::to_string(s.warps_m) + ") * " + std::to_string(wtn) + ";");
+    w.line("threadgroup float* mma_tile = " + s.c + " + mma_row * " + n + " + mma_col;");
+    w.open("for (int mma_i = 0; mma_i < " + tiles + "; ++mma_i)");
+    w.line("simdgroup_float8x8 mma_f;");
+    w.line("mma_f.thread_elements()[0] = " + s.acc + "[2 * mma_i];");
+    w.line("mma_f.thread_elements()[1] = " + s.acc + "[2 * mma_i + 1];");
+    w.line("simdgroup_store(mma_f, mma_tile + 8 * (mma_i % " + tm + ") * " + n + " + 8 * (mma_i / " + tm +
+           "), " + n + ");");
+    w.close();
+    w.line("simdgroup_barrier(mem_flags::mem_threadgroup);");
+    w.line("constexpr auto mma_desc = mpp::tensor_ops::matmul2d_descriptor(" + std::to_string(wtm) + ", " +
+           std::to_string(wtn) + ", " + std::to_string(s.k) +
+           ", false, false, false, mpp::tensor_ops::matmul2d_descriptor::mode::multiply_accumulate);");
+    w.line("mpp::tensor_ops::matmul2d<mma_desc, execution_simdgroup> mma_op;");
+    w.line("auto mma_ta = " + view(in, s.a + " + mma_row * " + std::to_string(s.lda), s.k, wtm, s.lda) + ";");
+    w.line("auto mma_tb = " + view(in, s.b + " + mma_col", wtn, s.k, s.ldb) + ";");
+    w.line("auto mma_tc = " + view("float", "mma_tile", wtn, wtm, s.n) + ";");
+    w.line("auto mma_ct = mma_op.get_destination_cooperative_tensor<decltype(mma_ta), decltype(mma_tb), float>();");
+    w.line("mma_ct.load(mma_tc);");
+    w.line("mma_op.run(mma_ta, mma_tb, mma_ct);");
+    w.line("mma_ct.store(mma_tc);");
+    w.line("simdgroup_barrier(mem_flags::mem_threadgroup);");
+    w.open("for (int mma_i = 0; mma_i < " + tiles + "; ++mma_i)");
+    w.line("simdgroup_float8x8 mma_f;");
+    w.line("simdgroup_load(mma_f, mma_tile + 8 * (mma_i % " + tm + ") * " + n + " + 8 * (mma_i / " + tm +
+           "), " + n + ");");
+    w.line(s.acc + "[2 * mma_i] = mma_f.thread_elements()[0];");
+    w.line(s.acc + "[2 * mma_i + 1] = mma_f.thread_elements()[1];");
+    w.close();
+  }
 };
 
 }  // namespace
@@ -222,6 +282,9 @@ MslKernel emit_msl(const gpu::Function& f) {
   MslKernel out;
   out.source = emit_gpu_kernel(f, dialect, &k);
   out.threads_per_group = k.threads;
+  gpu::walk(f.body, [&](const gpu::Op& op) {
+    if (op.kind == gpu::GpuOpKind::MMA && op.attr_str("atom") == "tensor_ops") out.language = "metal4.0";
+  });
   out.signature.kernel = k.name;
   int buffer = 0, group = 0;
   for (const KernelInterface::Param& p : k.params)

@@ -17,6 +17,12 @@ struct MslKernel {
   std::string source;
   metal_sim::MslSignature signature;
   int threads_per_group = 0;
+  /**
+   * The MSL version the source needs: "metal4.0" when it uses Metal 4 headers (<metal_tensor>,
+   * MetalPerformancePrimitives: tensor_ops dots), which compilers expose only at that version;
+   * "" when the compiler's default serves.
+   */
+  std::string language;
 };
 
 MslKernel emit_msl(const gpu::Function& f);

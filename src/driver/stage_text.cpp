@@ -32,6 +32,9 @@ std::string stage_text(Stage stage, const Program& user_program, const CompileOp
       return metal_sim::print_signature(
           emit_msl(run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").function)
               .signature);
+    case Stage::msl_language:
+      return emit_msl(run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").function)
+          .language;
   }
   return {};
 }

@@ -27,9 +27,10 @@
  *   print {head, label, rank}(pred, px, py, pz, i, j, value): where pred holds, one device_print
  *       line (src/codegen/prelude/device_print.h) per register: program (px, py, pz), element
  *       (i, j) of a rank-`rank` value (-1: the line has no value); head and label are its text
- *   mma {atom, m, n, k, lda, ldb, warps_m, warps_n, tf32}(a, b, acc, tid) -> acc'
+ *   mma {atom, m, n, k, lda, ldb, warps_m, warps_n, tf32}(a, b, acc, tid [, c]) -> acc'
  *       acc' = acc + A @ B for threadgroup arrays A (m x k, row stride lda) and B (k x n, row
- *       stride ldb). acc and acc' share a
+ *       stride ldb); c: an f32 m x n threadgroup array for atoms whose accumulator passes
+ *       through threadgroup memory (tensor_ops). acc and acc' share a
  *       fragment layout: warp w = wm + warps_m * wn owns rows [wm, wm+1) * m/warps_m and
  *       columns [wn, wn+1) * n/warps_n, covered by atoms (tm, tn); register
  *       v + values * (tm + TM * tn) is value v of atom (tm, tn) (see lower_dot.cpp).

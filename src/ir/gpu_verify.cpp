@@ -283,12 +283,18 @@ struct Verifier {
         break;
       }
       case GpuOpKind::MMA: {
-        operands(4, 4);
+        operands(4, 5);
         results(1);
         for (size_t i = 0; i < 2; ++i) {
           const Value& m = val(op.operands[i]);
           if (!m.is_ptr || m.space != AddrSpace::threadgroup || m.layout != kUniform)
             bad("operands a and b must be uniform threadgroup pointers");
+        }
+        if (op.operands.size() == 5) {  // the accumulator's threadgroup array (tensor_ops)
+          const Value& m = val(op.operands[4]);
+          if (!m.is_ptr || m.space != AddrSpace::threadgroup || m.layout != kUniform ||
+              m.dtype != DType::f32)
+            bad("the accumulator array must be a uniform f32 threadgroup pointer");
         }
         const Value &c = val(op.operands[2]), &r = val(op.result());
         if (c.is_ptr || !f.layout(c.layout).is_tile() || r.layout != c.layout || r.dtype != c.dtype)

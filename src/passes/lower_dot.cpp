@@ -20,6 +20,11 @@
 // op (spelled by each dialect: simdgroup_matrix on MSL, mma.sync on CUDA) and one after it,
 // before the next stage overwrites the arrays. When A and B would take more than half the
 // target's threadgroup memory, K is staged in chunks (each a stage, an mma and two barriers).
+//
+// An atom whose accumulator layout is the hardware's secret (acc_through_threadgroup: Metal 4
+// tensor_ops) also gets an f32 m x n threadgroup array the mma passes the registers through. It
+// is taken only when that array and the smallest staging fit in 3/4 of the threadgroup memory
+// (else the next atom, e.g. simdgroup_matrix); the array counts in the staging budget.
 #include <algorithm>
 #include <cmath>
 
@@ -27,12 +32,24 @@
 
 namespace metile::lowering {
 
-std::pair<const MatrixAtom*, DType> Lowering::dot_atom(DType ab, DType acc, int64_t k) const {
+namespace {
+// Elements each staged row is padded by: 16 bytes, so one warp's row-strided reads spread over banks.
+int64_t staging_pad(DType t) { return std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(t))); }
+}  // namespace
+
+std::pair<const MatrixAtom*, DType> Lowering::dot_atom(DType ab, DType acc, int64_t m, int64_t n,
+                                                     int64_t k) const {
   if (acc != DType::f32) return {nullptr, ab};
+  // The accumulator array plus the smallest staging (one atom's k) within 3/4 of the memory.
+  auto acc_fits = [&](const MatrixAtom& a) {
+    const int64_t elem = static_cast<int64_t>(dtype_size(a.ab)), pad = staging_pad(a.ab);
+    const int64_t need = m * n * 4 + (m * (a.k + pad) + a.k * (n + pad)) * elem;
+    return static_cast<uint64_t>(need) <= target.threadgroup_memory_bytes / 4 * 3;
+  };
   auto find = [&](DType want) -> const MatrixAtom* {
     for (const MatrixAtom& a : target.matrix_atoms)
       if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || options.allow_tf32) &&
-          (want == ab || !a.relaxed))
+          (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
         return &a;
     return nullptr;
   };
@@ -68,8 +85,8 @@ int64_t Lowering::dot_warps() {
   walk(p.body, [&](const Op& o) {
     if (o.kind != OpKind::DOT) return;
     const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
-    const MatrixAtom* atom = dot_atom(a.dtype, c.dtype, a.shape.dims[1]).first;
     int64_t m = c.shape.dims[0], n = c.shape.dims[1];
+    const MatrixAtom* atom = dot_atom(a.dtype, c.dtype, m, n, a.shape.dims[1]).first;
     if (atom == nullptr || m % atom->m != 0 || n % atom->n != 0) return;
     int64_t w = 1;  // up to 4 warps, a power of two, each with at least one atom
     while (w < 4 && 2 * w <= (m / atom->m) * (n / atom->n)) w *= 2;
@@ -113,7 +130,7 @@ void Lowering::assign_layouts() {
     if (o.kind != OpKind::DOT) return;
     const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
     DotPlan plan;
-    auto [atom, stage] = dot_atom(a.dtype, c.dtype, a.shape.dims[1]);
+    auto [atom, stage] = dot_atom(a.dtype, c.dtype, c.shape.dims[0], c.shape.dims[1], a.shape.dims[1]);
     plan.stage = stage;
     if (atom != nullptr &&
         warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
@@ -185,17 +202,22 @@ void Lowering::dot(const Op& op) {
   LayoutId acc_l = layout_of(op.result());
   ValueId acc = materialize(get(op.operands[2]), acc_l);
   const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
-  const int64_t pad = std::max<int64_t>(1, 16 / elem);
-  // K is staged in chunks of kc columns of A / rows of B, halved until the two arrays take at
-  // most half the target's threadgroup memory (the rest is left to exchanges and the user).
+  const int64_t pad = staging_pad(plan.stage);
+  // K is staged in chunks of kc columns of A / rows of B, halved until the arrays take at most
+  // half the target's threadgroup memory (the rest is left to exchanges and the user).
   const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
-  auto bytes = [&](int64_t c) { return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem); };
+  const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
+  const uint64_t acc_bytes = acc_array ? static_cast<uint64_t>(m * n) * 4 : 0;
+  auto bytes = [&](int64_t c) {
+    return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem) + acc_bytes;
+  };
   int64_t kc = k;
   while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
     kc /= 2;
   const int64_t lda = kc + pad, ldb = n + pad;
   ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
   ValueId b_buf = pb.alloc(plan.stage, kc * ldb, "b_smem");
+  ValueId c_buf = acc_array ? pb.alloc(DType::f32, m * n, "c_smem") : kNoValue;
   ValueId tid = builtin(gpu::Builtin::thread_index);
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
@@ -207,6 +229,7 @@ void Lowering::dot(const Op& op) {
       gpu::Op g;
       g.kind = gpu::GpuOpKind::MMA;
       g.operands = {a_buf, b_buf, r, tid};
+      if (acc_array) g.operands.push_back(c_buf);
       g.attrs = {{"atom", plan.atom->name}, {"atom_m", int64_t{plan.atom->m}},
                  {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},

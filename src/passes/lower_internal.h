@@ -126,7 +126,8 @@ class Lowering {
   /** Warps a threadgroup gets for the program's dots (0: no dot fits an atom). */
   int64_t dot_warps();
   /** The atom for a dot of these types (nullptr: none), and the dtype its operands stage as. */
-  std::pair<const MatrixAtom*, DType> dot_atom(DType ab, DType acc, int64_t k) const;
+  std::pair<const MatrixAtom*, DType> dot_atom(DType ab, DType acc, int64_t m, int64_t n,
+                                               int64_t k) const;
   /** Plans every dot and propagates fragment layouts (runs once the thread count is known). */
   void assign_layouts();
   LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);

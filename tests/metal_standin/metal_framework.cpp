@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <condition_variable>
@@ -107,12 +108,18 @@ id url_file_url_with_path(id, SEL, id path) {
   return standin_objc_autorelease(u);
 }
 
+// MTLLanguageVersion: major << 16 | minor. Unset, the real compiler picks a version from the
+// SDK the process was built against; the stand-in takes one that predates Metal 4.
+constexpr NSUInteger kLanguageVersion3_2 = (3 << 16) + 2, kLanguageVersion4_0 = 4 << 16;
+
 struct CompileOptions {
   standin_object header;
   BOOL fast_math = 1;  // Metal's default
+  NSUInteger language = kLanguageVersion3_2;
 };
 id options_alloc(id, SEL) { return make<CompileOptions>("MTLCompileOptions"); }
 void options_set_fast_math(id self, SEL, BOOL enabled) { as<CompileOptions>(self)->fast_math = enabled; }
+void options_set_language_version(id self, SEL, NSUInteger v) { as<CompileOptions>(self)->language = v; }
 
 // ---- MTLBuffer ---------------------------------------------------------------------------------
 
@@ -162,7 +169,13 @@ id library_new_function(id self, SEL, id name) {
 }
 NSUInteger pipeline_max_total_threads(id self, SEL) { return as<Pipeline>(self)->max_threads; }
 
-Library* compile_library(const std::string& msl, id* error) {
+/** Compiles with metal-sim; Metal 4 headers exist only from MSL 4.0 on, as in Apple's compiler. */
+Library* compile_library(const std::string& msl, NSUInteger language, id* error) {
+  if (language < kLanguageVersion4_0 && msl.find("#include <metal_tensor>") != std::string::npos) {
+    set_error(error, 3, "Compilation failed:\n\nprogram_source: error: 'metal_tensor' file not found "
+                        "(Metal 4 headers need languageVersion 4.0)");
+    return nullptr;
+  }
   auto lib = make<Library>("StandinLibrary");
   try {
     for (metal_sim::MslSignature& sig : standin::kernel_signatures(msl)) {
@@ -393,9 +406,16 @@ struct Device {
 
 id device_name(id self, SEL) { return as<Device>(self)->name; }
 BOOL device_supports_family(id, SEL, NSInteger family) {
-  // An M1-class GPU: Apple1-7, Mac2, Common1-3, Metal3.
-  return (family >= 1001 && family <= 1007) || family == 2002 || (family >= 3001 && family <= 3003) ||
-         family == 5001;
+  // An M1-class GPU: Apple1-7, Mac2, Common1-3, Metal3. METILE_STANDIN_GPU_FAMILY=apple<N>
+  // (N in 8..10) makes it an Apple<N> GPU, with Metal 4 from apple9 on (the tensor_ops path).
+  static const int apple = [] {
+    const char* v = std::getenv("METILE_STANDIN_GPU_FAMILY");
+    for (int n = 8; v != nullptr && n <= 10; ++n)
+      if (std::string(v) == "apple" + std::to_string(n)) return n;
+    return 7;
+  }();
+  return (family >= 1001 && family <= 1000 + apple) || family == 2002 ||
+         (family >= 3001 && family <= 3003) || family == 5001 || (family == 5002 && apple >= 9);
 }
 MTLSize device_max_threads(id, SEL) { return {1024, 1024, 1024}; }
 NSUInteger device_max_threadgroup_memory(id, SEL) { return 32768; }
@@ -442,7 +462,8 @@ id device_new_library_with_source(id, SEL, id source, id options, id* error) {
     set_error(error, 3, "the stand-in compiles with IEEE semantics only; fastMathEnabled must be NO");
     return nullptr;
   }
-  return compile_library(as<NSString>(source)->text, error);
+  NSUInteger language = options != nullptr ? as<CompileOptions>(options)->language : kLanguageVersion3_2;
+  return compile_library(as<NSString>(source)->text, language, error);
 }
 
 // A stand-in "metallib" is this line followed by the MSL (tests/metal_standin/fake_xcrun.sh).
@@ -455,7 +476,8 @@ id device_new_library_with_url(id, SEL, id url, id* error) {
     set_error(error, 1, cat("not a metallib: ", as<NSURL>(url)->path));
     return nullptr;
   }
-  return compile_library(bytes.substr(sizeof kMetallibMagic - 1), error);
+  // fake_xcrun.sh checked the language version when it "compiled" the metallib.
+  return compile_library(bytes.substr(sizeof kMetallibMagic - 1), kLanguageVersion4_0, error);
 }
 
 id device_new_pipeline(id, SEL, id function, id* error) {
@@ -487,6 +509,7 @@ __attribute__((constructor)) void define_classes() {
   c = cls("MTLCompileOptions");
   method(c, "alloc", options_alloc, 1);
   method(c, "setFastMathEnabled:", options_set_fast_math);
+  method(c, "setLanguageVersion:", options_set_language_version);
   c = cls("StandinDevice");
   method(c, "name", device_name);
   method(c, "supportsFamily:", device_supports_family);

@@ -20,8 +20,9 @@ std::filesystem::path golden_dir() {
   return std::filesystem::path(METILE_TESTS_DIR) / "golden";
 }
 
-void check_golden(const Program& program, const std::string& file) {
-  std::string msl = emit_msl(run_gpu_pipeline(program, apple_gpu_target(), {}, "metal-sim").function).source;
+void check_golden(const Program& program, const std::string& file,
+                  const GpuTarget& target = apple_gpu_target()) {
+  std::string msl = emit_msl(run_gpu_pipeline(program, target, {}, "metal-sim").function).source;
   std::filesystem::path path = golden_dir() / file;
   if (env_string("METILE_UPDATE_GOLDEN") == "1") {
     std::ofstream(path, std::ios::binary) << msl;
@@ -45,6 +46,16 @@ TEST(MslGolden, GemmBiasGelu) {
   g.bounds = true;
   g.epilogue = kernels::Epilogue::gelu;
   check_golden(kernels::gemm(g), "gemm_bias_gelu.metal");
+}
+// Metal 4 tensor_ops (apple10, an M5): reviewed against MetalPerformancePrimitives'
+// MPPTensorOpsMatMul2d.h (matmul2d_descriptor, matmul2d<descriptor, execution_simdgroup>, run,
+// get_destination_cooperative_tensor, cooperative tensor load/store) and <metal_tensor>'s
+// tensor<threadgroup T, dextents<int32_t, 2>, tensor_inline>(pointer, extents, strides).
+TEST(MslGolden, GemmTensorOpsF16) {
+  kernels::GemmConfig g;
+  g.dtype = DType::f16;
+  g.bounds = true;
+  check_golden(kernels::gemm(g), "gemm_tensor_ops_f16.metal", apple_gpu_target(10, true));
 }
 
 }  // namespace

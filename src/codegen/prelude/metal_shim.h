@@ -1,22 +1,24 @@
 /** \file metal_shim.h
- * The Metal Shading Language surface that generated kernels use, as C++17 for clang >= 15, so the
+ * The Metal Shading Language surface that generated kernels use, as C++20 for clang >= 15, so the
  * metal-sim device can run MSL on any host. The runtime compiles
- *   clang++ -x c++ -std=c++17 -O2 -Werror -include metal_shim.h <prepared MSL + trampoline>
+ *   clang++ -x c++ -std=c++20 -O2 -Werror -include metal_shim.h <prepared MSL + trampoline>
  * where "prepared" (src/runtime/metal_sim/msl_prepare.cpp) rewrites the two constructs a header
  * cannot express: kernel-scope `threadgroup` variables (one object shared by the threads of a
  * group, while `threadgroup` on a pointer is only a qualifier) and `[[attribute]]` lists (whose
  * names would clash with parameter names if they were macros).
  *
  * Threads run as fibers, one simdgroup's lanes exchanging values through metal_sim_abi.h; every
- * collective (simd_*, simdgroup_barrier, simdgroup_multiply_accumulate) needs all live lanes of the
- * simdgroup at the same call site, and threadgroup_barrier all threads of the group.
+ * collective (simd_*, simdgroup_barrier, simdgroup_multiply_accumulate, matmul2d::run) needs all
+ * live lanes of the simdgroup at the same call site, and threadgroup_barrier all threads of the
+ * group. C++20 for one construct: matmul2d takes its descriptor as a template argument.
  *
  * Deliberate differences from MSL (none matter for the code metile emits):
  * - vectors are clang ext_vector_type: a vector comparison yields an integer mask (-1/0), which
  *   select/all/any/boolN(...) accept; static_cast or a C cast between vector types reinterprets
  *   bits, so convert with the constructor spelling `float4(v)`;
  * - half arithmetic may keep float precision inside one expression; bfloat computes in float;
- * - simdgroup_matrix is 8x8 float or half; there is no erf (MSL has none either).
+ * - simdgroup_matrix is 8x8 float or half; there is no erf (MSL has none either);
+ * - tensors and tensor_ops are the subset in metal_shim_tensor.h.
  */
 #pragma once
 
@@ -739,6 +741,7 @@ inline float atomic_fetch_sub_explicit(volatile atomic<float>* a, float v, memor
 }  // namespace metal
 
 #include "metal_shim_matrix.h"
+#include "metal_shim_tensor.h"
 
 #undef METAL_SIM_SITE
 

@@ -34,6 +34,7 @@ using metal::Sel;
 constexpr NSUInteger kStorageModeShared = 0;  // MTLResourceStorageModeShared (0 << 4)
 constexpr NSUInteger kStatusCompleted = 4;    // MTLCommandBufferStatusCompleted
 constexpr NSUInteger kStatusError = 5;        // MTLCommandBufferStatusError
+constexpr NSUInteger kLanguageVersion4_0 = (4 << 16) + 0;  // MTLLanguageVersion4_0 (major << 16)
 
 // ---- the kernel interface ---------------------------------------------------------------------
 // The two functions below are the only readers of the codegen's kernel-interface description
@@ -121,8 +122,10 @@ class MetalDevice final : public Device {
     MTLSize max_threads = rt_.send<MTLSize>(Sel::maxThreadsPerThreadgroup, device_);
     NSUInteger tg_memory = rt_.send<NSUInteger>(Sel::maxThreadgroupMemoryLength, device_);
 
-    // The GPU pipeline's target: Apple's description narrowed to what this GPU reports.
-    target_ = apple_gpu_target();
+    // The GPU pipeline's target: Apple's description narrowed to what this GPU reports; its
+    // family and Metal 4 decide whether dot lowers to tensor_ops (apple9 on, with Metal 4).
+    const int family_number = apple_family_from_name(family);
+    target_ = apple_gpu_target(family_number > 0 ? family_number : kAppleDefaultFamily, metal4);
     target_.max_threads = static_cast<int>(std::min<NSUInteger>(max_threads.width, 1024));
     target_.threadgroup_memory_bytes = std::min<uint64_t>(tg_memory, target_.threadgroup_memory_bytes);
 
@@ -215,8 +218,9 @@ class MetalDevice final : public Device {
       a.kind = ArtifactKind::msl;  // compiled by load() with newLibraryWithSource
     } else {
       a.kind = ArtifactKind::metallib;
-      a.bytes = metal::build_metallib(tc, k.source, k.signature.kernel);
+      a.bytes = metal::build_metallib(tc, k.source, k.signature.kernel, k.language);
     }
+    if (!k.language.empty()) a.sources[Stage::msl_language] = k.language;
     a.entry = k.signature.kernel;
     a.sources[Stage::msl] = std::move(k.source);
     a.sources[Stage::msl_signature] = metal_sim::print_signature(k.signature);
@@ -327,6 +331,14 @@ MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
     id source = rt.make_string(msl->second);
     id options = rt.send<id>(Sel::init, rt.send<id>(Sel::alloc, rt.get_class("MTLCompileOptions")));
     rt.send(Sel::setFastMathEnabled, options, ObjcBool{false});  // DESIGN.md §3 float semantics
+    // Without an explicit version the compiler picks one from the SDK the process was built
+    // against, which may predate Metal 4 and its headers (tensor_ops kernels then fail).
+    auto language = a.sources.find(Stage::msl_language);
+    if (language != a.sources.end()) {
+      if (language->second != "metal4.0")
+        fail(METILE_ERROR_INVALID_ARGUMENT, "metal", name_, ": unknown MSL version \"", language->second, "\"");
+      rt.send(Sel::setLanguageVersion, options, kLanguageVersion4_0);
+    }
     library = rt.send<id>(Sel::newLibraryWithSource, dev_->device_, source, options, &error);
     rt.release(options);
     rt.release(source);

@@ -58,14 +58,15 @@ TempFile::TempFile(const std::string& suffix, const void* bytes, size_t size) {
 TempFile::~TempFile() { unlink(path_.c_str()); }
 
 std::vector<uint8_t> build_metallib(const MetalToolchain& tc, const std::string& msl,
-                                    const std::string& kernel_name) {
+                                    const std::string& kernel_name, const std::string& language) {
   TempFile source(".metal", msl.data(), msl.size());
   std::string air = source.path() + ".air", lib = source.path() + ".metallib";
   std::string log;
   // Fast math stays off: the kernels must mean what DESIGN.md §3 says (NaN, inf, rounding).
-  int rc = cpu::run_command(
-      {tc.xcrun, "-sdk", "macosx", "metal", "-O2", "-fno-fast-math", "-c", source.path(), "-o", air},
-      &log);
+  std::vector<std::string> compile = {tc.xcrun, "-sdk", "macosx", "metal", "-O2", "-fno-fast-math"};
+  if (!language.empty()) compile.push_back("-std=" + language);
+  for (const std::string& a : {std::string("-c"), source.path(), std::string("-o"), air}) compile.push_back(a);
+  int rc = cpu::run_command(compile, &log);
   if (rc == 0) rc = cpu::run_command({tc.xcrun, "-sdk", "macosx", "metallib", air, "-o", lib}, &log);
   std::vector<uint8_t> bytes;
   if (rc == 0) {

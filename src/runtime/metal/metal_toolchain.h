@@ -21,11 +21,12 @@ struct MetalToolchain {
 const MetalToolchain& metal_toolchain();
 
 /**
- * Compiles `msl` with `metal -O2 -fno-fast-math` and links it with `metallib`; returns the
- * metallib's bytes. Throws METILE_ERROR_COMPILE with the compiler's log.
+ * Compiles `msl` with `metal -O2 -fno-fast-math` (plus `-std=<language>` when `language`, an
+ * MslKernel::language such as "metal4.0", is not empty) and links it with `metallib`; returns
+ * the metallib's bytes. Throws METILE_ERROR_COMPILE with the compiler's log.
  */
 std::vector<uint8_t> build_metallib(const MetalToolchain& tc, const std::string& msl,
-                                    const std::string& kernel_name);
+                                    const std::string& kernel_name, const std::string& language);
 
 /** A temporary file holding `bytes` for as long as the object lives. */
 class TempFile {

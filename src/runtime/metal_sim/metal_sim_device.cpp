@@ -8,6 +8,7 @@
 #include "runtime/metal_sim/fiber.h"
 #include "runtime/metal_sim/sim_kernel.h"
 #include "runtime/metal_sim/toolchain.h"
+#include "support/env.h"
 #include "support/error.h"
 
 namespace metile {
@@ -72,20 +73,38 @@ class SimDeviceKernel final : public Kernel {
   int threads_;
 };
 
+/**
+ * The Apple GPU family metal-sim emulates: METILE_METAL_SIM_FAMILY ("apple7" ... "apple10"),
+ * default apple7 (simdgroup_matrix dots). From apple9 on the family is taken to have Metal 4, so
+ * dots lower to tensor_ops (matmul2d), which metal_shim_tensor.h runs.
+ */
+int emulated_family() {
+  std::string name = env_string("METILE_METAL_SIM_FAMILY");
+  if (name.empty()) return kAppleDefaultFamily;
+  int family = apple_family_from_name(name);
+  if (family < kAppleDefaultFamily)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "METILE_METAL_SIM_FAMILY is \"", name,
+         "\"; metal-sim emulates apple7, apple8, apple9 or apple10");
+  return family;
+}
+
 class MetalSimDevice final : public Device {
  public:
   MetalSimDevice() {
     const metal_sim::Clang& clang = metal_sim::probe_clang().clang;
+    const int family = emulated_family();
+    target_ = apple_gpu_target(family, family >= kAppleTensorOpsFamily);
     info_.name = "metal-sim";
     info_.description = cat("Metal Shading Language on the host CPU (", clang.version,
-                            ", one fiber per GPU thread)");
+                            ", one fiber per GPU thread, apple", family, ")");
     info_.architecture = cat("metal-sim-", kHostCpu);
     info_.simd_width = METAL_SIM_SIMD_WIDTH;
     info_.max_threads_per_group = static_cast<int>(metal_sim::kMaxThreadsPerGroup);
     info_.threadgroup_memory_bytes = metal_sim::kThreadgroupMemoryLimit;
     info_.unified_memory = true;
     info_.asynchronous = false;
-    identity_ = cat("metal-sim;", kHostCpu, ";", clang.version, ";abi=", METAL_SIM_ABI_VERSION);
+    identity_ = cat("metal-sim;", kHostCpu, ";", clang.version, ";abi=", METAL_SIM_ABI_VERSION,
+                    ";apple", family);
   }
 
   const DeviceInfo& info() const override { return info_; }
@@ -101,7 +120,7 @@ class MetalSimDevice final : public Device {
   std::string cache_identity() const override { return identity_; }
 
   Artifact build(const Program& program, const CompileOptions& options) override {
-    GpuPipelineResult gpu = run_gpu_pipeline(program, apple_gpu_target(), options, "metal-sim");
+    GpuPipelineResult gpu = run_gpu_pipeline(program, target_, options, "metal-sim");
     MslKernel msl = emit_msl(gpu.function);
     Artifact a = metal_sim::make_msl_artifact(std::move(msl.source), msl.signature, msl.threads_per_group);
     a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
@@ -124,6 +143,7 @@ class MetalSimDevice final : public Device {
   }
 
  private:
+  GpuTarget target_;
   DeviceInfo info_;
   std::string identity_;
 };

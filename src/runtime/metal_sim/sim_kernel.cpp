@@ -34,10 +34,12 @@ std::vector<std::pair<std::string, std::string_view>> include_files() {
   std::vector<std::pair<std::string, std::string_view>> files = {
       {"metal_shim.h", embedded_file("metal_shim.h")},
       {"metal_shim_matrix.h", embedded_file("metal_shim_matrix.h")},
+      {"metal_shim_tensor.h", embedded_file("metal_shim_tensor.h")},
       {"metal_sim_abi.h", embedded_file("metal_sim_abi.h")}};
   for (const char* header :
        {"metal_stdlib", "metal_simdgroup_matrix", "metal_simdgroup", "metal_math", "metal_atomic",
-        "metal_compute", "metal_integer", "metal_common", "metal_relational", "metal_geometric"})
+        "metal_compute", "metal_integer", "metal_common", "metal_relational", "metal_geometric",
+        "metal_tensor", "MetalPerformancePrimitives/MetalPerformancePrimitives.h"})
     files.push_back({header, "#include \"metal_shim.h\"\n"});
   return files;
 }

@@ -103,14 +103,18 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
                    bool shared_object) {
   host::TempDir tmp("metal-sim");
   fs::path dir_path = tmp.path();
-  for (const auto& [name, text] : include_files) write_file(dir_path / name, text);
+  for (const auto& [name, text] : include_files) {
+    fs::path at = dir_path / name;
+    if (at.has_parent_path()) fs::create_directories(at.parent_path());  // Framework/Header.h
+    write_file(at, text);
+  }
   fs::path src = dir_path / std::string(source_name);
   write_file(src, source);
   fs::path out = dir_path / "kernel.so";
   std::vector<std::string> argv = {clang.command,
                                    "-x",
                                    "c++",
-                                   "-std=c++17",
+                                   "-std=c++20",  // class-type template parameters (matmul2d<descriptor, scope>)
                                    "-O2",
                                    "-fPIC",
                                    "-Werror",

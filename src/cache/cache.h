@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <cstdint>
 #include <list>
 #include <map>
 #include <memory>

@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>

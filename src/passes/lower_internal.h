@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>

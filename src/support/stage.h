@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <cstdint>
 #include <array>
 #include <optional>
 #include <string_view>

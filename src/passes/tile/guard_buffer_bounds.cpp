@@ -284,8 +284,10 @@ ValueId Bounds::mask_limit(ValueId mask, ValueId lanes) const {
   if (lt == less_than_.end() || lt->second.first != lanes) return kNoValue;
   ValueId n = lt->second.second;
   if (auto b = broadcast_of_.find(n); b != broadcast_of_.end()) n = b->second;
+  // Only a limit of the lanes' own (signed, at most 32-bit) type: `limit - 1` then cannot wrap
+  // in i64, and the compare is the signed one the mask meant.
   const Type t = p_.type(n);
-  return t.is_tile() || !is_int(t.dtype) ? kNoValue : n;
+  return t.is_tile() || t.dtype != p_.type(lanes).dtype ? kNoValue : n;
 }
 
 void Bounds::access(Op& op) {

@@ -90,6 +90,7 @@ struct CpuEmitter {
   void emit_streamed_store(const Op& op, const std::function<void(const Idx&)>& body);
   void emit_atomic(const Op& op);
   void emit_tile_store(const Op& op);
+  void emit_tile_load_rows(const Op& op);
   void emit_dot(const Op& op);
   // How one reduction folds: its accumulator, identity, omp clause, step and result.
   struct Fold {

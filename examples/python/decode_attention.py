@@ -76,19 +76,34 @@ def decode_attention_merge(Acc, Max, Sum, Out, splits,
     metile.store(Out + bh * HEAD_DIM + metile.arange(0, HEAD_DIM), out.to(Out.dtype))
 
 
-def decode(q, k, v, out, splits=1, block_n=32):
+def split_plan(seq, splits, block_n):
+    """(splits, chunk): at most one split per block of keys, each split a whole number of blocks."""
+    splits = max(1, min(splits, metile.cdiv(seq, block_n)))
+    return splits, metile.cdiv(metile.cdiv(seq, splits), block_n) * block_n
+
+
+def workspace(batch, heads, dim, splits):
+    """The partials of split-KV decoding: unnormalized outputs, running maxima, running sums."""
+    parts = batch * heads * splits
+    return (metile.Buffer.zeros((parts, dim)), metile.Buffer.zeros((parts,)),
+            metile.Buffer.zeros((parts,)))
+
+
+def decode(q, k, v, out, splits=1, block_n=32, scratch=None):
     """q, out: [batch, heads, dim]; k, v: [batch, kv_heads, seq, dim] (numpy arrays or Buffers).
-    splits > 1 runs the split-KV form with its merge kernel."""
+    splits > 1 runs the split-KV form with its merge kernel; `scratch` (from workspace() with
+    the same splits) saves allocating the partials on every call."""
     batch, heads, dim = q.shape
     kv_heads, seq = k.shape[1], k.shape[2]
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
-    splits = max(1, min(splits, metile.cdiv(seq, block_n)))
-    chunk = metile.cdiv(metile.cdiv(seq, splits), block_n) * block_n
+    asked = splits
+    splits, chunk = split_plan(seq, splits, block_n)
+    acc, m, s = scratch if scratch is not None else workspace(batch, heads, dim, splits)
+    if acc.shape[0] < batch * heads * splits:
+        raise ValueError(f"scratch holds {acc.shape[0]} partials; {asked} splits of this batch "
+                         f"need {batch * heads * splits} (use workspace() with the same splits)")
     scale = LOG2E / math.sqrt(dim)
-    parts = batch * heads * splits
-    acc = metile.Buffer.zeros((parts, dim))
-    m, s = metile.Buffer.zeros((parts,)), metile.Buffer.zeros((parts,))
     decode_attention_partial[(batch * heads, splits)](
         q, k, v, out, acc, m, s, seq, chunk, scale, HEADS=heads, KV_HEADS=kv_heads,
         HEAD_DIM=dim, BLOCK_N=block_n, SPLIT=splits > 1)

@@ -99,6 +99,18 @@ def test_decode_attention_head_dim_128_more_splits_than_blocks(device):
     _check(_values(out), decode_attention.reference(*vals), "f32")
 
 
+def test_decode_attention_reuses_a_workspace_and_rejects_one_too_small(device):
+    (q, k, v), vals = _inputs([(1, 4, 64), (1, 2, 300, 64), (1, 2, 300, 64)], "f32")
+    out = metile.Buffer.zeros((1, 4, 64))
+    scratch = decode_attention.workspace(1, 4, 64, 4)
+    for _ in range(2):
+        out.numpy()[...] = np.nan
+        decode_attention.decode(q, k, v, out, splits=4, scratch=scratch)
+        _check(_values(out), decode_attention.reference(*vals), "f32")
+    with pytest.raises(ValueError, match="scratch holds 8 partials; 4 splits of this batch need 16"):
+        decode_attention.decode(q, k, v, out, splits=4, scratch=decode_attention.workspace(1, 4, 64, 2))
+
+
 def test_decode_attention_rejects_heads_not_a_multiple_of_kv_heads(device):
     q = np.zeros((1, 6, 64), np.float32)
     kv = np.zeros((1, 4, 8, 64), np.float32)

@@ -10,6 +10,8 @@ vector add at 2^25 elements against `numpy.add(x, y, out=o)`; the seed README GE
 dot over K, tile_store, with bounds) at 1024^3 f32 against OpenBLAS's cblas_sgemm, called through
 ctypes from `--openblas` (Debian: libopenblas0-pthread; numpy is not used for it because Debian's
 numpy links the reference BLAS unless the alternative is switched).
+"no streaming" contenders are the same kernels prepared with METILE_CPU_STREAM_MIN_BYTES set out of
+reach, so their stores never bypass the cache (the library's behaviour before streamed stores).
 Method: every workload's contenders run one call each in turn, `--rounds` times (after a warm-up
 call each), through a prepared launch (metile) or a plain call (numpy, OpenBLAS), each call
 followed by synchronize; the table gives the median ms of each, the median process CPU ms per
@@ -69,6 +71,19 @@ def alternate(contenders, rounds):
             times[k][0].append(time.perf_counter() - t0)
             times[k][1].append(time.process_time() - c0)
     return times
+
+
+def no_streaming(make):
+    """A launch prepared with streamed stores off (they are decided when a launch is prepared)."""
+    saved = os.environ.get("METILE_CPU_STREAM_MIN_BYTES")
+    os.environ["METILE_CPU_STREAM_MIN_BYTES"] = str(1 << 62)
+    try:
+        return make()
+    finally:
+        if saved is None:
+            del os.environ["METILE_CPU_STREAM_MIN_BYTES"]
+        else:
+            os.environ["METILE_CPU_STREAM_MIN_BYTES"] = saved
 
 
 def openblas_sgemm(path, a, b, c):
@@ -149,8 +164,12 @@ def main():
             "numpy": lambda: np.add(axn, ayn, out=aon),
             "metile": synced(add[(metile.cdiv(n_add, ABLOCK),)].prepare(ax, ay, ao, n_add,
                                                                              BLOCK=ABLOCK)),
+            "metile no streaming": no_streaming(lambda: synced(
+                add[(metile.cdiv(n_add, ABLOCK),)].prepare(ax, ay, ao, n_add, BLOCK=ABLOCK))),
         }),
     ]
+    workloads[0][1]["metile fused no streaming"] = no_streaming(lambda: synced(
+        seed_softmax[(R,)].prepare(x, out, N, BLOCK=B)))
     if args.gemm:
         G = args.gemm
         ga = rng.standard_normal((G, G), dtype=np.float32)

@@ -100,7 +100,8 @@ def main():
     err = np.abs(out - reference(q, k, v, causal)).max()
     print(f"{bh}x{seq}x{dim} causal={causal} {np.dtype(dtype).name}: {ms:.1f} ms "
           f"(first call: trace, compile, run), max |error| {err:.2e}")
-    return 0 if err < (2e-2 if dtype == np.float16 else 1e-3) else 1
+    tol = 2e-2 if dtype == np.float16 else 5e-3 if metile.get_device().name == "cuda" else 1e-3  # TF32
+    return 0 if err < tol else 1
 
 
 if __name__ == "__main__":

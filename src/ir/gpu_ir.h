@@ -34,6 +34,14 @@
  *       fragment layout: warp w = wm + warps_m * wn owns rows [wm, wm+1) * m/warps_m and
  *       columns [wn, wn+1) * n/warps_n, covered by atoms (tm, tn); register
  *       v + values * (tm + TM * tn) is value v of atom (tm, tn) (see lower_dot.cpp).
+ *       {ldmatrix}: fragments of 16-bit operands may be read with ldmatrix (rows 16-byte aligned).
+ *   async_copy {width}(dst, src [, pred [, live]]): per chunk of `width` registers, dst[r] =
+ *       pred[r] ? src[r] : 0 from device to threadgroup memory; chunks whose `live` is false
+ *       (padding) copy nothing. The dialect may issue it asynchronously
+ *       (cp.async, 16 bytes when the whole chunk is in bounds and aligned): the data is only
+ *       visible after async_commit, async_wait and a barrier. dst chunks are width-aligned.
+ *   async_commit: the copies issued since the last commit form a group.
+ *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).
  */
 #pragma once
 

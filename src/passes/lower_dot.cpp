@@ -21,6 +21,13 @@
 // before the next stage overwrites the arrays. When A and B would take more than half the
 // target's threadgroup memory, K is staged in chunks (each a stage, an mma and two barriers).
 //
+// A dot operand that a tile_load of the same block produces, with nothing that writes memory
+// between the two and no other use, skips the registers: the dot copies it from device memory
+// straight into its staging array with async_copy (cp.async on CUDA, 16-byte chunks in a
+// coalesced layout of its own, zero-filled outside the bounds), then async_commit, async_wait
+// and the barrier. Only for atoms, unchunked K and rows of whole 16-byte chunks
+// (LowerOptions::async_copy switches it off).
+//
 // An atom whose accumulator layout is the hardware's secret (acc_through_threadgroup: Metal 4
 // tensor_ops) also gets an f32 m x n threadgroup array the mma passes the registers through. It
 // is taken only when that array and the smallest staging fit in 3/4 of the threadgroup memory
@@ -123,6 +130,50 @@ LayoutId Lowering::fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, in
                                        make_layout(IntTuple(rs), IntTuple(rd))));
 }
 
+int64_t Lowering::dot_chunk(const DotPlan& plan, int64_t m, int64_t n, int64_t k) const {
+  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage)), pad = staging_pad(plan.stage);
+  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
+  const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
+  const uint64_t acc_bytes = acc_array ? static_cast<uint64_t>(m * n) * 4 : 0;
+  auto bytes = [&](int64_t c) {
+    return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem) + acc_bytes;
+  };
+  int64_t kc = k;
+  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
+    kc /= 2;
+  return kc;
+}
+
+void Lowering::plan_direct_copies(const Block& blk, const std::vector<int>& uses) {
+  std::map<ValueId, size_t> loaded;  // tile_load result -> its position in blk
+  for (size_t j = 0; j < blk.ops.size(); ++j) {
+    const Op& o = blk.ops[j];
+    for (const Block& r : o.regions) plan_direct_copies(r, uses);
+    if (o.kind == OpKind::TILE_LOAD) loaded[o.result()] = j;
+    if (o.kind != OpKind::DOT) continue;
+    DotPlan& plan = dot_plans.at(&o);
+    const Shape& cs = p.type(o.operands[2]).shape;
+    const int64_t k = p.type(o.operands[0]).shape.dims[1];
+    plan.kc = dot_chunk(plan, cs.dims[0], cs.dims[1], k);
+    if (!options.async_copy || plan.atom == nullptr || plan.kc != k) continue;
+    const int64_t vec = 16 / static_cast<int64_t>(dtype_size(plan.stage));
+    for (int i = 0; i < 2; ++i) {
+      auto at = loaded.find(o.operands[i]);
+      if (at == loaded.end() || uses[o.operands[i]] != 1) continue;
+      const Type& t = p.type(o.operands[i]);
+      if (t.dtype != plan.stage || t.shape.dims[1] % vec != 0) continue;
+      bool moves = true;  // nothing between the load and the dot writes memory
+      for (size_t x = at->second + 1; x < j; ++x) {
+        OpKind k2 = blk.ops[x].kind;
+        moves = moves && (has_trait(k2, kPure) || k2 == OpKind::TILE_LOAD || k2 == OpKind::LOAD);
+      }
+      if (!moves) continue;
+      plan.direct[i] = &blk.ops[at->second];
+      direct_loads.insert(plan.direct[i]);
+    }
+  }
+}
+
 void Lowering::assign_layouts() {
   assigned.assign(p.values.size(), gpu::kUniform);
   int64_t warps = f.threads / f.simd_width;
@@ -140,6 +191,11 @@ void Lowering::assign_layouts() {
     }
     dot_plans[&o] = plan;
   });
+  std::vector<int> uses(p.values.size(), 0);
+  walk(p.body, [&](const Op& o) {
+    for (ValueId v : o.operands) ++uses[v];
+  });
+  plan_direct_copies(p.body, uses);
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
   auto give = [&](ValueId v, LayoutId l, bool& changed) {
     if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return;
@@ -194,6 +250,31 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int a
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, pred);
 }
 
+void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld) {
+  const Shape& s = p.type(load.result()).shape;
+  const DType d = p.type(load.result()).dtype;
+  const int64_t vec = 16 / static_cast<int64_t>(dtype_size(d)), threads = f.threads;
+  // Thread t copies the 16-byte chunks t, t + T, ...: consecutive threads, consecutive memory.
+  const int64_t chunks = (s.numel() / vec + threads - 1) / threads;
+  LayoutId l = f.add_layout(gpu::tile_layout(s.numel(), make_layout(threads, vec),
+                                             make_layout(tup(vec, chunks), tup(1, threads * vec))));
+  std::vector<ValueId> ix;
+  for (size_t i = 1; i < load.operands.size(); ++i) ix.push_back(get(load.operands[i]));
+  auto [src, pred] = tile_access(get(load.operands[0]), ix, s, l);
+  ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
+  ValueId cols = c_i32(s.dims[1]);
+  ValueId off = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {b.ew(OpKind::DIV, {e, cols}), c_i32(ld)}),
+                                   b.ew(OpKind::MOD, {e, cols})});
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::ASYNC_COPY;
+  g.operands = {b.ew(OpKind::PTR_OFFSET, {buf, off}), src};
+  if (pred != kNoValue) g.operands.push_back(pred);
+  // Padding registers (more threads than chunks) copy nothing: their rows lie past the array.
+  if (ValueId live = valid_pred(l); live != kNoValue) g.operands.push_back(live);
+  g.attrs = {{"width", vec}};
+  b.append(std::move(g));
+}
+
 void Lowering::dot(const Op& op) {
   const DotPlan& plan = dot_plans.at(&op);
   const Shape &as = p.type(op.operands[0]).shape, &bs = p.type(op.operands[1]).shape;
@@ -201,19 +282,11 @@ void Lowering::dot(const Op& op) {
   const DType ct = p.type(op.result()).dtype;
   LayoutId acc_l = layout_of(op.result());
   ValueId acc = materialize(get(op.operands[2]), acc_l);
-  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
   const int64_t pad = staging_pad(plan.stage);
   // K is staged in chunks of kc columns of A / rows of B, halved until the arrays take at most
   // half the target's threadgroup memory (the rest is left to exchanges and the user).
-  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
   const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
-  const uint64_t acc_bytes = acc_array ? static_cast<uint64_t>(m * n) * 4 : 0;
-  auto bytes = [&](int64_t c) {
-    return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem) + acc_bytes;
-  };
-  int64_t kc = k;
-  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
-    kc /= 2;
+  const int64_t kc = plan.kc;
   const int64_t lda = kc + pad, ldb = n + pad;
   ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
   ValueId b_buf = pb.alloc(plan.stage, kc * ldb, "b_smem");
@@ -222,8 +295,18 @@ void Lowering::dot(const Op& op) {
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
-    stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
-    stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+    if (plan.direct[0] != nullptr) stage_direct(*plan.direct[0], a_buf, lda);
+    else stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
+    if (plan.direct[1] != nullptr) stage_direct(*plan.direct[1], b_buf, ldb);
+    else stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+    if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
+      gpu::Op commit, wait;
+      commit.kind = gpu::GpuOpKind::ASYNC_COMMIT;
+      wait.kind = gpu::GpuOpKind::ASYNC_WAIT;
+      wait.attrs = {{"pending", int64_t{0}}};
+      b.append(std::move(commit));
+      b.append(std::move(wait));
+    }
     b.barrier();
     if (plan.atom != nullptr) {
       gpu::Op g;
@@ -234,7 +317,9 @@ void Lowering::dot(const Op& op) {
                  {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
                  {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
-                 {"tf32", int64_t{plan.atom->relaxed}}};
+                 {"tf32", int64_t{plan.atom->relaxed}},
+                 {"ldmatrix", int64_t{options.ldmatrix && dtype_size(plan.stage) == 2 &&
+                                      lda % 8 == 0 && ldb % 8 == 0}}};
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();
     } else {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -121,7 +122,11 @@ class Lowering {
     DType stage = DType::invalid;  // operand element type in threadgroup memory
     int warps_m = 0, warps_n = 0;
     LayoutId acc = gpu::kUniform;  // the accumulator's layout
+    int64_t kc = 0;                // K columns staged at a time
+    /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
+    const Op* direct[2] = {nullptr, nullptr};
   };
+  std::set<const Op*> direct_loads;  // tile_loads a dot copies itself (lowered there, not here)
   std::map<const Op*, DotPlan> dot_plans;
   std::vector<LayoutId> assigned;  // Tile IR value -> layout (kUniform: layout_for(shape))
   /** Warps a threadgroup gets for the program's dots (0: no dot fits an atom). */
@@ -138,6 +143,12 @@ class Lowering {
    */
   void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
              int64_t len);
+  /** K columns staged at a time: halved until A and B fit half the threadgroup memory. */
+  int64_t dot_chunk(const DotPlan& plan, int64_t m, int64_t n, int64_t k) const;
+  /** Picks the dot operands that tile_loads in the same block can copy straight to staging. */
+  void plan_direct_copies(const Block& blk, const std::vector<int>& uses);
+  /** Copies tile_load `load` into threadgroup array buf (row stride ld) with async_copy. */
+  void stage_direct(const Op& load, ValueId buf, int64_t ld);
   void dot(const Op& op);
 
   // --- lower_reduce.cpp ---

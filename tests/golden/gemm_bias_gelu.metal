@@ -132,72 +132,51 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
     int t2[8];
-    int row[8];
     int t3[8];
-    int col[8];
+    device const float* a_ptrs[8];
     bool in_bounds[8];
+    int t12[8];
     #pragma unroll
     for (int r = 0; r < 8; ++r) {
       const int idx = tid * 4 + r % 4 + ((r / 4)) * 512;
       t2[r] = mt_div(idx, 32);
-      row[r] = t + t2[r];
+      const int row = t + t2[r];
       t3[r] = mt_mod(idx, 32);
-      col[r] = i + t3[r];
-      in_bounds[r] = ((row[r] >= 0) & (row[r] < M)) & ((col[r] >= 0) & (col[r] < K));
+      const int col = i + t3[r];
+      a_ptrs[r] = A + (row * K + col);
+      in_bounds[r] = ((row >= 0) & (row < M)) & ((col >= 0) & (col < K));
+      t12[r] = t2[r] * 36 + t3[r];
     }
-    float tile[8];
     #pragma unroll
     for (int c = 0; c < 8; c += 4) {
       if (in_bounds[c] && in_bounds[c + 1] && in_bounds[c + 2] && in_bounds[c + 3]) {
-        const float4 tile_vec = *(device const packed_float4*)(A + (row[c] * K + col[c]));
-        tile[c] = tile_vec[0];
-        tile[c + 1] = tile_vec[1];
-        tile[c + 2] = tile_vec[2];
-        tile[c + 3] = tile_vec[3];
+        *(threadgroup packed_float4*)(a_smem + t12[c]) = *(device const packed_float4*)(a_ptrs[c]);
       } else {
         #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          tile[c + j] = in_bounds[c + j] ? A[row[c + j] * K + col[c + j]] : 0.0f;
+          if (in_bounds[c + j]) a_smem[t12[c + j]] = *a_ptrs[c + j]; else a_smem[t12[c + j]] = 0.0f;
         }
       }
     }
-    int row1[8];
-    int col1[8];
+    device const float* b_ptrs[8];
     bool in_bounds1[8];
     #pragma unroll
     for (int r = 0; r < 8; ++r) {
-      row1[r] = i + t2[r];
-      col1[r] = t1 + t3[r];
-      in_bounds1[r] = ((row1[r] >= 0) & (row1[r] < K)) & ((col1[r] >= 0) & (col1[r] < N));
+      const int row1 = i + t2[r];
+      const int col1 = t1 + t3[r];
+      b_ptrs[r] = B + (row1 * N + col1);
+      in_bounds1[r] = ((row1 >= 0) & (row1 < K)) & ((col1 >= 0) & (col1 < N));
     }
-    float tile1[8];
     #pragma unroll
     for (int c = 0; c < 8; c += 4) {
       if (in_bounds1[c] && in_bounds1[c + 1] && in_bounds1[c + 2] && in_bounds1[c + 3]) {
-        const float4 tile1_vec = *(device const packed_float4*)(B + (row1[c] * N + col1[c]));
-        tile1[c] = tile1_vec[0];
-        tile1[c + 1] = tile1_vec[1];
-        tile1[c + 2] = tile1_vec[2];
-        tile1[c + 3] = tile1_vec[3];
+        *(threadgroup packed_float4*)(b_smem + t12[c]) = *(device const packed_float4*)(b_ptrs[c]);
       } else {
         #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          tile1[c + j] = in_bounds1[c + j] ? B[row1[c + j] * N + col1[c + j]] : 0.0f;
+          if (in_bounds1[c + j]) b_smem[t12[c + j]] = *b_ptrs[c + j]; else b_smem[t12[c + j]] = 0.0f;
         }
       }
-    }
-    int t19[8];
-    #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      t19[r] = t2[r] * 36 + t3[r];
-    }
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      *(threadgroup packed_float4*)(a_smem + t19[c]) = float4(tile[c], tile[c + 1], tile[c + 2], tile[c + 3]);
-    }
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      *(threadgroup packed_float4*)(b_smem + t19[c]) = float4(tile1[c], tile1[c + 1], tile1[c + 2], tile1[c + 3]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     float acc1[8];

@@ -56,6 +56,7 @@ def time_per_call(fn, sync, calls, repeats=5):
 
 
 CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_threads)
+    (128, 256, 32, 256), (256, 128, 32, 256), (128, 256, 64, 256),
     (128, 128, 32, 128), (128, 128, 32, 256), (128, 128, 64, 256), (64, 128, 32, 128),
     (128, 64, 64, 128), (64, 64, 32, 128), (64, 64, 64, 128), (16, 128, 64, 128),
     (16, 64, 64, 64), (16, 64, 128, 128),
@@ -68,6 +69,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--dtypes", default="f16,bf16,tf32")
     ap.add_argument("--shapes", default=None, help="e.g. 4096x4096x4096,16x8192x8192")
+    ap.add_argument("--configs", default=None, help="indices into CONFIGS to try, e.g. 0,1,4")
     ap.add_argument("--memory", choices=("managed", "dlpack"), default="managed",
                     help="metile's own managed buffers, or torch's device memory through DLPack")
     args = ap.parse_args()
@@ -141,7 +143,8 @@ def main():
             else:
                 ma, mb, mc = device_copy(ta), device_copy(tb), metile.Buffer.zeros((m, n))
             best = None
-            for (bm, bnn, bk, thr) in CONFIGS:
+            picked = ([CONFIGS[int(i)] for i in args.configs.split(",")] if args.configs else CONFIGS)
+            for (bm, bnn, bk, thr) in picked:
                 if (m >= 64) != (bm >= 64):
                     continue
                 launch = gemm[(metile.cdiv(m, bm), metile.cdiv(n, bnn))]

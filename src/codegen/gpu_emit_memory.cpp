@@ -148,8 +148,12 @@ void Emitter::mma(const gpu::Op& op) {
   MmaSpec s;
   s.atom = op.attr_str("atom");
   if (op.operands.size() > 4) s.c = name_[op.operands[4]];
-  s.a = name_[op.operands[0]];
-  s.b = name_[op.operands[1]];
+  auto array = [&](ValueId x) {  // a stage of a pipelined dot is an offset into its array
+    std::string e = strip_parens(expr(x, "0"));
+    return is_identifier(e) ? e : "(" + e + ")";
+  };
+  s.a = array(op.operands[0]);
+  s.b = array(op.operands[1]);
   s.acc = name_[v];
   s.tid = strip_parens(expr(op.operands[3], "0"));
   s.ab = dtype(op.operands[0]);

@@ -26,6 +26,12 @@ struct LowerOptions {
   bool async_copy = true;
   /** 16-bit mma operands read their fragments with ldmatrix on CUDA (off: shared loads). */
   bool ldmatrix = true;
+  /**
+   * Stages of the K-loop pipeline for dots whose operands are copied straight to threadgroup
+   * memory (lower_pipeline.cpp): 0 = the target's choice (3 where copies are asynchronous, as
+   * far as threadgroup memory allows), 1 = none.
+   */
+  int num_stages = 0;
 };
 
 /**

@@ -196,6 +196,7 @@ void Lowering::assign_layouts() {
     for (ValueId v : o.operands) ++uses[v];
   });
   plan_direct_copies(p.body, uses);
+  plan_pipelines();
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
   auto give = [&](ValueId v, LayoutId l, bool& changed) {
     if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return;
@@ -250,7 +251,20 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int a
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, pred);
 }
 
-void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld) {
+void Lowering::async_commit() {
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::ASYNC_COMMIT;
+  b.append(std::move(g));
+}
+
+void Lowering::async_wait(int64_t pending) {
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::ASYNC_WAIT;
+  g.attrs = {{"pending", pending}};
+  b.append(std::move(g));
+}
+
+void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range) {
   const Shape& s = p.type(load.result()).shape;
   const DType d = p.type(load.result()).dtype;
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(d)), threads = f.threads;
@@ -261,6 +275,7 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld) {
   std::vector<ValueId> ix;
   for (size_t i = 1; i < load.operands.size(); ++i) ix.push_back(get(load.operands[i]));
   auto [src, pred] = tile_access(get(load.operands[0]), ix, s, l);
+  pred = and_pred(pred, in_range);
   ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId off = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {b.ew(OpKind::DIV, {e, cols}), c_i32(ld)}),
@@ -275,6 +290,21 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld) {
   b.append(std::move(g));
 }
 
+std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) {
+  DotPlan& plan = dot_plans.at(&op);
+  if (plan.bufs[0] == kNoValue) {
+    const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
+    const int64_t pad = staging_pad(plan.stage);
+    plan.ld[0] = plan.kc + pad;
+    plan.ld[1] = n + pad;
+    plan.elems[0] = m * plan.ld[0];
+    plan.elems[1] = plan.kc * plan.ld[1];
+    plan.bufs[0] = pb.alloc(plan.stage, stages * plan.elems[0], "a_smem");
+    plan.bufs[1] = pb.alloc(plan.stage, stages * plan.elems[1], "b_smem");
+  }
+  return {plan.bufs[0], plan.bufs[1]};
+}
+
 void Lowering::dot(const Op& op) {
   const DotPlan& plan = dot_plans.at(&op);
   const Shape &as = p.type(op.operands[0]).shape, &bs = p.type(op.operands[1]).shape;
@@ -282,32 +312,34 @@ void Lowering::dot(const Op& op) {
   const DType ct = p.type(op.result()).dtype;
   LayoutId acc_l = layout_of(op.result());
   ValueId acc = materialize(get(op.operands[2]), acc_l);
-  const int64_t pad = staging_pad(plan.stage);
-  // K is staged in chunks of kc columns of A / rows of B, halved until the arrays take at most
-  // half the target's threadgroup memory (the rest is left to exchanges and the user).
+  // K is staged in chunks of kc columns of A / rows of B (dot_chunk). A pipelined dot
+  // (lower_pipeline.cpp) finds its operands already in stage `pipe_stage` of its arrays.
   const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
   const int64_t kc = plan.kc;
-  const int64_t lda = kc + pad, ldb = n + pad;
-  ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
-  ValueId b_buf = pb.alloc(plan.stage, kc * ldb, "b_smem");
+  const auto piped = pipelined_dots.find(&op);
+  auto [a_buf, b_buf] = dot_buffers(op, piped != pipelined_dots.end() ? piped->second->stages : 1);
+  const int64_t lda = plan.ld[0], ldb = plan.ld[1];
   ValueId c_buf = acc_array ? pb.alloc(DType::f32, m * n, "c_smem") : kNoValue;
   ValueId tid = builtin(gpu::Builtin::thread_index);
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
+  if (piped != pipelined_dots.end()) {
+    ValueId stage = piped->second->stage;
+    a_buf = b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[0])})});
+    b_buf = b.ew(OpKind::PTR_OFFSET, {b_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[1])})});
+  }
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
-    if (plan.direct[0] != nullptr) stage_direct(*plan.direct[0], a_buf, lda);
-    else stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
-    if (plan.direct[1] != nullptr) stage_direct(*plan.direct[1], b_buf, ldb);
-    else stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
-    if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
-      gpu::Op commit, wait;
-      commit.kind = gpu::GpuOpKind::ASYNC_COMMIT;
-      wait.kind = gpu::GpuOpKind::ASYNC_WAIT;
-      wait.attrs = {{"pending", int64_t{0}}};
-      b.append(std::move(commit));
-      b.append(std::move(wait));
+    if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop
+      if (plan.direct[0] != nullptr) stage_direct(*plan.direct[0], a_buf, lda);
+      else stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
+      if (plan.direct[1] != nullptr) stage_direct(*plan.direct[1], b_buf, ldb);
+      else stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+      if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
+        async_commit();
+        async_wait(0);
+      }
+      b.barrier();
     }
-    b.barrier();
     if (plan.atom != nullptr) {
       gpu::Op g;
       g.kind = gpu::GpuOpKind::MMA;
@@ -341,7 +373,9 @@ void Lowering::dot(const Op& op) {
         return std::vector<ValueId>{b.ew(OpKind::ADD, {carried[0], b.ew(OpKind::MUL, {av, bv})})};
       })[0];
     }
-    b.barrier();  // before the next chunk or dot overwrites the arrays
+    // Before the next chunk or dot overwrites the arrays (a pipeline writes the stage read
+    // here only after the next iteration's barrier).
+    if (piped == pipelined_dots.end()) b.barrier();
   }
   if (f.value(r).dtype != ct) r = b.ew(OpKind::CAST, {r}, ct);
   set(op.result(), b.named(r, "acc"));

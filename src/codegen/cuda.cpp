@@ -3,6 +3,8 @@
 // over the lanes that exist, aligned element-array vectors).
 #include "codegen/cuda.h"
 
+#include <algorithm>
+
 #include "codegen/gpu_emit.h"
 #include "support/embedded.h"
 #include "support/error.h"
@@ -116,8 +118,18 @@ class CudaDialect final : public GpuDialect {
         params.push_back(c.storage(p.dtype) + " " + p.name);
       }
     }
-    std::string head = std::string("extern \"C\" __global__ void __launch_bounds__(") +
-                       std::to_string(k.threads) + ") " + k.name + "(";
+    // A matrix kernel asks for as many blocks per multiprocessor as its accumulator plus about
+    // 64 registers of fragments and addresses allow (65536 registers each): without the bound
+    // ptxas spends up to 255 registers (the fragment-layout epilogue's indices) and one block
+    // runs per multiprocessor, too few warps to hide the copies' latency.
+    std::string bounds = std::to_string(k.threads);
+    if (k.accumulator_registers > 0) {
+      int64_t need = std::min<int64_t>(255, (k.accumulator_registers + 64 + 7) / 8 * 8);
+      int64_t blocks = 65536 / (static_cast<int64_t>(k.threads) * need);
+      if (blocks > 1) bounds += ", " + std::to_string(blocks);
+    }
+    std::string head = std::string("extern \"C\" __global__ void __launch_bounds__(") + bounds + ") " +
+                       k.name + "(";
     if (params.empty()) {
       w.open(head + ")");
     } else {

@@ -130,6 +130,7 @@ void Emitter::decide() {
   // Inline decisions run backwards, so a value knows whether its user is inlined.
   std::vector<const gpu::Op*> order;
   gpu::walk(f_.body, [&](const gpu::Op& op) { order.push_back(&op); });
+  std::vector<bool> store_feed(n, false);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const gpu::Op& op = **it;
     if (op.results.size() != 1) continue;
@@ -138,6 +139,18 @@ void Emitter::decide() {
                 op.kind == GpuOpKind::VALID || op.kind == GpuOpKind::SPLAT;
     if (op.kind == GpuOpKind::SPLAT) {  // one scalar in every register: spelled as the scalar
       inline_[v] = true;
+      continue;
+    }
+    // Addresses and predicates that only a vector store consumes (a tile_store from fragments)
+    // are spelled inside its chunk loop: as arrays they would all be live at once beside the
+    // values, which costs a 64-register accumulator's store 192 more registers.
+    bool feeds_store = pure && regs(v) > 1 && !users_[v].empty();
+    for (const gpu::Op* u : users_[v])
+      feeds_store = feeds_store && block_of_[u] == block_of_[&op] &&
+                    (u->kind == GpuOpKind::VSTORE ||
+                     (u->results.size() == 1 && store_feed[u->result()] && inline_[u->result()]));
+    if (feeds_store) {
+      inline_[v] = store_feed[v] = true;
       continue;
     }
     if (!pure || users_[v].size() != 1) continue;
@@ -263,8 +276,11 @@ std::string Emitter::coord(gpu::LayoutId id, const std::string& tid, const std::
       below *= sizes[m];
     }
   };
-  modes(l.thr, tid, f_.threads);
-  modes(l.reg, r, l.regs());
+  auto operand = [](const std::string& x) {  // "c + 1" from a vector access's chunk loop
+    return is_identifier(x) || is_number(x) ? x : "(" + x + ")";
+  };
+  modes(l.thr, operand(tid), f_.threads);
+  modes(l.reg, operand(r), l.regs());
   if (terms.empty()) return "0";
   std::string s;
   for (const std::string& t : terms) s += (s.empty() ? "" : " + ") + t;
@@ -639,7 +655,10 @@ std::string Emitter::run(KernelInterface* k) {
   std::set<std::string> atoms;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     swizzle = swizzle || op.kind == GpuOpKind::SWIZZLE;
-    if (op.kind == GpuOpKind::MMA) atoms.insert(op.attr_str("atom"));
+    if (op.kind == GpuOpKind::MMA) {
+      atoms.insert(op.attr_str("atom"));
+      k->accumulator_registers = std::max(k->accumulator_registers, regs(op.result()));
+    }
   });
   w_.raw(d_.prelude(swizzle, atoms));
   gpu::walk(f_.body, [&](const gpu::Op& op) {

@@ -39,6 +39,7 @@ struct KernelInterface {
   std::vector<Shared> shared;  // threadgroup arrays, in allocation order
   std::set<gpu::Builtin> builtins;  // the builtins the kernel reads
   int threads = 0;
+  int64_t accumulator_registers = 0;  // the largest mma accumulator a thread holds (0: none)
 };
 
 /**

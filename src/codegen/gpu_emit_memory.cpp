@@ -72,32 +72,29 @@ void Emitter::vector_access(const gpu::Op& op) {
 }
 
 
-// Per chunk of `width` registers: the dialect's asynchronous copy when every element is in
-// bounds and the source suits it (else vector loads and stores of at most 4 elements, as the
-// dialects' vector types go), and element by element otherwise (zeros where pred fails).
+// Per register (one chunk of `width` elements): the dialect's asynchronous copy when the whole
+// chunk is in bounds and the source suits it (else vector loads and stores of at most 4
+// elements, as the dialects' vector types go), and element by element otherwise.
 void Emitter::async_copy(const gpu::Op& op) {
   const int64_t width = op.attr_int("width"), n = regs(op.operands[0]);
-  const ValueId dst = op.operands[0], src = op.operands[1];
-  const ValueId pred = op.operands.size() > 2 ? op.operands[2] : kNoValue;
-  const ValueId live = op.operands.size() > 3 ? op.operands[3] : kNoValue;
+  const ValueId dst = op.operands[0], src = op.operands[1], lo = op.operands[2], hi = op.operands[3];
+  const ValueId live = op.operands.size() > 4 ? op.operands[4] : kNoValue;
   const DType t = dtype(dst);
   const int64_t elem = static_cast<int64_t>(dtype_size(t));
-  const bool chunks = n > width;
-  const std::string c = chunks ? "c" : "0";
-  auto at = [&](int64_t j) {
-    if (c == "0") return std::to_string(j);
-    return j == 0 ? c : c + " + " + std::to_string(j);
-  };
-  if (chunks) {
+  std::string r = "0";
+  if (n > 1) {
+    r = "r";
     w_.line(d_.unroll());
-    w_.open("for (int c = 0; c < " + std::to_string(n) + "; c += " + std::to_string(width) + ")");
+    w_.open("for (int r = 0; r < " + std::to_string(n) + "; ++r)");
   }
-  if (live != kNoValue) w_.open("if (" + strip_parens(expr(live, at(0))) + ")");  // whole chunks
-  std::string to = strip_parens(expr(dst, at(0))), from = strip_parens(expr(src, at(0)));
+  if (live != kNoValue) w_.open("if (" + strip_parens(expr(live, r)) + ")");
+  const std::string to = strip_parens(expr(dst, r)), from = strip_parens(expr(src, r));
+  auto operand = [](std::string x) { return is_identifier(x) || is_number(x) ? x : "(" + strip_parens(x) + ")"; };
+  const std::string l = operand(expr(lo, r)), h = operand(expr(hi, r));
   std::vector<std::string> copies;
   std::string cond;
-  if (pred != kNoValue)
-    for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(j)));
+  if (l != "0") cond = l + " == 0";
+  if (h != std::to_string(width)) cond += (cond.empty() ? "" : " && ") + h + " == " + std::to_string(width);
   auto also = [&](const std::string& x) {
     if (!x.empty()) cond += (cond.empty() ? "" : " && ") + x;
   };
@@ -107,14 +104,13 @@ void Emitter::async_copy(const gpu::Op& op) {
   } else {
     const int64_t sub = std::min<int64_t>(width, 4);
     for (int64_t s = 0; s < width; s += sub) {
-      std::string d = strip_parens(expr(dst, at(s))), f = strip_parens(expr(src, at(s)));
-      copies.push_back("*(" + d_.vector_pointer(t, sub, AddrSpace::threadgroup, false) + ")(" + d + ") = *(" +
-                       d_.vector_pointer(t, sub, AddrSpace::device, const_ptr_[src]) + ")(" + f + ")");
-      if (s == 0) {
-        also(d_.vector_aligned(f, sub * elem));
-        also(d_.vector_aligned(d, sub * elem));
-      }
+      std::string off = s == 0 ? "" : " + " + std::to_string(s);
+      copies.push_back("*(" + d_.vector_pointer(t, sub, AddrSpace::threadgroup, false) + ")(" + to + off +
+                       ") = *(" + d_.vector_pointer(t, sub, AddrSpace::device, const_ptr_[src]) + ")(" +
+                       from + off + ")");
     }
+    also(d_.vector_aligned(from, sub * elem));
+    also(d_.vector_aligned(to, sub * elem));
   }
   if (!cond.empty()) w_.open("if (" + cond + ")");
   for (const std::string& x : copies) w_.line(x + ";");
@@ -122,19 +118,15 @@ void Emitter::async_copy(const gpu::Op& op) {
     w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
     w_.line(d_.unroll());
     w_.open("for (int j = 0; j < " + std::to_string(width) + "; ++j)");
-    std::string r = c == "0" ? "j" : c + " + j";
     std::string zero = strip_parens(spell_to_storage(c_, t, spell_zero(c_, t)));
-    std::string load = deref(src, r);
-    if (pred != kNoValue)
-      w_.line("if (" + strip_parens(expr(pred, r)) + ") " + deref(dst, r) + " = " + load + "; else " +
-              deref(dst, r) + " = " + zero + ";");
-    else
-      w_.line(deref(dst, r) + " = " + load + ";");
+    // The source address is formed only where the element is in bounds.
+    w_.line("if (j >= " + l + " && j < " + h + ") (" + to + ")[j] = (" + from + ")[j]; else (" + to + ")[j] = " +
+            zero + ";");
     w_.close();
     w_.close();
   }
   if (live != kNoValue) w_.close();
-  if (chunks) w_.close();
+  if (n > 1) w_.close();
 }
 
 void Emitter::mma(const gpu::Op& op) {

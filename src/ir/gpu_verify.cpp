@@ -306,19 +306,19 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_COPY: {
-        operands(2, 4);
+        operands(4, 5);
         results(0);
         const Value &d = val(op.operands[0]), &s = val(op.operands[1]);
         if (!d.is_ptr || d.space != AddrSpace::threadgroup) bad("dst must be threadgroup pointers");
         if (!s.is_ptr || s.space != AddrSpace::device) bad("src must be device pointers");
         if (d.dtype != s.dtype) bad("dst and src must point to one element type");
-        for (size_t i = 2; i < op.operands.size(); ++i)
-          if (val(op.operands[i]).is_ptr || val(op.operands[i]).dtype != DType::boolean)
-            bad("predicates must be bool");
+        for (size_t i = 2; i < 4; ++i)
+          if (val(op.operands[i]).is_ptr || val(op.operands[i]).dtype != DType::i32) bad("lo and hi must be i32");
+        if (op.operands.size() == 5 && (val(op.operands[4]).is_ptr || val(op.operands[4]).dtype != DType::boolean))
+          bad("live must be bool");
         if (!f.layout(d.layout).is_tile()) bad("operands must be tiles");
         agree(op.operands, kNoValue);
-        int64_t w = op.attr_int("width");
-        if (w < 1 || f.regs(op.operands[0]) % w != 0) bad("width ", w, " does not divide ", f.regs(op.operands[0]), " registers");
+        if (op.attr_int("width") < 1) bad("width must be positive");
         break;
       }
       case GpuOpKind::ASYNC_COMMIT:

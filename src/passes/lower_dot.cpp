@@ -268,22 +268,48 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
   const Shape& s = p.type(load.result()).shape;
   const DType d = p.type(load.result()).dtype;
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(d)), threads = f.threads;
-  // Thread t copies the 16-byte chunks t, t + T, ...: consecutive threads, consecutive memory.
+  // One register per 16-byte chunk: thread t copies chunks t, t + T, ... (consecutive threads,
+  // consecutive memory), and each register holds the chunk's first element. A chunk lies in
+  // one row (the columns are a multiple of vec), so its bounds are one interval [lo, hi).
   const int64_t chunks = (s.numel() / vec + threads - 1) / threads;
   LayoutId l = f.add_layout(gpu::tile_layout(s.numel(), make_layout(threads, vec),
-                                             make_layout(tup(vec, chunks), tup(1, threads * vec))));
+                                             make_layout(chunks, threads * vec)));
   std::vector<ValueId> ix;
   for (size_t i = 1; i < load.operands.size(); ++i) ix.push_back(get(load.operands[i]));
-  auto [src, pred] = tile_access(get(load.operands[0]), ix, s, l);
-  pred = and_pred(pred, in_range);
+  DType it = DType::i32;
+  for (ValueId v : ix)
+    if (f.value(v).dtype == DType::i64 || f.value(v).dtype == DType::u32) it = DType::i64;
+  for (ValueId& v : ix)
+    if (f.value(v).dtype != it) v = b.ew(OpKind::CAST, {v}, it);
   ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId cols = c_i32(s.dims[1]);
-  ValueId off = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {b.ew(OpKind::DIV, {e, cols}), c_i32(ld)}),
-                                   b.ew(OpKind::MOD, {e, cols})});
+  ValueId r = b.ew(OpKind::DIV, {e, cols}), c = b.ew(OpKind::MOD, {e, cols});
+  ValueId dst = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c})});
+  auto wide = [&](ValueId x) { return it == DType::i32 ? x : b.ew(OpKind::CAST, {x}, it); };
+  ValueId row = b.named(b.ew(OpKind::ADD, {ix[0], wide(r)}), "row");
+  ValueId col = b.named(b.ew(OpKind::ADD, {ix[1], wide(c)}), "col");
+  ValueId src = b.named(b.ew(OpKind::PTR_OFFSET, {get(load.operands[0]),
+                                                  b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, ix[2]}), col})}),
+                        param_stem(get(load.operands[0])) + "_ptrs");
+  ValueId lo = c_i32(0), hi = c_i32(vec);
+  ValueId full = in_range;
+  if (ix.size() == 5) {
+    // Elements [lo, hi) of the chunk are in bounds: columns in [0, cols), rows in [0, rows).
+    auto clamp = [&](ValueId x) {
+      ValueId z = b.constant_int(it, 0), w = b.constant_int(it, vec);
+      ValueId v = b.ew(OpKind::MINIMUM, {b.ew(OpKind::MAXIMUM, {x, z}), w});
+      return it == DType::i32 ? v : b.ew(OpKind::CAST, {v}, DType::i32);
+    };
+    lo = b.named(clamp(b.ew(OpKind::SUB, {b.constant_int(it, 0), col})), "lo");
+    hi = clamp(b.ew(OpKind::SUB, {ix[4], col}));
+    ValueId row_in = b.ew(OpKind::BITAND, {b.ew(OpKind::GE, {row, b.constant_int(it, 0)}),
+                                           b.ew(OpKind::LT, {row, ix[3]})});
+    full = and_pred(full, row_in);
+  }
+  if (full != kNoValue) hi = b.ew(OpKind::SELECT, {full, hi, c_i32(0)});
   gpu::Op g;
   g.kind = gpu::GpuOpKind::ASYNC_COPY;
-  g.operands = {b.ew(OpKind::PTR_OFFSET, {buf, off}), src};
-  if (pred != kNoValue) g.operands.push_back(pred);
+  g.operands = {dst, src, lo, b.named(hi, "hi")};
   // Padding registers (more threads than chunks) copy nothing: their rows lie past the array.
   if (ValueId live = valid_pred(l); live != kNoValue) g.operands.push_back(live);
   g.attrs = {{"width", vec}};

@@ -131,50 +131,54 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   #pragma unroll
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
-    int t2[8];
-    int t3[8];
-    device const float* a_ptrs[8];
-    bool in_bounds[8];
-    int t12[8];
+    int t2[2];
+    int t3[2];
+    int t5[2];
+    device const float* a_ptrs[2];
+    int lo[2];
+    int hi[2];
     #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      const int idx = tid * 4 + r % 4 + ((r / 4)) * 512;
+    for (int r = 0; r < 2; ++r) {
+      const int idx = tid * 4 + r * 512;
       t2[r] = mt_div(idx, 32);
-      const int row = t + t2[r];
       t3[r] = mt_mod(idx, 32);
+      t5[r] = t2[r] * 36 + t3[r];
+      const int row = t + t2[r];
       const int col = i + t3[r];
       a_ptrs[r] = A + (row * K + col);
-      in_bounds[r] = ((row >= 0) & (row < M)) & ((col >= 0) & (col < K));
-      t12[r] = t2[r] * 36 + t3[r];
+      lo[r] = ((0 - col) > 0 ? (0 - col) : 0) < 4 ? ((0 - col) > 0 ? (0 - col) : 0) : 4;
+      hi[r] = ((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 4 ? ((K - col) > 0 ? (K - col) : 0) : 4) : 0;
     }
     #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      if (in_bounds[c] && in_bounds[c + 1] && in_bounds[c + 2] && in_bounds[c + 3]) {
-        *(threadgroup packed_float4*)(a_smem + t12[c]) = *(device const packed_float4*)(a_ptrs[c]);
+    for (int r = 0; r < 2; ++r) {
+      if ((lo[r]) == 0 && (hi[r]) == 4) {
+        *(threadgroup packed_float4*)(a_smem + t5[r]) = *(device const packed_float4*)(a_ptrs[r]);
       } else {
         #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          if (in_bounds[c + j]) a_smem[t12[c + j]] = *a_ptrs[c + j]; else a_smem[t12[c + j]] = 0.0f;
+          if (j >= (lo[r]) && j < (hi[r])) (a_smem + t5[r])[j] = (a_ptrs[r])[j]; else (a_smem + t5[r])[j] = 0.0f;
         }
       }
     }
-    device const float* b_ptrs[8];
-    bool in_bounds1[8];
+    device const float* b_ptrs[2];
+    int lo1[2];
+    int hi1[2];
     #pragma unroll
-    for (int r = 0; r < 8; ++r) {
+    for (int r = 0; r < 2; ++r) {
       const int row1 = i + t2[r];
       const int col1 = t1 + t3[r];
       b_ptrs[r] = B + (row1 * N + col1);
-      in_bounds1[r] = ((row1 >= 0) & (row1 < K)) & ((col1 >= 0) & (col1 < N));
+      lo1[r] = ((0 - col1) > 0 ? (0 - col1) : 0) < 4 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 4;
+      hi1[r] = ((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 4 ? ((N - col1) > 0 ? (N - col1) : 0) : 4) : 0;
     }
     #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      if (in_bounds1[c] && in_bounds1[c + 1] && in_bounds1[c + 2] && in_bounds1[c + 3]) {
-        *(threadgroup packed_float4*)(b_smem + t12[c]) = *(device const packed_float4*)(b_ptrs[c]);
+    for (int r = 0; r < 2; ++r) {
+      if ((lo1[r]) == 0 && (hi1[r]) == 4) {
+        *(threadgroup packed_float4*)(b_smem + t5[r]) = *(device const packed_float4*)(b_ptrs[r]);
       } else {
         #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          if (in_bounds1[c + j]) b_smem[t12[c + j]] = *b_ptrs[c + j]; else b_smem[t12[c + j]] = 0.0f;
+          if (j >= (lo1[r]) && j < (hi1[r])) (b_smem + t5[r])[j] = (b_ptrs[r])[j]; else (b_smem + t5[r])[j] = 0.0f;
         }
       }
     }
@@ -246,26 +250,14 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     bias2[c + 1] = bias2_vec[1];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  float t33[8];
-  int row2[8];
-  int col2[8];
-  bool in_bounds2[8];
-  #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    const float t28 = acc[r] + bias2[r];
-    t33[r] = t28 / (1.0f + exp(0.0f - (1.702f * t28)));
-    row2[r] = t + mt_div(idx2[r], 32);
-    col2[r] = t1 + mt_mod(idx2[r], 32);
-    in_bounds2[r] = ((row2[r] >= 0) & (row2[r] < M)) & ((col2[r] >= 0) & (col2[r] < N));
-  }
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    if (in_bounds2[c] && in_bounds2[c + 1]) {
-      *(device packed_float2*)(C + (row2[c] * N + col2[c])) = float2(t33[c], t33[c + 1]);
+    if ((((t + mt_div(idx2[c], 32)) >= 0) & ((t + mt_div(idx2[c], 32)) < M)) & (((t1 + mt_mod(idx2[c], 32)) >= 0) & ((t1 + mt_mod(idx2[c], 32)) < N)) && (((t + mt_div(idx2[c + 1], 32)) >= 0) & ((t + mt_div(idx2[c + 1], 32)) < M)) & (((t1 + mt_mod(idx2[c + 1], 32)) >= 0) & ((t1 + mt_mod(idx2[c + 1], 32)) < N))) {
+      *(device packed_float2*)(C + ((t + mt_div(idx2[c], 32)) * N + t1 + mt_mod(idx2[c], 32))) = float2((acc[c] + bias2[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias2[c])))), (acc[c + 1] + bias2[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias2[c + 1])))));
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if (in_bounds2[c + j]) C[row2[c + j] * N + col2[c + j]] = t33[c + j];
+        if ((((t + mt_div(idx2[c + j], 32)) >= 0) & ((t + mt_div(idx2[c + j], 32)) < M)) & (((t1 + mt_mod(idx2[c + j], 32)) >= 0) & ((t1 + mt_mod(idx2[c + j], 32)) < N))) C[(t + mt_div(idx2[c + j], 32)) * N + t1 + mt_mod(idx2[c + j], 32)] = (acc[c + j] + bias2[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias2[c + j]))));
       }
     }
   }

@@ -5,7 +5,7 @@
 C = A @ B, row-major, f32 C, for f16, bf16 and f32 inputs (f32 as TF32 on all three: metile
 with allow_tf32, torch with allow_tf32 matmuls, Triton's default for an f32 dot), at 1024^3,
 4096^3, 8192^3 and the skinny M=16, N=K=8192. metile's kernel is the seed README GEMM
-(tile_load / dot / tile_store); it picks the fastest of a few (BLOCK_M, BLOCK_N, BLOCK_K,
+(tile_load / dot / tile_store) with Triton's grouped program order (tile_swizzle); it picks the fastest of a few (BLOCK_M, BLOCK_N, BLOCK_K,
 num_threads) configurations per shape, as Triton's autotuner does for its kernel. The Triton
 kernel is the usual tiled matmul with grouped program order and a small autotune list.
 
@@ -32,8 +32,9 @@ import metile  # noqa: E402
 @metile.kernel
 def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
          BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
+    # Triton's grouped program order (as the Triton kernel below does by hand): programs that
+    # run together share A rows and B columns in L2.
+    pid_m, pid_n = metile.tile_swizzle(metile.program_id(0), metile.program_id(1), "grouped", 8)
     acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
     for k in metile.tile_range(0, K, BLOCK_K):
         a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))

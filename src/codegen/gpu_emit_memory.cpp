@@ -101,7 +101,7 @@ void Emitter::async_copy(const gpu::Op& op) {
   if (std::string a = d_.async_copy(to, from, width * elem); !a.empty()) {
     copies.push_back(a);
     also(d_.vector_aligned(from, width * elem));
-  } else {
+  } else if (op.attr_int("vector") != 0) {
     const int64_t sub = std::min<int64_t>(width, 4);
     for (int64_t s = 0; s < width; s += sub) {
       std::string off = s == 0 ? "" : " + " + std::to_string(s);
@@ -112,10 +112,11 @@ void Emitter::async_copy(const gpu::Op& op) {
     also(d_.vector_aligned(from, sub * elem));
     also(d_.vector_aligned(to, sub * elem));
   }
-  if (!cond.empty()) w_.open("if (" + cond + ")");
+  const bool fast = !copies.empty(), guarded = fast && !cond.empty();
+  if (guarded) w_.open("if (" + cond + ")");
   for (const std::string& x : copies) w_.line(x + ";");
-  if (!cond.empty()) {
-    w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
+  if (guarded) w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
+  if (guarded || !fast) {
     w_.line(d_.unroll());
     w_.open("for (int j = 0; j < " + std::to_string(width) + "; ++j)");
     std::string zero = strip_parens(spell_to_storage(c_, t, spell_zero(c_, t)));
@@ -123,7 +124,7 @@ void Emitter::async_copy(const gpu::Op& op) {
     w_.line("if (j >= " + l + " && j < " + h + ") (" + to + ")[j] = (" + from + ")[j]; else (" + to + ")[j] = " +
             zero + ";");
     w_.close();
-    w_.close();
+    if (guarded) w_.close();
   }
   if (live != kNoValue) w_.close();
   if (n > 1) w_.close();

@@ -43,6 +43,8 @@
  *       (padding) copy nothing. The dialect may copy asynchronously (cp.async, 16 bytes when
  *       the whole chunk is in bounds and aligned): the data is visible only after
  *       async_commit, async_wait and a barrier. dst chunks are aligned to the chunk size.
+ *       {vector}: the dialect has vector types for the element type (a synchronous fallback
+ *       may copy whole chunks with them).
  *   async_commit: the copies issued since the last commit form a group.
  *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).
  */

@@ -312,7 +312,10 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
   g.operands = {dst, src, lo, b.named(hi, "hi")};
   // Padding registers (more threads than chunks) copy nothing: their rows lie past the array.
   if (ValueId live = valid_pred(l); live != kNoValue) g.operands.push_back(live);
-  g.attrs = {{"width", vec}};
+  // vector: the dialect has vector types for d, for the synchronous fallback (no bf16 on MSL).
+  const bool vector = std::find(target.vector_dtypes.begin(), target.vector_dtypes.end(), d) !=
+                      target.vector_dtypes.end();
+  g.attrs = {{"width", vec}, {"vector", int64_t{vector}}};
   b.append(std::move(g));
 }
 

@@ -218,46 +218,28 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   if (in_tile) scratch_f32[tid] = bias;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   int idx1[8];
+  int t31[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) {
-    idx1[r] = tid * 4 + r % 4 + ((r / 4)) * 512;
+    idx1[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
+    t31[r] = mt_mod(idx1[r], 32);
   }
   float bias1[8];
   #pragma unroll
-  for (int c = 0; c < 8; c += 4) {
-    const float4 bias1_vec = *(threadgroup packed_float4*)(scratch_f32 + mt_mod(idx1[c], 32));
+  for (int c = 0; c < 8; c += 2) {
+    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t31[c]);
     bias1[c] = bias1_vec[0];
     bias1[c + 1] = bias1_vec[1];
-    bias1[c + 2] = bias1_vec[2];
-    bias1[c + 3] = bias1_vec[3];
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  #pragma unroll
-  for (int c = 0; c < 8; c += 4) {
-    *(threadgroup packed_float4*)(scratch_f32 + idx1[c]) = float4(bias1[c], bias1[c + 1], bias1[c + 2], bias1[c + 3]);
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  int idx2[8];
-  #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    idx2[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
-  }
-  float bias2[8];
-  #pragma unroll
-  for (int c = 0; c < 8; c += 2) {
-    const float2 bias2_vec = *(threadgroup packed_float2*)(scratch_f32 + idx2[c]);
-    bias2[c] = bias2_vec[0];
-    bias2[c + 1] = bias2_vec[1];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    if ((((t + mt_div(idx2[c], 32)) >= 0) & ((t + mt_div(idx2[c], 32)) < M)) & (((t1 + mt_mod(idx2[c], 32)) >= 0) & ((t1 + mt_mod(idx2[c], 32)) < N)) && (((t + mt_div(idx2[c + 1], 32)) >= 0) & ((t + mt_div(idx2[c + 1], 32)) < M)) & (((t1 + mt_mod(idx2[c + 1], 32)) >= 0) & ((t1 + mt_mod(idx2[c + 1], 32)) < N))) {
-      *(device packed_float2*)(C + ((t + mt_div(idx2[c], 32)) * N + t1 + mt_mod(idx2[c], 32))) = float2((acc[c] + bias2[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias2[c])))), (acc[c + 1] + bias2[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias2[c + 1])))));
+    if ((((t + mt_div(idx1[c], 32)) >= 0) & ((t + mt_div(idx1[c], 32)) < M)) & (((t1 + t31[c]) >= 0) & ((t1 + t31[c]) < N)) && (((t + mt_div(idx1[c + 1], 32)) >= 0) & ((t + mt_div(idx1[c + 1], 32)) < M)) & (((t1 + t31[c + 1]) >= 0) & ((t1 + t31[c + 1]) < N))) {
+      *(device packed_float2*)(C + ((t + mt_div(idx1[c], 32)) * N + t1 + t31[c])) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if ((((t + mt_div(idx2[c + j], 32)) >= 0) & ((t + mt_div(idx2[c + j], 32)) < M)) & (((t1 + mt_mod(idx2[c + j], 32)) >= 0) & ((t1 + mt_mod(idx2[c + j], 32)) < N))) C[(t + mt_div(idx2[c + j], 32)) * N + t1 + mt_mod(idx2[c + j], 32)] = (acc[c + j] + bias2[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias2[c + j]))));
+        if ((((t + mt_div(idx1[c + j], 32)) >= 0) & ((t + mt_div(idx1[c + j], 32)) < M)) & (((t1 + t31[c + j]) >= 0) & ((t1 + t31[c + j]) < N))) C[(t + mt_div(idx1[c + j], 32)) * N + t1 + t31[c + j]] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
       }
     }
   }

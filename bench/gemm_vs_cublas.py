@@ -5,7 +5,7 @@
 C = A @ B, row-major, f32 C, for f16, bf16 and f32 inputs (f32 as TF32 on all three: metile
 with allow_tf32, torch with allow_tf32 matmuls, Triton's default for an f32 dot), at 1024^3,
 4096^3, 8192^3 and the skinny M=16, N=K=8192. metile's kernel is the seed README GEMM
-(tile_load / dot / tile_store); it picks the fastest of a few (BLOCK_M, BLOCK_N, BLOCK_K,
+(tile_load / dot / tile_store) with Triton's grouped program order (tile_swizzle); it picks the fastest of a few (BLOCK_M, BLOCK_N, BLOCK_K,
 num_threads) configurations per shape, as Triton's autotuner does for its kernel. The Triton
 kernel is the usual tiled matmul with grouped program order and a small autotune list.
 
@@ -32,8 +32,9 @@ import metile  # noqa: E402
 @metile.kernel
 def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
          BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
+    # Triton's grouped program order (as the Triton kernel below does by hand): programs that
+    # run together share A rows and B columns in L2.
+    pid_m, pid_n = metile.tile_swizzle(metile.program_id(0), metile.program_id(1), "grouped", 8)
     acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
     for k in metile.tile_range(0, K, BLOCK_K):
         a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
@@ -56,6 +57,7 @@ def time_per_call(fn, sync, calls, repeats=5):
 
 
 CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_threads)
+    (128, 256, 32, 256), (256, 128, 32, 256), (128, 256, 64, 256),
     (128, 128, 32, 128), (128, 128, 32, 256), (128, 128, 64, 256), (64, 128, 32, 128),
     (128, 64, 64, 128), (64, 64, 32, 128), (64, 64, 64, 128), (16, 128, 64, 128),
     (16, 64, 64, 64), (16, 64, 128, 128),
@@ -68,6 +70,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--dtypes", default="f16,bf16,tf32")
     ap.add_argument("--shapes", default=None, help="e.g. 4096x4096x4096,16x8192x8192")
+    ap.add_argument("--configs", default=None, help="indices into CONFIGS to try, e.g. 0,1,4")
     ap.add_argument("--memory", choices=("managed", "dlpack"), default="managed",
                     help="metile's own managed buffers, or torch's device memory through DLPack")
     args = ap.parse_args()
@@ -141,7 +144,8 @@ def main():
             else:
                 ma, mb, mc = device_copy(ta), device_copy(tb), metile.Buffer.zeros((m, n))
             best = None
-            for (bm, bnn, bk, thr) in CONFIGS:
+            picked = ([CONFIGS[int(i)] for i in args.configs.split(",")] if args.configs else CONFIGS)
+            for (bm, bnn, bk, thr) in picked:
                 if (m >= 64) != (bm >= 64):
                     continue
                 launch = gemm[(metile.cdiv(m, bm), metile.cdiv(n, bnn))]

@@ -3,6 +3,8 @@
 // over the lanes that exist, aligned element-array vectors).
 #include "codegen/cuda.h"
 
+#include <algorithm>
+
 #include "codegen/gpu_emit.h"
 #include "support/embedded.h"
 #include "support/error.h"
@@ -116,8 +118,18 @@ class CudaDialect final : public GpuDialect {
         params.push_back(c.storage(p.dtype) + " " + p.name);
       }
     }
-    std::string head = std::string("extern \"C\" __global__ void __launch_bounds__(") +
-                       std::to_string(k.threads) + ") " + k.name + "(";
+    // A matrix kernel asks for as many blocks per multiprocessor as its accumulator plus about
+    // 64 registers of fragments and addresses allow (65536 registers each): without the bound
+    // ptxas spends up to 255 registers (the fragment-layout epilogue's indices) and one block
+    // runs per multiprocessor, too few warps to hide the copies' latency.
+    std::string bounds = std::to_string(k.threads);
+    if (k.accumulator_registers > 0) {
+      int64_t need = std::min<int64_t>(255, (k.accumulator_registers + 64 + 7) / 8 * 8);
+      int64_t blocks = 65536 / (static_cast<int64_t>(k.threads) * need);
+      if (blocks > 1) bounds += ", " + std::to_string(blocks);
+    }
+    std::string head = std::string("extern \"C\" __global__ void __launch_bounds__(") + bounds + ") " +
+                       k.name + "(";
     if (params.empty()) {
       w.open(head + ")");
     } else {
@@ -176,6 +188,15 @@ class CudaDialect final : public GpuDialect {
     return "(reinterpret_cast<ullong>(" + ptr + ") & " + std::to_string(bytes - 1) + "ull) == 0";
   }
 
+  std::string async_copy(const std::string& dst, const std::string& src, int64_t bytes) const override {
+    return bytes == 16 ? "mt_cp_async16(" + dst + ", " + src + ")" : "";
+  }
+
+  std::string async_sync(int64_t pending) const override {
+    if (pending < 0) return "mt_cp_async_commit()";
+    return "asm volatile(\"cp.async.wait_group " + std::to_string(pending) + ";\" ::: \"memory\")";
+  }
+
   // mma.sync (PTX "Matrix Fragments for mma.m16n8k8 / m16n8k16"): lane = 4 * g + t. Per k step
   // each warp reads its A fragments (rows g, g + 8 of each 16-row tile) and B fragments
   // (column g of each 8-column tile) from shared memory and issues tiles_m x tiles_n mmas on
@@ -189,38 +210,58 @@ class CudaDialect final : public GpuDialect {
            std::to_string(s.m / s.warps_m) + " + mma_g;");
     w.line("const int mma_col = (mma_warp / " + std::to_string(s.warps_m) + ") * " +
            std::to_string(s.n / s.warps_n) + " + mma_g;");
+    if (s.ldmatrix) {  // lane l addresses row l % 16, columns 8 * (l / 16) of a 16 x 16 block
+      w.line("const int mma_lr = mma_lane & 15, mma_lh = (mma_lane >> 4) * 8;");
+      w.line("const int mma_row0 = mma_row - mma_g, mma_col0 = mma_col - mma_g;");
+    }
     w.line("#pragma unroll");
     w.open("for (int mma_k = 0; mma_k < " + std::to_string(s.k) + "; mma_k += " +
            std::to_string(s.atom_k) + ")");
     w.line("uint mma_a[" + tm + "][4], mma_b[" + tn + "][2];");
-    w.line("#pragma unroll");
-    w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
-    if (s.tf32) {
-      w.line("const float* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + mma_t;");
-      w.line("mma_a[mma_i][0] = mt_tf32(mma_p[0]);");
-      w.line("mma_a[mma_i][1] = mt_tf32(mma_p[8 * " + lda + "]);");
-      w.line("mma_a[mma_i][2] = mt_tf32(mma_p[4]);");
-      w.line("mma_a[mma_i][3] = mt_tf32(mma_p[8 * " + lda + " + 4]);");
+    if (s.ldmatrix) {
+      // A: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) are a0..a3. B (k x n, row-major) through
+      // .trans: matrices (k 0-7 | 8-15) of columns j and j + 1 are b0, b1 of j, then of j + 1.
+      w.line("#pragma unroll");
+      w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
+      w.line("  mt_ldmatrix_x4(mma_a[mma_i], " + s.a + " + (mma_row0 + 16 * mma_i + mma_lr) * " + lda +
+             " + mma_k + mma_lh);");
+      w.line("#pragma unroll");
+      w.line("for (int mma_j = 0; mma_j + 1 < " + tn + "; mma_j += 2)");
+      w.line("  mt_ldmatrix_x4_trans(&mma_b[mma_j][0], " + s.b + " + (mma_k + mma_lr) * " + ldb +
+             " + mma_col0 + 8 * mma_j + mma_lh);");
+      if (s.tiles_n() % 2 == 1)
+        w.line("mt_ldmatrix_x2_trans(mma_b[" + std::to_string(s.tiles_n() - 1) + "], " + s.b +
+               " + (mma_k + mma_lr) * " + ldb + " + mma_col0 + " + std::to_string(8 * (s.tiles_n() - 1)) + ");");
     } else {
-      w.line("const ushort* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + 2 * mma_t;");
-      w.line("mma_a[mma_i][0] = mt_pair(mma_p);");
-      w.line("mma_a[mma_i][1] = mt_pair(mma_p + 8 * " + lda + ");");
-      w.line("mma_a[mma_i][2] = mt_pair(mma_p + 8);");
-      w.line("mma_a[mma_i][3] = mt_pair(mma_p + 8 * " + lda + " + 8);");
+      w.line("#pragma unroll");
+      w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
+      if (s.tf32) {
+        w.line("const float* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + mma_t;");
+        w.line("mma_a[mma_i][0] = mt_tf32(mma_p[0]);");
+        w.line("mma_a[mma_i][1] = mt_tf32(mma_p[8 * " + lda + "]);");
+        w.line("mma_a[mma_i][2] = mt_tf32(mma_p[4]);");
+        w.line("mma_a[mma_i][3] = mt_tf32(mma_p[8 * " + lda + " + 4]);");
+      } else {
+        w.line("const ushort* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + 2 * mma_t;");
+        w.line("mma_a[mma_i][0] = mt_pair(mma_p);");
+        w.line("mma_a[mma_i][1] = mt_pair(mma_p + 8 * " + lda + ");");
+        w.line("mma_a[mma_i][2] = mt_pair(mma_p + 8);");
+        w.line("mma_a[mma_i][3] = mt_pair(mma_p + 8 * " + lda + " + 8);");
+      }
+      w.close();
+      w.line("#pragma unroll");
+      w.open("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
+      if (s.tf32) {
+        w.line("const float* mma_q = " + s.b + " + (mma_k + mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
+        w.line("mma_b[mma_j][0] = mt_tf32(mma_q[0]);");
+        w.line("mma_b[mma_j][1] = mt_tf32(mma_q[4 * " + ldb + "]);");
+      } else {  // rows k = 2t, 2t + 1 (+ 8) of column g, two 16-bit reads per register
+        w.line("const ushort* mma_q = " + s.b + " + (mma_k + 2 * mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
+        w.line("mma_b[mma_j][0] = mt_pack(mma_q[0], mma_q[" + ldb + "]);");
+        w.line("mma_b[mma_j][1] = mt_pack(mma_q[8 * " + ldb + "], mma_q[9 * " + ldb + "]);");
+      }
+      w.close();
     }
-    w.close();
-    w.line("#pragma unroll");
-    w.open("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
-    if (s.tf32) {
-      w.line("const float* mma_q = " + s.b + " + (mma_k + mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
-      w.line("mma_b[mma_j][0] = mt_tf32(mma_q[0]);");
-      w.line("mma_b[mma_j][1] = mt_tf32(mma_q[4 * " + ldb + "]);");
-    } else {  // rows k = 2t, 2t + 1 (+ 8) of column g, two 16-bit reads per register
-      w.line("const ushort* mma_q = " + s.b + " + (mma_k + 2 * mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
-      w.line("mma_b[mma_j][0] = mt_pack(mma_q[0], mma_q[" + ldb + "]);");
-      w.line("mma_b[mma_j][1] = mt_pack(mma_q[8 * " + ldb + "], mma_q[9 * " + ldb + "]);");
-    }
-    w.close();
     const std::string fn = s.tf32 ? "mt_mma_tf32" : s.ab == DType::bf16 ? "mt_mma_bf16" : "mt_mma_f16";
     w.line("#pragma unroll");
     w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");

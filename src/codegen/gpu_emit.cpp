@@ -10,20 +10,16 @@
 //   scalar    one-register values (uniforms, per-thread values, SIMT tiles).
 // Integer add/sub/mul on launch geometry (program ids, coords, loop counters, parameters) is
 // index arithmetic and uses plain operators; data arithmetic keeps the wrapping helpers.
-#include "codegen/gpu_emit.h"
+#include "codegen/gpu_emit_internal.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
 
 #include "ir/swizzle_names.h"
 #include "support/error.h"
 
 namespace metile {
 
-namespace {
-
-using gpu::GpuOpKind;
+namespace emit_detail {
 
 std::string strip_parens(const std::string& s) {
   if (s.size() < 2 || s.front() != '(' || s.back() != ')') return s;
@@ -45,71 +41,6 @@ bool is_identifier(const std::string& s) {
 bool is_number(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
-
-class Emitter {
- public:
-  Emitter(const gpu::Function& f, const GpuDialect& d) : f_(f), d_(d), c_(d.c) {}
-
-  std::string run(KernelInterface* k);
-
- private:
-  const gpu::Function& f_;
-  const GpuDialect& d_;
-  const Dialect& c_;
-  SourceWriter w_;
-  std::vector<std::string> name_;
-  std::set<std::string> taken_;  // every identifier in use, for helper variables
-  std::set<std::string> carried_names_;  // loop-carried variables (assigned more than once)
-  std::vector<const gpu::Op*> def_;
-  std::vector<const gpu::Block*> def_block_;
-  std::vector<std::vector<const gpu::Op*>> users_;
-  std::map<const gpu::Op*, int> unit_;
-  std::map<const gpu::Op*, const gpu::Block*> block_of_;
-  std::vector<bool> inline_, local_, geometry_, const_ptr_;
-  std::vector<ValueId> in_place_;  // a loop's next carried value written straight into it
-  std::vector<uint64_t> params_of_;  // pointers: bit i = derived from parameter i
-  uint64_t written_params_ = 0;      // bit i: some store or atomic goes through parameter i
-  std::string sep_;
-
-  // ----- analysis -----
-  void index(const gpu::Block& b, int& next_unit);
-  int64_t op_regs(const gpu::Op& op) const;
-  int effective_unit(const gpu::Op* user) const;
-  const gpu::Op* effective_user(const gpu::Op* user) const;
-  void find_in_place_updates(const gpu::Op& loop);
-  void decide();
-  void derive_params();
-
-  // ----- spelling -----
-  int64_t regs(ValueId v) const { return f_.regs(v); }
-  DType dtype(ValueId v) const { return f_.value(v).dtype; }
-  std::string type_of(ValueId v) const;
-  std::string decl(ValueId v) const;
-  std::string expr(ValueId v, const std::string& r) const;
-  std::string spell(const gpu::Op& op, const std::string& r) const;
-  std::string coord(gpu::LayoutId l, const std::string& tid, const std::string& r) const;
-  std::string deref(ValueId ptr, const std::string& r) const;
-  std::string combine(Reduction reduce, DType t, const std::string& a, const std::string& b) const;
-  /** Integer +, -, * on launch geometry: spelled with plain operators. */
-  bool index_op(const gpu::Op& op) const {
-    bool arith = op.tile_op == OpKind::ADD || op.tile_op == OpKind::SUB || op.tile_op == OpKind::MUL;
-    DType t = op.operands.empty() ? DType::invalid : dtype(op.operands[0]);
-    return op.kind == GpuOpKind::ELEMENTWISE && arith && (t == DType::i32 || t == DType::i64) &&
-           geometry_[op.result()];
-  }
-
-  // ----- statements -----
-  void block(const gpu::Block& b);
-  void statement(const gpu::Op& op, const std::string& r, bool in_loop);
-  void group(const std::vector<const gpu::Op*>& ops, int64_t r);
-  void standalone(const gpu::Op& op);
-  void vector_access(const gpu::Op& op);
-  std::string fresh_name(const std::string& stem);
-  void loop(const gpu::Op& op);
-  void assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);
-  void print(const gpu::Op& op, const std::string& r);
-  std::map<std::string, std::string> texts_;  // device_print text -> its array's name
-};
 
 // Per-register ops with more than one register join the current register loop.
 int64_t Emitter::op_regs(const gpu::Op& op) const {
@@ -199,6 +130,7 @@ void Emitter::decide() {
   // Inline decisions run backwards, so a value knows whether its user is inlined.
   std::vector<const gpu::Op*> order;
   gpu::walk(f_.body, [&](const gpu::Op& op) { order.push_back(&op); });
+  std::vector<bool> store_feed(n, false);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const gpu::Op& op = **it;
     if (op.results.size() != 1) continue;
@@ -207,6 +139,18 @@ void Emitter::decide() {
                 op.kind == GpuOpKind::VALID || op.kind == GpuOpKind::SPLAT;
     if (op.kind == GpuOpKind::SPLAT) {  // one scalar in every register: spelled as the scalar
       inline_[v] = true;
+      continue;
+    }
+    // Addresses and predicates that only a vector store consumes (a tile_store from fragments)
+    // are spelled inside its chunk loop: as arrays they would all be live at once beside the
+    // values, which costs a 64-register accumulator's store 192 more registers.
+    bool feeds_store = pure && regs(v) > 1 && !users_[v].empty();
+    for (const gpu::Op* u : users_[v])
+      feeds_store = feeds_store && block_of_[u] == block_of_[&op] &&
+                    (u->kind == GpuOpKind::VSTORE ||
+                     (u->results.size() == 1 && store_feed[u->result()] && inline_[u->result()]));
+    if (feeds_store) {
+      inline_[v] = store_feed[v] = true;
       continue;
     }
     if (!pure || users_[v].size() != 1) continue;
@@ -332,8 +276,11 @@ std::string Emitter::coord(gpu::LayoutId id, const std::string& tid, const std::
       below *= sizes[m];
     }
   };
-  modes(l.thr, tid, f_.threads);
-  modes(l.reg, r, l.regs());
+  auto operand = [](const std::string& x) {  // "c + 1" from a vector access's chunk loop
+    return is_identifier(x) || is_number(x) ? x : "(" + x + ")";
+  };
+  modes(l.thr, operand(tid), f_.threads);
+  modes(l.reg, operand(r), l.regs());
   if (terms.empty()) return "0";
   std::string s;
   for (const std::string& t : terms) s += (s.empty() ? "" : " + ") + t;
@@ -497,69 +444,6 @@ std::string Emitter::fresh_name(const std::string& stem) {
   return n;
 }
 
-void Emitter::vector_access(const gpu::Op& op) {
-  bool load = op.kind == GpuOpKind::VLOAD;
-  int64_t width = op.attr_int("width");
-  ValueId ptr = op.operands[0];
-  ValueId data = load ? op.result() : op.operands[1];
-  DType t = dtype(ptr);
-  int64_t n = regs(data);
-  bool predicated = op.operands.size() > (load ? 1u : 2u);
-  ValueId pred = predicated ? op.operands[load ? 1 : 2] : kNoValue;
-  AddrSpace space = f_.value(ptr).space;
-  if (load) w_.line(type_of(data) + " " + name_[data] + "[" + std::to_string(n) + "];");
-  bool chunks = n > width;
-  std::string c = chunks ? "c" : "0";
-  if (chunks) {
-    w_.line(d_.unroll());
-    w_.open("for (int c = 0; c < " + std::to_string(n) + "; c += " + std::to_string(width) + ")");
-  }
-  auto at = [&](int64_t j) {
-    if (c == "0") return std::to_string(j);
-    return j == 0 ? c : c + " + " + std::to_string(j);
-  };
-  std::string address = strip_parens(expr(ptr, at(0)));
-  std::string vptr = "(" + d_.vector_pointer(t, width, space, load && const_ptr_[ptr]) + ")(" + address + ")";
-  std::string cond;
-  if (predicated)
-    for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(j)));
-  std::string aligned = d_.vector_aligned(address, width * static_cast<int64_t>(dtype_size(t)));
-  if (!aligned.empty()) cond += (cond.empty() ? "" : " && ") + aligned;
-  if (!cond.empty()) w_.open("if (" + cond + ")");
-  std::string vt = d_.vector_type(t, width);
-  if (load) {
-    // Named after the array it fills: several unpredicated loads can share one scope.
-    std::string vec = fresh_name(name_[data] + "_vec");
-    w_.line("const " + vt + " " + vec + " = *" + vptr + ";");
-    for (int64_t j = 0; j < width; ++j)
-      w_.line(name_[data] + "[" + at(j) + "] = " + spell_from_storage(c_, t, vec + "[" + std::to_string(j) + "]") + ";");
-  } else {
-    std::string parts;
-    for (int64_t j = 0; j < width; ++j)
-      parts += (j ? ", " : "") + strip_parens(spell_to_storage(c_, t, expr(data, at(j))));
-    w_.line("*" + vptr + " = " + vt + "(" + parts + ");");
-  }
-  if (!cond.empty()) {
-    // "} else {" at the if's depth; the writer's indentation already suits the else branch.
-    w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
-    // The masked tail: register by register, exactly like a scalar load/store.
-    w_.line(d_.unroll());
-    w_.open("for (int j = 0; j < " + std::to_string(width) + "; ++j)");
-    std::string r = c == "0" ? "j" : c + " + j";
-    if (load) {
-      std::string value = spell_from_storage(c_, t, deref(ptr, r));
-      if (predicated) value = spell_select(expr(pred, r), value, expr(op.operands[2], r));
-      w_.line(name_[data] + "[" + r + "] = " + strip_parens(value) + ";");
-    } else {
-      std::string s = deref(ptr, r) + " = " + strip_parens(spell_to_storage(c_, t, expr(data, r))) + ";";
-      w_.line(predicated ? "if (" + strip_parens(expr(pred, r)) + ") " + s : s);
-    }
-    w_.close();
-    w_.close();
-  }
-  if (chunks) w_.close();
-}
-
 void Emitter::assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src) {
   // Sources that are themselves destinations (a swap of carried values) go through copies.
   std::vector<std::string> from(src.size());
@@ -714,35 +598,16 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::FOR:
       loop(op);
       return;
-    case GpuOpKind::MMA: {
-      int64_t n = regs(v);
-      METILE_ASSERT(n > 1, "an mma accumulator holds several registers per thread");
-      w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(n) + "];");
-      w_.line(d_.unroll());
-      w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + name_[v] + "[r] = " +
-              strip_parens(expr(op.operands[2], "r")) + ";");
-      MmaSpec s;
-      s.atom = op.attr_str("atom");
-      if (op.operands.size() > 4) s.c = name_[op.operands[4]];
-      s.a = name_[op.operands[0]];
-      s.b = name_[op.operands[1]];
-      s.acc = name_[v];
-      s.tid = strip_parens(expr(op.operands[3], "0"));
-      s.ab = dtype(op.operands[0]);
-      s.m = op.attr_int("m");
-      s.n = op.attr_int("n");
-      s.k = op.attr_int("k");
-      s.lda = op.attr_int("lda");
-      s.ldb = op.attr_int("ldb");
-      s.atom_m = op.attr_int("atom_m");
-      s.atom_n = op.attr_int("atom_n");
-      s.atom_k = op.attr_int("atom_k");
-      s.warps_m = op.attr_int("warps_m");
-      s.warps_n = op.attr_int("warps_n");
-      s.tf32 = op.attr_int("tf32") != 0;
-      w_.open("");
-      d_.mma(w_, s);
-      w_.close();
+    case GpuOpKind::MMA:
+      mma(op);
+      return;
+    case GpuOpKind::ASYNC_COPY:
+      async_copy(op);
+      return;
+    case GpuOpKind::ASYNC_COMMIT:
+    case GpuOpKind::ASYNC_WAIT: {
+      std::string st = d_.async_sync(op.kind == GpuOpKind::ASYNC_WAIT ? op.attr_int("pending") : -1);
+      if (!st.empty()) w_.line(st + ";");
       return;
     }
     default:
@@ -784,7 +649,8 @@ std::string Emitter::run(KernelInterface* k) {
   std::vector<std::string> reserved = d_.reserved();
   reserved.insert(reserved.end(), {"r", "c", "j", "m", "v", "mma_lane", "mma_warp", "mma_g", "mma_t",
                                    "mma_row", "mma_col", "mma_k", "mma_i", "mma_j", "mma_a",
-                                   "mma_b", "mma_c", "mma_p", "mma_q"});
+                                   "mma_b", "mma_c", "mma_p", "mma_q", "mma_lr", "mma_lh",
+                                   "mma_row0", "mma_col0"});
   gpu::Function named = f_;  // parameters keep C-safe spellings of their names
   // The prelude's helpers (mt_*, metile_*) must not be shadowed by a variable.
   auto safe = [](const std::string& n) {
@@ -821,7 +687,10 @@ std::string Emitter::run(KernelInterface* k) {
   std::set<std::string> atoms;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     swizzle = swizzle || op.kind == GpuOpKind::SWIZZLE;
-    if (op.kind == GpuOpKind::MMA) atoms.insert(op.attr_str("atom"));
+    if (op.kind == GpuOpKind::MMA) {
+      atoms.insert(op.attr_str("atom"));
+      k->accumulator_registers = std::max(k->accumulator_registers, regs(op.result()));
+    }
   });
   w_.raw(d_.prelude(swizzle, atoms));
   gpu::walk(f_.body, [&](const gpu::Op& op) {
@@ -842,10 +711,10 @@ std::string Emitter::run(KernelInterface* k) {
   return w_.str();
 }
 
-}  // namespace
+}  // namespace emit_detail
 
 std::string emit_gpu_kernel(const gpu::Function& f, const GpuDialect& d, KernelInterface* iface) {
-  Emitter e(f, d);
+  emit_detail::Emitter e(f, d);
   return e.run(iface);
 }
 

@@ -39,6 +39,7 @@ struct KernelInterface {
   std::vector<Shared> shared;  // threadgroup arrays, in allocation order
   std::set<gpu::Builtin> builtins;  // the builtins the kernel reads
   int threads = 0;
+  int64_t accumulator_registers = 0;  // the largest mma accumulator a thread holds (0: none)
 };
 
 /**
@@ -53,6 +54,7 @@ struct MmaSpec {
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
   bool tf32 = false;
+  bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
 };
@@ -89,6 +91,17 @@ class GpuDialect {
                                      bool is_const) const = 0;
   /** A condition that `ptr` suits a `bytes`-wide vector access, or "" when any address does. */
   virtual std::string vector_aligned(const std::string& ptr, int64_t bytes) const = 0;
+  /**
+   * A statement starting an asynchronous copy of `bytes` bytes from device address `src` to
+   * threadgroup address `dst` (both aligned to `bytes`), or "" when the language has none: the
+   * emitter then copies element by element (gpu_ir.h, async_copy).
+   */
+  virtual std::string async_copy(const std::string&, const std::string&, int64_t) const { return ""; }
+  /**
+   * pending < 0: a statement closing the group of copies issued so far; else one waiting until
+   * at most `pending` groups are in flight. "" where copies are synchronous.
+   */
+  virtual std::string async_sync(int64_t) const { return ""; }
   /** Writes statements for one `mma` op (identifiers it declares start with mma_). */
   virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
   /**

@@ -63,6 +63,7 @@ const GpuTarget& nvidia_gpu_target() {
     g.threadgroup_memory_bytes = 48 * 1024;
     g.vector_bytes = 16;
     g.vector_needs_alignment = true;
+    g.async_copies = true;  // cp.async (sm_80+, the matrix atoms' floor too)
     // atomicAdd/Max/Min/Exch/CAS on 32- and 64-bit integers; f32 max/min/cas loop on atomicCAS.
     g.atomic_dtypes = {DType::i32, DType::u32, DType::i64, DType::f32};
     g.atomic_f32_ops = {OpKind::ATOMIC_ADD, OpKind::ATOMIC_MAX, OpKind::ATOMIC_MIN,

@@ -58,6 +58,11 @@ struct GpuTarget {
    * element-aligned vector types (MSL packed_float4) and needs no run-time alignment check.
    */
   bool vector_needs_alignment = true;
+  /**
+   * Device -> threadgroup copies run asynchronously (cp.async), so a K loop gains from a
+   * multi-stage pipeline; where false they are plain loads and stores.
+   */
+  bool async_copies = false;
   /** Element types the dialect has vector types for (float4, half4, ...). */
   std::vector<DType> vector_dtypes;
   std::vector<MatrixAtom> matrix_atoms;

@@ -335,6 +335,31 @@ struct Verifier {
           bad("warps_m x warps_n warps do not make up the threadgroup");
         break;
       }
+      case GpuOpKind::ASYNC_COPY: {
+        operands(4, 5);
+        results(0);
+        const Value &d = val(op.operands[0]), &s = val(op.operands[1]);
+        if (!d.is_ptr || d.space != AddrSpace::threadgroup) bad("dst must be threadgroup pointers");
+        if (!s.is_ptr || s.space != AddrSpace::device) bad("src must be device pointers");
+        if (d.dtype != s.dtype) bad("dst and src must point to one element type");
+        for (size_t i = 2; i < 4; ++i)
+          if (val(op.operands[i]).is_ptr || val(op.operands[i]).dtype != DType::i32) bad("lo and hi must be i32");
+        if (op.operands.size() == 5 && (val(op.operands[4]).is_ptr || val(op.operands[4]).dtype != DType::boolean))
+          bad("live must be bool");
+        if (!f.layout(d.layout).is_tile()) bad("operands must be tiles");
+        agree(op.operands, kNoValue);
+        if (op.attr_int("width") < 1) bad("width must be positive");
+        break;
+      }
+      case GpuOpKind::ASYNC_COMMIT:
+        operands(0, 0);
+        results(0);
+        break;
+      case GpuOpKind::ASYNC_WAIT:
+        operands(0, 0);
+        results(0);
+        if (op.attr_int("pending") < 0) bad("pending must not be negative");
+        break;
       case GpuOpKind::FOR:
         loop(op);
         return;  // loop() defines the results after the body

@@ -187,6 +187,7 @@ void Lowering::loop(const Op& op) {
     layouts.push_back(l);
     operands.push_back(materialize(get(op.operands[i]), l));
   }
+  pipeline_prologue(op, operands[0], operands[1], operands[2]);
   gpu::Op g;
   g.kind = gpu::GpuOpKind::FOR;
   g.operands = operands;
@@ -215,12 +216,14 @@ void Lowering::loop(const Op& op) {
   gpu::Block body = std::move(placed.regions[0]);
   b.set_block(&body);
   ++loop_depth;
+  pipeline_top(op, iv);
   const Block& tb = op.body();
   for (const Op& o : tb.ops) {
     if (o.kind != OpKind::YIELD) {
       this->op(o);
       continue;
     }
+    pipeline_bottom(op, iv);
     gpu::Op y;
     y.kind = gpu::GpuOpKind::YIELD;
     for (size_t i = 0; i < o.operands.size(); ++i)
@@ -230,6 +233,7 @@ void Lowering::loop(const Op& op) {
   --loop_depth;
   b.set_block(outer);
   outer->ops[index].regions[0] = std::move(body);
+  pipeline_epilogue(op);
   for (size_t i = 0; i < results.size(); ++i) set(op.results[i], results[i]);
 }
 

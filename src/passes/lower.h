@@ -18,6 +18,20 @@ struct LowerOptions {
   std::string device;
   /** f32 dot may round its inputs to TF32 on matrix units (CompileOptions::allow_tf32). */
   bool allow_tf32 = true;
+  /**
+   * A dot operand that comes straight from a tile_load is copied from device to threadgroup
+   * memory with async_copy (cp.async on CUDA) instead of through registers (lower_dot.cpp).
+   * Off: the register path, for differential tests.
+   */
+  bool async_copy = true;
+  /** 16-bit mma operands read their fragments with ldmatrix on CUDA (off: shared loads). */
+  bool ldmatrix = true;
+  /**
+   * Stages of the K-loop pipeline for dots whose operands are copied straight to threadgroup
+   * memory (lower_pipeline.cpp): 0 = the target's choice (3 where copies are asynchronous, as
+   * far as threadgroup memory allows), 1 = none.
+   */
+  int num_stages = 0;
 };
 
 /**

@@ -23,6 +23,13 @@
 // before the next stage overwrites the arrays. When A and B would take more than half the
 // target's threadgroup memory, K is staged in chunks (each a stage, an mma and two barriers).
 //
+// A dot operand that a tile_load of the same block produces, with nothing that writes memory
+// between the two and no other use, skips the registers: the dot copies it from device memory
+// straight into its staging array with async_copy (cp.async on CUDA, 16-byte chunks in a
+// coalesced layout of its own, zero-filled outside the bounds), then async_commit, async_wait
+// and the barrier. Only for atoms, unchunked K and rows of whole 16-byte chunks
+// (LowerOptions::async_copy switches it off).
+//
 // An atom whose accumulator layout is the hardware's secret (acc_through_threadgroup: Metal 4
 // tensor_ops) also gets an f32 m x n threadgroup array the mma passes the registers through. It
 // is taken only when that array and the smallest staging fit in 3/4 of the threadgroup memory
@@ -126,6 +133,50 @@ LayoutId Lowering::fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, in
                                        make_layout(IntTuple(rs), IntTuple(rd))));
 }
 
+int64_t Lowering::dot_chunk(const DotPlan& plan, int64_t m, int64_t n, int64_t k) const {
+  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage)), pad = staging_pad(plan.stage);
+  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
+  const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
+  const uint64_t acc_bytes = acc_array ? static_cast<uint64_t>(m * n) * 4 : 0;
+  auto bytes = [&](int64_t c) {
+    return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem) + acc_bytes;
+  };
+  int64_t kc = k;
+  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
+    kc /= 2;
+  return kc;
+}
+
+void Lowering::plan_direct_copies(const Block& blk, const std::vector<int>& uses) {
+  std::map<ValueId, size_t> loaded;  // tile_load result -> its position in blk
+  for (size_t j = 0; j < blk.ops.size(); ++j) {
+    const Op& o = blk.ops[j];
+    for (const Block& r : o.regions) plan_direct_copies(r, uses);
+    if (o.kind == OpKind::TILE_LOAD) loaded[o.result()] = j;
+    if (o.kind != OpKind::DOT) continue;
+    DotPlan& plan = dot_plans.at(&o);
+    const Shape& cs = p.type(o.operands[2]).shape;
+    const int64_t k = p.type(o.operands[0]).shape.dims[1];
+    plan.kc = dot_chunk(plan, cs.dims[0], cs.dims[1], k);
+    if (!options.async_copy || plan.atom == nullptr || plan.kc != k) continue;
+    const int64_t vec = 16 / static_cast<int64_t>(dtype_size(plan.stage));
+    for (int i = 0; i < 2; ++i) {
+      auto at = loaded.find(o.operands[i]);
+      if (at == loaded.end() || uses[o.operands[i]] != 1) continue;
+      const Type& t = p.type(o.operands[i]);
+      if (t.dtype != plan.stage || t.shape.dims[1] % vec != 0) continue;
+      bool moves = true;  // nothing between the load and the dot writes memory
+      for (size_t x = at->second + 1; x < j; ++x) {
+        OpKind k2 = blk.ops[x].kind;
+        moves = moves && (has_trait(k2, kPure) || k2 == OpKind::TILE_LOAD || k2 == OpKind::LOAD);
+      }
+      if (!moves) continue;
+      plan.direct[i] = &blk.ops[at->second];
+      direct_loads.insert(plan.direct[i]);
+    }
+  }
+}
+
 void Lowering::assign_layouts() {
   assigned.assign(p.values.size(), gpu::kUniform);
   int64_t warps = f.threads / f.simd_width;
@@ -154,6 +205,12 @@ void Lowering::assign_layouts() {
     }
     dot_plans[&o] = plan;
   });
+  std::vector<int> uses(p.values.size(), 0);
+  walk(p.body, [&](const Op& o) {
+    for (ValueId v : o.operands) ++uses[v];
+  });
+  plan_direct_copies(p.body, uses);
+  plan_pipelines();
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
   auto give = [&](ValueId v, LayoutId l, bool& changed) {
     if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return;
@@ -209,6 +266,89 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int a
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, pred);
 }
 
+void Lowering::async_commit() {
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::ASYNC_COMMIT;
+  b.append(std::move(g));
+}
+
+void Lowering::async_wait(int64_t pending) {
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::ASYNC_WAIT;
+  g.attrs = {{"pending", pending}};
+  b.append(std::move(g));
+}
+
+void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range) {
+  const Shape& s = p.type(load.result()).shape;
+  const DType d = p.type(load.result()).dtype;
+  const int64_t vec = 16 / static_cast<int64_t>(dtype_size(d)), threads = f.threads;
+  // One register per 16-byte chunk: thread t copies chunks t, t + T, ... (consecutive threads,
+  // consecutive memory), and each register holds the chunk's first element. A chunk lies in
+  // one row (the columns are a multiple of vec), so its bounds are one interval [lo, hi).
+  const int64_t chunks = (s.numel() / vec + threads - 1) / threads;
+  LayoutId l = f.add_layout(gpu::tile_layout(s.numel(), make_layout(threads, vec),
+                                             make_layout(chunks, threads * vec)));
+  std::vector<ValueId> ix;
+  for (size_t i = 1; i < load.operands.size(); ++i) ix.push_back(get(load.operands[i]));
+  DType it = DType::i32;
+  for (ValueId v : ix)
+    if (f.value(v).dtype == DType::i64 || f.value(v).dtype == DType::u32) it = DType::i64;
+  for (ValueId& v : ix)
+    if (f.value(v).dtype != it) v = b.ew(OpKind::CAST, {v}, it);
+  ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
+  ValueId cols = c_i32(s.dims[1]);
+  ValueId r = b.ew(OpKind::DIV, {e, cols}), c = b.ew(OpKind::MOD, {e, cols});
+  ValueId dst = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c})});
+  auto wide = [&](ValueId x) { return it == DType::i32 ? x : b.ew(OpKind::CAST, {x}, it); };
+  ValueId row = b.named(b.ew(OpKind::ADD, {ix[0], wide(r)}), "row");
+  ValueId col = b.named(b.ew(OpKind::ADD, {ix[1], wide(c)}), "col");
+  ValueId src = b.named(b.ew(OpKind::PTR_OFFSET, {get(load.operands[0]),
+                                                  b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, ix[2]}), col})}),
+                        param_stem(get(load.operands[0])) + "_ptrs");
+  ValueId lo = c_i32(0), hi = c_i32(vec);
+  ValueId full = in_range;
+  if (ix.size() == 5) {
+    // Elements [lo, hi) of the chunk are in bounds: columns in [0, cols), rows in [0, rows).
+    auto clamp = [&](ValueId x) {
+      ValueId z = b.constant_int(it, 0), w = b.constant_int(it, vec);
+      ValueId v = b.ew(OpKind::MINIMUM, {b.ew(OpKind::MAXIMUM, {x, z}), w});
+      return it == DType::i32 ? v : b.ew(OpKind::CAST, {v}, DType::i32);
+    };
+    lo = b.named(clamp(b.ew(OpKind::SUB, {b.constant_int(it, 0), col})), "lo");
+    hi = clamp(b.ew(OpKind::SUB, {ix[4], col}));
+    ValueId row_in = b.ew(OpKind::BITAND, {b.ew(OpKind::GE, {row, b.constant_int(it, 0)}),
+                                           b.ew(OpKind::LT, {row, ix[3]})});
+    full = and_pred(full, row_in);
+  }
+  if (full != kNoValue) hi = b.ew(OpKind::SELECT, {full, hi, c_i32(0)});
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::ASYNC_COPY;
+  g.operands = {dst, src, lo, b.named(hi, "hi")};
+  // Padding registers (more threads than chunks) copy nothing: their rows lie past the array.
+  if (ValueId live = valid_pred(l); live != kNoValue) g.operands.push_back(live);
+  // vector: the dialect has vector types for d, for the synchronous fallback (no bf16 on MSL).
+  const bool vector = std::find(target.vector_dtypes.begin(), target.vector_dtypes.end(), d) !=
+                      target.vector_dtypes.end();
+  g.attrs = {{"width", vec}, {"vector", int64_t{vector}}};
+  b.append(std::move(g));
+}
+
+std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) {
+  DotPlan& plan = dot_plans.at(&op);
+  if (plan.bufs[0] == kNoValue) {
+    const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
+    const int64_t pad = staging_pad(plan.stage);
+    plan.ld[0] = plan.kc + pad;
+    plan.ld[1] = n + pad;
+    plan.elems[0] = m * plan.ld[0];
+    plan.elems[1] = plan.kc * plan.ld[1];
+    plan.bufs[0] = pb.alloc(plan.stage, stages * plan.elems[0], "a_smem");
+    plan.bufs[1] = pb.alloc(plan.stage, stages * plan.elems[1], "b_smem");
+  }
+  return {plan.bufs[0], plan.bufs[1]};
+}
+
 void Lowering::dot(const Op& op) {
   const DotPlan& plan = dot_plans.at(&op);
   const Shape &as = p.type(op.operands[0]).shape, &bs = p.type(op.operands[1]).shape;
@@ -216,30 +356,34 @@ void Lowering::dot(const Op& op) {
   const DType ct = p.type(op.result()).dtype;
   LayoutId acc_l = layout_of(op.result());
   ValueId acc = materialize(get(op.operands[2]), acc_l);
-  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
-  const int64_t pad = staging_pad(plan.stage);
-  // K is staged in chunks of kc columns of A / rows of B, halved until the arrays take at most
-  // half the target's threadgroup memory (the rest is left to exchanges and the user).
-  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
+  // K is staged in chunks of kc columns of A / rows of B (dot_chunk). A pipelined dot
+  // (lower_pipeline.cpp) finds its operands already in stage `pipe_stage` of its arrays.
   const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
-  const uint64_t acc_bytes = acc_array ? static_cast<uint64_t>(m * n) * 4 : 0;
-  auto bytes = [&](int64_t c) {
-    return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem) + acc_bytes;
-  };
-  int64_t kc = k;
-  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
-    kc /= 2;
-  const int64_t lda = kc + pad, ldb = n + pad;
-  ValueId a_buf = pb.alloc(plan.stage, m * lda, "a_smem");
-  ValueId b_buf = pb.alloc(plan.stage, kc * ldb, "b_smem");
+  const int64_t kc = plan.kc;
+  const auto piped = pipelined_dots.find(&op);
+  auto [a_buf, b_buf] = dot_buffers(op, piped != pipelined_dots.end() ? piped->second->stages : 1);
+  const int64_t lda = plan.ld[0], ldb = plan.ld[1];
   ValueId c_buf = acc_array ? pb.alloc(DType::f32, m * n, "c_smem") : kNoValue;
   ValueId tid = builtin(gpu::Builtin::thread_index);
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
+  if (piped != pipelined_dots.end()) {
+    ValueId stage = piped->second->stage;
+    a_buf = b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[0])})});
+    b_buf = b.ew(OpKind::PTR_OFFSET, {b_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[1])})});
+  }
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
-    stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
-    stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
-    b.barrier();
+    if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop
+      if (plan.direct[0] != nullptr) stage_direct(*plan.direct[0], a_buf, lda);
+      else stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
+      if (plan.direct[1] != nullptr) stage_direct(*plan.direct[1], b_buf, ldb);
+      else stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+      if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
+        async_commit();
+        async_wait(0);
+      }
+      b.barrier();
+    }
     if (plan.atom != nullptr) {
       gpu::Op g;
       g.kind = gpu::GpuOpKind::MMA;
@@ -249,7 +393,9 @@ void Lowering::dot(const Op& op) {
                  {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
                  {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
-                 {"tf32", int64_t{plan.atom->relaxed}}};
+                 {"tf32", int64_t{plan.atom->relaxed}},
+                 {"ldmatrix", int64_t{options.ldmatrix && dtype_size(plan.stage) == 2 &&
+                                      lda % 8 == 0 && ldb % 8 == 0}}};
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();
     } else {
@@ -271,7 +417,9 @@ void Lowering::dot(const Op& op) {
         return std::vector<ValueId>{b.ew(OpKind::ADD, {carried[0], b.ew(OpKind::MUL, {av, bv})})};
       })[0];
     }
-    b.barrier();  // before the next chunk or dot overwrites the arrays
+    // Before the next chunk or dot overwrites the arrays (a pipeline writes the stage read
+    // here only after the next iteration's barrier).
+    if (piped == pipelined_dots.end()) b.barrier();
   }
   if (f.value(r).dtype != ct) r = b.ew(OpKind::CAST, {r}, ct);
   set(op.result(), b.named(r, "acc"));

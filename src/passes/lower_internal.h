@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -148,7 +149,36 @@ class Lowering {
     DType stage = DType::invalid;  // operand element type in threadgroup memory
     int warps_m = 0, warps_n = 0;
     LayoutId acc = gpu::kUniform;  // the accumulator's layout
+    int64_t kc = 0;                // K columns staged at a time
+    /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
+    const Op* direct[2] = {nullptr, nullptr};
+    ValueId bufs[2] = {kNoValue, kNoValue};  // staging arrays of A and B (all stages)
+    int64_t ld[2] = {0, 0}, elems[2] = {0, 0};  // row stride and elements of one stage
   };
+  /** The K loop of dots whose operands stream through a ring of stages (lower_pipeline.cpp). */
+  struct Pipeline {
+    int64_t stages = 1;
+    std::vector<const Op*> dots;
+    std::vector<const Op*> slice;  // pure body ops the copies' addresses need, in body order
+    ValueId start = kNoValue, end = kNoValue, step = kNoValue;  // the GPU loop bounds
+    ValueId iteration = kNoValue, stage = kNoValue;  // in the body: (iv - start) / step, its stage
+  };
+  std::map<const Op*, Pipeline> pipelines;             // by Tile IR loop
+  std::map<const Op*, const Pipeline*> pipelined_dots;  // dot -> its loop's pipeline
+  /** Picks the loops to pipeline (after plan_direct_copies). */
+  void plan_pipelines();
+  /** Loop hooks: before the loop, at the top and bottom of its body, after it. */
+  void pipeline_prologue(const Op& loop, ValueId start, ValueId end, ValueId step);
+  void pipeline_top(const Op& loop, ValueId iv);
+  void pipeline_bottom(const Op& loop, ValueId iv);
+  void pipeline_epilogue(const Op& loop);
+  /** Issues the copies of every pipelined dot of `pl` for the iteration at `kv` into `stage`. */
+  void pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId stage);
+  /** The staging arrays of a dot (allocated on first use, `stages` deep). */
+  std::pair<ValueId, ValueId> dot_buffers(const Op& dot, int64_t stages);
+  void async_commit();
+  void async_wait(int64_t pending);
+  std::set<const Op*> direct_loads;  // tile_loads a dot copies itself (lowered there, not here)
   std::map<const Op*, DotPlan> dot_plans;
   std::vector<LayoutId> assigned;  // Tile IR value -> layout (kUniform: layout_for(shape))
   /** Warps a threadgroup gets for the program's dots (0: no dot fits an atom). */
@@ -171,6 +201,15 @@ class Lowering {
    */
   void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
              int64_t len);
+  /** K columns staged at a time: halved until A and B fit half the threadgroup memory. */
+  int64_t dot_chunk(const DotPlan& plan, int64_t m, int64_t n, int64_t k) const;
+  /** Picks the dot operands that tile_loads in the same block can copy straight to staging. */
+  void plan_direct_copies(const Block& blk, const std::vector<int>& uses);
+  /**
+   * Copies tile_load `load` into threadgroup array buf (row stride ld) with async_copy; where
+   * the uniform `in_range` is false, zeros.
+   */
+  void stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range = kNoValue);
   void dot(const Op& op);
 
   // --- lower_reduce.cpp ---

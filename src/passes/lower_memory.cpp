@@ -96,6 +96,7 @@ std::pair<ValueId, ValueId> Lowering::tile_access(ValueId ptr, std::vector<Value
 }
 
 void Lowering::tile_load(const Op& op) {
+  if (direct_loads.count(&op)) return;  // its dot copies it to threadgroup memory itself
   std::vector<ValueId> ix;
   for (size_t i = 1; i < op.operands.size(); ++i) ix.push_back(get(op.operands[i]));
   auto [ptrs, pred] = tile_access(get(op.operands[0]), ix, p.type(op.result()).shape,

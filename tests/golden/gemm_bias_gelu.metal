@@ -131,73 +131,56 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   #pragma unroll
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
-    int t2[8];
-    int row[8];
-    int t3[8];
-    int col[8];
-    bool in_bounds[8];
+    int t2[2];
+    int t3[2];
+    int t5[2];
+    device const float* a_ptrs[2];
+    int lo[2];
+    int hi[2];
     #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      const int idx = tid * 4 + r % 4 + ((r / 4)) * 512;
+    for (int r = 0; r < 2; ++r) {
+      const int idx = tid * 4 + r * 512;
       t2[r] = mt_div(idx, 32);
-      row[r] = t + t2[r];
       t3[r] = mt_mod(idx, 32);
-      col[r] = i + t3[r];
-      in_bounds[r] = ((row[r] >= 0) & (row[r] < M)) & ((col[r] >= 0) & (col[r] < K));
+      t5[r] = t2[r] * 36 + t3[r];
+      const int row = t + t2[r];
+      const int col = i + t3[r];
+      a_ptrs[r] = A + (row * K + col);
+      lo[r] = ((0 - col) > 0 ? (0 - col) : 0) < 4 ? ((0 - col) > 0 ? (0 - col) : 0) : 4;
+      hi[r] = ((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 4 ? ((K - col) > 0 ? (K - col) : 0) : 4) : 0;
     }
-    float tile[8];
     #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      if (in_bounds[c] && in_bounds[c + 1] && in_bounds[c + 2] && in_bounds[c + 3]) {
-        const float4 tile_vec = *(device const packed_float4*)(A + (row[c] * K + col[c]));
-        tile[c] = tile_vec[0];
-        tile[c + 1] = tile_vec[1];
-        tile[c + 2] = tile_vec[2];
-        tile[c + 3] = tile_vec[3];
+    for (int r = 0; r < 2; ++r) {
+      if ((lo[r]) == 0 && (hi[r]) == 4) {
+        *(threadgroup packed_float4*)(a_smem + t5[r]) = *(device const packed_float4*)(a_ptrs[r]);
       } else {
         #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          tile[c + j] = in_bounds[c + j] ? A[row[c + j] * K + col[c + j]] : 0.0f;
+          if (j >= (lo[r]) && j < (hi[r])) (a_smem + t5[r])[j] = (a_ptrs[r])[j]; else (a_smem + t5[r])[j] = 0.0f;
         }
       }
     }
-    int row1[8];
-    int col1[8];
-    bool in_bounds1[8];
+    device const float* b_ptrs[2];
+    int lo1[2];
+    int hi1[2];
     #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      row1[r] = i + t2[r];
-      col1[r] = t1 + t3[r];
-      in_bounds1[r] = ((row1[r] >= 0) & (row1[r] < K)) & ((col1[r] >= 0) & (col1[r] < N));
+    for (int r = 0; r < 2; ++r) {
+      const int row1 = i + t2[r];
+      const int col1 = t1 + t3[r];
+      b_ptrs[r] = B + (row1 * N + col1);
+      lo1[r] = ((0 - col1) > 0 ? (0 - col1) : 0) < 4 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 4;
+      hi1[r] = ((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 4 ? ((N - col1) > 0 ? (N - col1) : 0) : 4) : 0;
     }
-    float tile1[8];
     #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      if (in_bounds1[c] && in_bounds1[c + 1] && in_bounds1[c + 2] && in_bounds1[c + 3]) {
-        const float4 tile1_vec = *(device const packed_float4*)(B + (row1[c] * N + col1[c]));
-        tile1[c] = tile1_vec[0];
-        tile1[c + 1] = tile1_vec[1];
-        tile1[c + 2] = tile1_vec[2];
-        tile1[c + 3] = tile1_vec[3];
+    for (int r = 0; r < 2; ++r) {
+      if ((lo1[r]) == 0 && (hi1[r]) == 4) {
+        *(threadgroup packed_float4*)(b_smem + t5[r]) = *(device const packed_float4*)(b_ptrs[r]);
       } else {
         #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          tile1[c + j] = in_bounds1[c + j] ? B[row1[c + j] * N + col1[c + j]] : 0.0f;
+          if (j >= (lo1[r]) && j < (hi1[r])) (b_smem + t5[r])[j] = (b_ptrs[r])[j]; else (b_smem + t5[r])[j] = 0.0f;
         }
       }
-    }
-    int t19[8];
-    #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      t19[r] = t2[r] * 36 + t3[r];
-    }
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      *(threadgroup packed_float4*)(a_smem + t19[c]) = float4(tile[c], tile[c + 1], tile[c + 2], tile[c + 3]);
-    }
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      *(threadgroup packed_float4*)(b_smem + t19[c]) = float4(tile1[c], tile1[c + 1], tile1[c + 2], tile1[c + 3]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     float acc1[8];
@@ -234,42 +217,29 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   const float bias = ((offs < N) & in_tile) ? Bias[offs] : 0.0f;
   if (in_tile) scratch_f32[tid] = bias;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  int t24[8];
-  int t25[8];
+  int idx1[8];
+  int t31[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) {
-    const int idx1 = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
-    t24[r] = mt_div(idx1, 32);
-    t25[r] = mt_mod(idx1, 32);
+    idx1[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
+    t31[r] = mt_mod(idx1[r], 32);
   }
   float bias1[8];
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t25[c]);
+    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t31[c]);
     bias1[c] = bias1_vec[0];
     bias1[c + 1] = bias1_vec[1];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  float t32[8];
-  int row2[8];
-  int col2[8];
-  bool in_bounds2[8];
-  #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    const float t27 = acc[r] + bias1[r];
-    t32[r] = t27 / (1.0f + exp(0.0f - (1.702f * t27)));
-    row2[r] = t + t24[r];
-    col2[r] = t1 + t25[r];
-    in_bounds2[r] = ((row2[r] >= 0) & (row2[r] < M)) & ((col2[r] >= 0) & (col2[r] < N));
-  }
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    if (in_bounds2[c] && in_bounds2[c + 1]) {
-      *(device packed_float2*)(C + (row2[c] * N + col2[c])) = float2(t32[c], t32[c + 1]);
+    if ((((t + mt_div(idx1[c], 32)) >= 0) & ((t + mt_div(idx1[c], 32)) < M)) & (((t1 + t31[c]) >= 0) & ((t1 + t31[c]) < N)) && (((t + mt_div(idx1[c + 1], 32)) >= 0) & ((t + mt_div(idx1[c + 1], 32)) < M)) & (((t1 + t31[c + 1]) >= 0) & ((t1 + t31[c + 1]) < N))) {
+      *(device packed_float2*)(C + ((t + mt_div(idx1[c], 32)) * N + t1 + t31[c])) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if (in_bounds2[c + j]) C[row2[c + j] * N + col2[c + j]] = t32[c + j];
+        if ((((t + mt_div(idx1[c + j], 32)) >= 0) & ((t + mt_div(idx1[c + j], 32)) < M)) & (((t1 + t31[c + j]) >= 0) & ((t1 + t31[c + j]) < N))) C[(t + mt_div(idx1[c + j], 32)) * N + t1 + t31[c + j]] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
       }
     }
   }

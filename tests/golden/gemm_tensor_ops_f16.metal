@@ -132,73 +132,31 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   #pragma unroll
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
-    int t2[8];
-    int row[8];
-    int t3[8];
-    int col[8];
-    bool in_bounds[8];
-    #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      const int idx = tid * 4 + r % 4 + ((r / 4)) * 512;
-      t2[r] = mt_div(idx, 32);
-      row[r] = t + t2[r];
-      t3[r] = mt_mod(idx, 32);
-      col[r] = i + t3[r];
-      in_bounds[r] = ((row[r] >= 0) & (row[r] < M)) & ((col[r] >= 0) & (col[r] < K));
-    }
-    half tile[8];
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      if (in_bounds[c] && in_bounds[c + 1] && in_bounds[c + 2] && in_bounds[c + 3]) {
-        const half4 tile_vec = *(device const packed_half4*)(A + (row[c] * K + col[c]));
-        tile[c] = tile_vec[0];
-        tile[c + 1] = tile_vec[1];
-        tile[c + 2] = tile_vec[2];
-        tile[c + 3] = tile_vec[3];
-      } else {
-        #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          tile[c + j] = in_bounds[c + j] ? A[row[c + j] * K + col[c + j]] : half(0.0f);
-        }
+    const int idx = tid * 8;
+    const int t2 = mt_div(idx, 32);
+    const int t3 = mt_mod(idx, 32);
+    const int t5 = t2 * 40 + t3;
+    const int row = t + t2;
+    const int col = i + t3;
+    if ((((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) == 0 && (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0) == 8) {
+      *(threadgroup packed_half4*)(a_smem + t5) = *(device const packed_half4*)(A + (row * K + col));
+      *(threadgroup packed_half4*)(a_smem + t5 + 4) = *(device const packed_half4*)(A + (row * K + col) + 4);
+    } else {
+      #pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (j >= (((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) && j < (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0)) (a_smem + t5)[j] = (A + (row * K + col))[j]; else (a_smem + t5)[j] = half(0.0f);
       }
     }
-    int row1[8];
-    int col1[8];
-    bool in_bounds1[8];
-    #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      row1[r] = i + t2[r];
-      col1[r] = t1 + t3[r];
-      in_bounds1[r] = ((row1[r] >= 0) & (row1[r] < K)) & ((col1[r] >= 0) & (col1[r] < N));
-    }
-    half tile1[8];
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      if (in_bounds1[c] && in_bounds1[c + 1] && in_bounds1[c + 2] && in_bounds1[c + 3]) {
-        const half4 tile1_vec = *(device const packed_half4*)(B + (row1[c] * N + col1[c]));
-        tile1[c] = tile1_vec[0];
-        tile1[c + 1] = tile1_vec[1];
-        tile1[c + 2] = tile1_vec[2];
-        tile1[c + 3] = tile1_vec[3];
-      } else {
-        #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          tile1[c + j] = in_bounds1[c + j] ? B[row1[c + j] * N + col1[c + j]] : half(0.0f);
-        }
+    const int row1 = i + t2;
+    const int col1 = t1 + t3;
+    if ((((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) == 0 && (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0) == 8) {
+      *(threadgroup packed_half4*)(b_smem + t5) = *(device const packed_half4*)(B + (row1 * N + col1));
+      *(threadgroup packed_half4*)(b_smem + t5 + 4) = *(device const packed_half4*)(B + (row1 * N + col1) + 4);
+    } else {
+      #pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (j >= (((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) && j < (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0)) (b_smem + t5)[j] = (B + (row1 * N + col1))[j]; else (b_smem + t5)[j] = half(0.0f);
       }
-    }
-    int t19[8];
-    #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      t19[r] = t2[r] * 40 + t3[r];
-    }
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      *(threadgroup packed_half4*)(a_smem + t19[c]) = half4(tile[c], tile[c + 1], tile[c + 2], tile[c + 3]);
-    }
-    #pragma unroll
-    for (int c = 0; c < 8; c += 4) {
-      *(threadgroup packed_half4*)(b_smem + t19[c]) = half4(tile1[c], tile1[c + 1], tile1[c + 2], tile1[c + 3]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     float acc1[8];
@@ -237,24 +195,14 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = acc1[r];
   }
-  int row2[8];
-  int col2[8];
-  bool in_bounds2[8];
-  #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    const int idx1 = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
-    row2[r] = t + mt_div(idx1, 32);
-    col2[r] = t1 + mt_mod(idx1, 32);
-    in_bounds2[r] = ((row2[r] >= 0) & (row2[r] < M)) & ((col2[r] >= 0) & (col2[r] < N));
-  }
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    if (in_bounds2[c] && in_bounds2[c + 1]) {
-      *(device packed_float2*)(C + (row2[c] * N + col2[c])) = float2(acc[c], acc[c + 1]);
+    if ((((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) >= 0) & ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) < M)) & (((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) >= 0) & ((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) < N)) && (((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) >= 0) & ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) < M)) & (((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) >= 0) & ((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) < N))) {
+      *(device packed_float2*)(C + ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) * N + t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32))) = float2(acc[c], acc[c + 1]);
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if (in_bounds2[c + j]) C[row2[c + j] * N + col2[c + j]] = acc[c + j];
+        if ((((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) >= 0) & ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) < M)) & (((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) >= 0) & ((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) < N))) C[(t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) * N + t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)] = acc[c + j];
       }
     }
   }

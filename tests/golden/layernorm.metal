@@ -230,17 +230,12 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
         b[j] = mask1[j] ? B[offs1[j]] : 0.0f;
       }
     }
-    float out[4];
-    #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      out[r] = (((x1[r] - t5) * t11) * w[r]) + b[r];
-    }
     if (mask1[0] && mask1[1] && mask1[2] && mask1[3]) {
-      *(device packed_float4*)(Out + t + offs1[0]) = float4(out[0], out[1], out[2], out[3]);
+      *(device packed_float4*)(Out + t + offs1[0]) = float4((((x1[0] - t5) * t11) * w[0]) + b[0], (((x1[1] - t5) * t11) * w[1]) + b[1], (((x1[2] - t5) * t11) * w[2]) + b[2], (((x1[3] - t5) * t11) * w[3]) + b[3]);
     } else {
       #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (mask1[j]) Out[t + offs1[j]] = out[j];
+        if (mask1[j]) Out[t + offs1[j]] = (((x1[j] - t5) * t11) * w[j]) + b[j];
       }
     }
   }

@@ -224,17 +224,12 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
         x2[j] = mask2[j] ? X[t + offs2[j]] : 0.0f;
       }
     }
-    float out[4];
-    #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      out[r] = exp(x2[r] - max_val) / sum;
-    }
     if (mask2[0] && mask2[1] && mask2[2] && mask2[3]) {
-      *(device packed_float4*)(Out + t + offs2[0]) = float4(out[0], out[1], out[2], out[3]);
+      *(device packed_float4*)(Out + t + offs2[0]) = float4(exp(x2[0] - max_val) / sum, exp(x2[1] - max_val) / sum, exp(x2[2] - max_val) / sum, exp(x2[3] - max_val) / sum);
     } else {
       #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (mask2[j]) Out[t + offs2[j]] = out[j];
+        if (mask2[j]) Out[t + offs2[j]] = exp(x2[j] - max_val) / sum;
       }
     }
   }

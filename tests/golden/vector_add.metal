@@ -151,17 +151,12 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
       y[j] = mask[j] ? Y[offs[j]] : 0.0f;
     }
   }
-  float out[4];
-  #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    out[r] = x[r] + y[r];
-  }
   if (mask[0] && mask[1] && mask[2] && mask[3]) {
-    *(device packed_float4*)(Out + offs[0]) = float4(out[0], out[1], out[2], out[3]);
+    *(device packed_float4*)(Out + offs[0]) = float4(x[0] + y[0], x[1] + y[1], x[2] + y[2], x[3] + y[3]);
   } else {
     #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      if (mask[j]) Out[offs[j]] = out[j];
+      if (mask[j]) Out[offs[j]] = x[j] + y[j];
     }
   }
 }

@@ -102,7 +102,7 @@ MT_FN uint mt_pair(const ushort* p) { return *reinterpret_cast<const uint*>(p); 
 MT_FN uint mt_pack(ushort lo, ushort hi) { return uint(lo) | (uint(hi) << 16); }
 #define MT_MMA(name, shape, types)                                                                 \
   MT_FN void name(float* d, const uint* a, const uint* b) {                                        \
-    asm volatile("mma.sync.aligned." shape ".row.col.f32." types ".f32 {%0, %1, %2, %3}, "         \
+    asm("mma.sync.aligned." shape ".row.col.f32." types ".f32 {%0, %1, %2, %3}, "         \
                  "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                                   \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                  \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));              \
@@ -111,6 +111,33 @@ MT_MMA(mt_mma_tf32, "m16n8k8", "tf32.tf32")
 MT_MMA(mt_mma_f16, "m16n8k16", "f16.f16")
 MT_MMA(mt_mma_bf16, "m16n8k16", "bf16.bf16")
 #undef MT_MMA
+
+// ---- threadgroup copies and fragment loads (cp.async, ldmatrix: sm_80+) ----------------------
+// Shared-memory addresses for these instructions are 32-bit offsets into the shared window.
+MT_FN uint mt_smem_addr(const void* p) {
+  uint a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// 16 bytes, global -> shared, bypassing L1 and registers; complete after wait_group + barrier.
+MT_FN void mt_cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mt_smem_addr(dst)), "l"(src) : "memory");
+}
+MT_FN void mt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Four 8x8 16-bit matrices: lanes 8q..8q+7 give the row addresses of matrix q (volatile: it
+// reads shared memory, so it must stay between the barriers it was written between).
+MT_FN void mt_ldmatrix_x4(uint* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(mt_smem_addr(p)));
+}
+MT_FN void mt_ldmatrix_x4_trans(uint* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(mt_smem_addr(p)));
+}
+MT_FN void mt_ldmatrix_x2_trans(uint* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(mt_smem_addr(p)));
+}
 
 // ---- atomics: mt_atomic_<op>(address, [cmp,] value) -> the old value ------------------------
 // 64-bit integers go through the unsigned long long forms (wrap-around add is the same bits);

@@ -1,0 +1,170 @@
+// The GPU IR walker's memory statements: vector loads and stores with their masked tails,
+// async copies into threadgroup memory, and the mma op handed to the dialect.
+#include "codegen/gpu_emit_internal.h"
+
+#include <algorithm>
+
+#include "support/error.h"
+
+namespace metile::emit_detail {
+
+void Emitter::vector_access(const gpu::Op& op) {
+  bool load = op.kind == GpuOpKind::VLOAD;
+  int64_t width = op.attr_int("width");
+  ValueId ptr = op.operands[0];
+  ValueId data = load ? op.result() : op.operands[1];
+  DType t = dtype(ptr);
+  int64_t n = regs(data);
+  bool predicated = op.operands.size() > (load ? 1u : 2u);
+  ValueId pred = predicated ? op.operands[load ? 1 : 2] : kNoValue;
+  AddrSpace space = f_.value(ptr).space;
+  if (load) w_.line(type_of(data) + " " + name_[data] + "[" + std::to_string(n) + "];");
+  bool chunks = n > width;
+  std::string c = chunks ? "c" : "0";
+  if (chunks) {
+    w_.line(d_.unroll());
+    w_.open("for (int c = 0; c < " + std::to_string(n) + "; c += " + std::to_string(width) + ")");
+  }
+  auto at = [&](int64_t j) {
+    if (c == "0") return std::to_string(j);
+    return j == 0 ? c : c + " + " + std::to_string(j);
+  };
+  std::string address = strip_parens(expr(ptr, at(0)));
+  std::string vptr = "(" + d_.vector_pointer(t, width, space, load && const_ptr_[ptr]) + ")(" + address + ")";
+  std::string cond;
+  if (predicated)
+    for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(j)));
+  std::string aligned = d_.vector_aligned(address, width * static_cast<int64_t>(dtype_size(t)));
+  if (!aligned.empty()) cond += (cond.empty() ? "" : " && ") + aligned;
+  if (!cond.empty()) w_.open("if (" + cond + ")");
+  std::string vt = d_.vector_type(t, width);
+  if (load) {
+    // Named after the array it fills: several unpredicated loads can share one scope.
+    std::string vec = fresh_name(name_[data] + "_vec");
+    w_.line("const " + vt + " " + vec + " = *" + vptr + ";");
+    for (int64_t j = 0; j < width; ++j)
+      w_.line(name_[data] + "[" + at(j) + "] = " + spell_from_storage(c_, t, vec + "[" + std::to_string(j) + "]") + ";");
+  } else {
+    std::string parts;
+    for (int64_t j = 0; j < width; ++j)
+      parts += (j ? ", " : "") + strip_parens(spell_to_storage(c_, t, expr(data, at(j))));
+    w_.line("*" + vptr + " = " + vt + "(" + parts + ");");
+  }
+  if (!cond.empty()) {
+    // "} else {" at the if's depth; the writer's indentation already suits the else branch.
+    w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
+    // The masked tail: register by register, exactly like a scalar load/store.
+    w_.line(d_.unroll());
+    w_.open("for (int j = 0; j < " + std::to_string(width) + "; ++j)");
+    std::string r = c == "0" ? "j" : c + " + j";
+    if (load) {
+      std::string value = spell_from_storage(c_, t, deref(ptr, r));
+      if (predicated) value = spell_select(expr(pred, r), value, expr(op.operands[2], r));
+      w_.line(name_[data] + "[" + r + "] = " + strip_parens(value) + ";");
+    } else {
+      std::string s = deref(ptr, r) + " = " + strip_parens(spell_to_storage(c_, t, expr(data, r))) + ";";
+      w_.line(predicated ? "if (" + strip_parens(expr(pred, r)) + ") " + s : s);
+    }
+    w_.close();
+    w_.close();
+  }
+  if (chunks) w_.close();
+}
+
+
+// Per register (one chunk of `width` elements): the dialect's asynchronous copy when the whole
+// chunk is in bounds and the source suits it (else vector loads and stores of at most 4
+// elements, as the dialects' vector types go), and element by element otherwise.
+void Emitter::async_copy(const gpu::Op& op) {
+  const int64_t width = op.attr_int("width"), n = regs(op.operands[0]);
+  const ValueId dst = op.operands[0], src = op.operands[1], lo = op.operands[2], hi = op.operands[3];
+  const ValueId live = op.operands.size() > 4 ? op.operands[4] : kNoValue;
+  const DType t = dtype(dst);
+  const int64_t elem = static_cast<int64_t>(dtype_size(t));
+  std::string r = "0";
+  if (n > 1) {
+    r = "r";
+    w_.line(d_.unroll());
+    w_.open("for (int r = 0; r < " + std::to_string(n) + "; ++r)");
+  }
+  if (live != kNoValue) w_.open("if (" + strip_parens(expr(live, r)) + ")");
+  const std::string to = strip_parens(expr(dst, r)), from = strip_parens(expr(src, r));
+  auto operand = [](std::string x) { return is_identifier(x) || is_number(x) ? x : "(" + strip_parens(x) + ")"; };
+  const std::string l = operand(expr(lo, r)), h = operand(expr(hi, r));
+  std::vector<std::string> copies;
+  std::string cond;
+  if (l != "0") cond = l + " == 0";
+  if (h != std::to_string(width)) cond += (cond.empty() ? "" : " && ") + h + " == " + std::to_string(width);
+  auto also = [&](const std::string& x) {
+    if (!x.empty()) cond += (cond.empty() ? "" : " && ") + x;
+  };
+  if (std::string a = d_.async_copy(to, from, width * elem); !a.empty()) {
+    copies.push_back(a);
+    also(d_.vector_aligned(from, width * elem));
+  } else if (op.attr_int("vector") != 0) {
+    const int64_t sub = std::min<int64_t>(width, 4);
+    for (int64_t s = 0; s < width; s += sub) {
+      std::string off = s == 0 ? "" : " + " + std::to_string(s);
+      copies.push_back("*(" + d_.vector_pointer(t, sub, AddrSpace::threadgroup, false) + ")(" + to + off +
+                       ") = *(" + d_.vector_pointer(t, sub, AddrSpace::device, const_ptr_[src]) + ")(" +
+                       from + off + ")");
+    }
+    also(d_.vector_aligned(from, sub * elem));
+    also(d_.vector_aligned(to, sub * elem));
+  }
+  const bool fast = !copies.empty(), guarded = fast && !cond.empty();
+  if (guarded) w_.open("if (" + cond + ")");
+  for (const std::string& x : copies) w_.line(x + ";");
+  if (guarded) w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
+  if (guarded || !fast) {
+    w_.line(d_.unroll());
+    w_.open("for (int j = 0; j < " + std::to_string(width) + "; ++j)");
+    std::string zero = strip_parens(spell_to_storage(c_, t, spell_zero(c_, t)));
+    // The source address is formed only where the element is in bounds.
+    w_.line("if (j >= " + l + " && j < " + h + ") (" + to + ")[j] = (" + from + ")[j]; else (" + to + ")[j] = " +
+            zero + ";");
+    w_.close();
+    if (guarded) w_.close();
+  }
+  if (live != kNoValue) w_.close();
+  if (n > 1) w_.close();
+}
+
+void Emitter::mma(const gpu::Op& op) {
+  ValueId v = op.result();
+  int64_t n = regs(v);
+  METILE_ASSERT(n > 1, "an mma accumulator holds several registers per thread");
+  w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(n) + "];");
+  w_.line(d_.unroll());
+  w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + name_[v] + "[r] = " +
+          strip_parens(expr(op.operands[2], "r")) + ";");
+  MmaSpec s;
+  s.atom = op.attr_str("atom");
+  if (op.operands.size() > 4) s.c = name_[op.operands[4]];
+  auto array = [&](ValueId x) {  // a stage of a pipelined dot is an offset into its array
+    std::string e = strip_parens(expr(x, "0"));
+    return is_identifier(e) ? e : "(" + e + ")";
+  };
+  s.a = array(op.operands[0]);
+  s.b = array(op.operands[1]);
+  s.acc = name_[v];
+  s.tid = strip_parens(expr(op.operands[3], "0"));
+  s.ab = dtype(op.operands[0]);
+  s.m = op.attr_int("m");
+  s.n = op.attr_int("n");
+  s.k = op.attr_int("k");
+  s.lda = op.attr_int("lda");
+  s.ldb = op.attr_int("ldb");
+  s.atom_m = op.attr_int("atom_m");
+  s.atom_n = op.attr_int("atom_n");
+  s.atom_k = op.attr_int("atom_k");
+  s.warps_m = op.attr_int("warps_m");
+  s.warps_n = op.attr_int("warps_n");
+  s.tf32 = op.attr_int("tf32") != 0;
+  s.ldmatrix = op.find_attr("ldmatrix") != nullptr && op.attr_int("ldmatrix") != 0;
+  w_.open("");
+  d_.mma(w_, s);
+  w_.close();
+}
+
+}  // namespace metile::emit_detail

@@ -1,0 +1,144 @@
+// Multi-stage K-loop pipelining for dots whose A and B come straight from tile_loads (their
+// copies are async_copy ops, lower_dot.cpp).
+//
+// A loop qualifies when its step is a positive constant and every address operand of those
+// tile_loads is computed from values outside the loop, the induction variable and pure scalar
+// ops of the body (the "slice"), never from carried values. With S stages each dot's arrays
+// hold S copies of A and B, and the loop becomes
+//
+//   prologue:  for s < S-1: copy the tiles of iteration s into stage s (zeros past the end); commit
+//   body:      wait until at most S-2 groups are in flight; barrier
+//              ... the body, each pipelined dot's mma reading stage it % S ...
+//              copy the tiles of iteration it+S-1 into stage (it+S-1) % S; commit
+//   after:     wait for every group
+//
+// One barrier per iteration suffices: the stage written at the bottom of iteration it was last
+// read in iteration it-1, which every thread finished before passing this iteration's barrier.
+// The slice is lowered again for each prefetched iteration with the induction variable
+// replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
+// asynchronous; it shrinks until the stages fit 3/4 of the threadgroup memory, and a loop with
+// fewer than 2 stages is left alone.
+#include <algorithm>
+#include <set>
+
+#include "passes/lower_internal.h"
+
+namespace metile::lowering {
+
+void Lowering::plan_pipelines() {
+  int64_t want = options.num_stages != 0 ? options.num_stages : (target.async_copies ? 3 : 1);
+  if (want < 2) return;
+  std::map<ValueId, const Op*> defs;
+  walk(p.body, [&](const Op& o) {
+    for (ValueId r : o.results) defs[r] = &o;
+  });
+  walk(p.body, [&](const Op& loop) {
+    if (loop.kind != OpKind::FOR) return;
+    auto step = defs.find(loop.operands[2]);
+    if (step == defs.end() || step->second->kind != OpKind::CONST || step->second->attr_num("value") <= 0)
+      return;
+    const Block& body = loop.body();
+    std::map<ValueId, size_t> pos;  // body op results -> position
+    for (size_t i = 0; i < body.ops.size(); ++i)
+      for (ValueId r : body.ops[i].results) pos[r] = i;
+    Pipeline pl;
+    std::set<size_t> slice;
+    uint64_t bytes = 0;
+    // Adds the body ops v depends on to the slice; false when v depends on a carried value or
+    // on an op that is not a pure scalar computation.
+    auto need = [&](auto&& self, ValueId v) -> bool {
+      for (size_t i = 1; i < body.args.size(); ++i)
+        if (v == body.args[i]) return false;
+      auto at = pos.find(v);
+      if (at == pos.end()) return true;  // outside the loop, or the induction variable
+      const Op& o = body.ops[at->second];
+      if (!has_trait(o.kind, kPure) || p.type(v).is_tile()) return false;
+      if (!slice.insert(at->second).second) return true;
+      for (ValueId x : o.operands)
+        if (!self(self, x)) return false;
+      return true;
+    };
+    for (const Op& o : body.ops) {
+      if (o.kind != OpKind::DOT) continue;
+      const DotPlan& plan = dot_plans.at(&o);
+      if (plan.direct[0] == nullptr || plan.direct[1] == nullptr) continue;
+      bool ok = true;
+      for (const Op* load : plan.direct)
+        for (ValueId x : load->operands) ok = ok && need(need, x);
+      if (!ok) return;  // the slice may hold ops of a rejected dot: no pipeline for this loop
+      const int64_t m = p.type(o.operands[0]).shape.dims[0], n = p.type(o.operands[1]).shape.dims[1];
+      const int64_t pad = 16 / static_cast<int64_t>(dtype_size(plan.stage));
+      bytes += static_cast<uint64_t>(m * (plan.kc + pad) + plan.kc * (n + pad)) * dtype_size(plan.stage);
+      pl.dots.push_back(&o);
+    }
+    if (pl.dots.empty()) return;
+    int64_t stages = want;
+    while (stages > 1 && stages * bytes > target.threadgroup_memory_bytes / 4 * 3) --stages;
+    if (stages < 2) return;
+    pl.stages = stages;
+    for (size_t i : slice) pl.slice.push_back(&body.ops[i]);
+    Pipeline& placed = pipelines[&loop] = std::move(pl);
+    for (const Op* d : placed.dots) pipelined_dots[d] = &placed;
+  });
+}
+
+void Lowering::pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId stage) {
+  const ValueId iv = loop.body().args[0];
+  const ValueId saved = map[iv];
+  map[iv] = kv;
+  for (const Op* o : pl.slice) op(*o);
+  ValueId in_range = b.named(b.ew(OpKind::LT, {kv, pl.end}), "in_range");
+  for (const Op* d : pl.dots) {
+    auto [a_buf, b_buf] = dot_buffers(*d, pl.stages);
+    const DotPlan& plan = dot_plans.at(d);
+    for (int i = 0; i < 2; ++i) {
+      ValueId at = b.ew(OpKind::MUL, {stage, c_i32(plan.elems[i])});
+      stage_direct(*plan.direct[i], b.ew(OpKind::PTR_OFFSET, {i == 0 ? a_buf : b_buf, at}), plan.ld[i],
+                   in_range);
+    }
+  }
+  map[iv] = saved;
+  async_commit();
+}
+
+void Lowering::pipeline_prologue(const Op& loop, ValueId start, ValueId end, ValueId step) {
+  auto it = pipelines.find(&loop);
+  if (it == pipelines.end()) return;
+  Pipeline& pl = it->second;
+  pl.start = start;
+  pl.end = end;
+  pl.step = step;
+  const DType t = f.value(start).dtype;
+  for (int64_t s = 0; s + 1 < pl.stages; ++s) {
+    ValueId kv = b.ew(OpKind::ADD, {start, b.ew(OpKind::MUL, {step, b.constant_int(t, s)})});
+    pipeline_copies(loop, pl, kv, c_i32(s));
+  }
+}
+
+void Lowering::pipeline_top(const Op& loop, ValueId iv) {
+  auto it = pipelines.find(&loop);
+  if (it == pipelines.end()) return;
+  Pipeline& pl = it->second;
+  async_wait(pl.stages - 2);
+  b.barrier();
+  ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
+  if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
+  pl.iteration = b.named(n, "iteration");
+  pl.stage = b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
+}
+
+void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
+  auto it = pipelines.find(&loop);
+  if (it == pipelines.end()) return;
+  Pipeline& pl = it->second;
+  const DType t = f.value(iv).dtype;
+  ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
+  ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
+  pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
+}
+
+void Lowering::pipeline_epilogue(const Op& loop) {
+  if (pipelines.count(&loop)) async_wait(0);  // copies past the end (zeros) still in flight
+}
+
+}  // namespace metile::lowering

@@ -1,0 +1,141 @@
+// The GEMM structure of the GPU middle: dot operands copied straight from device to threadgroup
+// memory (async_copy), the multi-stage K-loop pipeline and ldmatrix fragment reads, each
+// switched off by its LowerOptions field for differential tests. GPU IR text is checked
+// against a golden file (tests/golden/*.gpuir, METILE_UPDATE_GOLDEN=1 rewrites it); the CUDA
+// variants compile through NVRTC for sm_80 and sm_90 where NVRTC is installed (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/cuda.h"
+#include "kernels/kernels.h"
+#include "passes/lower.h"
+#include "runtime/cuda/cuda_api.h"
+#include "support/env.h"
+#include "support/error.h"
+
+namespace metile {
+namespace {
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+kernels::GemmConfig f16_gemm(bool bounds) {
+  kernels::GemmConfig g;
+  g.block_m = g.block_n = 64;
+  g.block_k = 32;
+  g.dtype = DType::f16;
+  g.bounds = bounds;
+  return g;
+}
+
+LowerOptions options(bool async_copy = true, int stages = 0, bool ldmatrix = true) {
+  LowerOptions o;
+  o.device = "cuda";
+  o.async_copy = async_copy;
+  o.num_stages = stages;
+  o.ldmatrix = ldmatrix;
+  return o;
+}
+
+std::string gpu_ir(const kernels::GemmConfig& g, const LowerOptions& o,
+                   const GpuTarget& t = nvidia_gpu_target("sm_90")) {
+  return gpu::print(lower_to_gpu(kernels::gemm(g), t, o));
+}
+
+TEST(GpuGemmLower, OperandsCopyStraightToThreadgroupMemoryThroughAThreeStagePipeline) {
+  std::string text = gpu_ir(f16_gemm(true), options());
+  // Two stages ahead in the prologue and one in the body, for A and B each.
+  EXPECT_EQ(count(text, " async_copy "), 6) << text;
+  EXPECT_EQ(count(text, " async_commit"), 3) << text;
+  EXPECT_EQ(count(text, "async_wait pending=1"), 1) << text;  // top of the body
+  EXPECT_EQ(count(text, "async_wait pending=0"), 1) << text;  // after the loop
+  EXPECT_EQ(count(text, " barrier"), 1) << "one barrier per iteration\n" << text;
+  EXPECT_EQ(count(text, " load "), 0) << "nothing passes through registers\n" << text;
+}
+
+TEST(GpuGemmLower, EachPieceSwitchesOff) {
+  std::string one = gpu_ir(f16_gemm(true), options(true, 1));
+  EXPECT_EQ(count(one, " async_copy "), 2) << one;
+  EXPECT_EQ(count(one, "async_wait pending=0"), 1) << one;
+  EXPECT_EQ(count(one, " barrier"), 2) << "before and after the mma\n" << one;
+  std::string regs = gpu_ir(f16_gemm(true), options(false));
+  EXPECT_EQ(count(regs, "async_"), 0) << regs;
+  EXPECT_EQ(count(regs, " load "), 2) << "A and B through registers\n" << regs;
+  EXPECT_EQ(count(gpu_ir(f16_gemm(true), options()), "ldmatrix=1"), 1);
+  EXPECT_EQ(count(gpu_ir(f16_gemm(true), options(true, 0, false)), "ldmatrix=0"), 1);
+  kernels::GemmConfig tf32 = f16_gemm(true);
+  tf32.dtype = DType::f32;
+  EXPECT_EQ(count(gpu_ir(tf32, options()), "ldmatrix=0"), 1) << "ldmatrix reads 16-bit elements";
+}
+
+TEST(GpuGemmLower, StagesShrinkToTheThreadgroupMemory) {
+  kernels::GemmConfig g = f16_gemm(false);
+  g.block_m = g.block_n = 128;
+  // 19 KB a stage: three fit 3/4 of 227 KB; on a 48 KB target one does (no pipeline).
+  gpu::Function big = lower_to_gpu(kernels::gemm(g), nvidia_gpu_target("sm_90"), options(true, 8));
+  EXPECT_EQ(gpu::threadgroup_bytes(big), 8u * (128 * 40 + 32 * 136) * 2);
+  gpu::Function small = lower_to_gpu(kernels::gemm(g), nvidia_gpu_target(), options());
+  EXPECT_EQ(gpu::threadgroup_bytes(small), (128u * 40 + 32 * 136) * 2);
+}
+
+TEST(GpuGemmLower, MetalCopiesDirectlyWithoutAPipeline) {
+  std::string text = gpu_ir(f16_gemm(true), options(), apple_gpu_target());
+  EXPECT_EQ(count(text, " async_copy "), 2) << text;  // plain vector copies on MSL
+  EXPECT_EQ(count(text, "async_wait pending=1"), 0) << text;
+}
+
+TEST(GpuGemmLower, GoldenGpuIr) {
+  std::string text = gpu_ir(f16_gemm(true), options());
+  std::filesystem::path path = std::filesystem::path(METILE_TESTS_DIR) / "golden" / "gemm_f16_pipelined.gpuir";
+  if (env_string("METILE_UPDATE_GOLDEN") == "1") {
+    std::ofstream(path) << text;
+    GTEST_SKIP() << "wrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path << " (METILE_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << "GPU IR changed; review it, then regenerate with METILE_UPDATE_GOLDEN=1";
+}
+
+TEST(GpuGemmLower, CudaSpellsCpAsyncAndLdmatrix) {
+  std::string src = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
+                                           options())).source;
+  EXPECT_GT(count(src, "mt_cp_async16("), 6) << src;  // the prelude's definition and each copy
+  EXPECT_EQ(count(src, "cp.async.wait_group 1;"), 1) << src;
+  EXPECT_EQ(count(src, "mt_ldmatrix_x4(mma_a"), 1) << src;
+  EXPECT_EQ(count(src, "mt_ldmatrix_x4_trans(&mma_b"), 1) << src;
+  std::string plain = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
+                                             options(false, 1, false))).source;
+  EXPECT_EQ(count(plain, "mt_cp_async16(a"), 0) << plain;
+  EXPECT_EQ(count(plain, "mt_ldmatrix_x4(mma_a"), 0) << plain;
+}
+
+// Every combination of the switches, for f16, bf16 and tf32, ragged and whole tiles, compiles
+// for sm_80 and sm_90.
+TEST(GpuGemmLower, VariantsCompileThroughNvrtc) {
+  std::string why;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  for (DType d : {DType::f16, DType::bf16, DType::f32})
+    for (int variant = 0; variant < 4; ++variant) {
+      kernels::GemmConfig g = f16_gemm(variant % 2 == 0);
+      g.dtype = d;
+      if (variant == 3) g.block_n = 40;  // an odd number of 8-column atoms per warp: ldmatrix x2
+      LowerOptions o = options(variant != 1, variant == 2 ? 4 : 0, variant != 2);
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(g), nvidia_gpu_target(arch), o));
+        std::string log;
+        EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, arch, &log))
+            << dtype_name(d) << " variant " << variant << " " << arch << "\n" << log;
+      }
+    }
+}
+
+}  // namespace
+}  // namespace metile

@@ -379,4 +379,14 @@ struct Verifier {
 
 void verify(const Function& f) { Verifier{f}.run(); }
 
+void verify(const Function& f, const Op** failed) {
+  Verifier v{f};
+  try {
+    v.run();
+  } catch (...) {  // also a missing attribute, found while `current` is being checked
+    *failed = v.current;
+    throw;
+  }
+}
+
 }  // namespace metile::gpu

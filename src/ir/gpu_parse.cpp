@@ -506,6 +506,8 @@ class Parser {
       op.attrs.push_back({key, attr_value()});
     }
     end_line();
+    if (op.kind == GpuOpKind::BUILTIN && (op.attrs.size() != 1 || !op.operands.empty()))
+      bad_at(np, "a builtin takes no operands or attributes besides its axis");
     if (op.kind == GpuOpKind::YIELD && carried != nullptr && op.operands.size() != carried->size())
       bad_at(p, "yield passes ", op.operands.size(), " values; the loop carries ", carried->size());
     for (const Named& r : results) op.results.push_back(define(r));

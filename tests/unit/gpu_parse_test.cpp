@@ -222,6 +222,13 @@ TEST(GpuParse, BadTextIsRefusedAtItsLineAndColumn) {
       {header("  %c: i32 x2 #7 = splat %n\n"), "line 3:14: layout #7 is not declared (declared: #2 to #2)"},
       {header("  %t: i32 thread = builtin thread_index.w\n"), "line 3:41: unknown axis 'w' (x, y or z)"},
       {header("  %t: i32 thread = builtin warp_index.x\n"), "line 3:28: unknown builtin 'warp_index'"},
+      {header("  %t: i32 thread = builtin simd_lane.x %n\n"), "line 3:20: a builtin takes no operands or attributes"},
+      {header("  %p: ptr<f32, threadgroup> = alloc size=64\n  %h: f32 = const value=1.0\n  %t: f32 x2 #2 = splat %h\n"
+              "  %a: f32 x2 #2 = mma %p, %p, %t, %n m=4611686018427387904 n=4 warps_m=1 warps_n=1\n"),
+       "line 6:3: the function does not verify: [gpu-verify] @k: mma: the accumulator does not hold m x n elements"},
+      {header("  %p: ptr<f32, threadgroup> = alloc size=64\n  %h: f32 = const value=1.0\n  %t: f32 x2 #2 = splat %h\n"
+              "  %a: f32 x2 #2 = mma %p, %p, %t, %n m=8 n=8 warps_m=4611686018427387904 warps_n=4\n"),
+       "line 6:3: the function does not verify: [gpu-verify] @k: mma: warps_m x warps_n warps do not make up"},
       {header("  %t: f32 thread = simd_reduce.prod %n\n"), "line 3:32: unknown reduction 'prod' (sum, max or min)"},
       {header("  %t: i32 thread = builtin thread_index.x\n  %i: i32 x2 #2 = coord #3 %t\n"), "line 4:25: layout #3 is not declared"},
       {header("  %c: i32 = const value=1\n  for %i: i32 = %c to %n step %c {\n    %d: i32 = add %i, %c\n    yield\n  }\n  store %o, %d\n"),

@@ -153,7 +153,7 @@ TEST(GpuLower, AxisReductionFoldsInPlaceAndBroadcastExchangesThroughThreadgroupM
   std::string text = gpu::print(lower(k.finish()));
   // 16 rows on 256 threads, 4 consecutive elements each: a thread folds its 4 registers, then
   // the 16 lanes of a row combine by a 4-step shuffle_xor tree; the tile stays in registers.
-  EXPECT_TRUE(has(text, "reg_reduce.max %tile fold=4:0")) << text;
+  EXPECT_TRUE(has(text, "reg_reduce.max %tile fold=\"4:0\"")) << text;
   EXPECT_FALSE(has(text, "for %r: i32")) << text;
   EXPECT_EQ(count(text, "shuffle_xor"), 4) << text;
   // The row maxima are replicated over their 16 lanes; only the broadcast back to the tile goes
@@ -171,7 +171,7 @@ TEST(GpuLower, ColumnReductionCombinesOnePartialPerSimdgroup) {
   // 256 threads, 4 consecutive elements each: lanes 0-15 hold 64 columns of one row, lane 16
   // the next row (one shuffle), and each of the 8 simdgroups two rows: 8 partials per column
   // meet in threadgroup memory (64 x 8 floats), not the 1024-element tile.
-  EXPECT_TRUE(has(text, "reg_reduce.sum %tile fold=4:1")) << text;
+  EXPECT_TRUE(has(text, "reg_reduce.sum %tile fold=\"4:1\"")) << text;
   EXPECT_EQ(count(text, "shuffle_xor"), 1) << text;
   EXPECT_TRUE(has(text, "sg_slot")) << text;
   EXPECT_TRUE(has(text, "alloc size=512")) << text;

@@ -70,6 +70,7 @@ const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %cou
   %old: i32 x2 #2 = atomic_cas %cp, %idx, %idx, %m
   %old1: f32 x2 #2 = atomic_add %ptrs, %vals
   %r: f32 thread = reg_reduce.sum %vals
+  %swapped: f32 x2 #2 = reg_gather %vals from="1,0"
   %sr: f32 thread = simd_reduce.max %r
   %sx: f32 thread = shuffle_xor %sr, %c
   %sh: f32 thread = shuffle %sx, %c

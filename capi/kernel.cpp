@@ -212,18 +212,27 @@ METILE_API metile_status metile_kernel_cache_key(const metile_kernel* k, char* o
   });
 }
 
+static_assert(offsetof(metile_kernel_info, threadgroup_memory_limit) == METILE_KERNEL_INFO_V1_SIZE,
+              "METILE_KERNEL_INFO_V1_SIZE is the struct's size before threadgroup_memory_limit");
+
 METILE_API metile_status metile_kernel_get_info(const metile_kernel* k, metile_kernel_info* out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     auto kh = get(k, fn);
     const CompiledKernel& ck = *kh->impl;
-    if (out->struct_size < sizeof(metile_kernel_info))
-      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
-           ": struct_size is too small (set it to sizeof(metile_kernel_info))");
+    if (out->struct_size < METILE_KERNEL_INFO_V1_SIZE)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": struct_size ", out->struct_size,
+           " is too small (set it to sizeof(metile_kernel_info))");
     out->threads_per_group = ck.artifact.threads_per_group;
     out->threadgroup_memory_bytes = ck.artifact.threadgroup_memory_bytes;
     out->from_cache = ck.from_cache ? 1 : 0;
     out->compile_seconds = ck.seconds;
+    // Later fields: only as far as the caller's struct reaches.
+    auto covers = [&](size_t offset, size_t size) { return out->struct_size >= offset + size; };
+    if (covers(offsetof(metile_kernel_info, threadgroup_memory_limit), sizeof(uint64_t)))
+      out->threadgroup_memory_limit = ck.device->info().threadgroup_memory_bytes;
+    if (covers(offsetof(metile_kernel_info, registers_per_thread), sizeof(int32_t)))
+      out->registers_per_thread = ck.kernel->registers_per_thread();
   });
 }
 

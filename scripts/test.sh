@@ -104,21 +104,24 @@ step_c_examples() (
   make -s -C examples/c run BUILD="$build/examples"
 )
 
-# libFuzzer (ASan + UBSan) on the Tile IR parser and on the builder C API, 60 s each, seeded
-# from the kernel suite and from tests/fuzz/builder_corpus.
+# libFuzzer (ASan + UBSan) on the Tile IR parser and on the builder C API, 60 s each, and on the
+# GPU IR parser for 30 s, seeded from the kernel suite (as Tile IR and lowered to GPU IR) and
+# from tests/fuzz/builder_corpus.
 fuzz_build=$build-fuzz
 step_fuzz() {
   local clang=""
   for c in clang++-19 clang++; do command -v "$c" >/dev/null 2>&1 && { clang=$c; break; }; done
   [ -n "$clang" ] || { echo "no clang++ for libFuzzer"; return 1; }
   rm -rf "$fuzz_build" && mkdir -p "$fuzz_build/run/work" "$fuzz_build/run/crashes" \
-      "$fuzz_build/run/builder_work" &&
+      "$fuzz_build/run/builder_work" "$fuzz_build/run/gpu_work" &&
     "$build/tests/fuzz/parse_fuzz_corpus" "$fuzz_build/run" &&
     CXX=$clang CC=${clang/++/} cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DMETILE_BUILD_FUZZ=ON >/dev/null &&
-    ninja -C "$fuzz_build" -j"$jobs" parse_fuzz builder_fuzz &&
+    ninja -C "$fuzz_build" -j"$jobs" parse_fuzz builder_fuzz gpu_parse_fuzz &&
     (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/parse_fuzz" -max_total_time=60 -max_len=16384 \
       -dict=tile_ir.dict -artifact_prefix=crashes/ -print_final_stats=1 work corpus) &&
+    (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/gpu_parse_fuzz" -max_total_time=30 -max_len=16384 \
+      -dict=gpu_ir.dict -artifact_prefix=crashes/ -print_final_stats=1 gpu_work gpu_corpus) &&
     (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/builder_fuzz" -max_total_time=60 -max_len=4096 \
       -artifact_prefix=crashes/ -print_final_stats=1 builder_work "$root/tests/fuzz/builder_corpus")
 }

@@ -674,15 +674,45 @@ METILE_API metile_status metile_kernel_source(const metile_kernel *kernel, const
 /** The compile-cache key: 64 lowercase hex digits and a NUL, written to out[65]. */
 METILE_API metile_status metile_kernel_cache_key(const metile_kernel *kernel, char *out);
 
+/**
+ * What compiling a kernel produced, and the resources one program instance (threadgroup, CUDA
+ * block) of it uses. Fields past compile_seconds were added later: they are written only when
+ * struct_size covers them, so a caller built against the older, shorter struct keeps working.
+ */
 typedef struct metile_kernel_info {
   size_t struct_size;
+  /** Threads per program instance (interp and cpu: the program's thread count, else 1). */
   int32_t threads_per_group;
+  /**
+   * Threadgroup (CUDA: shared) memory per program instance, in bytes: the kernel's `shared`
+   * arrays and the compiler's staging (dot operands, reductions, layout exchanges), each
+   * array 16-byte aligned.
+   */
   uint64_t threadgroup_memory_bytes;
   int32_t from_cache;     /**< 1 when loaded from the compile cache */
   double compile_seconds; /**< time spent compiling (or loading) */
+  /**
+   * The most threadgroup memory the device allows one program instance, which compiling checked
+   * threadgroup_memory_bytes against (the device's metile_device_info.threadgroup_memory_bytes:
+   * cuda: the GPU's opt-in per-block limit, 227 KiB on H100/H200; metal: the GPU's
+   * maxThreadgroupMemoryLength; metal-sim: its emulated Apple family's 32 KiB). A kernel over it
+   * does not compile: METILE_ERROR_UNSUPPORTED naming the kernel, the bytes and the limit.
+   */
+  uint64_t threadgroup_memory_limit;
+  /**
+   * Registers per thread where the device reports them (cuda: the loaded function's
+   * CU_FUNC_ATTRIBUTE_NUM_REGS); 0 where unknown (interp, cpu, metal, metal-sim).
+   */
+  int32_t registers_per_thread;
 } metile_kernel_info;
-#define METILE_KERNEL_INFO_INIT {sizeof(metile_kernel_info), 0, 0, 0, 0.0}
+#define METILE_KERNEL_INFO_INIT {sizeof(metile_kernel_info), 0, 0, 0, 0.0, 0, 0}
+/** struct_size of the metile_kernel_info before threadgroup_memory_limit was added. */
+#define METILE_KERNEL_INFO_V1_SIZE 40
 
+/**
+ * Fills *out for `kernel`. out->struct_size must be at least METILE_KERNEL_INFO_V1_SIZE
+ * (METILE_ERROR_INVALID_ARGUMENT otherwise); fields it does not cover are left untouched.
+ */
 METILE_API metile_status metile_kernel_get_info(const metile_kernel *kernel,
                                                 metile_kernel_info *out);
 

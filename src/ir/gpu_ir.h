@@ -220,6 +220,8 @@ std::string print(const Function& f);
  * ill-formed GPU IR function is a compiler bug.
  */
 void verify(const Function& f);
+/** The same; on failure *failed is the op that failed (nullptr: the function as a whole). */
+void verify(const Function& f, const Op** failed);
 
 /** Total threadgroup memory the function allocates, in bytes (each array 16-byte aligned). */
 uint64_t threadgroup_bytes(const Function& f);

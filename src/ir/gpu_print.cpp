@@ -2,7 +2,8 @@
 // emitters use, so a line of generated code can be traced back to its op:
 //   %x: f32 x4 #2 = load %x_ptrs, %mask, %zero
 // reads "x is a 4-register f32 array in layout #2"; uniform values have no suffix and
-// per-thread scalars say `thread`.
+// per-thread scalars say `thread`. String attributes are quoted, and atomics print their Tile IR
+// op (`atomic_add`) as element-wise ops do, so gpu_parse.cpp reads the text back exactly.
 #include <charconv>
 #include <sstream>
 
@@ -22,6 +23,19 @@ std::string number(double v) {
   std::string s(buf, end);
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
 }
 
 struct Printer {
@@ -48,7 +62,7 @@ struct Printer {
       out << " " << a.name << "=";
       if (const auto* i = std::get_if<int64_t>(&a.value)) out << *i;
       else if (const auto* d = std::get_if<double>(&a.value)) out << number(*d);
-      else out << std::get<std::string>(a.value);
+      else out << quote(std::get<std::string>(a.value));
     }
   }
   void block(const Block& b, int indent) {
@@ -76,7 +90,7 @@ struct Printer {
     }
     for (size_t i = 0; i < op.results.size(); ++i) out << (i ? ", " : "") << typed(op.results[i]);
     if (!op.results.empty()) out << " = ";
-    if (op.kind == GpuOpKind::ELEMENTWISE) out << op_name(op.tile_op);
+    if (op.kind == GpuOpKind::ELEMENTWISE || op.kind == GpuOpKind::ATOMIC) out << op_name(op.tile_op);
     else out << gpu_op_name(op.kind);
     if (op.kind == GpuOpKind::BUILTIN) {
       static const char* axes[] = {"x", "y", "z"};

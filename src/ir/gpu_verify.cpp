@@ -329,9 +329,12 @@ struct Verifier {
         const Value &c = val(op.operands[2]), &r = val(op.result());
         if (c.is_ptr || !f.layout(c.layout).is_tile() || r.layout != c.layout || r.dtype != c.dtype)
           bad("the accumulator and the result must share one tile layout and dtype");
-        if (f.layout(c.layout).numel != op.attr_int("m") * op.attr_int("n"))
+        // Products with overflow checks: the GPU IR parser hands the verifier any attributes.
+        int64_t mn = 0, warps = 0;
+        if (__builtin_mul_overflow(op.attr_int("m"), op.attr_int("n"), &mn) || f.layout(c.layout).numel != mn)
           bad("the accumulator does not hold m x n elements");
-        if (op.attr_int("warps_m") * op.attr_int("warps_n") * f.simd_width != f.threads)
+        if (__builtin_mul_overflow(op.attr_int("warps_m"), op.attr_int("warps_n"), &warps) ||
+            __builtin_mul_overflow(warps, int64_t{f.simd_width}, &warps) || warps != f.threads)
           bad("warps_m x warps_n warps do not make up the threadgroup");
         break;
       }
@@ -433,5 +436,15 @@ struct Verifier {
 }  // namespace
 
 void verify(const Function& f) { Verifier{f}.run(); }
+
+void verify(const Function& f, const Op** failed) {
+  Verifier v{f};
+  try {
+    v.run();
+  } catch (...) {  // also a missing attribute, found while `current` is being checked
+    *failed = v.current;
+    throw;
+  }
+}
 
 }  // namespace metile::gpu

@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,5 +32,11 @@ struct PassInfo {
 const std::vector<PassInfo>& gpu_passes();
 /** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown name. */
 void run_gpu_pass(std::string_view name, gpu::Function& f, const PassContext& ctx);
+/**
+ * Text in, text out: parses GPU IR text (gpu::parse), runs the named passes in order on it and
+ * returns the printed result, so a pass's test states the IR before and after it.
+ */
+std::string run_gpu_passes_on_text(std::string_view text, const std::vector<std::string>& passes,
+                                   const GpuTarget& target);
 
 }  // namespace metile

@@ -1,5 +1,7 @@
 // The pass table, expanded from passes.def.
 #include "passes/pass.h"
+
+#include "ir/gpu_parse.h"
 #include "support/error.h"
 
 namespace metile {
@@ -22,6 +24,14 @@ void run_gpu_pass(std::string_view name, gpu::Function& f, const PassContext& ct
   std::string known;
   for (const PassInfo& p : gpu_passes()) known += (known.empty() ? "" : ", ") + std::string(p.name);
   fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "unknown pass \"", name, "\" (known: ", known, ")");
+}
+
+std::string run_gpu_passes_on_text(std::string_view text, const std::vector<std::string>& passes,
+                                   const GpuTarget& target) {
+  gpu::Function f = gpu::parse(text);
+  PassContext ctx{target};
+  for (const std::string& p : passes) run_gpu_pass(p, f, ctx);
+  return gpu::print(f);
 }
 
 }  // namespace metile

@@ -107,6 +107,8 @@ class Kernel {
   virtual void launch(const Grid& grid, std::vector<LaunchArg> args) {
     prepare(grid, std::move(args))->run();
   }
+  /** Registers per thread where the device reports them (cuda); 0 when unknown. */
+  virtual int registers_per_thread() const { return 0; }
 };
 
 class Device {

@@ -109,6 +109,14 @@ func TestCompileOptionsSourceCacheKeyAndInfo(t *testing.T) {
 	if info, err := k2.Info(); err != nil || info.FromCache || info.CompileSeconds < 0 {
 		t.Fatalf("a no_cache kernel's info %+v: %v", info, err)
 	}
+	// Threadgroup memory used and the device's limit it was checked against; registers only on cuda.
+	if info, err := k2.Info(); err != nil {
+		t.Fatal(err)
+	} else if dinfo, _ := d.Info(); info.ThreadgroupMemoryLimit != dinfo.ThreadgroupMemoryBytes ||
+		info.ThreadgroupMemoryBytes > info.ThreadgroupMemoryLimit ||
+		(info.RegistersPerThread == 0) != (dinfo.Name != "cuda") {
+		t.Fatalf("kernel info %+v on device %+v", info, dinfo)
+	}
 	src, err := k1.Source("tile_ir")
 	if err != nil || !strings.Contains(src, "vadd") {
 		t.Fatalf("tile_ir: %q %v", src, err)

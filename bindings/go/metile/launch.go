@@ -96,10 +96,15 @@ func (k *Kernel) CacheKey() (string, error) {
 
 // KernelInfo holds what compiling a kernel produced.
 type KernelInfo struct {
-	ThreadsPerGroup        int
+	ThreadsPerGroup int
+	// ThreadgroupMemoryBytes is the threadgroup (shared) memory one program instance uses;
+	// ThreadgroupMemoryLimit the most the device allows (what compiling checked against).
 	ThreadgroupMemoryBytes uint64
-	FromCache              bool
-	CompileSeconds         float64
+	ThreadgroupMemoryLimit uint64
+	// RegistersPerThread is reported by cuda; 0 where unknown.
+	RegistersPerThread int
+	FromCache          bool
+	CompileSeconds     float64
 }
 
 // Info returns the kernel's compile results.
@@ -112,6 +117,8 @@ func (k *Kernel) Info() (KernelInfo, error) {
 	}
 	return KernelInfo{ThreadsPerGroup: int(info.threads_per_group),
 		ThreadgroupMemoryBytes: uint64(info.threadgroup_memory_bytes),
+		ThreadgroupMemoryLimit: uint64(info.threadgroup_memory_limit),
+		RegistersPerThread:     int(info.registers_per_thread),
 		FromCache:              info.from_cache != 0, CompileSeconds: float64(info.compile_seconds)}, nil
 }
 

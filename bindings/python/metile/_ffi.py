@@ -99,6 +99,8 @@ class metile_kernel_info(Structure):
         ("threadgroup_memory_bytes", c_uint64),
         ("from_cache", c_int32),
         ("compile_seconds", c_double),
+        ("threadgroup_memory_limit", c_uint64),
+        ("registers_per_thread", c_int32),
     ]
 
 

@@ -107,6 +107,8 @@ class CompiledKernel:
         check(_ffi.metile_kernel_get_info(self._handle, ctypes.byref(i)))
         return {"threads_per_group": i.threads_per_group,
                 "threadgroup_memory_bytes": i.threadgroup_memory_bytes,
+                "threadgroup_memory_limit": i.threadgroup_memory_limit,
+                "registers_per_thread": i.registers_per_thread,
                 "from_cache": bool(i.from_cache), "compile_seconds": i.compile_seconds}
 
     def __del__(self):

@@ -79,6 +79,8 @@ impl Kernel {
         Ok(KernelInfo {
             threads_per_group: info.threads_per_group,
             threadgroup_memory_bytes: info.threadgroup_memory_bytes,
+            threadgroup_memory_limit: info.threadgroup_memory_limit,
+            registers_per_thread: info.registers_per_thread,
             from_cache: info.from_cache != 0,
             compile_seconds: info.compile_seconds,
         })
@@ -121,7 +123,12 @@ impl Drop for Kernel {
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelInfo {
     pub threads_per_group: i32,
+    /// Threadgroup (shared) memory one program instance uses, in bytes.
     pub threadgroup_memory_bytes: u64,
+    /// The most the device allows one program instance (what compiling checked against).
+    pub threadgroup_memory_limit: u64,
+    /// Registers per thread where the device reports them (cuda); 0 when unknown.
+    pub registers_per_thread: i32,
     /// Loaded from the compile cache.
     pub from_cache: bool,
     /// Time spent compiling (or loading).

@@ -184,6 +184,8 @@ pub struct metile_kernel_info {
     pub threadgroup_memory_bytes: u64,
     pub from_cache: i32,
     pub compile_seconds: f64,
+    pub threadgroup_memory_limit: u64,
+    pub registers_per_thread: i32,
 }
 
 #[repr(C)]

@@ -89,6 +89,10 @@ fn kernel_info_cache_key_source_and_clones() -> Result<()> {
     assert_ne!(key1, key2, "options change the key");
     let info = k2.info()?;
     assert!(!info.from_cache && info.compile_seconds >= 0.0, "{info:?}");
+    // Threadgroup memory used and the device's limit it was checked against; registers only on cuda.
+    assert_eq!(info.threadgroup_memory_limit, dev.info()?.threadgroup_memory_bytes, "{info:?}");
+    assert!(info.threadgroup_memory_bytes <= info.threadgroup_memory_limit, "{info:?}");
+    assert_eq!(info.registers_per_thread == 0, dev.name() != "cuda", "{info:?}");
     assert!(k1.source("tile_ir")?.contains("vadd"));
     let e = k1.source("no_such_stage").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);

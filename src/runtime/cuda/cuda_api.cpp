@@ -61,6 +61,7 @@ void load_driver_once() {
             sym(lib, "cuModuleLoadData", d.cuModuleLoadData) && sym(lib, "cuModuleUnload", d.cuModuleUnload) &&
             sym(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
             sym(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute) && sym(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
+            sym(lib, "cuFuncGetAttribute", d.cuFuncGetAttribute) &&
             sym(lib, "cuMemAllocManaged", d.cuMemAllocManaged) && sym(lib, "cuMemFree_v2", d.cuMemFree) &&
             sym(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) && sym(lib, "cuMemsetD8_v2", d.cuMemsetD8) &&
             sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString) &&

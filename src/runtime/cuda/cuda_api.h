@@ -37,6 +37,7 @@ inline constexpr int kAttrPageableMemoryAccess = 88;
 inline constexpr int kAttrConcurrentManagedAccess = 89;
 inline constexpr int kAttrMaxSharedPerBlockOptin = 97;
 inline constexpr int kFuncAttrMaxDynamicShared = 8;
+inline constexpr int kFuncAttrNumRegs = 4;  // CU_FUNC_ATTRIBUTE_NUM_REGS
 inline constexpr unsigned kMemAttachGlobal = 1;
 inline constexpr unsigned kEventDisableTiming = 2;
 
@@ -56,6 +57,7 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CUstream, void**, void**);
   CUresult (*cuMemAllocManaged)(CUdeviceptr*, size_t, unsigned);

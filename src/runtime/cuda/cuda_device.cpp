@@ -153,7 +153,7 @@ class CudaDevice : public Device {
   }
 
   Artifact build(const Program& program, const CompileOptions& options) override {
-    return cuda_build_program(program, options, info_.architecture);
+    return cuda_build_program(program, options, info_.architecture, info_.threadgroup_memory_bytes);
   }
 
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
@@ -217,7 +217,10 @@ class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel
       check(d->cuFuncSetAttribute(fn_, kFuncAttrMaxDynamicShared, static_cast<int>(smem_)),
             "cuFuncSetAttribute(max dynamic shared memory)");
     }
+    check(d->cuFuncGetAttribute(&registers_, kFuncAttrNumRegs, fn_),
+          "cuFuncGetAttribute(registers per thread)");
   }
+  int registers_per_thread() const override { return registers_; }
   ~CudaKernel() override {
     if (module_) dev_->d_->cuModuleUnload(module_);
   }
@@ -236,6 +239,7 @@ class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel
   CUfunction fn_ = nullptr;
   int threads_;
   uint64_t smem_;
+  int registers_ = 0;
 };
 
 void CudaLaunch::update() {
@@ -283,8 +287,10 @@ std::string probe_cuda_device() {
 std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>(); }
 
 Artifact cuda_build_program(const Program& program, const CompileOptions& options,
-                            const std::string& arch) {
-  GpuPipelineResult gpu = run_gpu_pipeline(program, nvidia_gpu_target(arch), options, "cuda");
+                            const std::string& arch, uint64_t shared_memory_limit) {
+  GpuTarget target = nvidia_gpu_target(arch);
+  if (shared_memory_limit != 0) target.threadgroup_memory_bytes = shared_memory_limit;
+  GpuPipelineResult gpu = run_gpu_pipeline(program, target, options, "cuda");
   CudaKernelSource src = emit_cuda(gpu.function);
   Artifact a = cuda_build_from_source(
       {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);

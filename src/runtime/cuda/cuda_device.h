@@ -24,10 +24,13 @@ struct CudaSource {
 
 /**
  * Tile IR -> GPU IR -> CUDA C++ -> cubin for `arch` (e.g. "sm_90"), without needing a GPU: CI
- * compiles every test kernel this way.
+ * compiles every test kernel this way. `shared_memory_limit` is the most shared memory a block
+ * may use (the device's CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN); 0 takes the
+ * architecture's documented limit (nvidia_gpu_target). A kernel over it is
+ * METILE_ERROR_UNSUPPORTED naming the kernel, the bytes and the limit.
  */
 Artifact cuda_build_program(const Program& program, const CompileOptions& options,
-                            const std::string& arch);
+                            const std::string& arch, uint64_t shared_memory_limit = 0);
 
 /** Compiles `src` with NVRTC for the open CUDA device (or `arch` when no device: CI). */
 Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch);

@@ -5,7 +5,7 @@
 
 Workloads (f32): the seed README softmax verbatim (three tile_range passes) at 4096x4096, with
 the compiler's reduction merge (fuse_reductions, the default) and without; seed-style layernorm
-and rmsnorm (a loop per statistic, bench/cuda_rows.py's kernels) at 4096x4096; the tutorial
+and rmsnorm (a loop per statistic; bindings/python/tests/kernels.py, as bench/cuda_rows.py) at 4096x4096; the tutorial
 vector add at 2^25 elements against `numpy.add(x, y, out=o)`.
 Method: every workload's contenders run one call each in turn, `--rounds` times (after a warm-up
 call each), through a prepared launch (metile) or a plain call (numpy), each call followed by
@@ -24,17 +24,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
 import metile  # noqa: E402
-from cuda_rows import layernorm, rmsnorm, seed_softmax  # noqa: E402
-
-
-@metile.kernel
-def add(X, Y, Out, N, BLOCK: metile.constexpr):
-    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
-    mask = offs < N
-    metile.store(Out + offs, metile.load(X + offs, mask=mask) + metile.load(Y + offs, mask=mask),
-                 mask=mask)
+# The tests' kernels (one copy); layernorm is the seed-style one with a loop per statistic.
+from kernels import layernorm_loops as layernorm, rmsnorm, seed_softmax  # noqa: E402
+from kernels import vector_add as add  # noqa: E402
 
 
 def alternate(contenders, rounds):

@@ -44,8 +44,6 @@ struct LaunchState {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
-[[noreturn]] inline void fault(std::string message) { throw OpFault{std::move(message)}; }
-
 inline const Elem& at(const Val& v, size_t k) { return v.e.size() == 1 ? v.e[0] : v.e[k]; }
 inline uint32_t region_at(const Val& v, size_t k) {
   return v.region.size() == 1 ? v.region[0] : v.region[k];

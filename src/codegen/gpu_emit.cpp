@@ -255,7 +255,8 @@ void Emitter::derive_params() {
       f_.values.size(), params, f_.body,
       [](const gpu::Op& op) -> OperandRange {
         if (op.kind == GpuOpKind::ELEMENTWISE) return pointer_sources(op.tile_op);
-        if (op.kind == GpuOpKind::SPLAT) return {0, 1};  // a broadcast
+        // Broadcasts: a splat, or registers renamed within a thread.
+        if (op.kind == GpuOpKind::SPLAT || op.kind == GpuOpKind::REG_GATHER) return {0, 1};
         return {};
       },
       [](const gpu::Op& op) { return op.kind == GpuOpKind::FOR; });

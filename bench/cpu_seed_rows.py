@@ -5,11 +5,11 @@
 
 Workloads (f32): the seed README softmax verbatim (three tile_range passes) at 4096x4096, with
 the compiler's reduction merge (fuse_reductions, the default) and without; seed-style layernorm
-and rmsnorm (a loop per statistic, bench/cuda_rows.py's kernels) at 4096x4096; the tutorial
-vector add at 2^25 elements against `numpy.add(x, y, out=o)`; the seed README GEMM (tile_load,
-dot over K, tile_store, with bounds) at 1024^3 f32 against OpenBLAS's cblas_sgemm, called through
-ctypes from `--openblas` (Debian: libopenblas0-pthread; numpy is not used for it because Debian's
-numpy links the reference BLAS unless the alternative is switched).
+and rmsnorm (a loop per statistic) at 4096x4096; the tutorial vector add at 2^25 elements against
+`numpy.add(x, y, out=o)`; the seed README GEMM (tile_load, dot over K, tile_store, with bounds) at
+1024^3 f32 against OpenBLAS's cblas_sgemm, called through ctypes from `--openblas` (Debian:
+libopenblas0-pthread; numpy is not used for it because Debian's numpy links the reference BLAS
+unless the alternative is switched). Every kernel is bindings/python/tests/kernels.py's.
 "no streaming" contenders are the same kernels prepared with METILE_CPU_STREAM_MIN_BYTES set out of
 reach, so their stores never bypass the cache (the library's behaviour before streamed stores).
 Method: every workload's contenders run one call each in turn, `--rounds` times (after a warm-up
@@ -32,31 +32,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
 import metile  # noqa: E402
-from cuda_rows import layernorm, rmsnorm, seed_softmax  # noqa: E402
-
-
-@metile.kernel
-def add(X, Y, Out, N, BLOCK: metile.constexpr):
-    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
-    mask = offs < N
-    metile.store(Out + offs, metile.load(X + offs, mask=mask) + metile.load(Y + offs, mask=mask),
-                 mask=mask)
-
-
-@metile.kernel
-def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
-         BLOCK_K: metile.constexpr):
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK_K):
-        a = metile.tile_load(A, metile.program_id(0) * BLOCK_M, k, K, (BLOCK_M, BLOCK_K),
-                             bounds=(M, K))
-        b = metile.tile_load(B, k, metile.program_id(1) * BLOCK_N, N, (BLOCK_K, BLOCK_N),
-                             bounds=(K, N))
-        acc = metile.dot(a, b, acc)
-    metile.tile_store(C, metile.program_id(0) * BLOCK_M, metile.program_id(1) * BLOCK_N, N, acc,
-                      (BLOCK_M, BLOCK_N), bounds=(M, N))
+# The tests' kernels (one copy); layernorm is the seed-style one with a loop per statistic.
+from kernels import layernorm_loops as layernorm, rmsnorm, seed_softmax  # noqa: E402
+from kernels import matmul as gemm, vector_add as add  # noqa: E402
 
 
 def alternate(contenders, rounds):

@@ -133,6 +133,8 @@ CompileOptions options_of(const metile_compile_options* o) {
     fail(METILE_ERROR_INVALID_ARGUMENT, "api", "num_threads ", o->num_threads, " is out of range");
   if (o->allow_tf32 < -1 || o->allow_tf32 > 1)
     fail(METILE_ERROR_INVALID_ARGUMENT, "api", "allow_tf32 must be -1, 0 or 1");
+  if (o->opt_level < 0 || o->opt_level > 1)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "api", "opt_level must be 0 or 1, got ", o->opt_level);
   c.num_threads = o->num_threads;
   c.allow_tf32 = o->allow_tf32;
   c.opt_level = o->opt_level;

@@ -601,8 +601,9 @@ typedef enum metile_param_access {
 /**
  * How the program uses pointer parameter `index`: a bitwise or of metile_param_access (0 for a
  * scalar, or a pointer the program never dereferences). Pointers are traced back through
- * offsets, broadcasts, reshapes and selects; a pointer of unknown origin counts as every
- * pointer parameter, so a bit is never missing where the access can happen. Bindings use
+ * offsets, broadcasts, reshapes, selects and loop-carried values (a carried pointer counts as
+ * every parameter its initial and yielded values may point into), so a bit is never missing
+ * where the access can happen. Bindings use
  * METILE_PARAM_WRITE to refuse read-only memory for an output.
  */
 METILE_API metile_status metile_program_param_access(const metile_program *program, size_t index,
@@ -620,7 +621,7 @@ typedef struct metile_compile_options {
   int32_t num_threads;
   /** 1: f32 dot may use TF32/relaxed matrix units; 0: exact f32; -1: device default (1 on GPUs). */
   int32_t allow_tf32;
-  /** 0: no optimization passes (debugging); 1: the default pipeline. */
+  /** 0: no optimization passes (debugging); 1: the default pipeline; anything else is refused. */
   int32_t opt_level;
   /** 1: bypass the compile cache for this kernel (memory and disk). */
   int32_t no_cache;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "ir/pointer_provenance.h"
 #include "ir/swizzle_names.h"
 #include "support/error.h"
 
@@ -192,33 +193,17 @@ void Emitter::decide() {
 
 // Which parameters each pointer value may point into (stores make those parameters writable).
 void Emitter::derive_params() {
-  params_of_.assign(f_.values.size(), 0);
-  for (size_t i = 0; i < f_.params.size(); ++i)
-    params_of_[f_.params[i].value] = i < 64 ? uint64_t{1} << i : ~uint64_t{0};
-  for (bool changed = true; changed;) {
-    changed = false;
-    auto flow = [&](ValueId from, ValueId to) {
-      uint64_t m = params_of_[to] | params_of_[from];
-      changed = changed || m != params_of_[to];
-      params_of_[to] = m;
-    };
-    gpu::walk(f_.body, [&](const gpu::Op& op) {
-      if (op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::PTR_OFFSET) flow(op.operands[0], op.result());
-      if (op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::SELECT) {
-        flow(op.operands[1], op.result());
-        flow(op.operands[2], op.result());
-      }
-      if (op.kind == GpuOpKind::SPLAT) flow(op.operands[0], op.result());
-      if (op.kind == GpuOpKind::FOR) {
-        const gpu::Block& b = op.body();
-        for (size_t i = 0; i + 3 < op.operands.size(); ++i) {
-          flow(op.operands[3 + i], b.args[1 + i]);
-          flow(b.ops.back().operands[i], b.args[1 + i]);
-          flow(b.args[1 + i], op.results[i]);
-        }
-      }
-    });
-  }
+  std::vector<ValueId> params;
+  for (const auto& prm : f_.params) params.push_back(prm.value);
+  params_of_ = pointer_params(
+      f_.values.size(), params, f_.body,
+      [](const gpu::Op& op) -> OperandRange {
+        if (op.kind == GpuOpKind::ELEMENTWISE) return pointer_sources(op.tile_op);
+        // Broadcasts: a splat, or registers renamed within a thread.
+        if (op.kind == GpuOpKind::SPLAT || op.kind == GpuOpKind::REG_GATHER) return {0, 1};
+        return {};
+      },
+      [](const gpu::Op& op) { return op.kind == GpuOpKind::FOR; });
   written_params_ = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)

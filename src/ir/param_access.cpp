@@ -1,41 +1,29 @@
 #include "ir/param_access.h"
 
-#include <map>
-
-#include "ir/ops.h"
+#include "ir/pointer_provenance.h"
 
 namespace metile {
 
 ParamAccess param_access(const Program& p) {
-  std::map<ValueId, const Op*> def;
-  walk(p.body, [&](const Op& o) {
-    for (ValueId r : o.results) def[r] = &o;
-  });
-  std::set<ValueId> params;
-  for (const Param& prm : p.params) params.insert(prm.value);
-  auto roots = [&](ValueId v, auto& self) -> std::set<ValueId> {
-    if (params.count(v)) return {v};
-    auto it = def.find(v);
-    if (it == def.end()) return params;  // a block argument
-    const Op& o = *it->second;
-    if (o.kind == OpKind::PTR_OFFSET || o.kind == OpKind::BROADCAST || o.kind == OpKind::RESHAPE)
-      return self(o.operands[0], self);
-    if (o.kind == OpKind::SELECT) {
-      std::set<ValueId> a = self(o.operands[1], self), c = self(o.operands[2], self);
-      a.insert(c.begin(), c.end());
-      return a;
-    }
-    return {};  // shared memory
-  };
-  ParamAccess out;
+  std::vector<ValueId> params;
+  for (const Param& prm : p.params) params.push_back(prm.value);
+  const std::vector<uint64_t> of = pointer_params(
+      p.values.size(), params, p.body, [](const Op& o) { return pointer_sources(o.kind); },
+      [](const Op& o) { return o.kind == OpKind::FOR; });
+  uint64_t read = 0, written = 0;
   walk(p.body, [&](const Op& o) {
     if (!has_trait(o.kind, kMemory) || o.operands.empty()) return;
-    std::set<ValueId> r = roots(o.operands[0], roots);
-    bool writes = has_trait(o.kind, kSideEffect);
+    const uint64_t m = of[o.operands[0]];
+    const bool writes = has_trait(o.kind, kSideEffect);
     // A writing op with a result (an atomic returning the old value) reads as well.
-    if (!writes || !o.results.empty()) out.read.insert(r.begin(), r.end());
-    if (writes) out.written.insert(r.begin(), r.end());
+    if (!writes || !o.results.empty()) read |= m;
+    if (writes) written |= m;
   });
+  ParamAccess out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (read & param_bit(i)) out.read.insert(params[i]);
+    if (written & param_bit(i)) out.written.insert(params[i]);
+  }
   return out;
 }
 

@@ -1,7 +1,7 @@
 /** \file param_access.h
  * Which pointer parameters a program reads and writes through. Pointers are traced back to
- * their parameters through ptr_offset, broadcast, reshape and select; a pointer of unknown
- * origin (a loop-carried one) counts as every parameter, so the answer errs towards "accessed".
+ * their parameters through the ops and loop-carried values pointer_provenance.h follows; a
+ * carried pointer counts as the parameters its init and its yields may point into.
  * Ops that read memory have the kMemory trait; those that also write it, kSideEffect.
  */
 #pragma once

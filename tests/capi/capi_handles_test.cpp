@@ -403,4 +403,26 @@ TEST_F(DeviceHandles, StructSizeTooSmallIsRejected) {
   EXPECT_EQ(metile_program_release(p), METILE_OK);
 }
 
+TEST_F(DeviceHandles, OptLevelOutsideZeroOrOneIsRejected) {
+  metile_program* p = build_scale();
+  for (int32_t level : {-1, 2, 3}) {
+    metile_compile_options o;
+    metile_compile_options_init(&o);
+    o.opt_level = level;
+    metile_kernel* k = nullptr;
+    EXPECT_TRUE(fails_with(metile_kernel_compile(&k, device_, p, &o), METILE_ERROR_INVALID_ARGUMENT,
+                           "opt_level must be 0 or 1, got " + std::to_string(level)));
+    EXPECT_EQ(k, nullptr);
+  }
+  for (int32_t level : {0, 1}) {
+    metile_compile_options o;
+    metile_compile_options_init(&o);
+    o.opt_level = level;
+    metile_kernel* k = nullptr;
+    ASSERT_EQ(metile_kernel_compile(&k, device_, p, &o), METILE_OK) << last_error();
+    EXPECT_EQ(metile_kernel_release(k), METILE_OK);
+  }
+  EXPECT_EQ(metile_program_release(p), METILE_OK);
+}
+
 }  // namespace

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "frontend/builder.h"
+#include "ir/reduction.h"
 
 namespace metile::fuzz {
 
@@ -107,16 +108,29 @@ class Gen {
     if (r < 62) return unary();
     if (r < 74) return cast();
     if (r < 82) return select();
-    if (r < 90) return reduce();
-    if (r < 95 && depth < 2) return loop(depth);
+    if (r < 86) return reduce();
+    if (r < 89) return scan();
+    if (r < 92) return transpose();
+    if (r < 97 && depth < 2) return loop(depth);
     return binary();
   }
 
-  void binary() {
+  // A random op of the table (ops.def) with any of `traits`: new ops are fuzzed as they come.
+  OpKind table_op(uint32_t traits) {
     std::vector<OpKind> ops;
     for (OpKind k : all_ops())
-      if (has_trait(k, kBinary | kCompare)) ops.push_back(k);
-    OpKind k = ops[static_cast<size_t>(pick(static_cast<int>(ops.size())))];
+      if (has_trait(k, traits)) ops.push_back(k);
+    return ops[static_cast<size_t>(pick(static_cast<int>(ops.size())))];
+  }
+
+  // A tile from the pool (or one of the loaded inputs when the pick is a scalar).
+  Val tile(int want) {
+    Val a = of_kind(want);
+    return type(a.id).is_tile() ? a : pool_[pick(2)];
+  }
+
+  void binary() {
+    OpKind k = table_op(kBinary | kCompare);
     if (has_trait(k, kCompare)) {
       Val a = exact(-1), c = exact(coin(50) ? 1 : 2);
       pool_.push_back({b_.binary(k, a.id, c.id), false});
@@ -172,10 +186,7 @@ class Gen {
   }
 
   void unary() {
-    std::vector<OpKind> ops;
-    for (OpKind k : all_ops())
-      if (has_trait(k, kUnary)) ops.push_back(k);
-    OpKind k = ops[static_cast<size_t>(pick(static_cast<int>(ops.size())))];
+    OpKind k = table_op(kUnary);
     if (k == OpKind::NOT) {
       Val a = coin(50) ? exact(0) : exact(1);
       pool_.push_back({b_.unary(k, a.id), false});
@@ -225,14 +236,35 @@ class Gen {
   }
 
   void reduce() {
-    static const OpKind ops[] = {OpKind::REDUCE_SUM, OpKind::REDUCE_MAX, OpKind::REDUCE_MIN};
-    OpKind k = ops[pick(3)];
-    Val a = of_kind(-1);
-    if (!type(a.id).is_tile()) a = pool_[pick(2)];
-    bool sum = k == OpKind::REDUCE_SUM;
+    OpKind k = table_op(kReduce);
+    Val a = tile(-1);
+    bool sum = *reduction_of(k) == Reduction::sum;
     ValueId r = b_.reduce(k, a.id, -1);
     DType d = type(r).dtype;
     pool_.push_back({r, a.fuzzy || (sum && is_float(d)) || d == DType::f16 || d == DType::bf16});
+  }
+
+  // An inclusive scan of a tile, forwards or reversed. Float scans may round differently per
+  // device (fuzzy); a float product runs over values in [-1, 1] so it never overflows.
+  void scan() {
+    OpKind k = table_op(kScan);
+    Val a = tile(-1);
+    const bool product = k == OpKind::CUMPROD;
+    if (product && is_float_v(a)) a = clamp(a, -1, 1);
+    ValueId r = b_.scan(k, a.id, 0, coin(50));
+    pool_.push_back({r, a.fuzzy || is_float_v(a)});
+  }
+
+  // A 1-D tile of n = rows * cols elements seen as rows x cols, transposed and flattened again:
+  // exact data movement, so its fuzziness is the input's.
+  void transpose() {
+    Val a = tile(-1);
+    const int64_t n = type(a.id).shape.numel();
+    int64_t rows = 1;
+    for (int64_t d = 2; d * d <= n; ++d)
+      if (n % d == 0 && coin(60)) rows = d;
+    ValueId m = b_.reshape(a.id, Shape::of(rows, n / rows));
+    pool_.push_back({b_.reshape(b_.trans(m), Shape::of(n)), a.fuzzy});
   }
 
   // for i in [0, trips): c = op(c, v) with v an outer value or the induction variable.

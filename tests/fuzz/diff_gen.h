@@ -1,7 +1,8 @@
 /** \file diff_gen.h
  * Random valid Tile IR programs for the differential fuzzer (diff_fuzz.cpp). The ops come from
- * the op table (ops.def traits: every binary, compare and unary op, casts, select, reductions,
- * loops); operands are shaped so that every device must give the same answer:
+ * the op table (ops.def traits: every binary, compare, unary, reduction and scan op) besides
+ * casts, select, transposes (through reshapes to 2-D) and loops; operands are shaped so that
+ * every device must give the same answer:
  *
  * - integer divisors are made positive and shift amounts smaller than the width;
  * - inputs are exact (quarters and small integers); a value is "fuzzy" once an op whose result

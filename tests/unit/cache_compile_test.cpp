@@ -456,8 +456,8 @@ TEST(CacheCompile, PrunesLeastRecentlyUsedToTheCap) {
 std::vector<std::string> fill_shards(const std::string& dir) {
   std::vector<std::string> paths;
   for (int i = 0; i < 256; ++i) {
-    char shard[3];
-    std::snprintf(shard, sizeof shard, "%02x", i);
+    char shard[9];  // room for any unsigned in hex, so the compiler sees no truncation
+    std::snprintf(shard, sizeof shard, "%02x", static_cast<unsigned>(i));
     std::filesystem::create_directories(dir + "/" + shard);
     std::string path = dir + "/" + shard + "/" + shard + std::string(62, '0') + ".mtc";
     write_bytes(path, std::vector<uint8_t>(1000, 7));

@@ -1,5 +1,5 @@
 """The seed's kernels written in the metile language (reference/metile-spec.md §13), shared by
-the tests, the examples and the benchmark."""
+the tests, the examples and the benchmarks (bench/*.py import them from here)."""
 
 import math
 
@@ -62,6 +62,59 @@ def layernorm(X, W, B, Out, N, BLOCK: metile.constexpr):
         metile.store(Out + row * N + cols, (x - mean) * inv_std * w + b, mask=mask)
 
 
+# The seed README softmax, verbatim (seeds/003): three passes over the row.
+@metile.kernel
+def seed_softmax(X, Out, N, BLOCK: metile.constexpr):
+    row = metile.program_id(0)
+    m = -1e38
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        mask = cols < N
+        x = metile.load(X + row * N + cols, mask=mask)
+        m = metile.maximum(m, x)
+    m = metile.max(m)
+
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        mask = cols < N
+        x = metile.load(X + row * N + cols, mask=mask)
+        s = s + metile.exp(x - m)
+    s = metile.sum(s)
+
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        mask = cols < N
+        x = metile.load(X + row * N + cols, mask=mask)
+        metile.store(Out + row * N + cols, metile.exp(x - m) / s, mask=mask)
+
+
+# Seed-style layernorm with a loop per statistic: sum, then sum of squares, then the output.
+@metile.kernel
+def layernorm_loops(X, W, B, Out, N, BLOCK: metile.constexpr):
+    row = metile.program_id(0)
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        x = metile.load(X + row * N + cols, mask=cols < N)
+        s = s + x
+    ss = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        x = metile.load(X + row * N + cols, mask=cols < N)
+        ss = ss + x * x
+    mean = metile.sum(s) / N
+    inv_std = 1.0 / metile.sqrt(metile.sum(ss) / N - mean * mean + 1e-5)
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        mask = cols < N
+        x = metile.load(X + row * N + cols, mask=mask)
+        w = metile.load(W + cols, mask=mask)
+        b = metile.load(B + cols, mask=mask)
+        metile.store(Out + row * N + cols, (x - mean) * inv_std * w + b, mask=mask)
+
+
+# Seed-style rmsnorm: a sum-of-squares pass, then the output pass (which stores: never merged).
 @metile.kernel
 def rmsnorm(X, W, Out, N, BLOCK: metile.constexpr):
     row = metile.program_id(0)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import metile
+from kernels import layernorm_loops, seed_softmax as softmax, rmsnorm as rmsnorm_loops
 
 SENTINEL = 12345.0
 
@@ -17,33 +18,6 @@ SENTINEL = 12345.0
 def count_for(kernel, *args, **kw):
     text = kernel[(1,)].compile(*args, **kw).source("tile_ir_opt")
     return len(re.findall(r"^\s*(?:%[\w%, ]+ = )?for ", text, re.M))
-
-
-# The seed README softmax, verbatim (seeds/003): three passes over the row.
-@metile.kernel
-def softmax(X, Out, N, BLOCK: metile.constexpr):
-    row = metile.program_id(0)
-    m = -1e38
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        m = metile.maximum(m, x)
-    m = metile.max(m)
-
-    s = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        s = s + metile.exp(x - m)
-    s = metile.sum(s)
-
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        metile.store(Out + row * N + cols, metile.exp(x - m) / s, mask=mask)
 
 
 # Triton's habit: -inf for masked lanes and a -inf start, so lanes that see no element keep -inf.
@@ -67,48 +41,6 @@ def softmax_inf(X, Out, N, BLOCK: metile.constexpr):
         mask = cols < N
         x = metile.load(X + row * N + cols, mask=mask)
         metile.store(Out + row * N + cols, metile.exp2(x - mx) / total, mask=mask)
-
-
-# Seed-style layernorm with a loop per statistic: sum, then sum of squares, then the output.
-@metile.kernel
-def layernorm_loops(X, W, B, Out, N, BLOCK: metile.constexpr):
-    row = metile.program_id(0)
-    s = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        x = metile.load(X + row * N + cols, mask=cols < N)
-        s = s + x
-    ss = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        x = metile.load(X + row * N + cols, mask=cols < N)
-        ss = ss + x * x
-    mean = metile.sum(s) / N
-    inv_std = 1.0 / metile.sqrt(metile.sum(ss) / N - mean * mean + 1e-5)
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        w = metile.load(W + cols, mask=mask)
-        b = metile.load(B + cols, mask=mask)
-        metile.store(Out + row * N + cols, (x - mean) * inv_std * w + b, mask=mask)
-
-
-# Seed-style rmsnorm: a sum-of-squares pass, then the output pass (which stores: never merged).
-@metile.kernel
-def rmsnorm_loops(X, W, Out, N, BLOCK: metile.constexpr):
-    row = metile.program_id(0)
-    ss = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        x = metile.load(X + row * N + cols, mask=cols < N)
-        ss = ss + x * x
-    rms = 1.0 / metile.sqrt(metile.sum(ss) / N + 1e-5)
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        metile.store(Out + row * N + cols, x * rms * metile.load(W + cols, mask=mask), mask=mask)
 
 
 def _softmax_ref(x):

@@ -12,13 +12,14 @@
 //   - with CompileOptions::check_bounds (on a device that does not check itself) a hidden i32
 //     error-flag pointer comes last: the first guarded access with a lane out of range stores
 //     its site number there (TileHiddenArgs::sites names the op and source line).
-// Every pointer is traced to the parameter or shared allocation it came from (through offsets,
-// broadcasts, reshapes, selects and loop-carried values, whose offset is carried alongside); a
+// Every pointer is traced to the parameter or shared allocation it came from (through the ops of
+// pointer_sources and loop-carried values, whose offset is carried alongside); a
 // pointer that cannot be traced to one buffer is an UNSUPPORTED error naming the op.
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
 
+#include "ir/pointer_provenance.h"
 #include "passes/tile/tile_emit.h"
 #include "runtime/device.h"
 #include "support/error.h"
@@ -429,6 +430,7 @@ void Bounds::pointer_op(Op& op) {
       return;
     }
     default:
+      METILE_ASSERT(pointer_sources(op.kind).empty(), "bounds: no offset rule for a pointer-carrying op");
       break;
   }
   out_->push_back(std::move(op));  // an untraceable pointer: its accesses say so

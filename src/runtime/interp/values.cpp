@@ -15,10 +15,6 @@ namespace {
 
 int bits_of(DType d) { return static_cast<int>(dtype_size(d)) * 8; }
 
-[[noreturn]] void fault(std::string message) { throw OpFault{std::move(message)}; }
-
-std::string show(float f) { return cat(f); }
-
 int64_t int_binary(OpKind k, DType d, int64_t a, int64_t b) {
   const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
   switch (k) {

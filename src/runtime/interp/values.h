@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/ops.h"
@@ -44,6 +45,9 @@ struct Val {
 struct OpFault {
   std::string message;
 };
+
+/** Stops the current op with `message` (the executor adds where). */
+[[noreturn]] inline void fault(std::string message) { throw OpFault{std::move(message)}; }
 
 /** Wraps `v` to the dtype's width (two's complement), or to 0/1 for bool. */
 int64_t wrap_int(int64_t v, DType d);

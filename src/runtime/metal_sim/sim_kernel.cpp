@@ -33,6 +33,7 @@ const Clang& clang_or_fail() {
 std::vector<std::pair<std::string, std::string_view>> include_files() {
   std::vector<std::pair<std::string, std::string_view>> files = {
       {"metal_shim.h", embedded_file("metal_shim.h")},
+      {"metal_shim_math.h", embedded_file("metal_shim_math.h")},
       {"metal_shim_matrix.h", embedded_file("metal_shim_matrix.h")},
       {"metal_shim_tensor.h", embedded_file("metal_shim_tensor.h")},
       {"metal_sim_abi.h", embedded_file("metal_sim_abi.h")}};

@@ -1,0 +1,43 @@
+"""The benchmark scripts (bench/*.py) time the tests' own kernels (kernels.py), not copies, and
+bench/cuda_rows.py, written for a GPU, runs its quick shapes on interp with every row correct
+against float64 (a smoke run: no time is asserted)."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import kernels
+
+BENCH = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench"))
+
+
+def _bench(name):
+    if BENCH not in sys.path:
+        sys.path.insert(0, BENCH)
+    return importlib.import_module(name)
+
+
+def test_bench_scripts_use_the_tests_kernels():
+    rows = _bench("cuda_rows")
+    assert rows.seed_softmax is kernels.seed_softmax
+    assert rows.layernorm is kernels.layernorm_loops
+    assert rows.rmsnorm is kernels.rmsnorm
+    cpu = _bench("cpu_seed_rows")
+    assert (cpu.seed_softmax, cpu.layernorm, cpu.rmsnorm, cpu.add) == (
+        kernels.seed_softmax, kernels.layernorm_loops, kernels.rmsnorm, kernels.vector_add)
+    assert _bench("cuda_vs_triton").add is kernels.vector_add
+    assert _bench("bounds_cost").add is kernels.vector_add
+
+
+def test_cuda_rows_quick_run_on_interp(tmp_path):
+    out = tmp_path / "rows.json"
+    subprocess.run([sys.executable, os.path.join(BENCH, "cuda_rows.py"), "--quick", "--device",
+                    "interp", "--out", str(out)], check=True, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())["rows"]
+    # 2 quick shapes x 3 kernels x fused and not; no copy rows without torch on cuda.
+    assert len(rows) == 12, rows
+    for r in rows:
+        assert "error" not in r, r
+        assert r["max_abs_err"] < 1e-3, r

@@ -23,6 +23,8 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   // After activity: it merges loops whose inactive lanes are explicit selects.
   if (options.fuse_reductions) run("fuse_reductions");
   run("bounds");    // after activity, whose masks and selects it guards as written
+  // After bounds: a kept value is the guarded load it stands for, and the guards stay cheap.
+  if (options.keep_rows) run("keep_rows");
   run("loop_steps");  // after bounds: shares its error flag, which comes last
   // Backends run uniform loops only; the activity pass is what makes per-thread ones uniform.
   walk(out->body, [&](const Op& op) {

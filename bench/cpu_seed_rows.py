@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
 sys.path.insert(0, HERE)
 import metile  # noqa: E402
-from cuda_rows import layernorm, rmsnorm, seed_softmax  # noqa: E402
+from cuda_rows import layernorm, layernorm_centred, rmsnorm, seed_softmax  # noqa: E402
 
 
 @metile.kernel
@@ -96,14 +96,21 @@ def main():
         ("seed softmax %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_softmax,
             "metile fused": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B)),
+            "metile fused, re-read": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B,
+                                                                       keep_rows=False)),
             "metile as written": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B,
-                                                                   fuse_reductions=False)),
+                                                                   fuse_reductions=False,
+                                                                   keep_rows=False)),
         }),
         ("layernorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_layernorm,
             "metile fused": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B)),
+            "metile fused, re-read": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B,
+                                                                    keep_rows=False)),
+            "metile centred": synced(layernorm_centred[(R,)].prepare(x, w, b, out, N, BLOCK=B)),
             "metile as written": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B,
-                                                                fuse_reductions=False)),
+                                                                fuse_reductions=False,
+                                                                keep_rows=False)),
         }),
         ("rmsnorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_rmsnorm,

@@ -634,6 +634,14 @@ void Emitter::standalone(const gpu::Op& op) {
       return;
     case GpuOpKind::SHUFFLE_XOR:
     case GpuOpKind::SHUFFLE:
+      if (regs(v) > 1) {  // a tile, register by register
+        w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(regs(v)) + "];");
+        w_.line(d_.unroll());
+        w_.line("for (int r = 0; r < " + std::to_string(regs(v)) + "; ++r) " + name_[v] + "[r] = " +
+                d_.shuffle(op.kind == GpuOpKind::SHUFFLE_XOR, dtype(v), expr(op.operands[0], "r"),
+                           strip_parens(expr(op.operands[1], "0"))) + ";");
+        return;
+      }
       w_.line(decl(v) + " = " +
               d_.shuffle(op.kind == GpuOpKind::SHUFFLE_XOR, dtype(v), expr(op.operands[0], "0"),
                          strip_parens(expr(op.operands[1], "0"))) + ";");
@@ -657,6 +665,18 @@ void Emitter::standalone(const gpu::Op& op) {
     }
     case GpuOpKind::REG_REDUCE: {
       ValueId x = op.operands[0];
+      if (op.find_attr("fold") != nullptr) {  // into the registers of a tile: straight-line code
+        metile::Layout fold = parse_layout(op.attr_str("fold"));
+        std::vector<bool> started(static_cast<size_t>(regs(v)), false);
+        w_.line(type_of(v) + " " + name_[v] + (regs(v) > 1 ? "[" + std::to_string(regs(v)) + "]" : "") + ";");
+        for (int64_t r = 0; r < regs(x); ++r) {
+          std::string to = regs(v) > 1 ? name_[v] + "[" + std::to_string(fold(r)) + "]" : name_[v];
+          std::string from = strip_parens(expr(x, std::to_string(r)));
+          w_.line(to + " = " + (started[fold(r)] ? combine(op.reduce, dtype(v), to, from) : from) + ";");
+          started[fold(r)] = true;
+        }
+        return;
+      }
       w_.line(type_of(v) + " " + name_[v] + " = " + strip_parens(expr(x, "0")) + ";");
       w_.line(d_.unroll());
       w_.line("for (int r = 1; r < " + std::to_string(regs(x)) + "; ++r) " + name_[v] + " = " +

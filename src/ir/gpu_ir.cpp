@@ -324,6 +324,16 @@ ValueId GpuBuilder::simd_reduce(Reduction reduce, ValueId x, bool uniform) {
   return append(std::move(op)).result();
 }
 
+ValueId GpuBuilder::reg_fold(Reduction reduce, ValueId x, LayoutId out, const metile::Layout& fold) {
+  Op op;
+  op.kind = GpuOpKind::REG_REDUCE;
+  op.reduce = reduce;
+  op.operands = {x};
+  op.attrs = {{"fold", coalesce(fold).str()}};
+  op.results = {new_value(f_.value(x).dtype, out)};
+  return append(std::move(op)).result();
+}
+
 ValueId GpuBuilder::reg_reduce(Reduction reduce, ValueId x) {
   Op op;
   op.kind = GpuOpKind::REG_REDUCE;

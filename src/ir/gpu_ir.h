@@ -22,6 +22,8 @@
  *   atomic[op](ptrs, [cmp (cas),] value [, pred]) -> old values (0 where pred is false)
  *   alloc {size} -> threadgroup pointer   barrier [{device}: also orders device memory]
  *   shuffle_xor(x, mask)  shuffle(x, lane)  simd_reduce[op](x)  reg_reduce[op](x) -> thread
+ *       (shuffle_xor also per register of a tile value: x of lane ^ mask, register by register)
+ *   reg_reduce[op] {fold}(x) -> tile: register r of x folds into register fold(r) of the result
  *   swizzle {pattern, block}(pid_m, pid_n, grid_m, grid_n) -> (m, n)
  *   for(start, end, step, inits...) -> carried; block args (iv, carried...), ends in yield
  *   print {head, label, rank}(pred, px, py, pz, i, j, value): where pred holds, one device_print
@@ -240,6 +242,9 @@ class GpuBuilder {
   /** `uniform`: the whole threadgroup is one simdgroup, so every thread gets the same result. */
   ValueId simd_reduce(Reduction reduce, ValueId x, bool uniform = false);
   ValueId reg_reduce(Reduction reduce, ValueId x);
+  /** Folds x's registers into the registers of a value in tile layout `out`: register r of x
+   * goes into register fold(r) (a CuTe layout over x's register index, attribute "fold"). */
+  ValueId reg_fold(Reduction reduce, ValueId x, LayoutId out, const metile::Layout& fold);
   /** One device_print line per register of `value` where `pred` holds (see print above). */
   void print(ValueId pred, const std::vector<ValueId>& pid, ValueId i, ValueId j, ValueId value,
              const std::string& head, const std::string& label, int64_t rank);

@@ -1,6 +1,7 @@
 // The GPU IR verifier: SSA scoping, operand counts and types per op kind, layout agreement of
 // per-register operands, loop structure, and where allocations may appear. The pipeline runs it
 // after lowering and after every pass; a failure is a compiler bug (METILE_ERROR_INTERNAL).
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -250,8 +251,11 @@ struct Verifier {
       case GpuOpKind::SHUFFLE: {
         operands(2, 2);
         results(1);
-        if (!scalar_per_thread(op.operands[0])) bad("operand must have one register");
+        if (!scalar_per_thread(op.operands[0]) &&
+            !(op.kind == GpuOpKind::SHUFFLE_XOR && f.layout(val(op.operands[0]).layout).is_tile()))
+          bad("operand must have one register");
         uniform_int(op.operands[1], op.kind == GpuOpKind::SHUFFLE ? "lane" : "mask");
+        if (val(op.operands[0]).layout != val(op.result()).layout) bad("result layout differs from the operand's");
         if (!same_type(val(op.operands[0]), val(op.result()))) bad("result type differs from the operand's");
         break;
       }
@@ -268,6 +272,20 @@ struct Verifier {
           bad("operand must be a tile");
         bool per_thread = r.layout == kThread ||
                           (op.kind == GpuOpKind::SIMD_REDUCE && r.layout == kUniform);
+        if (op.kind == GpuOpKind::REG_REDUCE && op.find_attr("fold") != nullptr) {
+          // A fold into the registers of a tile: fold maps each operand register to one of them.
+          if (!f.layout(r.layout).is_tile() || r.dtype != a.dtype || a.is_ptr)
+            bad("a fold's result must be a tile of the operand's type");
+          metile::Layout fold = parse_layout(op.attr_str("fold"));
+          if (fold.size() != f.layout(a.layout).regs()) bad("fold must cover the operand's registers");
+          std::vector<bool> hit(static_cast<size_t>(f.layout(r.layout).regs()), false);
+          for (int64_t i = 0; i < fold.size(); ++i) {
+            if (fold(i) >= static_cast<int64_t>(hit.size())) bad("fold reaches past the result's registers");
+            else hit[fold(i)] = true;
+          }
+          if (std::find(hit.begin(), hit.end(), false) != hit.end()) bad("fold leaves a result register unset");
+          break;
+        }
         if (!per_thread || r.dtype != a.dtype || a.is_ptr)
           bad("result must be a thread value of the operand's type");
         break;

@@ -146,6 +146,11 @@ class Lowering {
   void reshape(const Op& op);
   /** Folds axis `axis` of the 2-D tile x (accumulating in d) into a tile of out_shape. */
   ValueId axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, int axis, const Shape& out_shape);
+  /** axis_reduce without moving the tile: registers, then lanes, then (if several simdgroups
+   * hold a row) one partial per simdgroup through threadgroup memory; kNoValue when x's layout
+   * does not allow it (padding, a non power-of-two thread or register count, a non-linear map). */
+  ValueId axis_reduce_in_place(Reduction k, ValueId x, DType d, const Shape& s, int axis,
+                               const Shape& out_shape);
   /** Identity of a reduction for dtype d: 0, the lowest or the highest value. */
   ValueId identity(Reduction reduce, DType d);
   ValueId combine(Reduction reduce, ValueId a, ValueId b);

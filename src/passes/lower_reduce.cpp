@@ -3,9 +3,19 @@
 // A whole-tile reduction folds each thread's registers (padding replaced by the identity: 0,
 // the lowest or the highest value, never 0 for max/min), then the simdgroup (simd_sum/max/min),
 // then the simdgroups' partials through threadgroup memory; every thread ends with the result.
-// An axis reduction and a broadcast exchange the tile through threadgroup memory, and a reshape
-// is free whenever both shapes have the same layout (always, with the layouts of lower.cpp).
+// An axis reduction folds in place where the layout allows (axis_reduce_in_place): each thread
+// folds its registers of one output, lanes holding the same outputs combine by shuffles, and
+// only when several simdgroups share an output do their partials meet in threadgroup memory;
+// the result keeps the input's distribution (replicated over the lanes that combined), so a dot
+// accumulator's rows reduce without leaving fragment layout. Otherwise, and for broadcasts, the
+// tile is exchanged through threadgroup memory. A reshape is always free: layouts address the
+// row-major flattening, which a reshape keeps.
 // Every exchange ends with a barrier, so one scratch array per dtype serves them all.
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
 
 #include "passes/lower_internal.h"
 
@@ -59,7 +69,16 @@ void Lowering::reduce(const Op& op) {
     return;
   }
   if (axis != -1) {
-    finish(axis_reduce(k, x, d, xt.shape, static_cast<int>(axis), p.type(op.result()).shape));
+    const Shape& out_shape = p.type(op.result()).shape;
+    // In the layout the operand already has (a dot's fragments), else in the canonical one.
+    ValueId own = get(op.operands[0]);
+    if (f.layout_of(own).is_tile() && f.value(own).dtype != d) own = b.ew(OpKind::CAST, {own}, d);
+    ValueId r = f.layout_of(own).is_tile()
+                    ? axis_reduce_in_place(k, own, d, xt.shape, static_cast<int>(axis), out_shape)
+                    : kNoValue;
+    if (r == kNoValue) r = axis_reduce_in_place(k, x, d, xt.shape, static_cast<int>(axis), out_shape);
+    if (r == kNoValue) r = axis_reduce(k, x, d, xt.shape, static_cast<int>(axis), out_shape);
+    finish(r);
     return;
   }
   LayoutId l = f.value(x).layout;
@@ -134,6 +153,141 @@ ValueId Lowering::axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, i
   return out;
 }
 
+namespace {
+
+bool power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+int log2_of(int64_t n) {
+  int b = 0;
+  while ((int64_t{1} << b) < n) ++b;
+  return b;
+}
+
+// The CuTe layout (2,2,...,2):(s_0,s_1,...) over [0, n) equal to fn, or nothing when fn is not
+// linear in the bits of its argument.
+std::optional<metile::Layout> bit_linear(int64_t n, const std::function<int64_t(int64_t)>& fn) {
+  if (!power_of_two(n)) return std::nullopt;
+  int bits = log2_of(n);
+  if (bits == 0) return metile::Layout(1, 0);
+  std::vector<IntTuple> shape, stride;
+  for (int b = 0; b < bits; ++b) {
+    shape.emplace_back(int64_t{2});
+    stride.emplace_back(fn(int64_t{1} << b) - fn(0));
+  }
+  if (fn(0) != 0) return std::nullopt;
+  for (const IntTuple& s : stride)
+    if (s.value() < 0) return std::nullopt;
+  metile::Layout l = make_layout(IntTuple(shape), IntTuple(stride));
+  for (int64_t i = 0; i < n; ++i)
+    if (l(i) != fn(i)) return std::nullopt;
+  return l;
+}
+
+}  // namespace
+
+ValueId Lowering::axis_reduce_in_place(Reduction k, ValueId x, DType d, const Shape& s, int axis,
+                                       const Shape& out_shape) {
+  const gpu::Layout& in = f.layout_of(x);
+  const int64_t threads = f.threads, regs = in.regs(), width = f.simd_width;
+  const int64_t cols = s.dims[1], outputs = out_shape.numel();
+  if (in.padded || !power_of_two(threads) || !power_of_two(regs) || !power_of_two(width) ||
+      in.thr.size() != threads || threads * regs > (int64_t{1} << 20))
+    return kNoValue;
+  // out[t * regs + r]: the output element register r of thread t contributes to.
+  std::vector<int64_t> out(static_cast<size_t>(threads * regs));
+  for (int64_t t = 0; t < threads; ++t)
+    for (int64_t r = 0; r < regs; ++r) {
+      int64_t e = in.element(t, r);
+      out[t * regs + r] = axis == 1 ? e / cols : e % cols;
+    }
+  auto at = [&](int64_t t, int64_t r) { return out[t * regs + r]; };
+  // Registers that feed the same output in every thread fold together; groups are numbered in
+  // the order of thread 0's outputs.
+  std::map<std::vector<int64_t>, int64_t> seen;
+  std::vector<int64_t> group_of(regs), first_reg;
+  std::vector<std::pair<int64_t, int64_t>> order;  // (thread 0's output, first register)
+  for (int64_t r = 0; r < regs; ++r) {
+    std::vector<int64_t> key(threads);
+    for (int64_t t = 0; t < threads; ++t) key[t] = at(t, r);
+    auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(order.size()));
+    if (fresh) order.emplace_back(at(0, r), r);
+    group_of[r] = it->second;
+  }
+  const int64_t groups = static_cast<int64_t>(order.size());
+  std::vector<int64_t> rank(groups);  // group id -> register of the result
+  {
+    std::vector<int64_t> ids(groups);
+    for (int64_t g = 0; g < groups; ++g) ids[g] = g;
+    std::sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b2) { return order[a] < order[b2]; });
+    for (int64_t i = 0; i < groups; ++i) rank[ids[i]] = i;
+    first_reg.assign(groups, 0);
+    for (int64_t g = 0; g < groups; ++g) first_reg[rank[g]] = order[g].second;
+  }
+  auto held = [&](int64_t t, int64_t g) { return at(t, first_reg[g]); };  // g: result register
+  // Thread-index bits whose flip keeps every output: lane bits combine by shuffles, simdgroup
+  // bits are separate partials.
+  std::vector<int64_t> lane_masks, sg_bits;
+  for (int b = 0; (int64_t{1} << b) < threads; ++b) {
+    bool same = true;
+    for (int64_t t = 0; t < threads && same; ++t)
+      for (int64_t g = 0; g < groups && same; ++g) same = held(t, g) == held(t ^ (int64_t{1} << b), g);
+    if (!same) continue;
+    if ((int64_t{1} << b) < width) lane_masks.push_back(int64_t{1} << b);
+    else sg_bits.push_back(b);
+  }
+  // Each output must be held by exactly one orbit of threads under those flips, once per thread.
+  const int64_t copies = int64_t{1} << (lane_masks.size() + sg_bits.size());
+  std::vector<int64_t> holders(outputs, 0);
+  for (int64_t t = 0; t < threads; ++t)
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t o = held(t, g);
+      if (o < 0 || o >= outputs) return kNoValue;
+      for (int64_t g2 = 0; g2 < g; ++g2)
+        if (held(t, g2) == o) return kNoValue;
+      ++holders[o];
+    }
+  for (int64_t n : holders)
+    if (n != copies) return kNoValue;
+  // The result's layout: output held(t, g) = thr(t) + reg(g), with stride 0 on the flipped bits.
+  auto thr = bit_linear(threads, [&](int64_t t) { return held(t, 0) - held(0, 0); });
+  auto reg = bit_linear(groups, [&](int64_t g) { return held(0, g); });
+  auto fold = bit_linear(regs, [&](int64_t r) { return rank[group_of[r]]; });
+  if (!thr || !reg || !fold) return kNoValue;
+  for (int64_t t = 0; t < threads; ++t)
+    for (int64_t g = 0; g < groups; ++g)
+      if ((*thr)(t) + (*reg)(g) != held(t, g)) return kNoValue;
+  LayoutId part_l = f.add_layout(gpu::tile_layout(outputs, *thr, *reg));
+  std::string what(reduction_name(k));
+  ValueId part = b.named(b.reg_fold(k, x, part_l, *fold), "row_" + what);
+  for (int64_t m : lane_masks) part = b.named(combine(k, part, b.shuffle_xor(part, c_i32(m))), "row_" + what);
+  if (sg_bits.empty()) return part;
+  // Several simdgroups hold each output: one partial each through threadgroup memory, at
+  // output * copies + (the thread's simdgroup bits, packed); every holder writes the same value.
+  const int64_t slots = int64_t{1} << sg_bits.size();
+  ValueId tid = builtin(gpu::Builtin::thread_index);
+  ValueId slot = c_i32(0);
+  for (size_t i = 0; i < sg_bits.size(); ++i) {
+    ValueId bit = b.ew(OpKind::MOD, {b.ew(OpKind::DIV, {tid, c_i32(int64_t{1} << sg_bits[i])}), c_i32(2)});
+    slot = b.ew(OpKind::ADD, {slot, b.ew(OpKind::MUL, {bit, c_i32(int64_t{1} << i)})});
+  }
+  slot = b.named(slot, "sg_slot");
+  ValueId buf = scratch(d, outputs * slots);
+  ValueId where = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {b.coord(part_l, tid), c_i32(slots)}), slot});
+  b.store(b.ew(OpKind::PTR_OFFSET, {buf, where}), part);
+  b.barrier();
+  LayoutId to = layout_for(out_shape);
+  ValueId base = b.ew(OpKind::MUL, {b.named(b.coord(to, tid), "out_idx"), c_i32(slots)});
+  ValueId pred = valid_pred(to);
+  ValueId acc = kNoValue;
+  for (int64_t i = 0; i < slots; ++i) {
+    ValueId ptr = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {base, c_i32(i)})});
+    ValueId v = pred == kNoValue ? b.load(ptr) : b.load(ptr, pred, identity(k, d));
+    acc = acc == kNoValue ? v : combine(k, acc, v);
+  }
+  b.barrier();
+  return b.named(acc, what);
+}
+
 void Lowering::broadcast(const Op& op) {
   ValueId x = get(op.operands[0]);
   const Shape& from = p.type(op.operands[0]).shape;
@@ -155,13 +309,9 @@ void Lowering::broadcast(const Op& op) {
 }
 
 void Lowering::reshape(const Op& op) {
-  ValueId x = get(op.operands[0]);
-  LayoutId l = layout_for(p.type(op.result()).shape);
-  if (f.value(x).layout == gpu::kUniform || f.value(x).layout == l) {
-    set(op.result(), x);
-    return;
-  }
-  set(op.result(), exchange(x, l, [](ValueId e) { return e; }));
+  // A layout maps (thread, register) to the index in the row-major flattening, which a reshape
+  // keeps: the value stays where it is, in whatever layout it has.
+  set(op.result(), get(op.operands[0]));
 }
 
 }  // namespace metile::lowering

@@ -143,7 +143,7 @@ TEST(GpuLower, HalfReductionsAccumulateInF32) {
   EXPECT_TRUE(has(text, "%sum: f16 = cast")) << text;
 }
 
-TEST(GpuLower, AxisReductionAndBroadcastExchangeThroughThreadgroupMemory) {
+TEST(GpuLower, AxisReductionFoldsInPlaceAndBroadcastExchangesThroughThreadgroupMemory) {
   KernelBuilder k("rows");
   V x = k.ptr("X"), out = k.ptr("Out");
   V tile = k.tile_load(x, k.i32(0), k.i32(0), k.i32(64), Shape::of(16, 64));
@@ -151,11 +151,31 @@ TEST(GpuLower, AxisReductionAndBroadcastExchangeThroughThreadgroupMemory) {
   V col = k.wrap(k.raw().broadcast(k.raw().reshape(row_max.id, Shape::of(16, 1)), Shape::of(16, 64)));
   k.tile_store(out, k.i32(0), k.i32(0), k.i32(64), tile - col);
   std::string text = gpu::print(lower(k.finish()));
-  EXPECT_TRUE(has(text, "scratch_f32")) << text;
-  EXPECT_TRUE(has(text, "for %r: i32")) << text;  // each lane's share of a row
-  // 16 rows on 256 threads: 16 lanes per row, combined by a 4-step shuffle_xor tree.
+  // 16 rows on 256 threads, 4 consecutive elements each: a thread folds its 4 registers, then
+  // the 16 lanes of a row combine by a 4-step shuffle_xor tree; the tile stays in registers.
+  EXPECT_TRUE(has(text, "reg_reduce.max %tile fold=4:0")) << text;
+  EXPECT_FALSE(has(text, "for %r: i32")) << text;
   EXPECT_EQ(count(text, "shuffle_xor"), 4) << text;
-  EXPECT_GE(count(text, "barrier"), 4) << text;   // reduce: 2, broadcast: 2
+  // The row maxima are replicated over their 16 lanes; only the broadcast back to the tile goes
+  // through threadgroup memory (the reshape to 16x1 is free).
+  EXPECT_TRUE(has(text, "tile<16> thr=(16,16):(0,1) reg=1:0")) << text;
+  EXPECT_EQ(count(text, "barrier"), 2) << text;
+}
+
+TEST(GpuLower, ColumnReductionCombinesOnePartialPerSimdgroup) {
+  KernelBuilder k("cols");
+  V x = k.ptr("X"), out = k.ptr("Out");
+  V tile = k.tile_load(x, k.i32(0), k.i32(0), k.i32(64), Shape::of(16, 64));
+  k.store(out + k.arange(0, 64), k.sum(tile, 0));
+  std::string text = gpu::print(lower(k.finish()));
+  // 256 threads, 4 consecutive elements each: lanes 0-15 hold 64 columns of one row, lane 16
+  // the next row (one shuffle), and each of the 8 simdgroups two rows: 8 partials per column
+  // meet in threadgroup memory (64 x 8 floats), not the 1024-element tile.
+  EXPECT_TRUE(has(text, "reg_reduce.sum %tile fold=4:1")) << text;
+  EXPECT_EQ(count(text, "shuffle_xor"), 1) << text;
+  EXPECT_TRUE(has(text, "sg_slot")) << text;
+  EXPECT_TRUE(has(text, "alloc size=512")) << text;
+  EXPECT_EQ(count(text, "barrier"), 2) << text;
 }
 
 TEST(GpuLower, ReshapeWithTheSameLayoutMovesNothing) {

@@ -25,6 +25,10 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   run("bounds");    // after activity, whose masks and selects it guards as written
   // After bounds: a kept value is the guarded load it stands for, and the guards stay cheap.
   if (options.keep_rows) run("keep_rows");
+  // After bounds, whose per-access limits are often loop-invariant, and keep_rows, whose runtime
+  // check it moves out of the loop. Host devices leave it to
+  // their C++ compiler: a hoisted tile would become an array kept across the loop there.
+  if (!whole_tiles_in_order) run("hoist");
   run("loop_steps");  // after bounds: shares its error flag, which comes last
   // Backends run uniform loops only; the activity pass is what makes per-thread ones uniform.
   walk(out->body, [&](const Op& op) {

@@ -1,0 +1,118 @@
+"""Attention written in metile's tile language (examples/python/flash_attention.py and
+decode_attention.py) against float64 numpy on every device: flash attention forward (causal or
+not, head_dim 64 and 128, f32/f16/bf16, sequence lengths that are not a multiple of the block)
+and decode attention (MHA, GQA, MQA; single-pass and split-KV with the merge kernel)."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import metile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "examples", "python"))
+import decode_attention  # noqa: E402
+import flash_attention  # noqa: E402
+
+# Relative to the largest |reference| value; f16/bf16 round the inputs (the reference sees the
+# rounded inputs) and the probabilities fed to the second dot, f32 runs TF32 on GPU matrix units.
+TOL = {"f32": 2e-3, "f16": 1e-2, "bf16": 4e-2}
+
+
+def _to_bf16_bits(x):
+    """Round-to-nearest-even f32 -> bf16, as uint16 bits (numpy has no bfloat16)."""
+    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_bf16_bits(u):
+    return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+def _inputs(shapes, dtype):
+    """Random buffers of `dtype` and the values they hold, as float64 arrays."""
+    bufs, vals = [], []
+    for shape in shapes:
+        x = np.random.randn(*shape).astype(np.float32)
+        if dtype == "bf16":
+            bits = _to_bf16_bits(x)
+            bufs.append(metile.Buffer(data=bits, dtype="bf16"))
+            vals.append(_from_bf16_bits(bits).astype(np.float64))
+        else:
+            x = x.astype(np.float16 if dtype == "f16" else np.float32)
+            bufs.append(metile.Buffer(data=x))
+            vals.append(x.astype(np.float64))
+    return bufs, vals
+
+
+def _values(buf):
+    a = buf.numpy()
+    return _from_bf16_bits(a) if buf.metile_dtype == "bf16" else a.astype(np.float64)
+
+
+def _check(got, ref, dtype):
+    err = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+    assert np.isfinite(got).all() and err < TOL[dtype], f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_flash_attention_forward(device, fast, dtype, causal, head_dim):
+    bh, seq = (3, 150) if fast else (2, 37)
+    block = flash_attention.default_block(head_dim)
+    (q, k, v), vals = _inputs([(bh, seq, head_dim)] * 3, dtype)
+    out = metile.Buffer.zeros((bh, seq, head_dim), dtype=dtype)
+    flash_attention.attention(q, k, v, out, causal, block_m=block, block_n=block)
+    _check(_values(out), flash_attention.reference(*vals, causal), dtype)
+
+
+def test_flash_attention_blocks_of_different_shapes(device):
+    """BLOCK_M != BLOCK_N, a sequence shorter than one block, and one row."""
+    big = 2 * flash_attention.default_block(64)
+    for seq, bm, bn in ((5, 16, 8), (1, 16, 16), (40, big, 16), (40, 8, big)):
+        (q, k, v), vals = _inputs([(1, seq, 64)] * 3, "f32")
+        out = metile.Buffer.zeros((1, seq, 64))
+        flash_attention.attention(q, k, v, out, True, block_m=bm, block_n=bn)
+        _check(_values(out), flash_attention.reference(*vals, True), "f32")
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2), (4, 1)], ids=["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_decode_attention(device, fast, heads, kv_heads, splits, dtype):
+    batch, seq = (2, 777) if fast else (1, 101)
+    (q, k, v), vals = _inputs([(batch, heads, 64), (batch, kv_heads, seq, 64),
+                               (batch, kv_heads, seq, 64)], dtype)
+    out = metile.Buffer.zeros((batch, heads, 64), dtype=dtype)
+    decode_attention.decode(q, k, v, out, splits=splits)
+    _check(_values(out), decode_attention.reference(*vals), dtype)
+
+
+def test_decode_attention_head_dim_128_more_splits_than_blocks(device):
+    """More splits asked for than the cache has blocks: the count is capped, nothing is lost."""
+    (q, k, v), vals = _inputs([(1, 2, 128), (1, 1, 40, 128), (1, 1, 40, 128)], "f32")
+    out = metile.Buffer.zeros((1, 2, 128))
+    decode_attention.decode(q, k, v, out, splits=16)
+    _check(_values(out), decode_attention.reference(*vals), "f32")
+
+
+def test_decode_attention_reuses_a_workspace_and_rejects_one_too_small(device):
+    (q, k, v), vals = _inputs([(1, 4, 64), (1, 2, 300, 64), (1, 2, 300, 64)], "f32")
+    out = metile.Buffer.zeros((1, 4, 64))
+    scratch = decode_attention.workspace(1, 4, 64, 4)
+    for _ in range(2):
+        out.numpy()[...] = np.nan
+        decode_attention.decode(q, k, v, out, splits=4, scratch=scratch)
+        _check(_values(out), decode_attention.reference(*vals), "f32")
+    with pytest.raises(ValueError, match="scratch holds 8 partials; 4 splits of this batch need 16"):
+        decode_attention.decode(q, k, v, out, splits=4, scratch=decode_attention.workspace(1, 4, 64, 2))
+
+
+def test_decode_attention_rejects_heads_not_a_multiple_of_kv_heads(device):
+    q = np.zeros((1, 6, 64), np.float32)
+    kv = np.zeros((1, 4, 8, 64), np.float32)
+    with pytest.raises(ValueError, match="multiple of kv_heads"):
+        decode_attention.decode(q, kv, kv, np.zeros_like(q))

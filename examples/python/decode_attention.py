@@ -1,0 +1,152 @@
+"""Decode attention: one new query token per head against a KV cache, for MHA, GQA and MQA
+(HEADS query heads share KV_HEADS key/value heads), f32 accumulation, any cache length.
+
+Q and Out are [batch, HEADS, HEAD_DIM]; K and V are [batch, KV_HEADS, seq, HEAD_DIM] (f32, f16 or
+bf16). Short caches run single-pass: one program per (batch, head) streams the cache with an
+online softmax. Long caches split the sequence: `splits` programs per (batch, head) each write a
+partial result (unnormalized output, running max, running sum), and a merge kernel rescales the
+partials to the global max and combines them. Scores use exp2 with log2(e) folded into the scale.
+
+Run: python3 examples/python/decode_attention.py [BATCH HEADS KV_HEADS SEQ HEAD_DIM] [--splits S] [--f16]
+"""
+
+import argparse
+import math
+import sys
+import time
+
+import numpy as np
+
+import _path  # noqa: F401  (source checkouts)
+import metile
+
+LOG2E = 1.4426950408889634
+
+
+@metile.kernel
+def decode_attention_partial(Q, K, V, Out, Acc, Max, Sum, seq, chunk, qk_scale_log2,
+                             HEADS: metile.constexpr, KV_HEADS: metile.constexpr,
+                             HEAD_DIM: metile.constexpr, BLOCK_N: metile.constexpr,
+                             SPLIT: metile.constexpr):
+    bh = metile.program_id(0)                  # batch * HEADS + head
+    split = metile.program_id(1)
+    kv = (bh // HEADS) * KV_HEADS + (bh % HEADS) // (HEADS // KV_HEADS)
+    kv_base = kv * seq * HEAD_DIM
+    d = metile.arange(0, HEAD_DIM)
+    q = metile.load(Q + bh * HEAD_DIM + d).to("f32")
+    start = split * chunk
+    end = metile.minimum(start + chunk, seq)
+
+    m_i = -float("inf")
+    l_i = 0.0
+    acc = metile.zeros((HEAD_DIM,), "f32")
+    for n in metile.tile_range(start, end, BLOCK_N):
+        k = metile.tile_load(K + kv_base, n, 0, HEAD_DIM, (BLOCK_N, HEAD_DIM), bounds=(end, HEAD_DIM))
+        v = metile.tile_load(V + kv_base, n, 0, HEAD_DIM, (BLOCK_N, HEAD_DIM), bounds=(end, HEAD_DIM))
+        s = metile.sum(k.to("f32") * q[None, :], axis=1) * qk_scale_log2
+        s = metile.where(n + metile.arange(0, BLOCK_N) < end, s, -float("inf"))
+        m_new = metile.maximum(m_i, metile.max(s))
+        alpha = metile.exp2(m_i - m_new)
+        p = metile.exp2(s - m_new)
+        l_i = l_i * alpha + metile.sum(p)
+        acc = acc * alpha + metile.sum(p[:, None] * v.to("f32"), axis=0)
+        m_i = m_new
+    if SPLIT:
+        part = bh * metile.num_programs(1) + split
+        metile.store(Acc + part * HEAD_DIM + d, acc)
+        metile.store(Max + part + metile.arange(0, 1), metile.full((1,), m_i, "f32"))
+        metile.store(Sum + part + metile.arange(0, 1), metile.full((1,), l_i, "f32"))
+    else:
+        metile.store(Out + bh * HEAD_DIM + d, (acc / l_i).to(Out.dtype))
+
+
+@metile.kernel
+def decode_attention_merge(Acc, Max, Sum, Out, splits,
+                           HEAD_DIM: metile.constexpr, SPLITS_P2: metile.constexpr):
+    bh = metile.program_id(0)
+    s = metile.arange(0, SPLITS_P2)
+    live = s < splits
+    m = metile.load(Max + bh * splits + s, mask=live, other=-float("inf"))
+    l_part = metile.load(Sum + bh * splits + s, mask=live, other=0.0)
+    m_all = metile.max(m)
+    w = metile.where(live, metile.exp2(m - m_all), 0.0)   # a split with no keys has weight 0
+    acc = metile.tile_load(Acc + bh * splits * HEAD_DIM, 0, 0, HEAD_DIM, (SPLITS_P2, HEAD_DIM),
+                           bounds=(splits, HEAD_DIM))
+    out = metile.sum(acc * w[:, None], axis=0) / metile.sum(l_part * w)
+    metile.store(Out + bh * HEAD_DIM + metile.arange(0, HEAD_DIM), out.to(Out.dtype))
+
+
+def split_plan(seq, splits, block_n):
+    """(splits, chunk): at most one split per block of keys, each split a whole number of blocks."""
+    splits = max(1, min(splits, metile.cdiv(seq, block_n)))
+    return splits, metile.cdiv(metile.cdiv(seq, splits), block_n) * block_n
+
+
+def workspace(batch, heads, dim, splits):
+    """The partials of split-KV decoding: unnormalized outputs, running maxima, running sums."""
+    parts = batch * heads * splits
+    return (metile.Buffer.zeros((parts, dim)), metile.Buffer.zeros((parts,)),
+            metile.Buffer.zeros((parts,)))
+
+
+def decode(q, k, v, out, splits=1, block_n=32, scratch=None):
+    """q, out: [batch, heads, dim]; k, v: [batch, kv_heads, seq, dim] (numpy arrays or Buffers).
+    splits > 1 runs the split-KV form with its merge kernel; `scratch` (from workspace() with
+    the same splits) saves allocating the partials on every call."""
+    batch, heads, dim = q.shape
+    kv_heads, seq = k.shape[1], k.shape[2]
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    asked = splits
+    splits, chunk = split_plan(seq, splits, block_n)
+    acc, m, s = scratch if scratch is not None else workspace(batch, heads, dim, splits)
+    if acc.shape[0] < batch * heads * splits:
+        raise ValueError(f"scratch holds {acc.shape[0]} partials; {asked} splits of this batch "
+                         f"need {batch * heads * splits} (use workspace() with the same splits)")
+    scale = LOG2E / math.sqrt(dim)
+    decode_attention_partial[(batch * heads, splits)](
+        q, k, v, out, acc, m, s, seq, chunk, scale, HEADS=heads, KV_HEADS=kv_heads,
+        HEAD_DIM=dim, BLOCK_N=block_n, SPLIT=splits > 1)
+    if splits > 1:
+        decode_attention_merge[(batch * heads,)](acc, m, s, out, splits, HEAD_DIM=dim,
+                                                 SPLITS_P2=metile.next_power_of_2(splits))
+
+
+def reference(q, k, v):
+    """float64 numpy decode attention (GQA by repeating the KV heads)."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = np.einsum("bhd,bhnd->bhn", q, k) / math.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bhn,bhnd->bhd", p / p.sum(-1, keepdims=True), v)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("shape", type=int, nargs="*", default=[2, 8, 2, 1000, 64],
+                    help="BATCH HEADS KV_HEADS SEQ HEAD_DIM")
+    ap.add_argument("--splits", type=int, default=4)
+    ap.add_argument("--f16", action="store_true")
+    a = ap.parse_args()
+    if len(a.shape) != 5:
+        ap.error("give all five of BATCH HEADS KV_HEADS SEQ HEAD_DIM")
+    batch, heads, kv_heads, seq, dim = a.shape
+    splits = a.splits
+    dtype = np.float16 if a.f16 else np.float32
+    print(f"device: {metile.get_device().name}")
+    q = np.random.randn(batch, heads, dim).astype(dtype)
+    k, v = (np.random.randn(batch, kv_heads, seq, dim).astype(dtype) for _ in range(2))
+    out = np.zeros_like(q)
+    t0 = time.perf_counter()
+    decode(q, k, v, out, splits)
+    metile.synchronize()
+    ms = (time.perf_counter() - t0) * 1e3
+    err = np.abs(out - reference(q, k, v)).max()
+    print(f"batch {batch}, heads {heads}/{kv_heads}, seq {seq}, dim {dim}, splits {splits}, "
+          f"{np.dtype(dtype).name}: {ms:.1f} ms (first call), max |error| {err:.2e}")
+    return 0 if err < (1e-2 if dtype == np.float16 else 1e-4) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -48,12 +48,13 @@ std::string two_passes(const std::string& ptr2 = "%X", const std::string& dst = 
          "}\n";
 }
 
-std::string kept(const std::string& text, bool whole_tiles, int num_threads = 0) {
+// whole_tiles: as interp sees it (it checks accesses itself); `cpu`: as the cpu device does.
+std::string kept(const std::string& text, bool whole_tiles, int num_threads = 0, bool cpu = false) {
   Program p = parse(text);
   CompileOptions o;
   o.num_threads = num_threads;
   TileHiddenArgs hidden;
-  TilePassContext ctx{o, false, hidden, whole_tiles};
+  TilePassContext ctx{o, whole_tiles && !cpu, hidden, whole_tiles};
   run_tile_pass("keep_rows", p, ctx);  // verifies the result
   return print(p, false);
 }
@@ -69,8 +70,9 @@ int carried(const std::string& text) {
 
 TEST(KeepRows, TheSecondPassTakesTheKeptTileWhenTheRowFits) {
   const std::string text = two_passes();
-  // cpu/interp: 32-float tiles, 64 KiB of local arrays: the most slots (4); GPUs: 32 elements
-  // per thread of 256 threads also allow 4.
+  // interp: 32-float tiles, 64 KiB of local arrays: the most slots (4); GPUs: 32 elements per
+  // thread of 256 threads also allow 4. The cpu keeps nothing (its caches hold the row).
+  EXPECT_EQ(kept(text, true, 0, true), print(parse(text), false));
   for (bool whole_tiles : {true, false}) {
     const std::string out = kept(text, whole_tiles);
     EXPECT_EQ(carried(out), 1 + 4) << out;

@@ -1,6 +1,7 @@
 """The keep_rows Tile IR pass: a later tile_range pass that re-reads what an earlier pass over the
 same range read takes the tiles the earlier pass kept when the row fits (K iterations within the
-device's budget, checked at run time), and reads memory as written otherwise. Every kernel runs
+device's budget, checked at run time), and reads memory as written otherwise (the cpu device
+keeps nothing; interp and metal-sim run the rewrite). Every kernel runs
 with and without it (keep_rows=False) on every device, for rows that fit in one tile, in a few
 tiles, and that do not fit, against float64 numpy."""
 
@@ -69,6 +70,9 @@ def test_the_ir_shows_the_kept_row_and_the_switch(device):
     out = np.zeros_like(x)
     kept = opt_ir(softmax, (2,), x, out, 40, BLOCK=32)
     plain = opt_ir(softmax, (2,), x, out, 40, BLOCK=32, keep_rows=False)
+    if device.name == "cpu":  # its caches hold the re-read row: nothing is kept there
+        assert kept == plain
+        return
     assert kept != plain
     # The store pass still has its load (it reads when the row does not fit), now masked by the
     # runtime check, and selects the kept tile.

@@ -5,6 +5,7 @@
 
 Workloads (f32): the seed README softmax verbatim (three tile_range passes) at 4096x4096, with
 the compiler's reduction merge (fuse_reductions, the default) and without; seed-style layernorm
+(and the textbook form, a mean pass then a pass summing (x - mean)^2, merged as Welford's update)
 and rmsnorm (a loop per statistic, bench/cuda_rows.py's kernels) at 4096x4096; the tutorial
 vector add at 2^25 elements against `numpy.add(x, y, out=o)`.
 Method: every workload's contenders run one call each in turn, `--rounds` times (after a warm-up
@@ -96,21 +97,17 @@ def main():
         ("seed softmax %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_softmax,
             "metile fused": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B)),
-            "metile fused, re-read": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B,
-                                                                       keep_rows=False)),
             "metile as written": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B,
-                                                                   fuse_reductions=False,
-                                                                   keep_rows=False)),
+                                                                   fuse_reductions=False),
         }),
         ("layernorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_layernorm,
             "metile fused": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B)),
-            "metile fused, re-read": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B,
-                                                                    keep_rows=False)),
             "metile centred": synced(layernorm_centred[(R,)].prepare(x, w, b, out, N, BLOCK=B)),
+            "metile centred as written": synced(layernorm_centred[(R,)].prepare(
+                x, w, b, out, N, BLOCK=B, fuse_reductions=False)),
             "metile as written": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B,
-                                                                fuse_reductions=False,
-                                                                keep_rows=False)),
+                                                                fuse_reductions=False),
         }),
         ("rmsnorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_rmsnorm,

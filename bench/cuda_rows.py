@@ -12,8 +12,8 @@ Kernels (f32, one program per row):
   layernorm_centred  textbook style: a mean pass, a pass summing (x - mean)^2, one that
                  normalizes (the first two merge into one Welford pass).
   rmsnorm        seed style: a sum-of-squares pass, then the normalizing pass.
-Variants: fused with the row kept (the defaults), fused with keep_rows=False (the last pass
-re-reads memory), and as written (fuse_reductions=False, keep_rows=False; skipped by --fused-only).
+Variants: fused with the row kept (keep_rows=True), fused re-reading (the defaults), and as
+written (fuse_reductions=False; skipped by --fused-only).
 Shapes: 16384x1024, 4096x4096, 1024x32768, 16384x4096, 256x262144 (--quick: small ones).
 Peers: Triton's fused kernels (the whole row in one tile up to 32768 columns, an online
 two-pass loop beyond), torch's softmax/layer_norm, and `torch.Tensor.copy_` of the same matrix

@@ -641,12 +641,13 @@ typedef struct metile_compile_options {
    */
   int32_t no_fuse_reductions;
   /**
-   * 1: a later tile_range pass reads memory again as written. By default (0) a pass that re-reads
-   * what an earlier pass over the same range read takes the values the earlier pass kept
-   * (registers on GPUs, local arrays on the cpu, a few tiles within a budget) when the row fits,
-   * checked at run time, and reads memory otherwise; METILE_DEBUG=tile_ir_opt shows the result.
+   * 1: a later tile_range pass that re-reads what an earlier pass over the same range read takes
+   * the tiles the earlier pass kept (GPU registers, at most four tiles within 32 per thread) when
+   * the row fits, checked at run time, and reads memory otherwise; METILE_DEBUG=tile_ir_opt shows
+   * the result. Off by default (0): on an H100 it measured slower than re-reading
+   * (bench/results/cuda_rows_h100.md); the cpu device never keeps rows.
    */
-  int32_t no_keep_rows;
+  int32_t keep_rows;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
 #define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0}

@@ -378,7 +378,7 @@ class KernelFunction:
         if "fuse_reductions" in o:
             opts.no_fuse_reductions = int(not o["fuse_reductions"])
         if "keep_rows" in o:
-            opts.no_keep_rows = int(not o["keep_rows"])
+            opts.keep_rows = int(bool(o["keep_rows"]))
         h = ctypes.POINTER(_ffi.metile_kernel)()
         st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
                                         ctypes.byref(opts))

@@ -1,7 +1,7 @@
 """The keep_rows Tile IR pass: a later tile_range pass that re-reads what an earlier pass over the
 same range read takes the tiles the earlier pass kept when the row fits (K iterations within the
-device's budget, checked at run time), and reads memory as written otherwise (the cpu device
-keeps nothing; interp and metal-sim run the rewrite). Every kernel runs
+device's budget, checked at run time), and reads memory as written otherwise (an opt-in compile
+option; the cpu device keeps nothing; interp and metal-sim run the rewrite). Every kernel runs
 with and without it (keep_rows=False) on every device, for rows that fit in one tile, in a few
 tiles, and that do not fit, against float64 numpy."""
 
@@ -68,8 +68,9 @@ def test_layernorm_and_rmsnorm_read_the_kept_row(device, n, keep):
 def test_the_ir_shows_the_kept_row_and_the_switch(device):
     x = np.zeros((2, 40), np.float32)
     out = np.zeros_like(x)
-    kept = opt_ir(softmax, (2,), x, out, 40, BLOCK=32)
+    kept = opt_ir(softmax, (2,), x, out, 40, BLOCK=32, keep_rows=True)
     plain = opt_ir(softmax, (2,), x, out, 40, BLOCK=32, keep_rows=False)
+    assert opt_ir(softmax, (2,), x, out, 40, BLOCK=32) == plain  # off by default
     if device.name == "cpu":  # its caches hold the re-read row: nothing is kept there
         assert kept == plain
         return
@@ -136,17 +137,17 @@ def test_rereads_that_are_not_the_same_stay_as_written(device):
     out = np.zeros(n, np.float32)
     xd = x.astype(np.float64)
     # In place: the kernel writes what it reads.
-    assert opt_ir(softmax_in_place, (2,), x, n, BLOCK=32) == \
+    assert opt_ir(softmax_in_place, (2,), x, n, BLOCK=32, keep_rows=True) == \
         opt_ir(softmax_in_place, (2,), x, n, BLOCK=32, keep_rows=False)
     y = x.copy()
-    softmax_in_place[(2,)](y, n, BLOCK=32)
+    softmax_in_place[(2,)](y, n, BLOCK=32, keep_rows=True)
     np.testing.assert_allclose(y, _softmax_ref(x), rtol=2e-5, atol=1e-7)
     for kernel, ref in ((shifted_reread, np.append(xd[0, 1:] - xd[0].sum(), 0.0)),
                         (other_mask, xd[0] - xd[0, : n // 2].sum())):
-        assert opt_ir(kernel, (1,), x, out, n, BLOCK=32) == \
+        assert opt_ir(kernel, (1,), x, out, n, BLOCK=32, keep_rows=True) == \
             opt_ir(kernel, (1,), x, out, n, BLOCK=32, keep_rows=False), kernel.__name__
         out[:] = 0
-        kernel[(1,)](x, out, n, BLOCK=32)
+        kernel[(1,)](x, out, n, BLOCK=32, keep_rows=True)
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5, err_msg=kernel.__name__)
 
 
@@ -156,5 +157,5 @@ def test_same_buffer_as_input_and_output_stays_exact(device):
     n = 70
     x = np.random.default_rng(9).standard_normal((2, n)).astype(np.float32)
     y = x.copy()
-    softmax[(2,)](y, y, n, BLOCK=32)
+    softmax[(2,)](y, y, n, BLOCK=32, keep_rows=True)
     np.testing.assert_allclose(y, _softmax_ref(x), rtol=2e-5, atol=1e-7)

@@ -153,7 +153,7 @@ pub struct CompileOptions {
     pub unchecked: bool,
     /// Merge consecutive reduction loops over the same rows (online softmax); default on.
     pub fuse_reductions: bool,
-    /// A later pass over the same range reads what an earlier pass kept when the row fits; default on.
+    /// A later pass over the same range reads what an earlier pass kept when the row fits; default off.
     pub keep_rows: bool,
 }
 
@@ -168,7 +168,7 @@ impl Default for CompileOptions {
             check_bounds: 0,
             unchecked: 0,
             no_fuse_reductions: 0,
-            no_keep_rows: 0,
+            keep_rows: 0,
         };
         unsafe { sys::metile_compile_options_init(&mut o) };
         CompileOptions {
@@ -179,7 +179,7 @@ impl Default for CompileOptions {
             check_bounds: o.check_bounds != 0,
             unchecked: o.unchecked != 0,
             fuse_reductions: o.no_fuse_reductions == 0,
-            keep_rows: o.no_keep_rows == 0,
+            keep_rows: o.keep_rows != 0,
         }
     }
 }
@@ -195,7 +195,7 @@ impl CompileOptions {
             check_bounds: i32::from(self.check_bounds),
             unchecked: i32::from(self.unchecked),
             no_fuse_reductions: i32::from(!self.fuse_reductions),
-            no_keep_rows: i32::from(!self.keep_rows),
+            keep_rows: i32::from(self.keep_rows),
         }
     }
 }

@@ -25,7 +25,12 @@
 //     (select(k == j, x, slot_j), k = (i - start) / step; with K = 1 simply x);
 //   - L2's load becomes select(fits, slot_k, load(p, mask & !fits, other)): when the row fits the
 //     load is masked off everywhere and reads nothing; otherwise it reads as written.
-// Switched off with the compile option keep_rows = false (metile_compile_options.no_keep_rows).
+// Runs with the compile option keep_rows (metile_compile_options.keep_rows), off by default: on an
+// H100 (bench/results/cuda_rows_h100.md, run 3) every kept form measured slower than re-reading
+// (seed softmax 4096x4096 0.88 vs 1.84 TB/s with two slots; even 1024x32768, where the row does
+// not fit, 1.19 vs 1.74 TB/s: the carried slots and selects cost on every row), so the default
+// stays the re-read until the GPU lowering keeps a row cheaply (a threadgroup array indexed by k,
+// or slots it can address without selects).
 // What a GPU would need for longer rows (the slots are registers here): a threadgroup array
 // indexed by k (shared memory up to the device's limit, e.g. 227 KiB on an H100), which the
 // lowering would allocate for a kept tile instead of K registers-resident slots.

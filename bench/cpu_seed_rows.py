@@ -98,7 +98,7 @@ def main():
             "numpy": np_softmax,
             "metile fused": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B)),
             "metile as written": synced(seed_softmax[(R,)].prepare(x, out, N, BLOCK=B,
-                                                                   fuse_reductions=False),
+                                                                   fuse_reductions=False)),
         }),
         ("layernorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_layernorm,
@@ -107,7 +107,7 @@ def main():
             "metile centred as written": synced(layernorm_centred[(R,)].prepare(
                 x, w, b, out, N, BLOCK=B, fuse_reductions=False)),
             "metile as written": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B,
-                                                                fuse_reductions=False),
+                                                                fuse_reductions=False)),
         }),
         ("rmsnorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_rmsnorm,

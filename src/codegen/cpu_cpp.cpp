@@ -64,6 +64,7 @@ CpuSource CpuEmitter::run() {
   walk(p.body, [&](const Op& op) {
     for (ValueId r : op.results) defs[r] = &op;
     if (op.kind == OpKind::FOR) loop_sites.emplace(&op, static_cast<uint32_t>(loop_sites.size() + 1));
+    atomics = atomics || has_trait(op.kind, kAtomic);
   });
   std::string fn = c_identifier(p.name);
   w.raw(embedded_file("cpu_prelude.h"));
@@ -88,7 +89,7 @@ CpuSource CpuEmitter::run() {
         .line();
   w.comment("One program instance; returns 0, or a fault code.");
   w.open(d.inline_qualifier + " uint32_t " + fn + "(" + params +
-         "const int32_t mt_pid[3], const int32_t mt_npg[3])");
+         "const int32_t mt_pid[3], const int32_t mt_npg[3], const uint32_t mt_stream)");
   declare_shared_memory();
   emit_block(p.body);
   w.line("return 0;");
@@ -110,15 +111,16 @@ CpuSource CpuEmitter::run() {
   w.line("uint32_t mt_p2 = (uint32_t)(mt_r->begin / ((uint64_t)mt_g0 * mt_g1));");
   w.open("for (uint64_t mt_n = mt_r->begin; mt_n < mt_r->end; ++mt_n)");
   w.line("const int32_t mt_pid[3] = {(int32_t)mt_p0, (int32_t)mt_p1, (int32_t)mt_p2};");
-  w.open("if (const uint32_t mt_fault = " + fn + "(" + args + "mt_pid, mt_npg))");
+  w.open("if (const uint32_t mt_fault = " + fn + "(" + args + "mt_pid, mt_npg, mt_r->stream))");
   w.line("mt_r->fault = mt_fault;");
-  w.line("return;");
+  w.line("break;");
   w.close();
   w.open("if (++mt_p0 == mt_g0)");
   w.line("mt_p0 = 0;");
   w.line("if (++mt_p1 == mt_g1) mt_p1 = 0, ++mt_p2;");
   w.close();
   w.close();
+  if (streams) w.line("mt_stream_fence();");
   w.close();
   out.text = w.str();
   return out;

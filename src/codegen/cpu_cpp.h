@@ -6,7 +6,9 @@
  * The exported entry point runs a range of program instances:
  *   extern "C" void metile_entry(<params in their C types>, mt_range* range);
  * On a fault (a `for` whose runtime step is 0) the entry stops and sets range->fault to the
- * fault code, which cpu_fault_loop() turns back into the loop. Pointer parameters are pointers to the element's storage type, scalars are passed in their
+ * fault code, which cpu_fault_loop() turns back into the loop. With range->stream set, stores of
+ * 1-D tiles of consecutive addresses use non-temporal stores (see emit_streamed_store), fenced
+ * before the entry returns. Pointer parameters are pointers to the element's storage type, scalars are passed in their
  * storage type (f16/bf16 as their 16-bit patterns, bool as one byte).
  */
 #pragma once

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct CpuEmitter {
   // The ops after the one being emitted in its block (for fusing reductions into its loop).
   std::vector<const Op*> rest;
   std::set<const Op*> fused;
+  // Some store may bypass the cache (see emit_store): the entry point then ends with a fence.
+  bool streams = false;
+  bool atomics = false;  // the program has atomics: no store bypasses the cache
 
   explicit CpuEmitter(const CpuPlan& pl) : plan(pl), p(pl.program) {}
 
@@ -81,8 +85,12 @@ struct CpuEmitter {
   bool reads_only(ValueId x, ValueId v, const std::set<ValueId>& later) const;
   std::string role_guard(const Type& t, const Idx& idx) const;
   void emit_store(const Op& op);
+  std::optional<int64_t> stride(ValueId v) const;
+  bool streamable(const Op& store) const;
+  void emit_streamed_store(const Op& op, const std::function<void(const Idx&)>& body);
   void emit_atomic(const Op& op);
   void emit_tile_store(const Op& op);
+  void emit_tile_load_rows(const Op& op);
   void emit_dot(const Op& op);
   // How one reduction folds: its accumulator, identity, omp clause, step and result.
   struct Fold {

@@ -666,14 +666,14 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::REG_REDUCE: {
       ValueId x = op.operands[0];
       if (op.find_attr("fold") != nullptr) {  // into the registers of a tile: straight-line code
-        metile::Layout fold = parse_layout(op.attr_str("fold"));
+        std::vector<int64_t> fold = gpu::parse_register_list(op.attr_str("fold"), "reg_reduce fold");
         std::vector<bool> started(static_cast<size_t>(regs(v)), false);
         w_.line(type_of(v) + " " + name_[v] + (regs(v) > 1 ? "[" + std::to_string(regs(v)) + "]" : "") + ";");
         for (int64_t r = 0; r < regs(x); ++r) {
-          std::string to = regs(v) > 1 ? name_[v] + "[" + std::to_string(fold(r)) + "]" : name_[v];
+          std::string to = regs(v) > 1 ? name_[v] + "[" + std::to_string(fold[r]) + "]" : name_[v];
           std::string from = strip_parens(expr(x, std::to_string(r)));
-          w_.line(to + " = " + (started[fold(r)] ? combine(op.reduce, dtype(v), to, from) : from) + ";");
-          started[fold(r)] = true;
+          w_.line(to + " = " + (started[fold[r]] ? combine(op.reduce, dtype(v), to, from) : from) + ";");
+          started[fold[r]] = true;
         }
         return;
       }
@@ -681,6 +681,18 @@ void Emitter::standalone(const gpu::Op& op) {
       w_.line(d_.unroll());
       w_.line("for (int r = 1; r < " + std::to_string(regs(x)) + "; ++r) " + name_[v] + " = " +
               combine(op.reduce, dtype(v), name_[v], expr(x, "r")) + ";");
+      return;
+    }
+    case GpuOpKind::REG_GATHER: {  // register renaming: the C compiler moves nothing
+      std::vector<int64_t> from = gpu::parse_register_list(op.attr_str("from"), "reg_gather from");
+      if (regs(v) == 1) {
+        w_.line(decl(v) + " = " + strip_parens(expr(op.operands[0], std::to_string(from[0]))) + ";");
+        return;
+      }
+      w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(regs(v)) + "];");
+      for (int64_t r = 0; r < regs(v); ++r)
+        w_.line(name_[v] + "[" + std::to_string(r) + "] = " +
+                strip_parens(expr(op.operands[0], std::to_string(from[r]))) + ";");
       return;
     }
     case GpuOpKind::VLOAD:

@@ -324,14 +324,47 @@ ValueId GpuBuilder::simd_reduce(Reduction reduce, ValueId x, bool uniform) {
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::reg_fold(Reduction reduce, ValueId x, LayoutId out, const metile::Layout& fold) {
+ValueId GpuBuilder::reg_fold(Reduction reduce, ValueId x, LayoutId out, const std::vector<int64_t>& fold) {
   Op op;
   op.kind = GpuOpKind::REG_REDUCE;
   op.reduce = reduce;
   op.operands = {x};
-  op.attrs = {{"fold", coalesce(fold).str()}};
+  op.attrs = {{"fold", register_list(fold)}};
   op.results = {new_value(f_.value(x).dtype, out)};
   return append(std::move(op)).result();
+}
+
+ValueId GpuBuilder::reg_gather(ValueId x, LayoutId out, const std::vector<int64_t>& from) {
+  Op op;
+  op.kind = GpuOpKind::REG_GATHER;
+  op.operands = {x};
+  op.attrs = {{"from", register_list(from)}};
+  op.results = {new_value(f_.value(x).dtype, out, f_.value(x).is_ptr, f_.value(x).space)};
+  return append(std::move(op)).result();
+}
+
+std::string register_list(const std::vector<int64_t>& regs) {
+  std::string s;
+  for (int64_t r : regs) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
+std::vector<int64_t> parse_register_list(const std::string& text, std::string_view what) {
+  std::vector<int64_t> out;
+  int64_t cur = -1;
+  for (char c : text) {
+    if (c >= '0' && c <= '9' && cur < (int64_t{1} << 40)) {
+      cur = (cur < 0 ? 0 : cur * 10) + (c - '0');
+    } else if (c == ',' && cur >= 0) {
+      out.push_back(cur);
+      cur = -1;
+    } else {
+      fail(METILE_ERROR_INVALID_PROGRAM, "gpu_ir", what, ": \"", text, "\" is not a register list");
+    }
+  }
+  if (cur < 0) fail(METILE_ERROR_INVALID_PROGRAM, "gpu_ir", what, ": \"", text, "\" is not a register list");
+  out.push_back(cur);
+  return out;
 }
 
 ValueId GpuBuilder::reg_reduce(Reduction reduce, ValueId x) {

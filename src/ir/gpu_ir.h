@@ -23,7 +23,9 @@
  *   alloc {size} -> threadgroup pointer   barrier [{device}: also orders device memory]
  *   shuffle_xor(x, mask)  shuffle(x, lane)  simd_reduce[op](x)  reg_reduce[op](x) -> thread
  *       (shuffle_xor also per register of a tile value: x of lane ^ mask, register by register)
- *   reg_reduce[op] {fold}(x) -> tile: register r of x folds into register fold(r) of the result
+ *   reg_reduce[op] {fold}(x) -> tile: register r of x folds into register fold[r] of the result
+ *   reg_gather {from}(x) -> tile: register r is x's register from[r] (same thread)
+ *       fold and from are register lists, "0,0,1,1" (register_list / parse_register_list)
  *   swizzle {pattern, block}(pid_m, pid_n, grid_m, grid_n) -> (m, n)
  *   for(start, end, step, inits...) -> carried; block args (iv, carried...), ends in yield
  *   print {head, label, rank}(pred, px, py, pz, i, j, value): where pred holds, one device_print
@@ -118,6 +120,11 @@ struct Layout {
   /** "tile<1024> thr=256:4 reg=(4,2):(1,1024)". */
   std::string str() const;
 };
+
+/** "0,0,1,1": the text form of a list of register indices (attributes fold, from). */
+std::string register_list(const std::vector<int64_t>& regs);
+/** The list register_list wrote; METILE_ERROR_INVALID_PROGRAM naming `what` for other text. */
+std::vector<int64_t> parse_register_list(const std::string& text, std::string_view what);
 
 /** A tile layout of `numel` elements (coalesces the two maps). */
 Layout tile_layout(int64_t numel, metile::Layout thr, metile::Layout reg);
@@ -243,8 +250,11 @@ class GpuBuilder {
   ValueId simd_reduce(Reduction reduce, ValueId x, bool uniform = false);
   ValueId reg_reduce(Reduction reduce, ValueId x);
   /** Folds x's registers into the registers of a value in tile layout `out`: register r of x
-   * goes into register fold(r) (a CuTe layout over x's register index, attribute "fold"). */
-  ValueId reg_fold(Reduction reduce, ValueId x, LayoutId out, const metile::Layout& fold);
+   * goes into register fold[r] (attribute "fold", a register list). */
+  ValueId reg_fold(Reduction reduce, ValueId x, LayoutId out, const std::vector<int64_t>& fold);
+  /** Register r of the result (tile layout `out`) is register from[r] of x, in the same thread
+   * (attribute "from", a register list). */
+  ValueId reg_gather(ValueId x, LayoutId out, const std::vector<int64_t>& from);
   /** One device_print line per register of `value` where `pred` holds (see print above). */
   void print(ValueId pred, const std::vector<ValueId>& pid, ValueId i, ValueId j, ValueId value,
              const std::string& head, const std::string& label, int64_t rank);

@@ -276,18 +276,30 @@ struct Verifier {
           // A fold into the registers of a tile: fold maps each operand register to one of them.
           if (!f.layout(r.layout).is_tile() || r.dtype != a.dtype || a.is_ptr)
             bad("a fold's result must be a tile of the operand's type");
-          metile::Layout fold = parse_layout(op.attr_str("fold"));
-          if (fold.size() != f.layout(a.layout).regs()) bad("fold must cover the operand's registers");
+          std::vector<int64_t> fold = parse_register_list(op.attr_str("fold"), "reg_reduce fold");
+          if (static_cast<int64_t>(fold.size()) != f.layout(a.layout).regs()) bad("fold must cover the operand's registers");
           std::vector<bool> hit(static_cast<size_t>(f.layout(r.layout).regs()), false);
-          for (int64_t i = 0; i < fold.size(); ++i) {
-            if (fold(i) >= static_cast<int64_t>(hit.size())) bad("fold reaches past the result's registers");
-            else hit[fold(i)] = true;
+          for (int64_t g : fold) {
+            if (g >= static_cast<int64_t>(hit.size())) bad("fold reaches past the result's registers");
+            else hit[g] = true;
           }
           if (std::find(hit.begin(), hit.end(), false) != hit.end()) bad("fold leaves a result register unset");
           break;
         }
         if (!per_thread || r.dtype != a.dtype || a.is_ptr)
           bad("result must be a thread value of the operand's type");
+        break;
+      }
+      case GpuOpKind::REG_GATHER: {
+        operands(1, 1);
+        results(1);
+        const Value &a = val(op.operands[0]), &r = val(op.result());
+        if (!f.layout(a.layout).is_tile() || !f.layout(r.layout).is_tile()) bad("operand and result must be tiles");
+        if (r.dtype != a.dtype || r.is_ptr != a.is_ptr) bad("result type differs from the operand's");
+        std::vector<int64_t> from = parse_register_list(op.attr_str("from"), "reg_gather from");
+        if (static_cast<int64_t>(from.size()) != f.layout(r.layout).regs()) bad("from must name each result register's source");
+        for (int64_t g : from)
+          if (g >= f.layout(a.layout).regs()) bad("from reaches past the operand's registers");
         break;
       }
       case GpuOpKind::SWIZZLE: {

@@ -348,7 +348,7 @@ void Lowering::op(const Op& o) {
       set(o.result(), builtin(gpu::Builtin::threadgroups_per_grid, static_cast<int>(o.attr_int("axis"))));
       return;
     case OpKind::ARANGE: {
-      ValueId idx = b.coord(layout_for(p.type(o.result()).shape), builtin(gpu::Builtin::thread_index));
+      ValueId idx = b.coord(layout_of(o.result()), builtin(gpu::Builtin::thread_index));
       ValueId start = get(o.operands[0]);
       if (f.value(start).dtype != DType::i32) start = b.ew(OpKind::CAST, {start}, DType::i32);
       set(o.result(), b.named(b.ew(OpKind::ADD, {start, idx}), "offs"));

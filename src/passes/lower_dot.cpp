@@ -4,7 +4,9 @@
 // fragment layout of its plan; so does every element-wise op with an operand of the same shape
 // in that layout (the epilogue: bias, activation, cast), and every loop-carried tile whose
 // yielded value has it (the K-loop accumulator), so a K loop never leaves fragment layout and
-// tile_store writes straight from the fragments. Every other tile keeps layout_for(shape);
+// tile_store writes straight from the fragments. A row or column reduction of such a tile
+// takes the layout the fragments leave it in, and a broadcast back over the tile the tile's
+// (assign_slice_layouts, lower_slice.cpp): an online softmax's statistics stay in registers. Every other tile keeps layout_for(shape);
 // where two layouts meet, materialize() converts through threadgroup memory.
 //
 // The plan of one dot (M x K) @ (K x N) + acc: the target's atom for the operand dtype (bf16
@@ -27,6 +29,7 @@
 // (else the next atom, e.g. simdgroup_matrix); the array counts in the staging budget.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "passes/lower_internal.h"
 
@@ -126,6 +129,12 @@ LayoutId Lowering::fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, in
 void Lowering::assign_layouts() {
   assigned.assign(p.values.size(), gpu::kUniform);
   int64_t warps = f.threads / f.simd_width;
+  // Rows reduced later (attention's scores) stay within one warp: shuffles, no partials; every
+  // dot of that height splits its rows the same way, so the row statistics meet in registers.
+  std::set<int64_t> whole_rows;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind == OpKind::DOT && rows_reduced(o.result())) whole_rows.insert(p.type(o.result()).shape.dims[0]);
+  });
   walk(p.body, [&](const Op& o) {
     if (o.kind != OpKind::DOT) return;
     const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
@@ -135,6 +144,11 @@ void Lowering::assign_layouts() {
     if (atom != nullptr &&
         warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
       plan.atom = atom;
+      if (plan.warps_n > 1 && c.shape.dims[0] % (warps * atom->m) == 0 &&
+          whole_rows.count(c.shape.dims[0])) {
+        plan.warps_m = static_cast<int>(warps);
+        plan.warps_n = 1;
+      }
       plan.acc = fragment_layout(*atom, c.shape.dims[0], c.shape.dims[1], plan.warps_m, plan.warps_n);
       assigned[o.result()] = plan.acc;
     }
@@ -149,6 +163,7 @@ void Lowering::assign_layouts() {
   for (bool changed = true; changed;) {
     changed = false;
     walk(p.body, [&](const Op& o) {
+      changed = assign_slice_layouts(o) || changed;
       if ((is_elementwise(o.kind) || o.kind == OpKind::SELECT) && o.kind != OpKind::PTR_OFFSET &&
           !o.results.empty()) {
         const Type& rt = p.type(o.result());

@@ -1,19 +1,25 @@
 /** \file lower_internal.h
  * The state shared by the lowering files: lower.cpp (driver, layouts, element-wise ops, loops,
  * roles, SIMT ops), lower_memory.cpp (loads, stores, tile copies, shared memory) and
- * lower_reduce.cpp (reductions and layout changes through threadgroup memory), lower_scan.cpp
+ * lower_reduce.cpp (reductions and layout changes through threadgroup memory), lower_slice.cpp
+ * (what lets reductions and broadcasts stay in registers), lower_scan.cpp
  * (cumsum, cumprod, trans) and lower_print.cpp (device_print).
  *
- * Invariant: a Tile IR tile value maps either to a uniform GPU value (all elements equal, e.g.
- * a broadcast scalar) or to a value in its assigned layout (lower_dot.cpp: the accumulator
- * fragment layout of a dot, its epilogue and its loop-carried accumulator) or, unassigned, in
- * layout_for(its shape). An op whose operands disagree converts them (materialize), so only
- * conversions, broadcasts, reshapes and axis reductions move elements between threads.
+ * A Tile IR tile value maps to a uniform GPU value (all elements equal, e.g. a broadcast
+ * scalar), or to a value in some tile layout: its assigned one (lower_dot.cpp: the accumulator
+ * fragment layout of a dot, its epilogue and its loop-carried accumulator; lower_slice.cpp: the
+ * layout a row or column reduction of such a tile leaves, replicated over the lanes that
+ * combined it, and index math computed where it is used), layout_for(its shape), or, for a
+ * reshape or a reduction, the layout its operand had. An op that needs a particular layout
+ * converts its operands (materialize; canonical() for layout_for), so only conversions,
+ * broadcasts and axis reductions move elements between threads.
  */
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +30,27 @@ namespace metile::lowering {
 
 using gpu::GpuBuilder;
 using gpu::LayoutId;
+
+// --- lower_slice.cpp ---
+/** How an axis reduction of a tile in layout `in` runs without moving the tile. */
+struct InPlaceReduce {
+  std::vector<int64_t> fold;         // operand register -> result register (per thread)
+  gpu::Layout part;                  // the folded values' layout, replicated over the flipped bits
+  std::vector<int64_t> lane_masks;   // shuffle_xor masks whose lanes hold the same outputs
+  std::vector<int> sg_bits;          // thread-index bits of simdgroups holding the same outputs
+};
+/** The plan for reducing axis `axis` of the 2-D tile shape s (outputs elements) laid out as
+ * `in`, or nothing when the layout does not allow it (padding, non power-of-two counts, an
+ * output spread other than over whole lane or simdgroup bits, a result map not linear in the
+ * thread index). */
+std::optional<InPlaceReduce> plan_in_place_reduce(const gpu::Layout& in, int64_t threads,
+                                                  int64_t width, const Shape& s, int axis,
+                                                  int64_t outputs);
+/** For each register of `to`, the register of `from` in the same thread that holds
+ * source(its element), the same in every thread; nothing when some thread lacks one. */
+std::optional<std::vector<int64_t>> gather_map(const gpu::Layout& from, const gpu::Layout& to,
+                                               int64_t threads,
+                                               const std::function<int64_t(int64_t)>& source);
 
 class Lowering {
  public:
@@ -131,6 +158,12 @@ class Lowering {
                                                int64_t k) const;
   /** Plans every dot and propagates fragment layouts (runs once the thread count is known). */
   void assign_layouts();
+  /** One step of assign_layouts for reductions and broadcasts (lower_slice.cpp): whether it
+   * assigned a layout. */
+  bool assign_slice_layouts(const Op& o);
+  std::vector<const Op*> producer;  // Tile IR value -> the op that defines it (filled on use)
+  /** Whether tile value v, through element-wise ops, reaches a reduction along its rows. */
+  bool rows_reduced(ValueId v);
   LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
   /**
    * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:

@@ -12,11 +12,6 @@
 // row-major flattening, which a reshape keeps.
 // Every exchange ends with a barrier, so one scratch array per dtype serves them all.
 
-#include <algorithm>
-#include <functional>
-#include <map>
-#include <optional>
-
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {
@@ -45,25 +40,25 @@ void Lowering::reduce(const Op& op) {
   Reduction k = *reduction_of(op.kind);
   int64_t axis = op.attr_int("axis");
   const Type& xt = p.type(op.operands[0]);
-  ValueId x = canonical(op.operands[0]);
   std::string what(reduction_name(k));
   std::string stem = k == Reduction::sum ? what : what + "_val";
   // f16/bf16 accumulate in f32 and round once, as interp does.
   DType out_t = xt.dtype;
   DType d = out_t == DType::f16 || out_t == DType::bf16 ? DType::f32 : out_t;
-  if (d != out_t) x = b.ew(OpKind::CAST, {x}, d);
+  auto widen = [&](ValueId v) { return d != out_t ? b.ew(OpKind::CAST, {v}, d) : v; };
+  ValueId own = get(op.operands[0]);
   auto finish = [&](ValueId r) {
     if (d != out_t) r = b.ew(OpKind::CAST, {r}, out_t);
     set(op.result(), b.named(r, stem));
   };
   int64_t folded = axis == -1 ? xt.shape.numel() : xt.shape.dims[axis];
-  if (f.value(x).layout == gpu::kUniform) {
+  if (f.value(own).layout == gpu::kUniform) {
     // Every element is x: max and min are x, a sum is x times the count.
-    ValueId r = x;
+    ValueId r = widen(own);
     if (k == Reduction::sum && folded != 1) {
       ValueId n = is_float(d) ? b.constant_float(d, static_cast<double>(folded))
                               : b.constant_int(d, folded);
-      r = b.ew(OpKind::MUL, {x, n});
+      r = b.ew(OpKind::MUL, {r, n});
     }
     finish(r);
     return;
@@ -71,16 +66,19 @@ void Lowering::reduce(const Op& op) {
   if (axis != -1) {
     const Shape& out_shape = p.type(op.result()).shape;
     // In the layout the operand already has (a dot's fragments), else in the canonical one.
-    ValueId own = get(op.operands[0]);
-    if (f.layout_of(own).is_tile() && f.value(own).dtype != d) own = b.ew(OpKind::CAST, {own}, d);
+    const int ax = static_cast<int>(axis);
     ValueId r = f.layout_of(own).is_tile()
-                    ? axis_reduce_in_place(k, own, d, xt.shape, static_cast<int>(axis), out_shape)
+                    ? axis_reduce_in_place(k, widen(own), d, xt.shape, ax, out_shape)
                     : kNoValue;
-    if (r == kNoValue) r = axis_reduce_in_place(k, x, d, xt.shape, static_cast<int>(axis), out_shape);
-    if (r == kNoValue) r = axis_reduce(k, x, d, xt.shape, static_cast<int>(axis), out_shape);
+    if (r == kNoValue) {
+      ValueId x = widen(canonical(op.operands[0]));
+      r = axis_reduce_in_place(k, x, d, xt.shape, ax, out_shape);
+      if (r == kNoValue) r = axis_reduce(k, x, d, xt.shape, ax, out_shape);
+    }
     finish(r);
     return;
   }
+  ValueId x = widen(canonical(op.operands[0]));
   LayoutId l = f.value(x).layout;
   if (ValueId valid = valid_pred(l); valid != kNoValue) x = b.ew(OpKind::SELECT, {valid, x, identity(k, d)});
   ValueId part = f.layout(l).regs() > 1 ? b.named(b.reg_reduce(k, x), "local_" + what) : x;
@@ -153,117 +151,21 @@ ValueId Lowering::axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, i
   return out;
 }
 
-namespace {
-
-bool power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
-
-int log2_of(int64_t n) {
-  int b = 0;
-  while ((int64_t{1} << b) < n) ++b;
-  return b;
-}
-
-// The CuTe layout (2,2,...,2):(s_0,s_1,...) over [0, n) equal to fn, or nothing when fn is not
-// linear in the bits of its argument.
-std::optional<metile::Layout> bit_linear(int64_t n, const std::function<int64_t(int64_t)>& fn) {
-  if (!power_of_two(n)) return std::nullopt;
-  int bits = log2_of(n);
-  if (bits == 0) return metile::Layout(1, 0);
-  std::vector<IntTuple> shape, stride;
-  for (int b = 0; b < bits; ++b) {
-    shape.emplace_back(int64_t{2});
-    stride.emplace_back(fn(int64_t{1} << b) - fn(0));
-  }
-  if (fn(0) != 0) return std::nullopt;
-  for (const IntTuple& s : stride)
-    if (s.value() < 0) return std::nullopt;
-  metile::Layout l = make_layout(IntTuple(shape), IntTuple(stride));
-  for (int64_t i = 0; i < n; ++i)
-    if (l(i) != fn(i)) return std::nullopt;
-  return l;
-}
-
-}  // namespace
-
 ValueId Lowering::axis_reduce_in_place(Reduction k, ValueId x, DType d, const Shape& s, int axis,
                                        const Shape& out_shape) {
-  const gpu::Layout& in = f.layout_of(x);
-  const int64_t threads = f.threads, regs = in.regs(), width = f.simd_width;
-  const int64_t cols = s.dims[1], outputs = out_shape.numel();
-  if (in.padded || !power_of_two(threads) || !power_of_two(regs) || !power_of_two(width) ||
-      in.thr.size() != threads || threads * regs > (int64_t{1} << 20))
-    return kNoValue;
-  // out[t * regs + r]: the output element register r of thread t contributes to.
-  std::vector<int64_t> out(static_cast<size_t>(threads * regs));
-  for (int64_t t = 0; t < threads; ++t)
-    for (int64_t r = 0; r < regs; ++r) {
-      int64_t e = in.element(t, r);
-      out[t * regs + r] = axis == 1 ? e / cols : e % cols;
-    }
-  auto at = [&](int64_t t, int64_t r) { return out[t * regs + r]; };
-  // Registers that feed the same output in every thread fold together; groups are numbered in
-  // the order of thread 0's outputs.
-  std::map<std::vector<int64_t>, int64_t> seen;
-  std::vector<int64_t> group_of(regs), first_reg;
-  std::vector<std::pair<int64_t, int64_t>> order;  // (thread 0's output, first register)
-  for (int64_t r = 0; r < regs; ++r) {
-    std::vector<int64_t> key(threads);
-    for (int64_t t = 0; t < threads; ++t) key[t] = at(t, r);
-    auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(order.size()));
-    if (fresh) order.emplace_back(at(0, r), r);
-    group_of[r] = it->second;
-  }
-  const int64_t groups = static_cast<int64_t>(order.size());
-  std::vector<int64_t> rank(groups);  // group id -> register of the result
-  {
-    std::vector<int64_t> ids(groups);
-    for (int64_t g = 0; g < groups; ++g) ids[g] = g;
-    std::sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b2) { return order[a] < order[b2]; });
-    for (int64_t i = 0; i < groups; ++i) rank[ids[i]] = i;
-    first_reg.assign(groups, 0);
-    for (int64_t g = 0; g < groups; ++g) first_reg[rank[g]] = order[g].second;
-  }
-  auto held = [&](int64_t t, int64_t g) { return at(t, first_reg[g]); };  // g: result register
-  // Thread-index bits whose flip keeps every output: lane bits combine by shuffles, simdgroup
-  // bits are separate partials.
-  std::vector<int64_t> lane_masks, sg_bits;
-  for (int b = 0; (int64_t{1} << b) < threads; ++b) {
-    bool same = true;
-    for (int64_t t = 0; t < threads && same; ++t)
-      for (int64_t g = 0; g < groups && same; ++g) same = held(t, g) == held(t ^ (int64_t{1} << b), g);
-    if (!same) continue;
-    if ((int64_t{1} << b) < width) lane_masks.push_back(int64_t{1} << b);
-    else sg_bits.push_back(b);
-  }
-  // Each output must be held by exactly one orbit of threads under those flips, once per thread.
-  const int64_t copies = int64_t{1} << (lane_masks.size() + sg_bits.size());
-  std::vector<int64_t> holders(outputs, 0);
-  for (int64_t t = 0; t < threads; ++t)
-    for (int64_t g = 0; g < groups; ++g) {
-      int64_t o = held(t, g);
-      if (o < 0 || o >= outputs) return kNoValue;
-      for (int64_t g2 = 0; g2 < g; ++g2)
-        if (held(t, g2) == o) return kNoValue;
-      ++holders[o];
-    }
-  for (int64_t n : holders)
-    if (n != copies) return kNoValue;
-  // The result's layout: output held(t, g) = thr(t) + reg(g), with stride 0 on the flipped bits.
-  auto thr = bit_linear(threads, [&](int64_t t) { return held(t, 0) - held(0, 0); });
-  auto reg = bit_linear(groups, [&](int64_t g) { return held(0, g); });
-  auto fold = bit_linear(regs, [&](int64_t r) { return rank[group_of[r]]; });
-  if (!thr || !reg || !fold) return kNoValue;
-  for (int64_t t = 0; t < threads; ++t)
-    for (int64_t g = 0; g < groups; ++g)
-      if ((*thr)(t) + (*reg)(g) != held(t, g)) return kNoValue;
-  LayoutId part_l = f.add_layout(gpu::tile_layout(outputs, *thr, *reg));
+  std::optional<InPlaceReduce> plan =
+      plan_in_place_reduce(f.layout_of(x), f.threads, f.simd_width, s, axis, out_shape.numel());
+  if (!plan) return kNoValue;
+  LayoutId part_l = f.add_layout(plan->part);
   std::string what(reduction_name(k));
-  ValueId part = b.named(b.reg_fold(k, x, part_l, *fold), "row_" + what);
-  for (int64_t m : lane_masks) part = b.named(combine(k, part, b.shuffle_xor(part, c_i32(m))), "row_" + what);
-  if (sg_bits.empty()) return part;
+  ValueId part = b.named(b.reg_fold(k, x, part_l, plan->fold), "row_" + what);
+  for (int64_t m : plan->lane_masks)
+    part = b.named(combine(k, part, b.shuffle_xor(part, c_i32(m))), "row_" + what);
+  if (plan->sg_bits.empty()) return part;
   // Several simdgroups hold each output: one partial each through threadgroup memory, at
-  // output * copies + (the thread's simdgroup bits, packed); every holder writes the same value.
-  const int64_t slots = int64_t{1} << sg_bits.size();
+  // output * slots + (the thread's simdgroup bits, packed); every holder writes the same value.
+  const std::vector<int>& sg_bits = plan->sg_bits;
+  const int64_t slots = int64_t{1} << sg_bits.size(), outputs = out_shape.numel();
   ValueId tid = builtin(gpu::Builtin::thread_index);
   ValueId slot = c_i32(0);
   for (size_t i = 0; i < sg_bits.size(); ++i) {
@@ -292,13 +194,27 @@ void Lowering::broadcast(const Op& op) {
   ValueId x = get(op.operands[0]);
   const Shape& from = p.type(op.operands[0]).shape;
   const Shape& to = p.type(op.result()).shape;
-  LayoutId l = layout_for(to);
+  LayoutId l = layout_of(op.result());
   if (f.value(x).layout == gpu::kUniform || f.value(x).layout == l) {
     set(op.result(), x);  // all elements equal, or only size-1 dimensions were added
     return;
   }
   // numpy alignment: the source's dimensions match the destination's trailing ones.
   int64_t cols = to.rank == 2 ? to.dims[1] : to.dims[0];
+  // Where every thread already holds the elements it needs (a row statistic broadcast back
+  // over the rows it came from), the registers are only renamed.
+  if (f.layout_of(x).is_tile() && f.layout(l).is_tile()) {
+    auto source = [&](int64_t e) -> int64_t {
+      int64_t row = to.rank == 2 ? e / cols : 0, col = to.rank == 2 ? e % cols : e;
+      if (from.rank == 1) return from.dims[0] == 1 ? 0 : col;
+      int64_t r = from.dims[0] == 1 ? 0 : row * from.dims[1];
+      return from.dims[1] == 1 ? r : r + col;
+    };
+    if (auto map = gather_map(f.layout_of(x), f.layout(l), f.threads, source)) {
+      set(op.result(), b.named(b.reg_gather(x, l, *map), f.value(x).stem));
+      return;
+    }
+  }
   set(op.result(), exchange(x, l, [&](ValueId e) {
         ValueId row = to.rank == 2 ? b.ew(OpKind::DIV, {e, c_i32(cols)}) : kNoValue;
         ValueId col = to.rank == 2 ? b.ew(OpKind::MOD, {e, c_i32(cols)}) : e;

@@ -234,59 +234,42 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   const float bias = ((offs < N) & in_tile) ? Bias[offs] : 0.0f;
   if (in_tile) scratch_f32[tid] = bias;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  int idx1[8];
+  int t24[8];
+  int t25[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) {
-    idx1[r] = tid * 4 + r % 4 + ((r / 4)) * 512;
+    const int idx1 = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
+    t24[r] = mt_div(idx1, 32);
+    t25[r] = mt_mod(idx1, 32);
   }
   float bias1[8];
   #pragma unroll
-  for (int c = 0; c < 8; c += 4) {
-    const float4 bias1_vec = *(threadgroup packed_float4*)(scratch_f32 + mt_mod(idx1[c], 32));
+  for (int c = 0; c < 8; c += 2) {
+    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t25[c]);
     bias1[c] = bias1_vec[0];
     bias1[c + 1] = bias1_vec[1];
-    bias1[c + 2] = bias1_vec[2];
-    bias1[c + 3] = bias1_vec[3];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  #pragma unroll
-  for (int c = 0; c < 8; c += 4) {
-    *(threadgroup packed_float4*)(scratch_f32 + idx1[c]) = float4(bias1[c], bias1[c + 1], bias1[c + 2], bias1[c + 3]);
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  int idx2[8];
-  #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    idx2[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
-  }
-  float bias2[8];
-  #pragma unroll
-  for (int c = 0; c < 8; c += 2) {
-    const float2 bias2_vec = *(threadgroup packed_float2*)(scratch_f32 + idx2[c]);
-    bias2[c] = bias2_vec[0];
-    bias2[c + 1] = bias2_vec[1];
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  float t33[8];
+  float t32[8];
   int row2[8];
   int col2[8];
   bool in_bounds2[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) {
-    const float t28 = acc[r] + bias2[r];
-    t33[r] = t28 / (1.0f + exp(0.0f - (1.702f * t28)));
-    row2[r] = t + mt_div(idx2[r], 32);
-    col2[r] = t1 + mt_mod(idx2[r], 32);
+    const float t27 = acc[r] + bias1[r];
+    t32[r] = t27 / (1.0f + exp(0.0f - (1.702f * t27)));
+    row2[r] = t + t24[r];
+    col2[r] = t1 + t25[r];
     in_bounds2[r] = ((row2[r] >= 0) & (row2[r] < M)) & ((col2[r] >= 0) & (col2[r] < N));
   }
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
     if (in_bounds2[c] && in_bounds2[c + 1]) {
-      *(device packed_float2*)(C + (row2[c] * N + col2[c])) = float2(t33[c], t33[c + 1]);
+      *(device packed_float2*)(C + (row2[c] * N + col2[c])) = float2(t32[c], t32[c + 1]);
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if (in_bounds2[c + j]) C[row2[c + j] * N + col2[c + j]] = t33[c + j];
+        if (in_bounds2[c + j]) C[row2[c + j] * N + col2[c + j]] = t32[c + j];
       }
     }
   }

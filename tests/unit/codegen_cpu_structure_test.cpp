@@ -220,10 +220,11 @@ TEST(CpuCodegen, GeneratedCodeFusesChainsAndReadsLikeTheIr) {
   k.store(out + offs, k.exp(v * 2.0) + 1.0, m);
   CpuSource src = generate_cpu_cpp(k.finish());
   std::string body = src.text.substr(src.text.find("---- kernel fused"));
-  // One loop: the load, the arithmetic and the masked store fused; no tile arrays.
-  EXPECT_EQ(body.find("alignas(64)"), std::string::npos) << body;
+  // One loop over the tile: the load, the arithmetic and the masked store fused; no tile
+  // arrays. (The streamed form of the store loops over pieces of it, from mt_b.)
+  EXPECT_EQ(body.find("alignas(64) float v"), std::string::npos) << body;
   size_t loops = 0;
-  for (size_t at = body.find("for (int32_t i"); at != std::string::npos; at = body.find("for (int32_t i", at + 1))
+  for (size_t at = body.find("for (int32_t i = 0"); at != std::string::npos; at = body.find("for (int32_t i = 0", at + 1))
     ++loops;
   EXPECT_EQ(loops, 1u) << body;
   EXPECT_NE(body.find("// store"), std::string::npos);
@@ -259,12 +260,46 @@ TEST(CpuCodegen, ReductionsJoinTheLoopThatFillsTheirOperand) {
   for (size_t at = body.find("accumulated in the loop below"); at != std::string::npos;
        at = body.find("accumulated in the loop below", at + 1))
     ++fused;
-  for (size_t at = body.find("for (int32_t i"); at != std::string::npos; at = body.find("for (int32_t i", at + 1))
+  for (size_t at = body.find("for (int32_t i = 0"); at != std::string::npos; at = body.find("for (int32_t i = 0", at + 1))
     ++loops;
   EXPECT_EQ(fused, 2u) << body;
   EXPECT_EQ(loops, 3u) << body;  // load+max, exp+sum, divide+store
   std::vector<float> in = ramp(512, 0.05f);
   expect_agree(p, {in, std::vector<float>(512)}, 1e-6);
+}
+
+// A store of consecutive addresses gets a streamed form (non-temporal stores when the launch
+// streams) and the entry point a fence; a strided store or a program with atomics gets neither.
+TEST(CpuCodegen, OnlyConsecutiveStoresWithoutAtomicsStream) {
+  auto streams = [](Program p) {
+    std::string text = generate_cpu_cpp(p).text;
+    bool piece = text.find("+ mt_b, mt_sv, ") != std::string::npos;
+    bool fence = text.find("mt_stream_fence();") != std::string::npos;
+    EXPECT_EQ(piece, fence) << text;
+    return piece && fence;
+  };
+  {
+    KernelBuilder k("consecutive");
+    V x = k.ptr("X"), out = k.ptr("Out");
+    V offs = k.program_id(0) * 256 + k.arange(0, 256);
+    k.store(out + offs, k.load(x + offs));
+    EXPECT_TRUE(streams(k.finish()));
+  }
+  {
+    KernelBuilder k("strided");
+    V x = k.ptr("X"), out = k.ptr("Out");
+    V offs = k.arange(0, 256);
+    k.store(out + offs * 2, k.load(x + offs));
+    EXPECT_FALSE(streams(k.finish()));
+  }
+  {
+    KernelBuilder k("with_atomic");
+    V x = k.ptr("X"), out = k.ptr("Out"), count = k.ptr("Count", DType::i32);
+    V offs = k.arange(0, 256);
+    k.store(out + offs, k.load(x + offs));
+    k.atomic(OpKind::ATOMIC_ADD, count + offs * 0, offs);
+    EXPECT_FALSE(streams(k.finish()));
+  }
 }
 
 }  // namespace

@@ -190,12 +190,13 @@ struct Range {
   uint32_t grid[3];
   uint32_t reserved;
   uint64_t begin, end;
+  uint32_t stream;
 };
 
 // Loads the compiled kernel and runs its one program instance on `x`.
 void run_once(const std::vector<uint8_t>& so_bytes, float* x) {
   host::SharedObject so(so_bytes, "test", "parsed");
-  Range r{{1, 1, 1}, 0, 0, 1};
+  Range r{{1, 1, 1}, 0, 0, 1, 0};
   reinterpret_cast<void (*)(float*, const Range*)>(so.symbol("metile_entry"))(x, &r);
 }
 

@@ -18,11 +18,13 @@
 #endif
 
 // Which program instances one call runs: linear ids [begin, end) of a grid, x fastest. The
-// kernel sets `fault` (0 on entry) when it stops early: see cpu_cpp.h.
+// kernel sets `fault` (0 on entry) when it stops early: see cpu_cpp.h. `stream` is 1 when the
+// launch touches more memory than the cache holds: stores may then bypass the cache.
 typedef struct mt_range {
   uint32_t grid[3];
   uint32_t fault;
   uint64_t begin, end;
+  uint32_t stream;
 } mt_range;
 
 // ---- bits and narrow floats (round to nearest even, like src/support/half.h) ------------------
@@ -64,6 +66,52 @@ MT_INLINE uint16_t mt_f32_to_f16(float f) {
 }
 MT_INLINE float mt_round_f16(float f) { return mt_f16_to_f32(mt_f32_to_f16(f)); }
 MT_INLINE float mt_round_bf16(float f) { return mt_bf16_to_f32(mt_f32_to_bf16(f)); }
+
+// ---- streaming stores ----------------------------------------------------------------------
+// Copies n bytes to dst with non-temporal stores (no read of the destination's lines, no
+// eviction of the cache's working set) where the target has them; mt_stream_fence orders them
+// before anything that follows (the pool's hand-off is not a fence for these stores). Builtins
+// rather than <immintrin.h>, whose parsing would add half a second to every kernel's compile.
+#if defined(__x86_64__) && defined(__AVX512F__)
+#define MT_NT_BYTES 64
+#elif defined(__x86_64__) && defined(__AVX__)
+#define MT_NT_BYTES 32
+#elif defined(__x86_64__) && defined(__SSE2__)
+#define MT_NT_BYTES 16
+#endif
+#if defined(MT_NT_BYTES)
+typedef long long mt_nt_vec __attribute__((vector_size(MT_NT_BYTES)));
+MT_INLINE void mt_nt_store(char* d, const char* s) {
+  mt_nt_vec v;
+  __builtin_memcpy(&v, s, sizeof v);
+#if defined(__clang__)
+  __builtin_nontemporal_store(v, (mt_nt_vec*)d);
+#elif MT_NT_BYTES == 64
+  __builtin_ia32_movntdq512((mt_nt_vec*)d, v);
+#elif MT_NT_BYTES == 32
+  __builtin_ia32_movntdq256((mt_nt_vec*)d, v);
+#else
+  __builtin_ia32_movntdq((mt_nt_vec*)d, v);
+#endif
+}
+#endif
+MT_INLINE void mt_stream_bytes(void* dst, const void* src, uint64_t n) {
+  char* d = (char*)dst;
+  const char* s = (const char*)src;
+#if defined(MT_NT_BYTES)
+  uint64_t head = (uint64_t)(-(uintptr_t)d & (MT_NT_BYTES - 1));
+  head = head < n ? head : n;
+  __builtin_memcpy(d, s, head);
+  d += head, s += head, n -= head;
+  for (; n >= MT_NT_BYTES; n -= MT_NT_BYTES, d += MT_NT_BYTES, s += MT_NT_BYTES) mt_nt_store(d, s);
+#endif
+  __builtin_memcpy(d, s, n);
+}
+MT_INLINE void mt_stream_fence(void) {
+#if defined(MT_NT_BYTES)
+  __builtin_ia32_sfence();
+#endif
+}
 
 // ---- integers: wrap-around arithmetic and non-trapping division -------------------------------
 

@@ -26,6 +26,7 @@ struct Range {
   uint32_t grid[3];
   uint32_t fault;
   uint64_t begin, end;
+  uint32_t stream;
 };
 
 // Below this much work a launch runs on the calling thread: waking a worker costs more.
@@ -72,11 +73,12 @@ struct ChunkContext {
   size_t nargs;  // including the range slot
   const Grid* grid;
   std::atomic<uint32_t>* fault;  // the first fault code any chunk reported
+  bool stream;
 };
 
 void run_chunk(void* p, uint64_t begin, uint64_t end) {
   const ChunkContext& c = *static_cast<const ChunkContext*>(p);
-  Range range{{c.grid->dims[0], c.grid->dims[1], c.grid->dims[2]}, 0, begin, end};
+  Range range{{c.grid->dims[0], c.grid->dims[1], c.grid->dims[2]}, 0, begin, end, c.stream};
   Range* rp = &range;
   void* small[32];
   std::vector<void*> big;
@@ -103,16 +105,39 @@ class CpuLaunch : public PreparedLaunch {
   }
   void update() override {
     for (size_t i = 0; i < slots_.size(); ++i) kernel_->fill_slot(i, args[i], &slots_[i]);
+    stream_ = streams_past_cache(args);
   }
-  void run() override { kernel_->execute(grid, argv_.data()); }
+  void run() override { kernel_->execute(grid, argv_.data(), stream_); }
 
  private:
   std::shared_ptr<const CpuKernel> kernel_;
   std::vector<uint64_t> slots_;
   std::vector<void*> argv_;
+  bool stream_ = false;
 };
 
+uint64_t last_level_cache_bytes() {
+  long n = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (n <= 0) n = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return n > 0 ? static_cast<uint64_t>(n) : uint64_t{32} << 20;
+}
+
 }  // namespace
+
+bool streams_past_cache(const std::vector<LaunchArg>& args) {
+  static const uint64_t cache = last_level_cache_bytes();
+  long long limit = env_int("METILE_CPU_STREAM_MIN_BYTES", -1);
+  uint64_t min_bytes = limit >= 0 ? static_cast<uint64_t>(limit) : cache;
+  uint64_t total = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Buffer* b = args[i].buffer;
+    if (b == nullptr) continue;
+    bool seen = false;  // a buffer passed twice is touched once
+    for (size_t j = 0; j < i && !seen; ++j) seen = args[j].buffer == b;
+    if (!seen && args[i].offset < b->size()) total += b->size() - args[i].offset;
+  }
+  return total >= min_bytes;
+}
 
 CpuKernel::CpuKernel(std::shared_ptr<const Program> program, const Artifact& artifact)
     : program_(std::move(program)), object_(artifact.bytes, "cpu", program_->name) {
@@ -135,9 +160,9 @@ void CpuKernel::fill_slot(size_t i, const LaunchArg& arg, uint64_t* slot) const 
   }
 }
 
-void CpuKernel::execute(const Grid& grid, void** argv) const {
+void CpuKernel::execute(const Grid& grid, void** argv, bool stream) const {
   std::atomic<uint32_t> fault{0};
-  ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid, &fault};
+  ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid, &fault, stream};
   uint64_t total = grid.count();
   host::ThreadPool& pool = host::ThreadPool::instance();
   bool caller_can_run = caller_stack_room() > stack_bytes_ + stack_bytes_ / 4 + kStackMargin;
@@ -189,7 +214,7 @@ void CpuKernel::launch(const Grid& grid, std::vector<LaunchArg> args) {
     fill_slot(i, args[i], &slots[i]);
     argv[i] = &slots[i];
   }
-  execute(grid, argv);
+  execute(grid, argv, streams_past_cache(args));
 }
 
 }  // namespace metile::cpu

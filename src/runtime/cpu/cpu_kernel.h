@@ -18,6 +18,11 @@
 
 namespace metile::cpu {
 
+/** True when the buffers a launch passes total at least METILE_CPU_STREAM_MIN_BYTES (default:
+ * the last-level cache's size): what it stores would leave the cache before anyone reads it, so
+ * kernels write consecutive unmasked tiles with non-temporal stores (cpu_cpp's streamed stores). */
+bool streams_past_cache(const std::vector<LaunchArg>& args);
+
 class CpuKernel : public Kernel, public std::enable_shared_from_this<CpuKernel> {
  public:
   CpuKernel(std::shared_ptr<const Program> program, const Artifact& artifact);
@@ -26,8 +31,9 @@ class CpuKernel : public Kernel, public std::enable_shared_from_this<CpuKernel> 
   void launch(const Grid& grid, std::vector<LaunchArg> args) override;
 
   /** Runs every program instance of `grid`. `argv` has one slot per parameter plus one that
-   * this call fills with the instance range. */
-  void execute(const Grid& grid, void** argv) const;
+   * this call fills with the instance range. `stream`: stores may bypass the cache (see
+   * streams_past_cache). */
+  void execute(const Grid& grid, void** argv, bool stream) const;
   /** Writes argument `i` into its ffi slot. */
   void fill_slot(size_t i, const LaunchArg& arg, uint64_t* slot) const;
   size_t num_params() const { return program_->params.size(); }

@@ -1,0 +1,219 @@
+// Values that stay where the tile had them: the layout an axis reduction leaves its result in
+// (each output where the threads holding its row or column already are, replicated over the
+// lanes that combined it) and the register map that broadcasts such a value back over the tile
+// without moving it between threads. The analysis enumerates the (thread, register) pairs of the
+// layouts once at compile time; anything it cannot prove falls back to an exchange through
+// threadgroup memory (lower_reduce.cpp).
+#include <algorithm>
+#include <map>
+
+#include "passes/lower_internal.h"
+
+namespace metile::lowering {
+
+namespace {
+
+bool power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// The CuTe layout (2,2,...,2):(s_0,s_1,...) over [0, n) equal to fn, or nothing when fn is not
+// linear in the bits of its argument (or n is not a power of two).
+std::optional<metile::Layout> bit_linear(int64_t n, const std::function<int64_t(int64_t)>& fn) {
+  if (!power_of_two(n) || fn(0) != 0) return std::nullopt;
+  std::vector<IntTuple> shape, stride;
+  for (int64_t bit = 1; bit < n; bit <<= 1) {
+    int64_t s = fn(bit);
+    if (s < 0) return std::nullopt;
+    shape.emplace_back(int64_t{2});
+    stride.emplace_back(s);
+  }
+  if (shape.empty()) return metile::Layout(1, 0);
+  metile::Layout l = make_layout(IntTuple(shape), IntTuple(stride));
+  for (int64_t i = 0; i < n; ++i)
+    if (l(i) != fn(i)) return std::nullopt;
+  return l;
+}
+
+}  // namespace
+
+std::optional<InPlaceReduce> plan_in_place_reduce(const gpu::Layout& in, int64_t threads,
+                                                  int64_t width, const Shape& s, int axis,
+                                                  int64_t outputs) {
+  const int64_t regs = in.regs(), cols = s.dims[1];
+  if (!in.is_tile() || in.padded || !power_of_two(threads) || !power_of_two(regs) ||
+      !power_of_two(width) || in.thr.size() != threads || threads * regs > (int64_t{1} << 20))
+    return std::nullopt;
+  // out[t * regs + r]: the output element register r of thread t contributes to. Each element
+  // must have one holder: folding a replicated layout would count copies twice.
+  std::vector<int64_t> out(static_cast<size_t>(threads * regs));
+  std::vector<bool> seen_element(static_cast<size_t>(in.numel), false);
+  for (int64_t t = 0; t < threads; ++t)
+    for (int64_t r = 0; r < regs; ++r) {
+      int64_t e = in.element(t, r);
+      if (e >= in.numel || seen_element[e]) return std::nullopt;
+      seen_element[e] = true;
+      out[t * regs + r] = axis == 1 ? e / cols : e % cols;
+    }
+  auto at = [&](int64_t t, int64_t r) { return out[t * regs + r]; };
+  // Registers that feed the same output in every thread fold together; the result's registers
+  // are the groups in the order of thread 0's outputs.
+  std::map<std::vector<int64_t>, int64_t> seen;
+  std::vector<int64_t> group_of(regs);
+  std::vector<std::pair<int64_t, int64_t>> order;  // (thread 0's output, first register)
+  for (int64_t r = 0; r < regs; ++r) {
+    std::vector<int64_t> key(threads);
+    for (int64_t t = 0; t < threads; ++t) key[t] = at(t, r);
+    auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(order.size()));
+    if (fresh) order.emplace_back(at(0, r), r);
+    group_of[r] = it->second;
+  }
+  const int64_t groups = static_cast<int64_t>(order.size());
+  std::vector<int64_t> ids(groups), rank(groups), first_reg(groups);
+  for (int64_t g = 0; g < groups; ++g) ids[g] = g;
+  std::sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return order[a] < order[b]; });
+  for (int64_t i = 0; i < groups; ++i) {
+    rank[ids[i]] = i;
+    first_reg[i] = order[ids[i]].second;
+  }
+  auto held = [&](int64_t t, int64_t g) { return at(t, first_reg[g]); };  // g: result register
+  // Thread-index bits whose flip keeps every output: lane bits combine by shuffles, simdgroup
+  // bits are separate partials.
+  InPlaceReduce plan;
+  for (int bit = 0; (int64_t{1} << bit) < threads; ++bit) {
+    bool same = true;
+    for (int64_t t = 0; t < threads && same; ++t)
+      for (int64_t g = 0; g < groups && same; ++g) same = held(t, g) == held(t ^ (int64_t{1} << bit), g);
+    if (!same) continue;
+    if ((int64_t{1} << bit) < width) plan.lane_masks.push_back(int64_t{1} << bit);
+    else plan.sg_bits.push_back(bit);
+  }
+  // Each output must be held by exactly one orbit of threads under those flips, once per thread.
+  const int64_t copies = int64_t{1} << (plan.lane_masks.size() + plan.sg_bits.size());
+  std::vector<int64_t> holders(outputs, 0);
+  for (int64_t t = 0; t < threads; ++t)
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t o = held(t, g);
+      if (o < 0 || o >= outputs) return std::nullopt;
+      for (int64_t g2 = 0; g2 < g; ++g2)
+        if (held(t, g2) == o) return std::nullopt;
+      ++holders[o];
+    }
+  for (int64_t n : holders)
+    if (n != copies) return std::nullopt;
+  // The result's layout: output held(t, g) = thr(t) + reg(g), with stride 0 on the flipped bits.
+  auto thr = bit_linear(threads, [&](int64_t t) { return held(t, 0) - held(0, 0); });
+  auto reg = bit_linear(groups, [&](int64_t g) { return held(0, g); });
+  if (!thr || !reg) return std::nullopt;
+  for (int64_t t = 0; t < threads; ++t)
+    for (int64_t g = 0; g < groups; ++g)
+      if ((*thr)(t) + (*reg)(g) != held(t, g)) return std::nullopt;
+  for (int64_t r = 0; r < regs; ++r) plan.fold.push_back(rank[group_of[r]]);
+  plan.part = gpu::tile_layout(outputs, *thr, *reg);
+  return plan;
+}
+
+std::optional<std::vector<int64_t>> gather_map(const gpu::Layout& from, const gpu::Layout& to,
+                                         int64_t threads,
+                                         const std::function<int64_t(int64_t)>& source) {
+  if (!from.is_tile() || !to.is_tile() || from.thr.size() != threads || to.thr.size() != threads ||
+      threads * (from.regs() + to.regs()) > (int64_t{1} << 20))
+    return std::nullopt;
+  // For thread t, which of its registers holds each source element (-1: none).
+  std::vector<int64_t> where(static_cast<size_t>(from.numel), -1);
+  std::vector<int64_t> map(static_cast<size_t>(to.regs()), -1);
+  for (int64_t t = 0; t < threads; ++t) {
+    std::fill(where.begin(), where.end(), -1);
+    for (int64_t g = 0; g < from.regs(); ++g) {
+      int64_t e = from.element(t, g);
+      if (e < from.numel && where[e] < 0) where[e] = g;
+    }
+    for (int64_t r = 0; r < to.regs(); ++r) {
+      int64_t e = to.element(t, r);
+      if (e >= to.numel) continue;  // padding: any register serves
+      int64_t src = source(e);
+      if (src < 0 || src >= from.numel || where[src] < 0) return std::nullopt;
+      // The same register in every thread: one map for the whole threadgroup.
+      if (map[r] < 0) map[r] = where[src];
+      else if (from.element(t, map[r]) != src) return std::nullopt;
+    }
+  }
+  for (int64_t& g : map) g = std::max<int64_t>(g, 0);
+  return map;
+}
+
+bool Lowering::rows_reduced(ValueId v) {
+  std::vector<std::vector<const Op*>> users(p.values.size());
+  walk(p.body, [&](const Op& o) {
+    for (ValueId x : o.operands) users[x].push_back(&o);
+  });
+  std::vector<ValueId> todo{v};
+  std::vector<bool> seen(p.values.size(), false);
+  while (!todo.empty()) {
+    ValueId x = todo.back();
+    todo.pop_back();
+    if (seen[x]) continue;
+    seen[x] = true;
+    for (const Op* u : users[x]) {
+      if (has_trait(u->kind, kReduce) && u->attr_int("axis") == 1) return true;
+      if ((is_elementwise(u->kind) || u->kind == OpKind::SELECT) && u->kind != OpKind::PTR_OFFSET &&
+          p.type(u->result()).shape == p.type(v).shape)
+        todo.push_back(u->result());
+    }
+  }
+  return false;
+}
+
+bool Lowering::assign_slice_layouts(const Op& o) {
+  if (producer.empty()) {
+    producer.assign(p.values.size(), nullptr);
+    walk(p.body, [&](const Op& d) {
+      for (ValueId r : d.results) producer[r] = &d;
+    });
+  }
+  auto give = [&](ValueId v, LayoutId l) {
+    if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return false;
+    assigned[v] = l;
+    return true;
+  };
+  bool changed = false;
+  // A row or column reduction of an assigned tile: its outputs where the tile's threads hold them.
+  if (has_trait(o.kind, kReduce) && o.attr_int("axis") != -1 && assigned[o.operands[0]] != gpu::kUniform) {
+    const Shape& s = p.type(o.operands[0]).shape;
+    std::optional<InPlaceReduce> plan =
+        plan_in_place_reduce(f.layout(assigned[o.operands[0]]), f.threads, f.simd_width, s,
+                             static_cast<int>(o.attr_int("axis")), p.type(o.result()).shape.numel());
+    if (plan && plan->sg_bits.empty()) changed = give(o.result(), f.add_layout(plan->part)) || changed;
+  }
+  // Index math (aranges, element-wise ops, broadcasts) feeding an element-wise op of an assigned
+  // layout is computed in that layout: masks and offsets are made where they are used.
+  auto computed = [&](ValueId x) {
+    const Op* d = producer[x];
+    return d != nullptr && (d->kind == OpKind::BROADCAST || d->kind == OpKind::ARANGE ||
+                            ((is_elementwise(d->kind) || d->kind == OpKind::SELECT) &&
+                             d->kind != OpKind::PTR_OFFSET));
+  };
+  if ((is_elementwise(o.kind) || o.kind == OpKind::SELECT) && o.kind != OpKind::PTR_OFFSET &&
+      !o.results.empty() && assigned[o.result()] != gpu::kUniform) {
+    for (ValueId x : o.operands)
+      if (computed(x) && p.type(x).shape == p.type(o.result()).shape)
+        changed = give(x, assigned[o.result()]) || changed;
+  }
+  // A broadcast made in a tile layout: its source (through reshapes) is computed where the
+  // tile's threads need it, the layout a reduction over the broadcast axis would leave.
+  if (o.kind == OpKind::BROADCAST && assigned[o.result()] != gpu::kUniform) {
+    const Shape &to = p.type(o.result()).shape, &from = p.type(o.operands[0]).shape;
+    ValueId src = o.operands[0];
+    while (producer[src] != nullptr && producer[src]->kind == OpKind::RESHAPE) src = producer[src]->operands[0];
+    if (to.rank == 2 && from.numel() != to.numel() && computed(src) &&
+        (from.rank == 1 || from.dims[0] == 1 || from.dims[1] == 1)) {
+      const int axis = from.rank == 2 && from.dims[1] == 1 ? 1 : 0;  // the axis the source lacks
+      std::optional<InPlaceReduce> plan =
+          plan_in_place_reduce(f.layout(assigned[o.result()]), f.threads, f.simd_width, to, axis,
+                               from.numel());
+      if (plan && p.type(src).shape.numel() == from.numel())
+        changed = give(src, f.add_layout(plan->part)) || changed;
+    }
+  }
+  return changed;
+}
+
+}  // namespace metile::lowering

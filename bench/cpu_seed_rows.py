@@ -5,6 +5,7 @@
 
 Workloads (f32): the seed README softmax verbatim (three tile_range passes) at 4096x4096, with
 the compiler's reduction merge (fuse_reductions, the default) and without; seed-style layernorm
+(and the textbook form, a mean pass then a pass summing (x - mean)^2, merged as Welford's update)
 and rmsnorm (a loop per statistic) at 4096x4096; the tutorial vector add at 2^25 elements against
 `numpy.add(x, y, out=o)`; the seed README GEMM (tile_load, dot over K, tile_store, with bounds) at
 1024^3 f32 against OpenBLAS's cblas_sgemm, called through ctypes from `--openblas` (Debian:
@@ -35,7 +36,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
 import metile  # noqa: E402
 # The tests' kernels (one copy); layernorm is the seed-style one with a loop per statistic.
-from kernels import layernorm_loops as layernorm, rmsnorm, seed_softmax  # noqa: E402
+from kernels import layernorm_centred, layernorm_loops as layernorm, rmsnorm, seed_softmax  # noqa: E402
 from kernels import matmul as gemm, vector_add as add  # noqa: E402
 
 
@@ -133,6 +134,9 @@ def main():
         ("layernorm loops %dx%d, BLOCK %d" % (R, N, B), {
             "numpy": np_layernorm,
             "metile fused": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B)),
+            "metile centred": synced(layernorm_centred[(R,)].prepare(x, w, b, out, N, BLOCK=B)),
+            "metile centred as written": synced(layernorm_centred[(R,)].prepare(
+                x, w, b, out, N, BLOCK=B, fuse_reductions=False)),
             "metile as written": synced(layernorm[(R,)].prepare(x, w, b, out, N, BLOCK=B,
                                                                 fuse_reductions=False)),
         }),

@@ -9,7 +9,11 @@ Kernels (f32, one program per row):
                  --no-fuse; both forms are timed unless --fused-only.
   layernorm      seed style: a tile_range pass for the sum, one for the sum of squares, one that
                  normalizes (the first two merge into one pass).
+  layernorm_centred  textbook style: a mean pass, a pass summing (x - mean)^2, one that
+                 normalizes (the first two merge into one Welford pass).
   rmsnorm        seed style: a sum-of-squares pass, then the normalizing pass.
+Variants: fused with the row kept (keep_rows=True), fused re-reading (the defaults), and as
+written (fuse_reductions=False; skipped by --fused-only).
 Shapes: 16384x1024, 4096x4096, 1024x32768, 16384x4096, 256x262144 (--quick: small ones).
 Peers: Triton's fused kernels (the whole row in one tile up to 32768 columns, an online
 two-pass loop beyond), torch's softmax/layer_norm, and `torch.Tensor.copy_` of the same matrix
@@ -41,7 +45,7 @@ QUICK_SHAPES = [(64, 1024), (16, 5000)]
 
 # ---- metile kernels, written the way the seeds write them: the tests' own (one copy) ---------
 # layernorm here is the seed-style one with a loop per statistic (layernorm_loops in the tests).
-from kernels import layernorm_loops as layernorm, rmsnorm, seed_softmax  # noqa: E402,F401
+from kernels import layernorm_centred, layernorm_loops as layernorm, rmsnorm, seed_softmax  # noqa: E402,F401
 
 
 # ---- references (float64 numpy) -------------------------------------------------------------
@@ -171,7 +175,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small shapes, few calls (a smoke run)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
-    ap.add_argument("--only", default="seed_softmax,layernorm,rmsnorm")
+    ap.add_argument("--only", default="seed_softmax,layernorm,layernorm_centred,rmsnorm")
     ap.add_argument("--block", type=int, default=0,
                     help="metile's BLOCK (default: min(N rounded up to a power of 2, 4096))")
     ap.add_argument("--fused-only", action="store_true", help="skip the fuse_reductions=False runs")
@@ -221,25 +225,29 @@ def main():
                 record({"kernel": "copy", "shape": [R, N], "error": repr(e)})
         x64 = x_host.astype(np.float64)
         for name in kernels:
+            base = "layernorm" if name == "layernorm_centred" else name
             launch_args = {"seed_softmax": (x, out), "layernorm": (x, w, b, out),
-                           "rmsnorm": (x, w, out)}[name]
+                           "rmsnorm": (x, w, out)}[base]
             make_ref = {"seed_softmax": lambda: ref_softmax(x64),
                         "layernorm": lambda: ref_layernorm(x64, w_host, b_host),
-                        "rmsnorm": lambda: ref_rmsnorm(x64, w_host)}[name]
+                        "rmsnorm": lambda: ref_rmsnorm(x64, w_host)}[base]
             cached = []
 
             def ref():
                 if not cached:
                     cached.append(make_ref())
                 return cached[0]
-            kern = {"seed_softmax": seed_softmax, "layernorm": layernorm, "rmsnorm": rmsnorm}[name]
-            for fuse in ((True,) if args.fused_only else (True, False)):
-                r = {"kernel": name, "shape": [R, N], "fuse_reductions": fuse, "BLOCK": block}
+            kern = {"seed_softmax": seed_softmax, "layernorm": layernorm,
+                    "layernorm_centred": layernorm_centred, "rmsnorm": rmsnorm}[name]
+            variants = [(True, True), (True, False)] + ([] if args.fused_only else [(False, False)])
+            for fuse, keep in variants:
+                r = {"kernel": name, "shape": [R, N], "fuse_reductions": fuse, "keep_rows": keep,
+                     "BLOCK": block}
                 try:
                     go = kern[(R,)]
                     opts = {"num_threads": args.num_threads} if args.num_threads else {}
                     t = time_per_call(lambda: go(*launch_args, N, BLOCK=block, fuse_reductions=fuse,
-                                                 **opts), sync, calls)
+                                                 keep_rows=keep, **opts), sync, calls)
                     err = float(np.abs(out.numpy() - ref()).max())
                     r.update(metile_ms=t * 1e3, metile_TBps=nbytes / t / 1e12, max_abs_err=err)
                     if copy_t:
@@ -248,12 +256,12 @@ def main():
                     r["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()
                 if tri is not None and "error" not in r:
                     try:
-                        tile, loop = tri[name]
+                        tile, loop = tri[base]
                         targs = [torch.from_numpy(a).cuda() for a in
                                  {"seed_softmax": (x_host,), "layernorm": (x_host, w_host, b_host),
-                                  "rmsnorm": (x_host, w_host)}[name]]
+                                  "rmsnorm": (x_host, w_host)}[base]]
                         to = torch.empty_like(targs[0])
-                        targs.insert(1 if name == "seed_softmax" else len(targs), to)
+                        targs.insert(1 if base == "seed_softmax" else len(targs), to)
                         if N <= 32768:
                             fn = lambda: tile[(R,)](*targs, N, BLOCK=1 << (N - 1).bit_length())
                         else:
@@ -265,20 +273,20 @@ def main():
                         r["triton_error"] = repr(e)
                 record(r)
     print("\nwhole run: %.1f s" % (time.perf_counter() - started))
-    print("%-14s %-13s %-5s %9s %9s %9s %8s %8s" % ("kernel", "shape", "fuse", "metile", "triton",
-                                                  "copy", "vs tri", "of copy"))
+    print("%-17s %-13s %-5s %-5s %9s %9s %9s %8s %8s" % ("kernel", "shape", "fuse", "keep", "metile",
+                                                        "triton", "copy", "vs tri", "of copy"))
     copies = {tuple(r["shape"]): r.get("TBps") for r in rows_out if r["kernel"] == "copy"}
     for r in rows_out:
         if r["kernel"] == "copy":
             continue
         shape = "%dx%d" % tuple(r["shape"])
         if "error" in r:
-            print("%-14s %-13s %-5s FAILED: %s" % (r["kernel"], shape, r["fuse_reductions"],
-                                                  r["error"].splitlines()[-1][:120]))
+            print("%-17s %-13s %-5s %-5s FAILED: %s" % (r["kernel"], shape, r["fuse_reductions"],
+                                                       r["keep_rows"], r["error"].splitlines()[-1][:120]))
             continue
         cp = copies.get(tuple(r["shape"]))
-        print("%-14s %-13s %-5s %9.2f %9s %9s %8s %8s" % (
-            r["kernel"], shape, r["fuse_reductions"], r["metile_TBps"],
+        print("%-17s %-13s %-5s %-5s %9.2f %9s %9s %8s %8s" % (
+            r["kernel"], shape, r["fuse_reductions"], r["keep_rows"], r["metile_TBps"],
             "%.2f" % r["triton_TBps"] if "triton_TBps" in r else "-",
             "%.2f" % cp if cp else "-",
             "%.2fx" % r["metile_over_triton"] if "metile_over_triton" in r else "-",

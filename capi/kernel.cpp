@@ -143,6 +143,7 @@ CompileOptions options_of(const metile_compile_options* o) {
   if (has(offsetof(metile_compile_options, unchecked))) c.unchecked = o->unchecked != 0;
   if (has(offsetof(metile_compile_options, no_fuse_reductions)))
     c.fuse_reductions = o->no_fuse_reductions == 0;
+  if (has(offsetof(metile_compile_options, keep_rows))) c.keep_rows = o->keep_rows != 0;
   return c;
 }
 

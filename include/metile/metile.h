@@ -636,13 +636,22 @@ typedef struct metile_compile_options {
   /**
    * 1: keep the kernel's tile_range passes as written. By default (0) consecutive passes over the
    * same rows whose reductions combine run as one (independent reductions together; a max pass
-   * then a sum-of-exp pass as an online softmax with rescaling) where the compiler verifies the
-   * algebra on the IR; METILE_DEBUG=tile_ir_opt shows the result.
+   * then a sum-of-exp pass as an online softmax with rescaling; a mean pass then a sum of squares
+   * about it as Welford's update) where the compiler verifies the algebra on the IR;
+   * METILE_DEBUG=tile_ir_opt shows the result.
    */
   int32_t no_fuse_reductions;
+  /**
+   * 1: a later tile_range pass that re-reads what an earlier pass over the same range read takes
+   * the tiles the earlier pass kept (GPU registers, at most four tiles within 32 per thread) when
+   * the row fits, checked at run time, and reads memory otherwise; METILE_DEBUG=tile_ir_opt shows
+   * the result. Off by default (0): on an H100 it measured slower than re-reading
+   * (bench/results/cuda_rows_h100.md); the cpu device never keeps rows.
+   */
+  int32_t keep_rows;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
-#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0}
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);

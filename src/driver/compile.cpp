@@ -66,6 +66,7 @@ std::string CompileOptions::key() const {
   if (check_bounds) os << ";check_bounds";
   if (unchecked) os << ";unchecked";
   if (!fuse_reductions) os << ";no_fuse_reductions";
+  if (keep_rows) os << ";keep_rows";
   if (!disabled_passes.empty()) {
     os << ";disabled_passes=";
     for (const std::string& p : disabled_passes) os << p << ',';

@@ -69,6 +69,8 @@ struct CompileOptions {
   bool unchecked = false;
   /** Run the "fuse_reductions" Tile IR pass (metile_compile_options.no_fuse_reductions). */
   bool fuse_reductions = true;
+  /** Run the "keep_rows" Tile IR pass (metile_compile_options.keep_rows; off by default). */
+  bool keep_rows = false;
   /** Canonical text of the options that affect code (part of the cache key). */
   std::string key() const;
 };

@@ -112,5 +112,74 @@ TEST(FuseReductions, AnotherElementOrBoundsStayAsWritten) {
   EXPECT_EQ(fused(bounds, true), print(parse(bounds), false));
 }
 
+// A sum pass, the mean, then a pass summing `term` (from the load %24 and the mean %16).
+std::string mean_then(const std::string& term) {
+  return R"(kernel @centred(%X: ptr<f32>, %Out: ptr<f32>, %N: i32) {
+  %0 = const {value = 0.0} : f32
+  %1 = broadcast %0 : tile<32xf32>
+  %2 = const {value = 0} : i32
+  %3 = const {value = 32} : i32
+  %4 = for %5 = %2 to %N step %3 iter_args(%6 = %1) -> (tile<32xf32>) {
+    %7 = arange %2 {size = 32} : tile<32xi32>
+    %8 = add %5, %7 : tile<32xi32>
+    %9 = lt %8, %N : tile<32xbool>
+    %10 = ptr_offset %X, %8 : tile<32xptr<f32>>
+    %11 = load %10, %9 : tile<32xf32>
+    %12 = add %6, %11 : tile<32xf32>
+    %13 = select %9, %12, %6 : tile<32xf32>
+    yield %13
+  }
+  %14 = reduce_sum %4 {axis = -1} : f32
+  %15 = cast %N : f32
+  %16 = div %14, %15 : f32
+  %17 = for %18 = %2 to %N step %3 iter_args(%19 = %1) -> (tile<32xf32>) {
+    %20 = arange %2 {size = 32} : tile<32xi32>
+    %21 = add %18, %20 : tile<32xi32>
+    %22 = lt %21, %N : tile<32xbool>
+    %23 = ptr_offset %X, %21 : tile<32xptr<f32>>
+    %24 = load %23, %22 : tile<32xf32>
+)" + term + R"(
+    %27 = add %19, %26 : tile<32xf32>
+    %28 = select %22, %27, %19 : tile<32xf32>
+    yield %28
+  }
+  %29 = reduce_sum %17 {axis = -1} : f32
+  store %Out, %29
+}
+)";
+}
+
+TEST(FuseReductions, MeanThenCentredSquaresBecomeOneWelfordPass) {
+  for (const char* term : {"    %25 = sub %24, %16 : tile<32xf32>\n    %26 = mul %25, %25 : tile<32xf32>",
+                           "    %25 = sub %24, %16 : tile<32xf32>\n    %30 = sub %24, %16 : tile<32xf32>\n"
+                           "    %26 = mul %25, %30 : tile<32xf32>"}) {
+    const std::string text = mean_then(term);
+    for (bool whole_tiles : {false, true}) {
+      const std::string out = fused(text, whole_tiles);
+      EXPECT_EQ(loops(out), 1) << out;
+      const size_t body = out.find(" for "), end = out.find("yield");
+      // One load, and the per-lane division of Welford's update.
+      EXPECT_EQ(out.find("load", out.find("load") + 1), std::string::npos) << out;
+      EXPECT_NE(out.substr(body, end - body).find(" div "), std::string::npos) << out;
+    }
+  }
+}
+
+TEST(FuseReductions, SumsThatAreNotCentredSquaresStayAsWritten) {
+  const std::string cases[] = {
+      // (x - M) * x: not a square.
+      "    %25 = sub %24, %16 : tile<32xf32>\n    %26 = mul %25, %24 : tile<32xf32>",
+      // (M - x) * (x - M): the factors differ.
+      "    %25 = sub %24, %16 : tile<32xf32>\n    %30 = sub %16, %24 : tile<32xf32>\n"
+      "    %26 = mul %25, %30 : tile<32xf32>",
+      // (x - M) / (x - M)... as a quotient, not a product.
+      "    %25 = sub %24, %16 : tile<32xf32>\n    %26 = div %25, %25 : tile<32xf32>",
+  };
+  for (const std::string& term : cases) {
+    const std::string text = mean_then(term);
+    EXPECT_EQ(fused(text, false), print(parse(text), false)) << term;
+  }
+}
+
 }  // namespace
 }  // namespace metile

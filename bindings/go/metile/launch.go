@@ -20,6 +20,7 @@ type CompileOptions struct {
 	CheckBounds      bool // an out-of-bounds access fails the launch, naming the op's line
 	Unchecked        bool // no bounds guards (an access outside a buffer is undefined)
 	NoFuseReductions bool // keep consecutive reduction passes as written
+	KeepRows         bool // a later pass takes the tiles an earlier pass kept when the row fits
 }
 
 // DefaultCompileOptions returns what metile_compile_options_init writes.
@@ -28,7 +29,8 @@ func DefaultCompileOptions() CompileOptions {
 	C.metile_compile_options_init(&o)
 	return CompileOptions{NumThreads: int(o.num_threads), AllowTF32: int(o.allow_tf32),
 		OptLevel: int(o.opt_level), NoCache: o.no_cache != 0, CheckBounds: o.check_bounds != 0,
-		Unchecked: o.unchecked != 0, NoFuseReductions: o.no_fuse_reductions != 0}
+		Unchecked: o.unchecked != 0, NoFuseReductions: o.no_fuse_reductions != 0,
+		KeepRows: o.keep_rows != 0}
 }
 
 func cbool(b bool) C.int32_t {
@@ -43,7 +45,7 @@ func (o CompileOptions) c() C.metile_compile_options {
 	C.metile_compile_options_init(&c)
 	c.num_threads, c.allow_tf32, c.opt_level = C.int32_t(o.NumThreads), C.int32_t(o.AllowTF32), C.int32_t(o.OptLevel)
 	c.no_cache, c.check_bounds, c.unchecked = cbool(o.NoCache), cbool(o.CheckBounds), cbool(o.Unchecked)
-	c.no_fuse_reductions = cbool(o.NoFuseReductions)
+	c.no_fuse_reductions, c.keep_rows = cbool(o.NoFuseReductions), cbool(o.KeepRows)
 	return c
 }
 

@@ -89,6 +89,7 @@ class metile_compile_options(Structure):
         ("check_bounds", c_int32),
         ("unchecked", c_int32),
         ("no_fuse_reductions", c_int32),
+        ("keep_rows", c_int32),
     ]
 
 

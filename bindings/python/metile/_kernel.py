@@ -26,7 +26,7 @@ from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarn
 from ._trace import Retrace, Trace, set_active, active
 
 _OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked",
-            "fuse_reductions")
+            "fuse_reductions", "keep_rows")
 # A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
 GridLike = Union[int, tuple, Callable[[dict], Any]]
 # Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
@@ -379,6 +379,8 @@ class KernelFunction:
                 setattr(opts, flag, int(bool(o[flag])))
         if "fuse_reductions" in o:
             opts.no_fuse_reductions = int(not o["fuse_reductions"])
+        if "keep_rows" in o:
+            opts.keep_rows = int(bool(o["keep_rows"]))
         h = ctypes.POINTER(_ffi.metile_kernel)()
         st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
                                         ctypes.byref(opts))

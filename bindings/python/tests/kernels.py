@@ -114,6 +114,31 @@ def layernorm_loops(X, W, B, Out, N, BLOCK: metile.constexpr):
         metile.store(Out + row * N + cols, (x - mean) * inv_std * w + b, mask=mask)
 
 
+# Seed-style layernorm written the textbook way: the mean, then the variance about the mean
+# (the fuse_reductions pass merges the two into one Welford pass).
+@metile.kernel
+def layernorm_centred(X, W, B, Out, N, BLOCK: metile.constexpr):
+    row = metile.program_id(0)
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        s = s + metile.load(X + row * N + cols, mask=cols < N)
+    mean = metile.sum(s) / N
+    v = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        x = metile.load(X + row * N + cols, mask=cols < N)
+        v = v + (x - mean) * (x - mean)
+    inv_std = 1.0 / metile.sqrt(metile.sum(v) / N + 1e-5)
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        mask = cols < N
+        x = metile.load(X + row * N + cols, mask=mask)
+        w = metile.load(W + cols, mask=mask)
+        b = metile.load(B + cols, mask=mask)
+        metile.store(Out + row * N + cols, (x - mean) * inv_std * w + b, mask=mask)
+
+
 # Seed-style rmsnorm: a sum-of-squares pass, then the output pass (which stores: never merged).
 @metile.kernel
 def rmsnorm(X, W, Out, N, BLOCK: metile.constexpr):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import metile
-from kernels import layernorm_loops, seed_softmax as softmax, rmsnorm as rmsnorm_loops
+from kernels import layernorm_centred, layernorm_loops, seed_softmax as softmax, rmsnorm as rmsnorm_loops
 
 SENTINEL = 12345.0
 
@@ -220,3 +220,145 @@ def test_option_is_checked_and_keyed(device):
     assert a.source("tile_ir_opt") != b.source("tile_ir_opt")
     with pytest.raises(metile.MetileError, match="fuse_reduction"):
         softmax[(1,)](x, out, 40, BLOCK=32, fuse_reduction=False)  # misspelt option
+
+
+# ---- mean, then the sum of squares about it (Welford) --------------------------------------
+
+# layernorm_centred (kernels.py): the mean, then the variance about it, as textbooks write it.
+
+
+# Triton's habit: masked lanes read 0 and the centred value is zeroed where the mask is off.
+@metile.kernel
+def variance_where(X, Out, N, BLOCK: metile.constexpr):
+    row = metile.program_id(0)
+    s = metile.zeros((BLOCK,), "f32")
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        s += metile.load(X + row * N + cols, mask=cols < N, other=0.0)
+    mean = metile.sum(s) / N
+    v = metile.zeros((BLOCK,), "f32")
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        x = metile.load(X + row * N + cols, mask=cols < N, other=0.0)
+        d = metile.where(cols < N, x - mean, 0.0)
+        v += d * d
+    metile.store(Out + row, metile.sum(v) / N)
+
+
+@pytest.mark.parametrize("n", [1, 37, 300, 1000])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_layernorm_mean_then_variance(device, n, fuse):
+    r = np.random.default_rng(n)
+    # A row far from 0 with a small spread: sum(x^2) - n * mean^2 would cancel; Welford does not.
+    x = np.stack([r.standard_normal(n) + 0.5, r.standard_normal(n) * 0.5 + 8.0,
+                  np.full(n, -7.25)]).astype(np.float32)
+    w, b = r.standard_normal(n).astype(np.float32), r.standard_normal(n).astype(np.float32)
+    out = np.full_like(x, SENTINEL)
+    for block in (32, 256):
+        layernorm_centred[(3,)](x, w, b, out, n, BLOCK=block, fuse_reductions=fuse)
+        xd = x.astype(np.float64)
+        mu = xd.mean(axis=1, keepdims=True)
+        ref = (xd - mu) / np.sqrt(xd.var(axis=1, keepdims=True) + 1e-5) * w + b
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=f"BLOCK={block}")
+    assert count_for(layernorm_centred, x, w, b, out, n, BLOCK=64,
+                     fuse_reductions=fuse) == (2 if fuse else 3)
+
+
+@pytest.mark.parametrize("n", [1, 37, 300])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_variance_with_where(device, n, fuse):
+    r = np.random.default_rng(n + 1)
+    x = (r.standard_normal((2, n)) * 3 - 20).astype(np.float32)
+    out = np.full(2, SENTINEL, np.float32)
+    variance_where[(2,)](x, out, n, BLOCK=64, fuse_reductions=fuse)
+    np.testing.assert_allclose(out, x.astype(np.float64).var(axis=1), rtol=1e-4, atol=1e-6)
+    assert count_for(variance_where, x, out, n, BLOCK=64, fuse_reductions=fuse) == (1 if fuse else 2)
+
+
+@metile.kernel
+def not_a_square(X, Out, N, BLOCK: metile.constexpr):
+    # (x - M) * x: linear in M per element but not a square about it.
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        s = s + metile.load(X + cols, mask=cols < N)
+    m = metile.sum(s) / N
+    v = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        x = metile.load(X + cols, mask=cols < N)
+        v = v + (x - m) * x
+    metile.store(Out, metile.sum(v))
+
+
+@metile.kernel
+def cube(X, Out, N, BLOCK: metile.constexpr):
+    # (x - M)^3: no Welford form for the third moment here.
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        s = s + metile.load(X + cols, mask=cols < N)
+    m = metile.sum(s) / N
+    v = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        d = metile.load(X + cols, mask=cols < N) - m
+        v = v + d * d * d
+    metile.store(Out, metile.sum(v))
+
+
+@metile.kernel
+def two_centres(X, Out, N, BLOCK: metile.constexpr):
+    # (x - M) * (x - 2M): two different centres, not a square.
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        s = s + metile.load(X + cols, mask=cols < N)
+    m = metile.sum(s) / N
+    m2 = m * 2.0
+    v = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        x = metile.load(X + cols, mask=cols < N)
+        v = v + (x - m) * (x - m2)
+    metile.store(Out, metile.sum(v))
+
+
+@metile.kernel
+def centre_also_scales(X, Out, N, BLOCK: metile.constexpr):
+    # M is used outside the square too (v + (x - M)^2 * M): no longer q + n * (a - M)^2.
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        s = s + metile.load(X + cols, mask=cols < N)
+    m = metile.sum(s) / N
+    v = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        d = metile.load(X + cols, mask=cols < N) - m
+        v = v + d * d * m
+    metile.store(Out, metile.sum(v))
+
+
+def _centred_negatives():
+    r = np.random.default_rng(11)
+    n = 300
+    x = (r.standard_normal(n) + 1.0).astype(np.float32)
+    xd = x.astype(np.float64)
+    m = xd.mean()
+    return [(not_a_square, x, ((xd - m) * xd).sum()),
+            (cube, x, ((xd - m) ** 3).sum()),
+            (two_centres, x, ((xd - m) * (xd - 2 * m)).sum()),
+            (centre_also_scales, x, ((xd - m) ** 2 * m).sum())]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_sums_that_are_not_centred_squares_stay_as_written(device, case):
+    kernel, x, ref = _centred_negatives()[case]
+    out = np.zeros(1, np.float32)
+    fused = kernel[(1,)].compile(x, out, len(x), BLOCK=64).source("tile_ir_opt")
+    kept = kernel[(1,)].compile(x, out, len(x), BLOCK=64,
+                                fuse_reductions=False).source("tile_ir_opt")
+    assert fused == kept
+    kernel[(1,)](x, out, len(x), BLOCK=64)
+    np.testing.assert_allclose(out[0], ref, rtol=1e-4, atol=1e-3)

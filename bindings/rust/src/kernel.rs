@@ -160,6 +160,8 @@ pub struct CompileOptions {
     pub unchecked: bool,
     /// Merge consecutive reduction loops over the same rows (online softmax); default on.
     pub fuse_reductions: bool,
+    /// A later pass over the same range reads what an earlier pass kept when the row fits; default off.
+    pub keep_rows: bool,
 }
 
 impl Default for CompileOptions {
@@ -173,6 +175,7 @@ impl Default for CompileOptions {
             check_bounds: 0,
             unchecked: 0,
             no_fuse_reductions: 0,
+            keep_rows: 0,
         };
         unsafe { sys::metile_compile_options_init(&mut o) };
         CompileOptions {
@@ -183,6 +186,7 @@ impl Default for CompileOptions {
             check_bounds: o.check_bounds != 0,
             unchecked: o.unchecked != 0,
             fuse_reductions: o.no_fuse_reductions == 0,
+            keep_rows: o.keep_rows != 0,
         }
     }
 }
@@ -198,6 +202,7 @@ impl CompileOptions {
             check_bounds: i32::from(self.check_bounds),
             unchecked: i32::from(self.unchecked),
             no_fuse_reductions: i32::from(!self.fuse_reductions),
+            keep_rows: i32::from(self.keep_rows),
         }
     }
 }

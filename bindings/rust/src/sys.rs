@@ -174,6 +174,7 @@ pub struct metile_compile_options {
     pub check_bounds: i32,
     pub unchecked: i32,
     pub no_fuse_reductions: i32,
+    pub keep_rows: i32,
 }
 
 #[repr(C)]

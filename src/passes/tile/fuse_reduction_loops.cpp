@@ -28,6 +28,17 @@
 //     Numerics: every exponent is <= 0 as in the original (e <= m' and m <= m' lane-wise), the
 //     rescale factor is exactly 1 when the max does not move, and r keeps lanes that saw only
 //     -inf at 0 instead of NaN; a lane's sum picks up at most one extra rounding per max change.
+//   - L2 uses D only through a centre M in a sum of squares about it, checked op by op:
+//       L2 carries v with yield  select(c, v + d * d, v)  (or v + d * d), both factors
+//          d = e - M  or  select(c', e - M, 0)  (the same e, M and c'), e, c, c' free of M and of
+//          carried values; nothing else in L2 sees M, v or that chain; M any float of D (the
+//          mean sum(x) / N is the usual one, but nothing here depends on what M is).
+//     The merged pass runs Welford's update per lane over the elements it takes (c and c'):
+//       n' = n + 1, a' = a + (e - a) / n', q' = q + (e - a) * (e - a')
+//     from n = a = q = 0, and after the loop v0 + q + n * (a - M)^2 stands for L2's result
+//     (sum over a lane's elements of (e - M)^2 = q + n * (a - M)^2, exact in real arithmetic for
+//     any M). Numerics: q is a sum of non-negative terms about the running mean, so no
+//     cancellation as in sum(x^2) - n * mean^2; one division per element.
 // Anything else leaves the IR unchanged. CompileOptions::fuse_reductions = false switches the
 // pass off (tile_pipeline.cpp).
 #include <algorithm>
@@ -37,6 +48,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "passes/tile/tile_emit.h"
 #include "passes/tile/tile_pass.h"
 
 namespace metile {
@@ -87,6 +99,16 @@ struct OpKey {
       if (!(types[i] == o.types[i])) return types[i].str() < o.types[i].str();
     return types.size() < o.types.size();
   }
+};
+
+// The centred sum of squares found in L2: v' = select(c, v + d * d, v) (or v + d * d) with
+// d = e - M or select(c_term, e - M, 0); e, c and c_term free of M, v and L2's carried values.
+struct CentredSquares {
+  size_t sum_index = 0;        // L2's carried v
+  ValueId e = kNoValue;        // the element
+  ValueId c = kNoValue;        // the yield's condition, or none
+  ValueId c_term = kNoValue;   // the condition that zeroes d, or none
+  std::set<ValueId> replaced;  // the chain from v's update down to M (by result)
 };
 
 class Fuser {
@@ -152,6 +174,8 @@ class Fuser {
 
   // Merges b.ops[i] and b.ops[j] where the laws hold; returns the merged loop's index.
   std::optional<size_t> fuse(Block& b, size_t i, size_t j);
+  // L2's carried sum of (e - m)^2, where m is the one value of D L2 uses (see the file comment).
+  std::optional<CentredSquares> centred_squares(const Op& l2, ValueId m) const;
 
   Program& p_;
   bool whole_tiles_;
@@ -215,6 +239,79 @@ ValueId other_operand(const Op* op, OpKind kind, ValueId x) {
   return kNoValue;
 }
 
+std::optional<CentredSquares> Fuser::centred_squares(const Op& l2, ValueId m) const {
+  const Block& body = l2.body();
+  const auto defs = local_defs(body);
+  const Op& y = body.ops.back();
+  const std::set<ValueId> carried(body.args.begin() + 1, body.args.end());
+  auto local = [&](ValueId v, OpKind k) -> const Op* {
+    auto it = defs.find(v);
+    return it != defs.end() && it->second->kind == k ? it->second : nullptr;
+  };
+  // d = e - M or select(c', e - M, 0): (e, c'), the ops on the way added to `chain`.
+  auto centred = [&](ValueId d, std::set<ValueId>& chain)
+      -> std::optional<std::pair<ValueId, ValueId>> {
+    ValueId cond = kNoValue;
+    const Op* sel = local(d, OpKind::SELECT);
+    if (sel != nullptr && is_constant(sel->operands[2], 0.0)) {
+      chain.insert(d);
+      cond = sel->operands[0];
+      d = sel->operands[1];
+    }
+    const Op* sub = local(d, OpKind::SUB);
+    if (sub == nullptr) return std::nullopt;
+    const ValueId mb = sub->operands[1];
+    if (mb != m) {
+      const Op* bc = local(mb, OpKind::BROADCAST);
+      if (bc == nullptr || bc->operands[0] != m) return std::nullopt;
+      chain.insert(mb);
+    }
+    chain.insert(d);
+    return std::make_pair(sub->operands[0], cond);
+  };
+  const Type mt = p_.type(m);
+  for (size_t q = 0; q < carried.size(); ++q) {
+    const ValueId v = body.args[1 + q];
+    const Type vt = p_.type(v);
+    if (!is_float(vt.dtype) || (mt != vt && mt != Type::scalar(vt.dtype))) continue;
+    CentredSquares cs;
+    auto [u, c] = kept_update(y.operands[q], v, defs);
+    auto du = defs.find(u);
+    const ValueId t = other_operand(du == defs.end() ? nullptr : du->second, OpKind::ADD, v);
+    const Op* square = local(t, OpKind::MUL);
+    if (square == nullptr || p_.type(t) != vt) continue;
+    cs.replaced = {u, t};
+    if (y.operands[q] != u) cs.replaced.insert(y.operands[q]);
+    // Both factors the same difference from M under the same condition: a square.
+    auto f0 = centred(square->operands[0], cs.replaced);
+    auto f1 = centred(square->operands[1], cs.replaced);
+    if (!f0 || f0 != f1 || p_.type(f0->first) != vt) continue;
+    cs.sum_index = q;
+    cs.e = f0->first;
+    cs.c = c;
+    cs.c_term = f0->second;
+    // Nothing else in L2 sees M, v or the chain; e and the conditions see none of them.
+    std::set<ValueId> seen{m, v};
+    seen.insert(cs.replaced.begin(), cs.replaced.end());
+    bool ok = true;
+    for (const Op& o : body.ops) {
+      if (o.kind == OpKind::YIELD) {
+        for (size_t k = 0; k < o.operands.size(); ++k) ok = ok && (k == q || !seen.count(o.operands[k]));
+        continue;
+      }
+      bool touches = false;
+      for (ValueId x : o.operands) touches = touches || seen.count(x);
+      for (const Block& r : o.regions)
+        for (ValueId f : free_values(r)) touches = touches || seen.count(f);
+      ok = ok && (!touches || (!o.results.empty() && cs.replaced.count(o.results[0])));
+    }
+    for (ValueId x : {cs.e, cs.c, cs.c_term})
+      ok = ok && independent_of(x, seen, defs) && independent_of(x, carried, defs);
+    if (ok) return cs;
+  }
+  return std::nullopt;
+}
+
 std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
   index_defs();
   const Op& l1 = b.ops[i];
@@ -238,10 +335,14 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
   const auto defs1 = local_defs(l1.body()), defs2 = local_defs(l2.body());
   const Op& y1 = l1.body().ops.back();
   const Op& y2 = l2.body().ops.back();
+  for (size_t k = 3; k < l2.operands.size(); ++k)
+    if (dependent.count(l2.operands[k])) return std::nullopt;
   std::optional<OnlinePair> online;
-  if (!used_d.empty()) {
-    // Exactly one value of D reaches L2: M = reduce_max(a), with L1's a a running max.
-    if (used_d.size() != 1) return std::nullopt;
+  std::optional<CentredSquares> centred;
+  // Exactly one value of D reaches L2.
+  if (used_d.size() > 1) return std::nullopt;
+  if (!used_d.empty()) online = [&]() -> std::optional<OnlinePair> {
+    // M = reduce_max(a), with L1's a a running max.
     OnlinePair op{};
     op.m = *used_d.begin();
     const Op* red = def_of_kind(op.m, OpKind::REDUCE_MAX);
@@ -314,10 +415,10 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     if (!independent_of(op.e2, tainted, defs2) || !independent_of(op.c2, tainted, defs2) ||
         !independent_of(op.e2, carried2, defs2) || !independent_of(op.c2, carried2, defs2))
       return std::nullopt;
-    for (size_t k = 3; k < l2.operands.size(); ++k)
-      if (dependent.count(l2.operands[k])) return std::nullopt;
-    online = std::move(op);
-  }
+    return op;
+  }();
+  if (!used_d.empty() && !online) centred = centred_squares(l2, *used_d.begin());
+  if (!used_d.empty() && !online && !centred) return std::nullopt;
 
   // ---- build the merged loop ------------------------------------------------------------------
   Op fused;
@@ -356,6 +457,7 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
   for (size_t k = 0; k + 1 < l2.body().ops.size(); ++k) {
     const Op& op = l2.body().ops[k];
     if (online && !op.results.empty() && online->replaced.count(op.results[0])) continue;
+    if (centred && !op.results.empty() && centred->replaced.count(op.results[0])) continue;
     if (numberable(op)) {
       OpKey key = key_of(op);
       auto it = numbered.find(key);
@@ -460,6 +562,52 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     const ValueId mb = mt.is_tile() ? emit(OpKind::BROADCAST, {op.m}, mt) : op.m;
     const ValueId scale = exp_of_difference(reference(m_final), mb, mt);
     emit(OpKind::MUL, {s_out, scale}, t, {}, l2_result);
+  }
+  if (centred) {
+    // Welford per lane: the count n, mean a and centred sum of squares q of the elements the
+    // lane took, from 0; L2's v is then v0 + q + n * (a - M)^2.
+    const CentredSquares& cs = *centred;
+    const ValueId v = l2.body().args[1 + cs.sum_index];
+    const Type t = p_.type(v), st = Type::scalar(t.dtype);
+    const Loc& loc = l2.loc;
+    auto op = [&](std::vector<Op>& out, OpKind k, std::vector<ValueId> operands, const Type& rt) {
+      return append_op(p_, out, k, std::move(operands), rt, loc);
+    };
+    auto constant = [&](std::vector<Op>& out, double x) {
+      return append_op(p_, out, OpKind::CONST, {}, st, loc, {Attr{"value", x}});
+    };
+    const ValueId zero = constant(before, 0.0);
+    const ValueId zeros = t.is_tile() ? op(before, OpKind::BROADCAST, {zero}, t) : zero;
+    const ValueId n = p_.new_value(t), a = p_.new_value(t), q = p_.new_value(t);
+    std::vector<Op>& ops = body.ops;
+    const ValueId e = mapped(map, cs.e);
+    const ValueId n_next = op(ops, OpKind::ADD, {n, constant(ops, 1.0)}, t);
+    const ValueId delta = op(ops, OpKind::SUB, {e, a}, t);
+    const ValueId a_next = op(ops, OpKind::ADD, {a, op(ops, OpKind::DIV, {delta, n_next}, t)}, t);
+    const ValueId q_next = op(
+        ops, OpKind::ADD, {q, op(ops, OpKind::MUL, {delta, op(ops, OpKind::SUB, {e, a_next}, t)}, t)},
+        t);
+    const ValueId c = mapped(map, cs.c), c_term = mapped(map, cs.c_term);
+    ValueId cond = c == kNoValue ? c_term : c;
+    if (c != kNoValue && c_term != kNoValue) cond = op(ops, OpKind::BITAND, {c, c_term}, p_.type(c));
+    std::vector<ValueId> next{n_next, a_next, q_next}, carried{n, a, q};
+    for (size_t k = 0; k < 3; ++k) {
+      if (cond != kNoValue) next[k] = op(ops, OpKind::SELECT, {cond, next[k], carried[k]}, t);
+      fused.operands.push_back(zeros);
+      body.args.push_back(carried[k]);
+      yield.operands.push_back(next[k]);
+      fused.results.push_back(p_.new_value(t));
+    }
+    yield.operands[n1 + cs.sum_index] = v;  // v keeps its initial value through the loop
+    const ValueId v0 = p_.new_value(t);
+    fused.results[n1 + cs.sum_index] = v0;
+    const ValueId n_out = fused.results[fused.results.size() - 3];
+    const ValueId a_out = fused.results[fused.results.size() - 2];
+    const ValueId q_out = fused.results[fused.results.size() - 1];
+    const ValueId off = op(after, OpKind::SUB, {a_out, *used_d.begin()}, t);
+    const ValueId spread = op(after, OpKind::MUL, {n_out, op(after, OpKind::MUL, {off, off}, t)}, t);
+    op(after, OpKind::ADD, {v0, op(after, OpKind::ADD, {q_out, spread}, t)}, t);
+    after.back().results[0] = l2.results[cs.sum_index];
   }
   body.ops.push_back(std::move(yield));
   fused.regions.push_back(std::move(body));

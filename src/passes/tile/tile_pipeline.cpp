@@ -23,7 +23,10 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   // After activity: it merges loops whose inactive lanes are explicit selects.
   if (options.fuse_reductions) run("fuse_reductions");
   run("bounds");    // after activity, whose masks and selects it guards as written
-  // After bounds, whose per-access limits are often loop-invariant. Host devices leave it to
+  // After bounds: a kept value is the guarded load it stands for, and the guards stay cheap.
+  if (options.keep_rows) run("keep_rows");
+  // After bounds, whose per-access limits are often loop-invariant, and keep_rows, whose runtime
+  // check it moves out of the loop. Host devices leave it to
   // their C++ compiler: a hoisted tile would become an array kept across the loop there.
   if (!whole_tiles_in_order) run("hoist");
   run("loop_steps");  // after bounds: shares its error flag, which comes last

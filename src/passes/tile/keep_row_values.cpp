@@ -1,0 +1,339 @@
+// keep_rows: a later tile_range pass that re-reads what an earlier pass over the same range read
+// takes the values the earlier pass kept, when the row fits; otherwise it reads memory as written.
+// Needs: activity-explicit Tile IR (loads carry their masks; no implicit inactive lanes) and,
+// where the device needs them, the bounds guards already in the masks (this pass runs after
+// "bounds", so a kept value is exactly the guarded load it replaces). Guarantees: every value
+// and every store as written; a replaced load touches no memory when the row was kept.
+//
+// Two loops L1 (earlier) and L2 (later) in one block qualify when they have the same start and
+// end, the same positive constant step, L1 and every op between them have no side effect, and
+// the program writes no parameter it reads (param_access: then no store reaches what L1 read,
+// given that distinct pointer parameters do not alias, which the cuda backend already assumes
+// with __restrict__). A top-level load of L2 matches a top-level load of L1 when pointer, mask
+// and `other` are the same expressions of the loop index (compared op by op, the two loop indices
+// identified): iteration k of L2 then reads exactly what iteration k of L1 read.
+// For such loads the pass picks K, the most iterations whose tiles fit the budget (at most
+// kMaxKept): on GPUs registers, kGpuElementsPerThread per thread of the num_threads option (256
+// threads when not given, the most the lowering picks by itself); on interp local arrays,
+// kLocalBudgetBytes in all. The cpu device keeps nothing: there the re-read row is in the
+// core's cache, while a kept tile costs an array copy per iteration and a select per element
+// (measured on this project's 2-core VM, 2048 rows: the seed softmax 1.26x slower kept than
+// re-read at N = BLOCK = 4096 with one slot, 2.8-3.3x with four); interp runs the rewrite so
+// that the oracle checks it.
+// Then, with fits = end - start <= K * step (in i64, once before L1; a runtime check on N):
+//   - L1 carries K slots, zeros at first; slot j takes L1's loaded tile at iteration j
+//     (select(k == j, x, slot_j), k = (i - start) / step; with K = 1 simply x);
+//   - L2's load becomes select(fits, slot_k, load(p, mask & !fits, other)): when the row fits the
+//     load is masked off everywhere and reads nothing; otherwise it reads as written.
+// Runs with the compile option keep_rows (metile_compile_options.keep_rows), off by default: on an
+// H100 (bench/results/cuda_rows_h100.md, run 3) every kept form measured slower than re-reading
+// (seed softmax 4096x4096 0.88 vs 1.84 TB/s with two slots; even 1024x32768, where the row does
+// not fit, 1.19 vs 1.74 TB/s: the carried slots and selects cost on every row), so the default
+// stays the re-read until the GPU lowering keeps a row cheaply (a threadgroup array indexed by k,
+// or slots it can address without selects).
+// What a GPU would need for longer rows (the slots are registers here): a threadgroup array
+// indexed by k (shared memory up to the device's limit, e.g. 227 KiB on an H100), which the
+// lowering would allocate for a kept tile instead of K registers-resident slots.
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "ir/param_access.h"
+#include "passes/tile/tile_emit.h"
+#include "passes/tile/tile_pass.h"
+#include "runtime/device.h"
+
+namespace metile {
+
+namespace {
+
+constexpr int64_t kMaxKept = 4;                  // slots per kept load: each costs a select
+constexpr uint64_t kLocalBudgetBytes = 64 << 10;  // stack arrays per program instance
+constexpr int64_t kGpuElementsPerThread = 32;    // registers per thread for kept tiles
+constexpr int64_t kGpuDefaultThreads = 256;
+
+// No op in `op` (nested regions included) writes memory.
+bool effect_free(const Op& op) {
+  bool ok = true;
+  auto check = [&](const Op& o) {
+    ok = ok && (has_trait(o.kind, kPure) || o.kind == OpKind::LOAD || o.kind == OpKind::FOR ||
+                o.kind == OpKind::YIELD);
+  };
+  check(op);
+  for (const Block& r : op.regions) walk(r, check);
+  return ok;
+}
+
+// A load of L2 and the load of L1 it reads again.
+struct Match {
+  size_t load2;  // index in L2's body
+  size_t load1;  // index in L1's body
+};
+
+class Keeper {
+ public:
+  Keeper(Program& p, const TilePassContext& ctx) : p_(p), ctx_(ctx) {
+    walk(p_.body, [&](const Op& op) {
+      for (ValueId r : op.results) defs_[r] = &op;
+    });
+  }
+
+  void block(Block& b) {
+    for (Op& op : b.ops)
+      for (Block& r : op.regions) block(r);
+    for (size_t j = 0; j < b.ops.size(); ++j) {
+      if (b.ops[j].kind != OpKind::FOR) continue;
+      for (size_t i = 0; i < j; ++i)
+        if (b.ops[i].kind == OpKind::FOR)
+          if (std::optional<size_t> added = keep(b, i, j)) {
+            j += *added;  // the ops keep() put before L1
+            break;
+          }
+    }
+  }
+
+ private:
+  const Op* def(ValueId v) const {
+    auto it = defs_.find(v);
+    return it == defs_.end() ? nullptr : it->second;
+  }
+  const Op* constant(ValueId v) const {
+    const Op* d = def(v);
+    return d != nullptr && d->kind == OpKind::CONST ? d : nullptr;
+  }
+  bool same_scalar(ValueId a, ValueId b) const {
+    if (a == b) return true;
+    const Op *da = constant(a), *db = constant(b);
+    return da != nullptr && db != nullptr && p_.type(a) == p_.type(b) &&
+           da->attr_num("value") == db->attr_num("value");
+  }
+  // `a` in L1's body and `b` in L2's compute the same value at the same iteration.
+  bool same_expr(ValueId a, ValueId b, ValueId iv1, ValueId iv2, int depth = 0) const {
+    if (a == iv1 || b == iv2) return a == iv1 && b == iv2;
+    if (a == b || same_scalar(a, b)) return true;
+    if (depth > 24 || a == kNoValue || b == kNoValue) return false;
+    const Op *da = def(a), *db = def(b);
+    if (da == nullptr || db == nullptr || da->kind != db->kind || !has_trait(da->kind, kPure) ||
+        !da->regions.empty() || da->results.size() != 1 || da->operands.size() != db->operands.size() ||
+        p_.type(a) != p_.type(b) || da->attrs.size() != db->attrs.size())
+      return false;
+    for (size_t k = 0; k < da->attrs.size(); ++k)
+      if (da->attrs[k].name != db->attrs[k].name || !(da->attrs[k].value == db->attrs[k].value))
+        return false;
+    for (size_t k = 0; k < da->operands.size(); ++k)
+      if (!same_expr(da->operands[k], db->operands[k], iv1, iv2, depth + 1)) return false;
+    return true;
+  }
+
+  // Keeps what L2 = b.ops[j] re-reads of L1 = b.ops[i]; returns how many ops it put before L1.
+  std::optional<size_t> keep(Block& b, size_t i, size_t j);
+
+  // What an earlier rewrite kept of one L1 load (by its result): a later loop reuses it.
+  struct Kept {
+    std::vector<ValueId> slots;  // L1's results, one per iteration kept
+    ValueId fits, spills;        // end - start <= K * step, and its negation
+  };
+  Program& p_;
+  const TilePassContext& ctx_;
+  std::unordered_map<ValueId, const Op*> defs_;
+  std::unordered_map<ValueId, Kept> kept_;
+};
+
+std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
+  const Op& l1 = b.ops[i];
+  const Op& l2 = b.ops[j];
+  for (int k = 0; k < 3; ++k)
+    if (!same_scalar(l1.operands[k], l2.operands[k])) return std::nullopt;
+  const Op* step = constant(l1.operands[2]);
+  if (step == nullptr || step->attr_num("value") < 1 || p_.type(l1.operands[0]).is_tile())
+    return std::nullopt;
+  for (size_t k = i; k < j; ++k)
+    if (!effect_free(b.ops[k])) return std::nullopt;
+
+  // The loads of L2 that read again what a load of L1 read.
+  const Block& body1 = l1.body();
+  const Block& body2 = l2.body();
+  std::vector<Match> matches;
+  uint64_t new_bytes = 0;
+  int64_t new_elems = 0;
+  for (size_t q = 0; q < body2.ops.size(); ++q) {
+    const Op& ld2 = body2.ops[q];
+    if (ld2.kind != OpKind::LOAD || !p_.type(ld2.results[0]).is_tile()) continue;
+    for (size_t r = 0; r < body1.ops.size(); ++r) {
+      const Op& ld1 = body1.ops[r];
+      if (ld1.kind != OpKind::LOAD || ld1.operands.size() != ld2.operands.size() ||
+          p_.type(ld1.results[0]) != p_.type(ld2.results[0]))
+        continue;
+      bool same = true;
+      for (size_t k = 0; k < ld1.operands.size(); ++k)
+        same = same && same_expr(ld1.operands[k], ld2.operands[k], body1.args[0], body2.args[0]);
+      if (!same) continue;
+      matches.push_back({q, r});
+      if (!kept_.count(ld1.results[0])) {
+        const Type t = p_.type(ld1.results[0]);
+        new_bytes += static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
+        new_elems += t.shape.numel();
+      }
+      break;
+    }
+  }
+  if (matches.empty()) return std::nullopt;
+  const ParamAccess access = param_access(p_);
+  for (ValueId w : access.written)
+    if (access.read.count(w)) return std::nullopt;
+
+  // K: the iterations whose tiles fit the budget (loads kept earlier keep their K).
+  int64_t slots = kMaxKept;
+  if (new_elems > 0) {
+    const int64_t threads =
+        ctx_.options.num_threads > 0 ? ctx_.options.num_threads : kGpuDefaultThreads;
+    slots = std::min<int64_t>(
+        slots, ctx_.whole_tiles_in_order
+                   ? static_cast<int64_t>(kLocalBudgetBytes / new_bytes)
+                   : kGpuElementsPerThread * threads / new_elems);
+  }
+  for (const Match& m : matches) {
+    auto it = kept_.find(body1.ops[m.load1].results[0]);
+    if (it != kept_.end()) slots = std::min<int64_t>(slots, static_cast<int64_t>(it->second.slots.size()));
+  }
+  if (slots < 1) return std::nullopt;
+  for (const Match& m : matches) {  // one K per L1: drop what was kept with another
+    auto it = kept_.find(body1.ops[m.load1].results[0]);
+    if (it != kept_.end() && static_cast<int64_t>(it->second.slots.size()) != slots)
+      return std::nullopt;
+  }
+
+  // ---- rewrite -----------------------------------------------------------------------------
+  const Loc loc = l2.loc;
+  const int64_t step_value = static_cast<int64_t>(step->attr_num("value"));
+  const ValueId start = l1.operands[0];
+  std::vector<Op> before;
+  auto emit = [&](std::vector<Op>& out, OpKind k, std::vector<ValueId> operands, Type t,
+                  std::vector<Attr> attrs = {}) {
+    return append_op(p_, out, k, std::move(operands), t, loc, std::move(attrs));
+  };
+  const Type i64 = Type::scalar(DType::i64), boolean = Type::scalar(DType::boolean);
+  auto wide = [&](std::vector<Op>& out, ValueId v) {
+    return p_.type(v) == i64 ? v : emit(out, OpKind::CAST, {v}, i64);
+  };
+  auto i64_const = [&](std::vector<Op>& out, int64_t x) {
+    return emit(out, OpKind::CONST, {}, i64, {Attr{"value", x}});
+  };
+  // k == s for each slot s, k = (i - start) / step the iteration number (several slots only).
+  auto slot_tests = [&](std::vector<Op>& out, ValueId iv) {
+    std::vector<ValueId> is;
+    if (slots == 1) return is;
+    const ValueId off = emit(out, OpKind::SUB, {wide(out, iv), wide(out, start)}, i64);
+    const ValueId k = emit(out, OpKind::DIV, {off, i64_const(out, step_value)}, i64);
+    for (int64_t s = 0; s < slots; ++s)
+      is.push_back(emit(out, OpKind::EQ, {k, i64_const(out, s)}, boolean));
+    return is;
+  };
+  std::optional<std::pair<ValueId, ValueId>> guard;  // fits, spills of this L1
+  for (const Match& m : matches) {
+    auto it = kept_.find(body1.ops[m.load1].results[0]);
+    if (it != kept_.end()) guard = {it->second.fits, it->second.spills};
+  }
+  if (!guard) {
+    const ValueId span =
+        emit(before, OpKind::SUB, {wide(before, l1.operands[1]), wide(before, start)}, i64);
+    const ValueId fits =
+        emit(before, OpKind::LE, {span, i64_const(before, slots * step_value)}, boolean);
+    guard = {fits, emit(before, OpKind::NOT, {fits}, boolean)};
+  }
+  const auto [fits, spills] = *guard;
+
+  // L1 carries K slots for each load not kept yet; slot s takes the tile of iteration s.
+  Op& loop1 = b.ops[i];
+  {
+    Block& body = loop1.body();
+    Op yield = std::move(body.ops.back());
+    body.ops.pop_back();
+    std::vector<ValueId> is;
+    bool tested = false;
+    for (const Match& m : matches) {
+      const ValueId x = body.ops[m.load1].results[0];
+      if (kept_.count(x)) continue;
+      if (!tested) is = slot_tests(body.ops, body.args[0]);
+      tested = true;
+      const Type t = p_.type(x);
+      const AttrValue zero_value = is_float(t.dtype) ? AttrValue{0.0} : AttrValue{int64_t{0}};
+      const ValueId zero = emit(before, OpKind::CONST, {}, t.element(), {Attr{"value", zero_value}});
+      const ValueId zeros = emit(before, OpKind::BROADCAST, {zero}, t);
+      Kept k{{}, fits, spills};
+      for (int64_t s = 0; s < slots; ++s) {
+        const ValueId slot = p_.new_value(t);
+        body.args.push_back(slot);
+        loop1.operands.push_back(zeros);
+        ValueId next = x;
+        if (slots > 1) {
+          const ValueId at = emit(body.ops, OpKind::BROADCAST, {is[s]}, t.with_dtype(DType::boolean));
+          next = emit(body.ops, OpKind::SELECT, {at, x, slot}, t);
+        }
+        yield.operands.push_back(next);
+        k.slots.push_back(p_.new_value(t));
+        loop1.results.push_back(k.slots.back());
+      }
+      kept_.emplace(x, std::move(k));
+    }
+    body.ops.push_back(std::move(yield));
+  }
+
+  // L2: each matched load reads its slot when the row fits, memory otherwise.
+  std::vector<std::pair<size_t, const Kept*>> uses;
+  for (const Match& m : matches) uses.emplace_back(m.load2, &kept_.at(loop1.body().ops[m.load1].results[0]));
+  std::sort(uses.begin(), uses.end());
+  Block& body = b.ops[j].body();
+  std::vector<Op> ops;
+  ops.reserve(body.ops.size() + 8 * uses.size());
+  const std::vector<ValueId> is = slot_tests(ops, body.args[0]);
+  size_t u = 0;
+  for (size_t q = 0; q < body.ops.size(); ++q) {
+    if (u >= uses.size() || uses[u].first != q) {
+      ops.push_back(std::move(body.ops[q]));
+      continue;
+    }
+    const Kept& k = *uses[u++].second;
+    Op load = std::move(body.ops[q]);
+    const ValueId result = load.results[0];
+    const Type t = p_.type(result);
+    const Type mask_t = t.with_dtype(DType::boolean);
+    const ValueId off = emit(ops, OpKind::BROADCAST, {spills}, mask_t);
+    if (load.operands.size() >= 2)
+      load.operands[1] = emit(ops, OpKind::BITAND, {load.operands[1], off}, mask_t);
+    else
+      load.operands.push_back(off);
+    const ValueId read = p_.new_value(t);
+    load.results[0] = read;
+    ops.push_back(std::move(load));
+    ValueId value = k.slots[slots - 1];
+    for (int64_t s = slots - 2; s >= 0; --s) {
+      const ValueId at = emit(ops, OpKind::BROADCAST, {is[s]}, mask_t);
+      value = emit(ops, OpKind::SELECT, {at, k.slots[s], value}, t);
+    }
+    const ValueId use = emit(ops, OpKind::BROADCAST, {fits}, mask_t);
+    emit(ops, OpKind::SELECT, {use, value, read}, t);
+    ops.back().results[0] = result;
+  }
+  body.ops = std::move(ops);
+
+  const size_t added = before.size();
+  b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i),
+               std::make_move_iterator(before.begin()), std::make_move_iterator(before.end()));
+  defs_.clear();
+  walk(p_.body, [&](const Op& op) {
+    for (ValueId r : op.results) defs_[r] = &op;
+  });
+  return added;
+}
+
+}  // namespace
+
+void keep_row_values(Program& program, const TilePassContext& ctx) {
+  if (program.num_threads > 0) return;  // SIMT kernels place their own data
+  if (ctx.whole_tiles_in_order && !ctx.device_checks_accesses) return;  // the cpu (see above)
+  Keeper(program, ctx).block(program.body);
+}
+
+}  // namespace metile

@@ -1,0 +1,115 @@
+// The keep_rows Tile IR pass on IR text: which re-reads take kept tiles, how many iterations are
+// kept on each kind of device, and which stay as written. Results on every device, with and
+// without it, against float64 numpy are in bindings/python/tests/test_keep_rows.py.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "passes/tile/tile_pass.h"
+#include "runtime/device.h"
+
+namespace metile {
+namespace {
+
+// A sum pass over X, then a pass that re-reads X through `ptr2` and stores into `dst`, with
+// `step` and `block` elements per tile.
+std::string two_passes(const std::string& ptr2 = "%X", const std::string& dst = "%Out",
+                       const std::string& step = "%3", int block = 32) {
+  const std::string b = std::to_string(block);
+  const std::string tile = "tile<" + b + "xf32>", itile = "tile<" + b + "xi32>",
+                    btile = "tile<" + b + "xbool>", ptile = "tile<" + b + "xptr<f32>>";
+  return "kernel @two_passes(%X: ptr<f32>, %Out: ptr<f32>, %N: i32, %S: i32) {\n"
+         "  %0 = const {value = 0.0} : f32\n"
+         "  %1 = broadcast %0 : " + tile + "\n"
+         "  %2 = const {value = 0} : i32\n"
+         "  %3 = const {value = " + b + "} : i32\n"
+         "  %4 = for %5 = %2 to %N step %3 iter_args(%6 = %1) -> (" + tile + ") {\n"
+         "    %7 = arange %2 {size = " + b + "} : " + itile + "\n"
+         "    %8 = add %5, %7 : " + itile + "\n"
+         "    %9 = lt %8, %N : " + btile + "\n"
+         "    %10 = ptr_offset %X, %8 : " + ptile + "\n"
+         "    %11 = load %10, %9 : " + tile + "\n"
+         "    %12 = add %6, %11 : " + tile + "\n"
+         "    %13 = select %9, %12, %6 : " + tile + "\n"
+         "    yield %13\n"
+         "  }\n"
+         "  %14 = reduce_sum %4 {axis = -1} : f32\n"
+         "  for %15 = %2 to %N step " + step + " {\n"
+         "    %16 = arange %2 {size = " + b + "} : " + itile + "\n"
+         "    %17 = add %15, %16 : " + itile + "\n"
+         "    %18 = lt %17, %N : " + btile + "\n"
+         "    %19 = ptr_offset " + ptr2 + ", %17 : " + ptile + "\n"
+         "    %20 = load %19, %18 : " + tile + "\n"
+         "    %21 = sub %20, %14 : " + tile + "\n"
+         "    %22 = ptr_offset " + dst + ", %17 : " + ptile + "\n"
+         "    store %22, %21, %18\n"
+         "    yield\n"
+         "  }\n"
+         "}\n";
+}
+
+// whole_tiles: as interp sees it (it checks accesses itself); `cpu`: as the cpu device does.
+std::string kept(const std::string& text, bool whole_tiles, int num_threads = 0, bool cpu = false) {
+  Program p = parse(text);
+  CompileOptions o;
+  o.num_threads = num_threads;
+  TileHiddenArgs hidden;
+  TilePassContext ctx{o, whole_tiles && !cpu, hidden, whole_tiles};
+  run_tile_pass("keep_rows", p, ctx);  // verifies the result
+  return print(p, false);
+}
+
+// The number of values the first loop carries.
+int carried(const std::string& text) {
+  const size_t at = text.find(" for "), open = text.find("iter_args(", at),
+               close = text.find(')', open);
+  int n = 1;
+  for (size_t k = open; k < close; ++k) n += text[k] == ',';
+  return n;
+}
+
+TEST(KeepRows, TheSecondPassTakesTheKeptTileWhenTheRowFits) {
+  const std::string text = two_passes();
+  // interp: 32-float tiles, 64 KiB of local arrays: the most slots (4); GPUs: 32 elements per
+  // thread of 256 threads also allow 4. The cpu keeps nothing (its caches hold the row).
+  EXPECT_EQ(kept(text, true, 0, true), print(parse(text), false));
+  for (bool whole_tiles : {true, false}) {
+    const std::string out = kept(text, whole_tiles);
+    EXPECT_EQ(carried(out), 1 + 4) << out;
+    EXPECT_NE(out.find("{value = 128} : i64"), std::string::npos) << "fits: N - 0 <= 4 * 32\n" << out;
+    const std::string second = out.substr(out.rfind(" for "));
+    EXPECT_NE(second.find(" bitand "), std::string::npos) << "the load is masked off: " << out;
+    EXPECT_NE(second.find(" select "), std::string::npos) << out;
+  }
+}
+
+TEST(KeepRows, TheBudgetSetsHowManyIterationsAreKept) {
+  // 4096 floats: one tile on a GPU of 256 threads (32 per thread = 8192 elements: 2 tiles), one
+  // with 128 threads, none with 64; 64 KiB of local arrays hold 4.
+  const std::string text = two_passes("%X", "%Out", "%3", 4096);
+  EXPECT_EQ(carried(kept(text, false)), 1 + 2);
+  EXPECT_EQ(carried(kept(text, false, 128)), 1 + 1);
+  const std::string none = kept(text, false, 64);
+  EXPECT_EQ(none, print(parse(text), false));
+  EXPECT_EQ(carried(kept(text, true)), 1 + 4);
+  // One slot: the loaded tile itself, no iteration number.
+  const std::string one = kept(text, false, 128);
+  EXPECT_EQ(one.find(" div "), std::string::npos) << one;
+}
+
+TEST(KeepRows, RereadsThatMayDifferStayAsWritten) {
+  const std::string cases[] = {
+      two_passes("%Out"),               // another buffer
+      two_passes("%X", "%X"),           // the kernel writes what it reads
+      two_passes("%X", "%Out", "%S"),   // a step known only at run time
+  };
+  for (const std::string& text : cases)
+    for (bool whole_tiles : {true, false})
+      EXPECT_EQ(kept(text, whole_tiles), print(parse(text), false)) << text;
+  std::string bounds = two_passes();
+  bounds.replace(bounds.find("for %15 = %2"), 12, "for %15 = %3");  // another range
+  EXPECT_EQ(kept(bounds, true), print(parse(bounds), false));
+}
+
+}  // namespace
+}  // namespace metile

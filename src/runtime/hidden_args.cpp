@@ -90,6 +90,7 @@ class HiddenKernel final : public Kernel {
     inner_->launch(grid, h_->complete(std::move(args), flag.get()));
     h_->check(flag.get());
   }
+  int registers_per_thread() const override { return inner_->registers_per_thread(); }
 
  private:
   std::shared_ptr<Kernel> inner_;

@@ -24,6 +24,7 @@ def test_bench_scripts_use_the_tests_kernels():
     assert rows.seed_softmax is kernels.seed_softmax
     assert rows.layernorm is kernels.layernorm_loops
     assert rows.rmsnorm is kernels.rmsnorm
+    assert rows.layernorm_centred is kernels.layernorm_centred
     cpu = _bench("cpu_seed_rows")
     assert (cpu.seed_softmax, cpu.layernorm, cpu.rmsnorm, cpu.add) == (
         kernels.seed_softmax, kernels.layernorm_loops, kernels.rmsnorm, kernels.vector_add)
@@ -36,8 +37,11 @@ def test_cuda_rows_quick_run_on_interp(tmp_path):
     subprocess.run([sys.executable, os.path.join(BENCH, "cuda_rows.py"), "--quick", "--device",
                     "interp", "--out", str(out)], check=True, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())["rows"]
-    # 2 quick shapes x 3 kernels x fused and not; no copy rows without torch on cuda.
-    assert len(rows) == 12, rows
+    # 2 quick shapes x 4 kernels x (fused with the row kept, fused, as written); no copy rows
+    # without torch on cuda.
+    assert len(rows) == 2 * 4 * 3, rows
+    assert {(r["fuse_reductions"], r["keep_rows"]) for r in rows} == {(True, True), (True, False),
+                                                                     (False, False)}
     for r in rows:
         assert "error" not in r, r
         assert r["max_abs_err"] < 1e-3, r

@@ -22,35 +22,22 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
-import time
 import traceback
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
 import metile  # noqa: E402
+from gpu_timing import time_per_call  # noqa: E402
 import decode_attention  # noqa: E402
 import flash_attention  # noqa: E402
 
 CONFIGS = [(64, 64, 128), (128, 64, 256), (64, 32, 128), (32, 32, 128)]  # BLOCK_M, BLOCK_N, threads
 SPLITS = [8, 16, 32]
-
-
-def time_per_call(fn, sync, calls, repeats=5):
-    fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
 
 
 def metile_copy(x, dtype="f16"):

@@ -27,7 +27,6 @@ table of TB/s and ratios at the end (metile / Triton, metile / copy).
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -36,8 +35,10 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
 import metile  # noqa: E402
+from gpu_timing import time_per_call  # noqa: E402
 
 SHAPES = [(16384, 1024), (4096, 4096), (1024, 32768), (16384, 4096), (256, 262144)]
 QUICK_SHAPES = [(64, 1024), (16, 5000)]
@@ -61,19 +62,6 @@ def ref_layernorm(x, w, b):
 
 def ref_rmsnorm(x, w):
     return x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-5) * w
-
-
-def time_per_call(fn, sync, calls, repeats=5):
-    fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
 
 
 def triton_kernels():

@@ -17,7 +17,6 @@ cache in a fresh process.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,8 +26,10 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
 import metile  # noqa: E402
+from gpu_timing import time_per_call  # noqa: E402
 from kernels import vector_add as add  # noqa: E402  (the tests' copy)
 
 
@@ -65,19 +66,6 @@ def tiny(X, N, BLOCK: metile.constexpr):
 
 
 # ---- timing ---------------------------------------------------------------------------------
-
-def time_per_call(fn, sync, calls, repeats=5):
-    fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
-
 
 def sweep(rng, n_add, rows, cols, calls):
     """TB/s of each metile kernel for several threadgroup sizes (the compile option)."""

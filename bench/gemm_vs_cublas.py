@@ -17,16 +17,16 @@ after warm-up, the same host-timed method for all three. TFLOP/s = 2 M N K / tim
 
 import argparse
 import json
-import statistics
 import sys
 import os
-import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
+sys.path.insert(0, HERE)
 import metile  # noqa: E402
+from gpu_timing import time_per_call  # noqa: E402
 
 
 @metile.kernel
@@ -41,19 +41,6 @@ def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
         b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
         acc = metile.dot(a, b, acc)
     metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
-
-
-def time_per_call(fn, sync, calls, repeats=5):
-    fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - t0) / calls)
-    return statistics.median(samples)
 
 
 CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_threads)

@@ -171,7 +171,9 @@ std::string Cache::key(const Device& device, const Program& program,
   m.device_identity = device.cache_identity();
   if (m.device_identity.empty()) m.device_identity = "memory-only device " + device.info().name;
   m.options = options.key();
-  m.program_text = print(program, /*with_locations=*/false);
+  // Locations reach the kernel (bounds-check and loop-step error sites, device_print lines,
+  // interp's errors): the same ops traced from another line are another kernel.
+  m.program_text = print(program, /*with_locations=*/true);
   return compute_cache_key(m);
 }
 

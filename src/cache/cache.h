@@ -53,7 +53,7 @@ struct KeyMaterial {
   std::string build_identity;
   std::string device_identity;
   std::string options;
-  std::string program_text;  // print(program, /*with_locations=*/false)
+  std::string program_text;  // print(program, /*with_locations=*/true)
 };
 /** sha256 of the key material, 64 lowercase hex digits. */
 std::string compute_cache_key(const KeyMaterial& m);

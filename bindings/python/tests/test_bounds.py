@@ -84,6 +84,30 @@ def test_check_bounds_reports_the_first_bad_access_with_its_line(device):
     np.testing.assert_array_equal(out, x)
 
 
+def _off_the_end_again():
+    """The same ops as off_the_end, traced from other lines (as a copy in another file is)."""
+    @metile.kernel
+    def off_the_end(X, Out, N, BLOCK: metile.constexpr):
+        offs = metile.arange(0, BLOCK)
+        metile.store(Out + offs, metile.load(X + offs + N))
+    return off_the_end
+
+
+def test_the_same_ops_from_another_line_report_their_own_line(device):
+    # Both copies compile to the same code, but a report names the copy that ran: the compile
+    # cache must not hand the second the first's source locations.
+    x = np.ones(64, np.float32)
+    out = np.zeros(64, np.float32)
+    lines = []
+    for kernel in (off_the_end, _off_the_end_again()):
+        with pytest.raises(metile.MetileError) as e:
+            kernel[(1,)](x, out, 8, BLOCK=64, check_bounds=True)
+        line = kernel.fn.__code__.co_firstlineno + 3  # the load
+        assert f"test_bounds.py:{line}" in str(e.value), (line, str(e.value))
+        lines.append(line)
+    assert lines[0] != lines[1]
+
+
 def test_out_of_range_loads_read_zero_and_unchecked_runs(device):
     if device.name == "interp":
         pytest.skip("the interp device reports every bad access (the checker)")

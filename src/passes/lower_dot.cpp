@@ -6,8 +6,9 @@
 // yielded value has it (the K-loop accumulator), so a K loop never leaves fragment layout and
 // tile_store writes straight from the fragments. A row or column reduction of such a tile
 // takes the layout the fragments leave it in, and a broadcast back over the tile the tile's
-// (assign_slice_layouts, lower_slice.cpp): an online softmax's statistics stay in registers. Every other tile keeps layout_for(shape);
-// where two layouts meet, materialize() converts through threadgroup memory.
+// (assign_slice_layouts, lower_slice.cpp): an online softmax's statistics stay in registers.
+// Every other tile keeps layout_for(shape); where two layouts meet, materialize() converts
+// through threadgroup memory.
 //
 // The plan of one dot (M x K) @ (K x N) + acc: the target's atom for the operand dtype (bf16
 // without an atom of its own is widened to an exact f32 atom; a relaxed TF32 atom only under
@@ -212,29 +213,23 @@ void Lowering::assign_layouts() {
   plan_direct_copies(p.body, uses);
   plan_pipelines();
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
-  auto give = [&](ValueId v, LayoutId l, bool& changed) {
-    if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return;
-    assigned[v] = l;
-    changed = true;
-  };
   for (bool changed = true; changed;) {
     changed = false;
     walk(p.body, [&](const Op& o) {
       changed = assign_slice_layouts(o) || changed;
-      if ((is_elementwise(o.kind) || o.kind == OpKind::SELECT) && o.kind != OpKind::PTR_OFFSET &&
-          !o.results.empty()) {
+      if (follows_operands(o.kind) && !o.results.empty()) {
         const Type& rt = p.type(o.result());
         for (ValueId x : o.operands)
           if (assigned[x] != gpu::kUniform && p.type(x).shape == rt.shape)
-            give(o.result(), assigned[x], changed);
+            changed = give_layout(o.result(), assigned[x]) || changed;
       }
       if (o.kind == OpKind::FOR) {
         const Block& body = o.body();
         const Op& y = body.ops.back();
         for (size_t i = 0; i < o.results.size() && i < y.operands.size(); ++i)
           if (assigned[y.operands[i]] != gpu::kUniform) {
-            give(body.args[1 + i], assigned[y.operands[i]], changed);
-            give(o.results[i], assigned[y.operands[i]], changed);
+            changed = give_layout(body.args[1 + i], assigned[y.operands[i]]) || changed;
+            changed = give_layout(o.results[i], assigned[y.operands[i]]) || changed;
           }
       }
     });

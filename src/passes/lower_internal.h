@@ -191,6 +191,13 @@ class Lowering {
   /** One step of assign_layouts for reductions and broadcasts (lower_slice.cpp): whether it
    * assigned a layout. */
   bool assign_slice_layouts(const Op& o);
+  /** Assigns layout l to tile value v unless it has one (or is a pointer): whether it did. */
+  bool give_layout(ValueId v, LayoutId l);
+  /** Element-wise ops and selects (not pointer offsets): their result and operands of the same
+   * shape can share one layout, so assignment passes layouts through them. */
+  static bool follows_operands(OpKind k) {
+    return (is_elementwise(k) || k == OpKind::SELECT) && k != OpKind::PTR_OFFSET;
+  }
   std::vector<const Op*> producer;  // Tile IR value -> the op that defines it (filled on use)
   /** Whether tile value v, through element-wise ops, reaches a reduction along its rows. */
   bool rows_reduced(ValueId v);

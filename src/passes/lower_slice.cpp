@@ -140,6 +140,12 @@ std::optional<std::vector<int64_t>> gather_map(const gpu::Layout& from, const gp
   return map;
 }
 
+bool Lowering::give_layout(ValueId v, LayoutId l) {
+  if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return false;
+  assigned[v] = l;
+  return true;
+}
+
 bool Lowering::rows_reduced(ValueId v) {
   std::vector<std::vector<const Op*>> users(p.values.size());
   walk(p.body, [&](const Op& o) {
@@ -154,8 +160,7 @@ bool Lowering::rows_reduced(ValueId v) {
     seen[x] = true;
     for (const Op* u : users[x]) {
       if (has_trait(u->kind, kReduce) && u->attr_int("axis") == 1) return true;
-      if ((is_elementwise(u->kind) || u->kind == OpKind::SELECT) && u->kind != OpKind::PTR_OFFSET &&
-          p.type(u->result()).shape == p.type(v).shape)
+      if (follows_operands(u->kind) && p.type(u->result()).shape == p.type(v).shape)
         todo.push_back(u->result());
     }
   }
@@ -169,11 +174,6 @@ bool Lowering::assign_slice_layouts(const Op& o) {
       for (ValueId r : d.results) producer[r] = &d;
     });
   }
-  auto give = [&](ValueId v, LayoutId l) {
-    if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return false;
-    assigned[v] = l;
-    return true;
-  };
   bool changed = false;
   // A row or column reduction of an assigned tile: its outputs where the tile's threads hold them.
   if (has_trait(o.kind, kReduce) && o.attr_int("axis") != -1 && assigned[o.operands[0]] != gpu::kUniform) {
@@ -181,21 +181,19 @@ bool Lowering::assign_slice_layouts(const Op& o) {
     std::optional<InPlaceReduce> plan =
         plan_in_place_reduce(f.layout(assigned[o.operands[0]]), f.threads, f.simd_width, s,
                              static_cast<int>(o.attr_int("axis")), p.type(o.result()).shape.numel());
-    if (plan && plan->sg_bits.empty()) changed = give(o.result(), f.add_layout(plan->part)) || changed;
+    if (plan && plan->sg_bits.empty()) changed = give_layout(o.result(), f.add_layout(plan->part)) || changed;
   }
   // Index math (aranges, element-wise ops, broadcasts) feeding an element-wise op of an assigned
   // layout is computed in that layout: masks and offsets are made where they are used.
   auto computed = [&](ValueId x) {
     const Op* d = producer[x];
     return d != nullptr && (d->kind == OpKind::BROADCAST || d->kind == OpKind::ARANGE ||
-                            ((is_elementwise(d->kind) || d->kind == OpKind::SELECT) &&
-                             d->kind != OpKind::PTR_OFFSET));
+                            follows_operands(d->kind));
   };
-  if ((is_elementwise(o.kind) || o.kind == OpKind::SELECT) && o.kind != OpKind::PTR_OFFSET &&
-      !o.results.empty() && assigned[o.result()] != gpu::kUniform) {
+  if (follows_operands(o.kind) && !o.results.empty() && assigned[o.result()] != gpu::kUniform) {
     for (ValueId x : o.operands)
       if (computed(x) && p.type(x).shape == p.type(o.result()).shape)
-        changed = give(x, assigned[o.result()]) || changed;
+        changed = give_layout(x, assigned[o.result()]) || changed;
   }
   // A broadcast made in a tile layout: its source (through reshapes) is computed where the
   // tile's threads need it, the layout a reduction over the broadcast axis would leave.
@@ -210,7 +208,7 @@ bool Lowering::assign_slice_layouts(const Op& o) {
           plan_in_place_reduce(f.layout(assigned[o.result()]), f.threads, f.simd_width, to, axis,
                                from.numel());
       if (plan && p.type(src).shape.numel() == from.numel())
-        changed = give(src, f.add_layout(plan->part)) || changed;
+        changed = give_layout(src, f.add_layout(plan->part)) || changed;
     }
   }
   return changed;

@@ -676,7 +676,8 @@ METILE_API metile_status metile_kernel_compile(metile_kernel **out, metile_devic
 METILE_API metile_status metile_kernel_retain(metile_kernel *kernel);
 METILE_API metile_status metile_kernel_release(metile_kernel *kernel);
 /**
- * A stage's text: "tile_ir", "gpu_ir", "gpu_ir_opt", "msl", "cuda", "cpp" (what the device has).
+ * A stage's text: "tile_ir", "tile_ir_opt", "layouts" (GPU layout assignment), "gpu_ir",
+ * "gpu_ir_opt", "msl", "cuda", "cpp" (what the device has).
  * METILE_ERROR_INVALID_ARGUMENT names the stages available when `stage` is not one of them.
  */
 METILE_API metile_status metile_kernel_source(const metile_kernel *kernel, const char *stage,

@@ -17,6 +17,8 @@ std::string stage_text(Stage stage, const Program& user_program, const CompileOp
   switch (stage) {
     case Stage::tile_ir: return print(user_program);
     case Stage::tile_ir_opt: return print(program);
+    case Stage::layouts:
+      return run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").layouts;
     case Stage::gpu_ir:
       return run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").gpu_ir;
     case Stage::gpu_ir_opt:

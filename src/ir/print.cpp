@@ -39,6 +39,7 @@ std::string number(double v) {
 struct Printer {
   const Program& p;
   bool locs;
+  const OpNote* note = nullptr;
   std::ostringstream out;
   std::unordered_map<ValueId, std::string> names;
   int next = 0;
@@ -103,10 +104,13 @@ struct Printer {
       }
     }
     loc(op);
+    std::string n = note != nullptr && *note ? (*note)(op) : std::string();
     if (!op.regions.empty()) {
-      out << " {\n";
+      out << " {" << (n.empty() ? "" : " // " + n) << "\n";
       block(op.body(), indent + 1);
       out << pad << "}";
+    } else if (!n.empty()) {
+      out << " // " << n;
     }
     out << "\n";
   }
@@ -114,8 +118,10 @@ struct Printer {
 
 }  // namespace
 
-std::string print(const Program& p, bool with_locations) {
-  Printer pr{p, with_locations, {}, {}, 0};
+std::string print(const Program& p, bool with_locations) { return print(p, with_locations, {}); }
+
+std::string print(const Program& p, bool with_locations, const OpNote& note) {
+  Printer pr{p, with_locations, &note, {}, {}, 0};
   auto& out = pr.out;
   out << "kernel @" << p.name << "(";
   for (size_t i = 0; i < p.params.size(); ++i) {

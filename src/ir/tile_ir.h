@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -139,6 +140,10 @@ void verify(const Program& program);
 
 /** Canonical text form. `with_locations` adds `loc("file":line)` suffixes (they do not key caches). */
 std::string print(const Program& program, bool with_locations = true);
+/** A `// comment` for an op's line (empty: none); a region op's note follows its `{`. */
+using OpNote = std::function<std::string(const Op&)>;
+/** print() with each op's note; the text still parses (comments are ignored). */
+std::string print(const Program& program, bool with_locations, const OpNote& note);
 /** Parses print()'s output and verifies it; throws Error(METILE_ERROR_INVALID_PROGRAM). */
 Program parse(std::string_view text);
 

@@ -1,11 +1,6 @@
-// Lowering driver: thread count, layouts, and the ops that need no memory traffic (element-wise
-// ops, program ids, aranges, loops, simdgroup roles, SIMT ops, tile_swizzle).
-//
-// Layouts. A 1-D tile of N elements, or a 2-D tile's row-major flattening, is blocked-cyclic:
-// thread t owns chunks of V consecutive elements at t*V + c*threads*V, so consecutive threads
-// touch consecutive memory (coalesced) and each chunk is one vector access. V = 4 when every
-// thread gets a whole chunk, else smaller. In SIMT kernels a T-element 1-D tile is the identity
-// (thread i holds element i), which is how thread_id, lanes and shuffles are defined.
+// Lowering driver: the ops that need no memory traffic (element-wise ops, program ids, aranges,
+// loops, simdgroup roles, SIMT ops, tile_swizzle), in the thread count and layouts that layout
+// assignment chose (assign_layouts.cpp, which also defines the canonical layout_for).
 #include <algorithm>
 #include <set>
 
@@ -17,15 +12,6 @@ namespace metile {
 namespace lowering {
 
 namespace {
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-int64_t max_tile_numel(const Program& p) {
-  int64_t n = 1;
-  for (const Type& t : p.values)
-    if (t.is_tile()) n = std::max(n, t.shape.numel());
-  return n;
-}
 
 std::string lower_stem(std::string s) {
   for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
@@ -39,53 +25,29 @@ std::string lower_stem(std::string s) {
 
 }  // namespace
 
-Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOptions& o)
-    : p(program), target(t), options(o) {
-  f.name = p.name;
-  f.simd_width = target.simd_width;
+Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOptions& o,
+                   const LayoutAssignment& layouts)
+    : p(program), target(t), options(o), f(layouts.function), assigned(layouts.of) {
   simt = p.num_threads;
-  auto bad_threads = [&](metile_status st, auto&&... parts) {
-    fail(st, "lower", p.name, ": ", parts..., " on ", options.device);
-  };
-  int64_t threads = 0;
-  if (simt > 0) {
-    if (options.num_threads != 0 && options.num_threads != simt)
-      bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", options.num_threads,
-                  " differs from the kernel's SIMT thread count ", simt);
-    // Whole simdgroups keep simd operations defined; threads past T hold padding.
-    threads = round_up(simt, target.simd_width);
-  } else if (options.num_threads != 0) {
-    threads = options.num_threads;
-    if (threads % target.simd_width != 0)
-      bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", threads,
-                  " is not a multiple of the simd width ", target.simd_width);
-  } else if (int64_t warps = dot_warps(); warps > 0) {
-    threads = warps * target.simd_width;  // the warp grid of the dots' matrix atoms
-  } else {
-    threads = std::clamp<int64_t>(round_up(max_tile_numel(p) / 4, target.simd_width),
-                                  target.simd_width, 256);
-  }
-  if (threads > target.max_threads)
-    bad_threads(METILE_ERROR_UNSUPPORTED, threads, " threads per threadgroup exceed the limit of ",
-                target.max_threads);
-  f.threads = static_cast<int>(threads);
   map.assign(p.values.size(), kNoValue);
-  assign_layouts();
+  for (const auto& [dot, c] : layouts.dots) {
+    DotPlan& plan = dot_plans[dot];
+    plan.atom = c.atom;
+    plan.stage = c.stage;
+    plan.warps_m = c.warps_m;
+    plan.warps_n = c.warps_n;
+    plan.acc = c.acc;
+  }
+  std::vector<int> uses(p.values.size(), 0);
+  walk(p.body, [&](const Op& op) {
+    for (ValueId v : op.operands) ++uses[v];
+  });
+  plan_direct_copies(p.body, uses);
+  plan_pipelines();
 }
 
 LayoutId Lowering::layout_for(const Shape& s) {
-  int64_t n = s.numel(), threads = f.threads;
-  int64_t v = 1;
-  // SIMT kernels: T elements are the identity (V = 1, one chunk) whatever the rank.
-  if (!(simt > 0 && n == simt))
-    for (int64_t w : {4, 2})
-      if (n % w == 0 && n >= threads * w) {
-        v = w;
-        break;
-      }
-  int64_t chunks = (n + threads * v - 1) / (threads * v);
-  return f.add_layout(gpu::tile_layout(n, make_layout(threads, v),
-                                       make_layout(tup(v, chunks), tup(1, threads * v))));
+  return f.add_layout(canonical_layout(s.numel(), f.threads, simt));
 }
 
 LayoutId Lowering::layout_of(ValueId tile_value) {
@@ -468,12 +430,17 @@ gpu::Function Lowering::run() {
 
 }  // namespace lowering
 
-gpu::Function lower_to_gpu(const Program& program, const GpuTarget& target,
-                           const LowerOptions& options) {
-  lowering::Lowering l(program, target, options);
+gpu::Function lower_to_gpu(const Program& program, const LayoutAssignment& layouts,
+                           const GpuTarget& target, const LowerOptions& options) {
+  lowering::Lowering l(program, target, options, layouts);
   gpu::Function f = l.run();
   gpu::verify(f);
   return f;
+}
+
+gpu::Function lower_to_gpu(const Program& program, const GpuTarget& target,
+                           const LowerOptions& options) {
+  return lower_to_gpu(program, assign_layouts(program, target, options), target, options);
 }
 
 }  // namespace metile

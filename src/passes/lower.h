@@ -34,11 +34,17 @@ struct LowerOptions {
   int num_stages = 0;
 };
 
+struct LayoutAssignment;
+
 /**
- * Gives every tile a layout and turns each Tile IR op into per-thread GPU IR. Throws
+ * Turns each Tile IR op into per-thread GPU IR in the layouts `layouts` assigned
+ * (assign_layouts.h). Throws
  * METILE_ERROR_UNSUPPORTED naming the op and the device for what the target cannot run yet
  * (an op without a GPU lowering), METILE_ERROR_INVALID_ARGUMENT for an impossible thread count.
  */
+gpu::Function lower_to_gpu(const Program& program, const LayoutAssignment& layouts,
+                           const GpuTarget& target, const LowerOptions& options);
+/** assign_layouts, then lower_to_gpu in its layouts (tests and tools that need no layout text). */
 gpu::Function lower_to_gpu(const Program& program, const GpuTarget& target,
                            const LowerOptions& options);
 

@@ -1,22 +1,11 @@
-// dot on matrix units, and the layout assignment that keeps its accumulator in fragment layout.
+// dot on matrix units.
 //
-// Layout assignment runs before any op is lowered. A dot's result takes the accumulator
-// fragment layout of its plan; so does every element-wise op with an operand of the same shape
-// in that layout (the epilogue: bias, activation, cast), and every loop-carried tile whose
-// yielded value has it (the K-loop accumulator), so a K loop never leaves fragment layout and
-// tile_store writes straight from the fragments. A row or column reduction of such a tile
-// takes the layout the fragments leave it in, and a broadcast back over the tile the tile's
-// (assign_slice_layouts, lower_slice.cpp): an online softmax's statistics stay in registers.
-// Every other tile keeps layout_for(shape); where two layouts meet, materialize() converts
-// through threadgroup memory.
-//
-// The plan of one dot (M x K) @ (K x N) + acc: the target's atom for the operand dtype (bf16
-// without an atom of its own is widened to an exact f32 atom; a relaxed TF32 atom only under
-// allow_tf32), an f32 accumulator, K a multiple of the atom's k, and a warp grid warps_m x
-// warps_n (all the threadgroup's warps) that tiles M and N by whole atoms, as square as it can.
-// Without one the dot runs as exact FMAs (products and sums in f32, as interp computes) over
-// the same staged operands, in layout_for(acc shape): the exact-f32 path when TF32 is off, and
-// the path for 1-row or 1-column tiles.
+// Layout assignment (assign_layouts.cpp) chose each dot's atom, warp grid and accumulator
+// fragment layout, and carried that layout through the epilogue and the loop-carried
+// accumulator, so a K loop never leaves fragment layout and tile_store writes straight from the
+// fragments. A dot without an atom runs as exact FMAs (products and sums in f32, as interp
+// computes) over the same staged operands, in layout_for(acc shape): the exact-f32 path when
+// TF32 is off, and the path for 1-row or 1-column tiles.
 //
 // Operands are staged into their own threadgroup arrays with rows padded by 16 bytes, so the
 // row-strided fragment reads of one warp fall in distinct banks; a barrier before the `mma`
@@ -42,97 +31,6 @@
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {
-
-namespace {
-// Elements each staged row is padded by: 16 bytes, so one warp's row-strided reads spread over banks.
-int64_t staging_pad(DType t) { return std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(t))); }
-}  // namespace
-
-std::pair<const MatrixAtom*, DType> Lowering::dot_atom(DType ab, DType acc, int64_t m, int64_t n,
-                                                     int64_t k) const {
-  if (acc != DType::f32) return {nullptr, ab};
-  // The accumulator array plus the smallest staging (one atom's k) within 3/4 of the memory.
-  auto acc_fits = [&](const MatrixAtom& a) {
-    const int64_t elem = static_cast<int64_t>(dtype_size(a.ab)), pad = staging_pad(a.ab);
-    const int64_t need = m * n * 4 + (m * (a.k + pad) + a.k * (n + pad)) * elem;
-    return static_cast<uint64_t>(need) <= target.threadgroup_memory_bytes / 4 * 3;
-  };
-  auto find = [&](DType want) -> const MatrixAtom* {
-    for (const MatrixAtom& a : target.matrix_atoms)
-      if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || options.allow_tf32) &&
-          (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
-        return &a;
-    return nullptr;
-  };
-  if (const MatrixAtom* a = find(ab)) return {a, ab};
-  if (ab == DType::bf16)
-    if (const MatrixAtom* a = find(DType::f32)) return {a, DType::f32};
-  return {nullptr, ab};
-}
-
-namespace {
-
-// warps_m x warps_n = warps tiling m x n by whole atoms, the warp tiles as square as possible.
-bool warp_grid(int64_t m, int64_t n, const MatrixAtom& a, int64_t warps, int* wm, int* wn) {
-  double best = -1;
-  for (int64_t x = 1; x <= warps; ++x) {
-    if (warps % x != 0) continue;
-    int64_t y = warps / x;
-    if (m % (x * a.m) != 0 || n % (y * a.n) != 0) continue;
-    double skew = std::fabs(std::log2(static_cast<double>(m / x) / static_cast<double>(n / y)));
-    if (best < 0 || skew < best) {
-      best = skew;
-      *wm = static_cast<int>(x);
-      *wn = static_cast<int>(y);
-    }
-  }
-  return best >= 0;
-}
-
-}  // namespace
-
-int64_t Lowering::dot_warps() {
-  int64_t warps = 0;
-  walk(p.body, [&](const Op& o) {
-    if (o.kind != OpKind::DOT) return;
-    const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
-    int64_t m = c.shape.dims[0], n = c.shape.dims[1];
-    const MatrixAtom* atom = dot_atom(a.dtype, c.dtype, m, n, a.shape.dims[1]).first;
-    if (atom == nullptr || m % atom->m != 0 || n % atom->n != 0) return;
-    int64_t w = 1;  // up to 4 warps, a power of two, each with at least one atom
-    while (w < 4 && 2 * w <= (m / atom->m) * (n / atom->n)) w *= 2;
-    warps = std::max(warps, w);
-  });
-  return warps;
-}
-
-LayoutId Lowering::fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m,
-                                   int warps_n) {
-  // The atom maps (lane, value) to row + a.m * col; in the tile that is row * n + col.
-  auto to_tile = [&](int64_t s) { return (s % a.m) * n + s / a.m; };
-  std::vector<IntTuple> ts, td, rs, rd;
-  auto add = [&](const metile::Layout& mode, std::vector<IntTuple>& sh, std::vector<IntTuple>& st) {
-    metile::Layout flat = flatten(mode);
-    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      sh.emplace_back(sizes[i]);
-      st.emplace_back(to_tile(strides[i]));
-    }
-  };
-  add(a.c.mode(0), ts, td);
-  int64_t wtm = m / warps_m, wtn = n / warps_n;
-  ts.emplace_back(int64_t{warps_m});
-  td.emplace_back(wtm * n);
-  ts.emplace_back(int64_t{warps_n});
-  td.emplace_back(wtn);
-  add(a.c.mode(1), rs, rd);
-  rs.emplace_back(wtm / a.m);
-  rd.emplace_back(a.m * n);
-  rs.emplace_back(wtn / a.n);
-  rd.emplace_back(int64_t{a.n});
-  return f.add_layout(gpu::tile_layout(m * n, make_layout(IntTuple(ts), IntTuple(td)),
-                                       make_layout(IntTuple(rs), IntTuple(rd))));
-}
 
 int64_t Lowering::dot_chunk(const DotPlan& plan, int64_t m, int64_t n, int64_t k) const {
   const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage)), pad = staging_pad(plan.stage);
@@ -175,64 +73,6 @@ void Lowering::plan_direct_copies(const Block& blk, const std::vector<int>& uses
       plan.direct[i] = &blk.ops[at->second];
       direct_loads.insert(plan.direct[i]);
     }
-  }
-}
-
-void Lowering::assign_layouts() {
-  assigned.assign(p.values.size(), gpu::kUniform);
-  int64_t warps = f.threads / f.simd_width;
-  // Rows reduced later (attention's scores) stay within one warp: shuffles, no partials; every
-  // dot of that height splits its rows the same way, so the row statistics meet in registers.
-  std::set<int64_t> whole_rows;
-  walk(p.body, [&](const Op& o) {
-    if (o.kind == OpKind::DOT && rows_reduced(o.result())) whole_rows.insert(p.type(o.result()).shape.dims[0]);
-  });
-  walk(p.body, [&](const Op& o) {
-    if (o.kind != OpKind::DOT) return;
-    const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
-    DotPlan plan;
-    auto [atom, stage] = dot_atom(a.dtype, c.dtype, c.shape.dims[0], c.shape.dims[1], a.shape.dims[1]);
-    plan.stage = stage;
-    if (atom != nullptr &&
-        warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
-      plan.atom = atom;
-      if (plan.warps_n > 1 && c.shape.dims[0] % (warps * atom->m) == 0 &&
-          whole_rows.count(c.shape.dims[0])) {
-        plan.warps_m = static_cast<int>(warps);
-        plan.warps_n = 1;
-      }
-      plan.acc = fragment_layout(*atom, c.shape.dims[0], c.shape.dims[1], plan.warps_m, plan.warps_n);
-      assigned[o.result()] = plan.acc;
-    }
-    dot_plans[&o] = plan;
-  });
-  std::vector<int> uses(p.values.size(), 0);
-  walk(p.body, [&](const Op& o) {
-    for (ValueId v : o.operands) ++uses[v];
-  });
-  plan_direct_copies(p.body, uses);
-  plan_pipelines();
-  // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
-  for (bool changed = true; changed;) {
-    changed = false;
-    walk(p.body, [&](const Op& o) {
-      changed = assign_slice_layouts(o) || changed;
-      if (follows_operands(o.kind) && !o.results.empty()) {
-        const Type& rt = p.type(o.result());
-        for (ValueId x : o.operands)
-          if (assigned[x] != gpu::kUniform && p.type(x).shape == rt.shape)
-            changed = give_layout(o.result(), assigned[x]) || changed;
-      }
-      if (o.kind == OpKind::FOR) {
-        const Block& body = o.body();
-        const Op& y = body.ops.back();
-        for (size_t i = 0; i < o.results.size() && i < y.operands.size(); ++i)
-          if (assigned[y.operands[i]] != gpu::kUniform) {
-            changed = give_layout(body.args[1 + i], assigned[y.operands[i]]) || changed;
-            changed = give_layout(o.results[i], assigned[y.operands[i]]) || changed;
-          }
-      }
-    });
   }
 }
 

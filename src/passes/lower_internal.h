@@ -6,10 +6,10 @@
  * (cumsum, cumprod, trans) and lower_print.cpp (device_print).
  *
  * A Tile IR tile value maps to a uniform GPU value (all elements equal, e.g. a broadcast
- * scalar), or to a value in some tile layout: its assigned one (lower_dot.cpp: the accumulator
- * fragment layout of a dot, its epilogue and its loop-carried accumulator; lower_slice.cpp: the
- * layout a row or column reduction of such a tile leaves, replicated over the lanes that
- * combined it, and index math computed where it is used), layout_for(its shape), or, for a
+ * scalar), or to a value in some tile layout: the one layout assignment gave it
+ * (assign_layouts.cpp: the accumulator fragment layout of a dot, its epilogue and its
+ * loop-carried accumulator, the layout a row or column reduction of such a tile leaves, index
+ * math computed where it is used), layout_for(its shape), or, for a
  * reshape or a reduction, the layout its operand had. An op that needs a particular layout
  * converts its operands (materialize; canonical() for layout_for), so only conversions,
  * broadcasts and axis reductions move elements between threads.
@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/assign_layouts.h"
 #include "passes/lower.h"
 #include "support/error.h"
 
@@ -55,7 +56,8 @@ std::optional<std::vector<int64_t>> gather_map(const gpu::Layout& from, const gp
 
 class Lowering {
  public:
-  Lowering(const Program& p, const GpuTarget& target, const LowerOptions& options);
+  Lowering(const Program& p, const GpuTarget& target, const LowerOptions& options,
+           const LayoutAssignment& layouts);
   gpu::Function run();
 
   // --- lower.cpp ---
@@ -180,28 +182,12 @@ class Lowering {
   void async_wait(int64_t pending);
   std::set<const Op*> direct_loads;  // tile_loads a dot copies itself (lowered there, not here)
   std::map<const Op*, DotPlan> dot_plans;
-  std::vector<LayoutId> assigned;  // Tile IR value -> layout (kUniform: layout_for(shape))
-  /** Warps a threadgroup gets for the program's dots (0: no dot fits an atom). */
-  int64_t dot_warps();
+  std::vector<LayoutId> assigned;  // Tile IR value -> layout (assign_layouts; kUniform: layout_for(shape))
   /** The atom for a dot of these types (nullptr: none), and the dtype its operands stage as. */
   std::pair<const MatrixAtom*, DType> dot_atom(DType ab, DType acc, int64_t m, int64_t n,
-                                               int64_t k) const;
-  /** Plans every dot and propagates fragment layouts (runs once the thread count is known). */
-  void assign_layouts();
-  /** One step of assign_layouts for reductions and broadcasts (lower_slice.cpp): whether it
-   * assigned a layout. */
-  bool assign_slice_layouts(const Op& o);
-  /** Assigns layout l to tile value v unless it has one (or is a pointer): whether it did. */
-  bool give_layout(ValueId v, LayoutId l);
-  /** Element-wise ops and selects (not pointer offsets): their result and operands of the same
-   * shape can share one layout, so assignment passes layouts through them. */
-  static bool follows_operands(OpKind k) {
-    return (is_elementwise(k) || k == OpKind::SELECT) && k != OpKind::PTR_OFFSET;
+                                               int64_t k) const {
+    return metile::dot_atom(target, options.allow_tf32, ab, acc, m, n, k);
   }
-  std::vector<const Op*> producer;  // Tile IR value -> the op that defines it (filled on use)
-  /** Whether tile value v, through element-wise ops, reaches a reduction along its rows. */
-  bool rows_reduced(ValueId v);
-  LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
   /**
    * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:
    * the indices [lo, lo + len) of axis `axis`, shifted to start at 0.

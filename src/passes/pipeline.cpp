@@ -1,6 +1,7 @@
 // The GPU pipeline, in order. Each pass leaves verified GPU IR behind (run_gpu_pass checks).
 #include "passes/pipeline.h"
 
+#include "passes/assign_layouts.h"
 #include "passes/lower.h"
 #include "passes/pass.h"
 #include "support/error.h"
@@ -10,7 +11,10 @@ namespace metile {
 GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
                                    const CompileOptions& options, const std::string& device) {
   GpuPipelineResult out;
-  out.function = lower_to_gpu(program, target, {options.num_threads, device, options.allow_tf32 != 0});
+  const LowerOptions lower_options{options.num_threads, device, options.allow_tf32 != 0};
+  LayoutAssignment layouts = assign_layouts(program, target, lower_options);
+  out.layouts = print_layouts(program, layouts);
+  out.function = lower_to_gpu(program, layouts, target, lower_options);
   gpu::Function& f = out.function;
   for (ValueId v = 1; v < f.values.size(); ++v)
     if (f.regs(v) > target.max_elements_per_thread)

@@ -13,12 +13,13 @@ namespace metile {
 
 struct GpuPipelineResult {
   gpu::Function function;
+  std::string layouts;     // layout assignment's choices (the "layouts" stage)
   std::string gpu_ir;      // after lowering (the "gpu_ir" stage)
   std::string gpu_ir_opt;  // after the passes ("gpu_ir_opt")
 };
 
 /**
- * Lowers `program` for `target` and runs the pass pipeline (none at opt_level 0). Checks the
+ * Assigns layouts, lowers `program` for `target` and runs the pass pipeline (none at opt_level 0). Checks the
  * threadgroup memory the function needs against the target's limit (METILE_ERROR_UNSUPPORTED
  * naming the kernel, the bytes and the limit). `device` names the device in messages.
  */

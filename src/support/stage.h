@@ -13,19 +13,20 @@
 
 namespace metile {
 
-/** Every text an artifact can carry. The first seven are the pipeline's stages, in order. */
+/** Every text an artifact can carry. The first eight are the pipeline's stages, in order. */
 enum class Stage : uint8_t {
-  tile_ir, tile_ir_opt, gpu_ir, gpu_ir_opt, msl, cuda, cpp, msl_signature,
+  tile_ir, tile_ir_opt, layouts, gpu_ir, gpu_ir_opt, msl, cuda, cpp, msl_signature,
   msl_language,  // the MSL version the kernel needs (MslKernel::language), when not the default
 };
 
 /** The pipeline's stages (METILE_DEBUG generates any of these for any kernel), in order. */
-inline constexpr std::array<Stage, 7> kStages = {Stage::tile_ir, Stage::tile_ir_opt, Stage::gpu_ir,
+inline constexpr std::array<Stage, 8> kStages = {Stage::tile_ir, Stage::tile_ir_opt, Stage::layouts, Stage::gpu_ir,
                                                  Stage::gpu_ir_opt, Stage::msl, Stage::cuda,
                                                  Stage::cpp};
 
 inline constexpr Named<Stage> kStageNames[] = {
-    {Stage::tile_ir, "tile_ir"}, {Stage::tile_ir_opt, "tile_ir_opt"}, {Stage::gpu_ir, "gpu_ir"},
+    {Stage::tile_ir, "tile_ir"}, {Stage::tile_ir_opt, "tile_ir_opt"}, {Stage::layouts, "layouts"},
+    {Stage::gpu_ir, "gpu_ir"},
     {Stage::gpu_ir_opt, "gpu_ir_opt"}, {Stage::msl, "msl"}, {Stage::cuda, "cuda"},
     {Stage::cpp, "cpp"}, {Stage::msl_signature, "msl_signature"}, {Stage::msl_language, "msl_language"},
 };

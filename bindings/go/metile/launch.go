@@ -73,7 +73,7 @@ func (k *Kernel) Clone() (*Kernel, error) {
 	return c, nil
 }
 
-// Source returns a compile stage's text: "tile_ir", "gpu_ir", "gpu_ir_opt", "msl", "cuda",
+// Source returns a compile stage's text: "tile_ir", "layouts", "gpu_ir", "gpu_ir_opt", "msl", "cuda",
 // "cpp" (what the device has; the error lists them for any other name).
 func (k *Kernel) Source(stage string) (string, error) {
 	cs := C.CString(stage)

@@ -95,7 +95,8 @@ class CompiledKernel:
         self.where = where
 
     def source(self, stage: str = "tile_ir") -> str:
-        """A stage's text: "tile_ir", "gpu_ir", "gpu_ir_opt", "msl", "cuda", "cpp"."""
+        """A stage's text: "tile_ir", "tile_ir_opt", "layouts", "gpu_ir", "gpu_ir_opt", "msl",
+        "cuda", "cpp"."""
         out = ctypes.c_char_p()
         check(_ffi.metile_kernel_source(self._handle, stage.encode(), ctypes.byref(out)))
         return _ffi.take_string(out)

@@ -194,7 +194,7 @@ def test_metile_debug_shows_stages_of_other_devices(tmp_path):
     assert "__global__" in r.stderr and 'extern "C"' in r.stderr
     assert "kernel @twice" not in r.stderr  # tile_ir was not named
     assert "unknown stage 'no_such_stage'" in r.stderr
-    assert "tile_ir, tile_ir_opt, gpu_ir, gpu_ir_opt, msl, cuda, cpp" in r.stderr
+    assert "tile_ir, tile_ir_opt, layouts, gpu_ir, gpu_ir_opt, msl, cuda, cpp" in r.stderr
 
 
 def test_launching_from_several_threads(device):

@@ -294,6 +294,7 @@ Artifact cuda_build_program(const Program& program, const CompileOptions& option
   CudaKernelSource src = emit_cuda(gpu.function);
   Artifact a = cuda_build_from_source(
       {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);
+  a.sources[Stage::layouts] = std::move(gpu.layouts);
   a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
   a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
   return a;

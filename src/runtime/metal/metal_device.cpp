@@ -224,6 +224,7 @@ class MetalDevice final : public Device {
     a.entry = k.signature.kernel;
     a.sources[Stage::msl] = std::move(k.source);
     a.sources[Stage::msl_signature] = metal_sim::print_signature(k.signature);
+    a.sources[Stage::layouts] = std::move(gpu.layouts);
     a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
     a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
     a.threads_per_group = k.threads_per_group;

@@ -123,6 +123,7 @@ class MetalSimDevice final : public Device {
     GpuPipelineResult gpu = run_gpu_pipeline(program, target_, options, "metal-sim");
     MslKernel msl = emit_msl(gpu.function);
     Artifact a = metal_sim::make_msl_artifact(std::move(msl.source), msl.signature, msl.threads_per_group);
+    a.sources[Stage::layouts] = std::move(gpu.layouts);
     a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
     a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
     return a;

@@ -1,0 +1,366 @@
+// assign_layouts: the threadgroup size, each dot's atom and warp grid, and each tile value's
+// layout. Needs: verified Tile IR. Guarantees: every layout a value is given tiles its shape's
+// elements over the function's threads; lowering moves elements between threads only where two
+// of these layouts meet, at a reduction or a broadcast.
+//
+// Canonical layout. A 1-D tile of N elements, or a 2-D tile's row-major flattening, is
+// blocked-cyclic: thread t owns chunks of V consecutive elements at t*V + c*threads*V, so
+// consecutive threads touch consecutive memory (coalesced) and each chunk is one vector access.
+// V = 4 when every thread gets a whole chunk, else smaller. In SIMT kernels a T-element tile is
+// the identity (thread i holds element i), which is how thread_id, lanes and shuffles are defined.
+//
+// Dots. The plan of (M x K) @ (K x N) + acc: the target's atom for the operand dtype (bf16
+// without an atom of its own is widened to an exact f32 atom; a relaxed TF32 atom only under
+// allow_tf32), an f32 accumulator, K a multiple of the atom's k, and a warp grid warps_m x
+// warps_n (all the threadgroup's warps) that tiles M and N by whole atoms, as square as it can.
+// The result takes the atom's accumulator layout tiled over that grid. Without an atom the dot
+// runs as exact FMAs in the canonical layout (lower_dot.cpp).
+//
+// Propagation, to a fixed point: element-wise ops with an operand of the same shape in an
+// assigned layout (the epilogue: bias, activation, cast), loop-carried tiles whose yielded value
+// has one (the K-loop accumulator), a row or column reduction of an assigned tile (the layout
+// the fragments leave it in, replicated over the lanes that combined it: an online softmax's
+// statistics stay in registers), and the index math and broadcast sources feeding such ops
+// (masks and offsets are made where they are used).
+#include "passes/assign_layouts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "passes/lower_internal.h"
+
+namespace metile {
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+int64_t max_tile_numel(const Program& p) {
+  int64_t n = 1;
+  for (const Type& t : p.values)
+    if (t.is_tile()) n = std::max(n, t.shape.numel());
+  return n;
+}
+
+// warps_m x warps_n = warps tiling m x n by whole atoms, the warp tiles as square as possible.
+bool warp_grid(int64_t m, int64_t n, const MatrixAtom& a, int64_t warps, int* wm, int* wn) {
+  double best = -1;
+  for (int64_t x = 1; x <= warps; ++x) {
+    if (warps % x != 0) continue;
+    int64_t y = warps / x;
+    if (m % (x * a.m) != 0 || n % (y * a.n) != 0) continue;
+    double skew = std::fabs(std::log2(static_cast<double>(m / x) / static_cast<double>(n / y)));
+    if (best < 0 || skew < best) {
+      best = skew;
+      *wm = static_cast<int>(x);
+      *wn = static_cast<int>(y);
+    }
+  }
+  return best >= 0;
+}
+
+// Element-wise ops and selects (not pointer offsets): their result and operands of the same
+// shape can share one layout, so assignment passes layouts through them.
+bool follows_operands(OpKind k) {
+  return (is_elementwise(k) || k == OpKind::SELECT) && k != OpKind::PTR_OFFSET;
+}
+
+struct Assigner {
+  Assigner(const Program& program, const GpuTarget& t, const LowerOptions& o)
+      : p(program), target(t), options(o) {}
+  const Program& p;
+  const GpuTarget& target;
+  const LowerOptions& options;
+  LayoutAssignment out;
+  gpu::Function& f = out.function;
+  std::vector<gpu::LayoutId>& assigned = out.of;
+  std::vector<const Op*> producer;  // Tile IR value -> the op that defines it
+
+  int64_t threads();
+  int64_t dot_warps() const;
+  gpu::LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
+  bool give_layout(ValueId v, gpu::LayoutId l);
+  bool rows_reduced(ValueId v) const;
+  bool slice_layouts(const Op& o);
+  void run();
+};
+
+int64_t Assigner::threads() {
+  const int64_t simt = p.num_threads;
+  auto bad_threads = [&](metile_status st, auto&&... parts) {
+    fail(st, "lower", p.name, ": ", parts..., " on ", options.device);
+  };
+  int64_t n = 0;
+  if (simt > 0) {
+    if (options.num_threads != 0 && options.num_threads != simt)
+      bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", options.num_threads,
+                  " differs from the kernel's SIMT thread count ", simt);
+    // Whole simdgroups keep simd operations defined; threads past T hold padding.
+    n = round_up(simt, target.simd_width);
+  } else if (options.num_threads != 0) {
+    n = options.num_threads;
+    if (n % target.simd_width != 0)
+      bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", n,
+                  " is not a multiple of the simd width ", target.simd_width);
+  } else if (int64_t warps = dot_warps(); warps > 0) {
+    n = warps * target.simd_width;  // the warp grid of the dots' matrix atoms
+  } else {
+    n = std::clamp<int64_t>(round_up(max_tile_numel(p) / 4, target.simd_width), target.simd_width, 256);
+  }
+  if (n > target.max_threads)
+    bad_threads(METILE_ERROR_UNSUPPORTED, n, " threads per threadgroup exceed the limit of ",
+                target.max_threads);
+  return n;
+}
+
+int64_t Assigner::dot_warps() const {
+  int64_t warps = 0;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind != OpKind::DOT) return;
+    const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
+    int64_t m = c.shape.dims[0], n = c.shape.dims[1];
+    const MatrixAtom* atom = dot_atom(target, options.allow_tf32, a.dtype, c.dtype, m, n, a.shape.dims[1]).first;
+    if (atom == nullptr || m % atom->m != 0 || n % atom->n != 0) return;
+    int64_t w = 1;  // up to 4 warps, a power of two, each with at least one atom
+    while (w < 4 && 2 * w <= (m / atom->m) * (n / atom->n)) w *= 2;
+    warps = std::max(warps, w);
+  });
+  return warps;
+}
+
+gpu::LayoutId Assigner::fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m,
+                                        int warps_n) {
+  // The atom maps (lane, value) to row + a.m * col; in the tile that is row * n + col.
+  auto to_tile = [&](int64_t s) { return (s % a.m) * n + s / a.m; };
+  std::vector<IntTuple> ts, td, rs, rd;
+  auto add = [&](const metile::Layout& mode, std::vector<IntTuple>& sh, std::vector<IntTuple>& st) {
+    metile::Layout flat = flatten(mode);
+    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      sh.emplace_back(sizes[i]);
+      st.emplace_back(to_tile(strides[i]));
+    }
+  };
+  add(a.c.mode(0), ts, td);
+  int64_t wtm = m / warps_m, wtn = n / warps_n;
+  ts.emplace_back(int64_t{warps_m});
+  td.emplace_back(wtm * n);
+  ts.emplace_back(int64_t{warps_n});
+  td.emplace_back(wtn);
+  add(a.c.mode(1), rs, rd);
+  rs.emplace_back(wtm / a.m);
+  rd.emplace_back(a.m * n);
+  rs.emplace_back(wtn / a.n);
+  rd.emplace_back(int64_t{a.n});
+  return f.add_layout(gpu::tile_layout(m * n, make_layout(IntTuple(ts), IntTuple(td)),
+                                       make_layout(IntTuple(rs), IntTuple(rd))));
+}
+
+bool Assigner::give_layout(ValueId v, gpu::LayoutId l) {
+  if (assigned[v] != gpu::kUniform || !p.type(v).is_tile() || p.type(v).is_ptr) return false;
+  assigned[v] = l;
+  return true;
+}
+
+// Whether tile value v, through element-wise ops, reaches a reduction along its rows.
+bool Assigner::rows_reduced(ValueId v) const {
+  std::vector<std::vector<const Op*>> users(p.values.size());
+  walk(p.body, [&](const Op& o) {
+    for (ValueId x : o.operands) users[x].push_back(&o);
+  });
+  std::vector<ValueId> todo{v};
+  std::vector<bool> seen(p.values.size(), false);
+  while (!todo.empty()) {
+    ValueId x = todo.back();
+    todo.pop_back();
+    if (seen[x]) continue;
+    seen[x] = true;
+    for (const Op* u : users[x]) {
+      if (has_trait(u->kind, kReduce) && u->attr_int("axis") == 1) return true;
+      if (follows_operands(u->kind) && p.type(u->result()).shape == p.type(v).shape)
+        todo.push_back(u->result());
+    }
+  }
+  return false;
+}
+
+// One propagation step for reductions, broadcasts and index math: whether it assigned a layout.
+bool Assigner::slice_layouts(const Op& o) {
+  bool changed = false;
+  // A row or column reduction of an assigned tile: its outputs where the tile's threads hold them.
+  if (has_trait(o.kind, kReduce) && o.attr_int("axis") != -1 && assigned[o.operands[0]] != gpu::kUniform) {
+    const Shape& s = p.type(o.operands[0]).shape;
+    std::optional<lowering::InPlaceReduce> plan = lowering::plan_in_place_reduce(
+        f.layout(assigned[o.operands[0]]), f.threads, f.simd_width, s,
+        static_cast<int>(o.attr_int("axis")), p.type(o.result()).shape.numel());
+    if (plan && plan->sg_bits.empty()) changed = give_layout(o.result(), f.add_layout(plan->part)) || changed;
+  }
+  // Index math (aranges, element-wise ops, broadcasts) feeding an element-wise op of an assigned
+  // layout is computed in that layout: masks and offsets are made where they are used.
+  auto computed = [&](ValueId x) {
+    const Op* d = producer[x];
+    return d != nullptr && (d->kind == OpKind::BROADCAST || d->kind == OpKind::ARANGE ||
+                            follows_operands(d->kind));
+  };
+  if (follows_operands(o.kind) && !o.results.empty() && assigned[o.result()] != gpu::kUniform) {
+    for (ValueId x : o.operands)
+      if (computed(x) && p.type(x).shape == p.type(o.result()).shape)
+        changed = give_layout(x, assigned[o.result()]) || changed;
+  }
+  // A broadcast made in a tile layout: its source (through reshapes) is computed where the
+  // tile's threads need it, the layout a reduction over the broadcast axis would leave.
+  if (o.kind == OpKind::BROADCAST && assigned[o.result()] != gpu::kUniform) {
+    const Shape &to = p.type(o.result()).shape, &from = p.type(o.operands[0]).shape;
+    ValueId src = o.operands[0];
+    while (producer[src] != nullptr && producer[src]->kind == OpKind::RESHAPE) src = producer[src]->operands[0];
+    if (to.rank == 2 && from.numel() != to.numel() && computed(src) &&
+        (from.rank == 1 || from.dims[0] == 1 || from.dims[1] == 1)) {
+      const int axis = from.rank == 2 && from.dims[1] == 1 ? 1 : 0;  // the axis the source lacks
+      std::optional<lowering::InPlaceReduce> plan = lowering::plan_in_place_reduce(
+          f.layout(assigned[o.result()]), f.threads, f.simd_width, to, axis, from.numel());
+      if (plan && p.type(src).shape.numel() == from.numel())
+        changed = give_layout(src, f.add_layout(plan->part)) || changed;
+    }
+  }
+  return changed;
+}
+
+void Assigner::run() {
+  f.name = p.name;
+  f.simd_width = target.simd_width;
+  f.threads = static_cast<int>(threads());
+  assigned.assign(p.values.size(), gpu::kUniform);
+  producer.assign(p.values.size(), nullptr);
+  walk(p.body, [&](const Op& d) {
+    for (ValueId r : d.results) producer[r] = &d;
+  });
+  int64_t warps = f.threads / f.simd_width;
+  // Rows reduced later (attention's scores) stay within one warp: shuffles, no partials; every
+  // dot of that height splits its rows the same way, so the row statistics meet in registers.
+  std::set<int64_t> whole_rows;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind == OpKind::DOT && rows_reduced(o.result())) whole_rows.insert(p.type(o.result()).shape.dims[0]);
+  });
+  walk(p.body, [&](const Op& o) {
+    if (o.kind != OpKind::DOT) return;
+    const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
+    DotChoice plan;
+    auto [atom, stage] = dot_atom(target, options.allow_tf32, a.dtype, c.dtype, c.shape.dims[0],
+                                  c.shape.dims[1], a.shape.dims[1]);
+    plan.stage = stage;
+    if (atom != nullptr &&
+        warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
+      plan.atom = atom;
+      if (plan.warps_n > 1 && c.shape.dims[0] % (warps * atom->m) == 0 &&
+          whole_rows.count(c.shape.dims[0])) {
+        plan.warps_m = static_cast<int>(warps);
+        plan.warps_n = 1;
+      }
+      plan.acc = fragment_layout(*atom, c.shape.dims[0], c.shape.dims[1], plan.warps_m, plan.warps_n);
+      assigned[o.result()] = plan.acc;
+    }
+    out.dots[&o] = plan;
+  });
+  // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
+  for (bool changed = true; changed;) {
+    changed = false;
+    walk(p.body, [&](const Op& o) {
+      changed = slice_layouts(o) || changed;
+      if (follows_operands(o.kind) && !o.results.empty()) {
+        const Type& rt = p.type(o.result());
+        for (ValueId x : o.operands)
+          if (assigned[x] != gpu::kUniform && p.type(x).shape == rt.shape)
+            changed = give_layout(o.result(), assigned[x]) || changed;
+      }
+      if (o.kind == OpKind::FOR) {
+        const Block& body = o.body();
+        const Op& y = body.ops.back();
+        for (size_t i = 0; i < o.results.size() && i < y.operands.size(); ++i)
+          if (assigned[y.operands[i]] != gpu::kUniform) {
+            changed = give_layout(body.args[1 + i], assigned[y.operands[i]]) || changed;
+            changed = give_layout(o.results[i], assigned[y.operands[i]]) || changed;
+          }
+      }
+    });
+  }
+}
+
+}  // namespace
+
+std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow_tf32, DType ab,
+                                             DType acc, int64_t m, int64_t n, int64_t k) {
+  if (acc != DType::f32) return {nullptr, ab};
+  // The accumulator array plus the smallest staging (one atom's k) within 3/4 of the memory.
+  auto acc_fits = [&](const MatrixAtom& a) {
+    const int64_t elem = static_cast<int64_t>(dtype_size(a.ab)), pad = staging_pad(a.ab);
+    const int64_t need = m * n * 4 + (m * (a.k + pad) + a.k * (n + pad)) * elem;
+    return static_cast<uint64_t>(need) <= target.threadgroup_memory_bytes / 4 * 3;
+  };
+  auto find = [&](DType want) -> const MatrixAtom* {
+    for (const MatrixAtom& a : target.matrix_atoms)
+      if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || allow_tf32) &&
+          (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
+        return &a;
+    return nullptr;
+  };
+  if (const MatrixAtom* a = find(ab)) return {a, ab};
+  if (ab == DType::bf16)
+    if (const MatrixAtom* a = find(DType::f32)) return {a, DType::f32};
+  return {nullptr, ab};
+}
+
+int64_t staging_pad(DType t) { return std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(t))); }
+
+gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt) {
+  int64_t v = 1;
+  if (!(simt > 0 && n == simt))  // SIMT kernels: T elements are the identity whatever the rank
+    for (int64_t w : {4, 2})
+      if (n % w == 0 && n >= threads * w) {
+        v = w;
+        break;
+      }
+  int64_t chunks = (n + threads * v - 1) / (threads * v);
+  return gpu::tile_layout(n, make_layout(threads, v), make_layout(tup(v, chunks), tup(1, threads * v)));
+}
+
+LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,
+                                const LowerOptions& options) {
+  Assigner a(program, target, options);
+  a.run();
+  return std::move(a.out);
+}
+
+std::string print_layouts(const Program& program, const LayoutAssignment& layouts) {
+  const gpu::Function& f = layouts.function;
+  auto layout_text = [&](ValueId v) -> std::string {
+    const Type& t = program.type(v);
+    if (!t.is_tile()) return "uniform";
+    gpu::LayoutId l = layouts.of.at(v);
+    return l != gpu::kUniform ? cat("#", l, " ", f.layout(l).str())
+                              : canonical_layout(t.shape.numel(), f.threads, program.num_threads).str();
+  };
+  OpNote note = [&](const Op& op) {
+    std::vector<ValueId> vs = op.results;
+    if (op.kind == OpKind::FOR) vs.assign(op.body().args.begin() + 1, op.body().args.end());
+    std::string s;
+    for (ValueId v : vs)
+      if (program.type(v).is_tile()) s += (s.empty() ? "" : "; ") + layout_text(v);
+    if (auto d = layouts.dots.find(&op); d != layouts.dots.end()) {
+      const DotChoice& c = d->second;
+      s += c.atom == nullptr ? cat(" (fma, ", dtype_name(c.stage), ")")
+                             : cat(" (", c.atom->name, " ", c.atom->m, "x", c.atom->n, "x", c.atom->k,
+                                   " ", dtype_name(c.stage), ", warps ", c.warps_m, "x", c.warps_n, ")");
+    }
+    return s;
+  };
+  return cat("// threads ", f.threads, ", simd width ", f.simd_width, "\n", print(program, false, note));
+}
+
+std::string assign_layouts_on_text(std::string_view tile_ir, const GpuTarget& target,
+                                   const LowerOptions& options) {
+  Program p = parse(tile_ir);
+  return print_layouts(p, assign_layouts(p, target, options));
+}
+
+}  // namespace metile

@@ -1,0 +1,75 @@
+/** \file assign_layouts.h
+ * Layout assignment: the pass that decides, before any op is lowered, how many threads a
+ * threadgroup has, which matrix atom and warp grid each dot uses, and which (thread, register)
+ * layout each Tile IR tile value lives in. Lowering (lower.cpp) consumes its result; the
+ * METILE_DEBUG stage "layouts" prints it as Tile IR with a layout comment on each op.
+ */
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "passes/lower.h"
+
+namespace metile {
+
+/** What layout assignment chose for one dot. */
+struct DotChoice {
+  const MatrixAtom* atom = nullptr;  // nullptr: exact FMAs in layout_for(acc shape)
+  DType stage = DType::invalid;      // operand element type in threadgroup memory
+  int warps_m = 0, warps_n = 0;
+  gpu::LayoutId acc = gpu::kUniform;  // the accumulator's fragment layout (atoms only)
+};
+
+struct LayoutAssignment {
+  /** The GPU function lowering fills: name, threads, simd width and the layout table the ids
+   * below index (lowering adds its own layouts after these). */
+  gpu::Function function;
+  /** Tile IR value -> layout; kUniform: the canonical layout of its shape (canonical_layout). */
+  std::vector<gpu::LayoutId> of;
+  std::map<const Op*, DotChoice> dots;  // by the program's dot ops
+};
+
+/**
+ * Assigns layouts for `program` on `target`. Anchors: a dot's accumulator takes its atom's
+ * fragment layout tiled over the warp grid; element-wise ops with an operand of the same shape
+ * in that layout (the epilogue) and loop-carried tiles whose yielded value has it (the K-loop
+ * accumulator) follow, so a K loop never leaves fragment layout; a row or column reduction of
+ * such a tile takes the layout the fragments leave it in, and the index math and broadcasts
+ * feeding such ops are computed in their layout. Every other tile keeps its canonical layout.
+ * Needs: verified Tile IR. Throws METILE_ERROR_INVALID_ARGUMENT for an impossible num_threads,
+ * METILE_ERROR_UNSUPPORTED for a thread count over the target's limit.
+ */
+LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,
+                                const LowerOptions& options);
+
+/**
+ * The canonical layout of an n-element tile over `threads` threads (see assign_layouts.cpp);
+ * simt: the SIMT thread count T (0 without SIMT ops), whose T-element tiles are the identity.
+ */
+gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt);
+
+/**
+ * The matrix atom of `target` for a dot of these types and sizes (nullptr: none) and the dtype
+ * its operands stage as (bf16 without an atom of its own widens to an exact f32 atom).
+ */
+std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow_tf32, DType ab,
+                                             DType acc, int64_t m, int64_t n, int64_t k);
+
+/**
+ * Elements each row of a dot operand staged in threadgroup memory is padded by: 16 bytes, so
+ * one warp's row-strided fragment reads spread over banks (the atom choice counts it too).
+ */
+int64_t staging_pad(DType t);
+
+/** The "layouts" stage text: `program` with a `// layout` comment on each op with tile results. */
+std::string print_layouts(const Program& program, const LayoutAssignment& layouts);
+
+/** Text in, text out (tests): parses Tile IR, assigns layouts and prints them (print_layouts). */
+std::string assign_layouts_on_text(std::string_view tile_ir, const GpuTarget& target,
+                                   const LowerOptions& options = {});
+
+}  // namespace metile

@@ -595,6 +595,9 @@ void Emitter::standalone(const gpu::Op& op) {
       if (!st.empty()) w_.line(st + ";");
       return;
     }
+    case GpuOpKind::CONVERT_LAYOUT:
+      METILE_ASSERT(false, "convert_layout reached the emitter: run the lower-convert-layout pass first");
+      return;
     default:
       statement(op, "0", false);  // one-register per-register ops
   }

@@ -47,6 +47,10 @@
  *       async_commit, async_wait and a barrier. dst chunks are aligned to the chunk size.
  *       {vector}: the dialect has vector types for the element type (a synchronous fallback
  *       may copy whole chunks with them).
+ *   convert_layout(x, scratch, tid) -> r: the tile x in r's layout (same dtype and element
+ *       count), where two uses of a tile disagree on its layout. scratch: a threadgroup array of
+ *       x's dtype with room for the tile; tid: the thread index. The lower-convert-layout pass
+ *       replaces it with stores, a barrier, loads and a barrier (emitters never see it).
  *   async_commit: the copies issued since the last commit form a group.
  *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).
  */

@@ -312,6 +312,20 @@ struct Verifier {
         if (op.attr_int("block") < 1) bad("block must be positive");
         break;
       }
+      case GpuOpKind::CONVERT_LAYOUT: {
+        operands(3, 3);
+        results(1);
+        const Value &x = val(op.operands[0]), &buf = val(op.operands[1]), &tid = val(op.operands[2]);
+        const Value& r = val(op.result());
+        if (x.is_ptr || r.is_ptr || !f.layout(x.layout).is_tile() || !f.layout(r.layout).is_tile())
+          bad("operand and result must be tiles of values");
+        if (r.dtype != x.dtype || f.layout(r.layout).numel != f.layout(x.layout).numel)
+          bad("result must hold the operand's elements and dtype");
+        if (!buf.is_ptr || buf.space != AddrSpace::threadgroup || buf.layout != kUniform || buf.dtype != x.dtype)
+          bad("scratch must be a uniform threadgroup pointer of the operand's dtype");
+        if (tid.layout != kThread || tid.dtype != DType::i32) bad("needs the thread index (an i32 thread value)");
+        break;
+      }
       case GpuOpKind::MMA: {
         operands(4, 5);
         results(1);

@@ -64,9 +64,18 @@ ValueId Lowering::materialize(ValueId v, LayoutId l) {
   LayoutId have = f.value(v).layout;
   if (have == l) return v;
   std::string stem = f.value(v).stem;  // copied: new values may move the table
-  if (have != gpu::kUniform && have != gpu::kThread)
-    return exchange(v, l, [](ValueId e) { return e; });
-  return b.named(b.splat(v, l), stem);
+  if (have == gpu::kUniform || have == gpu::kThread) return b.named(b.splat(v, l), stem);
+  // Two uses disagree: an explicit conversion, expanded late by the lower-convert-layout pass.
+  const gpu::Value xv = f.value(v);  // a copy: new values grow the table
+  if (xv.is_ptr)  // the builder folds pointer broadcasts into offsets; what is left has no path
+    unsupported("moving a tile of pointers between layouts is not supported on ", options.device,
+                " yet (broadcast the offsets instead of the pointers)");
+  gpu::Op c;
+  c.kind = gpu::GpuOpKind::CONVERT_LAYOUT;
+  c.operands = {v, scratch(xv.dtype, std::max(f.layout(have).numel, f.layout(l).numel)),
+                builtin(gpu::Builtin::thread_index)};
+  c.results = {b.named(b.new_value(xv.dtype, l), stem)};
+  return b.append(std::move(c)).result();
 }
 
 ValueId Lowering::canonical(ValueId tile_value) {

@@ -88,8 +88,8 @@ class Lowering {
   ValueId get(ValueId tile_value) const;
   void set(ValueId tile_value, ValueId gpu_value) { map.at(tile_value) = gpu_value; }
   /**
-   * `v` in layout `l`: itself, a splat of a uniform value, or a tile moved between layouts
-   * through threadgroup memory (the conversion where two layouts meet).
+   * `v` in layout `l`: itself, a splat of a uniform value, or a convert_layout of a tile (the
+   * conversion where two layouts meet; lower_convert_layout.cpp expands it).
    */
   ValueId materialize(ValueId v, LayoutId l);
   /** The GPU value of tile value v in layout_for(its shape) unless it is uniform. */

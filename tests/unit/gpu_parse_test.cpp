@@ -41,6 +41,7 @@ void collect_kinds(const gpu::Function& f, std::set<GpuOpKind>& kinds) {
 const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %counts: ptr<i32>) threads=64 simd=32 {
   #2 = tile<128> thr=64:2 reg=2:1
   #3 = tile<100> thr=(2,32):(64,2) reg=2:1 padded
+  #4 = tile<128> thr=64:1 reg=2:64
   %tid: i32 thread = builtin thread_index.x
   %pid: i32 = builtin threadgroup_position.y
   %groups: i32 = builtin threadgroups_per_grid.z
@@ -71,6 +72,7 @@ const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %cou
   %old1: f32 x2 #2 = atomic_add %ptrs, %vals
   %r: f32 thread = reg_reduce.sum %vals
   %swapped: f32 x2 #2 = reg_gather %vals from="1,0"
+  %moved: f32 x2 #4 = convert_layout %vals, %a, %tid
   %sr: f32 thread = simd_reduce.max %r
   %sx: f32 thread = shuffle_xor %sr, %c
   %sh: f32 thread = shuffle %sx, %c

@@ -43,7 +43,8 @@ gpu::Function scalars(const std::function<std::vector<V>(KernelBuilder&)>& body)
 TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   std::vector<std::string> names;
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
-  EXPECT_EQ(names, (std::vector<std::string>{"fold-constants", "cse", "dce", "vectorize-access"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "fold-constants", "cse", "dce",
+                                             "vectorize-access"}));
   gpu::Function f = lower(kernels::vector_add(256));
   PassContext ctx{apple_gpu_target()};
   try {
@@ -51,7 +52,8 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
-    EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: fold-constants, cse, dce"));
+    EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: lower-convert-layout, "
+                              "fold-constants, cse, dce"));
   }
 }
 

@@ -21,7 +21,9 @@
 //     The merged pass keeps s relative to the running max m (the homomorphism
 //     E(x - m') = E(x - m) * E(m - m')):  s' = select(c, s * E(r(m) - r(m')) + E(e - r(m')), s)
 //     with r(m) = (m == -inf ? 0 : m), and after the loop s * E(r(m) - M) stands for L2's result.
-//     The running max m is L1's own lane-wise a on GPUs (lanes never communicate); on devices that
+//     The running max m is L1's own lane-wise a on GPUs (lanes never communicate), where
+//     m' = max(m, e) makes one of the two exponentials E(0) = 1: s' = s * E(m - e) + 1 when e > m,
+//     else s + E(e - r(m)), one exponential per element; on devices that
 //     run whole tiles in order (TilePassContext::whole_tiles_in_order) it is one scalar carried
 //     beside it, max(m, max of e over active lanes) from max(a's initial value), so each element
 //     costs one exponential as in L2 and the rescale one per iteration.
@@ -525,10 +527,22 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     ValueId m_final = kNoValue, new_s = kNoValue;
     if (!whole_tiles_) {
       // Lane-wise: s is relative to L1's own running max; lanes never talk to each other.
-      const ValueId m_new = y1.operands[op.max_index];
-      const ValueId alpha = exp_of_difference(reference(a), reference(m_new), t);
-      const ValueId term = exp_of_difference(op.e1, reference(m_new), t);
-      const ValueId moved = emit(OpKind::ADD, {emit(OpKind::MUL, {s, alpha}, t), term}, t);
+      // One exponential per element: the new max is either the element (it rose: s rescales
+      // by E(a - e) and the element's own term is E(0) = 1) or a (s + E(e - r(a))). a - e is
+      // -inf, not NaN, when a is -inf (then s is 0 and e is finite, since e > a).
+      const Type bt{DType::boolean, t.shape, false, t.space};
+      const ValueId rose = emit(OpKind::GT, {op.e1, a}, bt);
+      const ValueId u = emit(OpKind::SELECT,
+                             {rose, emit(OpKind::SUB, {a, op.e1}, t),
+                              emit(OpKind::SUB, {op.e1, reference(a)}, t)},
+                             t);
+      const ValueId x = emit(op.exp_kind, {u}, t);
+      const ValueId one = t.is_tile() ? emit(OpKind::BROADCAST, {constant(1.0)}, t) : constant(1.0);
+      const ValueId moved =
+          emit(OpKind::SELECT,
+               {rose, emit(OpKind::ADD, {emit(OpKind::MUL, {s, x}, t), one}, t),
+                emit(OpKind::ADD, {s, x}, t)},
+               t);
       new_s = op.c1 == kNoValue ? moved : emit(OpKind::SELECT, {op.c1, moved, s}, t);
       m_final = l1.results[op.max_index];
     } else {

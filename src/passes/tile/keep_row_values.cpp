@@ -29,9 +29,9 @@
 // Runs with the compile option keep_rows (metile_compile_options.keep_rows), off by default: on an
 // H100 (bench/results/cuda_rows_h100.md, run 3) every kept form measured slower than re-reading
 // (seed softmax 4096x4096 0.88 vs 1.84 TB/s with two slots; even 1024x32768, where the row does
-// not fit, 1.19 vs 1.74 TB/s: the carried slots and selects cost on every row), so the default
-// stays the re-read until the GPU lowering keeps a row cheaply (a threadgroup array indexed by k,
-// or slots it can address without selects).
+// not fit, 1.19 vs 1.74 TB/s: the carried slots and selects cost on every row); with one slot
+// (run 4) still 1.61 vs 2.02 at 4096x4096 and 2.02 vs 2.16 at 16384x1024 (the kept tile's
+// registers cost occupancy, and the re-read row is in L2), so the default stays the re-read.
 // What a GPU would need for longer rows (the slots are registers here): a threadgroup array
 // indexed by k (shared memory up to the device's limit, e.g. 227 KiB on an H100), which the
 // lowering would allocate for a kept tile instead of K registers-resident slots.

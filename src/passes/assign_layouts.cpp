@@ -106,7 +106,11 @@ int64_t Assigner::threads() {
   } else if (int64_t warps = dot_warps(); warps > 0) {
     n = warps * target.simd_width;  // the warp grid of the dots' matrix atoms
   } else {
-    n = std::clamp<int64_t>(round_up(max_tile_numel(p) / 4, target.simd_width), target.simd_width, 256);
+    bool reduces = false;  // then the target's elements per thread (GpuTarget explains)
+    walk(p.body, [&](const Op& op) { reduces = reduces || has_trait(op.kind, kReduce); });
+    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : 4;
+    n = std::clamp<int64_t>(round_up(max_tile_numel(p) / per_thread, target.simd_width),
+                            target.simd_width, 256);
   }
   if (n > target.max_threads)
     bad_threads(METILE_ERROR_UNSUPPORTED, n, " threads per threadgroup exceed the limit of ",

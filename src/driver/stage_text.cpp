@@ -2,10 +2,10 @@
 
 #include "codegen/cpu_cpp.h"
 #include "codegen/cuda.h"
-#include "codegen/gpu_target.h"
 #include "codegen/msl.h"
 #include "passes/pipeline.h"
 #include "passes/tile/tile_pipeline.h"
+#include "target/gpu_target.h"
 
 namespace metile {
 

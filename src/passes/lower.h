@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "codegen/gpu_target.h"
 #include "ir/gpu_ir.h"
 #include "ir/tile_ir.h"
+#include "target/gpu_target.h"
 
 namespace metile {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "codegen/gpu_target.h"
 #include "ir/gpu_ir.h"
+#include "target/gpu_target.h"
 
 namespace metile {
 

@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "codegen/gpu_target.h"
 #include "ir/gpu_ir.h"
-#include "runtime/device.h"
+#include "target/gpu_target.h"
+#include "target/options.h"
 
 namespace metile {
 

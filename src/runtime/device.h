@@ -17,6 +17,7 @@
 
 #include "ir/tile_ir.h"
 #include "runtime/artifact.h"
+#include "target/options.h"
 
 namespace metile {
 
@@ -52,27 +53,6 @@ class Buffer {
    * Devices dispatch on its real kind, never on the wrapper's. */
   virtual Buffer* underlying() { return this; }
   Device* device = nullptr;
-};
-
-struct CompileOptions {
-  int num_threads = 0;
-  int allow_tf32 = -1;
-  int opt_level = 1;
-  bool no_cache = false;
-  /** Tile IR passes (names from src/passes/tile/tile_passes.def) not to run: differential tests
-   * and debugging only, since a disabled semantic pass changes results. */
-  std::vector<std::string> disabled_passes;
-  /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)
-   * instead of only keeping it inside; METILE_CHECK=1 turns it on for every compile. */
-  bool check_bounds = false;
-  /** No bounds guards (DESIGN.md §3): an access outside its buffer is undefined behaviour. */
-  bool unchecked = false;
-  /** Run the "fuse_reductions" Tile IR pass (metile_compile_options.no_fuse_reductions). */
-  bool fuse_reductions = true;
-  /** Run the "keep_rows" Tile IR pass (metile_compile_options.keep_rows; off by default). */
-  bool keep_rows = false;
-  /** Canonical text of the options that affect code (part of the cache key). */
-  std::string key() const;
 };
 
 /** A launch argument after checking against the signature. */

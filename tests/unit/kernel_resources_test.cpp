@@ -6,7 +6,6 @@
 
 #include <cstring>
 
-#include "codegen/gpu_target.h"
 #include "ir/gpu_ir.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
@@ -15,6 +14,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/metal_sim/toolchain.h"
 #include "support/error.h"
+#include "target/gpu_target.h"
 
 namespace metile {
 namespace {

@@ -3,12 +3,12 @@
 #include <cstring>
 #include <mutex>
 
+#include "codegen/cuda.h"
+#include "passes/pipeline.h"
 #include "runtime/backends.h"
 #include "runtime/cuda/cuda_api.h"
-#include "codegen/cuda.h"
-#include "codegen/gpu_target.h"
-#include "passes/pipeline.h"
 #include "support/error.h"
+#include "target/gpu_target.h"
 
 namespace metile {
 

@@ -9,14 +9,14 @@
 #include <deque>
 #include <mutex>
 
-#include "codegen/gpu_target.h"
 #include "codegen/msl.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
 #include "runtime/device.h"
-#include "runtime/metal/objc_bridge.h"
 #include "runtime/metal/metal_toolchain.h"
+#include "runtime/metal/objc_bridge.h"
 #include "support/error.h"
+#include "target/gpu_target.h"
 
 namespace metile {
 

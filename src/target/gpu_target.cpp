@@ -1,4 +1,4 @@
-#include "codegen/gpu_target.h"
+#include "target/gpu_target.h"
 
 namespace metile {
 

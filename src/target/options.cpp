@@ -1,0 +1,21 @@
+#include "target/options.h"
+
+#include <sstream>
+
+namespace metile {
+
+std::string CompileOptions::key() const {
+  std::ostringstream os;
+  os << "num_threads=" << num_threads << ";allow_tf32=" << allow_tf32 << ";opt_level=" << opt_level;
+  if (check_bounds) os << ";check_bounds";
+  if (unchecked) os << ";unchecked";
+  if (!fuse_reductions) os << ";no_fuse_reductions";
+  if (keep_rows) os << ";keep_rows";
+  if (!disabled_passes.empty()) {
+    os << ";disabled_passes=";
+    for (const std::string& p : disabled_passes) os << p << ',';
+  }
+  return os.str();
+}
+
+}  // namespace metile

@@ -1,0 +1,34 @@
+/** \file options.h
+ * The compile options that change generated code: what the C API's metile_compile_options
+ * becomes, read by the Tile IR passes, layout assignment, lowering and the backends, and
+ * hashed into the compile cache's key.
+ */
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace metile {
+
+struct CompileOptions {
+  int num_threads = 0;
+  int allow_tf32 = -1;
+  int opt_level = 1;
+  bool no_cache = false;
+  /** Tile IR passes (names from src/passes/tile/tile_passes.def) not to run: differential tests
+   * and debugging only, since a disabled semantic pass changes results. */
+  std::vector<std::string> disabled_passes;
+  /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)
+   * instead of only keeping it inside; METILE_CHECK=1 turns it on for every compile. */
+  bool check_bounds = false;
+  /** No bounds guards (DESIGN.md §3): an access outside its buffer is undefined behaviour. */
+  bool unchecked = false;
+  /** Run the "fuse_reductions" Tile IR pass (metile_compile_options.no_fuse_reductions). */
+  bool fuse_reductions = true;
+  /** Run the "keep_rows" Tile IR pass (metile_compile_options.keep_rows; off by default). */
+  bool keep_rows = false;
+  /** Canonical text of the options that affect code (part of the cache key). */
+  std::string key() const;
+};
+
+}  // namespace metile

@@ -102,6 +102,9 @@ class GpuDialect {
    * at most `pending` groups are in flight. "" where copies are synchronous.
    */
   virtual std::string async_sync(int64_t) const { return ""; }
+  /** A statement ordering this thread's threadgroup writes before the async proxy reads them
+   * (wgmma operands); "" where the dialect has no such proxy. */
+  virtual std::string proxy_fence() const { return ""; }
   /** Writes statements for one `mma` op (identifiers it declares start with mma_). */
   virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
   /**

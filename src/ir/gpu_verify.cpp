@@ -355,6 +355,7 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_COMMIT:
+      case GpuOpKind::PROXY_FENCE:
         operands(0, 0);
         results(0);
         break;

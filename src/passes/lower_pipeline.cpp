@@ -120,6 +120,7 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv) {
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
   async_wait(pl.stages - 2);
+  proxy_fence_for(pl.dots);
   b.barrier();
   ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
   if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);

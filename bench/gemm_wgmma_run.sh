@@ -28,9 +28,12 @@ if [ -n "$sass" ]; then
   echo "SASS: $(grep -c HGMMA "$out/sass.txt") HGMMA, $(grep -c 'HMMA' "$out/sass.txt") HMMA"
   grep -m3 HGMMA "$out/sass.txt"
 fi
+# CONFIGS1 / CONFIGS0: indices into gemm_vs_cublas.py's CONFIGS tried with the path on / off.
 for mode in 1 0; do
+  configs=${CONFIGS1:-0,1,2,4,5}
+  [ $mode = 0 ] && configs=${CONFIGS0:-4}
   METILE_CUDA_WGMMA=$mode METILE_LIBRARY=$mb/libmetile.so python3 "$here/bench/gemm_vs_cublas.py" \
-    --dtypes f16,bf16 --shapes 4096x4096x4096,8192x8192x8192 --configs ${CONFIGS:-0,2,4,5} \
+    --dtypes f16,bf16 --shapes 4096x4096x4096,8192x8192x8192 --configs $configs \
     --out "$out/gemm_wgmma$mode.json" > "$out/bench_wgmma$mode.log" 2>&1
   echo "=== METILE_CUDA_WGMMA=$mode"
   grep -E '^(dtype|f16|bf16)|WRONG|skip' "$out/bench_wgmma$mode.log"

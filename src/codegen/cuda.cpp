@@ -195,7 +195,7 @@ class CudaDialect final : public GpuDialect {
     return bytes == 16 ? "mt_cp_async16(" + dst + ", " + src + ")" : "";
   }
 
-  std::string proxy_fence() const override { return "mt_fence_proxy_async()"; }
+  std::string wgmma_sync() const override { return "mt_wgmma_sync()"; }
 
   std::string async_sync(int64_t pending) const override {
     if (pending < 0) return "mt_cp_async_commit()";

@@ -595,8 +595,8 @@ void Emitter::standalone(const gpu::Op& op) {
       if (!st.empty()) w_.line(st + ";");
       return;
     }
-    case GpuOpKind::PROXY_FENCE:
-      if (std::string st = d_.proxy_fence(); !st.empty()) w_.line(st + ";");
+    case GpuOpKind::WGMMA_SYNC:
+      if (std::string st = d_.wgmma_sync(); !st.empty()) w_.line(st + ";");
       return;
     default:
       statement(op, "0", false);  // one-register per-register ops

@@ -9,10 +9,11 @@
 // block apart (leading offset). A k step inside a 128-byte row moves the start address by its
 // bytes: the swizzle applies to address bits the offset leaves alone.
 //
-// All of one op's instructions form one group waited for before the op ends, so the next
-// pipeline stage may overwrite the arrays after the next barrier, and empty asm statements that
-// read and write every accumulator register keep the compiler from moving their uses across the
-// wait.
+// All of one op's instructions form one group. In a pipelined K loop it stays in flight while the
+// thread issues the next copies; the wgmma_sync before the next barrier (and after the loop)
+// waits for it, so no stage is overwritten while a wgmma reads it. Elsewhere the op waits
+// itself, and empty asm statements that read and write every accumulator register keep the
+// compiler from moving their uses across the wait.
 #include "codegen/gpu_emit_wgmma.h"
 
 #include "codegen/wgmma_layout.h"
@@ -81,6 +82,7 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
       w.close();
     }
   w.line("mt_wgmma_commit();");
+  if (!s.wait) return;  // a pipelined loop waits at its next barrier (wgmma_sync)
   w.line("mt_wgmma_wait_all();");
   w.line("#pragma unroll");
   w.line("for (int mma_r = 0; mma_r < " + std::to_string(blocks * regs) + "; ++mma_r) asm volatile(\"\" : \"+f\"(" +

@@ -378,7 +378,7 @@ void Lowering::dot(const Op& op) {
       if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
         async_commit();
         async_wait(0);
-        proxy_fence_for({&op});
+        wgmma_sync_for({&op});
       }
       b.barrier();
     }
@@ -394,6 +394,8 @@ void Lowering::dot(const Op& op) {
                  {"tf32", int64_t{plan.atom->relaxed}},
                  {"ldmatrix", int64_t{options.ldmatrix && dtype_size(plan.stage) == 2 &&
                                       lda % 8 == 0 && ldb % 8 == 0}}};
+      // A pipelined wgmma is waited for at the next iteration's top and after the loop.
+      if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();
     } else {

@@ -231,8 +231,9 @@ class Lowering {
   ValueId staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld);
   /** Puts the last `count` allocations first in threadgroup memory (1024-byte aligned). */
   void place_first(size_t count);
-  /** After waiting for copies a wgmma reads: orders them before the async proxy's reads. */
-  void proxy_fence_for(const std::vector<const Op*>& dots);
+  /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
+   * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
+  void wgmma_sync_for(const std::vector<const Op*>& dots);
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);

@@ -120,11 +120,11 @@ void Lowering::place_first(size_t count) {
   wgmma_first_allocs += count;
 }
 
-void Lowering::proxy_fence_for(const std::vector<const Op*>& dots) {
+void Lowering::wgmma_sync_for(const std::vector<const Op*>& dots) {
   for (const Op* d : dots)
     if (dot_plans.at(d).wgmma) {
       gpu::Op g;
-      g.kind = gpu::GpuOpKind::PROXY_FENCE;
+      g.kind = gpu::GpuOpKind::WGMMA_SYNC;
       b.append(std::move(g));
       return;
     }

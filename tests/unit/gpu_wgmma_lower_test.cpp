@@ -75,7 +75,7 @@ TEST(GpuWgmmaLower, F16AndBf16DotsTakeTheWarpgroupAtomOnSm90) {
     const std::string text = gpu_ir(gemm_config(d, 64, 64, 32, true), options());
     EXPECT_EQ(count(text, "atom=\"wgmma\""), 1) << text;
     // Copies wait, fence for the async proxy, then the barrier publishes them (pipelined loop).
-    EXPECT_EQ(count(text, " proxy_fence"), 1) << text;
+    EXPECT_EQ(count(text, " wgmma_sync"), 2) << "top of the body and after the loop\n" << text;
     EXPECT_EQ(count(text, " async_copy "), 6) << "the same three-stage pipeline\n" << text;
   }
   // 128 x 256 over two warpgroups: each 64 rows by all 256 columns.
@@ -85,7 +85,7 @@ TEST(GpuWgmmaLower, F16AndBf16DotsTakeTheWarpgroupAtomOnSm90) {
 
 TEST(GpuWgmmaLower, OtherDotsKeepTheWarpLevelAtoms) {
   auto warp_level = [](const std::string& text) {
-    return count(text, "atom=\"mma.sync\"") == 1 && count(text, "wgmma") == 0 && count(text, "proxy_fence") == 0;
+    return count(text, "atom=\"mma.sync\"") == 1 && count(text, "wgmma") == 0 && count(text, "wgmma_sync") == 0;
   };
   EXPECT_TRUE(warp_level(gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), options(false))))
       << "switched off";
@@ -105,7 +105,8 @@ TEST(GpuWgmmaLower, CudaSpellsWgmmaWithDescriptors) {
   // Two warpgroups of 64 x 128, four k16 steps.
   EXPECT_EQ(count(s.source, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), 4) << s.source;
   EXPECT_EQ(count(s.source, "mt_wgmma_commit();"), 1) << s.source;
-  EXPECT_EQ(count(s.source, "mt_fence_proxy_async();"), 1) << s.source;
+  EXPECT_EQ(count(s.source, "mt_wgmma_sync();"), 2) << s.source;
+  EXPECT_EQ(count(s.source, "mt_wgmma_wait_all();"), 1) << "only in mt_wgmma_sync\n" << s.source;
   EXPECT_EQ(count(s.source, "__align__(1024)"), 1) << s.source;
   // The arrays come first: a_smem at offset 0.
   EXPECT_EQ(count(s.source, "(mt_smem + 0)"), 1) << s.source;

@@ -6,5 +6,10 @@ MT_FN ullong mt_wgmma_desc(uint addr, ullong hi) { return hi | (ullong)((addr & 
 MT_FN void mt_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 MT_FN void mt_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 MT_FN void mt_wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-// Threadgroup memory written by this thread (cp.async, stores) is read next by the async proxy.
-MT_FN void mt_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Before the barrier that publishes the next operands: this warpgroup's wgmmas are done with the
+// arrays and the accumulators, and threadgroup memory this thread wrote (cp.async) is ordered
+// before the async proxy's reads.
+MT_FN void mt_wgmma_sync() {
+  mt_wgmma_wait_all();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}

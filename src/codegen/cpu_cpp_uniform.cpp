@@ -11,6 +11,9 @@ namespace metile::cpu_cpp {
 
 namespace {
 
+// Element-wise values a store's loop may compute and still be written twice.
+constexpr size_t kMaxChain = 64;
+
 bool ordering(OpKind k) {
   return k == OpKind::LT || k == OpKind::LE || k == OpKind::GT || k == OpKind::GE;
 }
@@ -29,6 +32,8 @@ std::vector<CpuEmitter::UniformLeaf> CpuEmitter::uniform_leaves(const Op& store)
     if (!seen.insert(v).second || plan[v].form != Form::inline_ || type(v).is_scalar()) continue;
     const Op& o = *def_op(v);
     if (!same_index_operands(o.kind)) continue;
+    // A second copy of a long chain costs more compile time than its masks cost at run time.
+    if (seen.size() > kMaxChain) return {};
     if (ordering(o.kind) && is_int(type(o.operands[0]).dtype)) {
       std::optional<int64_t> a = stride(o.operands[0]), b = stride(o.operands[1]);
       if (a && b && (*a == 0) != (*b == 0)) {

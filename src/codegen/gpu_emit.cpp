@@ -598,6 +598,9 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::CONVERT_LAYOUT:
       METILE_ASSERT(false, "convert_layout reached the emitter: run the lower-convert-layout pass first");
       return;
+    case GpuOpKind::WGMMA_SYNC:
+      if (std::string st = d_.wgmma_sync(); !st.empty()) w_.line(st + ";");
+      return;
     default:
       statement(op, "0", false);  // one-register per-register ops
   }

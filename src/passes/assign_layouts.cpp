@@ -83,6 +83,8 @@ struct Assigner {
   bool give_layout(ValueId v, gpu::LayoutId l);
   bool rows_reduced(ValueId v) const;
   bool slice_layouts(const Op& o);
+  /** Picks the dot operands that tile_loads in the same block can copy straight to staging. */
+  void direct_copies(const Block& blk, const std::vector<int>& uses);
   void run();
 };
 
@@ -230,6 +232,35 @@ bool Assigner::slice_layouts(const Op& o) {
   return changed;
 }
 
+void Assigner::direct_copies(const Block& blk, const std::vector<int>& uses) {
+  std::map<ValueId, size_t> loaded;  // tile_load result -> its position in blk
+  for (size_t j = 0; j < blk.ops.size(); ++j) {
+    const Op& o = blk.ops[j];
+    for (const Block& r : o.regions) direct_copies(r, uses);
+    if (o.kind == OpKind::TILE_LOAD) loaded[o.result()] = j;
+    if (o.kind != OpKind::DOT) continue;
+    DotChoice& plan = out.dots.at(&o);
+    const Shape& cs = p.type(o.operands[2]).shape;
+    const int64_t k = p.type(o.operands[0]).shape.dims[1];
+    plan.kc = dot_chunk(target, plan, cs.dims[0], cs.dims[1], k);
+    if (!options.async_copy || plan.atom == nullptr || plan.kc != k) continue;
+    const int64_t vec = 16 / static_cast<int64_t>(dtype_size(plan.stage));
+    for (int i = 0; i < 2; ++i) {
+      auto at = loaded.find(o.operands[i]);
+      if (at == loaded.end() || uses[o.operands[i]] != 1) continue;
+      const Type& t = p.type(o.operands[i]);
+      if (t.dtype != plan.stage || t.shape.dims[1] % vec != 0) continue;
+      bool moves = true;  // nothing between the load and the dot writes memory
+      for (size_t x = at->second + 1; x < j; ++x) {
+        OpKind k2 = blk.ops[x].kind;
+        moves = moves && (has_trait(k2, kPure) || k2 == OpKind::TILE_LOAD || k2 == OpKind::LOAD);
+      }
+      if (!moves) continue;
+      plan.direct[i] = &blk.ops[at->second];
+    }
+  }
+}
+
 void Assigner::run() {
   f.name = p.name;
   f.simd_width = target.simd_width;
@@ -266,6 +297,15 @@ void Assigner::run() {
     }
     out.dots[&o] = plan;
   });
+  std::vector<int> uses(p.values.size(), 0);
+  walk(p.body, [&](const Op& o) {
+    for (ValueId v : o.operands) ++uses[v];
+  });
+  direct_copies(p.body, uses);
+  walk(p.body, [&](const Op& o) {
+    if (o.kind == OpKind::DOT && choose_wgmma(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
+      assigned[o.result()] = out.dots.at(&o).acc;
+  });
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
   for (bool changed = true; changed;) {
     changed = false;
@@ -291,6 +331,20 @@ void Assigner::run() {
 }
 
 }  // namespace
+
+int64_t dot_chunk(const GpuTarget& target, const DotChoice& plan, int64_t m, int64_t n, int64_t k) {
+  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage)), pad = staging_pad(plan.stage);
+  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
+  const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
+  const uint64_t acc_bytes = acc_array ? static_cast<uint64_t>(m * n) * 4 : 0;
+  auto bytes = [&](int64_t c) {
+    return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem) + acc_bytes;
+  };
+  int64_t kc = k;
+  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
+    kc /= 2;
+  return kc;
+}
 
 std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow_tf32, DType ab,
                                              DType acc, int64_t m, int64_t n, int64_t k) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "target/wgmma_layout.h"
 #include "passes/lower.h"
 
 namespace metile {
@@ -22,6 +23,11 @@ struct DotChoice {
   DType stage = DType::invalid;      // operand element type in threadgroup memory
   int warps_m = 0, warps_n = 0;
   gpu::LayoutId acc = gpu::kUniform;  // the accumulator's fragment layout (atoms only)
+  int64_t kc = 0;                     // K columns staged at a time (dot_chunk)
+  /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
+  const Op* direct[2] = {nullptr, nullptr};
+  bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma)
+  WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
 };
 
 struct LayoutAssignment {
@@ -64,6 +70,18 @@ std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow
  * one warp's row-strided fragment reads spread over banks (the atom choice counts it too).
  */
 int64_t staging_pad(DType t);
+
+/** K columns of a dot staged at a time: halved until A and B fit half the threadgroup memory. */
+int64_t dot_chunk(const GpuTarget& target, const DotChoice& c, int64_t m, int64_t n, int64_t k);
+
+/**
+ * Moves dot `o` of `program` to a warpgroup atom of `target` (wgmma on sm_90) when it fits
+ * (lower_wgmma.cpp): both operands copied directly, K staged whole, whole warpgroups, 64-row
+ * blocks; sets c's atom, warp grid, accumulator layout (added to f) and staged tiles.
+ * rows_reduced: the result's rows are reduced later (then one warpgroup column).
+ */
+bool choose_wgmma(const Program& program, const Op& o, const GpuTarget& target,
+                  const LowerOptions& options, bool rows_reduced, gpu::Function& f, DotChoice& c);
 
 /** The "layouts" stage text: `program` with a `// layout` comment on each op with tile results. */
 std::string print_layouts(const Program& program, const LayoutAssignment& layouts);

@@ -37,12 +37,15 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
     plan.warps_m = c.warps_m;
     plan.warps_n = c.warps_n;
     plan.acc = c.acc;
+    plan.kc = c.kc;
+    plan.wgmma = c.wgmma;
+    for (int i = 0; i < 2; ++i) {
+      plan.direct[i] = c.direct[i];
+      if (c.direct[i] == nullptr) continue;
+      direct_loads.insert(c.direct[i]);
+      if (c.wgmma) wgmma_staging[c.direct[i]] = c.staged[i];
+    }
   }
-  std::vector<int> uses(p.values.size(), 0);
-  walk(p.body, [&](const Op& op) {
-    for (ValueId v : op.operands) ++uses[v];
-  });
-  plan_direct_copies(p.body, uses);
   plan_pipelines();
 }
 

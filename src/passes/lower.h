@@ -32,6 +32,11 @@ struct LowerOptions {
    * far as threadgroup memory allows), 1 = none.
    */
   int num_stages = 0;
+  /**
+   * Dots that fit a warpgroup atom of the target (wgmma on sm_90) use it (lower_wgmma.cpp);
+   * off: the warp-level atoms, for differential tests.
+   */
+  bool wgmma = true;
 };
 
 struct LayoutAssignment;

@@ -32,50 +32,6 @@
 
 namespace metile::lowering {
 
-int64_t Lowering::dot_chunk(const DotPlan& plan, int64_t m, int64_t n, int64_t k) const {
-  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage)), pad = staging_pad(plan.stage);
-  const int64_t step = plan.atom != nullptr ? plan.atom->k : 1;
-  const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
-  const uint64_t acc_bytes = acc_array ? static_cast<uint64_t>(m * n) * 4 : 0;
-  auto bytes = [&](int64_t c) {
-    return static_cast<uint64_t>((m * (c + pad) + c * (n + pad)) * elem) + acc_bytes;
-  };
-  int64_t kc = k;
-  while (bytes(kc) > target.threadgroup_memory_bytes / 2 && kc % 2 == 0 && (kc / 2) % step == 0)
-    kc /= 2;
-  return kc;
-}
-
-void Lowering::plan_direct_copies(const Block& blk, const std::vector<int>& uses) {
-  std::map<ValueId, size_t> loaded;  // tile_load result -> its position in blk
-  for (size_t j = 0; j < blk.ops.size(); ++j) {
-    const Op& o = blk.ops[j];
-    for (const Block& r : o.regions) plan_direct_copies(r, uses);
-    if (o.kind == OpKind::TILE_LOAD) loaded[o.result()] = j;
-    if (o.kind != OpKind::DOT) continue;
-    DotPlan& plan = dot_plans.at(&o);
-    const Shape& cs = p.type(o.operands[2]).shape;
-    const int64_t k = p.type(o.operands[0]).shape.dims[1];
-    plan.kc = dot_chunk(plan, cs.dims[0], cs.dims[1], k);
-    if (!options.async_copy || plan.atom == nullptr || plan.kc != k) continue;
-    const int64_t vec = 16 / static_cast<int64_t>(dtype_size(plan.stage));
-    for (int i = 0; i < 2; ++i) {
-      auto at = loaded.find(o.operands[i]);
-      if (at == loaded.end() || uses[o.operands[i]] != 1) continue;
-      const Type& t = p.type(o.operands[i]);
-      if (t.dtype != plan.stage || t.shape.dims[1] % vec != 0) continue;
-      bool moves = true;  // nothing between the load and the dot writes memory
-      for (size_t x = at->second + 1; x < j; ++x) {
-        OpKind k2 = blk.ops[x].kind;
-        moves = moves && (has_trait(k2, kPure) || k2 == OpKind::TILE_LOAD || k2 == OpKind::LOAD);
-      }
-      if (!moves) continue;
-      plan.direct[i] = &blk.ops[at->second];
-      direct_loads.insert(plan.direct[i]);
-    }
-  }
-}
-
 void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
                      int64_t len) {
   const Shape& s = p.type(tile_value).shape;
@@ -134,7 +90,7 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
   ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId r = b.ew(OpKind::DIV, {e, cols}), c = b.ew(OpKind::MOD, {e, cols});
-  ValueId dst = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c})});
+  ValueId dst = b.ew(OpKind::PTR_OFFSET, {buf, staging_offset(load, r, c, ld)});
   auto wide = [&](ValueId x) { return it == DType::i32 ? x : b.ew(OpKind::CAST, {x}, it); };
   ValueId row = b.named(b.ew(OpKind::ADD, {ix[0], wide(r)}), "row");
   ValueId col = b.named(b.ew(OpKind::ADD, {ix[1], wide(c)}), "col");
@@ -173,13 +129,14 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
   DotPlan& plan = dot_plans.at(&op);
   if (plan.bufs[0] == kNoValue) {
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
-    const int64_t pad = staging_pad(plan.stage);
+    const int64_t pad = plan.wgmma ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
     plan.ld[1] = n + pad;
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = plan.kc * plan.ld[1];
     plan.bufs[0] = pb.alloc(plan.stage, stages * plan.elems[0], "a_smem");
     plan.bufs[1] = pb.alloc(plan.stage, stages * plan.elems[1], "b_smem");
+    if (plan.wgmma) place_first(2);
   }
   return {plan.bufs[0], plan.bufs[1]};
 }
@@ -216,6 +173,7 @@ void Lowering::dot(const Op& op) {
       if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
         async_commit();
         async_wait(0);
+        wgmma_sync_for({&op});
       }
       b.barrier();
     }
@@ -231,6 +189,8 @@ void Lowering::dot(const Op& op) {
                  {"tf32", int64_t{plan.atom->relaxed}},
                  {"ldmatrix", int64_t{options.ldmatrix && dtype_size(plan.stage) == 2 &&
                                       lda % 8 == 0 && ldb % 8 == 0}}};
+      // A pipelined wgmma is waited for at the next iteration's top and after the loop.
+      if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();
     } else {

@@ -156,6 +156,7 @@ class Lowering {
     const Op* direct[2] = {nullptr, nullptr};
     ValueId bufs[2] = {kNoValue, kNoValue};  // staging arrays of A and B (all stages)
     int64_t ld[2] = {0, 0}, elems[2] = {0, 0};  // row stride and elements of one stage
+    bool wgmma = false;  // atom is a warpgroup atom (lower_wgmma.cpp)
   };
   /** The K loop of dots whose operands stream through a ring of stages (lower_pipeline.cpp). */
   struct Pipeline {
@@ -167,7 +168,7 @@ class Lowering {
   };
   std::map<const Op*, Pipeline> pipelines;             // by Tile IR loop
   std::map<const Op*, const Pipeline*> pipelined_dots;  // dot -> its loop's pipeline
-  /** Picks the loops to pipeline (after plan_direct_copies). */
+  /** Picks the loops to pipeline (the dots' direct copies chosen by assign_layouts). */
   void plan_pipelines();
   /** Loop hooks: before the loop, at the top and bottom of its body, after it. */
   void pipeline_prologue(const Op& loop, ValueId start, ValueId end, ValueId step);
@@ -194,16 +195,24 @@ class Lowering {
    */
   void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
              int64_t len);
-  /** K columns staged at a time: halved until A and B fit half the threadgroup memory. */
-  int64_t dot_chunk(const DotPlan& plan, int64_t m, int64_t n, int64_t k) const;
-  /** Picks the dot operands that tile_loads in the same block can copy straight to staging. */
-  void plan_direct_copies(const Block& blk, const std::vector<int>& uses);
   /**
    * Copies tile_load `load` into threadgroup array buf (row stride ld) with async_copy; where
    * the uniform `in_range` is false, zeros.
    */
   void stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range = kNoValue);
   void dot(const Op& op);
+
+  // --- lower_wgmma.cpp ---
+  /** The tile_loads a wgmma dot stages, and the swizzled layout each is copied into. */
+  std::map<const Op*, WgmmaTile> wgmma_staging;
+  size_t wgmma_first_allocs = 0;  // wgmma arrays moved to the front of the prologue so far
+  /** The element offset of chunk (r, c) of tile_load `load` in its staging array. */
+  ValueId staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld);
+  /** Puts the last `count` allocations first in threadgroup memory (1024-byte aligned). */
+  void place_first(size_t count);
+  /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
+   * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
+  void wgmma_sync_for(const std::vector<const Op*>& dots);
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);

@@ -59,6 +59,8 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
     if (threads % target.simd_width != 0)
       bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", threads,
                   " is not a multiple of the simd width ", target.simd_width);
+  } else if (options.warps_m > 0) {
+    threads = int64_t{options.warps_m} * options.warps_n * target.simd_width;  // the asked warp grid
   } else if (int64_t warps = dot_warps(); warps > 0) {
     threads = warps * target.simd_width;  // the warp grid of the dots' matrix atoms
   } else {

@@ -193,8 +193,24 @@ void Lowering::assign_layouts() {
     DotPlan plan;
     auto [atom, stage] = dot_atom(a.dtype, c.dtype, c.shape.dims[0], c.shape.dims[1], a.shape.dims[1]);
     plan.stage = stage;
+    if (atom != nullptr && options.warps_m > 0) {  // the asked grid, or an error naming it
+      const int64_t m = c.shape.dims[0], n = c.shape.dims[1];
+      if (int64_t{options.warps_m} * options.warps_n != warps)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "lower", p.name, ": warps_m ", options.warps_m, " x warps_n ",
+             options.warps_n, " warps, but the kernel runs ", warps, " (num_threads ", f.threads, ") on ",
+             options.device);
+      if (m % (options.warps_m * atom->m) != 0 || n % (options.warps_n * atom->n) != 0)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "lower", p.name, ": warps_m ", options.warps_m, " x warps_n ",
+             options.warps_n, " does not tile the ", m, "x", n, " dot by whole ", atom->m, "x", atom->n,
+             " atoms on ", options.device);
+    }
+    if (atom != nullptr && options.warps_m > 0) {
+      plan.warps_m = options.warps_m;
+      plan.warps_n = options.warps_n;
+    }
     if (atom != nullptr &&
-        warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
+        (options.warps_m > 0 ||
+         warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n))) {
       plan.atom = atom;
       if (plan.warps_n > 1 && c.shape.dims[0] % (warps * atom->m) == 0 &&
           whole_rows.count(c.shape.dims[0])) {
@@ -322,10 +338,30 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
   g.operands = {dst, src, lo, b.named(hi, "hi")};
   // Padding registers (more threads than chunks) copy nothing: their rows lie past the array.
   if (ValueId live = valid_pred(l); live != kNoValue) g.operands.push_back(live);
+  // The aligned body: one uniform test that the whole tile is in bounds, its first column and
+  // the row stride multiples of the chunk, so every chunk is whole and (with an aligned base,
+  // which the dialect tests) aligned; the per-chunk bounds are then never looked at.
+  if (options.aligned_body) {
+    auto ge0 = [&](ValueId x) { return b.ew(OpKind::GE, {x, b.constant_int(it, 0)}); };
+    auto multiple = [&](ValueId x) {
+      return b.ew(OpKind::EQ, {b.ew(OpKind::MOD, {x, b.constant_int(it, vec)}), b.constant_int(it, 0)});
+    };
+    ValueId whole = b.ew(OpKind::BITAND, {multiple(ix[1]), multiple(ix[2])});
+    if (ix.size() == 5)
+      for (int axis = 0; axis < 2; ++axis) {
+        ValueId end = b.ew(OpKind::ADD, {ix[axis], b.constant_int(it, s.dims[axis])});
+        whole = b.ew(OpKind::BITAND, {whole, b.ew(OpKind::BITAND, {ge0(ix[axis]),
+                                                                   b.ew(OpKind::LE, {end, ix[3 + axis]})})});
+      }
+    if (in_range != kNoValue) whole = b.ew(OpKind::BITAND, {whole, in_range});
+    g.operands.push_back(b.named(whole, "whole"));
+    g.operands.push_back(get(load.operands[0]));
+    g.attrs.push_back({"whole", int64_t{1}});
+  }
   // vector: the dialect has vector types for d, for the synchronous fallback (no bf16 on MSL).
   const bool vector = std::find(target.vector_dtypes.begin(), target.vector_dtypes.end(), d) !=
                       target.vector_dtypes.end();
-  g.attrs = {{"width", vec}, {"vector", int64_t{vector}}};
+  g.attrs.insert(g.attrs.begin(), {{"width", vec}, {"vector", int64_t{vector}}});
   b.append(std::move(g));
 }
 

@@ -13,7 +13,7 @@ Kernels (f32, one program per row):
                  normalizes (the first two merge into one Welford pass).
   rmsnorm        seed style: a sum-of-squares pass, then the normalizing pass.
 Variants: fused with the row kept (keep_rows=True), fused re-reading (the defaults), and as
-written (fuse_reductions=False; skipped by --fused-only).
+written (fuse_reductions=False) with and without the row kept (both skipped by --fused-only).
 Shapes: 16384x1024, 4096x4096, 1024x32768, 16384x4096, 256x262144 (--quick: small ones).
 Peers: Triton's fused kernels (the whole row in one tile up to 32768 columns, an online
 two-pass loop beyond), torch's softmax/layer_norm, and `torch.Tensor.copy_` of the same matrix
@@ -227,7 +227,8 @@ def main():
                 return cached[0]
             kern = {"seed_softmax": seed_softmax, "layernorm": layernorm,
                     "layernorm_centred": layernorm_centred, "rmsnorm": rmsnorm}[name]
-            variants = [(True, True), (True, False)] + ([] if args.fused_only else [(False, False)])
+            variants = [(True, True), (True, False)] + ([] if args.fused_only else
+                                                        [(False, True), (False, False)])
             for fuse, keep in variants:
                 r = {"kernel": name, "shape": [R, N], "fuse_reductions": fuse, "keep_rows": keep,
                      "BLOCK": block}

@@ -51,6 +51,12 @@ struct GpuTarget {
    * 2^24-element tile over 1024 threads needs 16384), so lowering refuses such tiles up front.
    */
   int64_t max_elements_per_thread = 1024;
+  /**
+   * Elements per thread the lowering aims for when it picks the thread count of a program that
+   * reduces: each reduction costs every thread a fixed run of shuffles and barriers, which
+   * more elements per thread amortize (others aim for 4).
+   */
+  int64_t reduce_elements_per_thread = 4;
   /** Widest single memory access per thread, in bytes (16: float4). */
   int vector_bytes = 16;
   /**

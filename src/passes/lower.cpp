@@ -64,7 +64,10 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
   } else if (int64_t warps = dot_warps(); warps > 0) {
     threads = warps * target.simd_width;  // the warp grid of the dots' matrix atoms
   } else {
-    threads = std::clamp<int64_t>(round_up(max_tile_numel(p) / 4, target.simd_width),
+    bool reduces = false;  // then the target's elements per thread (GpuTarget explains)
+    walk(p.body, [&](const Op& op) { reduces = reduces || has_trait(op.kind, kReduce); });
+    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : 4;
+    threads = std::clamp<int64_t>(round_up(max_tile_numel(p) / per_thread, target.simd_width),
                                   target.simd_width, 256);
   }
   if (threads > target.max_threads)

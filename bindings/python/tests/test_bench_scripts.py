@@ -37,11 +37,11 @@ def test_cuda_rows_quick_run_on_interp(tmp_path):
     subprocess.run([sys.executable, os.path.join(BENCH, "cuda_rows.py"), "--quick", "--device",
                     "interp", "--out", str(out)], check=True, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())["rows"]
-    # 2 quick shapes x 4 kernels x (fused with the row kept, fused, as written); no copy rows
+    # 2 quick shapes x 4 kernels x (fused, as written) x (row kept, re-read); no copy rows
     # without torch on cuda.
-    assert len(rows) == 2 * 4 * 3, rows
+    assert len(rows) == 2 * 4 * 4, rows
     assert {(r["fuse_reductions"], r["keep_rows"]) for r in rows} == {(True, True), (True, False),
-                                                                     (False, False)}
+                                                                     (False, True), (False, False)}
     for r in rows:
         assert "error" not in r, r
         assert r["max_abs_err"] < 1e-3, r

@@ -55,6 +55,19 @@ def _rows(n):
                      np.linspace(-40, 40, n)]).astype(np.float32)
 
 
+@pytest.mark.parametrize("n", [1, 37, 300])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_softmax_of_very_negative_rows_from_a_minus_inf_start(device, n, fuse):
+    # A running max that is still -inf must not rescale by E(0 - x) = inf (0 * inf is NaN):
+    # rows far below -126 (exp2 overflows there) and lanes past N that never see an element.
+    x = (_rows(n) - 1000).astype(np.float32)
+    out = np.full_like(x, SENTINEL)
+    softmax_inf[(len(x),)](x, out, n, BLOCK=64, fuse_reductions=fuse)
+    xd = x.astype(np.float64)
+    e = np.exp2(xd - xd.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("n", [1, 37, 64, 300, 1000])
 @pytest.mark.parametrize("fuse", [True, False])
 def test_seed_softmax(device, n, fuse):

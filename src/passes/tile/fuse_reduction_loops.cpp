@@ -19,15 +19,19 @@
 //          (the same ops on the same loads, found by value numbering the merged body);
 //       nothing else in L2 depends on M, and s is used only there.
 //     The merged pass keeps s relative to the running max m (the homomorphism
-//     E(x - m') = E(x - m) * E(m - m')):  s' = select(c, s * E(r(m) - r(m')) + E(e - r(m')), s)
-//     with r(m) = (m == -inf ? 0 : m), and after the loop s * E(r(m) - M) stands for L2's result.
-//     The running max m is L1's own lane-wise a on GPUs (lanes never communicate); on devices that
+//     E(x - m') = E(x - m) * E(m - m')):  s' = select(c, s * E(m - r(m')) + E(e - r(m')), s)
+//     with r(m) = (m == -inf ? 0 : m), and after the loop s * E(m - M) stands for L2's result.
+//     The running max m is L1's own lane-wise a on GPUs (lanes never communicate), where
+//     m' = max(m, e) makes one of the two exponentials E(0) = 1: s' = s * E(m - e) + 1 when e > m,
+//     else s + E(e - r(m)), one exponential per element; on devices that
 //     run whole tiles in order (TilePassContext::whole_tiles_in_order) it is one scalar carried
 //     beside it, max(m, max of e over active lanes) from max(a's initial value), so each element
 //     costs one exponential as in L2 and the rescale one per iteration.
 //     Numerics: every exponent is <= 0 as in the original (e <= m' and m <= m' lane-wise), the
 //     rescale factor is exactly 1 when the max does not move, and r keeps lanes that saw only
-//     -inf at 0 instead of NaN; a lane's sum picks up at most one extra rounding per max change.
+//     -inf at 0 instead of NaN; a rescale from a max that is still -inf is E(-inf) = 0 (never
+//     E(0 - m'), which overflows for m' far below 0); a lane's sum picks up at most one extra
+//     rounding per max change.
 //   - L2 uses D only through a centre M in a sum of squares about it, checked op by op:
 //       L2 carries v with yield  select(c, v + d * d, v)  (or v + d * d), both factors
 //          d = e - M  or  select(c', e - M, 0)  (the same e, M and c'), e, c, c' free of M and of
@@ -518,17 +522,29 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     auto exp_of_difference = [&](ValueId x, ValueId y, const Type& rt) {
       return emit(op.exp_kind, {emit(OpKind::SUB, {x, y}, rt)}, rt);
     };
-    // L2's result is s * E(r(m) - M) after the loop; the merged loop's own s is a new value.
+    // L2's result is s * E(m - M) after the loop; the merged loop's own s is a new value.
     const ValueId l2_result = l2.results[op.sum_index];
     const ValueId s_out = p_.new_value(t);
     fused.results[n1 + op.sum_index] = s_out;
     ValueId m_final = kNoValue, new_s = kNoValue;
     if (!whole_tiles_) {
       // Lane-wise: s is relative to L1's own running max; lanes never talk to each other.
-      const ValueId m_new = y1.operands[op.max_index];
-      const ValueId alpha = exp_of_difference(reference(a), reference(m_new), t);
-      const ValueId term = exp_of_difference(op.e1, reference(m_new), t);
-      const ValueId moved = emit(OpKind::ADD, {emit(OpKind::MUL, {s, alpha}, t), term}, t);
+      // One exponential per element: the new max is either the element (it rose: s rescales
+      // by E(a - e) and the element's own term is E(0) = 1) or a (s + E(e - r(a))). a - e is
+      // -inf, not NaN, when a is -inf (then s is 0 and e is finite, since e > a).
+      const Type bt{DType::boolean, t.shape, false, t.space};
+      const ValueId rose = emit(OpKind::GT, {op.e1, a}, bt);
+      const ValueId u = emit(OpKind::SELECT,
+                             {rose, emit(OpKind::SUB, {a, op.e1}, t),
+                              emit(OpKind::SUB, {op.e1, reference(a)}, t)},
+                             t);
+      const ValueId x = emit(op.exp_kind, {u}, t);
+      const ValueId one = t.is_tile() ? emit(OpKind::BROADCAST, {constant(1.0)}, t) : constant(1.0);
+      const ValueId moved =
+          emit(OpKind::SELECT,
+               {rose, emit(OpKind::ADD, {emit(OpKind::MUL, {s, x}, t), one}, t),
+                emit(OpKind::ADD, {s, x}, t)},
+               t);
       new_s = op.c1 == kNoValue ? moved : emit(OpKind::SELECT, {op.c1, moved, s}, t);
       m_final = l1.results[op.max_index];
     } else {
@@ -546,7 +562,7 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
       const ValueId block_max =
           t.is_tile() ? emit(OpKind::REDUCE_MAX, {elem}, st, {Attr{"axis", int64_t{-1}}}) : elem;
       const ValueId ms_new = emit(OpKind::MAXIMUM, {ms, block_max}, st);
-      const ValueId alpha = exp_of_difference(reference(ms), reference(ms_new), st);
+      const ValueId alpha = exp_of_difference(ms, reference(ms_new), st);  // 0 from -inf
       const ValueId kept = emit(OpKind::MUL, {s, alpha}, t);
       const ValueId moved = emit(OpKind::ADD, {kept, exp_of_difference(op.e1, reference(ms_new), t)}, t);
       new_s = op.c1 == kNoValue ? moved : emit(OpKind::SELECT, {op.c1, moved, kept}, t);
@@ -560,7 +576,9 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     out = &after;
     const Type mt = p_.type(m_final);
     const ValueId mb = mt.is_tile() ? emit(OpKind::BROADCAST, {op.m}, mt) : op.m;
-    const ValueId scale = exp_of_difference(reference(m_final), mb, mt);
+    // A lane whose max is still -inf holds s = 0: its scale E(-inf) = 0, not E(0 - M), which
+    // overflows to inf (0 * inf = NaN) for rows far below 0.
+    const ValueId scale = exp_of_difference(m_final, mb, mt);
     emit(OpKind::MUL, {s_out, scale}, t, {}, l2_result);
   }
   if (centred) {

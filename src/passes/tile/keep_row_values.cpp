@@ -13,8 +13,9 @@
 // and `other` are the same expressions of the loop index (compared op by op, the two loop indices
 // identified): iteration k of L2 then reads exactly what iteration k of L1 read.
 // For such loads the pass picks K, the most iterations whose tiles fit the budget (at most
-// kMaxKept): on GPUs registers, kGpuElementsPerThread per thread of the num_threads option (256
-// threads when not given, the most the lowering picks by itself); on interp local arrays,
+// kMaxKept, on GPUs kGpuMaxKept): on GPUs registers, kGpuElementsPerThread per thread of the
+// num_threads option (256 threads when not given, the most the lowering picks by itself); on
+// interp local arrays,
 // kLocalBudgetBytes in all. The cpu device keeps nothing: there the re-read row is in the
 // core's cache, while a kept tile costs an array copy per iteration and a select per element
 // (measured on this project's 2-core VM, 2048 rows: the seed softmax 1.26x slower kept than
@@ -28,9 +29,9 @@
 // Runs with the compile option keep_rows (metile_compile_options.keep_rows), off by default: on an
 // H100 (bench/results/cuda_rows_h100.md, run 3) every kept form measured slower than re-reading
 // (seed softmax 4096x4096 0.88 vs 1.84 TB/s with two slots; even 1024x32768, where the row does
-// not fit, 1.19 vs 1.74 TB/s: the carried slots and selects cost on every row), so the default
-// stays the re-read until the GPU lowering keeps a row cheaply (a threadgroup array indexed by k,
-// or slots it can address without selects).
+// not fit, 1.19 vs 1.74 TB/s: the carried slots and selects cost on every row); with one slot
+// (run 4) still 1.61 vs 2.02 at 4096x4096 and 2.02 vs 2.16 at 16384x1024 (the kept tile's
+// registers cost occupancy, and the re-read row is in L2), so the default stays the re-read.
 // What a GPU would need for longer rows (the slots are registers here): a threadgroup array
 // indexed by k (shared memory up to the device's limit, e.g. 227 KiB on an H100), which the
 // lowering would allocate for a kept tile instead of K registers-resident slots.
@@ -50,7 +51,11 @@ namespace {
 
 constexpr int64_t kMaxKept = 4;                  // slots per kept load: each costs a select
 constexpr uint64_t kLocalBudgetBytes = 64 << 10;  // stack arrays per program instance
-constexpr int64_t kGpuElementsPerThread = 32;    // registers per thread for kept tiles
+// GPUs keep one slot (rows of one tile): on an H100 two slots of a 4096-float tile took the
+// seed softmax to 142 registers a thread and half its speed (run 4 of
+// bench/results/cuda_rows_h100.md), four at 1024 floats cost four selects per element.
+constexpr int64_t kGpuMaxKept = 1;
+constexpr int64_t kGpuElementsPerThread = 16;  // registers per thread for the kept tile
 constexpr int64_t kGpuDefaultThreads = 256;
 
 // No op in `op` (nested regions included) writes memory.
@@ -184,7 +189,7 @@ std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
     if (access.read.count(w)) return std::nullopt;
 
   // K: the iterations whose tiles fit the budget (loads kept earlier keep their K).
-  int64_t slots = kMaxKept;
+  int64_t slots = ctx_.whole_tiles_in_order ? kMaxKept : kGpuMaxKept;
   if (new_elems > 0) {
     const int64_t threads =
         ctx_.options.num_threads > 0 ? ctx_.options.num_threads : kGpuDefaultThreads;

@@ -180,7 +180,11 @@ void Emitter::decide() {
     // An expression over one-register values reads the same anywhere in the block.
     bool portable = true;
     for (ValueId o : op.operands) portable = portable && regs(o) == 1;
-    inline_[v] = regs(v) == 1 || address || portable || unit_.at(u) == unit_.at(&op);
+    // The bounds of an async copy with an aligned body are spelled in its per-chunk path only:
+    // as arrays they were computed for every chunk of every K step (an H100 GEMM's integer work).
+    bool chunk_bounds = u->kind == GpuOpKind::ASYNC_COPY && u->find_attr("whole") != nullptr &&
+                        (u->operands[2] == v || u->operands[3] == v);
+    inline_[v] = regs(v) == 1 || address || portable || chunk_bounds || unit_.at(u) == unit_.at(&op);
   }
   // A long element-wise chain would become one expression nested past the compiler's bracket
   // limit (clang: 256); every kMaxInlineDepth-th link is materialized as a named value instead.

@@ -134,20 +134,18 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     int t2[2];
     int t3[2];
     int t5[2];
+    int row[2];
+    int col[2];
     device const float* a_ptrs[2];
-    int lo[2];
-    int hi[2];
     #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int idx = tid * 4 + r * 512;
       t2[r] = mt_div(idx, 32);
       t3[r] = mt_mod(idx, 32);
       t5[r] = t2[r] * 36 + t3[r];
-      const int row = t + t2[r];
-      const int col = i + t3[r];
-      a_ptrs[r] = A + (row * K + col);
-      lo[r] = ((0 - col) > 0 ? (0 - col) : 0) < 4 ? ((0 - col) > 0 ? (0 - col) : 0) : 4;
-      hi[r] = ((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 4 ? ((K - col) > 0 ? (K - col) : 0) : 4) : 0;
+      row[r] = t + t2[r];
+      col[r] = i + t3[r];
+      a_ptrs[r] = A + (row[r] * K + col[r]);
     }
     const bool t30 = (i >= 0) & ((i + 32) <= K);
     if ((((mt_mod(i, 4) == 0) & (mt_mod(K, 4) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t30) {
@@ -158,26 +156,24 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     } else {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        if ((lo[r]) == 0 && (hi[r]) == 4) {
+        if ((((0 - col[r]) > 0 ? (0 - col[r]) : 0) < 4 ? ((0 - col[r]) > 0 ? (0 - col[r]) : 0) : 4) == 0 && (((row[r] >= 0) & (row[r] < M)) ? (((K - col[r]) > 0 ? (K - col[r]) : 0) < 4 ? ((K - col[r]) > 0 ? (K - col[r]) : 0) : 4) : 0) == 4) {
           *(threadgroup packed_float4*)(a_smem + t5[r]) = *(device const packed_float4*)(a_ptrs[r]);
         } else {
           #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            if (j >= (lo[r]) && j < (hi[r])) (a_smem + t5[r])[j] = (a_ptrs[r])[j]; else (a_smem + t5[r])[j] = 0.0f;
+            if (j >= (((0 - col[r]) > 0 ? (0 - col[r]) : 0) < 4 ? ((0 - col[r]) > 0 ? (0 - col[r]) : 0) : 4) && j < (((row[r] >= 0) & (row[r] < M)) ? (((K - col[r]) > 0 ? (K - col[r]) : 0) < 4 ? ((K - col[r]) > 0 ? (K - col[r]) : 0) : 4) : 0)) (a_smem + t5[r])[j] = (a_ptrs[r])[j]; else (a_smem + t5[r])[j] = 0.0f;
           }
         }
       }
     }
+    int row1[2];
+    int col1[2];
     device const float* b_ptrs[2];
-    int lo1[2];
-    int hi1[2];
     #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row1 = i + t2[r];
-      const int col1 = t1 + t3[r];
-      b_ptrs[r] = B + (row1 * N + col1);
-      lo1[r] = ((0 - col1) > 0 ? (0 - col1) : 0) < 4 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 4;
-      hi1[r] = ((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 4 ? ((N - col1) > 0 ? (N - col1) : 0) : 4) : 0;
+      row1[r] = i + t2[r];
+      col1[r] = t1 + t3[r];
+      b_ptrs[r] = B + (row1[r] * N + col1[r]);
     }
     if ((((mt_mod(t1, 4) == 0) & (mt_mod(N, 4) == 0)) & t30) & ((t1 >= 0) & ((t1 + 32) <= N))) {
       #pragma unroll
@@ -187,12 +183,12 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     } else {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        if ((lo1[r]) == 0 && (hi1[r]) == 4) {
+        if ((((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) < 4 ? ((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) : 4) == 0 && (((row1[r] >= 0) & (row1[r] < K)) ? (((N - col1[r]) > 0 ? (N - col1[r]) : 0) < 4 ? ((N - col1[r]) > 0 ? (N - col1[r]) : 0) : 4) : 0) == 4) {
           *(threadgroup packed_float4*)(b_smem + t5[r]) = *(device const packed_float4*)(b_ptrs[r]);
         } else {
           #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            if (j >= (lo1[r]) && j < (hi1[r])) (b_smem + t5[r])[j] = (b_ptrs[r])[j]; else (b_smem + t5[r])[j] = 0.0f;
+            if (j >= (((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) < 4 ? ((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) : 4) && j < (((row1[r] >= 0) & (row1[r] < K)) ? (((N - col1[r]) > 0 ? (N - col1[r]) : 0) < 4 ? ((N - col1[r]) > 0 ? (N - col1[r]) : 0) : 4) : 0)) (b_smem + t5[r])[j] = (b_ptrs[r])[j]; else (b_smem + t5[r])[j] = 0.0f;
           }
         }
       }

@@ -85,6 +85,14 @@ struct CpuEmitter {
   bool reads_only(ValueId x, ValueId v, const std::set<ValueId>& later) const;
   std::string role_guard(const Type& t, const Idx& idx) const;
   void emit_store(const Op& op);
+  void emit_store_loop(const Op& op, const std::function<void(const Idx&)>& body);
+  // A compare that holds for the whole tile when it holds at both ends (cpu_cpp_uniform.cpp).
+  struct UniformLeaf {
+    ValueId leaf, stepping;
+    int64_t step;
+  };
+  std::vector<UniformLeaf> uniform_leaves(const Op& store) const;
+  std::string uniform_condition(const std::vector<UniformLeaf>& leaves, int64_t n);
   std::optional<int64_t> stride(ValueId v) const;
   bool streamable(const Op& store) const;
   void emit_streamed_store(const Op& op, const std::function<void(const Idx&)>& body);

@@ -145,8 +145,28 @@ void CpuEmitter::emit_store(const Op& op) {
     w.close();
     return;
   }
+  std::vector<UniformLeaf> leaves;
+  if (pt.shape.rank == 1 && role_lo < 0) leaves = uniform_leaves(op);
+  if (leaves.empty()) return emit_store_loop(op, body);
+  // The compares that hold at both ends hold throughout: a copy of the loop without them.
+  auto saved = memo;
+  w.open("");
+  w.open("if (" + uniform_condition(leaves, pt.shape.dims[0]) + ")");
+  auto ends = memo;
+  for (const UniformLeaf& l : leaves) memo[{l.leaf, Idx{"i", ""}.key()}] = "true";
+  emit_store_loop(op, body);
+  memo = std::move(ends);
+  w.close();
+  w.open("else");
+  emit_store_loop(op, body);
+  w.close();
+  w.close();
+  memo = std::move(saved);
+}
+
+void CpuEmitter::emit_store_loop(const Op& op, const std::function<void(const Idx&)>& body) {
   if (streamable(op)) return emit_streamed_store(op, body);
-  for_each(pt.shape, body);
+  for_each(type(op.operands[0]).shape, body);
 }
 
 // Elements a streamed store computes before writing them out. Measured on vector add (2^25

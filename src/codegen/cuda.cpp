@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "codegen/gpu_emit.h"
+#include "codegen/gpu_emit_wgmma.h"
 #include "support/embedded.h"
 #include "support/error.h"
 
@@ -84,8 +85,9 @@ class CudaDialect final : public GpuDialect {
     return r;
   }
 
-  std::string prelude(bool swizzle, const std::set<std::string>&) const override {
+  std::string prelude(bool swizzle, const std::set<std::string>& atoms) const override {
     std::string s(embedded_file("cuda_prelude.h"));
+    if (atoms.count("wgmma")) s += "\n" + std::string(embedded_file("cuda_wgmma.h"));
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
@@ -139,7 +141,8 @@ class CudaDialect final : public GpuDialect {
     }
     for (const std::string& u : unpack) w.line(u);
     if (k.shared.empty()) return;
-    w.line("extern __shared__ __align__(16) unsigned char mt_smem[];");
+    // 1024: wgmma's swizzled arrays come first and need their blocks aligned (wgmma_layout.h).
+    w.line("extern __shared__ __align__(1024) unsigned char mt_smem[];");
     uint64_t offset = 0;
     for (const KernelInterface::Shared& s : k.shared) {
       w.line(c.storage(s.dtype) + "* const " + s.name + " = reinterpret_cast<" + c.storage(s.dtype) +
@@ -192,6 +195,8 @@ class CudaDialect final : public GpuDialect {
     return bytes == 16 ? "mt_cp_async16(" + dst + ", " + src + ")" : "";
   }
 
+  std::string wgmma_sync() const override { return "mt_wgmma_sync()"; }
+
   std::string async_sync(int64_t pending) const override {
     if (pending < 0) return "mt_cp_async_commit()";
     return "asm volatile(\"cp.async.wait_group " + std::to_string(pending) + ";\" ::: \"memory\")";
@@ -202,6 +207,7 @@ class CudaDialect final : public GpuDialect {
   // (column g of each 8-column tile) from shared memory and issues tiles_m x tiles_n mmas on
   // the accumulator registers, 4 per tile in the order the atom's C layout names them.
   void mma(SourceWriter& w, const MmaSpec& s) const override {
+    if (s.atom == "wgmma") return emit_cuda_wgmma(w, s);
     const std::string tm = std::to_string(s.tiles_m()), tn = std::to_string(s.tiles_n());
     const std::string lda = std::to_string(s.lda), ldb = std::to_string(s.ldb);
     w.line("const int mma_lane = " + s.tid + " & 31, mma_warp = " + s.tid + " >> 5;");

@@ -616,6 +616,9 @@ void Emitter::standalone(const gpu::Op& op) {
       if (!st.empty()) w_.line(st + ";");
       return;
     }
+    case GpuOpKind::WGMMA_SYNC:
+      if (std::string st = d_.wgmma_sync(); !st.empty()) w_.line(st + ";");
+      return;
     default:
       statement(op, "0", false);  // one-register per-register ops
   }

@@ -55,6 +55,7 @@ struct MmaSpec {
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
   bool tf32 = false;
   bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
+  bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
 };
@@ -102,6 +103,10 @@ class GpuDialect {
    * at most `pending` groups are in flight. "" where copies are synchronous.
    */
   virtual std::string async_sync(int64_t) const { return ""; }
+  /** A statement waiting for the warpgroup's outstanding wgmma groups, then ordering this
+   * thread's threadgroup writes before the async proxy reads them (the next wgmma operands);
+   * "" where the dialect has no warpgroup atoms. */
+  virtual std::string wgmma_sync() const { return ""; }
   /** Writes statements for one `mma` op (identifiers it declares start with mma_). */
   virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
   /**

@@ -85,7 +85,14 @@ const GpuTarget& nvidia_gpu_target() {
 
 GpuTarget nvidia_gpu_target(const std::string& arch) {
   GpuTarget t = nvidia_gpu_target();
-  if (arch == "sm_90" || arch == "sm_90a") t.threadgroup_memory_bytes = 227 * 1024;
+  if (arch == "sm_90" || arch == "sm_90a") {
+    t.threadgroup_memory_bytes = 227 * 1024;
+    // wgmma.mma_async m64nNk16 (N a multiple of 8 up to 256), compiled for sm_90a.
+    t.warpgroup_atoms = {
+        {"wgmma", 64, 8, 16, DType::f16, DType::f32, false, mma_m16n8_f32_c()},
+        {"wgmma", 64, 8, 16, DType::bf16, DType::f32, false, mma_m16n8_f32_c()},
+    };
+  }
   if (arch == "sm_80" || arch == "sm_87") t.threadgroup_memory_bytes = 163 * 1024;
   if (arch == "sm_86" || arch == "sm_89") t.threadgroup_memory_bytes = 99 * 1024;
   return t;

@@ -361,6 +361,7 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_COMMIT:
+      case GpuOpKind::WGMMA_SYNC:
         operands(0, 0);
         results(0);
         break;

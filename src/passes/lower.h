@@ -40,6 +40,11 @@ struct LowerOptions {
   bool aligned_body = true;
   /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
   int warps_m = 0, warps_n = 0;
+  /**
+   * Dots that fit a warpgroup atom of the target (wgmma on sm_90) use it (lower_wgmma.cpp);
+   * off: the warp-level atoms, for differential tests.
+   */
+  bool wgmma = true;
 };
 
 /**

@@ -227,6 +227,7 @@ void Lowering::assign_layouts() {
     for (ValueId v : o.operands) ++uses[v];
   });
   plan_direct_copies(p.body, uses);
+  plan_wgmma();
   plan_pipelines();
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
   for (bool changed = true; changed;) {
@@ -310,7 +311,7 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
   ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId r = b.ew(OpKind::DIV, {e, cols}), c = b.ew(OpKind::MOD, {e, cols});
-  ValueId dst = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c})});
+  ValueId dst = b.ew(OpKind::PTR_OFFSET, {buf, staging_offset(load, r, c, ld)});
   auto wide = [&](ValueId x) { return it == DType::i32 ? x : b.ew(OpKind::CAST, {x}, it); };
   ValueId row = b.named(b.ew(OpKind::ADD, {ix[0], wide(r)}), "row");
   ValueId col = b.named(b.ew(OpKind::ADD, {ix[1], wide(c)}), "col");
@@ -369,13 +370,14 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
   DotPlan& plan = dot_plans.at(&op);
   if (plan.bufs[0] == kNoValue) {
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
-    const int64_t pad = staging_pad(plan.stage);
+    const int64_t pad = plan.wgmma ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
     plan.ld[1] = n + pad;
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = plan.kc * plan.ld[1];
     plan.bufs[0] = pb.alloc(plan.stage, stages * plan.elems[0], "a_smem");
     plan.bufs[1] = pb.alloc(plan.stage, stages * plan.elems[1], "b_smem");
+    if (plan.wgmma) place_first(2);
   }
   return {plan.bufs[0], plan.bufs[1]};
 }
@@ -412,6 +414,7 @@ void Lowering::dot(const Op& op) {
       if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
         async_commit();
         async_wait(0);
+        wgmma_sync_for({&op});
       }
       b.barrier();
     }
@@ -427,6 +430,8 @@ void Lowering::dot(const Op& op) {
                  {"tf32", int64_t{plan.atom->relaxed}},
                  {"ldmatrix", int64_t{options.ldmatrix && dtype_size(plan.stage) == 2 &&
                                       lda % 8 == 0 && ldb % 8 == 0}}};
+      // A pipelined wgmma is waited for at the next iteration's top and after the loop.
+      if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();
     } else {

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/wgmma_layout.h"
 #include "passes/lower.h"
 #include "support/error.h"
 
@@ -154,6 +155,7 @@ class Lowering {
     const Op* direct[2] = {nullptr, nullptr};
     ValueId bufs[2] = {kNoValue, kNoValue};  // staging arrays of A and B (all stages)
     int64_t ld[2] = {0, 0}, elems[2] = {0, 0};  // row stride and elements of one stage
+    bool wgmma = false;  // atom is a warpgroup atom (lower_wgmma.cpp)
   };
   /** The K loop of dots whose operands stream through a ring of stages (lower_pipeline.cpp). */
   struct Pipeline {
@@ -218,6 +220,20 @@ class Lowering {
    */
   void stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range = kNoValue);
   void dot(const Op& op);
+
+  // --- lower_wgmma.cpp ---
+  /** Moves dots to a warpgroup atom of the target where they fit (after plan_direct_copies). */
+  void plan_wgmma();
+  /** The tile_loads a wgmma dot stages, and the swizzled layout each is copied into. */
+  std::map<const Op*, WgmmaTile> wgmma_staging;
+  size_t wgmma_first_allocs = 0;  // wgmma arrays moved to the front of the prologue so far
+  /** The element offset of chunk (r, c) of tile_load `load` in its staging array. */
+  ValueId staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld);
+  /** Puts the last `count` allocations first in threadgroup memory (1024-byte aligned). */
+  void place_first(size_t count);
+  /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
+   * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
+  void wgmma_sync_for(const std::vector<const Op*>& dots);
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);

@@ -120,6 +120,7 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv) {
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
   async_wait(pl.stages - 2);
+  wgmma_sync_for(pl.dots);
   b.barrier();
   ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
   if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
@@ -138,7 +139,9 @@ void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
 }
 
 void Lowering::pipeline_epilogue(const Op& loop) {
-  if (pipelines.count(&loop)) async_wait(0);  // copies past the end (zeros) still in flight
+  if (!pipelines.count(&loop)) return;
+  async_wait(0);  // copies past the end (zeros) still in flight
+  wgmma_sync_for(pipelines.at(&loop).dots);  // the last iteration's wgmmas, before the epilogue
 }
 
 }  // namespace metile::lowering

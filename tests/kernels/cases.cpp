@@ -149,6 +149,8 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
   // 128x128 tiles: on Apple the staged operands exceed half the threadgroup memory, so K is
   // staged in chunks.
   if (kernel.find("_big") != std::string::npos) g.block_m = g.block_n = 128;
+  // 64-row tiles and more: the warpgroup atom (wgmma) on sm_90, mma.sync elsewhere.
+  if (kernel.find("_wg") != std::string::npos) g.block_m = g.block_n = kernel.find("_wgbig") != std::string::npos ? 128 : 64;
   if (!g.bounds && (m % g.block_m || n % g.block_n || k % g.block_k))
     fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "case ", name,
          ": unbounded GEMM shapes must be multiples of the blocks");
@@ -314,6 +316,11 @@ const std::vector<std::string>& names() {
       "gemm_m1_bounds/5x40x20",
       "gemm_n1_bounds/40x5x20",
       "gemm_big/128x128x64",
+      "gemm_f16_wg/128x128x96",
+      "gemm_f16_wg_bounds/130x70x50",
+      "gemm_bf16_wg_relu_bounds/100x77x45",
+      "gemm_bf16_wg_bias_gelu/128x64x64",
+      "gemm_f16_wgbig/256x128x64",
       "gelu/1000",
       "gelu/1",
       "silu/1000",

@@ -221,15 +221,43 @@ TEST(CpuCodegen, GeneratedCodeFusesChainsAndReadsLikeTheIr) {
   CpuSource src = generate_cpu_cpp(k.finish());
   std::string body = src.text.substr(src.text.find("---- kernel fused"));
   // One loop over the tile: the load, the arithmetic and the masked store fused; no tile
-  // arrays. (The streamed form of the store loops over pieces of it, from mt_b.)
+  // arrays. (The streamed form of the store loops over pieces of it, from mt_b.) It is written
+  // twice: once for tiles whose mask offs < N holds at both ends (then everywhere: offs steps by
+  // 1), where the mask is `true`, and once as it is.
   EXPECT_EQ(body.find("alignas(64) float v"), std::string::npos) << body;
   size_t loops = 0;
   for (size_t at = body.find("for (int32_t i = 0"); at != std::string::npos; at = body.find("for (int32_t i = 0", at + 1))
     ++loops;
-  EXPECT_EQ(loops, 1u) << body;
+  EXPECT_EQ(loops, 2u) << body;
+  const size_t whole = body.find("LL)) {"), rest = body.find("else {", whole);
+  ASSERT_NE(whole, std::string::npos) << body;
+  ASSERT_NE(rest, std::string::npos) << body;
+  EXPECT_EQ(body.substr(whole, rest - whole).find("< N)"), std::string::npos) << body;
+  EXPECT_NE(body.substr(rest).find("< N)"), std::string::npos) << body;
   EXPECT_NE(body.find("// store"), std::string::npos);
   EXPECT_NE(body.find("const float v"), std::string::npos);
   EXPECT_EQ(src.entry, "metile_entry");
+}
+
+// A mask that holds at both ends of a tile holds throughout only if its index did not wrap in
+// between: here b + i passes INT32_MAX inside the tile, so b + i >= lo is true at i = 0 and at
+// i = 255 but false from i = 101 to 205, and the store must take the masked loop.
+TEST(CpuCodegen, WholeTileMasksSeeIndicesThatWrap) {
+  KernelBuilder k("wraps");
+  V out = k.ptr("Out"), b = k.scalar("B"), lo = k.scalar("LO");
+  V i = k.arange(0, 256);
+  k.store(out + i, k.full(Shape::of(256), 1.0), b + i >= lo);
+  Program p = k.finish();
+  for (int64_t base : {int64_t{2147483647 - 100}, int64_t{0}, int64_t{-300}}) {
+    std::vector<float> a(256, 0.0f), r(256, 0.0f);
+    kernels::Launch x(p, "cpu"), y(p, "interp");
+    x.buffer(a).i32(base).i32(-2147483647 + 49);
+    y.buffer(r).i32(base).i32(-2147483647 + 49);
+    ASSERT_EQ(x.run(), METILE_OK) << x.error();
+    ASSERT_EQ(y.run(), METILE_OK) << y.error();
+    EXPECT_EQ(a, r) << "B = " << base;
+    if (base > 0) EXPECT_EQ(a[150], 0.0f);
+  }
 }
 
 TEST(CpuCodegen, VectorizedExpStaysWithinTwoUlpsOfLibm) {

@@ -42,8 +42,12 @@ TEST_P(CudaCodegen, CompilesForSm90) {
     bool matrix = gemm && GetParam().find("_m1") == std::string::npos &&
                   GetParam().find("_n1") == std::string::npos &&
                   (c.allow_tf32 || GetParam().find("f16") != std::string::npos);
-    EXPECT_EQ(src.find("mt_mma_") != std::string::npos && src.find("(&acc") != std::string::npos, matrix)
-        << GetParam() << " " << arch;
+    // The *_wg GEMMs (64-row tiles and more) on sm_90: the warpgroup atom, wgmma (sm_90a).
+    const bool warpgroup = matrix && std::string(arch) == "sm_90" && GetParam().find("_wg") != std::string::npos;
+    const bool warp_mma = src.find("mt_mma_") != std::string::npos && src.find("(&acc") != std::string::npos;
+    const bool wgmma = src.find("wgmma.mma_async.sync") != std::string::npos;
+    EXPECT_EQ(warp_mma, matrix && !warpgroup) << GetParam() << " " << arch;
+    EXPECT_EQ(wgmma, warpgroup) << GetParam() << " " << arch;
   }
 }
 

@@ -60,6 +60,13 @@ std::string fused(const std::string& text, bool whole_tiles) {
   return print(p, false);
 }
 
+// A lane-wise (tile) maximum anywhere in the printed IR.
+bool tile_maximum(const std::string& text) {
+  for (size_t at = text.find("= maximum "); at != std::string::npos; at = text.find("= maximum ", at + 1))
+    if (text.substr(at, text.find('\n', at) - at).find("tile<") != std::string::npos) return true;
+  return false;
+}
+
 int loops(const std::string& text) {
   int n = 0;
   for (size_t at = text.find(" for "); at != std::string::npos; at = text.find(" for ", at + 1))
@@ -82,6 +89,23 @@ TEST(FuseReductions, MaxThenSumOfExpBecomesOneOnlinePass) {
   const size_t sbody = scalar.find(" for "), send = scalar.find("yield");
   EXPECT_NE(scalar.substr(sbody, send - sbody).find("reduce_max"), std::string::npos)
       << "one scalar running max per iteration: " << scalar;
+  // The lane-wise max only fed M, which the scalar one equals: it goes, and M reads the scalar.
+  EXPECT_FALSE(tile_maximum(scalar)) << scalar;
+  EXPECT_EQ(scalar.find("-> (tile<32xf32>, tile<32xf32>"), std::string::npos) << scalar;
+  EXPECT_TRUE(tile_maximum(lanes)) << lanes;
+}
+
+TEST(FuseReductions, ALaneWiseMaxUsedElsewhereStays) {
+  // %4 is also stored: the merged loop keeps computing it beside the scalar max.
+  std::string text = two_passes(kRescalable);
+  const std::string tail = "  store %Out, %29\n";
+  text.replace(text.find(tail), tail.size(),
+               tail + "  %30 = arange %2 {size = 32} : tile<32xi32>\n"
+                      "  %31 = ptr_offset %Out, %30 : tile<32xptr<f32>>\n  store %31, %4\n");
+  const std::string scalar = fused(text, true);
+  EXPECT_EQ(loops(scalar), 1) << scalar;
+  EXPECT_TRUE(tile_maximum(scalar)) << scalar;
+  EXPECT_NE(scalar.find("reduce_max %7"), std::string::npos) << scalar;
 }
 
 TEST(FuseReductions, NonRescalableUsesOfTheMaxStayAsWritten) {

@@ -41,6 +41,7 @@ LowerOptions options(bool async_copy = true, int stages = 0, bool ldmatrix = tru
   o.async_copy = async_copy;
   o.num_stages = stages;
   o.ldmatrix = ldmatrix;
+  o.wgmma = false;  // the warp-level path; gpu_wgmma_lower_test.cpp covers the warpgroup one
   return o;
 }
 

@@ -26,7 +26,8 @@
 //     else s + E(e - r(m)), one exponential per element; on devices that
 //     run whole tiles in order (TilePassContext::whole_tiles_in_order) it is one scalar carried
 //     beside it, max(m, max of e over active lanes) from max(a's initial value), so each element
-//     costs one exponential as in L2 and the rescale one per iteration.
+//     costs one exponential as in L2 and the rescale one per iteration; when M is all that reads
+//     L1's a, the lane-wise max goes and M is the scalar (see drop_lane_max).
 //     Numerics: every exponent is <= 0 as in the original (e <= m' and m <= m' lane-wise), the
 //     rescale factor is exactly 1 when the max does not move, and r keeps lanes that saw only
 //     -inf at 0 instead of NaN; a rescale from a max that is still -inf is E(-inf) = 0 (never
@@ -180,6 +181,9 @@ class Fuser {
   std::optional<size_t> fuse(Block& b, size_t i, size_t j);
   // L2's carried sum of (e - m)^2, where m is the one value of D L2 uses (see the file comment).
   std::optional<CentredSquares> centred_squares(const Op& l2, ValueId m) const;
+  // With the scalar running max the lane-wise one is only M's source: M becomes the scalar.
+  void drop_lane_max(Op& fused, Block& body, Op& yield, std::vector<Op>& after, size_t k,
+                     ValueId m, ValueId m_final);
 
   Program& p_;
   bool whole_tiles_;
@@ -580,6 +584,7 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     // overflows to inf (0 * inf = NaN) for rows far below 0.
     const ValueId scale = exp_of_difference(m_final, mb, mt);
     emit(OpKind::MUL, {s_out, scale}, t, {}, l2_result);
+    if (whole_tiles_) drop_lane_max(fused, body, yield, after, op.max_index, op.m, m_final);
   }
   if (centred) {
     // Welford per lane: the count n, mean a and centred sum of squares q of the elements the
@@ -640,6 +645,57 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
   for (size_t k = j + 1; k < b.ops.size(); ++k) ops.push_back(std::move(b.ops[k]));
   b.ops = std::move(ops);
   return merged;
+}
+
+// The scalar running max ends equal to M = reduce_max(a) (both are the max of a's initial value
+// and every element taken; max is exact), so when M is all that reads L1's lane-wise a after the
+// loop and a feeds nothing in the body but its own update, a and its update chain go and M is
+// the scalar (as maximum(m, m), which is m bit for bit). The two can differ only in the sign of
+// a zero max (maximum keeps its first operand on ties), which no exp(x - M) can see.
+void Fuser::drop_lane_max(Op& fused, Block& body, Op& yield, std::vector<Op>& after, size_t k,
+                          ValueId m, ValueId m_final) {
+  const ValueId a_out = fused.results[k], a = body.args[1 + k];
+  auto red = std::find_if(after.begin(), after.end(), [&](const Op& o) {
+    return o.results.size() == 1 && o.results[0] == m && o.kind == OpKind::REDUCE_MAX;
+  });
+  if (red == after.end() || red->operands[0] != a_out) return;
+  size_t reads_of_a = 0;  // in the program as it still is (M's reduce_max between the loops)
+  walk(p_.body, [&](const Op& o) {
+    for (ValueId x : o.operands) reads_of_a += x == a_out;
+  });
+  if (reads_of_a != 1) return;
+  // The update chain: the body ops reached from a; each may feed only the chain and yield k.
+  std::set<ValueId> chain{a};
+  for (const Op& o : body.ops) {
+    bool reads = false;
+    for (ValueId x : o.operands) reads = reads || chain.count(x);
+    for (const Block& r : o.regions)
+      for (ValueId f : free_values(r)) reads = reads || chain.count(f);
+    if (!reads) continue;
+    if (!has_trait(o.kind, kPure) || !o.regions.empty()) return;
+    chain.insert(o.results.begin(), o.results.end());
+  }
+  for (const Op& o : body.ops) {
+    const bool in_chain = !o.results.empty() && chain.count(o.results[0]);
+    for (size_t q = 0; q < o.operands.size(); ++q) {
+      if (!chain.count(o.operands[q]) || in_chain) continue;
+      if (o.kind != OpKind::YIELD || q != k) return;
+    }
+    for (const Block& r : o.regions)
+      for (ValueId f : free_values(r))
+        if (chain.count(f)) return;
+  }
+  if (!chain.count(yield.operands[k])) return;
+  body.ops.erase(std::remove_if(body.ops.begin(), body.ops.end(),
+                                [&](const Op& o) { return !o.results.empty() && chain.count(o.results[0]); }),
+                 body.ops.end());
+  fused.operands.erase(fused.operands.begin() + 3 + static_cast<std::ptrdiff_t>(k));
+  fused.results.erase(fused.results.begin() + static_cast<std::ptrdiff_t>(k));
+  body.args.erase(body.args.begin() + 1 + static_cast<std::ptrdiff_t>(k));
+  yield.operands.erase(yield.operands.begin() + static_cast<std::ptrdiff_t>(k));
+  red->kind = OpKind::MAXIMUM;
+  red->operands = {m_final, m_final};
+  red->attrs.clear();
 }
 
 }  // namespace

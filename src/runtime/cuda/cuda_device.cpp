@@ -7,7 +7,9 @@
 #include "runtime/cuda/cuda_api.h"
 #include "codegen/cuda.h"
 #include "codegen/gpu_target.h"
+#include "ir/gpu_ir.h"
 #include "passes/pipeline.h"
+#include "support/env.h"
 #include "support/error.h"
 
 namespace metile {
@@ -75,6 +77,8 @@ class CudaDevice : public Device {
     info_.asynchronous = true;
     identity_ = "cuda;" + info_.architecture + ";" + nvrtc_version() + ";driver " +
                 std::to_string(version);
+    wgmma_ = cuda_wgmma_enabled();
+    if (!wgmma_) identity_ += ";no wgmma";
   }
 
   const DeviceInfo& info() const override { return info_; }
@@ -153,7 +157,7 @@ class CudaDevice : public Device {
   }
 
   Artifact build(const Program& program, const CompileOptions& options) override {
-    return cuda_build_program(program, options, info_.architecture, info_.threadgroup_memory_bytes);
+    return cuda_build_program(program, options, info_.architecture, info_.threadgroup_memory_bytes, wgmma_);
   }
 
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program> program, const CompileOptions&,
@@ -181,6 +185,7 @@ class CudaDevice : public Device {
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
   bool pageable_ = false;
+  bool wgmma_ = true;  // cuda_wgmma_enabled() when the device opened
   DeviceInfo info_;
   std::string identity_;
 };
@@ -286,14 +291,23 @@ std::string probe_cuda_device() {
 
 std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>(); }
 
+bool cuda_wgmma_enabled() { return env_string("METILE_CUDA_WGMMA") != "0"; }
+
 Artifact cuda_build_program(const Program& program, const CompileOptions& options,
-                            const std::string& arch, uint64_t shared_memory_limit) {
+                            const std::string& arch, uint64_t shared_memory_limit, bool wgmma) {
   GpuTarget target = nvidia_gpu_target(arch);
   if (shared_memory_limit != 0) target.threadgroup_memory_bytes = shared_memory_limit;
+  if (!wgmma) target.warpgroup_atoms.clear();
   GpuPipelineResult gpu = run_gpu_pipeline(program, target, options, "cuda");
   CudaKernelSource src = emit_cuda(gpu.function);
+  // wgmma exists only in the architecture-specific target (sm_90a), which runs on sm_90 alone.
+  bool warpgroup = false;
+  gpu::walk(gpu.function.body, [&](const gpu::Op& op) {
+    warpgroup = warpgroup || (op.kind == gpu::GpuOpKind::MMA && op.attr_str("atom") == "wgmma");
+  });
+  const std::string compile_arch = warpgroup && arch.back() != 'a' ? arch + "a" : arch;
   Artifact a = cuda_build_from_source(
-      {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, arch);
+      {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, compile_arch);
   a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
   a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
   return a;

@@ -1,0 +1,92 @@
+// One `mma` op on the warpgroup atom (lower_wgmma.cpp plans it). Warpgroup g = tid / 128 works
+// on rows [64 rm (g % wg_m), +64 rm) and columns [nw (g / wg_m), +nw) of the m x n accumulator
+// (warps_m = 4 wg_m, warps_n = wg_n). Per k step of 16 and m64 block i it issues
+//   wgmma.mma_async.sync.aligned.m64n<nw>k16.f32.<t>.<t> {acc[i * nw/2 ...]}, descA, descB, 1, 1, 1, 0, 1
+// (scale-d on, A K-major, B N-major: the transposed-B form) with descriptors of the swizzled
+// arrays (wgmma_layout.h): A's rows of one block `swizzle` bytes apart, 8-row groups 8 * swizzle
+// apart (leading offset unused for K-major swizzled layouts, 1 by convention); B's k rows
+// `swizzle` bytes apart, 8-row groups 8 * swizzle apart (stride offset) and column blocks one
+// block apart (leading offset). A k step inside a 128-byte row moves the start address by its
+// bytes: the swizzle applies to address bits the offset leaves alone.
+//
+// All of one op's instructions form one group. In a pipelined K loop it stays in flight while the
+// thread issues the next copies; the wgmma_sync before the next barrier (and after the loop)
+// waits for it, so no stage is overwritten while a wgmma reads it. Elsewhere the op waits
+// itself, and empty asm statements that read and write every accumulator register keep the
+// compiler from moving their uses across the wait.
+#include "codegen/gpu_emit_wgmma.h"
+
+#include "codegen/wgmma_layout.h"
+#include "support/error.h"
+
+namespace metile {
+
+namespace {
+
+std::string hex(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), digits[v & 15]);
+    v >>= 4;
+  } while (v != 0);
+  return "0x" + s + "ull";
+}
+
+// The constant part of a descriptor: leading and stride byte offsets (in 16-byte units) and mode.
+uint64_t descriptor_high(int64_t leading, int64_t stride, int64_t mode) {
+  return (static_cast<uint64_t>(leading & 0x3FFF) << 16) | (static_cast<uint64_t>(stride & 0x3FFF) << 32) |
+         (static_cast<uint64_t>(mode) << 62);
+}
+
+}  // namespace
+
+void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
+  const int64_t elem = static_cast<int64_t>(dtype_size(s.ab));
+  METILE_ASSERT(s.ab == DType::f16 || s.ab == DType::bf16, "wgmma takes f16 or bf16 operands");
+  const int64_t wg_m = s.warps_m / 4, wg_n = s.warps_n;
+  METILE_ASSERT(wg_m >= 1 && s.warps_m % 4 == 0 && s.m % (64 * wg_m) == 0 && s.n % wg_n == 0,
+                "wgmma: warps do not make whole warpgroups over the tile");
+  const int64_t rows = s.m / wg_m, nw = s.n / wg_n, blocks = rows / 64;
+  const WgmmaTile ta = wgmma_tile(s.m, s.k, elem), tb = wgmma_tile(s.k, s.n, elem);
+  METILE_ASSERT(ta.swizzle != 0 && tb.swizzle != 0, "wgmma: operand rows fit no swizzle");
+  const std::string hi_a = hex(descriptor_high(1, 8 * ta.swizzle / 16, ta.descriptor_mode()));
+  const std::string hi_b = hex(descriptor_high(tb.block_bytes() / 16, 8 * tb.swizzle / 16, tb.descriptor_mode()));
+  const std::string t = s.ab == DType::bf16 ? "bf16" : "f16";
+  w.line("const int mma_wg = " + s.tid + " >> 7;");
+  w.line("const uint mma_a = mt_smem_addr(" + s.a + ") + (mma_wg % " + std::to_string(wg_m) + ") * " +
+         std::to_string(rows * ta.swizzle) + ";");
+  w.line("const uint mma_b = mt_smem_addr(" + s.b + ") + (mma_wg / " + std::to_string(wg_m) + ") * " +
+         std::to_string(nw / tb.width() * tb.block_bytes()) + ";");
+  w.line("mt_wgmma_fence();");
+  const int64_t regs = nw / 2;  // f32 accumulators per thread per m64 block
+  std::string list;
+  for (int64_t r = 0; r < regs; ++r) list += (r ? ", %" : "%") + std::to_string(r);
+  const std::string instr = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(nw) + "k16.f32." + t + "." + t;
+  const std::string body = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) + ", 0;\\n" + instr +
+                           " {" + list + "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
+                           ", p, 1, 1, 0, 1;\\n}\\n\"";
+  for (int64_t kk = 0; kk < s.k; kk += 16)
+    for (int64_t i = 0; i < blocks; ++i) {
+      const int64_t a_off = (kk / ta.width()) * ta.block_bytes() + 64 * i * ta.swizzle + (kk % ta.width()) * elem;
+      const int64_t b_off = kk * tb.swizzle;
+      w.open("");
+      w.line("const ullong mma_da = mt_wgmma_desc(mma_a + " + std::to_string(a_off) + ", " + hi_a + ");");
+      w.line("const ullong mma_db = mt_wgmma_desc(mma_b + " + std::to_string(b_off) + ", " + hi_b + ");");
+      w.line("asm volatile(" + body);
+      std::string outs;
+      for (int64_t r = 0; r < regs; ++r)
+        outs += std::string(r ? ", " : "") + "\"+f\"(" + s.acc + "[" + std::to_string(i * regs + r) + "])";
+      w.line("    : " + outs);
+      w.line("    : \"l\"(mma_da), \"l\"(mma_db), \"r\"(1));");
+      w.close();
+    }
+  w.line("mt_wgmma_commit();");
+  if (!s.wait) return;  // a pipelined loop waits at its next barrier (wgmma_sync)
+  w.line("mt_wgmma_wait_all();");
+  w.line("#pragma unroll");
+  w.line("for (int mma_r = 0; mma_r < " + std::to_string(blocks * regs) + "; ++mma_r) asm volatile(\"\" : \"+f\"(" +
+         s.acc + "[mma_r]) :: \"memory\");");
+}
+
+}  // namespace metile

@@ -1,0 +1,133 @@
+// dot on Hopper's warpgroup matrix units (wgmma.mma_async, sm_90a; GpuTarget::warpgroup_atoms).
+//
+// A dot takes a warpgroup atom when both operands are copied straight from tile_loads
+// (plan_direct_copies, so the copies are async_copy ops and a K loop may pipeline them), K is
+// staged whole, the operand dtype has an atom (f16, bf16) and the threadgroup's warpgroups
+// (threads / 128) tile the accumulator: wg_m x wg_n warpgroups, each 64 * rm rows (rm m64
+// instructions per k step) and nw = N / wg_n columns (a multiple of 8 up to 256). wg_n > 1 only
+// when the columns of a warpgroup start a swizzle block of B and nothing reduces the rows
+// across warps. Everything else keeps the warp-level atoms of lower_dot.cpp.
+//
+// Operands: A (M x K) and B (K x N) stay row-major as loaded (A K-major, B N-major: wgmma's
+// transposed-B form) in the swizzled blocks of src/codegen/wgmma_layout.h, written chunk by
+// chunk by the same async copies as the warp-level path, only to swizzled offsets, unpadded.
+// The arrays are the first in threadgroup memory and each stage is whole 1024-byte blocks, so
+// every block sits where the hardware's swizzle (on absolute address bits) expects it.
+// wgmma reads threadgroup memory through the async proxy: after the copies are waited for,
+// each thread fences (proxy_fence) before the barrier that publishes them.
+//
+// The accumulator stays in registers in wgmma's fragment: warp q of a warpgroup holds rows
+// 16q..16q+15 of each m64 block, a thread the m16n8 `c` fragment of each 8-column piece;
+// registers run over the fragment, then the pieces, then the m64 blocks (the instruction's
+// register order, one instruction per block), so the epilogue and tile_store use it as any
+// other tile layout.
+#include <algorithm>
+
+#include "passes/lower_internal.h"
+
+namespace metile::lowering {
+
+namespace {
+
+// The accumulator layout above as a tile layout of the m x n tile (element row * n + col).
+auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
+  constexpr int64_t kRows = 16;  // rows of the c fragment: one warp's share of an m64 block
+  auto to_tile = [&](int64_t s) { return (s % kRows) * n + s / kRows; };
+  const int64_t rows = m / wg_m, nw = n / wg_n;
+  std::vector<IntTuple> ts, td, rs, rd;
+  auto add = [&](const metile::Layout& mode, std::vector<IntTuple>& sh, std::vector<IntTuple>& st) {
+    metile::Layout flat = flatten(mode);
+    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      sh.emplace_back(sizes[i]);
+      st.emplace_back(to_tile(strides[i]));
+    }
+  };
+  add(a.c.mode(0), ts, td);
+  ts.emplace_back(int64_t{4});  // the warps of a warpgroup
+  td.emplace_back(kRows * n);
+  ts.emplace_back(wg_m);
+  td.emplace_back(rows * n);
+  ts.emplace_back(wg_n);
+  td.emplace_back(nw);
+  add(a.c.mode(1), rs, rd);
+  rs.emplace_back(nw / 8);  // 8-column pieces
+  rd.emplace_back(int64_t{8});
+  rs.emplace_back(rows / 64);  // m64 blocks
+  rd.emplace_back(64 * n);
+  return gpu::tile_layout(m * n, make_layout(IntTuple(ts), IntTuple(td)), make_layout(IntTuple(rs), IntTuple(rd)));
+}
+
+}  // namespace
+
+void Lowering::plan_wgmma() {
+  if (!options.wgmma || target.warpgroup_atoms.empty() || f.threads % 128 != 0) return;
+  const int64_t groups = f.threads / 128;
+  walk(p.body, [&](const Op& o) {
+    if (o.kind != OpKind::DOT) return;
+    DotPlan& plan = dot_plans.at(&o);
+    const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
+    const int64_t n = p.type(o.operands[1]).shape.dims[1];
+    if (plan.atom == nullptr || plan.direct[0] == nullptr || plan.direct[1] == nullptr || plan.kc != k) return;
+    const MatrixAtom* atom = nullptr;
+    for (const MatrixAtom& a : target.warpgroup_atoms)
+      if (atom == nullptr && a.ab == plan.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+    if (atom == nullptr) return;
+    const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
+    const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_tile(k, n, elem);
+    // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned.
+    if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * elem) % 1024 != 0 || (k * n * elem) % 1024 != 0) return;
+    int64_t wg_m = 0, wg_n = 0;
+    for (int64_t wn = 1; wn <= groups && wg_m == 0; ++wn) {
+      const int64_t wm = groups / wn;
+      if (groups % wn != 0 || m % (64 * wm) != 0 || n % wn != 0) continue;
+      const int64_t nw = n / wn;
+      if (nw % atom->n != 0 || nw > 256) continue;
+      if (wn > 1 && (nw % tb.width() != 0 || rows_reduced(o.result()))) continue;
+      wg_m = wm;
+      wg_n = wn;
+    }
+    if (wg_m == 0) return;
+    plan.atom = atom;
+    plan.wgmma = true;
+    plan.warps_m = static_cast<int>(4 * wg_m);
+    plan.warps_n = static_cast<int>(wg_n);
+    plan.acc = f.add_layout(wgmma_fragment(*atom, m, n, wg_m, wg_n));
+    assigned[o.result()] = plan.acc;
+    wgmma_staging[plan.direct[0]] = ta;
+    wgmma_staging[plan.direct[1]] = tb;
+  });
+}
+
+ValueId Lowering::staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld) {
+  auto it = wgmma_staging.find(&load);
+  if (it == wgmma_staging.end()) return b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c});
+  const WgmmaTile& t = it->second;
+  const int64_t w = t.width(), v = t.chunk();
+  auto op = [&](OpKind k, ValueId x, int64_t y) { return b.ew(k, {x, c_i32(y)}); };
+  ValueId block = op(OpKind::MUL, op(OpKind::DIV, c, w), t.rows * w);
+  ValueId chunk = op(OpKind::DIV, op(OpKind::MOD, c, w), v);
+  ValueId phase = op(OpKind::MOD, op(OpKind::DIV, r, 128 / t.swizzle), t.swizzle / 16);
+  ValueId swizzled = op(OpKind::MUL, b.ew(OpKind::BITXOR, {chunk, phase}), v);
+  return b.ew(OpKind::ADD, {b.ew(OpKind::ADD, {block, op(OpKind::MUL, r, w)}), swizzled});
+}
+
+void Lowering::place_first(size_t count) {
+  std::vector<gpu::Op>& ops = prologue.ops;
+  METILE_ASSERT(ops.size() >= wgmma_first_allocs + count, "place_first: fewer ops than allocations to move");
+  std::rotate(ops.begin() + static_cast<std::ptrdiff_t>(wgmma_first_allocs),
+              ops.end() - static_cast<std::ptrdiff_t>(count), ops.end());
+  wgmma_first_allocs += count;
+}
+
+void Lowering::wgmma_sync_for(const std::vector<const Op*>& dots) {
+  for (const Op* d : dots)
+    if (dot_plans.at(d).wgmma) {
+      gpu::Op g;
+      g.kind = gpu::GpuOpKind::WGMMA_SYNC;
+      b.append(std::move(g));
+      return;
+    }
+}
+
+}  // namespace metile::lowering

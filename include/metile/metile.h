@@ -661,7 +661,8 @@ typedef struct metile_compile_options {
    * accumulator, each a (BLOCK_M / warps_m) x (BLOCK_N / warps_n) block of it. 0 and 0 = the
    * compiler chooses (warp tiles as square as possible). Both set, each 1..32; with num_threads
    * 0 the kernel runs warps_m * warps_n warps, else they must make up num_threads. A dot the grid
-   * cannot tile by whole atoms fails to compile with INVALID_ARGUMENT naming both values.
+   * cannot tile by whole atoms fails to compile with INVALID_ARGUMENT naming both values. A grid
+   * asks for the warp-level atoms (mma.sync on CUDA), not warpgroup ones (wgmma).
    */
   int32_t warps_m;
   int32_t warps_n;

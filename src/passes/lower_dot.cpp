@@ -227,7 +227,7 @@ void Lowering::assign_layouts() {
     for (ValueId v : o.operands) ++uses[v];
   });
   plan_direct_copies(p.body, uses);
-  plan_wgmma();
+  if (options.warps_m == 0) plan_wgmma();  // an asked warp grid is one of the warp-level atoms
   plan_pipelines();
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
   for (bool changed = true; changed;) {

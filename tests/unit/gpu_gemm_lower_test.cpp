@@ -158,6 +158,11 @@ TEST(GpuGemmLower, WarpGridComesFromTheOptions) {
   EXPECT_EQ(f.threads, 256) << "4 x 2 warps when num_threads is 0";
   std::string text = gpu::print(f);
   EXPECT_EQ(count(text, "warps_m=4 warps_n=2"), 1) << text;
+  LowerOptions wg = o;
+  wg.wgmma = true;  // an asked grid keeps the warp-level atoms where wgmma would apply
+  std::string warp_level = gpu::print(lower_to_gpu(kernels::gemm(g), nvidia_gpu_target("sm_90"), wg));
+  EXPECT_EQ(count(warp_level, "atom=\"mma.sync\" "), 1) << warp_level;
+  EXPECT_EQ(count(warp_level, "warps_m=4 warps_n=2"), 1) << warp_level;
   EXPECT_EQ(count(gpu_ir(g, options()), "warps_m=2 warps_n=2"), 1) << "the compiler's choice, 4 warps";
   auto error = [&](int wm, int wn, int threads) {
     LowerOptions x = options();

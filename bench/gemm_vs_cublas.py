@@ -6,7 +6,8 @@ C = A @ B, row-major, f32 C, for f16, bf16 and f32 inputs (f32 as TF32 on all th
 with allow_tf32, torch with allow_tf32 matmuls, Triton's default for an f32 dot), at 1024^3,
 4096^3, 8192^3 and the skinny M=16, N=K=8192. metile's kernel is the seed README GEMM
 (tile_load / dot / tile_store) with Triton's grouped program order (tile_swizzle); it picks the fastest of a few (BLOCK_M, BLOCK_N, BLOCK_K,
-num_threads) configurations per shape, as Triton's autotuner does for its kernel. The Triton
+num_threads, num_stages, warps_m x warps_n) configurations per shape (CONFIGS, filtered by
+fits()), as Triton's autotuner does for its kernel. The Triton
 kernel is the usual tiled matmul with grouped program order and a small autotune list.
 
 Every result is checked against torch in float64 (relative Frobenius error) before it is timed,
@@ -43,12 +44,27 @@ def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
     metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
 
 
-CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_threads)
-    (128, 256, 32, 256), (256, 128, 32, 256), (128, 256, 64, 256),
-    (128, 128, 32, 128), (128, 128, 32, 256), (128, 128, 64, 256), (64, 128, 32, 128),
-    (128, 64, 64, 128), (64, 64, 32, 128), (64, 64, 64, 128), (16, 128, 64, 128),
-    (16, 64, 64, 64), (16, 64, 128, 128),
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_threads, num_stages, warps_m, warps_n); num_stages 0 and
+# warps 0 x 0 are the compiler's choices (3 stages on CUDA; warp tiles as square as possible).
+CONFIGS = [
+    (128, 128, 32, 256, 0, 0, 0), (128, 128, 32, 256, 4, 0, 0), (128, 128, 32, 256, 3, 4, 2),
+    (128, 128, 64, 256, 3, 0, 0), (128, 256, 32, 256, 3, 0, 0), (256, 128, 32, 256, 3, 0, 0),
+    (128, 256, 64, 256, 3, 0, 0), (128, 128, 32, 128, 4, 0, 0), (128, 128, 64, 128, 3, 0, 0),
+    (64, 128, 32, 128, 4, 0, 0), (64, 64, 32, 128, 4, 0, 0), (64, 64, 64, 128, 3, 0, 0),
+    (16, 128, 64, 128, 4, 0, 0), (16, 64, 64, 64, 4, 0, 0), (16, 64, 128, 128, 3, 0, 0),
+    (16, 128, 128, 128, 3, 0, 0), (32, 128, 64, 128, 4, 0, 0),
 ]
+
+
+def fits(m, n, config):
+    """The autotune space of a shape: tiles no larger than the matrix; 16-row tiles only for
+    skinny M and skinny M only with them; small tiles only for shapes too small to fill the GPU."""
+    bm, bn = config[0], config[1]
+    if m < 64:
+        return bm <= 32
+    if bm < 64 or bm > m or bn > n:
+        return False
+    return (m // bm) * (n // bn) >= 132 or (bm, bn) in ((64, 64), (64, 128))
 
 
 def main():
@@ -132,14 +148,18 @@ def main():
                 ma, mb, mc = device_copy(ta), device_copy(tb), metile.Buffer.zeros((m, n))
             best = None
             picked = ([CONFIGS[int(i)] for i in args.configs.split(",")] if args.configs else CONFIGS)
-            for (bm, bnn, bk, thr) in picked:
-                if (m >= 64) != (bm >= 64):
+            for config in picked:
+                bm, bnn, bk, thr, stages, wm, wn = config
+                if not fits(m, n, config):
                     continue
                 launch = gemm[(metile.cdiv(m, bm), metile.cdiv(n, bnn))]
+                extra = {"num_stages": stages} if stages else {}
+                if wm:
+                    extra.update(warps_m=wm, warps_n=wn)
 
-                def run(launch=launch, bm=bm, bnn=bnn, bk=bk, thr=thr):
+                def run(launch=launch, bm=bm, bnn=bnn, bk=bk, thr=thr, extra=extra):
                     launch(ma, mb, mc, m, n, k, BLOCK_M=bm, BLOCK_N=bnn, BLOCK_K=bk,
-                           num_threads=thr, allow_tf32=True)
+                           num_threads=thr, allow_tf32=True, **extra)
                 if args.memory == "dlpack":  # every element must be written
                     tout.fill_(float("nan"))
                     torch.cuda.synchronize()
@@ -149,17 +169,17 @@ def main():
                     run()
                     metile.synchronize()
                 except Exception as e:  # a configuration the compiler rejects (resources)
-                    print("skip", dt, (m, n, k), (bm, bnn, bk, thr), str(e).splitlines()[0], flush=True)
+                    print("skip", dt, (m, n, k), config, str(e).splitlines()[0], flush=True)
                     continue
                 got = (tout.double() if args.memory == "dlpack"
                        else torch.from_numpy(mc.numpy().copy()).cuda().double())
                 err = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
                 if not err < (5e-3 if dt != "bf16" else 1e-2):
-                    print("WRONG", dt, (m, n, k), (bm, bnn, bk, thr), "rel err", err, flush=True)
+                    print("WRONG", dt, (m, n, k), config, "rel err", err, flush=True)
                     continue
                 t = time_per_call(run, metile.synchronize, calls, 3)
                 if best is None or t < best[0]:
-                    best = (t, (bm, bnn, bk, thr), err)
+                    best = (t, config, err)
             tc = torch.empty((m, n), device="cuda", dtype=torch.float32)
             t_torch = time_per_call(lambda: torch.matmul(ta, tb, out=tc) if dt == "tf32" else torch.matmul(ta, tb), torch.cuda.synchronize, calls)
             grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)

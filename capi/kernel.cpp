@@ -144,6 +144,21 @@ CompileOptions options_of(const metile_compile_options* o) {
   if (has(offsetof(metile_compile_options, no_fuse_reductions)))
     c.fuse_reductions = o->no_fuse_reductions == 0;
   if (has(offsetof(metile_compile_options, keep_rows))) c.keep_rows = o->keep_rows != 0;
+  if (has(offsetof(metile_compile_options, num_stages))) {
+    if (o->num_stages < 0 || o->num_stages > 8)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", "num_stages ", o->num_stages,
+           " is out of range (0 = the device's choice, 1 = no pipeline, up to 8)");
+    c.num_stages = o->num_stages;
+  }
+  if (has(offsetof(metile_compile_options, warps_n))) {
+    for (auto [name, v] : {std::pair{"warps_m", o->warps_m}, std::pair{"warps_n", o->warps_n}})
+      if (v < 0 || v > 32) fail(METILE_ERROR_INVALID_ARGUMENT, "api", name, " ", v, " is out of range (0..32)");
+    if ((o->warps_m == 0) != (o->warps_n == 0))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", "warps_m ", o->warps_m, " and warps_n ", o->warps_n,
+           ": set both (a warp grid) or neither");
+    c.warps_m = o->warps_m;
+    c.warps_n = o->warps_n;
+  }
   return c;
 }
 

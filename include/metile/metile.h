@@ -649,9 +649,26 @@ typedef struct metile_compile_options {
    * (bench/results/cuda_rows_h100.md); the cpu device never keeps rows.
    */
   int32_t keep_rows;
+  /**
+   * Stages of the software pipeline of a K loop whose dot operands come straight from
+   * tile_loads (copies of later iterations in flight while this one computes; cp.async on
+   * CUDA): 0 = the device's choice (3 on CUDA, as far as shared memory allows; Metal has no
+   * asynchronous copies), 1 = no pipeline, 2..8 = that many. Other values: INVALID_ARGUMENT.
+   */
+  int32_t num_stages;
+  /**
+   * The warp (simdgroup) grid of a dot on matrix units: warps_m x warps_n warps tile the
+   * accumulator, each a (BLOCK_M / warps_m) x (BLOCK_N / warps_n) block of it. 0 and 0 = the
+   * compiler chooses (warp tiles as square as possible). Both set, each 1..32; with num_threads
+   * 0 the kernel runs warps_m * warps_n warps, else they must make up num_threads. A dot the grid
+   * cannot tile by whole atoms fails to compile with INVALID_ARGUMENT naming both values. A grid
+   * asks for the warp-level atoms (mma.sync on CUDA), not warpgroup ones (wgmma).
+   */
+  int32_t warps_m;
+  int32_t warps_n;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
-#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0}
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);

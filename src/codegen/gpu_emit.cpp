@@ -131,6 +131,22 @@ void Emitter::decide() {
   // Inline decisions run backwards, so a value knows whether its user is inlined.
   std::vector<const gpu::Op*> order;
   gpu::walk(f_.body, [&](const gpu::Op& op) { order.push_back(&op); });
+  // A one-register value that divides by a run-time value (a bound derived from a buffer's
+  // extent: a 64-bit division, a call with branches) is named once, not spelled into a
+  // per-register user: the compiler did not hoist it out of the unrolled chunks of a tile_store
+  // (an H100 GEMM spent 40% of its instructions there, bench/results/gemm_h100.md).
+  std::vector<bool> divides(n, false);
+  for (const gpu::Op* op : order) {
+    if (op->kind != GpuOpKind::ELEMENTWISE || op->results.size() != 1) continue;
+    bool d = (op->tile_op == OpKind::DIV || op->tile_op == OpKind::FLOORDIV || op->tile_op == OpKind::MOD) &&
+             op->operands.size() == 2 &&
+             (def_[op->operands[1]] == nullptr || def_[op->operands[1]]->kind != GpuOpKind::CONST);
+    for (ValueId o : op->operands) d = d || divides[o];
+    divides[op->result()] = d && regs(op->result()) == 1;
+  }
+  auto per_register = [&](const gpu::Op* u) {
+    return u->results.empty() ? !u->operands.empty() && regs(u->operands[0]) > 1 : regs(u->result()) > 1;
+  };
   std::vector<bool> store_feed(n, false);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const gpu::Op& op = **it;
@@ -156,6 +172,7 @@ void Emitter::decide() {
     }
     if (!pure || users_[v].size() != 1) continue;
     const gpu::Op* u = users_[v].front();
+    if (divides[v] && per_register(u)) continue;
     if (u->kind == GpuOpKind::YIELD || block_of_[u] != block_of_[&op]) continue;
     if (std::count(u->operands.begin(), u->operands.end(), v) != 1) continue;
     bool address = op.kind == GpuOpKind::ELEMENTWISE && op.tile_op == OpKind::PTR_OFFSET &&
@@ -163,7 +180,11 @@ void Emitter::decide() {
     // An expression over one-register values reads the same anywhere in the block.
     bool portable = true;
     for (ValueId o : op.operands) portable = portable && regs(o) == 1;
-    inline_[v] = regs(v) == 1 || address || portable || unit_.at(u) == unit_.at(&op);
+    // The bounds of an async copy with an aligned body are spelled in its per-chunk path only:
+    // as arrays they were computed for every chunk of every K step (an H100 GEMM's integer work).
+    bool chunk_bounds = u->kind == GpuOpKind::ASYNC_COPY && u->find_attr("whole") != nullptr &&
+                        (u->operands[2] == v || u->operands[3] == v);
+    inline_[v] = regs(v) == 1 || address || portable || chunk_bounds || unit_.at(u) == unit_.at(&op);
   }
   // A long element-wise chain would become one expression nested past the compiler's bracket
   // limit (clang: 256); every kMaxInlineDepth-th link is materialized as a named value instead.

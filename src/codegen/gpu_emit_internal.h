@@ -79,6 +79,7 @@ class Emitter {
   void standalone(const gpu::Op& op);
   void vector_access(const gpu::Op& op);
   void async_copy(const gpu::Op& op);
+  void async_chunks(const gpu::Op& op, ValueId live, bool aligned);
   void mma(const gpu::Op& op);
   std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);

@@ -76,9 +76,31 @@ void Emitter::vector_access(const gpu::Op& op) {
 // chunk is in bounds and the source suits it (else vector loads and stores of at most 4
 // elements, as the dialects' vector types go), and element by element otherwise.
 void Emitter::async_copy(const gpu::Op& op) {
+  const bool whole = op.find_attr("whole") != nullptr && op.attr_int("whole") != 0;
+  const size_t fixed = whole ? 6 : 4;
+  const ValueId live = op.operands.size() > fixed ? op.operands[4] : kNoValue;
+  if (!whole) return async_chunks(op, live, false);
+  // The aligned body (lower_dot.cpp): one uniform test instead of each chunk's bounds.
+  const size_t at = op.operands.size() - 2;
+  const DType t = dtype(op.operands[0]);
+  const int64_t bytes = op.attr_int("width") * static_cast<int64_t>(dtype_size(t));
+  std::string cond = strip_parens(expr(op.operands[at], "0"));
+  if (std::string a = d_.vector_aligned(strip_parens(expr(op.operands[at + 1], "0")), bytes); !a.empty())
+    cond += " && " + a;
+  w_.open("if (" + cond + ")");
+  async_chunks(op, live, true);
+  w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
+  async_chunks(op, live, false);
+  w_.close();
+}
+
+// Per register (one chunk of `width` elements): the dialect's asynchronous copy when the whole
+// chunk is in bounds and the source suits it (else vector loads and stores of at most 4
+// elements, as the dialects' vector types go), and element by element otherwise. `aligned`:
+// every chunk is known whole and aligned (the aligned body), no test is written.
+void Emitter::async_chunks(const gpu::Op& op, ValueId live, bool aligned) {
   const int64_t width = op.attr_int("width"), n = regs(op.operands[0]);
   const ValueId dst = op.operands[0], src = op.operands[1], lo = op.operands[2], hi = op.operands[3];
-  const ValueId live = op.operands.size() > 4 ? op.operands[4] : kNoValue;
   const DType t = dtype(dst);
   const int64_t elem = static_cast<int64_t>(dtype_size(t));
   std::string r = "0";
@@ -90,13 +112,13 @@ void Emitter::async_copy(const gpu::Op& op) {
   if (live != kNoValue) w_.open("if (" + strip_parens(expr(live, r)) + ")");
   const std::string to = strip_parens(expr(dst, r)), from = strip_parens(expr(src, r));
   auto operand = [](std::string x) { return is_identifier(x) || is_number(x) ? x : "(" + strip_parens(x) + ")"; };
-  const std::string l = operand(expr(lo, r)), h = operand(expr(hi, r));
+  const std::string l = aligned ? "0" : operand(expr(lo, r)), h = aligned ? std::to_string(width) : operand(expr(hi, r));
   std::vector<std::string> copies;
   std::string cond;
   if (l != "0") cond = l + " == 0";
   if (h != std::to_string(width)) cond += (cond.empty() ? "" : " && ") + h + " == " + std::to_string(width);
   auto also = [&](const std::string& x) {
-    if (!x.empty()) cond += (cond.empty() ? "" : " && ") + x;
+    if (!x.empty() && !aligned) cond += (cond.empty() ? "" : " && ") + x;
   };
   if (std::string a = d_.async_copy(to, from, width * elem); !a.empty()) {
     copies.push_back(a);

@@ -66,6 +66,18 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   auto start = Clock::now();
   CompileOptions options = requested;
   if (env_string("METILE_CHECK") == "1") options.check_bounds = true;
+  // METILE_GPU_OFF=async_copy,ldmatrix,aligned_body,pipeline: differential tests of the GPU
+  // lowering's pieces (the cache key includes them).
+  for (std::string s = env_string("METILE_GPU_OFF"); !s.empty();) {
+    size_t comma = s.find(',');
+    std::string name = s.substr(0, comma);
+    s = comma == std::string::npos ? "" : s.substr(comma + 1);
+    if (name.empty()) continue;
+    if (name != "async_copy" && name != "ldmatrix" && name != "aligned_body" && name != "pipeline")
+      fail(METILE_ERROR_INVALID_ARGUMENT, "compile", "METILE_GPU_OFF: unknown piece \"", name,
+           "\" (async_copy, ldmatrix, aligned_body, pipeline)");
+    options.gpu_off.push_back(name);
+  }
   if (options.check_bounds && options.unchecked)
     fail(METILE_ERROR_INVALID_ARGUMENT, "compile", program->name,
          ": check_bounds and unchecked exclude each other");

@@ -39,14 +39,16 @@
  *       columns [wn, wn+1) * n/warps_n, covered by atoms (tm, tn); register
  *       v + values * (tm + TM * tn) is value v of atom (tm, tn) (see lower_dot.cpp).
  *       {ldmatrix}: fragments of 16-bit operands may be read with ldmatrix (rows 16-byte aligned).
- *   async_copy {width}(dst, src, lo, hi [, live]): each register names a chunk of `width`
+ *   async_copy {width}(dst, src, lo, hi [, live] [, whole, base]): each register names a chunk of `width`
  *       consecutive elements starting at dst / src (threadgroup / device memory): elements
  *       [lo, hi) of the chunk are copied, the others become 0; registers whose `live` is false
  *       (padding) copy nothing. The dialect may copy asynchronously (cp.async, 16 bytes when
  *       the whole chunk is in bounds and aligned): the data is visible only after
  *       async_commit, async_wait and a barrier. dst chunks are aligned to the chunk size.
  *       {vector}: the dialect has vector types for the element type (a synchronous fallback
- *       may copy whole chunks with them).
+ *       may copy whole chunks with them). {whole}: two more operands (whole, base), uniform:
+ *       when `whole` holds and `base` (the source buffer) is aligned to the chunk size, every
+ *       chunk is in bounds and aligned, and lo / hi need not be looked at (the aligned body).
  *   convert_layout(x, scratch, tid) -> r: the tile x in r's layout (same dtype and element
  *       count), where two uses of a tile disagree on its layout. scratch: a threadgroup array of
  *       x's dtype with room for the tile; tid: the thread index. The lower-convert-layout pass

@@ -353,15 +353,21 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_COPY: {
-        operands(4, 5);
+        const bool whole = op.find_attr("whole") != nullptr && op.attr_int("whole") != 0;
+        const size_t fixed = whole ? 6 : 4;
+        operands(fixed, fixed + 1);
         results(0);
+        if (whole && (val(op.operands[op.operands.size() - 2]).is_ptr ||
+                      val(op.operands[op.operands.size() - 2]).dtype != DType::boolean ||
+                      !val(op.operands.back()).is_ptr || val(op.operands.back()).space != AddrSpace::device))
+          bad("whole must be bool and base a device pointer");
         const Value &d = val(op.operands[0]), &s = val(op.operands[1]);
         if (!d.is_ptr || d.space != AddrSpace::threadgroup) bad("dst must be threadgroup pointers");
         if (!s.is_ptr || s.space != AddrSpace::device) bad("src must be device pointers");
         if (d.dtype != s.dtype) bad("dst and src must point to one element type");
         for (size_t i = 2; i < 4; ++i)
           if (val(op.operands[i]).is_ptr || val(op.operands[i]).dtype != DType::i32) bad("lo and hi must be i32");
-        if (op.operands.size() == 5 && (val(op.operands[4]).is_ptr || val(op.operands[4]).dtype != DType::boolean))
+        if (op.operands.size() == fixed + 1 && (val(op.operands[4]).is_ptr || val(op.operands[4]).dtype != DType::boolean))
           bad("live must be bool");
         if (!f.layout(d.layout).is_tile()) bad("operands must be tiles");
         agree(op.operands, kNoValue);

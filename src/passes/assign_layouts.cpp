@@ -105,6 +105,8 @@ int64_t Assigner::threads() {
     if (n % target.simd_width != 0)
       bad_threads(METILE_ERROR_INVALID_ARGUMENT, "num_threads ", n,
                   " is not a multiple of the simd width ", target.simd_width);
+  } else if (options.warps_m > 0) {
+    n = int64_t{options.warps_m} * options.warps_n * target.simd_width;  // the asked warp grid
   } else if (int64_t warps = dot_warps(); warps > 0) {
     n = warps * target.simd_width;  // the warp grid of the dots' matrix atoms
   } else {
@@ -284,8 +286,22 @@ void Assigner::run() {
     auto [atom, stage] = dot_atom(target, options.allow_tf32, a.dtype, c.dtype, c.shape.dims[0],
                                   c.shape.dims[1], a.shape.dims[1]);
     plan.stage = stage;
+    if (atom != nullptr && options.warps_m > 0) {  // the asked grid, or an error naming it
+      const int64_t m = c.shape.dims[0], n = c.shape.dims[1];
+      if (int64_t{options.warps_m} * options.warps_n != warps)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "lower", p.name, ": warps_m ", options.warps_m, " x warps_n ",
+             options.warps_n, " warps, but the kernel runs ", warps, " (num_threads ", f.threads, ") on ",
+             options.device);
+      if (m % (options.warps_m * atom->m) != 0 || n % (options.warps_n * atom->n) != 0)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "lower", p.name, ": warps_m ", options.warps_m, " x warps_n ",
+             options.warps_n, " does not tile the ", m, "x", n, " dot by whole ", atom->m, "x", atom->n,
+             " atoms on ", options.device);
+      plan.warps_m = options.warps_m;
+      plan.warps_n = options.warps_n;
+    }
     if (atom != nullptr &&
-        warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n)) {
+        (options.warps_m > 0 ||
+         warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n))) {
       plan.atom = atom;
       if (plan.warps_n > 1 && c.shape.dims[0] % (warps * atom->m) == 0 &&
           whole_rows.count(c.shape.dims[0])) {
@@ -303,7 +319,8 @@ void Assigner::run() {
   });
   direct_copies(p.body, uses);
   walk(p.body, [&](const Op& o) {
-    if (o.kind == OpKind::DOT && choose_wgmma(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
+    // An asked warp grid is one of the warp-level atoms.
+    if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_wgmma(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
       assigned[o.result()] = out.dots.at(&o).acc;
   });
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators.

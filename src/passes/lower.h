@@ -33,6 +33,14 @@ struct LowerOptions {
    */
   int num_stages = 0;
   /**
+   * Aligned body + masked tail for async copies of bounded tile_loads: a uniform test per copy
+   * (the whole tile in bounds, rows and base aligned to the chunk) picks plain 16-byte copies,
+   * else the per-chunk bounds path (lower_dot.cpp). Off: the per-chunk path always.
+   */
+  bool aligned_body = true;
+  /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
+  int warps_m = 0, warps_n = 0;
+  /**
    * Dots that fit a warpgroup atom of the target (wgmma on sm_90) use it (lower_wgmma.cpp);
    * off: the warp-level atoms, for differential tests.
    */

@@ -118,10 +118,30 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
   g.operands = {dst, src, lo, b.named(hi, "hi")};
   // Padding registers (more threads than chunks) copy nothing: their rows lie past the array.
   if (ValueId live = valid_pred(l); live != kNoValue) g.operands.push_back(live);
+  // The aligned body: one uniform test that the whole tile is in bounds, its first column and
+  // the row stride multiples of the chunk, so every chunk is whole and (with an aligned base,
+  // which the dialect tests) aligned; the per-chunk bounds are then never looked at.
+  if (options.aligned_body) {
+    auto ge0 = [&](ValueId x) { return b.ew(OpKind::GE, {x, b.constant_int(it, 0)}); };
+    auto multiple = [&](ValueId x) {
+      return b.ew(OpKind::EQ, {b.ew(OpKind::MOD, {x, b.constant_int(it, vec)}), b.constant_int(it, 0)});
+    };
+    ValueId whole = b.ew(OpKind::BITAND, {multiple(ix[1]), multiple(ix[2])});
+    if (ix.size() == 5)
+      for (int axis = 0; axis < 2; ++axis) {
+        ValueId end = b.ew(OpKind::ADD, {ix[axis], b.constant_int(it, s.dims[axis])});
+        whole = b.ew(OpKind::BITAND, {whole, b.ew(OpKind::BITAND, {ge0(ix[axis]),
+                                                                   b.ew(OpKind::LE, {end, ix[3 + axis]})})});
+      }
+    if (in_range != kNoValue) whole = b.ew(OpKind::BITAND, {whole, in_range});
+    g.operands.push_back(b.named(whole, "whole"));
+    g.operands.push_back(get(load.operands[0]));
+    g.attrs.push_back({"whole", int64_t{1}});
+  }
   // vector: the dialect has vector types for d, for the synchronous fallback (no bf16 on MSL).
   const bool vector = std::find(target.vector_dtypes.begin(), target.vector_dtypes.end(), d) !=
                       target.vector_dtypes.end();
-  g.attrs = {{"width", vec}, {"vector", int64_t{vector}}};
+  g.attrs.insert(g.attrs.begin(), {{"width", vec}, {"vector", int64_t{vector}}});
   b.append(std::move(g));
 }
 

@@ -11,10 +11,22 @@ namespace metile {
 GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
                                    const CompileOptions& options, const std::string& device) {
   GpuPipelineResult out;
-  const LowerOptions lower_options{options.num_threads, device, options.allow_tf32 != 0};
-  LayoutAssignment layouts = assign_layouts(program, target, lower_options);
+  LowerOptions lo;
+  lo.num_threads = options.num_threads;
+  lo.device = device;
+  lo.allow_tf32 = options.allow_tf32 != 0;
+  lo.num_stages = options.num_stages;
+  lo.warps_m = options.warps_m;
+  lo.warps_n = options.warps_n;
+  for (const std::string& off : options.gpu_off) {
+    if (off == "async_copy") lo.async_copy = false;
+    if (off == "ldmatrix") lo.ldmatrix = false;
+    if (off == "aligned_body") lo.aligned_body = false;
+    if (off == "pipeline") lo.num_stages = 1;
+  }
+  LayoutAssignment layouts = assign_layouts(program, target, lo);
   out.layouts = print_layouts(program, layouts);
-  out.function = lower_to_gpu(program, layouts, target, lower_options);
+  out.function = lower_to_gpu(program, layouts, target, lo);
   gpu::Function& f = out.function;
   for (ValueId v = 1; v < f.values.size(); ++v)
     if (f.regs(v) > target.max_elements_per_thread)

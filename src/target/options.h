@@ -27,6 +27,14 @@ struct CompileOptions {
   bool fuse_reductions = true;
   /** Run the "keep_rows" Tile IR pass (metile_compile_options.keep_rows; off by default). */
   bool keep_rows = false;
+  /** The K-loop pipeline's stages and the dot warp grid (metile_compile_options; 0 = choose). */
+  int num_stages = 0;
+  int warps_m = 0, warps_n = 0;
+  /**
+   * GPU lowering pieces switched off for differential tests (METILE_GPU_OFF, a comma list of
+   * async_copy, ldmatrix, aligned_body; "pipeline" is num_stages = 1): unknown names are refused.
+   */
+  std::vector<std::string> gpu_off;
   /** Canonical text of the options that affect code (part of the cache key). */
   std::string key() const;
 };

@@ -425,4 +425,28 @@ TEST_F(DeviceHandles, OptLevelOutsideZeroOrOneIsRejected) {
   EXPECT_EQ(metile_program_release(p), METILE_OK);
 }
 
+TEST_F(DeviceHandles, PipelineStagesAndWarpGridAreChecked) {
+  metile_program* p = build_scale();
+  auto compile = [&](int32_t stages, int32_t wm, int32_t wn) {
+    metile_compile_options o;
+    metile_compile_options_init(&o);
+    o.num_stages = stages;
+    o.warps_m = wm;
+    o.warps_n = wn;
+    metile_kernel* k = nullptr;
+    metile_status st = metile_kernel_compile(&k, device_, p, &o);
+    if (k != nullptr) EXPECT_EQ(metile_kernel_release(k), METILE_OK);
+    return st;
+  };
+  EXPECT_TRUE(fails_with(compile(-1, 0, 0), METILE_ERROR_INVALID_ARGUMENT, "num_stages -1 is out of range"));
+  EXPECT_TRUE(fails_with(compile(9, 0, 0), METILE_ERROR_INVALID_ARGUMENT, "num_stages 9 is out of range"));
+  EXPECT_TRUE(fails_with(compile(0, 33, 1), METILE_ERROR_INVALID_ARGUMENT, "warps_m 33 is out of range"));
+  EXPECT_TRUE(fails_with(compile(0, 2, -1), METILE_ERROR_INVALID_ARGUMENT, "warps_n -1 is out of range"));
+  EXPECT_TRUE(fails_with(compile(0, 2, 0), METILE_ERROR_INVALID_ARGUMENT,
+                         "warps_m 2 and warps_n 0: set both (a warp grid) or neither"));
+  for (int32_t stages : {0, 1, 2, 8}) EXPECT_EQ(compile(stages, 0, 0), METILE_OK) << last_error();
+  EXPECT_EQ(compile(0, 2, 2), METILE_OK) << last_error();  // no dot: nothing to tile
+  EXPECT_EQ(metile_program_release(p), METILE_OK);
+}
+
 }  // namespace

@@ -138,24 +138,35 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     const int t5 = t2 * 40 + t3;
     const int row = t + t2;
     const int col = i + t3;
-    if ((((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) == 0 && (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0) == 8) {
+    const bool t30 = (i >= 0) & ((i + 32) <= K);
+    if ((((mt_mod(i, 8) == 0) & (mt_mod(K, 8) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t30) {
       *(threadgroup packed_half4*)(a_smem + t5) = *(device const packed_half4*)(A + (row * K + col));
       *(threadgroup packed_half4*)(a_smem + t5 + 4) = *(device const packed_half4*)(A + (row * K + col) + 4);
     } else {
-      #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        if (j >= (((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) && j < (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0)) (a_smem + t5)[j] = (A + (row * K + col))[j]; else (a_smem + t5)[j] = half(0.0f);
+      if ((((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) == 0 && (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0) == 8) {
+        *(threadgroup packed_half4*)(a_smem + t5) = *(device const packed_half4*)(A + (row * K + col));
+        *(threadgroup packed_half4*)(a_smem + t5 + 4) = *(device const packed_half4*)(A + (row * K + col) + 4);
+      } else {
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          if (j >= (((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) && j < (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0)) (a_smem + t5)[j] = (A + (row * K + col))[j]; else (a_smem + t5)[j] = half(0.0f);
+        }
       }
     }
     const int row1 = i + t2;
     const int col1 = t1 + t3;
-    if ((((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) == 0 && (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0) == 8) {
+    if ((((mt_mod(t1, 8) == 0) & (mt_mod(N, 8) == 0)) & t30) & ((t1 >= 0) & ((t1 + 32) <= N))) {
       *(threadgroup packed_half4*)(b_smem + t5) = *(device const packed_half4*)(B + (row1 * N + col1));
       *(threadgroup packed_half4*)(b_smem + t5 + 4) = *(device const packed_half4*)(B + (row1 * N + col1) + 4);
     } else {
-      #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        if (j >= (((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) && j < (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0)) (b_smem + t5)[j] = (B + (row1 * N + col1))[j]; else (b_smem + t5)[j] = half(0.0f);
+      if ((((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) == 0 && (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0) == 8) {
+        *(threadgroup packed_half4*)(b_smem + t5) = *(device const packed_half4*)(B + (row1 * N + col1));
+        *(threadgroup packed_half4*)(b_smem + t5 + 4) = *(device const packed_half4*)(B + (row1 * N + col1) + 4);
+      } else {
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          if (j >= (((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) && j < (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0)) (b_smem + t5)[j] = (B + (row1 * N + col1))[j]; else (b_smem + t5)[j] = half(0.0f);
+        }
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);

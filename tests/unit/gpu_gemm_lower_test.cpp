@@ -12,6 +12,7 @@
 #include "codegen/cuda.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"
+#include "passes/pass.h"
 #include "runtime/cuda/cuda_api.h"
 #include "support/env.h"
 #include "support/error.h"
@@ -118,6 +119,70 @@ TEST(GpuGemmLower, CudaSpellsCpAsyncAndLdmatrix) {
   EXPECT_EQ(count(plain, "mt_ldmatrix_x4(mma_a"), 0) << plain;
 }
 
+TEST(GpuGemmLower, AlignedBodyTestsTheWholeTileOnceAndSwitchesOff) {
+  std::string text = gpu_ir(f16_gemm(true), options());
+  EXPECT_EQ(count(text, " async_copy "), count(text, "whole=1")) << "every copy has its uniform test\n" << text;
+  EXPECT_GT(count(text, "%whole"), 0) << text;
+  LowerOptions off = options();
+  off.aligned_body = false;
+  EXPECT_EQ(count(gpu_ir(f16_gemm(true), off), "whole="), 0);
+  // CUDA: one test of the tile and the base pointer's alignment, then plain cp.async per chunk.
+  std::string src = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
+                                           options())).source;
+  EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(A) & 15ull) == 0)"), 3) << src;
+  EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(B) & 15ull) == 0)"), 3) << src;
+  // The verifier wants the two extra operands.
+  std::string bad = text;
+  const size_t at = bad.find("whole=1");
+  ASSERT_NE(at, std::string::npos);
+  const size_t line = bad.rfind('\n', at) + 1;
+  std::string copy = bad.substr(line, bad.find('\n', at) - line);
+  std::string cut = copy;
+  cut.erase(cut.rfind(", %"), cut.find(" width=") - cut.rfind(", %"));  // drop the base operand
+  bad.replace(line, copy.size(), cut);
+  try {
+    run_gpu_passes_on_text(bad, {}, nvidia_gpu_target("sm_90"));
+    ADD_FAILURE() << "accepted " << cut;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("async_copy"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuGemmLower, WarpGridComesFromTheOptions) {
+  kernels::GemmConfig g = f16_gemm(true);
+  g.block_m = g.block_n = 128;
+  LowerOptions o = options();
+  o.warps_m = 4;
+  o.warps_n = 2;
+  gpu::Function f = lower_to_gpu(kernels::gemm(g), nvidia_gpu_target("sm_90"), o);
+  EXPECT_EQ(f.threads, 256) << "4 x 2 warps when num_threads is 0";
+  std::string text = gpu::print(f);
+  EXPECT_EQ(count(text, "warps_m=4 warps_n=2"), 1) << text;
+  LowerOptions wg = o;
+  wg.wgmma = true;  // an asked grid keeps the warp-level atoms where wgmma would apply
+  std::string warp_level = gpu::print(lower_to_gpu(kernels::gemm(g), nvidia_gpu_target("sm_90"), wg));
+  EXPECT_EQ(count(warp_level, "atom=\"mma.sync\" "), 1) << warp_level;
+  EXPECT_EQ(count(warp_level, "warps_m=4 warps_n=2"), 1) << warp_level;
+  EXPECT_EQ(count(gpu_ir(g, options()), "warps_m=2 warps_n=2"), 1) << "the compiler's choice, 4 warps";
+  auto error = [&](int wm, int wn, int threads) {
+    LowerOptions x = options();
+    x.warps_m = wm;
+    x.warps_n = wn;
+    x.num_threads = threads;
+    try {
+      lower_to_gpu(kernels::gemm(g), nvidia_gpu_target("sm_90"), x);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT) << e.what();
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error(3, 1, 0).find("warps_m 3 x warps_n 1 does not tile the 128x128 dot by whole 16x8 atoms"),
+            std::string::npos) << error(3, 1, 0);
+  EXPECT_NE(error(2, 2, 256).find("warps_m 2 x warps_n 2 warps, but the kernel runs 8 (num_threads 256)"),
+            std::string::npos) << error(2, 2, 256);
+}
+
 // Every combination of the switches, for f16, bf16 and tf32, ragged and whole tiles, compiles
 // for sm_80 and sm_90.
 TEST(GpuGemmLower, VariantsCompileThroughNvrtc) {
@@ -129,6 +194,7 @@ TEST(GpuGemmLower, VariantsCompileThroughNvrtc) {
       g.dtype = d;
       if (variant == 3) g.block_n = 40;  // an odd number of 8-column atoms per warp: ldmatrix x2
       LowerOptions o = options(variant != 1, variant == 2 ? 4 : 0, variant != 2);
+      o.aligned_body = variant != 3;
       for (const char* arch : {"sm_80", "sm_90"}) {
         CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(g), nvidia_gpu_target(arch), o));
         std::string log;

@@ -21,6 +21,8 @@ type CompileOptions struct {
 	Unchecked        bool // no bounds guards (an access outside a buffer is undefined)
 	NoFuseReductions bool // keep consecutive reduction passes as written
 	KeepRows         bool // a later pass takes the tiles an earlier pass kept when the row fits
+	NumStages        int  // the K-loop pipeline's stages (0: the device's choice, 1: none, up to 8)
+	WarpsM, WarpsN   int  // the warp grid of a dot on matrix units (both 0: the compiler chooses)
 }
 
 // DefaultCompileOptions returns what metile_compile_options_init writes.
@@ -30,7 +32,8 @@ func DefaultCompileOptions() CompileOptions {
 	return CompileOptions{NumThreads: int(o.num_threads), AllowTF32: int(o.allow_tf32),
 		OptLevel: int(o.opt_level), NoCache: o.no_cache != 0, CheckBounds: o.check_bounds != 0,
 		Unchecked: o.unchecked != 0, NoFuseReductions: o.no_fuse_reductions != 0,
-		KeepRows: o.keep_rows != 0}
+		KeepRows: o.keep_rows != 0, NumStages: int(o.num_stages), WarpsM: int(o.warps_m),
+		WarpsN: int(o.warps_n)}
 }
 
 func cbool(b bool) C.int32_t {
@@ -46,6 +49,7 @@ func (o CompileOptions) c() C.metile_compile_options {
 	c.num_threads, c.allow_tf32, c.opt_level = C.int32_t(o.NumThreads), C.int32_t(o.AllowTF32), C.int32_t(o.OptLevel)
 	c.no_cache, c.check_bounds, c.unchecked = cbool(o.NoCache), cbool(o.CheckBounds), cbool(o.Unchecked)
 	c.no_fuse_reductions, c.keep_rows = cbool(o.NoFuseReductions), cbool(o.KeepRows)
+	c.num_stages, c.warps_m, c.warps_n = C.int32_t(o.NumStages), C.int32_t(o.WarpsM), C.int32_t(o.WarpsN)
 	return c
 }
 

@@ -90,6 +90,9 @@ class metile_compile_options(Structure):
         ("unchecked", c_int32),
         ("no_fuse_reductions", c_int32),
         ("keep_rows", c_int32),
+        ("num_stages", c_int32),
+        ("warps_m", c_int32),
+        ("warps_n", c_int32),
     ]
 
 

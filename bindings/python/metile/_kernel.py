@@ -26,14 +26,15 @@ from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarn
 from ._trace import Retrace, Trace, set_active, active
 
 _OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked",
-            "fuse_reductions", "keep_rows")
+            "fuse_reductions", "keep_rows", "warps_m", "warps_n")
 # A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
 GridLike = Union[int, tuple, Callable[[dict], Any]]
 # Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
 # Config and never an error. num_warps / num_simdgroups ask for 32 threads each on GPU devices
-# when the kernel is not SIMT (a SIMT kernel's thread count is its T); num_stages (pipelining
-# depth), WM / WN (the simdgroup grid of a dot) and SWIZZLE (a program-id pattern; a kernel gets
-# one with tile_swizzle) are left to the compiler, which chooses those itself on every device.
+# when the kernel is not SIMT (a SIMT kernel's thread count is its T); num_stages (the K-loop
+# pipeline's depth, 1..8) sets metile_compile_options.num_stages where it is in range; WM / WN
+# (the simdgroup grid of a dot: the options warps_m / warps_n set it and are checked) and SWIZZLE
+# (a program-id pattern; a kernel gets one with tile_swizzle) are left to the compiler.
 HINTS = ("num_warps", "num_simdgroups", "num_stages", "WM", "WN", "SWIZZLE")
 _SCALARS = (int, float, bool)
 _CONSTS = (int, float, bool, str, type(None))
@@ -382,6 +383,12 @@ class KernelFunction:
             opts.no_fuse_reductions = int(not o["fuse_reductions"])
         if "keep_rows" in o:
             opts.keep_rows = int(bool(o["keep_rows"]))
+        stages = o.get("num_stages")  # a hint: acted on where it is a depth the option takes
+        if isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and 1 <= stages <= 8:
+            opts.num_stages = int(stages)
+        for name in ("warps_m", "warps_n"):  # options: the C API checks them
+            if name in o:
+                setattr(opts, name, int(o[name]))
         h = ctypes.POINTER(_ffi.metile_kernel)()
         st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
                                         ctypes.byref(opts))

@@ -162,6 +162,11 @@ pub struct CompileOptions {
     pub fuse_reductions: bool,
     /// A later pass over the same range reads what an earlier pass kept when the row fits; default off.
     pub keep_rows: bool,
+    /// Stages of the K-loop pipeline of a dot (0: the device's choice, 1: none, up to 8).
+    pub num_stages: i32,
+    /// The warp grid of a dot on matrix units, both 0 (the compiler chooses) or both 1..32.
+    pub warps_m: i32,
+    pub warps_n: i32,
 }
 
 impl Default for CompileOptions {
@@ -176,6 +181,9 @@ impl Default for CompileOptions {
             unchecked: 0,
             no_fuse_reductions: 0,
             keep_rows: 0,
+            num_stages: 0,
+            warps_m: 0,
+            warps_n: 0,
         };
         unsafe { sys::metile_compile_options_init(&mut o) };
         CompileOptions {
@@ -187,6 +195,9 @@ impl Default for CompileOptions {
             unchecked: o.unchecked != 0,
             fuse_reductions: o.no_fuse_reductions == 0,
             keep_rows: o.keep_rows != 0,
+            num_stages: o.num_stages,
+            warps_m: o.warps_m,
+            warps_n: o.warps_n,
         }
     }
 }
@@ -203,6 +214,9 @@ impl CompileOptions {
             unchecked: i32::from(self.unchecked),
             no_fuse_reductions: i32::from(!self.fuse_reductions),
             keep_rows: i32::from(self.keep_rows),
+            num_stages: self.num_stages,
+            warps_m: self.warps_m,
+            warps_n: self.warps_n,
         }
     }
 }

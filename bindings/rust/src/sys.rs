@@ -175,6 +175,9 @@ pub struct metile_compile_options {
     pub unchecked: i32,
     pub no_fuse_reductions: i32,
     pub keep_rows: i32,
+    pub num_stages: i32,
+    pub warps_m: i32,
+    pub warps_n: i32,
 }
 
 #[repr(C)]

@@ -21,8 +21,8 @@
 
 #include "ir/pointer_provenance.h"
 #include "passes/tile/tile_emit.h"
-#include "runtime/device.h"
 #include "support/error.h"
+#include "target/options.h"
 
 namespace metile {
 

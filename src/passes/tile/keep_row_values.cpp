@@ -43,7 +43,7 @@
 #include "ir/param_access.h"
 #include "passes/tile/tile_emit.h"
 #include "passes/tile/tile_pass.h"
-#include "runtime/device.h"
+#include "target/options.h"
 
 namespace metile {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "passes/tile/tile_pass.h"
-#include "runtime/device.h"
 #include "support/error.h"
+#include "target/options.h"
 
 namespace metile {
 

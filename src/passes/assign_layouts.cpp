@@ -142,21 +142,13 @@ gpu::LayoutId Assigner::fragment_layout(const MatrixAtom& a, int64_t m, int64_t 
   // The atom maps (lane, value) to row + a.m * col; in the tile that is row * n + col.
   auto to_tile = [&](int64_t s) { return (s % a.m) * n + s / a.m; };
   std::vector<IntTuple> ts, td, rs, rd;
-  auto add = [&](const metile::Layout& mode, std::vector<IntTuple>& sh, std::vector<IntTuple>& st) {
-    metile::Layout flat = flatten(mode);
-    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      sh.emplace_back(sizes[i]);
-      st.emplace_back(to_tile(strides[i]));
-    }
-  };
-  add(a.c.mode(0), ts, td);
+  append_atom_mode(a.c.mode(0), to_tile, ts, td);
   int64_t wtm = m / warps_m, wtn = n / warps_n;
   ts.emplace_back(int64_t{warps_m});
   td.emplace_back(wtm * n);
   ts.emplace_back(int64_t{warps_n});
   td.emplace_back(wtn);
-  add(a.c.mode(1), rs, rd);
+  append_atom_mode(a.c.mode(1), to_tile, rs, rd);
   rs.emplace_back(wtm / a.m);
   rd.emplace_back(a.m * n);
   rs.emplace_back(wtn / a.n);
@@ -383,6 +375,16 @@ std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow
   if (ab == DType::bf16)
     if (const MatrixAtom* a = find(DType::f32)) return {a, DType::f32};
   return {nullptr, ab};
+}
+
+void append_atom_mode(const metile::Layout& mode, const std::function<int64_t(int64_t)>& to_tile,
+                      std::vector<IntTuple>& shape, std::vector<IntTuple>& stride) {
+  metile::Layout flat = flatten(mode);
+  std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    shape.emplace_back(sizes[i]);
+    stride.emplace_back(to_tile(strides[i]));
+  }
 }
 
 int64_t staging_pad(DType t) { return std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(t))); }

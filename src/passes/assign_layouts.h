@@ -6,14 +6,15 @@
  */
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "target/wgmma_layout.h"
 #include "passes/lower.h"
+#include "target/wgmma_layout.h"
 
 namespace metile {
 
@@ -64,6 +65,14 @@ gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt);
  */
 std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow_tf32, DType ab,
                                              DType acc, int64_t m, int64_t n, int64_t k);
+
+/**
+ * Appends the leaves of `mode`, one mode of a matrix atom's (lane, value) -> element layout, to
+ * a tile layout's (shape, stride), each stride mapped to the tile's element numbering by to_tile.
+ * The fragment layouts of mma (assign_layouts.cpp) and wgmma (lower_wgmma.cpp) are built of these.
+ */
+void append_atom_mode(const metile::Layout& mode, const std::function<int64_t(int64_t)>& to_tile,
+                      std::vector<IntTuple>& shape, std::vector<IntTuple>& stride);
 
 /**
  * Elements each row of a dot operand staged in threadgroup memory is padded by: 16 bytes, so

@@ -35,22 +35,14 @@ auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int
   auto to_tile = [&](int64_t s) { return (s % kRows) * n + s / kRows; };
   const int64_t rows = m / wg_m, nw = n / wg_n;
   std::vector<IntTuple> ts, td, rs, rd;
-  auto add = [&](const metile::Layout& mode, std::vector<IntTuple>& sh, std::vector<IntTuple>& st) {
-    metile::Layout flat = flatten(mode);
-    std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      sh.emplace_back(sizes[i]);
-      st.emplace_back(to_tile(strides[i]));
-    }
-  };
-  add(a.c.mode(0), ts, td);
+  append_atom_mode(a.c.mode(0), to_tile, ts, td);
   ts.emplace_back(int64_t{4});  // the warps of a warpgroup
   td.emplace_back(kRows * n);
   ts.emplace_back(wg_m);
   td.emplace_back(rows * n);
   ts.emplace_back(wg_n);
   td.emplace_back(nw);
-  add(a.c.mode(1), rs, rd);
+  append_atom_mode(a.c.mode(1), to_tile, rs, rd);
   rs.emplace_back(nw / 8);  // 8-column pieces
   rd.emplace_back(int64_t{8});
   rs.emplace_back(rows / 64);  // m64 blocks

@@ -5,16 +5,12 @@
 // variants compile through NVRTC for sm_80 and sm_90 where NVRTC is installed (no GPU needed).
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "codegen/cuda.h"
+#include "golden.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"
 #include "passes/pass.h"
 #include "runtime/cuda/cuda_api.h"
-#include "support/env.h"
 #include "support/error.h"
 
 namespace metile {
@@ -94,16 +90,7 @@ TEST(GpuGemmLower, MetalCopiesDirectlyWithoutAPipeline) {
 
 TEST(GpuGemmLower, GoldenGpuIr) {
   std::string text = gpu_ir(f16_gemm(true), options());
-  std::filesystem::path path = std::filesystem::path(METILE_TESTS_DIR) / "golden" / "gemm_f16_pipelined.gpuir";
-  if (env_string("METILE_UPDATE_GOLDEN") == "1") {
-    std::ofstream(path) << text;
-    GTEST_SKIP() << "wrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing " << path << " (METILE_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << "GPU IR changed; review it, then regenerate with METILE_UPDATE_GOLDEN=1";
+  expect_golden(text, "gemm_f16_pipelined.gpuir", "the pipelined GEMM's GPU IR");
 }
 
 TEST(GpuGemmLower, CudaSpellsCpAsyncAndLdmatrix) {

@@ -3,17 +3,14 @@
 // its variants (no GPU needed). On an H100 the kernel suite's *_wg GEMMs run it against interp.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "codegen/cuda.h"
-#include "target/wgmma_layout.h"
+#include "golden.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"
 #include "runtime/cuda/cuda_api.h"
-#include "support/env.h"
+#include "target/wgmma_layout.h"
 
 namespace metile {
 namespace {
@@ -104,16 +101,7 @@ TEST(GpuWgmmaLower, UnpipelinedDotsWaitInTheOp) {
 
 TEST(GpuWgmmaLower, GoldenGpuIr) {
   const std::string text = gpu_ir(gemm_config(DType::bf16, 128, 128, 64, true), options(true, 256));
-  std::filesystem::path path = std::filesystem::path(METILE_TESTS_DIR) / "golden" / "gemm_bf16_wgmma.gpuir";
-  if (env_string("METILE_UPDATE_GOLDEN") == "1") {
-    std::ofstream(path) << text;
-    GTEST_SKIP() << "wrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing " << path << " (METILE_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << "GPU IR changed; review it, then regenerate with METILE_UPDATE_GOLDEN=1";
+  expect_golden(text, "gemm_bf16_wgmma.gpuir", "the wgmma GEMM's GPU IR");
 }
 
 TEST(GpuWgmmaLower, OtherDotsKeepTheWarpLevelAtoms) {

@@ -4,36 +4,18 @@
 //   METILE_UPDATE_GOLDEN=1 ./build/tests/metile_unit --gtest_filter='MslGolden*'
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "codegen/msl.h"
+#include "golden.h"
 #include "kernels/kernels.h"
 #include "passes/pipeline.h"
-#include "support/env.h"
 
 namespace metile {
 namespace {
 
-std::filesystem::path golden_dir() {
-  return std::filesystem::path(METILE_TESTS_DIR) / "golden";
-}
-
 void check_golden(const Program& program, const std::string& file,
                   const GpuTarget& target = apple_gpu_target()) {
   std::string msl = emit_msl(run_gpu_pipeline(program, target, {}, "metal-sim").function).source;
-  std::filesystem::path path = golden_dir() / file;
-  if (env_string("METILE_UPDATE_GOLDEN") == "1") {
-    std::ofstream(path, std::ios::binary) << msl;
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in) << "missing " << path << " (METILE_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(msl, want.str()) << "the MSL of " << program.name << " differs from " << path
-                             << "; review the change, then regenerate with METILE_UPDATE_GOLDEN=1";
+  expect_golden(msl, file, "the MSL of " + program.name);
 }
 
 TEST(MslGolden, VectorAdd) { check_golden(kernels::vector_add(1024), "vector_add.metal"); }

@@ -12,6 +12,7 @@
 #include "cache/cache.h"
 #include "cache_fake_device.h"
 #include "driver/compile.h"
+#include "text_count.h"
 
 namespace metile {
 namespace {
@@ -339,13 +340,6 @@ bool permissions_apply(const std::string& dir) {
   ::unlink(probe.c_str());
   ::chmod(dir.c_str(), 0755);
   return !wrote;
-}
-
-int count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1))
-    n++;
-  return n;
 }
 
 TEST(CacheCompile, ReadOnlyDirectoryCompilesWithOneWarning) {

@@ -12,15 +12,10 @@
 #include "passes/pass.h"
 #include "runtime/cuda/cuda_api.h"
 #include "support/error.h"
+#include "text_count.h"
 
 namespace metile {
 namespace {
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
 
 kernels::GemmConfig f16_gemm(bool bounds) {
   kernels::GemmConfig g;

@@ -7,6 +7,7 @@
 #include "passes/lower.h"
 #include "passes/pipeline.h"
 #include "support/error.h"
+#include "text_count.h"
 
 namespace metile {
 namespace {
@@ -20,12 +21,6 @@ gpu::Function lower(const Program& p, int num_threads = 0) {
 
 bool has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
-}
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
 }
 
 template <typename F>

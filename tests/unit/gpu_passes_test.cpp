@@ -6,6 +6,7 @@
 #include "passes/lower.h"
 #include "passes/pass.h"
 #include "support/error.h"
+#include "text_count.h"
 
 namespace metile {
 namespace {
@@ -23,12 +24,6 @@ void run(gpu::Function& f, std::initializer_list<const char*> passes,
 
 bool has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
-}
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
 }
 
 // out[0..k) = the given scalar expressions, stored once.

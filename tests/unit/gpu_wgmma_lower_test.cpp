@@ -11,15 +11,10 @@
 #include "passes/lower.h"
 #include "runtime/cuda/cuda_api.h"
 #include "target/wgmma_layout.h"
+#include "text_count.h"
 
 namespace metile {
 namespace {
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
 
 kernels::GemmConfig gemm_config(DType d, int bm, int bn, int bk, bool bounds) {
   kernels::GemmConfig g;

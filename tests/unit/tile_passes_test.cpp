@@ -13,18 +13,13 @@
 #include "passes/tile/tile_pass.h"
 #include "passes/tile/tile_pipeline.h"
 #include "support/error.h"
+#include "text_count.h"
 
 namespace metile {
 namespace {
 
 using kernels::KernelBuilder;
 using kernels::V;
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 // out[0] = max(load(X[0, 64), mask = lane < N)).
 Program masked_max() {

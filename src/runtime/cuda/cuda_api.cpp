@@ -177,7 +177,7 @@ std::string nvrtc_compile(const std::string& source, const std::string& name,
     nvrtcResult r = 0;
     std::string log, cubin;
   };
-  auto job = std::make_shared<Job>(Job{n, prog, "-arch=" + arch});
+  auto job = std::make_shared<Job>(Job{n, prog, "-arch=" + arch, 0, {}, {}});
   double limit = host::compile_timeout_s();
   bool finished = host::run_bounded([job] {
     const Nvrtc* n = job->n;

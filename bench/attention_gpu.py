@@ -10,7 +10,7 @@ flash   forward, f16, batch 4 x 32 heads, head_dim 128, seq 1024 / 4096 / 16384,
         program per BLOCK_M query rows of one head, causal loop bound), written here, autotuned.
         TFLOP/s = 4 * batch * heads * seq^2 * head_dim / time (half that when causal).
 decode  one query per head against a 32768-token f16 KV cache, batch 4, 32 query heads over 8
-        KV heads (GQA), head_dim 128, split-KV with the merge kernel (the best of SPLITS);
+        KV heads (GQA), head_dim 128, split-KV with the merge kernel (the best of SPLITS x BLOCK_NS);
         GB/s = the K and V cache bytes / time, against torch's copy of a tensor of that size
         (the HBM bandwidth this machine reaches).
 Time per call = median over repeats of (calls back-to-back, then synchronize) / calls after a
@@ -38,6 +38,7 @@ import flash_attention  # noqa: E402
 
 CONFIGS = [(64, 64, 128), (128, 64, 256), (64, 32, 128), (32, 32, 128)]  # BLOCK_M, BLOCK_N, threads
 SPLITS = [8, 16, 32]
+BLOCK_NS = [16, 32, 64]  # keys per K/V tile: smaller tiles hold fewer registers (decode)
 
 
 def metile_copy(x, dtype="f16"):
@@ -178,22 +179,23 @@ def bench_decode(args, torch, rows):
             t = time_per_call(lambda: dst.copy_(src), torch.cuda.synchronize, 20)
             row["copy_gbs"] = 2 * cache_bytes / t / 1e9   # a copy reads and writes
         best = None
-        for splits in SPLITS:
+        for splits, block_n in ((s, bn) for s in SPLITS for bn in BLOCK_NS):
             scratch = decode_attention.workspace(batch, heads, dim, splits)
-            run = lambda splits=splits, w=scratch: decode_attention.decode(  # noqa: E731
-                mq, mk, mv, mo, splits, 64, scratch=w)
+            run = lambda splits=splits, bn=block_n, w=scratch: decode_attention.decode(  # noqa: E731
+                mq, mk, mv, mo, splits, bn, scratch=w)
             mo.numpy()[...] = np.nan
             run()
             metile.synchronize()
             err = float(np.abs(mo.numpy().astype(np.float64) - ref).max())
             if not err < 1e-2:
-                print("WRONG decode splits", splits, "max err", err, flush=True)
+                print("WRONG decode splits", splits, "block_n", block_n, "max err", err, flush=True)
                 continue
             t = time_per_call(run, metile.synchronize, 10, 3)
             if best is None or t < best[0]:
-                best = (t, splits, err)
+                best = (t, splits, err, block_n)
         if best is not None:
-            row.update(metile_gbs=cache_bytes / best[0] / 1e9, metile_splits=best[1], metile_err=best[2])
+            row.update(metile_gbs=cache_bytes / best[0] / 1e9, metile_splits=best[1], metile_err=best[2],
+                       metile_block_n=best[3])
     except Exception:
         traceback.print_exc()
     print(json.dumps(row), flush=True)
@@ -230,8 +232,8 @@ def main():
                 r.get("metile_config")))
         else:
             m, c = r.get("metile_gbs", nan), r.get("copy_gbs", nan)
-            print("%-7s %-22s %7.0f %7s %7s %7.2fx %8s  splits %s  (GB/s; vs torch = of copy BW)" % (
-                "decode", f"cache {r['shape'][3]}", m, "-", "-", m / c, "-", r.get("metile_splits")))
+            print("%-7s %-22s %7.0f %7s %7s %7.2fx %8s  (splits, block_n) %s  (GB/s; vs torch = of copy BW)" % (
+                "decode", f"cache {r['shape'][3]}", m, "-", "-", m / c, "-", (r.get("metile_splits"), r.get("metile_block_n"))))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"gpu": gpu, "rows": rows}, f, indent=1)

@@ -189,10 +189,14 @@ bool Assigner::rows_reduced(ValueId v) const {
 bool Assigner::slice_layouts(const Op& o) {
   bool changed = false;
   // A row or column reduction of an assigned tile: its outputs where the tile's threads hold them.
-  if (has_trait(o.kind, kReduce) && o.attr_int("axis") != -1 && assigned[o.operands[0]] != gpu::kUniform) {
+  // A tile in its canonical layout whose reduced axis lies within simdgroups likewise: its
+  // statistics stay where the lanes combined them instead of going back to the canonical layout.
+  if (has_trait(o.kind, kReduce) && o.attr_int("axis") != -1 && p.type(o.operands[0]).is_tile()) {
     const Shape& s = p.type(o.operands[0]).shape;
+    const gpu::LayoutId from = assigned[o.operands[0]] != gpu::kUniform
+        ? assigned[o.operands[0]] : f.add_layout(canonical_layout(s.numel(), f.threads, p.num_threads));
     std::optional<lowering::InPlaceReduce> plan = lowering::plan_in_place_reduce(
-        f.layout(assigned[o.operands[0]]), f.threads, f.simd_width, s,
+        f.layout(from), f.threads, f.simd_width, s,
         static_cast<int>(o.attr_int("axis")), p.type(o.result()).shape.numel());
     if (plan && plan->sg_bits.empty()) changed = give_layout(o.result(), f.add_layout(plan->part)) || changed;
   }

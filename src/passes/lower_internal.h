@@ -216,6 +216,9 @@ class Lowering {
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);
+  /** Whether thread t is the first of the threads holding the same elements in layout l (one
+   * copy of each element); kNoValue when no two threads share elements. */
+  ValueId owner_pred(LayoutId l);
   void broadcast(const Op& op);
   void reshape(const Op& op);
   /** Folds axis `axis` of the 2-D tile x (accumulating in d) into a tile of out_shape. */

@@ -36,6 +36,33 @@ ValueId Lowering::scratch(DType d, int64_t size) {
   return it->second.first;
 }
 
+namespace {
+
+// Whether two indices of l give the same element (a stride-0 mode).
+bool replicated(const metile::Layout& l) {
+  const metile::Layout flat = flatten(l);
+  const std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 1 && strides[i] == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+ValueId Lowering::owner_pred(LayoutId l) {
+  // Thread t holds a copy when its coordinate along a stride-0 mode of thr is not 0.
+  const metile::Layout flat = flatten(f.layout(l).thr);
+  const std::vector<int64_t> sizes = flat.shape().leaves(), strides = flat.stride().leaves();
+  ValueId tid = builtin(gpu::Builtin::thread_index), pred = kNoValue;
+  int64_t below = 1;
+  for (size_t i = 0; i < sizes.size(); below *= sizes[i], ++i) {
+    if (sizes[i] == 1 || strides[i] != 0) continue;
+    ValueId coord = b.ew(OpKind::MOD, {b.ew(OpKind::DIV, {tid, c_i32(below)}), c_i32(sizes[i])});
+    pred = and_pred(pred, b.ew(OpKind::EQ, {coord, c_i32(0)}));
+  }
+  return pred == kNoValue ? kNoValue : b.named(pred, "owner");
+}
+
 void Lowering::reduce(const Op& op) {
   Reduction k = *reduction_of(op.kind);
   int64_t axis = op.attr_int("axis");
@@ -78,10 +105,17 @@ void Lowering::reduce(const Op& op) {
     finish(r);
     return;
   }
-  ValueId x = widen(canonical(op.operands[0]));
+  // In the layout the operand has (a row reduction's slice layout, a dot's fragments) when its
+  // registers hold distinct elements: threads that hold copies of the same elements count once
+  // in a sum (owner_pred), and max / min do not mind copies.
+  ValueId owner = kNoValue;
+  const bool in_place = f.layout_of(own).is_tile() && !replicated(f.layout_of(own).reg);
+  if (in_place && k != Reduction::max && k != Reduction::min) owner = owner_pred(f.value(own).layout);
+  ValueId x = widen(in_place ? own : canonical(op.operands[0]));
   LayoutId l = f.value(x).layout;
   if (ValueId valid = valid_pred(l); valid != kNoValue) x = b.ew(OpKind::SELECT, {valid, x, identity(k, d)});
   ValueId part = f.layout(l).regs() > 1 ? b.named(b.reg_reduce(k, x), "local_" + what) : x;
+  if (owner != kNoValue) part = b.ew(OpKind::SELECT, {owner, part, identity(k, d)});
   int64_t nsg = f.threads / f.simd_width;
   ValueId r = b.named(b.simd_reduce(k, part, nsg == 1), "sg_" + what);
   if (nsg > 1) {

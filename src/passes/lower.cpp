@@ -31,16 +31,8 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
   simt = p.num_threads;
   map.assign(p.values.size(), kNoValue);
   for (const auto& [dot, c] : layouts.dots) {
-    DotPlan& plan = dot_plans[dot];
-    plan.atom = c.atom;
-    plan.stage = c.stage;
-    plan.warps_m = c.warps_m;
-    plan.warps_n = c.warps_n;
-    plan.acc = c.acc;
-    plan.kc = c.kc;
-    plan.wgmma = c.wgmma;
+    static_cast<DotChoice&>(dot_plans[dot]) = c;
     for (int i = 0; i < 2; ++i) {
-      plan.direct[i] = c.direct[i];
       if (c.direct[i] == nullptr) continue;
       direct_loads.insert(c.direct[i]);
       if (c.wgmma) wgmma_staging[c.direct[i]] = c.staged[i];

@@ -145,18 +145,11 @@ class Lowering {
   void print(const Op& op);
 
   // --- lower_dot.cpp ---
-  /** How one dot runs: a matrix atom over a warp grid, or (atom == nullptr) exact FMAs. */
-  struct DotPlan {
-    const MatrixAtom* atom = nullptr;
-    DType stage = DType::invalid;  // operand element type in threadgroup memory
-    int warps_m = 0, warps_n = 0;
-    LayoutId acc = gpu::kUniform;  // the accumulator's layout
-    int64_t kc = 0;                // K columns staged at a time
-    /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
-    const Op* direct[2] = {nullptr, nullptr};
+  /** How one dot runs: what layout assignment chose (atom, warp grid, K chunk, direct copies),
+   * plus the staging arrays lowering allocates. */
+  struct DotPlan : DotChoice {
     ValueId bufs[2] = {kNoValue, kNoValue};  // staging arrays of A and B (all stages)
     int64_t ld[2] = {0, 0}, elems[2] = {0, 0};  // row stride and elements of one stage
-    bool wgmma = false;  // atom is a warpgroup atom (lower_wgmma.cpp)
   };
   /** The K loop of dots whose operands stream through a ring of stages (lower_pipeline.cpp). */
   struct Pipeline {
@@ -184,11 +177,6 @@ class Lowering {
   std::set<const Op*> direct_loads;  // tile_loads a dot copies itself (lowered there, not here)
   std::map<const Op*, DotPlan> dot_plans;
   std::vector<LayoutId> assigned;  // Tile IR value -> layout (assign_layouts; kUniform: layout_for(shape))
-  /** The atom for a dot of these types (nullptr: none), and the dtype its operands stage as. */
-  std::pair<const MatrixAtom*, DType> dot_atom(DType ab, DType acc, int64_t m, int64_t n,
-                                               int64_t k) const {
-    return metile::dot_atom(target, options.allow_tf32, ab, acc, m, n, k);
-  }
   /**
    * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:
    * the indices [lo, lo + len) of axis `axis`, shifted to start at 0.

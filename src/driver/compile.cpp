@@ -1,8 +1,8 @@
 #include "driver/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <sstream>
 
 #include "cache/cache.h"
 #include "driver/stage_text.h"
@@ -66,16 +66,19 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   auto start = Clock::now();
   CompileOptions options = requested;
   if (env_string("METILE_CHECK") == "1") options.check_bounds = true;
-  // METILE_GPU_OFF=async_copy,ldmatrix,aligned_body,pipeline: differential tests of the GPU
-  // lowering's pieces (the cache key includes them).
+  // METILE_GPU_OFF (kGpuOffPieces): differential tests of the GPU lowering's pieces (the cache
+  // key includes them).
   for (std::string s = env_string("METILE_GPU_OFF"); !s.empty();) {
     size_t comma = s.find(',');
     std::string name = s.substr(0, comma);
     s = comma == std::string::npos ? "" : s.substr(comma + 1);
     if (name.empty()) continue;
-    if (name != "async_copy" && name != "ldmatrix" && name != "aligned_body" && name != "pipeline")
+    if (std::find(kGpuOffPieces.begin(), kGpuOffPieces.end(), name) == kGpuOffPieces.end()) {
+      std::string known;
+      for (std::string_view k : kGpuOffPieces) known += (known.empty() ? "" : ", ") + std::string(k);
       fail(METILE_ERROR_INVALID_ARGUMENT, "compile", "METILE_GPU_OFF: unknown piece \"", name,
-           "\" (async_copy, ldmatrix, aligned_body, pipeline)");
+           "\" (", known, ")");
+    }
     options.gpu_off.push_back(name);
   }
   if (options.check_bounds && options.unchecked)

@@ -5,10 +5,17 @@
  */
 #pragma once
 
+#include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace metile {
+
+/** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
+ * each to its LowerOptions switch). */
+inline constexpr std::array<std::string_view, 4> kGpuOffPieces = {"async_copy", "ldmatrix",
+                                                                  "aligned_body", "pipeline"};
 
 struct CompileOptions {
   int num_threads = 0;
@@ -32,7 +39,7 @@ struct CompileOptions {
   int warps_m = 0, warps_n = 0;
   /**
    * GPU lowering pieces switched off for differential tests (METILE_GPU_OFF, a comma list of
-   * async_copy, ldmatrix, aligned_body; "pipeline" is num_stages = 1): unknown names are refused.
+   * kGpuOffPieces; "pipeline" is num_stages = 1): unknown names are refused.
    */
   std::vector<std::string> gpu_off;
   /** Canonical text of the options that affect code (part of the cache key). */

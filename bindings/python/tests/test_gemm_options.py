@@ -48,3 +48,13 @@ def test_a_grid_that_cannot_tile_the_dot_is_refused(sim):
         run(64, 64, 32, warps_m=2)
     with pytest.raises(metile.InvalidArgumentError, match="warps_m 33 is out of range"):
         run(64, 64, 32, warps_m=33, warps_n=1)
+
+
+def test_gpu_off_names_its_pieces(sim, monkeypatch):
+    # num_stages=4: a specialization no other test compiles (launchers keep compiled kernels,
+    # and METILE_GPU_OFF is read when a kernel compiles).
+    monkeypatch.setenv("METILE_GPU_OFF", "ldmatrix,bogus")
+    with pytest.raises(metile.InvalidArgumentError,
+                       match=r'METILE_GPU_OFF: unknown piece "bogus" \(async_copy, ldmatrix, '
+                             r'aligned_body, pipeline\)'):
+        run(64, 64, 32, num_stages=4)

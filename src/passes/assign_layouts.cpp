@@ -76,6 +76,7 @@ struct Assigner {
   gpu::Function& f = out.function;
   std::vector<gpu::LayoutId>& assigned = out.of;
   std::vector<const Op*> producer;  // Tile IR value -> the op that defines it
+  std::vector<std::vector<const Op*>> users;  // Tile IR value -> the ops that read it
 
   int64_t threads();
   int64_t dot_warps() const;
@@ -84,7 +85,7 @@ struct Assigner {
   bool rows_reduced(ValueId v) const;
   bool slice_layouts(const Op& o);
   /** Picks the dot operands that tile_loads in the same block can copy straight to staging. */
-  void direct_copies(const Block& blk, const std::vector<int>& uses);
+  void direct_copies(const Block& blk);
   void run();
 };
 
@@ -165,10 +166,6 @@ bool Assigner::give_layout(ValueId v, gpu::LayoutId l) {
 
 // Whether tile value v, through element-wise ops, reaches a reduction along its rows.
 bool Assigner::rows_reduced(ValueId v) const {
-  std::vector<std::vector<const Op*>> users(p.values.size());
-  walk(p.body, [&](const Op& o) {
-    for (ValueId x : o.operands) users[x].push_back(&o);
-  });
   std::vector<ValueId> todo{v};
   std::vector<bool> seen(p.values.size(), false);
   while (!todo.empty()) {
@@ -230,11 +227,11 @@ bool Assigner::slice_layouts(const Op& o) {
   return changed;
 }
 
-void Assigner::direct_copies(const Block& blk, const std::vector<int>& uses) {
+void Assigner::direct_copies(const Block& blk) {
   std::map<ValueId, size_t> loaded;  // tile_load result -> its position in blk
   for (size_t j = 0; j < blk.ops.size(); ++j) {
     const Op& o = blk.ops[j];
-    for (const Block& r : o.regions) direct_copies(r, uses);
+    for (const Block& r : o.regions) direct_copies(r);
     if (o.kind == OpKind::TILE_LOAD) loaded[o.result()] = j;
     if (o.kind != OpKind::DOT) continue;
     DotChoice& plan = out.dots.at(&o);
@@ -245,7 +242,7 @@ void Assigner::direct_copies(const Block& blk, const std::vector<int>& uses) {
     const int64_t vec = 16 / static_cast<int64_t>(dtype_size(plan.stage));
     for (int i = 0; i < 2; ++i) {
       auto at = loaded.find(o.operands[i]);
-      if (at == loaded.end() || uses[o.operands[i]] != 1) continue;
+      if (at == loaded.end() || users[o.operands[i]].size() != 1) continue;
       const Type& t = p.type(o.operands[i]);
       if (t.dtype != plan.stage || t.shape.dims[1] % vec != 0) continue;
       bool moves = true;  // nothing between the load and the dot writes memory
@@ -265,8 +262,10 @@ void Assigner::run() {
   f.threads = static_cast<int>(threads());
   assigned.assign(p.values.size(), gpu::kUniform);
   producer.assign(p.values.size(), nullptr);
+  users.assign(p.values.size(), {});
   walk(p.body, [&](const Op& d) {
     for (ValueId r : d.results) producer[r] = &d;
+    for (ValueId x : d.operands) users[x].push_back(&d);
   });
   int64_t warps = f.threads / f.simd_width;
   // Rows reduced later (attention's scores) stay within one warp: shuffles, no partials; every
@@ -309,11 +308,7 @@ void Assigner::run() {
     }
     out.dots[&o] = plan;
   });
-  std::vector<int> uses(p.values.size(), 0);
-  walk(p.body, [&](const Op& o) {
-    for (ValueId v : o.operands) ++uses[v];
-  });
-  direct_copies(p.body, uses);
+  direct_copies(p.body);
   walk(p.body, [&](const Op& o) {
     // An asked warp grid is one of the warp-level atoms.
     if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_wgmma(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))

@@ -216,15 +216,18 @@ class CudaDialect final : public GpuDialect {
            std::to_string(s.m / s.warps_m) + " + mma_g;");
     w.line("const int mma_col = (mma_warp / " + std::to_string(s.warps_m) + ") * " +
            std::to_string(s.n / s.warps_n) + " + mma_g;");
-    if (s.ldmatrix) {  // lane l addresses row l % 16, columns 8 * (l / 16) of a 16 x 16 block
-      w.line("const int mma_lr = mma_lane & 15, mma_lh = (mma_lane >> 4) * 8;");
+    // ldmatrix: lane l addresses row l % 16, 16 bytes in (l / 16) of a 16-row block: 8 16-bit
+    // elements, or 4 f32 ones for tf32, whose 32-bit words land where m16n8k8's A wants them.
+    const bool frag16 = s.ldmatrix && !s.tf32, frag32 = s.ldmatrix && s.tf32;
+    if (s.ldmatrix) {
+      w.line(std::string("const int mma_lr = mma_lane & 15, mma_lh = (mma_lane >> 4) * ") + (s.tf32 ? "4;" : "8;"));
       w.line("const int mma_row0 = mma_row - mma_g, mma_col0 = mma_col - mma_g;");
     }
     w.line("#pragma unroll");
     w.open("for (int mma_k = 0; mma_k < " + std::to_string(s.k) + "; mma_k += " +
            std::to_string(s.atom_k) + ")");
     w.line("uint mma_a[" + tm + "][4], mma_b[" + tn + "][2];");
-    if (s.ldmatrix) {
+    if (frag16) {
       // A: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) are a0..a3. B (k x n, row-major) through
       // .trans: matrices (k 0-7 | 8-15) of columns j and j + 1 are b0, b1 of j, then of j + 1.
       w.line("#pragma unroll");
@@ -241,7 +244,12 @@ class CudaDialect final : public GpuDialect {
     } else {
       w.line("#pragma unroll");
       w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
-      if (s.tf32) {
+      if (frag32) {  // matrices (rows 0-7 | 8-15) x (k 0-3 | 4-7) are a0..a3, rounded to tf32
+        w.line("mt_ldmatrix_x4(mma_a[mma_i], " + s.a + " + (mma_row0 + 16 * mma_i + mma_lr) * " + lda +
+               " + mma_k + mma_lh);");
+        w.line("#pragma unroll");
+        w.line("for (int mma_r = 0; mma_r < 4; ++mma_r) mma_a[mma_i][mma_r] = mt_tf32(__uint_as_float(mma_a[mma_i][mma_r]));");
+      } else if (s.tf32) {
         w.line("const float* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + mma_t;");
         w.line("mma_a[mma_i][0] = mt_tf32(mma_p[0]);");
         w.line("mma_a[mma_i][1] = mt_tf32(mma_p[8 * " + lda + "]);");
@@ -255,6 +263,8 @@ class CudaDialect final : public GpuDialect {
         w.line("mma_a[mma_i][3] = mt_pair(mma_p + 8 * " + lda + " + 8);");
       }
       w.close();
+      // B (k x n): .trans moves 16-bit halves, so 32-bit elements are read one by one (k = t,
+      // t + 4 of column g); the bank groups of 4 rows apart differ by the row padding.
       w.line("#pragma unroll");
       w.open("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
       if (s.tf32) {

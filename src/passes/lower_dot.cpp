@@ -230,8 +230,11 @@ void Lowering::dot(const Op& op) {
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
                  {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
                  {"tf32", int64_t{plan.atom->relaxed}},
-                 {"ldmatrix", int64_t{options.ldmatrix && dtype_size(plan.stage) == 2 &&
-                                      lda % 8 == 0 && ldb % 8 == 0}}};
+                 // 16-bit operands: A and B (rows of 16 bytes); tf32: A only (B's k pairs would be
+                 // 16-bit halves of two elements under .trans).
+                 {"ldmatrix", int64_t{options.ldmatrix &&
+                                      ((dtype_size(plan.stage) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
+                                       (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       g.results = {b.new_value(ct, acc_l)};

@@ -64,7 +64,19 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
   EXPECT_EQ(count(gpu_ir(f16_gemm(true), options(true, 0, false)), "ldmatrix=0"), 1);
   kernels::GemmConfig tf32 = f16_gemm(true);
   tf32.dtype = DType::f32;
-  EXPECT_EQ(count(gpu_ir(tf32, options()), "ldmatrix=0"), 1) << "ldmatrix reads 16-bit elements";
+  EXPECT_EQ(count(gpu_ir(tf32, options(true, 0, false)), "ldmatrix=0"), 1);
+  // tf32: ldmatrix reads A's fragments (its 32-bit words land where m16n8k8 wants them); B's
+  // stay scalar reads (.trans would move 16-bit halves).
+  LowerOptions o = options();
+  EXPECT_EQ(count(gpu_ir(tf32, o), "ldmatrix=1"), 1);
+  std::string cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  EXPECT_EQ(count(cuda, "mt_ldmatrix_x4(mma_a[mma_i]"), 1) << cuda;
+  EXPECT_EQ(count(cuda, "mt_ldmatrix_x4_trans(&"), 0) << cuda;
+  EXPECT_EQ(count(cuda, "mma_b[mma_j][1] = mt_tf32(mma_q[4 * "), 1) << cuda;
+  o.ldmatrix = false;
+  cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  EXPECT_EQ(count(cuda, "mt_ldmatrix_x4(mma_a[mma_i]"), 0) << cuda;
+  EXPECT_EQ(count(cuda, "mma_a[mma_i][3] = mt_tf32(mma_p[8 * "), 1) << cuda;
 }
 
 TEST(GpuGemmLower, StagesShrinkToTheThreadgroupMemory) {

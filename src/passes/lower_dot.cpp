@@ -235,6 +235,8 @@ void Lowering::dot(const Op& op) {
                  {"ldmatrix", int64_t{options.ldmatrix &&
                                       ((dtype_size(plan.stage) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
                                        (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
+      if (plan.atom->name == std::string("mma.sync"))
+        g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       g.results = {b.new_value(ct, acc_l)};

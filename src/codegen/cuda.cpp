@@ -219,9 +219,15 @@ class CudaDialect final : public GpuDialect {
     // ldmatrix: lane l addresses row l % 16, 16 bytes in (l / 16) of a 16-row block: 8 16-bit
     // elements, or 4 f32 ones for tf32, whose 32-bit words land where m16n8k8's A wants them.
     const bool frag16 = s.ldmatrix && !s.tf32, frag32 = s.ldmatrix && s.tf32;
+    const std::string esz = s.tf32 ? "4" : "2";  // bytes per staged element
     if (s.ldmatrix) {
       w.line(std::string("const int mma_lr = mma_lane & 15, mma_lh = (mma_lane >> 4) * ") + (s.tf32 ? "4;" : "8;"));
       w.line("const int mma_row0 = mma_row - mma_g, mma_col0 = mma_col - mma_g;");
+      // 32-bit shared addresses: the arrays' once, each thread's offset once, then a constant
+      // per fragment and k step (an immediate of the ldmatrix).
+      w.line("const uint mma_sa = mt_smem_addr(" + s.a + ") + ((mma_row0 + mma_lr) * " + lda + " + mma_lh) * " + esz + ";");
+      if (!s.tf32)
+        w.line("const uint mma_sb = mt_smem_addr(" + s.b + ") + (mma_lr * " + ldb + " + mma_col0) * " + esz + ";");
     }
     // Fragments of k step kk into arrays fa (A) and fb (B).
     auto fragments = [&](const std::string& fa, const std::string& fb, const std::string& kk) {
@@ -230,21 +236,19 @@ class CudaDialect final : public GpuDialect {
         // .trans: matrices (k 0-7 | 8-15) of columns j and j + 1 are b0, b1 of j, then of j + 1.
         w.line("#pragma unroll");
         w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
-        w.line("  mt_ldmatrix_x4(" + fa + "[mma_i], " + s.a + " + (mma_row0 + 16 * mma_i + mma_lr) * " + lda +
-               " + " + kk + " + mma_lh);");
+        w.line("  mt_ldmatrix_x4(" + fa + "[mma_i], mma_sa + (16 * mma_i * " + lda + " + " + kk + ") * " + esz + ");");
         w.line("#pragma unroll");
         w.line("for (int mma_j = 0; mma_j + 1 < " + tn + "; mma_j += 2)");
-        w.line("  mt_ldmatrix_x4_trans(&" + fb + "[mma_j][0], " + s.b + " + (" + kk + " + mma_lr) * " + ldb +
-               " + mma_col0 + 8 * mma_j + mma_lh);");
+        w.line("  mt_ldmatrix_x4_trans(&" + fb + "[mma_j][0], mma_sb + (" + kk + " * " + ldb +
+               " + 8 * mma_j + mma_lh) * " + esz + ");");
         if (s.tiles_n() % 2 == 1)
-          w.line("mt_ldmatrix_x2_trans(" + fb + "[" + std::to_string(s.tiles_n() - 1) + "], " + s.b +
-                 " + (" + kk + " + mma_lr) * " + ldb + " + mma_col0 + " + std::to_string(8 * (s.tiles_n() - 1)) + ");");
+          w.line("mt_ldmatrix_x2_trans(" + fb + "[" + std::to_string(s.tiles_n() - 1) + "], mma_sb + (" + kk +
+                 " * " + ldb + " + " + std::to_string(8 * (s.tiles_n() - 1)) + ") * " + esz + ");");
       } else {
         w.line("#pragma unroll");
         w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
         if (frag32) {  // matrices (rows 0-7 | 8-15) x (k 0-3 | 4-7) are a0..a3, rounded to tf32
-          w.line("mt_ldmatrix_x4(" + fa + "[mma_i], " + s.a + " + (mma_row0 + 16 * mma_i + mma_lr) * " + lda +
-                 " + " + kk + " + mma_lh);");
+          w.line("mt_ldmatrix_x4(" + fa + "[mma_i], mma_sa + (16 * mma_i * " + lda + " + " + kk + ") * " + esz + ");");
           w.line("#pragma unroll");
           w.line("for (int mma_r = 0; mma_r < 4; ++mma_r) " + fa + "[mma_i][mma_r] = mt_tf32(__uint_as_float(" + fa + "[mma_i][mma_r]));");
         } else if (s.tf32) {

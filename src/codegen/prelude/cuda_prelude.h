@@ -125,18 +125,21 @@ MT_FN void mt_cp_async16(void* dst, const void* src) {
 }
 MT_FN void mt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Four 8x8 16-bit matrices: lanes 8q..8q+7 give the row addresses of matrix q (volatile: it
-// reads shared memory, so it must stay between the barriers it was written between).
-MT_FN void mt_ldmatrix_x4(uint* r, const void* p) {
+// reads shared memory, so it must stay between the barriers it was written between). The
+// address is a shared-window offset (mt_smem_addr of the array once, plus 32-bit offsets): the
+// conversion is an asm the compiler cannot fold, so one per fragment would cost a 64-bit add
+// and a conversion each.
+MT_FN void mt_ldmatrix_x4(uint* r, uint a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(mt_smem_addr(p)));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-MT_FN void mt_ldmatrix_x4_trans(uint* r, const void* p) {
+MT_FN void mt_ldmatrix_x4_trans(uint* r, uint a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(mt_smem_addr(p)));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-MT_FN void mt_ldmatrix_x2_trans(uint* r, const void* p) {
+MT_FN void mt_ldmatrix_x2_trans(uint* r, uint a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1]) : "r"(mt_smem_addr(p)));
+               : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
 
 // ---- atomics: mt_atomic_<op>(address, [cmp,] value) -> the old value ------------------------

@@ -81,5 +81,18 @@ TEST(CudaCodegenSource, VectorAddIsCoalescedAndVectorized) {
   EXPECT_NE(src.find("const float* __restrict__ X"), std::string::npos) << src;
 }
 
+TEST(CudaCodegenSource, ExpIsTheHardwareEx2OfAScaledArgument) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // Every exp of the softmax goes through the prelude's mt_exp (ex2.approx of x * log2(e));
+  // no accurate expf range reduction is left in the kernel body.
+  Artifact a = cuda_build_program(kernels::softmax(1024), CompileOptions{}, "sm_90");
+  const std::string& src = a.sources.at(Stage::cuda);
+  const size_t body = src.find("extern \"C\" __global__");
+  ASSERT_NE(body, std::string::npos) << src;
+  EXPECT_NE(src.find("ex2.approx.f32"), std::string::npos) << src;
+  EXPECT_NE(src.find("mt_exp(", body), std::string::npos) << src;
+  EXPECT_EQ(src.find("expf(", body), std::string::npos) << src;
+}
+
 }  // namespace
 }  // namespace metile

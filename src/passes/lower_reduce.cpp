@@ -125,12 +125,17 @@ void Lowering::reduce(const Op& op) {
     ValueId slot = b.named(b.ew(OpKind::PTR_OFFSET, {buf, sg}), "slot");
     b.store(slot, r, b.named(b.ew(OpKind::EQ, {lane, c_i32(0)}), "first_lane"));
     b.barrier();
-    ValueId at = b.named(b.ew(OpKind::PTR_OFFSET, {buf, lane}), "lane_slot");
-    ValueId partial = nsg == f.simd_width
+    // Where the simdgroup reduction is a shuffle tree (5 steps), lane l reads partial l % nsg:
+    // each aligned group of nsg lanes then holds all partials and log2(nsg) steps fold them.
+    const bool grouped = !target.simd_reduce_instruction && nsg < f.simd_width && (nsg & (nsg - 1)) == 0;
+    ValueId at = b.named(b.ew(OpKind::PTR_OFFSET, {buf, grouped ? b.ew(OpKind::BITAND, {lane, c_i32(nsg - 1)})
+                                                                 : lane}),
+                         "lane_slot");
+    ValueId partial = nsg == f.simd_width || grouped
                           ? b.load(at)
                           : b.load(at, b.named(b.ew(OpKind::LT, {lane, c_i32(nsg)}), "has_partial"),
                                    identity(k, d));
-    r = b.simd_reduce(k, b.named(partial, "partial"), true);
+    r = b.simd_reduce(k, b.named(partial, "partial"), true, grouped ? nsg : 0);
     b.barrier();
   }
   finish(r);

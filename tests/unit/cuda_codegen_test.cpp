@@ -94,5 +94,16 @@ TEST(CudaCodegenSource, ExpIsTheHardwareEx2OfAScaledArgument) {
   EXPECT_EQ(src.find("expf(", body), std::string::npos) << src;
 }
 
+TEST(CudaCodegenSource, BlockReductionFoldsOnlyTheWarpsPartials) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // 4 warps: each lane reads partial lane % 4 and two shuffle steps fold them (not five).
+  CompileOptions o;
+  o.num_threads = 128;
+  Artifact a = cuda_build_program(kernels::softmax(1024), o, "sm_90");
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_NE(src.find("scratch_f32 + (lane & 3)"), std::string::npos) << src;
+  EXPECT_NE(src.find("for (int m = 2; m > 0; m >>= 1)"), std::string::npos) << src;
+}
+
 }  // namespace
 }  // namespace metile

@@ -105,5 +105,23 @@ TEST(CudaCodegenSource, BlockReductionFoldsOnlyTheWarpsPartials) {
   EXPECT_NE(src.find("for (int m = 2; m > 0; m >>= 1)"), std::string::npos) << src;
 }
 
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(CudaCodegenSource, IndependentBlockReductionsShareOneExchange) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // Layernorm's sum and sum of squares: both warps' partials are published before one barrier
+  // and read after it (two barriers in all, not four).
+  CompileOptions o;
+  o.num_threads = 128;
+  Artifact a = cuda_build_program(kernels::layernorm(1024), o, "sm_90");
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_EQ(count(src, "__syncthreads();"), 2u) << src;
+  EXPECT_NE(src.find("scratch_f32[sg + 4] = "), std::string::npos) << src;
+}
+
 }  // namespace
 }  // namespace metile

@@ -190,6 +190,11 @@ class Lowering {
   void stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range = kNoValue);
   void dot(const Op& op);
 
+  // --- lower_prestage.cpp ---
+  /** Stages the operands of `loop`'s dots that its body does not change, before the loop. */
+  void prestage_invariant_operands(const Op& loop);
+  std::set<std::pair<const Op*, int>> prestaged;  // (dot, operand) staged before its loop
+
   // --- lower_wgmma.cpp ---
   /** The tile_loads a wgmma dot stages, and the swizzled layout each is copied into. */
   std::map<const Op*, WgmmaTile> wgmma_staging;

@@ -205,9 +205,13 @@ bool Assigner::slice_layouts(const Op& o) {
                             follows_operands(d->kind));
   };
   if (follows_operands(o.kind) && !o.results.empty() && assigned[o.result()] != gpu::kUniform) {
-    for (ValueId x : o.operands)
-      if (computed(x) && p.type(x).shape == p.type(o.result()).shape)
-        changed = give_layout(x, assigned[o.result()]) || changed;
+    for (ValueId x : o.operands) {
+      ValueId src = x;  // through reshapes (cols[None, :]): they keep the order a layout maps
+      while (producer[src] != nullptr && producer[src]->kind == OpKind::RESHAPE)
+        src = producer[src]->operands[0];
+      if (computed(src) && p.type(x).shape == p.type(o.result()).shape)
+        changed = give_layout(src, assigned[o.result()]) || changed;
+    }
   }
   // A broadcast made in a tile layout: its source (through reshapes) is computed where the
   // tile's threads need it, the layout a reduction over the broadcast axis would leave.

@@ -154,6 +154,7 @@ void Lowering::loop(const Op& op) {
     operands.push_back(materialize(get(op.operands[i]), l));
   }
   pipeline_prologue(op, operands[0], operands[1], operands[2]);
+  prestage_invariant_operands(op);
   gpu::Op g;
   g.kind = gpu::GpuOpKind::FOR;
   g.operands = operands;

@@ -34,6 +34,11 @@ namespace metile::lowering {
 
 void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
                      int64_t len) {
+  // A trans only this dot reads: x holds its operand (lower_trans_operand.cpp).
+  const auto view = trans_views.find(tile_value);
+  const bool transposed = view != trans_views.end();
+  const int64_t axis_len = p.type(tile_value).shape.dims[axis];
+  if (transposed) tile_value = view->second;
   const Shape& s = p.type(tile_value).shape;
   ValueId x = get(tile_value);
   LayoutId l = f.value(x).layout;
@@ -45,8 +50,9 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int a
   ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId row = b.ew(OpKind::DIV, {e, cols}), col = b.ew(OpKind::MOD, {e, cols});
+  if (transposed) std::swap(row, col);
   ValueId pred = valid_pred(l);
-  if (len < s.dims[axis]) {  // one chunk of the K axis: its elements, shifted to index 0
+  if (len < axis_len) {  // one chunk of the K axis: its elements, shifted to index 0
     ValueId& at = axis == 0 ? row : col;
     ValueId in = b.ew(OpKind::BITAND, {b.ew(OpKind::GE, {at, c_i32(lo)}),
                                        b.ew(OpKind::LT, {at, c_i32(lo + len)})});
@@ -210,9 +216,11 @@ void Lowering::dot(const Op& op) {
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop
       if (plan.direct[0] != nullptr) stage_direct(*plan.direct[0], a_buf, lda);
-      else stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
+      else if (prestaged.count({&op, 0}) == 0)  // else staged before its loop (lower_prestage.cpp)
+        stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
       if (plan.direct[1] != nullptr) stage_direct(*plan.direct[1], b_buf, ldb);
-      else stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+      else if (prestaged.count({&op, 1}) == 0)
+        stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
       if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
         async_commit();
         async_wait(0);

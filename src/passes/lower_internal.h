@@ -190,6 +190,17 @@ class Lowering {
   void stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range = kNoValue);
   void dot(const Op& op);
 
+  // --- lower_prestage.cpp ---
+  /** Stages the operands of `loop`'s dots that its body does not change, before the loop. */
+  void prestage_invariant_operands(const Op& loop);
+  std::set<std::pair<const Op*, int>> prestaged;  // (dot, operand) staged before its loop
+
+  // --- lower_trans_operand.cpp ---
+  /** Whether a dot's A or B operand is the only read of Tile IR value `tile_value`. */
+  bool only_a_dot_reads(ValueId tile_value);
+  std::vector<int> read_counts;            // Tile IR value -> operands naming it (lazily)
+  std::map<ValueId, ValueId> trans_views;  // trans result -> its operand, staged transposed
+
   // --- lower_wgmma.cpp ---
   /** The tile_loads a wgmma dot stages, and the swizzled layout each is copied into. */
   std::map<const Op*, WgmmaTile> wgmma_staging;

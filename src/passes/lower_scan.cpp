@@ -65,6 +65,11 @@ void Lowering::trans(const Op& op) {
     set(op.result(), x);  // every element is the same
     return;
   }
+  if (only_a_dot_reads(op.result())) {  // the dot stages x transposed (lower_trans_operand.cpp)
+    trans_views[op.result()] = op.operands[0];
+    set(op.result(), x);
+    return;
+  }
   // Result element e = (i, j) of the C x R result is element (j, i) of the R x C operand.
   const int64_t rows = from.dims[0], cols = from.dims[1];
   set(op.result(), exchange(x, layout_for(p.type(op.result()).shape), [&](ValueId e) {

@@ -116,3 +116,45 @@ def test_decode_attention_rejects_heads_not_a_multiple_of_kv_heads(device):
     kv = np.zeros((1, 4, 8, 64), np.float32)
     with pytest.raises(ValueError, match="multiple of kv_heads"):
         decode_attention.decode(q, kv, kv, np.zeros_like(q))
+
+
+@metile.kernel
+def _dot_trans(A, B, Out, BM: metile.constexpr, BN: metile.constexpr, K: metile.constexpr,
+               SHARED: metile.constexpr):
+    """Out = A @ B^T for one BM x K and one BN x K tile; SHARED: trans(B) also has another reader."""
+    a = metile.tile_load(A, 0, 0, K, (BM, K))
+    bt = metile.trans(metile.tile_load(B, 0, 0, K, (BN, K)))
+    c = metile.dot(a, bt)
+    if SHARED:
+        c = c + metile.sum(bt, axis=0)[None, :]
+    metile.tile_store(Out, 0, 0, BN, c, (BM, BN))
+
+
+@metile.kernel
+def _dot_trans_loop(A, B, Out, M, BM: metile.constexpr, BN: metile.constexpr, K: metile.constexpr):
+    """Out = A @ B^T over M rows of A in BM-row blocks; trans(B) is the same in every block."""
+    bt = metile.trans(metile.tile_load(B, 0, 0, K, (BN, K)))
+    for m0 in metile.tile_range(0, M, BM):
+        a = metile.tile_load(A, m0, 0, K, (BM, K), bounds=(M, K))
+        metile.tile_store(Out, m0, 0, BN, metile.dot(a, bt), (BM, BN), bounds=(M, BN))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("k,shared", [(64, False), (64, True), (256, False)],
+                         ids=["only-dot", "shared", "k-chunks"])
+def test_dot_with_a_transposed_operand(device, dtype, k, shared):
+    """Q @ K^T's shape: the dot stages trans(B) without a transpose of its own when it is the
+    only reader (also when K is staged in chunks), else after the exchange; float64 reference."""
+    (a, b), (av, bv) = _inputs([(32, k), (16, k)], dtype)
+    out = metile.Buffer.zeros((32, 16))
+    _dot_trans[(1,)](a, b, out, BM=32, BN=16, K=k, SHARED=shared)
+    ref = av @ bv.T + (bv.sum(axis=1)[None, :] if shared else 0)
+    _check(_values(out), ref, dtype if dtype != "f32" else "f16")  # f32: TF32 on GPU units
+
+
+def test_dot_with_a_loop_invariant_transposed_operand(device):
+    """trans(B) defined before the loop: staged once, before it, for every block of A."""
+    (a, b), (av, bv) = _inputs([(70, 64), (16, 64)], "f16")
+    out = metile.Buffer.zeros((70, 16))
+    _dot_trans_loop[(1,)](a, b, out, 70, BM=32, BN=16, K=64)
+    _check(_values(out), av @ bv.T, "f16")

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One call on an H100/H200 for the TMA copies of the wgmma path (lower_tma.cpp): build
+# (scripts/gpu-session.sh "build"), the cuda kernel suite and the TMA unit cases with TMA on (the
+# default), the suite's GEMMs with METILE_GPU_OFF=tma, the Python GEMM tests on cuda with TMA on
+# and off, bench/gemm_vs_cublas.py for f16/bf16 at issue 19's shapes (cuBLAS and Triton in the
+# same process), then ncu's tensor-pipe utilisation of one GEMM launch.
+#   bench/gemm_tma_run.sh OUTDIR [DEBS_DIR]
+# CONFIGS: indices into gemm_vs_cublas.py's CONFIGS (default 3,6,9); NCU_CONFIG / NCU_N / NCU_DTYPE:
+# the launch ncu profiles (default 128,128,64,256 at 8192, f16).
+set -uo pipefail
+out=${1:?output directory}
+debs=${2:-}
+here=$(cd "$(dirname "$0")/.." && pwd)
+mb=/tmp/mb
+mkdir -p "$out"
+bash "$here/scripts/gpu-session.sh" "$out/session" "$debs" build > /dev/null 2>&1
+tail -2 "$out/session/build.log"
+export METILE_LIBRARY=$mb/libmetile.so METILE_CACHE_DIR=/tmp/metile-cache PYTHONUNBUFFERED=1
+summary() { echo "$1: rc=$2 $(grep -E 'PASSED|FAILED|passed|failed' "$3" | tail -1 | cut -c1-100)"; }
+$mb/tests/metile_unit --gtest_filter='*cuda_*:CudaRuntime*:GpuTma*:TmaMap*' --gtest_brief=1 > "$out/unit_tma.log" 2>&1
+summary "unit, TMA on" $? "$out/unit_tma.log"
+grep -E '^\[  FAILED' "$out/unit_tma.log" | head -10
+METILE_GPU_OFF=tma $mb/tests/metile_unit --gtest_filter='*cuda_gemm*' --gtest_brief=1 > "$out/unit_notma.log" 2>&1
+summary "unit GEMMs, TMA off" $? "$out/unit_notma.log"
+(cd "$here" && timeout 200 python3 -m pytest bindings/python/tests -q -p no:cacheprovider -k "cuda and (gemm or matmul or dot)" > "$out/py_tma.log" 2>&1)
+summary "pytest gemm cuda, TMA on" $? "$out/py_tma.log"
+grep -E '^FAILED' "$out/py_tma.log" | head -10
+(cd "$here" && METILE_GPU_OFF=tma timeout 200 python3 -m pytest bindings/python/tests -q -p no:cacheprovider -k "cuda and (gemm or matmul or dot)" > "$out/py_notma.log" 2>&1)
+summary "pytest gemm cuda, TMA off" $? "$out/py_notma.log"
+timeout "${BENCH_S:-260}" python3 "$here/bench/gemm_vs_cublas.py" --dtypes f16,bf16 \
+  --shapes 2048x2048x2048,4096x4096x4096,8192x8192x8192,8192x8192x16384,128x8192x8192 \
+  --configs "${CONFIGS:-3,6,9}" --out "$out/bench.json" > "$out/bench.log" 2>&1
+echo "bench rc=$?"
+grep -vE '^\{' "$out/bench.log" | tail -14
+timeout 120 ncu --clock-control none -k regex:gemm --launch-skip 1 -c 1 \
+  --metrics sm__pipe_tensor_op_hgmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_hgmma.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+  python3 "$here/bench/gemm_profile.py" --dtype "${NCU_DTYPE:-f16}" --n "${NCU_N:-8192}" --config "${NCU_CONFIG:-128,128,64,256}" \
+  > "$out/ncu.txt" 2>&1
+echo "ncu rc=$?"
+grep -E 'hgmma|duration|throughput|Error|ERR' "$out/ncu.txt" | head -12

@@ -625,6 +625,7 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::MBAR_INIT:
     case GpuOpKind::TMA_LOAD:
     case GpuOpKind::MBAR_WAIT:
+    case GpuOpKind::WGMMA_WAIT:
       tma(op);
       return;
     default:

@@ -36,6 +36,10 @@ void Emitter::tma(const gpu::Op& op) {
     case GpuOpKind::MBAR_WAIT:
       w_.line("mt_mbar_wait(" + at(0) + ", " + at(1) + ");");
       return;
+    case GpuOpKind::WGMMA_WAIT:
+      w_.line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(op.attr_int("pending")) +
+              ";\" ::: \"memory\");");
+      return;
     default:
       METILE_ASSERT(false, "tma: not a TMA op");
   }

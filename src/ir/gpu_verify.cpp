@@ -397,6 +397,7 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_WAIT:
+      case GpuOpKind::WGMMA_WAIT:
         operands(0, 0);
         results(0);
         if (op.attr_int("pending") < 0) bad("pending must not be negative");

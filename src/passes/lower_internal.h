@@ -161,6 +161,7 @@ class Lowering {
     ValueId iteration = kNoValue, stage = kNoValue;  // in the body: (iv - start) / step, its stage
     ValueId bars = kNoValue;  // one mbarrier per stage when some copies are TMA's (lower_tma.cpp)
     int64_t arrivals = 0;     // TMA copies per stage
+    bool tma_only = false;    // every copy is TMA's and every dot wgmma: one wgmma group stays in flight
   };
   std::map<const Op*, Pipeline> pipelines;             // by Tile IR loop
   std::map<const Op*, const Pipeline*> pipelined_dots;  // dot -> its loop's pipeline
@@ -213,6 +214,8 @@ class Lowering {
   void stage_operand(const Op& d, int i, ValueId buf, ValueId stage, ValueId in_range, const Pipeline& pl);
   /** At the top of the body: waits for the TMA copies of this iteration's stage. */
   void tma_wait(const Pipeline& pl);
+  /** tma_only, before the bottom's copies: every warpgroup is done with the previous stage. */
+  void tma_release(const Pipeline& pl);
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);

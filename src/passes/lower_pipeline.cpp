@@ -120,9 +120,11 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv) {
   auto it = pipelines.find(&loop);
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
-  async_wait(pl.stages - 2);
-  wgmma_sync_for(pl.dots);
-  b.barrier();
+  if (!pl.tma_only) {  // else the wgmmas of the last iteration stay in flight (tma_release)
+    async_wait(pl.stages - 2);
+    wgmma_sync_for(pl.dots);
+    b.barrier();
+  }
   ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
   if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
   pl.iteration = b.named(n, "iteration");
@@ -136,6 +138,7 @@ void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
   Pipeline& pl = it->second;
   const DType t = f.value(iv).dtype;
   ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
+  if (pl.tma_only) tma_release(pl);
   ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
   pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
 }

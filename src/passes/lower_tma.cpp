@@ -12,8 +12,14 @@
 // stage's barrier with the box bytes (arrive.expect_tx) and issues the boxes, which complete on
 // it. Out-of-range box elements are zeros, so ragged M, N, K read exactly what the async copies'
 // bounds read; copies of iterations past the loop's end are not issued at all. At the top of
-// iteration it every thread waits for the phase (it / stages) & 1 of barrier it % stages after
-// the existing barrier, which still keeps a stage from being overwritten while a wgmma reads it.
+// iteration it every thread waits for the phase (it / stages) & 1 of barrier it % stages.
+//
+// When every copy of the loop is TMA's and every dot wgmma (tma_only), the loop keeps one
+// wgmma group in flight: the top has no barrier, and before the bottom's copies each warpgroup
+// waits until at most one group (this iteration's) is pending, then a barrier; the stage the
+// copies overwrite, (it - 1) % stages, was read by the previous iteration's groups only.
+// Otherwise the top keeps its cp.async wait, wgmma wait and barrier, and waits on the mbarrier
+// after them.
 //
 // The runtime falls back to a build with TMA off where a launch's tensors break TMA's rules
 // (runtime/cuda/tma_map.h): base address and row stride in bytes multiples of 16.
@@ -67,6 +73,7 @@ void Lowering::tma_prologue(Pipeline& pl) {
     }
   }
   if (pl.arrivals == 0) return;
+  pl.tma_only = pl.arrivals == 2 * static_cast<int64_t>(pl.dots.size());
   pl.bars = pb.alloc(DType::i64, pl.stages, "tma_bar");
   gpu::Op g;
   g.kind = gpu::GpuOpKind::MBAR_INIT;
@@ -102,6 +109,14 @@ void Lowering::tma_wait(const Pipeline& pl) {
   ValueId phase = b.ew(OpKind::BITAND, {b.ew(OpKind::DIV, {pl.iteration, c_i32(pl.stages)}), c_i32(1)});
   g.operands = {b.ew(OpKind::PTR_OFFSET, {pl.bars, pl.stage}), b.named(phase, "phase")};
   b.append(std::move(g));
+}
+
+void Lowering::tma_release(const Pipeline& pl) {
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::WGMMA_WAIT;
+  g.attrs = {{"pending", int64_t{1}}};
+  b.append(std::move(g));
+  b.barrier();
 }
 
 }  // namespace metile::lowering

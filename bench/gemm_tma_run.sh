@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# One call on an H100/H200 for the TMA copies of the wgmma path (lower_tma.cpp): build
-# (scripts/gpu-session.sh "build"), the cuda kernel suite and the TMA unit cases with TMA on (the
+# One call on an H100/H200 for the TMA copies of the wgmma path (lower_tma.cpp): build, the cuda kernel suite and the TMA unit cases with TMA on (the
 # default), the suite's GEMMs with METILE_GPU_OFF=tma, the Python GEMM tests on cuda with TMA on, bench/gemm_vs_cublas.py for f16/bf16 at issue 19's shapes (cuBLAS and Triton in the
 # same process), ncu's tensor-pipe utilisation of one GEMM launch, then the Python GEMM tests
 # with TMA off.
@@ -11,11 +10,18 @@ set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
-mb=/tmp/mb
+mb=${MB:-/tmp/mb_tma}  # its own build folder: a warm machine may hold another tree's /tmp/mb
 mkdir -p "$out"
-bash "$here/scripts/gpu-session.sh" "$out/session" "$debs" build > /dev/null 2>&1
-tail -2 "$out/session/build.log"
-export METILE_LIBRARY=$mb/libmetile.so METILE_CACHE_DIR=/tmp/metile-cache PYTHONUNBUFFERED=1
+prefix=()
+if [ -n "$debs" ]; then
+  mkdir -p /tmp/deps && for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
+  prefix=(-DCMAKE_PREFIX_PATH=/tmp/deps/usr)
+  export CPATH=/tmp/deps/usr/include LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
+fi
+(cmake -S "$here" -B $mb -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" &&
+  ninja -C $mb -j"$(nproc)" metile metile_unit) > "$out/build.log" 2>&1
+echo "build rc=$?"; tail -1 "$out/build.log"
+export METILE_LIBRARY=$mb/libmetile.so METILE_CACHE_DIR=/tmp/metile-cache-tma PYTHONUNBUFFERED=1
 summary() { echo "$1: rc=$2 $(grep -E 'PASSED|FAILED|passed|failed' "$3" | tail -1 | cut -c1-100)"; }
 $mb/tests/metile_unit --gtest_filter='*cuda_*:CudaRuntime*:GpuTma*:TmaMap*' --gtest_brief=1 > "$out/unit_tma.log" 2>&1
 summary "unit, TMA on" $? "$out/unit_tma.log"
@@ -37,7 +43,7 @@ echo "bench, TMA off: rc=$?"
 grep -vE '^\{' "$out/bench_notma.log" | tail -3
 # The tensor-pipe metrics this ncu knows for the chip (their names differ between versions).
 mets=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
-for m in $(ncu --query-metrics --chip gh100 2>/dev/null | awk '{print $1}' | grep -iE 'pipe_tensor.*(gmma|hmma)' | head -8); do
+for m in $(ncu --query-metrics --chip gh100 2>/dev/null | awk '{print $1}' | grep -iE '^sm__(pipe_tensor_op_hmma_cycles_active|inst_executed_pipe_tensor_op_gmma)$'); do
   case $m in *cycles_active*) mets="$mets,$m.avg.pct_of_peak_sustained_active" ;; *) mets="$mets,$m.sum" ;; esac
 done
 echo "ncu metrics: $mets"

@@ -88,6 +88,7 @@ class CudaDialect final : public GpuDialect {
   std::string prelude(bool swizzle, const std::set<std::string>& atoms) const override {
     std::string s(embedded_file("cuda_prelude.h"));
     if (atoms.count("wgmma")) s += "\n" + std::string(embedded_file("cuda_wgmma.h"));
+    if (atoms.count("tma")) s += "\n" + std::string(embedded_file("cuda_tma.h"));
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
@@ -120,6 +121,9 @@ class CudaDialect final : public GpuDialect {
         params.push_back(c.storage(p.dtype) + " " + p.name);
       }
     }
+    // TMA tensor maps by value, after every other parameter (the runtime appends them).
+    for (size_t i = 0; i < k.tensor_maps.size(); ++i)
+      params.push_back("const __grid_constant__ mt_tensor_map mt_tmap" + std::to_string(i));
     // A matrix kernel asks for as many blocks per multiprocessor as its accumulator plus about
     // 64 registers of fragments and addresses allow (65536 registers each): without the bound
     // ptxas spends up to 255 registers (the fragment-layout epilogue's indices) and one block
@@ -329,6 +333,7 @@ CudaKernelSource emit_cuda(const gpu::Function& f) {
   out.entry = k.name;
   out.threads_per_group = k.threads;
   out.dynamic_shared_bytes = gpu::threadgroup_bytes(f);
+  for (const std::string& m : k.tensor_maps) out.tensor_maps += m + "\n";
   return out;
 }
 

@@ -18,6 +18,8 @@ struct CudaKernelSource {
   std::string entry;
   int threads_per_group = 0;
   uint64_t dynamic_shared_bytes = 0;
+  /** The TMA tensor maps the kernel takes after its parameters, one src/target/tma.h line each. */
+  std::string tensor_maps;
 };
 
 CudaKernelSource emit_cuda(const gpu::Function& f);

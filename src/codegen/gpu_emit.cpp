@@ -624,6 +624,12 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::WGMMA_SYNC:
       if (std::string st = d_.wgmma_sync(); !st.empty()) w_.line(st + ";");
       return;
+    case GpuOpKind::MBAR_INIT:
+    case GpuOpKind::TMA_LOAD:
+    case GpuOpKind::MBAR_WAIT:
+    case GpuOpKind::WGMMA_WAIT:
+      tma(op);
+      return;
     default:
       statement(op, "0", false);  // one-register per-register ops
   }
@@ -704,6 +710,12 @@ std::string Emitter::run(KernelInterface* k) {
     if (op.kind == GpuOpKind::MMA) {
       atoms.insert(op.attr_str("atom"));
       k->accumulator_registers = std::max(k->accumulator_registers, regs(op.result()));
+    }
+    if (op.kind == GpuOpKind::TMA_LOAD) {  // the maps' texts by index (gpu_emit_tma.cpp)
+      atoms.insert("tma");
+      const size_t map = static_cast<size_t>(op.attr_int("map"));
+      if (k->tensor_maps.size() <= map) k->tensor_maps.resize(map + 1);
+      k->tensor_maps[map] = op.attr_str("spec");
     }
   });
   w_.raw(d_.prelude(swizzle, atoms));

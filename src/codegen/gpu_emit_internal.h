@@ -81,6 +81,8 @@ class Emitter {
   void async_copy(const gpu::Op& op);
   void async_chunks(const gpu::Op& op, ValueId live, bool aligned);
   void mma(const gpu::Op& op);
+  /** mbar_init, tma_load, mbar_wait, wgmma_wait (CUDA only; gpu_emit_tma.cpp). */
+  void tma(const gpu::Op& op);
   std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);
   void assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);

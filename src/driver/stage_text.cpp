@@ -37,6 +37,9 @@ std::string stage_text(Stage stage, const Program& user_program, const CompileOp
     case Stage::msl_language:
       return emit_msl(run_gpu_pipeline(program, apple_gpu_target(), options, "METILE_DEBUG").function)
           .language;
+    case Stage::cuda_tensor_maps:
+      return emit_cuda(run_gpu_pipeline(program, nvidia_gpu_target(), options, "METILE_DEBUG").function)
+          .tensor_maps;
   }
   return {};
 }

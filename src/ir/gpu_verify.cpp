@@ -384,7 +384,25 @@ struct Verifier {
         operands(0, 0);
         results(0);
         break;
+      case GpuOpKind::MBAR_INIT:
+      case GpuOpKind::TMA_LOAD:
+      case GpuOpKind::MBAR_WAIT: {
+        const bool load = op.kind == GpuOpKind::TMA_LOAD, init = op.kind == GpuOpKind::MBAR_INIT;
+        operands(init ? 2 : load ? 5 : 2, load ? 6 : init ? 2 : 2);
+        results(0);
+        const Value& bar = val(op.operands[load ? 1 : 0]);
+        if (!bar.is_ptr || bar.space != AddrSpace::threadgroup || bar.dtype != DType::i64)
+          bad("the mbarrier must be a threadgroup i64 pointer");
+        if (load && (!val(op.operands[0]).is_ptr || val(op.operands[0]).space != AddrSpace::threadgroup))
+          bad("dst must be a threadgroup pointer");
+        for (size_t i = load ? 2 : init ? 1 : 1; i < op.operands.size(); ++i)
+          if (val(op.operands[i]).is_ptr) bad("coordinates, tid, parity and predicate must be scalars");
+        if (init && (op.attr_int("count") < 1 || op.attr_int("n") < 1)) bad("count and n must be positive");
+        if (load && (op.attr_int("blocks") < 1 || op.attr_int("map") < 0)) bad("blocks and map must be positive");
+        break;
+      }
       case GpuOpKind::ASYNC_WAIT:
+      case GpuOpKind::WGMMA_WAIT:
         operands(0, 0);
         results(0);
         if (op.attr_int("pending") < 0) bad("pending must not be negative");

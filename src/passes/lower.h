@@ -53,6 +53,13 @@ struct LowerOptions {
    * off: the warp-level atoms, for differential tests.
    */
   bool wgmma = true;
+  /**
+   * A pipelined wgmma dot's bounded tile_loads whose base, row stride and bounds are kernel
+   * parameters or constants are copied by the tensor memory accelerator (cp.async.bulk.tensor,
+   * completing on mbarriers) through tensor maps the runtime builds (lower_tma.cpp). Off: the
+   * cp.async copies (METILE_GPU_OFF=tma).
+   */
+  bool tma = true;
 };
 
 struct LayoutAssignment;

@@ -26,6 +26,7 @@
 
 #include "passes/assign_layouts.h"
 #include "passes/lower.h"
+#include "target/tma.h"
 #include "support/error.h"
 
 namespace metile::lowering {
@@ -158,6 +159,9 @@ class Lowering {
     std::vector<const Op*> slice;  // pure body ops the copies' addresses need, in body order
     ValueId start = kNoValue, end = kNoValue, step = kNoValue;  // the GPU loop bounds
     ValueId iteration = kNoValue, stage = kNoValue;  // in the body: (iv - start) / step, its stage
+    ValueId bars = kNoValue;  // one mbarrier per stage when some copies are TMA's (lower_tma.cpp)
+    int64_t arrivals = 0;     // TMA copies per stage
+    bool tma_only = false;    // every copy is TMA's and every dot wgmma: one wgmma group stays in flight
   };
   std::map<const Op*, Pipeline> pipelines;             // by Tile IR loop
   std::map<const Op*, const Pipeline*> pipelined_dots;  // dot -> its loop's pipeline
@@ -212,6 +216,17 @@ class Lowering {
   /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
    * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
   void wgmma_sync_for(const std::vector<const Op*>& dots);
+
+  // --- lower_tma.cpp ---
+  std::map<const Op*, std::pair<int64_t, TmaMap>> tma_loads;  // tile_load -> (map index, map)
+  /** Before a pipeline's first copies: picks the loads TMA copies, sets up their mbarriers. */
+  void tma_prologue(Pipeline& pl);
+  /** Copies operand i (0: A, 1: B) of pipelined dot d into `buf` (stage `stage`): TMA or async_copy. */
+  void stage_operand(const Op& d, int i, ValueId buf, ValueId stage, ValueId in_range, const Pipeline& pl);
+  /** At the top of the body: waits for the TMA copies of this iteration's stage. */
+  void tma_wait(const Pipeline& pl);
+  /** tma_only, before the bottom's copies: every warpgroup is done with the previous stage. */
+  void tma_release(const Pipeline& pl);
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);

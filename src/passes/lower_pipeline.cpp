@@ -7,7 +7,8 @@
 // hold S copies of A and B, and the loop becomes
 //
 //   prologue:  for s < S-1: copy the tiles of iteration s into stage s (zeros past the end); commit
-//   body:      wait until at most S-2 groups are in flight; barrier
+//   body:      wait until at most S-2 groups are in flight; barrier (TMA copies: then wait on
+//              the stage's mbarrier, lower_tma.cpp)
 //              ... the body, each pipelined dot's mma reading stage it % S ...
 //              copy the tiles of iteration it+S-1 into stage (it+S-1) % S; commit
 //   after:     wait for every group
@@ -93,8 +94,7 @@ void Lowering::pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId
     const DotPlan& plan = dot_plans.at(d);
     for (int i = 0; i < 2; ++i) {
       ValueId at = b.ew(OpKind::MUL, {stage, c_i32(plan.elems[i])});
-      stage_direct(*plan.direct[i], b.ew(OpKind::PTR_OFFSET, {i == 0 ? a_buf : b_buf, at}), plan.ld[i],
-                   in_range);
+      stage_operand(*d, i, b.ew(OpKind::PTR_OFFSET, {i == 0 ? a_buf : b_buf, at}), stage, in_range, pl);
     }
   }
   map[iv] = saved;
@@ -109,6 +109,7 @@ void Lowering::pipeline_prologue(const Op& loop, ValueId start, ValueId end, Val
   pl.end = end;
   pl.step = step;
   const DType t = f.value(start).dtype;
+  tma_prologue(pl);
   for (int64_t s = 0; s + 1 < pl.stages; ++s) {
     ValueId kv = b.ew(OpKind::ADD, {start, b.ew(OpKind::MUL, {step, b.constant_int(t, s)})});
     pipeline_copies(loop, pl, kv, c_i32(s));
@@ -119,13 +120,16 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv) {
   auto it = pipelines.find(&loop);
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
-  async_wait(pl.stages - 2);
-  wgmma_sync_for(pl.dots);
-  b.barrier();
+  if (!pl.tma_only) {  // else the wgmmas of the last iteration stay in flight (tma_release)
+    async_wait(pl.stages - 2);
+    wgmma_sync_for(pl.dots);
+    b.barrier();
+  }
   ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
   if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
   pl.iteration = b.named(n, "iteration");
   pl.stage = b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
+  tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
 }
 
 void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
@@ -134,6 +138,7 @@ void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
   Pipeline& pl = it->second;
   const DType t = f.value(iv).dtype;
   ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
+  if (pl.tma_only) tma_release(pl);
   ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
   pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
 }

@@ -25,6 +25,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
     if (off == "pipeline") lo.num_stages = 1;
     if (off == "preload") lo.preload = false;
     if (off == "serpentine") lo.serpentine = false;
+    if (off == "tma") lo.tma = false;
   }
   LayoutAssignment layouts = assign_layouts(program, target, lo);
   out.layouts = print_layouts(program, layouts);

@@ -17,6 +17,7 @@ namespace metile {
 enum class Stage : uint8_t {
   tile_ir, tile_ir_opt, layouts, gpu_ir, gpu_ir_opt, msl, cuda, cpp, msl_signature,
   msl_language,  // the MSL version the kernel needs (MslKernel::language), when not the default
+  cuda_tensor_maps,  // the TMA tensor maps a CUDA kernel takes (src/target/tma.h), when any
 };
 
 /** The pipeline's stages (METILE_DEBUG generates any of these for any kernel), in order. */
@@ -29,6 +30,7 @@ inline constexpr Named<Stage> kStageNames[] = {
     {Stage::gpu_ir, "gpu_ir"},
     {Stage::gpu_ir_opt, "gpu_ir_opt"}, {Stage::msl, "msl"}, {Stage::cuda, "cuda"},
     {Stage::cpp, "cpp"}, {Stage::msl_signature, "msl_signature"}, {Stage::msl_language, "msl_language"},
+    {Stage::cuda_tensor_maps, "cuda_tensor_maps"},
 };
 
 inline const char* stage_name(Stage stage) { return name_in(kStageNames, stage); }

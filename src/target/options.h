@@ -14,9 +14,9 @@ namespace metile {
 
 /** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
  * each to its LowerOptions switch). */
-inline constexpr std::array<std::string_view, 6> kGpuOffPieces = {"async_copy", "ldmatrix",
+inline constexpr std::array<std::string_view, 7> kGpuOffPieces = {"async_copy", "ldmatrix",
                                                                   "aligned_body", "pipeline",
-                                                                  "preload", "serpentine"};
+                                                                  "preload", "serpentine", "tma"};
 
 struct CompileOptions {
   int num_threads = 0;

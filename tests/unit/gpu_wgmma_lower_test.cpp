@@ -26,11 +26,13 @@ kernels::GemmConfig gemm_config(DType d, int bm, int bn, int bk, bool bounds) {
   return g;
 }
 
+// TMA off: these tests are about the cp.async staging (gpu_tma_lower_test.cpp has TMA's).
 LowerOptions options(bool wgmma = true, int threads = 0) {
   LowerOptions o;
   o.device = "cuda";
   o.wgmma = wgmma;
   o.num_threads = threads;
+  o.tma = false;
   return o;
 }
 

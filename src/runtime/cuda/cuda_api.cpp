@@ -73,6 +73,7 @@ void load_driver_once() {
   }
   if (!sym(lib, "cuMemPrefetchAsync_v2", d.cuMemPrefetchAsync_v2))
     sym(lib, "cuMemPrefetchAsync", d.cuMemPrefetchAsync);
+  sym(lib, "cuTensorMapEncodeTiled", d.cuTensorMapEncodeTiled);  // CUDA >= 12.0; else no TMA
   CUresult r = d.cuInit(0);
   if (r != 0) {
     const char* name = "?";

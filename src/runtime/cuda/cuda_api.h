@@ -73,6 +73,11 @@ struct Driver {
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuGetErrorName)(CUresult, const char**);
+  // TMA tensor maps (CUDA >= 12.0; null on older drivers: kernels then run without TMA).
+  // (map, data type, rank, base, dims, strides of dims 1.., box, element strides, interleave,
+  // swizzle, L2 promotion, out-of-range fill): runtime/cuda/tma_map.h fills them in.
+  CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*,
+                                     const uint32_t*, const uint32_t*, int, int, int, int);
   CUresult (*cuGetErrorString)(CUresult, const char**);
 };
 

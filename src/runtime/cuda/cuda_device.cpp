@@ -8,6 +8,7 @@
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/tma_map.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "target/gpu_target.h"
@@ -199,16 +200,26 @@ class CudaLaunch : public PreparedLaunch {
   void run() override;
 
  private:
+  struct alignas(64) TensorMap {
+    uint64_t opaque[16];
+  };
   std::shared_ptr<const CudaKernel> k_;
+  const CudaKernel* run_ = nullptr;  // k_, or its build without TMA when a tensor breaks TMA's rules
   std::vector<uint64_t> storage_;
+  std::vector<TensorMap> maps_;
   std::vector<void*> params_;
+  /** The tensor maps of k_ for these arguments; false when TMA cannot read one of them. */
+  bool encode_maps();
 };
 
 class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel> {
  public:
-  CudaKernel(CudaDevice* dev, std::shared_ptr<const Program> program, const Artifact& a)
-      : dev_(dev), program_(std::move(program)), threads_(a.threads_per_group),
+  CudaKernel(CudaDevice* dev, std::shared_ptr<const Program> program, const Artifact& a,
+             const CompileOptions& options)
+      : dev_(dev), program_(std::move(program)), options_(options), threads_(a.threads_per_group),
         smem_(a.threadgroup_memory_bytes) {
+    if (auto m = a.sources.find(Stage::cuda_tensor_maps); m != a.sources.end() && !parse_tma_maps(m->second, &maps_))
+      fail(METILE_ERROR_INTERNAL, "cuda", "malformed tensor maps in the artifact of ", program_->name);
     dev_->make_current();
     const Driver* d = dev_->d_;
     check(d->cuModuleLoadData(&module_, a.bytes.data()), "cuModuleLoadData");
@@ -238,8 +249,23 @@ class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel
     return l;
   }
 
+  /** The same program built with TMA off (METILE_GPU_OFF's "tma"), built at its first use. */
+  const CudaKernel& without_tma() const {
+    std::lock_guard<std::mutex> lock(fallback_mutex_);
+    if (!fallback_) {
+      CompileOptions o = options_;
+      o.gpu_off.push_back("tma");
+      fallback_ = std::make_shared<CudaKernel>(dev_, program_, dev_->build(*program_, o), o);
+    }
+    return *fallback_;
+  }
+
   CudaDevice* dev_;
   std::shared_ptr<const Program> program_;
+  CompileOptions options_;
+  std::vector<TmaMap> maps_;  // the TMA tensor maps the kernel takes after its parameters
+  mutable std::mutex fallback_mutex_;
+  mutable std::shared_ptr<CudaKernel> fallback_;
   CUmodule module_ = nullptr;
   CUfunction fn_ = nullptr;
   int threads_;
@@ -257,6 +283,42 @@ void CudaLaunch::update() {
     storage_[i] = t.is_ptr ? args[i].buffer->device_address() + args[i].offset : args[i].bits;
     params_[i] = &storage_[i];
   }
+  run_ = k_.get();
+  if (k_->maps_.empty()) return;
+  if (!encode_maps()) {
+    run_ = &k_->without_tma();
+    return;
+  }
+  for (TensorMap& m : maps_) params_.push_back(&m);
+}
+
+bool CudaLaunch::encode_maps() {
+  const Program& p = *k_->program_;
+  const Driver* d = k_->dev_->d_;
+  if (d->cuTensorMapEncodeTiled == nullptr) return false;
+  auto param = [&](int64_t i) -> std::optional<int64_t> {
+    if (i < 0 || static_cast<size_t>(i) >= args.size()) return std::nullopt;
+    const Type& t = p.type(p.params[static_cast<size_t>(i)].value);
+    const uint64_t bits = args[static_cast<size_t>(i)].bits;
+    if (t.is_ptr) return std::nullopt;
+    if (t.dtype == DType::i32) return static_cast<int64_t>(static_cast<int32_t>(bits));
+    if (t.dtype == DType::u32) return static_cast<int64_t>(static_cast<uint32_t>(bits));
+    if (t.dtype == DType::i64) return static_cast<int64_t>(bits);
+    return std::nullopt;
+  };
+  maps_.assign(k_->maps_.size(), TensorMap{});
+  for (size_t i = 0; i < maps_.size(); ++i) {
+    const TmaMap& m = k_->maps_[i];
+    if (m.param < 0 || static_cast<size_t>(m.param) >= storage_.size()) return false;
+    std::string why;
+    std::optional<TmaEncoding> e = tma_encoding(m, storage_[static_cast<size_t>(m.param)], param, &why);
+    if (!e) return false;
+    const uint32_t unit[2] = {1, 1};
+    if (d->cuTensorMapEncodeTiled(&maps_[i], e->data_type, 2, reinterpret_cast<void*>(e->base), e->dims,
+                                  &e->stride, e->box, unit, 0, e->swizzle, 2, 0) != 0)
+      return false;  // a limit of this driver's: the kernel without TMA reads the tensor
+  }
+  return true;
 }
 
 void CudaLaunch::run() {
@@ -266,18 +328,18 @@ void CudaLaunch::run() {
   // does not own, and only the device's own (managed) buffers are prefetched.
   for (const LaunchArg& a : args)
     if (a.buffer) dev->prefetch(a.buffer);
-  check(dev->d_->cuLaunchKernel(k_->fn_, grid.dims[0], grid.dims[1], grid.dims[2],
-                                static_cast<unsigned>(k_->threads_), 1, 1,
-                                static_cast<unsigned>(k_->smem_), dev->stream_, params_.data(),
+  check(dev->d_->cuLaunchKernel(run_->fn_, grid.dims[0], grid.dims[1], grid.dims[2],
+                                static_cast<unsigned>(run_->threads_), 1, 1,
+                                static_cast<unsigned>(run_->smem_), dev->stream_, params_.data(),
                                 nullptr),
         "cuLaunchKernel");
 }
 
 std::shared_ptr<Kernel> CudaDevice::load(std::shared_ptr<const Program> program,
-                                         const CompileOptions&, const Artifact& artifact) {
+                                         const CompileOptions& options, const Artifact& artifact) {
   if (artifact.kind != ArtifactKind::cubin)
     fail(METILE_ERROR_INTERNAL, "cuda", "cannot load a ", artifact_kind_name(artifact.kind), " artifact");
-  return std::make_shared<CudaKernel>(this, std::move(program), artifact);
+  return std::make_shared<CudaKernel>(this, std::move(program), artifact, options);
 }
 
 }  // namespace
@@ -307,7 +369,8 @@ Artifact cuda_build_program(const Program& program, const CompileOptions& option
   });
   const std::string compile_arch = warpgroup && arch.back() != 'a' ? arch + "a" : arch;
   Artifact a = cuda_build_from_source(
-      {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes}, compile_arch);
+      {std::move(src.source), src.entry, src.threads_per_group, src.dynamic_shared_bytes, std::move(src.tensor_maps)},
+      compile_arch);
   a.sources[Stage::layouts] = std::move(gpu.layouts);
   a.sources[Stage::gpu_ir] = std::move(gpu.gpu_ir);
   a.sources[Stage::gpu_ir_opt] = std::move(gpu.gpu_ir_opt);
@@ -323,6 +386,7 @@ Artifact cuda_build_from_source(const CudaSource& src, const std::string& arch) 
   a.entry = src.entry;
   a.threads_per_group = src.threads_per_group;
   a.threadgroup_memory_bytes = src.dynamic_shared_bytes;
+  if (!src.tensor_maps.empty()) a.sources[Stage::cuda_tensor_maps] = src.tensor_maps;
   return a;
 }
 

@@ -20,6 +20,7 @@ struct CudaSource {
   std::string entry;  // extern "C" __global__ function name: the program's name
   int threads_per_group = 1;
   uint64_t dynamic_shared_bytes = 0;
+  std::string tensor_maps;  // CudaKernelSource::tensor_maps
 };
 
 /**

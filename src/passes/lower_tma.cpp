@@ -1,0 +1,122 @@
+// The tensor memory accelerator (TMA, cp.async.bulk.tensor, sm_90) for the operands of pipelined
+// wgmma dots (lower_pipeline.cpp, lower_wgmma.cpp).
+//
+// A direct tile_load of such a dot is copied by TMA when the runtime can describe its tensor
+// with a tensor map (src/target/tma.h): the base is a pointer parameter itself, the row stride
+// and both bounds are integer parameters or constants, the coordinates are i32 and a box fits
+// (at most 256 rows; one box per `swizzle`-byte column block of the wgmma staging layout, which
+// is the layout TMA's swizzle modes write). Everything else keeps the async copies.
+//
+// Per pipeline stage one mbarrier counts the stage's TMA copies: thread 0 initialises them
+// before the prologue's copies (expecting one arrival per TMA copy), and for each copy arms the
+// stage's barrier with the box bytes (arrive.expect_tx) and issues the boxes, which complete on
+// it. Out-of-range box elements are zeros, so ragged M, N, K read exactly what the async copies'
+// bounds read; copies of iterations past the loop's end are not issued at all. At the top of
+// iteration it every thread waits for the phase (it / stages) & 1 of barrier it % stages.
+//
+// When every copy of the loop is TMA's and every dot wgmma (tma_only), the loop keeps one
+// wgmma group in flight: the top has no barrier, and before the bottom's copies each warpgroup
+// waits until at most one group (this iteration's) is pending, then a barrier; the stage the
+// copies overwrite, (it - 1) % stages, was read by the previous iteration's groups only.
+// Otherwise the top keeps its cp.async wait, wgmma wait and barrier, and waits on the mbarrier
+// after them.
+//
+// The runtime falls back to a build with TMA off where a launch's tensors break TMA's rules
+// (runtime/cuda/tma_map.h): base address and row stride in bytes multiples of 16.
+#include "passes/lower_internal.h"
+
+namespace metile::lowering {
+
+namespace {
+
+// A kernel parameter ("p<index>", integer scalars) or an integer constant, as tma.h spells it.
+std::string map_source(const Program& p, const std::map<ValueId, const Op*>& defs, ValueId v) {
+  const Type& t = p.type(v);
+  if (t.is_ptr || t.is_tile() || (t.dtype != DType::i32 && t.dtype != DType::i64 && t.dtype != DType::u32)) return "";
+  for (size_t i = 0; i < p.params.size(); ++i)
+    if (p.params[i].value == v) return "p" + std::to_string(i);
+  auto d = defs.find(v);
+  if (d != defs.end() && d->second->kind == OpKind::CONST)
+    return std::to_string(static_cast<int64_t>(d->second->attr_num("value")));
+  return "";
+}
+
+}  // namespace
+
+void Lowering::tma_prologue(Pipeline& pl) {
+  if (!options.tma) return;
+  std::map<ValueId, const Op*> defs;
+  walk(p.body, [&](const Op& o) {
+    for (ValueId r : o.results) defs[r] = &o;
+  });
+  for (const Op* d : pl.dots) {
+    const DotPlan& plan = dot_plans.at(d);
+    if (!plan.wgmma) continue;
+    for (int i = 0; i < 2; ++i) {
+      const Op& load = *plan.direct[i];
+      const WgmmaTile& t = plan.staged[i];
+      if (load.operands.size() != 6 || t.rows > 256 || t.width() > 256 || t.cols % t.width() != 0) continue;
+      if (p.type(load.operands[1]).dtype != DType::i32 || p.type(load.operands[2]).dtype != DType::i32) continue;
+      TmaMap m;
+      for (size_t k = 0; k < p.params.size(); ++k)
+        if (p.params[k].value == load.operands[0]) m.param = static_cast<int64_t>(k);
+      m.ld = map_source(p, defs, load.operands[3]);
+      m.rows = map_source(p, defs, load.operands[4]);
+      m.cols = map_source(p, defs, load.operands[5]);
+      if (m.param < 0 || m.ld.empty() || m.rows.empty() || m.cols.empty()) continue;
+      m.elem = t.elem;
+      m.box_rows = t.rows;
+      m.box_cols = t.width();
+      m.swizzle = t.swizzle;
+      if (!tma_loads.count(&load)) tma_loads[&load] = {static_cast<int64_t>(tma_loads.size()), m};
+      ++pl.arrivals;
+    }
+  }
+  if (pl.arrivals == 0) return;
+  pl.tma_only = pl.arrivals == 2 * static_cast<int64_t>(pl.dots.size());
+  pl.bars = pb.alloc(DType::i64, pl.stages, "tma_bar");
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::MBAR_INIT;
+  g.operands = {pl.bars, builtin(gpu::Builtin::thread_index)};
+  g.attrs = {{"count", pl.arrivals}, {"n", pl.stages}};
+  b.append(std::move(g));
+  b.barrier();  // every thread sees the barriers set up before it waits on one
+}
+
+void Lowering::stage_operand(const Op& d, int i, ValueId buf, ValueId stage, ValueId in_range, const Pipeline& pl) {
+  const DotPlan& plan = dot_plans.at(&d);
+  const Op& load = *plan.direct[i];
+  auto it = tma_loads.find(&load);
+  if (pl.bars == kNoValue || it == tma_loads.end()) return stage_direct(load, buf, plan.ld[i], in_range);
+  const TmaMap& m = it->second.second;
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::TMA_LOAD;
+  g.operands = {buf, b.ew(OpKind::PTR_OFFSET, {pl.bars, stage}), get(load.operands[1]), get(load.operands[2]),
+                builtin(gpu::Builtin::thread_index)};
+  if (in_range != kNoValue) g.operands.push_back(in_range);
+  g.attrs = {{"map", it->second.first},
+             {"spec", m.text()},
+             {"box_rows", m.box_rows},
+             {"box_cols", m.box_cols},
+             {"blocks", plan.staged[i].cols / m.box_cols}};
+  b.append(std::move(g));
+}
+
+void Lowering::tma_wait(const Pipeline& pl) {
+  if (pl.bars == kNoValue) return;
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::MBAR_WAIT;
+  ValueId phase = b.ew(OpKind::BITAND, {b.ew(OpKind::DIV, {pl.iteration, c_i32(pl.stages)}), c_i32(1)});
+  g.operands = {b.ew(OpKind::PTR_OFFSET, {pl.bars, pl.stage}), b.named(phase, "phase")};
+  b.append(std::move(g));
+}
+
+void Lowering::tma_release(const Pipeline& pl) {
+  gpu::Op g;
+  g.kind = gpu::GpuOpKind::WGMMA_WAIT;
+  g.attrs = {{"pending", int64_t{1}}};
+  b.append(std::move(g));
+  b.barrier();
+}
+
+}  // namespace metile::lowering

@@ -1,0 +1,40 @@
+#include "runtime/cuda/tma_map.h"
+
+namespace metile::cuda {
+
+std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base,
+                                        const std::function<std::optional<int64_t>(int64_t)>& param,
+                                        std::string* why) {
+  auto no = [&](const std::string& reason) -> std::optional<TmaEncoding> {
+    *why = reason;
+    return std::nullopt;
+  };
+  auto value = [&](const std::string& src) -> std::optional<int64_t> {
+    if (src.empty()) return std::nullopt;
+    if (src[0] == 'p') return param(std::stoll(src.substr(1)));
+    return std::stoll(src);
+  };
+  const std::optional<int64_t> rows = value(m.rows), cols = value(m.cols), ld = value(m.ld);
+  if (!rows || !cols || !ld) return no("a bound or the row stride is not an integer argument");
+  if (m.elem != 1 && m.elem != 2 && m.elem != 4) return no("elements of " + std::to_string(m.elem) + " bytes");
+  if (m.swizzle != 32 && m.swizzle != 64 && m.swizzle != 128) return no("no TMA swizzle of that width");
+  if (m.box_rows < 1 || m.box_rows > 256 || m.box_cols < 1 || m.box_cols * m.elem > m.swizzle)
+    return no("the box does not fit TMA");
+  if (base % 16 != 0) return no("the base address is not a multiple of 16 bytes");
+  if (*ld < 1 || (*ld * m.elem) % 16 != 0 || *ld * m.elem >= (int64_t{1} << 40))
+    return no("the row stride (" + std::to_string(*ld) + " elements) is not a multiple of 16 bytes");
+  constexpr int64_t kMax = (int64_t{1} << 31) - 1;
+  if (*rows < 1 || *cols < 1 || *rows > kMax || *cols > kMax) return no("a bound is empty or over 2^31 - 1");
+  TmaEncoding e;
+  e.data_type = m.elem == 1 ? 0 : m.elem == 2 ? 1 : 2;
+  e.base = base;
+  e.dims[0] = static_cast<uint64_t>(*cols);
+  e.dims[1] = static_cast<uint64_t>(*rows);
+  e.stride = static_cast<uint64_t>(*ld * m.elem);
+  e.box[0] = static_cast<uint32_t>(m.box_cols);
+  e.box[1] = static_cast<uint32_t>(m.box_rows);
+  e.swizzle = m.swizzle == 32 ? 1 : m.swizzle == 64 ? 2 : 3;
+  return e;
+}
+
+}  // namespace metile::cuda

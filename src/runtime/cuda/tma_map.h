@@ -1,0 +1,39 @@
+/** \file tma_map.h
+ * Turning a kernel's TMA tensor map description (src/target/tma.h) and one launch's arguments
+ * into what cuTensorMapEncodeTiled takes, or the reason TMA cannot read that tensor (the launch
+ * then runs the kernel built without TMA, cuda_device.cpp). No driver needed: unit-tested on
+ * any machine.
+ *
+ * TMA's rules that a launch can break: the base address and the row stride in bytes must be
+ * multiples of 16 (the stride also below 2^40), and the bounds at least 1 and below 2^31 (the
+ * kernel's coordinates are 32-bit).
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "target/tma.h"
+
+namespace metile::cuda {
+
+struct TmaEncoding {
+  int data_type = 0;       // CU_TENSOR_MAP_DATA_TYPE_UINT8/16/32: the bits are copied as they are
+  uint64_t base = 0;
+  uint64_t dims[2] = {};   // {cols, rows}: the contiguous axis first
+  uint64_t stride = 0;     // bytes between rows
+  uint32_t box[2] = {};    // {box_cols, box_rows}
+  int swizzle = 0;         // CU_TENSOR_MAP_SWIZZLE_32B/64B/128B
+};
+
+/**
+ * The encoding of `m` for a launch whose base pointer is `base`; `param` gives an integer
+ * parameter's value (nullopt when it is not one). nullopt with *why when TMA's rules exclude it.
+ */
+std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base,
+                                        const std::function<std::optional<int64_t>(int64_t)>& param,
+                                        std::string* why);
+
+}  // namespace metile::cuda

@@ -1,0 +1,69 @@
+/** \file tma.h
+ * A tensor map a kernel reads through the tensor memory accelerator (cp.async.bulk.tensor):
+ * what lowering (lower_tma.cpp) decides, the CUDA emitter passes on with the kernel, and the
+ * runtime builds with cuTensorMapEncodeTiled at each launch (runtime/cuda/tma_map.h).
+ *
+ * The tensor is a tile_load's view of a kernel parameter: element (r, c) at base + r * ld + c,
+ * rows x cols of them (the load's bounds), read in boxes of box_rows x box_cols elements whose
+ * rows land `swizzle` bytes apart in threadgroup memory with the hardware swizzle of that width
+ * (the wgmma staging layout, src/target/wgmma_layout.h). Each of rows, cols and ld is a kernel
+ * parameter ("p<index>") or a constant ("<value>"), so the runtime can evaluate it from the
+ * launch's arguments. One line of text per map:
+ *   param=<index> rows=<src> cols=<src> ld=<src> elem=<bytes> box=<rows>x<cols> swizzle=<bytes>
+ */
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace metile {
+
+struct TmaMap {
+  int64_t param = -1;  // the base pointer's parameter index
+  std::string rows, cols, ld;
+  int64_t elem = 0, box_rows = 0, box_cols = 0, swizzle = 0;
+
+  std::string text() const {
+    return "param=" + std::to_string(param) + " rows=" + rows + " cols=" + cols + " ld=" + ld +
+           " elem=" + std::to_string(elem) + " box=" + std::to_string(box_rows) + "x" + std::to_string(box_cols) +
+           " swizzle=" + std::to_string(swizzle);
+  }
+  bool operator==(const TmaMap&) const = default;
+};
+
+/** The maps of a kernel text (one line each, TmaMap::text()); false when a line is malformed. */
+inline bool parse_tma_maps(const std::string& text, std::vector<TmaMap>* out) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    TmaMap m;
+    char x = 0;
+    std::istringstream in(line);
+    std::string word;
+    int fields = 0;
+    while (in >> word) {
+      const size_t eq = word.find('=');
+      if (eq == std::string::npos) return false;
+      const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+      std::istringstream v(value);
+      if (key == "param") v >> m.param;
+      else if (key == "rows") m.rows = value;
+      else if (key == "cols") m.cols = value;
+      else if (key == "ld") m.ld = value;
+      else if (key == "elem") v >> m.elem;
+      else if (key == "box") v >> m.box_rows >> x >> m.box_cols;
+      else if (key == "swizzle") v >> m.swizzle;
+      else return false;
+      if (v.fail() || (key == "box" && x != 'x')) return false;
+      ++fields;
+    }
+    if (fields != 7 || m.param < 0 || m.rows.empty() || m.cols.empty() || m.ld.empty()) return false;
+    out->push_back(m);
+  }
+  return true;
+}
+
+}  // namespace metile

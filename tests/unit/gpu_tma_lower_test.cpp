@@ -1,0 +1,170 @@
+// TMA copies (cp.async.bulk.tensor with mbarriers) for pipelined wgmma dots: which loads take
+// them, the GPU IR and CUDA they produce, the tensor maps the kernel declares, the runtime's
+// encoding rules (and the cases that fall back to cp.async), and NVRTC compiles the variants
+// for sm_90a (no GPU needed). On an H100 the kernel suite's GEMMs run them against interp.
+#include <gtest/gtest.h>
+
+#include "codegen/cuda.h"
+#include "golden.h"
+#include "kernels/kernels.h"
+#include "passes/lower.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/tma_map.h"
+#include "target/tma.h"
+#include "text_count.h"
+
+namespace metile {
+namespace {
+
+kernels::GemmConfig gemm_config(DType d, int bm, int bn, int bk, bool bounds) {
+  kernels::GemmConfig g;
+  g.block_m = bm;
+  g.block_n = bn;
+  g.block_k = bk;
+  g.dtype = d;
+  g.bounds = bounds;
+  return g;
+}
+
+LowerOptions options(int threads = 0, bool tma = true) {
+  LowerOptions o;
+  o.device = "cuda";
+  o.num_threads = threads;
+  o.tma = tma;
+  return o;
+}
+
+gpu::Function lowered(const kernels::GemmConfig& g, const LowerOptions& o, const std::string& arch = "sm_90") {
+  return lower_to_gpu(kernels::gemm(g), nvidia_gpu_target(arch), o);
+}
+
+std::string gpu_ir(const kernels::GemmConfig& g, const LowerOptions& o, const std::string& arch = "sm_90") {
+  return gpu::print(lowered(g, o, arch));
+}
+
+TEST(GpuTmaLower, BoundedWgmmaOperandsAreCopiedByTma) {
+  for (DType d : {DType::f16, DType::bf16}) {
+    const std::string text = gpu_ir(gemm_config(d, 128, 128, 64, true), options(256));
+    // Three stages: two prefetched before the loop and one per iteration, for A and for B.
+    EXPECT_EQ(count(text, " tma_load "), 6) << text;
+    EXPECT_EQ(count(text, " mbar_init "), 1) << text;
+    EXPECT_EQ(count(text, " mbar_wait "), 1) << text;
+    EXPECT_EQ(count(text, " async_copy "), 0) << "no cp.async left\n" << text;
+    EXPECT_EQ(count(text, "count=2 n=3"), 1) << "two arrivals per stage, three stages\n" << text;
+    // One wgmma group stays in flight: no wait and barrier at the top of the body, a wait for
+    // all but one group and a barrier before the bottom's copies, a full wait after the loop.
+    EXPECT_EQ(count(text, " wgmma_wait pending=1"), 1) << text;
+    EXPECT_EQ(count(text, " wgmma_sync"), 1) << text;
+    EXPECT_EQ(count(text, " barrier"), 2) << "after mbar_init and before the bottom's copies\n" << text;
+  }
+}
+
+TEST(GpuTmaLower, OtherLoadsKeepTheAsyncCopies) {
+  auto async_only = [](const std::string& text) {
+    return count(text, " tma_load ") == 0 && count(text, "mbar_") == 0 && count(text, " async_copy ") == 6;
+  };
+  EXPECT_TRUE(async_only(gpu_ir(gemm_config(DType::f16, 128, 128, 64, true), options(256, false))))
+      << "switched off (METILE_GPU_OFF=tma)";
+  EXPECT_TRUE(async_only(gpu_ir(gemm_config(DType::f16, 128, 128, 64, false), options(256))))
+      << "no bounds: no tensor extent to describe";
+  EXPECT_TRUE(async_only(gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), options(128), "sm_80")))
+      << "pre-Hopper (mma.sync)";
+  LowerOptions one = options(256);
+  one.num_stages = 1;
+  const std::string unpiped = gpu_ir(gemm_config(DType::f16, 128, 128, 64, true), one);
+  EXPECT_EQ(count(unpiped, " tma_load "), 0) << "only pipelined loops\n" << unpiped;
+}
+
+TEST(GpuTmaLower, GoldenGpuIr) {
+  expect_golden(gpu_ir(gemm_config(DType::bf16, 128, 128, 64, true), options(256)), "gemm_bf16_wgmma_tma.gpuir",
+                "the TMA wgmma GEMM's GPU IR");
+}
+
+TEST(GpuTmaLower, CudaDeclaresOneTensorMapPerOperand) {
+  CudaKernelSource s = emit_cuda(lowered(gemm_config(DType::f16, 128, 128, 64, true), options(256)));
+  EXPECT_EQ(count(s.source, "const __grid_constant__ mt_tensor_map mt_tmap0"), 1) << s.source;
+  EXPECT_EQ(count(s.source, "const __grid_constant__ mt_tensor_map mt_tmap1"), 1) << s.source;
+  EXPECT_EQ(count(s.source, "cp.async.bulk.tensor.2d"), 1) << "the prelude's helper\n" << s.source;
+  // A: one 128 x 64 box; B (64 x 128): two 64 x 64 boxes, 8192 bytes apart. Three sites each.
+  EXPECT_EQ(count(s.source, ", &mt_tmap0, "), 3) << s.source;
+  EXPECT_EQ(count(s.source, ", &mt_tmap1, "), 6) << s.source;
+  EXPECT_EQ(count(s.source, "mt_mbar_expect_tx(tma_bar"), 6) << s.source;
+  std::vector<TmaMap> maps;
+  ASSERT_TRUE(parse_tma_maps(s.tensor_maps, &maps)) << s.tensor_maps;
+  ASSERT_EQ(maps.size(), 2u) << s.tensor_maps;
+  // matmul(A, B, C, M, N, K): A is M x K with row stride K, B is K x N with row stride N.
+  EXPECT_EQ(maps[0].text(), "param=0 rows=p3 cols=p5 ld=p5 elem=2 box=128x64 swizzle=128");
+  EXPECT_EQ(maps[1].text(), "param=1 rows=p5 cols=p4 ld=p4 elem=2 box=64x64 swizzle=128");
+}
+
+TEST(TmaMap, TextRoundTripsAndMalformedLinesAreRefused) {
+  TmaMap m{2, "p3", "64", "p4", 2, 128, 32, 64};
+  std::vector<TmaMap> out;
+  ASSERT_TRUE(parse_tma_maps(m.text() + "\n" + m.text() + "\n", &out));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1], m);
+  for (const char* bad : {"param=0 rows=p1", "param=0 rows=p3 cols=p5 ld=p5 elem=2 box=128y64 swizzle=128",
+                          "param=x rows=p3 cols=p5 ld=p5 elem=2 box=128x64 swizzle=128",
+                          "param=0 rows=p3 cols=p5 ld=p5 elem=2 box=128x64 swizzle=128 extra=1"}) {
+    std::vector<TmaMap> none;
+    EXPECT_FALSE(parse_tma_maps(bad, &none)) << bad;
+  }
+}
+
+// What the runtime passes to cuTensorMapEncodeTiled, and where a launch falls back to the build
+// without TMA: misaligned base or row stride, empty or too large bounds, non-integer sources.
+TEST(TmaMap, EncodingFollowsTmasRules) {
+  const TmaMap a{0, "p3", "p5", "p5", 2, 128, 64, 128};
+  auto args = [](int64_t m, int64_t k) {
+    return [=](int64_t i) -> std::optional<int64_t> {
+      if (i == 3) return m;
+      if (i == 5) return k;
+      return std::nullopt;
+    };
+  };
+  std::string why;
+  std::optional<cuda::TmaEncoding> e = cuda::tma_encoding(a, 0x10000, args(300, 200), &why);
+  ASSERT_TRUE(e) << why;
+  EXPECT_EQ(e->dims[0], 200u);
+  EXPECT_EQ(e->dims[1], 300u);
+  EXPECT_EQ(e->stride, 400u);
+  EXPECT_EQ(e->box[0], 64u);
+  EXPECT_EQ(e->box[1], 128u);
+  EXPECT_EQ(e->swizzle, 3);
+  EXPECT_EQ(e->data_type, 1);
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10008, args(300, 200), &why)) << "base not 16-byte aligned";
+  EXPECT_NE(why.find("base address"), std::string::npos) << why;
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, args(300, 201), &why)) << "402-byte rows";
+  EXPECT_NE(why.find("row stride"), std::string::npos) << why;
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, args(0, 200), &why)) << "no rows";
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, args(int64_t{1} << 31, 200), &why)) << "rows past i32";
+  const TmaMap consts{0, "100", "p9", "64", 2, 64, 32, 64};
+  EXPECT_FALSE(cuda::tma_encoding(consts, 0x10000, args(1, 1), &why)) << "p9 is no integer argument";
+  const TmaMap fixed{0, "100", "64", "64", 2, 64, 32, 64};
+  e = cuda::tma_encoding(fixed, 0x10000, args(1, 1), &why);
+  ASSERT_TRUE(e) << why;
+  EXPECT_EQ(e->dims[1], 100u);
+  EXPECT_EQ(e->swizzle, 2);
+}
+
+// f16 and bf16, the swizzles (K rows of 32, 64 and 128 bytes), one and two warpgroups, N up to
+// 256 per warpgroup: the TMA kernels compile for sm_90a.
+TEST(GpuTmaLower, VariantsCompileThroughNvrtcForSm90a) {
+  std::string why;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  struct Variant {
+    DType d;
+    int bm, bn, bk, threads;
+  };
+  for (const Variant& v : {Variant{DType::f16, 64, 64, 16, 0}, Variant{DType::bf16, 64, 64, 32, 0},
+                           Variant{DType::f16, 128, 256, 64, 256}, Variant{DType::bf16, 128, 128, 64, 256}}) {
+    CudaKernelSource s = emit_cuda(lowered(gemm_config(v.d, v.bm, v.bn, v.bk, true), options(v.threads)));
+    ASSERT_GT(count(s.source, "mt_tma_load_2d("), 1) << v.bm << "x" << v.bn << "x" << v.bk;
+    std::string log;
+    EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, "sm_90a", &log))
+        << dtype_name(v.d) << " " << v.bm << "x" << v.bn << "x" << v.bk << "\n" << log << s.source;
+  }
+}
+
+}  // namespace
+}  // namespace metile

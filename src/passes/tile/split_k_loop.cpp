@@ -12,10 +12,10 @@
 //       - with n > 1 it stores its accumulator as partial tile (tile * n + split) of the
 //         workspace and takes a ticket from the tile's counter (a scalar atomic, which orders
 //         the program's device memory: lower_atomic.cpp); the part whose ticket is n - 1 resets
-//         the counter to 0 and runs, inside a loop of one iteration, the sum of the n partials
-//         in part order (its own from registers) and the rest of the program on that sum;
-//       - with n = 1 the partial, the ticket and the workspace are skipped (masked) and the sum
-//         is 0 + the accumulator;
+//         the counter to 0 and runs, inside a loop of one iteration, 0 + the n partials in part
+//         order (its own read back too) and the rest of the program on that sum;
+//       - with n = 1 the partial, the ticket and the workspace are skipped (masked, a loop of
+//         no iterations) and the rest of the program reads the accumulator;
 //       - an explicit option n larger than max(T, 1) stores the loop's site into the hidden
 //         error flag (the runtime fails the launch naming the loop).
 //   The workspace accesses stay inside it by construction: the runtime sizes it from the same
@@ -191,23 +191,26 @@ class SplitK {
     Block& wb = wrap.regions.emplace_back();
     wb.args = {p_.new_value(Type::scalar(i32))};
     out_ = &wb.ops;
+    // The sum starts from the accumulator itself when there is nothing to add (n = 1), else
+    // from 0 plus every partial in part order, this part's read back too: the accumulator is
+    // dead before the loop, so the sum takes its registers.
     const Type tt = Type::tile(DType::f32, tile);
+    const Type bt = Type::tile(DType::boolean, tile);
     const ValueId zeros = emit(OpKind::BROADCAST, {emit(OpKind::CONST, {}, Type::scalar(DType::f32), {Attr{"value", 0.0}})}, tt);
+    const ValueId first = emit(OpKind::SELECT, {emit(OpKind::BROADCAST, {multi}, bt), zeros, acc}, tt);
     Op sum;
     sum.kind = OpKind::FOR;
     sum.loc = loc_;
-    sum.operands = {zero, n, one, zeros};
+    sum.operands = {zero, sel(multi, n, zero), one, first};
     const ValueId total = p_.new_value(tt);
     sum.results = {total};
     Block& sb = sum.regions.emplace_back();
     const ValueId j = p_.new_value(Type::scalar(i32)), partial = p_.new_value(tt);
     sb.args = {j, partial};
     out_ = &sb.ops;
-    const ValueId mine = bin(OpKind::EQ, j, split);
     const ValueId row = bin(OpKind::MUL, bin(OpKind::ADD, base, j), num(i32, bm));
-    const ValueId other = emit(OpKind::TILE_LOAD, {ws, row, zero, ld, sel(mine, zero, bin(OpKind::ADD, row, num(i32, bm))), ld}, tt);
-    const ValueId term = emit(OpKind::SELECT, {emit(OpKind::BROADCAST, {mine}, Type::tile(DType::boolean, tile)), acc, other}, tt);
-    emit_void(OpKind::YIELD, {bin_tile(OpKind::ADD, partial, term, tt)});
+    const ValueId other = emit(OpKind::TILE_LOAD, {ws, row, zero, ld}, tt);
+    emit_void(OpKind::YIELD, {bin_tile(OpKind::ADD, partial, other, tt)});
     out_ = &wb.ops;
     wb.ops.push_back(std::move(sum));
     // The rest of the program reads the sum where it read the accumulator.

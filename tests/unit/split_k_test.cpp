@@ -102,6 +102,17 @@ TEST(SplitK, LeavesOtherProgramsDevicesAndSwitchesAlone) {
   TileHiddenArgs hidden;
   EXPECT_EQ(run_split(biased.c_str(), 2, hidden), print(parse(biased), false));
   EXPECT_TRUE(hidden.empty());
+  // The compiler's choice leaves a 128x128 accumulator alone; an explicit split does not.
+  std::string big = kGemm;
+  for (auto [from, to] : {std::pair<std::string, std::string>{"tile<32x32xf32>", "tile<128x128xf32>"},
+                          {"tile<32x16xf32>", "tile<128x16xf32>"}, {"tile<16x32xf32>", "tile<16x128xf32>"}})
+    for (size_t at = big.find(from); at != std::string::npos; at = big.find(from, at))
+      big.replace(at, from.size(), to);
+  TileHiddenArgs chosen, asked;
+  EXPECT_EQ(run_split(big.c_str(), 0, chosen), print(parse(big), false));
+  EXPECT_TRUE(chosen.empty());
+  EXPECT_TRUE(has(run_split(big.c_str(), 2, asked), "split_k_workspace"));
+  EXPECT_EQ(asked.split_k_tile, 128 * 128);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // Needs: verified Tile IR after the bounds pass. Guarantees:
 //   - on devices that run tiles in order on the host (interp, cpu), with split_k = 1 or the
 //     METILE_GPU_OFF piece "split_k", and for programs of another shape, nothing changes;
-//   - a program qualifies when it has no SIMT ops and exactly one top-level tile_range with a
+//   - a program qualifies when it has no SIMT ops, its accumulator has at most 4096 elements
+//     unless split_k is explicit, and exactly one top-level tile_range with a
 //     positive constant step that carries one value, a 2-D f32 accumulator that starts as a
 //     broadcast 0, is read only by the dot that yields it, and whose body has no side effects.
 //     Then, with n the hidden i32 parameter (TileHiddenArgs: counters, workspace, n follow the
@@ -31,6 +32,9 @@
 namespace metile {
 
 namespace {
+
+// The largest accumulator (elements) the compiler's choice (split_k 0) splits: 16 KB of f32.
+constexpr int64_t kAutoMaxTileElements = 4096;
 
 class SplitK {
  public:
@@ -110,6 +114,10 @@ class SplitK {
     loc_ = loop.loc;
     const Shape tile = p_.type(loop.results[0]).shape;
     const int64_t bm = tile.dims[0], bn = tile.dims[1];
+    // The compiler's choice leaves large accumulators alone: the sum reads the partials in
+    // another layout than the accumulator's, a conversion through bm x bn x 4 bytes of
+    // threadgroup memory, and a grid too small for the GPU comes from small tiles anyway.
+    if (ctx_.options.split_k == 0 && bm * bn > kAutoMaxTileElements) return;
     // The hidden parameters go right after the user's: the bounds pass's extents and error flag
     // stay last (runtime/hidden_args.cpp appends in that order).
     const size_t user = p_.params.size() - ctx_.hidden.extent_of.size() - (ctx_.hidden.error_flag ? 1 : 0);

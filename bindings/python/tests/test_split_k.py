@@ -111,3 +111,11 @@ def test_more_parts_than_iterations_fails_the_launch(device):
     with pytest.raises(metile.DeviceError, match=r"kernels.py:\d+: for: split_k 3 is more than "
                                                  r"the loop's iterations"):
         run(device, 32, 32, 32, 3)
+
+
+def test_a_thread_count_option_still_splits(device):
+    # num_threads (an option, not SIMT ops) leaves the program GEMM-shaped.
+    gpu_only(device)
+    c, want, kernel = run(device, 16, 64, 128, 4, num_threads=64)
+    close(c, want, 1e-5)
+    assert "split_k_workspace" in kernel.source("tile_ir_opt")

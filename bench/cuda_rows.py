@@ -167,6 +167,7 @@ def main():
     ap.add_argument("--block", type=int, default=0,
                     help="metile's BLOCK (default: min(N rounded up to a power of 2, 4096))")
     ap.add_argument("--fused-only", action="store_true", help="skip the fuse_reductions=False runs")
+    ap.add_argument("--no-keep", action="store_true", help="skip the keep_rows=True runs")
     ap.add_argument("--num-threads", type=int, default=0,
                     help="metile's threads per program (compile option; default: the compiler's)")
     args = ap.parse_args()
@@ -229,6 +230,7 @@ def main():
                     "layernorm_centred": layernorm_centred, "rmsnorm": rmsnorm}[name]
             variants = [(True, True), (True, False)] + ([] if args.fused_only else
                                                         [(False, True), (False, False)])
+            variants = [v for v in variants if not (args.no_keep and v[1])]
             for fuse, keep in variants:
                 r = {"kernel": name, "shape": [R, N], "fuse_reductions": fuse, "keep_rows": keep,
                      "BLOCK": block}

@@ -219,65 +219,102 @@ class CudaDialect final : public GpuDialect {
            std::to_string(s.m / s.warps_m) + " + mma_g;");
     w.line("const int mma_col = (mma_warp / " + std::to_string(s.warps_m) + ") * " +
            std::to_string(s.n / s.warps_n) + " + mma_g;");
-    if (s.ldmatrix) {  // lane l addresses row l % 16, columns 8 * (l / 16) of a 16 x 16 block
-      w.line("const int mma_lr = mma_lane & 15, mma_lh = (mma_lane >> 4) * 8;");
+    // ldmatrix: lane l addresses row l % 16, 16 bytes in (l / 16) of a 16-row block: 8 16-bit
+    // elements, or 4 f32 ones for tf32, whose 32-bit words land where m16n8k8's A wants them.
+    const bool frag16 = s.ldmatrix && !s.tf32, frag32 = s.ldmatrix && s.tf32;
+    if (s.ldmatrix) {
+      w.line(std::string("const int mma_lr = mma_lane & 15, mma_lh = (mma_lane >> 4) * ") + (s.tf32 ? "4;" : "8;"));
       w.line("const int mma_row0 = mma_row - mma_g, mma_col0 = mma_col - mma_g;");
     }
-    w.line("#pragma unroll");
-    w.open("for (int mma_k = 0; mma_k < " + std::to_string(s.k) + "; mma_k += " +
-           std::to_string(s.atom_k) + ")");
-    w.line("uint mma_a[" + tm + "][4], mma_b[" + tn + "][2];");
-    if (s.ldmatrix) {
-      // A: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) are a0..a3. B (k x n, row-major) through
-      // .trans: matrices (k 0-7 | 8-15) of columns j and j + 1 are b0, b1 of j, then of j + 1.
-      w.line("#pragma unroll");
-      w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
-      w.line("  mt_ldmatrix_x4(mma_a[mma_i], " + s.a + " + (mma_row0 + 16 * mma_i + mma_lr) * " + lda +
-             " + mma_k + mma_lh);");
-      w.line("#pragma unroll");
-      w.line("for (int mma_j = 0; mma_j + 1 < " + tn + "; mma_j += 2)");
-      w.line("  mt_ldmatrix_x4_trans(&mma_b[mma_j][0], " + s.b + " + (mma_k + mma_lr) * " + ldb +
-             " + mma_col0 + 8 * mma_j + mma_lh);");
-      if (s.tiles_n() % 2 == 1)
-        w.line("mt_ldmatrix_x2_trans(mma_b[" + std::to_string(s.tiles_n() - 1) + "], " + s.b +
-               " + (mma_k + mma_lr) * " + ldb + " + mma_col0 + " + std::to_string(8 * (s.tiles_n() - 1)) + ");");
-    } else {
+    // Fragments of k step kk into arrays fa (A) and fb (B).
+    auto fragments = [&](const std::string& fa, const std::string& fb, const std::string& kk) {
+      if (frag16) {
+        // A: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) are a0..a3. B (k x n, row-major) through
+        // .trans: matrices (k 0-7 | 8-15) of columns j and j + 1 are b0, b1 of j, then of j + 1.
+        w.line("#pragma unroll");
+        w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
+        w.line("  mt_ldmatrix_x4(" + fa + "[mma_i], " + s.a + " + (mma_row0 + 16 * mma_i + mma_lr) * " + lda +
+               " + " + kk + " + mma_lh);");
+        w.line("#pragma unroll");
+        w.line("for (int mma_j = 0; mma_j + 1 < " + tn + "; mma_j += 2)");
+        w.line("  mt_ldmatrix_x4_trans(&" + fb + "[mma_j][0], " + s.b + " + (" + kk + " + mma_lr) * " + ldb +
+               " + mma_col0 + 8 * mma_j + mma_lh);");
+        if (s.tiles_n() % 2 == 1)
+          w.line("mt_ldmatrix_x2_trans(" + fb + "[" + std::to_string(s.tiles_n() - 1) + "], " + s.b +
+                 " + (" + kk + " + mma_lr) * " + ldb + " + mma_col0 + " + std::to_string(8 * (s.tiles_n() - 1)) + ");");
+      } else {
+        w.line("#pragma unroll");
+        w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
+        if (frag32) {  // matrices (rows 0-7 | 8-15) x (k 0-3 | 4-7) are a0..a3, rounded to tf32
+          w.line("mt_ldmatrix_x4(" + fa + "[mma_i], " + s.a + " + (mma_row0 + 16 * mma_i + mma_lr) * " + lda +
+                 " + " + kk + " + mma_lh);");
+          w.line("#pragma unroll");
+          w.line("for (int mma_r = 0; mma_r < 4; ++mma_r) " + fa + "[mma_i][mma_r] = mt_tf32(__uint_as_float(" + fa + "[mma_i][mma_r]));");
+        } else if (s.tf32) {
+          w.line("const float* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + " + kk + " + mma_t;");
+          w.line(fa + "[mma_i][0] = mt_tf32(mma_p[0]);");
+          w.line(fa + "[mma_i][1] = mt_tf32(mma_p[8 * " + lda + "]);");
+          w.line(fa + "[mma_i][2] = mt_tf32(mma_p[4]);");
+          w.line(fa + "[mma_i][3] = mt_tf32(mma_p[8 * " + lda + " + 4]);");
+        } else {
+          w.line("const ushort* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + " + kk + " + 2 * mma_t;");
+          w.line(fa + "[mma_i][0] = mt_pair(mma_p);");
+          w.line(fa + "[mma_i][1] = mt_pair(mma_p + 8 * " + lda + ");");
+          w.line(fa + "[mma_i][2] = mt_pair(mma_p + 8);");
+          w.line(fa + "[mma_i][3] = mt_pair(mma_p + 8 * " + lda + " + 8);");
+        }
+        w.close();
+        // B (k x n): .trans moves 16-bit halves, so 32-bit elements are read one by one (k = t,
+        // t + 4 of column g); the bank groups of 4 rows apart differ by the row padding.
+        w.line("#pragma unroll");
+        w.open("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
+        if (s.tf32) {
+          w.line("const float* mma_q = " + s.b + " + (" + kk + " + mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
+          w.line(fb + "[mma_j][0] = mt_tf32(mma_q[0]);");
+          w.line(fb + "[mma_j][1] = mt_tf32(mma_q[4 * " + ldb + "]);");
+        } else {  // rows k = 2t, 2t + 1 (+ 8) of column g, two 16-bit reads per register
+          w.line("const ushort* mma_q = " + s.b + " + (" + kk + " + 2 * mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
+          w.line(fb + "[mma_j][0] = mt_pack(mma_q[0], mma_q[" + ldb + "]);");
+          w.line(fb + "[mma_j][1] = mt_pack(mma_q[8 * " + ldb + "], mma_q[9 * " + ldb + "]);");
+        }
+        w.close();
+      }
+    };
+    const std::string fn = s.tf32 ? "mt_mma_tf32" : s.ab == DType::bf16 ? "mt_mma_bf16" : "mt_mma_f16";
+    // tiles_m x tiles_n mmas; serpentine: odd rows of atoms walk the columns backwards, so each
+    // row starts on the B fragment the previous one ended with.
+    auto mmas = [&](const std::string& fa, const std::string& fb) {
+      std::string j = s.serpentine ? "mma_jj" : "mma_j";
       w.line("#pragma unroll");
       w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
-      if (s.tf32) {
-        w.line("const float* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + mma_t;");
-        w.line("mma_a[mma_i][0] = mt_tf32(mma_p[0]);");
-        w.line("mma_a[mma_i][1] = mt_tf32(mma_p[8 * " + lda + "]);");
-        w.line("mma_a[mma_i][2] = mt_tf32(mma_p[4]);");
-        w.line("mma_a[mma_i][3] = mt_tf32(mma_p[8 * " + lda + " + 4]);");
-      } else {
-        w.line("const ushort* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + mma_k + 2 * mma_t;");
-        w.line("mma_a[mma_i][0] = mt_pair(mma_p);");
-        w.line("mma_a[mma_i][1] = mt_pair(mma_p + 8 * " + lda + ");");
-        w.line("mma_a[mma_i][2] = mt_pair(mma_p + 8);");
-        w.line("mma_a[mma_i][3] = mt_pair(mma_p + 8 * " + lda + " + 8);");
-      }
-      w.close();
       w.line("#pragma unroll");
       w.open("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
-      if (s.tf32) {
-        w.line("const float* mma_q = " + s.b + " + (mma_k + mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
-        w.line("mma_b[mma_j][0] = mt_tf32(mma_q[0]);");
-        w.line("mma_b[mma_j][1] = mt_tf32(mma_q[4 * " + ldb + "]);");
-      } else {  // rows k = 2t, 2t + 1 (+ 8) of column g, two 16-bit reads per register
-        w.line("const ushort* mma_q = " + s.b + " + (mma_k + 2 * mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
-        w.line("mma_b[mma_j][0] = mt_pack(mma_q[0], mma_q[" + ldb + "]);");
-        w.line("mma_b[mma_j][1] = mt_pack(mma_q[8 * " + ldb + "], mma_q[9 * " + ldb + "]);");
-      }
+      if (s.serpentine) w.line("const int mma_jj = (mma_i & 1) ? " + tn + " - 1 - mma_j : mma_j;");
+      w.line(fn + "(&" + s.acc + "[4 * (mma_i + " + tm + " * " + j + ")], " + fa + "[mma_i], " + fb + "[" + j + "]);");
+      w.close();
+      w.close();
+    };
+    const std::string ak = std::to_string(s.atom_k), kc = std::to_string(s.k);
+    if (s.preload && s.k > s.atom_k) {
+      // Two fragment buffers: step k's mmas run while step k + 1's fragments are read.
+      w.line("uint mma_a[2][" + tm + "][4], mma_b[2][" + tn + "][2];");
+      fragments("mma_a[0]", "mma_b[0]", "0");
+      w.line("#pragma unroll");
+      w.open("for (int mma_k = 0; mma_k < " + kc + "; mma_k += " + ak + ")");
+      w.line("const int mma_s = (mma_k / " + ak + ") & 1;");
+      w.open("if (mma_k + " + ak + " < " + kc + ")");
+      fragments("mma_a[mma_s ^ 1]", "mma_b[mma_s ^ 1]", "(mma_k + " + ak + ")");
+      w.close();
+      mmas("mma_a[mma_s]", "mma_b[mma_s]");
+      w.close();
+    } else {
+      w.line("#pragma unroll");
+      w.open("for (int mma_k = 0; mma_k < " + kc + "; mma_k += " + ak + ")");
+      w.line("uint mma_a[" + tm + "][4], mma_b[" + tn + "][2];");
+      fragments("mma_a", "mma_b", "mma_k");
+      mmas("mma_a", "mma_b");
       w.close();
     }
-    const std::string fn = s.tf32 ? "mt_mma_tf32" : s.ab == DType::bf16 ? "mt_mma_bf16" : "mt_mma_f16";
-    w.line("#pragma unroll");
-    w.line("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");
-    w.line("  #pragma unroll");
-    w.line("  for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
-    w.line("    " + fn + "(&" + s.acc + "[4 * (mma_i + " + tm + " * mma_j)], mma_a[mma_i], mma_b[mma_j]);");
-    w.close();
   }
 };
 

@@ -538,14 +538,16 @@ void Emitter::standalone(const gpu::Op& op) {
       return;
     case GpuOpKind::SIMD_REDUCE: {
       std::string x = strip_parens(expr(op.operands[0], "0"));
-      std::string native = d_.simd_reduce(op.reduce, dtype(v), x);
+      // "lanes": x repeats every `lanes` lanes, so the shuffle tree starts at lanes / 2.
+      const int64_t lanes = op.find_attr("lanes") != nullptr ? op.attr_int("lanes") : f_.simd_width;
+      std::string native = lanes == f_.simd_width ? d_.simd_reduce(op.reduce, dtype(v), x) : "";
       if (!native.empty()) {
         w_.line(decl(v) + " = " + native + ";");
         return;
       }
       w_.line(type_of(v) + " " + name_[v] + " = " + x + ";");
       w_.line(d_.unroll());
-      w_.open("for (int m = " + std::to_string(f_.simd_width / 2) + "; m > 0; m >>= 1)");
+      w_.open("for (int m = " + std::to_string(lanes / 2) + "; m > 0; m >>= 1)");
       // The shuffle gets its own statement: `combine` may spell its operand twice (a ternary for
       // min/max), and a shuffle evaluated on one side only would diverge within the simdgroup.
       w_.line("const " + type_of(v) + " " + name_[v] + "_other = " + d_.shuffle(true, dtype(v), name_[v], "m") + ";");

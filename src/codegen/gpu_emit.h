@@ -55,6 +55,8 @@ struct MmaSpec {
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
   bool tf32 = false;
   bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
+  bool preload = false;        // mma.sync: read the next k step's fragments before this step's mmas
+  bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
   bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across

@@ -184,6 +184,8 @@ void Emitter::mma(const gpu::Op& op) {
   s.warps_n = op.attr_int("warps_n");
   s.tf32 = op.attr_int("tf32") != 0;
   s.ldmatrix = op.find_attr("ldmatrix") != nullptr && op.attr_int("ldmatrix") != 0;
+  s.preload = op.find_attr("preload") != nullptr && op.attr_int("preload") != 0;
+  s.serpentine = op.find_attr("serpentine") != nullptr && op.attr_int("serpentine") != 0;
   s.wait = op.find_attr("wait") == nullptr || op.attr_int("wait") != 0;
   w_.open("");
   d_.mma(w_, s);

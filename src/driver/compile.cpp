@@ -10,6 +10,7 @@
 #include "passes/tile/tile_pipeline.h"
 #include "runtime/hidden_args.h"
 #include "support/env.h"
+#include "support/text.h"
 #include "support/error.h"
 #include "support/log.h"
 
@@ -68,18 +69,15 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   if (env_string("METILE_CHECK") == "1") options.check_bounds = true;
   // METILE_GPU_OFF (kGpuOffPieces): differential tests of the GPU lowering's pieces (the cache
   // key includes them).
-  for (std::string s = env_string("METILE_GPU_OFF"); !s.empty();) {
-    size_t comma = s.find(',');
-    std::string name = s.substr(0, comma);
-    s = comma == std::string::npos ? "" : s.substr(comma + 1);
-    if (name.empty()) continue;
+  const std::string gpu_off = env_string("METILE_GPU_OFF");
+  for (std::string_view name : split_list(gpu_off)) {
     if (std::find(kGpuOffPieces.begin(), kGpuOffPieces.end(), name) == kGpuOffPieces.end()) {
       std::string known;
       for (std::string_view k : kGpuOffPieces) known += (known.empty() ? "" : ", ") + std::string(k);
       fail(METILE_ERROR_INVALID_ARGUMENT, "compile", "METILE_GPU_OFF: unknown piece \"", name,
            "\" (", known, ")");
     }
-    options.gpu_off.push_back(name);
+    options.gpu_off.emplace_back(name);
   }
   if (options.check_bounds && options.unchecked)
     fail(METILE_ERROR_INVALID_ARGUMENT, "compile", program->name,

@@ -315,11 +315,12 @@ ValueId GpuBuilder::shuffle(ValueId x, ValueId lane) {
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::simd_reduce(Reduction reduce, ValueId x, bool uniform) {
+ValueId GpuBuilder::simd_reduce(Reduction reduce, ValueId x, bool uniform, int64_t lanes) {
   Op op;
   op.kind = GpuOpKind::SIMD_REDUCE;
   op.reduce = reduce;
   op.operands = {x};
+  if (lanes != 0) op.attrs.push_back({"lanes", lanes});
   op.results = {new_value(f_.value(x).dtype, uniform ? kUniform : kThread)};
   return append(std::move(op)).result();
 }

@@ -265,8 +265,10 @@ class GpuBuilder {
   void barrier();
   ValueId shuffle_xor(ValueId x, ValueId mask);
   ValueId shuffle(ValueId x, ValueId lane);
-  /** `uniform`: the whole threadgroup is one simdgroup, so every thread gets the same result. */
-  ValueId simd_reduce(Reduction reduce, ValueId x, bool uniform = false);
+  /** `uniform`: the whole threadgroup is one simdgroup, so every thread gets the same result.
+   * `lanes` (a power of two below the simd width; 0: all): x repeats every `lanes` lanes, so the
+   * fold runs over each aligned group of that many lanes (attribute "lanes"). */
+  ValueId simd_reduce(Reduction reduce, ValueId x, bool uniform = false, int64_t lanes = 0);
   ValueId reg_reduce(Reduction reduce, ValueId x);
   /** Folds x's registers into the registers of a value in tile layout `out`: register r of x
    * goes into register fold[r] (attribute "fold", a register list). */

@@ -268,6 +268,11 @@ struct Verifier {
         const Value &a = val(op.operands[0]), &r = val(op.result());
         if (op.kind == GpuOpKind::SIMD_REDUCE && !scalar_per_thread(op.operands[0]))
           bad("operand must have one register");
+        if (op.kind == GpuOpKind::SIMD_REDUCE && op.find_attr("lanes") != nullptr) {
+          const int64_t lanes = op.attr_int("lanes");
+          if (lanes < 1 || lanes >= f.simd_width || (lanes & (lanes - 1)) != 0)
+            bad("lanes must be a power of two below the simd width");
+        }
         if (op.kind == GpuOpKind::REG_REDUCE && !f.layout(a.layout).is_tile())
           bad("operand must be a tile");
         bool per_thread = r.layout == kThread ||

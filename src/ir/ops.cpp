@@ -4,6 +4,7 @@
 #include <string>
 
 #include "support/error.h"
+#include "support/text.h"
 
 namespace metile {
 
@@ -11,17 +12,13 @@ namespace {
 
 std::vector<AttrSpec> parse_specs(std::string_view text) {
   std::vector<AttrSpec> out;
-  while (!text.empty()) {
-    size_t comma = text.find(',');
-    std::string_view item = text.substr(0, comma);
+  for (std::string_view item : split_list(text)) {
     size_t colon = item.find(':');
     std::string_view kind = item.substr(colon + 1);
     AttrKind k = kind == "int" ? AttrKind::integer
                  : kind == "num" ? AttrKind::number
                                  : AttrKind::string;
     out.push_back({item.substr(0, colon), k});
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
   }
   return out;
 }

@@ -298,7 +298,9 @@ void Assigner::run() {
         (options.warps_m > 0 ||
          warp_grid(c.shape.dims[0], c.shape.dims[1], *atom, warps, &plan.warps_m, &plan.warps_n))) {
       plan.atom = atom;
-      if (plan.warps_n > 1 && c.shape.dims[0] % (warps * atom->m) == 0 &&
+      // The whole-rows rule is the compiler's own choice: an asked grid is kept as asked (its
+      // row statistics then combine partials across warps, slower but exact).
+      if (options.warps_m == 0 && plan.warps_n > 1 && c.shape.dims[0] % (warps * atom->m) == 0 &&
           whole_rows.count(c.shape.dims[0])) {
         plan.warps_m = static_cast<int>(warps);
         plan.warps_n = 1;

@@ -399,7 +399,12 @@ void Lowering::op(const Op& o) {
 }
 
 void Lowering::block(const Block& blk) {
-  for (const Op& o : blk.ops) op(o);
+  const Block* outer = block_now;
+  for (const Op& o : blk.ops) {
+    block_now = &blk;
+    if (!lowered_early.count(&o)) op(o);
+  }
+  block_now = outer;
 }
 
 gpu::Function Lowering::run() {

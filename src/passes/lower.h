@@ -38,6 +38,14 @@ struct LowerOptions {
    * else the per-chunk bounds path (lower_dot.cpp). Off: the per-chunk path always.
    */
   bool aligned_body = true;
+  /**
+   * mma.sync (CUDA): each k step's fragments are read while the previous step's mmas run
+   * (two fragment buffers), and the mmas of a warp tile run in serpentine order (odd rows of
+   * atoms walk the columns backwards, so consecutive mmas share an operand). Off: read, then
+   * multiply, row by row, for differential tests.
+   */
+  bool preload = true;
+  bool serpentine = true;
   /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
   int warps_m = 0, warps_n = 0;
   /**

@@ -87,16 +87,39 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
     if (f.value(v).dtype == DType::i64 || f.value(v).dtype == DType::u32) it = DType::i64;
   for (ValueId& v : ix)
     if (f.value(v).dtype != it) v = b.ew(OpKind::CAST, {v}, it);
-  ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
+  ValueId tid = builtin(gpu::Builtin::thread_index);
+  ValueId e = b.named(b.coord(l, tid), "idx");
   ValueId cols = c_i32(s.dims[1]);
-  ValueId r = b.ew(OpKind::DIV, {e, cols}), c = b.ew(OpKind::MOD, {e, cols});
-  ValueId dst = b.ew(OpKind::PTR_OFFSET, {buf, staging_offset(load, r, c, ld)});
   auto wide = [&](ValueId x) { return it == DType::i32 ? x : b.ew(OpKind::CAST, {x}, it); };
+  ValueId r, c, src = kNoValue, dst = kNoValue;
+  const ValueId base = get(load.operands[0]);
+  const std::string stem = param_stem(base) + "_ptrs";
+  if ((threads * vec) % s.dims[1] == 0) {
+    // Register j's chunk lies j * threads * vec / cols whole rows below register 0's, so every
+    // address is a per-thread base (one value per K step) plus a per-register part that does
+    // not change across the loop (a constant in threadgroup memory, a multiple of the row
+    // stride in device memory): no per-register index math in the K loop.
+    ValueId et = b.ew(OpKind::MUL, {tid, c_i32(vec)});  // element(t, 0)
+    ValueId rt = b.ew(OpKind::DIV, {et, cols});
+    ValueId rr = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {e, et}), cols});  // j * threads * vec / cols
+    r = b.ew(OpKind::ADD, {rt, rr});
+    c = b.ew(OpKind::MOD, {et, cols});
+    ValueId at = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {b.ew(OpKind::ADD, {ix[0], wide(rt)}), ix[2]}),
+                                    b.ew(OpKind::ADD, {ix[1], wide(c)})});
+    src = b.named(b.ew(OpKind::PTR_OFFSET, {b.ew(OpKind::PTR_OFFSET, {base, at}),
+                                            b.ew(OpKind::MUL, {wide(rr), ix[2]})}), stem);
+    if (!wgmma_staging.count(&load))
+      dst = b.ew(OpKind::PTR_OFFSET, {b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {rt, c_i32(ld)}), c})}),
+                                      b.ew(OpKind::MUL, {rr, c_i32(ld)})});
+  } else {
+    r = b.ew(OpKind::DIV, {e, cols});
+    c = b.ew(OpKind::MOD, {e, cols});
+  }
+  if (dst == kNoValue) dst = b.ew(OpKind::PTR_OFFSET, {buf, staging_offset(load, r, c, ld)});
   ValueId row = b.named(b.ew(OpKind::ADD, {ix[0], wide(r)}), "row");
   ValueId col = b.named(b.ew(OpKind::ADD, {ix[1], wide(c)}), "col");
-  ValueId src = b.named(b.ew(OpKind::PTR_OFFSET, {get(load.operands[0]),
-                                                  b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, ix[2]}), col})}),
-                        param_stem(get(load.operands[0])) + "_ptrs");
+  if (src == kNoValue)
+    src = b.named(b.ew(OpKind::PTR_OFFSET, {base, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, ix[2]}), col})}), stem);
   ValueId lo = c_i32(0), hi = c_i32(vec);
   ValueId full = in_range;
   if (ix.size() == 5) {
@@ -207,8 +230,13 @@ void Lowering::dot(const Op& op) {
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
                  {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
                  {"tf32", int64_t{plan.atom->relaxed}},
-                 {"ldmatrix", int64_t{options.ldmatrix && dtype_size(plan.stage) == 2 &&
-                                      lda % 8 == 0 && ldb % 8 == 0}}};
+                 // 16-bit operands: A and B (rows of 16 bytes); tf32: A only (B's k pairs would be
+                 // 16-bit halves of two elements under .trans).
+                 {"ldmatrix", int64_t{options.ldmatrix &&
+                                      ((dtype_size(plan.stage) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
+                                       (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
+      if (plan.atom->name == std::string("mma.sync"))
+        g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       g.results = {b.new_value(ct, acc_l)};

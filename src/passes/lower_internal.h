@@ -204,6 +204,12 @@ class Lowering {
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);
+  /** Whole-tile reductions lowered ahead of their place by reduce() (sharing its exchange);
+   * block() skips them. `block_now`: the block whose ops block() is lowering. */
+  std::set<const Op*> lowered_early;
+  const Block* block_now = nullptr;
+  /** The whole-tile reductions `op` and later ones of its block that can share one exchange. */
+  std::vector<const Op*> reductions_together(const Op& op, DType dtype);
   /** Whether thread t is the first of the threads holding the same elements in layout l (one
    * copy of each element); kNoValue when no two threads share elements. */
   ValueId owner_pred(LayoutId l);

@@ -10,7 +10,8 @@
 // accumulator's rows reduce without leaving fragment layout. Otherwise, and for broadcasts, the
 // tile is exchanged through threadgroup memory. A reshape is always free: layouts address the
 // row-major flattening, which a reshape keeps.
-// Every exchange ends with a barrier, so one scratch array per dtype serves them all.
+// Whole-tile reductions of one block whose operands are ready share one exchange (one barrier
+// pair). Every exchange ends with a barrier, so one scratch array per dtype serves them all.
 
 #include "passes/lower_internal.h"
 
@@ -105,35 +106,87 @@ void Lowering::reduce(const Op& op) {
     finish(r);
     return;
   }
-  // In the layout the operand has (a row reduction's slice layout, a dot's fragments) when its
-  // registers hold distinct elements: threads that hold copies of the same elements count once
-  // in a sum (owner_pred), and max / min do not mind copies.
-  ValueId owner = kNoValue;
-  const bool in_place = f.layout_of(own).is_tile() && !replicated(f.layout_of(own).reg);
-  if (in_place && k != Reduction::max && k != Reduction::min) owner = owner_pred(f.value(own).layout);
-  ValueId x = widen(in_place ? own : canonical(op.operands[0]));
-  LayoutId l = f.value(x).layout;
-  if (ValueId valid = valid_pred(l); valid != kNoValue) x = b.ew(OpKind::SELECT, {valid, x, identity(k, d)});
-  ValueId part = f.layout(l).regs() > 1 ? b.named(b.reg_reduce(k, x), "local_" + what) : x;
-  if (owner != kNoValue) part = b.ew(OpKind::SELECT, {owner, part, identity(k, d)});
+  // Whole-tile reductions: this one and the later ones of its block that can share its exchange
+  // (layernorm's sum and sum of squares): each folds its registers and its simdgroup, then all
+  // partials cross threadgroup memory together, one barrier pair for the lot.
+  std::vector<const Op*> ops = reductions_together(op, out_t);
+  std::vector<ValueId> warp_results;
   int64_t nsg = f.threads / f.simd_width;
-  ValueId r = b.named(b.simd_reduce(k, part, nsg == 1), "sg_" + what);
+  for (const Op* o : ops) {
+    current = o;
+    b.set_loc(o->loc);
+    const Reduction ko = *reduction_of(o->kind);
+    const std::string w(reduction_name(ko));
+    // In the layout the operand has (a row reduction's slice layout, a dot's fragments) when its
+    // registers hold distinct elements: threads that hold copies of the same elements count once
+    // in a sum (owner_pred), and max / min do not mind copies.
+    ValueId mine = get(o->operands[0]);
+    ValueId owner = kNoValue;
+    const bool in_place = f.layout_of(mine).is_tile() && !replicated(f.layout_of(mine).reg);
+    if (in_place && ko != Reduction::max && ko != Reduction::min) owner = owner_pred(f.value(mine).layout);
+    ValueId x = widen(in_place ? mine : canonical(o->operands[0]));
+    LayoutId l = f.value(x).layout;
+    if (ValueId valid = valid_pred(l); valid != kNoValue) x = b.ew(OpKind::SELECT, {valid, x, identity(ko, d)});
+    ValueId part = f.layout(l).regs() > 1 ? b.named(b.reg_reduce(ko, x), "local_" + w) : x;
+    if (owner != kNoValue) part = b.ew(OpKind::SELECT, {owner, part, identity(ko, d)});
+    warp_results.push_back(b.named(b.simd_reduce(ko, part, nsg == 1), "sg_" + w));
+  }
+  current = &op;
+  b.set_loc(op.loc);
   if (nsg > 1) {
-    // Lane 0 of each simdgroup publishes its partial; every simdgroup then folds them all.
-    ValueId buf = scratch(d, nsg);
+    // Lane 0 of each simdgroup publishes its partials (reduction j at j * nsg + simdgroup);
+    // every simdgroup then folds them all.
+    const int64_t count = static_cast<int64_t>(ops.size());
+    ValueId buf = scratch(d, nsg * count);
     ValueId lane = builtin(gpu::Builtin::simd_lane), sg = builtin(gpu::Builtin::simdgroup_index);
-    ValueId slot = b.named(b.ew(OpKind::PTR_OFFSET, {buf, sg}), "slot");
-    b.store(slot, r, b.named(b.ew(OpKind::EQ, {lane, c_i32(0)}), "first_lane"));
+    ValueId first = b.named(b.ew(OpKind::EQ, {lane, c_i32(0)}), "first_lane");
+    for (int64_t j = 0; j < count; ++j) {
+      ValueId at = j == 0 ? sg : b.ew(OpKind::ADD, {sg, c_i32(j * nsg)});
+      b.store(b.named(b.ew(OpKind::PTR_OFFSET, {buf, at}), "slot"), warp_results[j], first);
+    }
     b.barrier();
-    ValueId at = b.named(b.ew(OpKind::PTR_OFFSET, {buf, lane}), "lane_slot");
-    ValueId partial = nsg == f.simd_width
-                          ? b.load(at)
-                          : b.load(at, b.named(b.ew(OpKind::LT, {lane, c_i32(nsg)}), "has_partial"),
-                                   identity(k, d));
-    r = b.simd_reduce(k, b.named(partial, "partial"), true);
+    // Where the simdgroup reduction is a shuffle tree (5 steps), lane l reads partial l % nsg:
+    // each aligned group of nsg lanes then holds all partials and log2(nsg) steps fold them.
+    const bool grouped = !target.simd_reduce_instruction && nsg < f.simd_width && (nsg & (nsg - 1)) == 0;
+    ValueId from = grouped ? b.ew(OpKind::BITAND, {lane, c_i32(nsg - 1)}) : lane;
+    ValueId has_partial = nsg == f.simd_width || grouped
+                              ? kNoValue
+                              : b.named(b.ew(OpKind::LT, {lane, c_i32(nsg)}), "has_partial");
+    for (int64_t j = 0; j < count; ++j) {
+      const Reduction kj = *reduction_of(ops[j]->kind);
+      ValueId at = b.named(b.ew(OpKind::PTR_OFFSET, {buf, j == 0 ? from : b.ew(OpKind::ADD, {from, c_i32(j * nsg)})}),
+                           "lane_slot");
+      ValueId partial = has_partial == kNoValue ? b.load(at) : b.load(at, has_partial, identity(kj, d));
+      warp_results[j] = b.simd_reduce(kj, b.named(partial, "partial"), true, grouped ? nsg : 0);
+    }
     b.barrier();
   }
-  finish(r);
+  for (size_t j = 0; j < ops.size(); ++j) {
+    const Reduction kj = *reduction_of(ops[j]->kind);
+    ValueId r = warp_results[j];
+    if (d != out_t) r = b.ew(OpKind::CAST, {r}, out_t);
+    set(ops[j]->result(), b.named(r, kj == Reduction::sum ? std::string(reduction_name(kj))
+                                                          : std::string(reduction_name(kj)) + "_val"));
+    if (j > 0) lowered_early.insert(ops[j]);
+  }
+}
+
+std::vector<const Op*> Lowering::reductions_together(const Op& op, DType dtype) {
+  std::vector<const Op*> out{&op};
+  if (f.threads <= f.simd_width || block_now == nullptr || block_now->ops.empty()) return out;
+  const Op* first = &block_now->ops.front();
+  if (&op < first || &op >= first + block_now->ops.size()) return out;
+  // A later whole-tile reduction of the same block can move up to here when its operand is
+  // lowered already (defined before `op`): it reads registers only, so no op in between can
+  // change what it computes, and every thread that reaches `op` reaches it.
+  for (const Op* o = &op + 1; o < first + block_now->ops.size(); ++o) {
+    if (!reduction_of(o->kind) || o->attr_int("axis") != -1 || lowered_early.count(o)) continue;
+    ValueId x = o->operands[0];
+    if (x >= map.size() || map[x] == kNoValue || f.value(map[x]).layout == gpu::kUniform) continue;
+    if (p.type(x).dtype != dtype) continue;
+    out.push_back(o);
+  }
+  return out;
 }
 
 ValueId Lowering::axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, int axis,

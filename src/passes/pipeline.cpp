@@ -23,6 +23,8 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
     if (off == "ldmatrix") lo.ldmatrix = false;
     if (off == "aligned_body") lo.aligned_body = false;
     if (off == "pipeline") lo.num_stages = 1;
+    if (off == "preload") lo.preload = false;
+    if (off == "serpentine") lo.serpentine = false;
   }
   LayoutAssignment layouts = assign_layouts(program, target, lo);
   out.layouts = print_layouts(program, layouts);

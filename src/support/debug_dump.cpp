@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <mutex>
-#include <sstream>
 #include <string>
 
 #include "support/env.h"
+#include "support/text.h"
 #include "support/log.h"
 
 namespace metile {
@@ -21,9 +21,8 @@ bool is_all(const std::string& item) { return item == "all" || item == "1"; }
 
 std::vector<std::string> requested() {
   std::vector<std::string> items;
-  std::stringstream ss(env_string("METILE_DEBUG"));
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) items.push_back(item);
+  const std::string text = env_string("METILE_DEBUG");  // split_list returns views into it
+  for (std::string_view item : split_list(text)) items.emplace_back(item);
   return items;
 }
 

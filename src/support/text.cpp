@@ -78,4 +78,15 @@ std::string printable_ascii(std::string_view s) {
   return out;
 }
 
+std::vector<std::string_view> split_list(std::string_view s, char sep) {
+  std::vector<std::string_view> items;
+  while (!s.empty()) {
+    size_t end = s.find(sep);
+    if (end != 0) items.push_back(s.substr(0, end));
+    if (end == std::string_view::npos) break;
+    s.remove_prefix(end + 1);
+  }
+  return items;
+}
+
 }  // namespace metile

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace metile {
 
@@ -31,5 +32,8 @@ void check_text(std::string_view s, std::string_view what, const char* subsystem
  * or change a comment ("* /", "/ *", "??") are broken with \x escapes. Never contains a line break
  * or ends with a backslash. */
 std::string printable_ascii(std::string_view s);
+
+/** The non-empty items of a `sep`-separated list: "a,,b," gives {"a", "b"} (views into `s`). */
+std::vector<std::string_view> split_list(std::string_view s, char sep = ',');
 
 }  // namespace metile

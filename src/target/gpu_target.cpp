@@ -67,6 +67,7 @@ const GpuTarget& nvidia_gpu_target() {
     // H100, seed softmax 16384x1024: 1.67 TB/s with 256 threads (4 each), 2.17 with 128
     // (bench/results/cuda_rows_h100.md, run 4); at 4096 columns 256 threads of 16 stay best.
     g.reduce_elements_per_thread = 8;
+    g.simd_reduce_instruction = false;  // __reduce_*_sync is integer-only: floats shuffle
     // atomicAdd/Max/Min/Exch/CAS on 32- and 64-bit integers; f32 max/min/cas loop on atomicCAS.
     g.atomic_dtypes = {DType::i32, DType::u32, DType::i64, DType::f32};
     g.atomic_f32_ops = {OpKind::ATOMIC_ADD, OpKind::ATOMIC_MAX, OpKind::ATOMIC_MIN,

@@ -57,6 +57,12 @@ struct GpuTarget {
    * more elements per thread amortize (others aim for 4).
    */
   int64_t reduce_elements_per_thread = 4;
+  /**
+   * The dialect reduces a simdgroup in one instruction (MSL simd_sum/max/min). Where false the
+   * reduction is a tree of shuffles, one step per lane bit, so lowering shortens it to the lanes
+   * that hold distinct values (simd_reduce's "lanes" attribute).
+   */
+  bool simd_reduce_instruction = true;
   /** Widest single memory access per thread, in bytes (16: float4). */
   int vector_bytes = 16;
   /**

@@ -14,8 +14,8 @@ namespace metile {
 
 /** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
  * each to its LowerOptions switch). */
-inline constexpr std::array<std::string_view, 5> kGpuOffPieces = {
-    "async_copy", "ldmatrix", "aligned_body", "pipeline", "split_k"};
+inline constexpr std::array<std::string_view, 7> kGpuOffPieces = {
+    "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "split_k"};
 
 struct CompileOptions {
   int num_threads = 0;

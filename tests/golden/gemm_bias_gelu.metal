@@ -131,64 +131,74 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   #pragma unroll
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
-    int t2[2];
-    int t3[2];
+    const int t2 = tid * 4;
+    const int t3 = mt_div(t2, 32);
     int t5[2];
-    int row[2];
-    int col[2];
+    int t6[2];
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      t5[r] = mt_div((tid * 4 + r * 512 - t2), 32);
+      t6[r] = t3 + t5[r];
+    }
+    const int t7 = mt_mod(t2, 32);
+    const int t10 = i + t7;
     device const float* a_ptrs[2];
     #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int idx = tid * 4 + r * 512;
-      t2[r] = mt_div(idx, 32);
-      t3[r] = mt_mod(idx, 32);
-      t5[r] = t2[r] * 36 + t3[r];
-      row[r] = t + t2[r];
-      col[r] = i + t3[r];
-      a_ptrs[r] = A + (row[r] * K + col[r]);
+      a_ptrs[r] = A + ((t + t3) * K + t10) + (t5[r] * K);
     }
-    const bool t30 = (i >= 0) & ((i + 32) <= K);
-    if ((((mt_mod(i, 4) == 0) & (mt_mod(K, 4) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t30) {
+    const int t15 = t3 * 36 + t7;
+    int t17[2];
+    int row[2];
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      t17[r] = t5[r] * 36;
+      row[r] = t + t6[r];
+    }
+    const bool t40 = (i >= 0) & ((i + 32) <= K);
+    if ((((mt_mod(i, 4) == 0) & (mt_mod(K, 4) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t40) {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        *(threadgroup packed_float4*)(a_smem + t5[r]) = *(device const packed_float4*)(a_ptrs[r]);
+        *(threadgroup packed_float4*)(a_smem + t15 + t17[r]) = *(device const packed_float4*)(a_ptrs[r]);
       }
     } else {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        if ((((0 - col[r]) > 0 ? (0 - col[r]) : 0) < 4 ? ((0 - col[r]) > 0 ? (0 - col[r]) : 0) : 4) == 0 && (((row[r] >= 0) & (row[r] < M)) ? (((K - col[r]) > 0 ? (K - col[r]) : 0) < 4 ? ((K - col[r]) > 0 ? (K - col[r]) : 0) : 4) : 0) == 4) {
-          *(threadgroup packed_float4*)(a_smem + t5[r]) = *(device const packed_float4*)(a_ptrs[r]);
+        if ((((0 - t10) > 0 ? (0 - t10) : 0) < 4 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 4) == 0 && (((row[r] >= 0) & (row[r] < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 4 ? ((K - t10) > 0 ? (K - t10) : 0) : 4) : 0) == 4) {
+          *(threadgroup packed_float4*)(a_smem + t15 + t17[r]) = *(device const packed_float4*)(a_ptrs[r]);
         } else {
           #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            if (j >= (((0 - col[r]) > 0 ? (0 - col[r]) : 0) < 4 ? ((0 - col[r]) > 0 ? (0 - col[r]) : 0) : 4) && j < (((row[r] >= 0) & (row[r] < M)) ? (((K - col[r]) > 0 ? (K - col[r]) : 0) < 4 ? ((K - col[r]) > 0 ? (K - col[r]) : 0) : 4) : 0)) (a_smem + t5[r])[j] = (a_ptrs[r])[j]; else (a_smem + t5[r])[j] = 0.0f;
+            if (j >= (((0 - t10) > 0 ? (0 - t10) : 0) < 4 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 4) && j < (((row[r] >= 0) & (row[r] < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 4 ? ((K - t10) > 0 ? (K - t10) : 0) : 4) : 0)) (a_smem + t15 + t17[r])[j] = (a_ptrs[r])[j]; else (a_smem + t15 + t17[r])[j] = 0.0f;
           }
         }
       }
     }
-    int row1[2];
-    int col1[2];
+    const int t43 = t1 + t7;
     device const float* b_ptrs[2];
     #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      row1[r] = i + t2[r];
-      col1[r] = t1 + t3[r];
-      b_ptrs[r] = B + (row1[r] * N + col1[r]);
+      b_ptrs[r] = B + ((i + t3) * N + t43) + (t5[r] * N);
     }
-    if ((((mt_mod(t1, 4) == 0) & (mt_mod(N, 4) == 0)) & t30) & ((t1 >= 0) & ((t1 + 32) <= N))) {
+    int row1[2];
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row1[r] = i + t6[r];
+    }
+    if ((((mt_mod(t1, 4) == 0) & (mt_mod(N, 4) == 0)) & t40) & ((t1 >= 0) & ((t1 + 32) <= N))) {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        *(threadgroup packed_float4*)(b_smem + t5[r]) = *(device const packed_float4*)(b_ptrs[r]);
+        *(threadgroup packed_float4*)(b_smem + t15 + t17[r]) = *(device const packed_float4*)(b_ptrs[r]);
       }
     } else {
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        if ((((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) < 4 ? ((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) : 4) == 0 && (((row1[r] >= 0) & (row1[r] < K)) ? (((N - col1[r]) > 0 ? (N - col1[r]) : 0) < 4 ? ((N - col1[r]) > 0 ? (N - col1[r]) : 0) : 4) : 0) == 4) {
-          *(threadgroup packed_float4*)(b_smem + t5[r]) = *(device const packed_float4*)(b_ptrs[r]);
+        if ((((0 - t43) > 0 ? (0 - t43) : 0) < 4 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 4) == 0 && (((row1[r] >= 0) & (row1[r] < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 4 ? ((N - t43) > 0 ? (N - t43) : 0) : 4) : 0) == 4) {
+          *(threadgroup packed_float4*)(b_smem + t15 + t17[r]) = *(device const packed_float4*)(b_ptrs[r]);
         } else {
           #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            if (j >= (((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) < 4 ? ((0 - col1[r]) > 0 ? (0 - col1[r]) : 0) : 4) && j < (((row1[r] >= 0) & (row1[r] < K)) ? (((N - col1[r]) > 0 ? (N - col1[r]) : 0) < 4 ? ((N - col1[r]) > 0 ? (N - col1[r]) : 0) : 4) : 0)) (b_smem + t5[r])[j] = (b_ptrs[r])[j]; else (b_smem + t5[r])[j] = 0.0f;
+            if (j >= (((0 - t43) > 0 ? (0 - t43) : 0) < 4 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 4) && j < (((row1[r] >= 0) & (row1[r] < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 4 ? ((N - t43) > 0 ? (N - t43) : 0) : 4) : 0)) (b_smem + t15 + t17[r])[j] = (b_ptrs[r])[j]; else (b_smem + t15 + t17[r])[j] = 0.0f;
           }
         }
       }
@@ -229,28 +239,28 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   if (in_tile) scratch_f32[tid] = bias;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   int idx1[8];
-  int t55[8];
+  int t70[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) {
     idx1[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
-    t55[r] = mt_mod(idx1[r], 32);
+    t70[r] = mt_mod(idx1[r], 32);
   }
   float bias1[8];
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t55[c]);
+    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t70[c]);
     bias1[c] = bias1_vec[0];
     bias1[c + 1] = bias1_vec[1];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    if ((((t + mt_div(idx1[c], 32)) >= 0) & ((t + mt_div(idx1[c], 32)) < M)) & (((t1 + t55[c]) >= 0) & ((t1 + t55[c]) < N)) && (((t + mt_div(idx1[c + 1], 32)) >= 0) & ((t + mt_div(idx1[c + 1], 32)) < M)) & (((t1 + t55[c + 1]) >= 0) & ((t1 + t55[c + 1]) < N))) {
-      *(device packed_float2*)(C + ((t + mt_div(idx1[c], 32)) * N + t1 + t55[c])) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
+    if ((((t + mt_div(idx1[c], 32)) >= 0) & ((t + mt_div(idx1[c], 32)) < M)) & (((t1 + t70[c]) >= 0) & ((t1 + t70[c]) < N)) && (((t + mt_div(idx1[c + 1], 32)) >= 0) & ((t + mt_div(idx1[c + 1], 32)) < M)) & (((t1 + t70[c + 1]) >= 0) & ((t1 + t70[c + 1]) < N))) {
+      *(device packed_float2*)(C + ((t + mt_div(idx1[c], 32)) * N + t1 + t70[c])) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if ((((t + mt_div(idx1[c + j], 32)) >= 0) & ((t + mt_div(idx1[c + j], 32)) < M)) & (((t1 + t55[c + j]) >= 0) & ((t1 + t55[c + j]) < N))) C[(t + mt_div(idx1[c + j], 32)) * N + t1 + t55[c + j]] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
+        if ((((t + mt_div(idx1[c + j], 32)) >= 0) & ((t + mt_div(idx1[c + j], 32)) < M)) & (((t1 + t70[c + j]) >= 0) & ((t1 + t70[c + j]) < N))) C[(t + mt_div(idx1[c + j], 32)) * N + t1 + t70[c + j]] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
       }
     }
   }

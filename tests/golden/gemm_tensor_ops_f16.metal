@@ -132,40 +132,43 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   #pragma unroll
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
-    const int idx = tid * 8;
-    const int t2 = mt_div(idx, 32);
-    const int t3 = mt_mod(idx, 32);
-    const int t5 = t2 * 40 + t3;
-    const int row = t + t2;
-    const int col = i + t3;
-    const bool t30 = (i >= 0) & ((i + 32) <= K);
-    if ((((mt_mod(i, 8) == 0) & (mt_mod(K, 8) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t30) {
-      *(threadgroup packed_half4*)(a_smem + t5) = *(device const packed_half4*)(A + (row * K + col));
-      *(threadgroup packed_half4*)(a_smem + t5 + 4) = *(device const packed_half4*)(A + (row * K + col) + 4);
+    const int t2 = tid * 8;
+    const int t3 = mt_div(t2, 32);
+    const int t5 = mt_div((tid * 8 - t2), 32);
+    const int t6 = t3 + t5;
+    const int t7 = mt_mod(t2, 32);
+    const int t10 = i + t7;
+    const int t15 = t3 * 40 + t7;
+    const int t17 = t5 * 40;
+    const int row = t + t6;
+    const bool t40 = (i >= 0) & ((i + 32) <= K);
+    if ((((mt_mod(i, 8) == 0) & (mt_mod(K, 8) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t40) {
+      *(threadgroup packed_half4*)(a_smem + t15 + t17) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K));
+      *(threadgroup packed_half4*)(a_smem + t15 + t17 + 4) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K) + 4);
     } else {
-      if ((((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) == 0 && (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0) == 8) {
-        *(threadgroup packed_half4*)(a_smem + t5) = *(device const packed_half4*)(A + (row * K + col));
-        *(threadgroup packed_half4*)(a_smem + t5 + 4) = *(device const packed_half4*)(A + (row * K + col) + 4);
+      if ((((0 - t10) > 0 ? (0 - t10) : 0) < 8 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 8) == 0 && (((row >= 0) & (row < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 8 ? ((K - t10) > 0 ? (K - t10) : 0) : 8) : 0) == 8) {
+        *(threadgroup packed_half4*)(a_smem + t15 + t17) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K));
+        *(threadgroup packed_half4*)(a_smem + t15 + t17 + 4) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K) + 4);
       } else {
         #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          if (j >= (((0 - col) > 0 ? (0 - col) : 0) < 8 ? ((0 - col) > 0 ? (0 - col) : 0) : 8) && j < (((row >= 0) & (row < M)) ? (((K - col) > 0 ? (K - col) : 0) < 8 ? ((K - col) > 0 ? (K - col) : 0) : 8) : 0)) (a_smem + t5)[j] = (A + (row * K + col))[j]; else (a_smem + t5)[j] = half(0.0f);
+          if (j >= (((0 - t10) > 0 ? (0 - t10) : 0) < 8 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 8) && j < (((row >= 0) & (row < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 8 ? ((K - t10) > 0 ? (K - t10) : 0) : 8) : 0)) (a_smem + t15 + t17)[j] = (A + ((t + t3) * K + t10) + (t5 * K))[j]; else (a_smem + t15 + t17)[j] = half(0.0f);
         }
       }
     }
-    const int row1 = i + t2;
-    const int col1 = t1 + t3;
-    if ((((mt_mod(t1, 8) == 0) & (mt_mod(N, 8) == 0)) & t30) & ((t1 >= 0) & ((t1 + 32) <= N))) {
-      *(threadgroup packed_half4*)(b_smem + t5) = *(device const packed_half4*)(B + (row1 * N + col1));
-      *(threadgroup packed_half4*)(b_smem + t5 + 4) = *(device const packed_half4*)(B + (row1 * N + col1) + 4);
+    const int t43 = t1 + t7;
+    const int row1 = i + t6;
+    if ((((mt_mod(t1, 8) == 0) & (mt_mod(N, 8) == 0)) & t40) & ((t1 >= 0) & ((t1 + 32) <= N))) {
+      *(threadgroup packed_half4*)(b_smem + t15 + t17) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N));
+      *(threadgroup packed_half4*)(b_smem + t15 + t17 + 4) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N) + 4);
     } else {
-      if ((((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) == 0 && (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0) == 8) {
-        *(threadgroup packed_half4*)(b_smem + t5) = *(device const packed_half4*)(B + (row1 * N + col1));
-        *(threadgroup packed_half4*)(b_smem + t5 + 4) = *(device const packed_half4*)(B + (row1 * N + col1) + 4);
+      if ((((0 - t43) > 0 ? (0 - t43) : 0) < 8 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 8) == 0 && (((row1 >= 0) & (row1 < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 8 ? ((N - t43) > 0 ? (N - t43) : 0) : 8) : 0) == 8) {
+        *(threadgroup packed_half4*)(b_smem + t15 + t17) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N));
+        *(threadgroup packed_half4*)(b_smem + t15 + t17 + 4) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N) + 4);
       } else {
         #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          if (j >= (((0 - col1) > 0 ? (0 - col1) : 0) < 8 ? ((0 - col1) > 0 ? (0 - col1) : 0) : 8) && j < (((row1 >= 0) & (row1 < K)) ? (((N - col1) > 0 ? (N - col1) : 0) < 8 ? ((N - col1) > 0 ? (N - col1) : 0) : 8) : 0)) (b_smem + t5)[j] = (B + (row1 * N + col1))[j]; else (b_smem + t5)[j] = half(0.0f);
+          if (j >= (((0 - t43) > 0 ? (0 - t43) : 0) < 8 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 8) && j < (((row1 >= 0) & (row1 < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 8 ? ((N - t43) > 0 ? (N - t43) : 0) : 8) : 0)) (b_smem + t15 + t17)[j] = (B + ((i + t3) * N + t43) + (t5 * N))[j]; else (b_smem + t15 + t17)[j] = half(0.0f);
         }
       }
     }

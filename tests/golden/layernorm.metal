@@ -162,27 +162,23 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   #pragma unroll
   for (int r = 1; r < 4; ++r) local_sum = local_sum + acc[r];
   const float sg_sum = simd_sum(local_sum);
-  threadgroup float* slot = scratch_f32 + sg;
-  const bool first_lane = lane == 0;
-  if (first_lane) *slot = sg_sum;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  threadgroup float* lane_slot = scratch_f32 + lane;
-  const bool has_partial = lane < 8;
-  const float partial = has_partial ? *lane_slot : 0.0f;
-  const float sum = simd_sum(partial);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   float local_sum1 = acc1[0];
   #pragma unroll
   for (int r = 1; r < 4; ++r) local_sum1 = local_sum1 + acc1[r];
   const float sg_sum1 = simd_sum(local_sum1);
-  if (first_lane) *slot = sg_sum1;
+  const bool first_lane = lane == 0;
+  if (first_lane) scratch_f32[sg] = sg_sum;
+  if (first_lane) scratch_f32[sg + 8] = sg_sum1;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  const float partial1 = has_partial ? *lane_slot : 0.0f;
+  const bool has_partial = lane < 8;
+  const float partial = has_partial ? scratch_f32[lane] : 0.0f;
+  const float sum = simd_sum(partial);
+  const float partial1 = has_partial ? scratch_f32[lane + 8] : 0.0f;
   const float sum1 = simd_sum(partial1);
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const float N1 = float(N);
-  const float t5 = sum1 / N1;
-  const float t11 = 1.0f / sqrt(((sum / N1) - (t5 * t5)) + 1e-05f);
+  const float t7 = sum1 / N1;
+  const float t13 = 1.0f / sqrt(((sum / N1) - (t7 * t7)) + 1e-05f);
   for (int i1 = 0; i1 < N; i1 += 1024) {
     int offs1[4];
     bool mask1[4];
@@ -231,11 +227,11 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
       }
     }
     if (mask1[0] && mask1[1] && mask1[2] && mask1[3]) {
-      *(device packed_float4*)(Out + t + offs1[0]) = float4((((x1[0] - t5) * t11) * w[0]) + b[0], (((x1[1] - t5) * t11) * w[1]) + b[1], (((x1[2] - t5) * t11) * w[2]) + b[2], (((x1[3] - t5) * t11) * w[3]) + b[3]);
+      *(device packed_float4*)(Out + t + offs1[0]) = float4((((x1[0] - t7) * t13) * w[0]) + b[0], (((x1[1] - t7) * t13) * w[1]) + b[1], (((x1[2] - t7) * t13) * w[2]) + b[2], (((x1[3] - t7) * t13) * w[3]) + b[3]);
     } else {
       #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (mask1[j]) Out[t + offs1[j]] = (((x1[j] - t5) * t11) * w[j]) + b[j];
+        if (mask1[j]) Out[t + offs1[j]] = (((x1[j] - t7) * t13) * w[j]) + b[j];
       }
     }
   }

@@ -156,12 +156,12 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   #pragma unroll
   for (int r = 1; r < 4; ++r) local_max = mt_fmax(local_max, acc[r]);
   const float sg_max = simd_max(local_max);
-  threadgroup float* slot = scratch_f32 + sg;
   const bool first_lane = lane == 0;
+  threadgroup float* slot = scratch_f32 + sg;
   if (first_lane) *slot = sg_max;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  threadgroup float* lane_slot = scratch_f32 + lane;
   const bool has_partial = lane < 8;
+  threadgroup float* lane_slot = scratch_f32 + lane;
   const float partial = has_partial ? *lane_slot : (-INFINITY);
   const float max_val = simd_max(partial);
   threadgroup_barrier(mem_flags::mem_threadgroup);

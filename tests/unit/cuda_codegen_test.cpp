@@ -81,5 +81,47 @@ TEST(CudaCodegenSource, VectorAddIsCoalescedAndVectorized) {
   EXPECT_NE(src.find("const float* __restrict__ X"), std::string::npos) << src;
 }
 
+TEST(CudaCodegenSource, ExpIsTheHardwareEx2OfAScaledArgument) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // Every exp of the softmax goes through the prelude's mt_exp (ex2.approx of x * log2(e));
+  // no accurate expf range reduction is left in the kernel body.
+  Artifact a = cuda_build_program(kernels::softmax(1024), CompileOptions{}, "sm_90");
+  const std::string& src = a.sources.at(Stage::cuda);
+  const size_t body = src.find("extern \"C\" __global__");
+  ASSERT_NE(body, std::string::npos) << src;
+  EXPECT_NE(src.find("ex2.approx.f32"), std::string::npos) << src;
+  EXPECT_NE(src.find("mt_exp(", body), std::string::npos) << src;
+  EXPECT_EQ(src.find("expf(", body), std::string::npos) << src;
+}
+
+TEST(CudaCodegenSource, BlockReductionFoldsOnlyTheWarpsPartials) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // 4 warps: each lane reads partial lane % 4 and two shuffle steps fold them (not five).
+  CompileOptions o;
+  o.num_threads = 128;
+  Artifact a = cuda_build_program(kernels::softmax(1024), o, "sm_90");
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_NE(src.find("scratch_f32 + (lane & 3)"), std::string::npos) << src;
+  EXPECT_NE(src.find("for (int m = 2; m > 0; m >>= 1)"), std::string::npos) << src;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(CudaCodegenSource, IndependentBlockReductionsShareOneExchange) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // Layernorm's sum and sum of squares: both warps' partials are published before one barrier
+  // and read after it (two barriers in all, not four).
+  CompileOptions o;
+  o.num_threads = 128;
+  Artifact a = cuda_build_program(kernels::layernorm(1024), o, "sm_90");
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_EQ(count(src, "__syncthreads();"), 2u) << src;
+  EXPECT_NE(src.find("scratch_f32[sg + 4] = "), std::string::npos) << src;
+}
+
 }  // namespace
 }  // namespace metile

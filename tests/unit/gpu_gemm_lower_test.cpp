@@ -64,7 +64,51 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
   EXPECT_EQ(count(gpu_ir(f16_gemm(true), options(true, 0, false)), "ldmatrix=0"), 1);
   kernels::GemmConfig tf32 = f16_gemm(true);
   tf32.dtype = DType::f32;
-  EXPECT_EQ(count(gpu_ir(tf32, options()), "ldmatrix=0"), 1) << "ldmatrix reads 16-bit elements";
+  EXPECT_EQ(count(gpu_ir(tf32, options(true, 0, false)), "ldmatrix=0"), 1);
+  // tf32: ldmatrix reads A's fragments (its 32-bit words land where m16n8k8 wants them); B's
+  // stay scalar reads (.trans would move 16-bit halves).
+  LowerOptions o = options();
+  EXPECT_EQ(count(gpu_ir(tf32, o), "ldmatrix=1"), 1);
+  std::string cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  EXPECT_EQ(count(cuda, "mt_ldmatrix_x4(mma_a[0][mma_i]"), 1) << cuda;
+  EXPECT_EQ(count(cuda, "mt_ldmatrix_x4_trans(&"), 0) << cuda;
+  EXPECT_EQ(count(cuda, "[mma_j][1] = mt_tf32(mma_q[4 * "), 2) << cuda;  // k step 0, then the next
+  o.ldmatrix = false;
+  cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  EXPECT_EQ(count(cuda, "mt_ldmatrix_x4("), 1) << cuda;  // the prelude's definition
+  EXPECT_EQ(count(cuda, "[mma_i][3] = mt_tf32(mma_p[8 * "), 2) << cuda;
+}
+
+// Fragment preloading and serpentine order are attributes of the mma op (METILE_GPU_OFF
+// "preload", "serpentine"); the CUDA writer spells them.
+TEST(GpuGemmLower, PreloadAndSerpentineSwitchOff) {
+  LowerOptions on = options(), off = options();
+  off.preload = false;
+  off.serpentine = false;
+  const std::string ir_on = gpu_ir(f16_gemm(true), on), ir_off = gpu_ir(f16_gemm(true), off);
+  EXPECT_EQ(count(ir_on, "preload=1 serpentine=1"), 1) << ir_on;
+  EXPECT_EQ(count(ir_off, "preload=0 serpentine=0"), 1) << ir_off;
+  auto cuda = [&](const LowerOptions& o) {
+    return emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"), o)).source;
+  };
+  const std::string c_on = cuda(on), c_off = cuda(off);
+  // Two fragment buffers, the first k step read before the loop, the next one inside it.
+  EXPECT_EQ(count(c_on, "uint mma_a[2][2][4]"), 1) << c_on;
+  EXPECT_EQ(count(c_on, "mt_ldmatrix_x4(mma_a[0][mma_i]"), 1) << c_on;
+  EXPECT_EQ(count(c_on, "mt_ldmatrix_x4(mma_a[mma_s ^ 1][mma_i]"), 1) << c_on;
+  EXPECT_EQ(count(c_on, "const int mma_jj = (mma_i & 1) ? "), 1) << c_on;
+  EXPECT_EQ(count(c_off, "mma_s ^ 1"), 0) << c_off;
+  EXPECT_EQ(count(c_off, "mma_jj"), 0) << c_off;
+  // One k step (BLOCK_K 16) has nothing to preload.
+  kernels::GemmConfig one = f16_gemm(true);
+  one.block_k = 16;
+  const std::string c_one = emit_cuda(lower_to_gpu(kernels::gemm(one), nvidia_gpu_target("sm_90"), on)).source;
+  EXPECT_EQ(count(c_one, "mma_s ^ 1"), 0) << c_one;
+  // Metal's atoms carry neither attribute.
+  LowerOptions metal = on;
+  metal.device = "metal-sim";
+  const std::string msl_ir = gpu::print(lower_to_gpu(kernels::gemm(f16_gemm(true)), apple_gpu_target(), metal));
+  EXPECT_EQ(count(msl_ir, "preload="), 0) << msl_ir;
 }
 
 TEST(GpuGemmLower, StagesShrinkToTheThreadgroupMemory) {
@@ -93,8 +137,8 @@ TEST(GpuGemmLower, CudaSpellsCpAsyncAndLdmatrix) {
                                            options())).source;
   EXPECT_GT(count(src, "mt_cp_async16("), 6) << src;  // the prelude's definition and each copy
   EXPECT_EQ(count(src, "cp.async.wait_group 1;"), 1) << src;
-  EXPECT_EQ(count(src, "mt_ldmatrix_x4(mma_a"), 1) << src;
-  EXPECT_EQ(count(src, "mt_ldmatrix_x4_trans(&mma_b"), 1) << src;
+  EXPECT_EQ(count(src, "mt_ldmatrix_x4(mma_a"), 2) << src;  // k step 0, then each next one (preload)
+  EXPECT_EQ(count(src, "mt_ldmatrix_x4_trans(&mma_b"), 2) << src;
   std::string plain = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
                                              options(false, 1, false))).source;
   EXPECT_EQ(count(plain, "mt_cp_async16(a"), 0) << plain;

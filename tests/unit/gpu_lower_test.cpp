@@ -175,8 +175,8 @@ TEST(GpuLower, ColumnReductionCombinesOnePartialPerSimdgroup) {
   EXPECT_EQ(count(text, "barrier"), 2) << text;
 }
 
-TEST(GpuLower, OnlineSoftmaxStatisticsStayInTheScoresFragments) {
-  // s = A @ B (32x32 over 4 warps); p = exp(s - rowmax(s)[:, None]) / rowsum(...)[:, None].
+// s = A @ B (32x32); p = exp(s - rowmax(s)[:, None]) / rowsum(...)[:, None].
+Program softmax_of_scores() {
   KernelBuilder k("scores");
   V a = k.ptr("A"), bm = k.ptr("B"), out = k.ptr("Out");
   V ta = k.tile_load(a, k.i32(0), k.i32(0), k.i32(32), Shape::of(32, 32));
@@ -186,7 +186,11 @@ TEST(GpuLower, OnlineSoftmaxStatisticsStayInTheScoresFragments) {
   V e = k.exp(s - col(k.max(s, 1)));
   V pr = e / col(k.sum(e, 1));
   k.tile_store(out, k.i32(0), k.i32(0), k.i32(32), pr);
-  std::string text = gpu::print(lower(k.finish(), 128));
+  return k.finish();
+}
+
+TEST(GpuLower, OnlineSoftmaxStatisticsStayInTheScoresFragments) {
+  std::string text = gpu::print(lower(softmax_of_scores(), 128));  // 4 warps
   // Whole rows per warp (4 x 1 instead of 2 x 2), so each row statistic is one register fold
   // and two shuffles, and its broadcast back over the row renames registers.
   EXPECT_TRUE(has(text, "warps_m=4 warps_n=1")) << text;
@@ -194,6 +198,16 @@ TEST(GpuLower, OnlineSoftmaxStatisticsStayInTheScoresFragments) {
   EXPECT_EQ(count(text, "reg_gather"), 2) << text;
   EXPECT_FALSE(has(text, "scratch")) << text;
   EXPECT_EQ(count(text, "barrier"), 2) << text;  // staging the dot's operands only
+}
+
+// The whole-rows rule is the compiler's choice; a warp grid the user asks for wins over it.
+TEST(GpuLower, AnAskedWarpGridWinsOverWholeRows) {
+  LowerOptions o{128, "metal-sim"};
+  o.warps_m = 2;
+  o.warps_n = 2;
+  std::string text = gpu::print(lower_to_gpu(softmax_of_scores(), apple_gpu_target(), o));
+  EXPECT_TRUE(has(text, "warps_m=2 warps_n=2")) << text;
+  EXPECT_FALSE(has(text, "warps_m=4 warps_n=1")) << text;
 }
 
 TEST(GpuLower, ReshapeWithTheSameLayoutMovesNothing) {

@@ -74,6 +74,7 @@ const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %cou
   %swapped: f32 x2 #2 = reg_gather %vals from="1,0"
   %moved: f32 x2 #4 = convert_layout %vals, %a, %tid
   %sr: f32 thread = simd_reduce.max %r
+  %sg: f32 = simd_reduce.sum %sr lanes=4
   %sx: f32 thread = shuffle_xor %sr, %c
   %sh: f32 thread = shuffle %sx, %c
   %sm: i32, %sn: i32 = swizzle %pid, %pid, %groups, %groups pattern="grouped" block=8
@@ -231,6 +232,10 @@ TEST(GpuParse, BadTextIsRefusedAtItsLineAndColumn) {
               "  %a: f32 x2 #2 = mma %p, %p, %t, %n m=8 n=8 warps_m=4611686018427387904 warps_n=4\n"),
        "line 6:3: the function does not verify: [gpu-verify] @k: mma: warps_m x warps_n warps do not make up"},
       {header("  %t: f32 thread = simd_reduce.prod %n\n"), "line 3:32: unknown reduction 'prod' (sum, max or min)"},
+      {header("  %h: f32 = const value=1.0\n  %t: f32 = simd_reduce.sum %h lanes=3\n"),
+       "simd_reduce: lanes must be a power of two below the simd width"},
+      {header("  %h: f32 = const value=1.0\n  %t: f32 = simd_reduce.sum %h lanes=32\n"),
+       "simd_reduce: lanes must be a power of two below the simd width"},
       {header("  %t: i32 thread = builtin thread_index.x\n  %i: i32 x2 #2 = coord #3 %t\n"), "line 4:25: layout #3 is not declared"},
       {header("  %c: i32 = const value=1\n  for %i: i32 = %c to %n step %c {\n    %d: i32 = add %i, %c\n    yield\n  }\n  store %o, %d\n"),
        "line 8:13: %d is not visible here (it is defined in a loop body)"},

@@ -71,6 +71,15 @@ void expect_invalid(metile_status s, metile_status want, const char* names) {
 
 // Every C API entry point that takes a string for the program, with each bad string (NUL cannot
 // pass through a C string; the C++ builder test below covers it).
+TEST(Text, SplitListKeepsNonEmptyItems) {
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(split_list("a,,b,"), (V{"a", "b"}));
+  EXPECT_EQ(split_list(",x:int,y:num"), (V{"x:int", "y:num"}));
+  EXPECT_EQ(split_list(""), V{});
+  EXPECT_EQ(split_list(",,,"), V{});
+  EXPECT_EQ(split_list("a;b", ';'), (V{"a", "b"}));
+}
+
 TEST(TextApi, BuilderEntryPointsRejectBadStrings) {
   for (const std::string& bad : kRejected) {
     if (bad.find('\0') != std::string::npos) continue;

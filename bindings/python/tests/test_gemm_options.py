@@ -56,5 +56,58 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
     monkeypatch.setenv("METILE_GPU_OFF", "ldmatrix,bogus")
     with pytest.raises(metile.InvalidArgumentError,
                        match=r'METILE_GPU_OFF: unknown piece "bogus" \(async_copy, ldmatrix, '
-                             r'aligned_body, pipeline, split_k\)'):
+                             r'aligned_body, pipeline, preload, serpentine, split_k\)'):
         run(64, 64, 32, num_stages=4)
+
+
+@metile.kernel
+def softmax_of_scores(A, B, P, N: metile.constexpr):
+    """P = softmax(A @ B) by rows: the dot's rows are reduced, which makes the compiler give
+    each warp whole rows unless a warp grid is asked for."""
+    a = metile.tile_load(A, 0, 0, N, (N, N))
+    b = metile.tile_load(B, 0, 0, N, (N, N))
+    s = metile.dot(a, b, metile.zeros((N, N), dtype="f32"))
+    e = metile.exp(s - metile.max(s, axis=1)[:, None])
+    metile.tile_store(P, 0, 0, N, e / metile.sum(e, axis=1)[:, None], (N, N))
+
+
+@pytest.mark.parametrize("options", [{}, {"warps_m": 2, "warps_n": 2}, {"warps_m": 1, "warps_n": 4}])
+def test_an_asked_grid_wins_over_whole_rows(sim, options):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((32, 32)) / 4).astype(np.float16)
+    b = (rng.standard_normal((32, 32)) / 4).astype(np.float16)
+    p = np.full((32, 32), np.nan, dtype=np.float32)
+    softmax_of_scores[(1,)](a, b, p, N=32, num_threads=128, **options)
+    metile.synchronize()
+    s = a.astype(np.float64) @ b.astype(np.float64)
+    want = np.exp(s - s.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(p, want, rtol=1e-5, atol=1e-6)
+    gpu_ir = softmax_of_scores[(1,)].compile(a, b, p, N=32, num_threads=128, **options).source("gpu_ir")
+    if options:
+        assert "warps_m=%d warps_n=%d" % (options["warps_m"], options["warps_n"]) in gpu_ir
+    else:
+        assert "warps_m=4 warps_n=1" in gpu_ir  # the compiler's whole rows
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("stages,off", [(2, ""), (3, "preload"), (4, "serpentine"),
+                                        (5, "preload,serpentine,ldmatrix")])
+def test_cuda_pieces_switched_off_compute_the_same_product(monkeypatch, dtype, stages, off):
+    # Differential test of the mma.sync pieces on the device that has them; each case its own
+    # num_stages so the launcher compiles it afresh (METILE_GPU_OFF is read at compile time).
+    if "cuda" not in metile.devices():
+        pytest.skip("no cuda device")
+    monkeypatch.setenv("METILE_GPU_OFF", off)
+    m, n, k = 200, 136, 264
+    rng = np.random.default_rng(stages)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    with metile.use_device("cuda"):
+        c = np.full((m, n), np.nan, dtype=np.float32)
+        grid = (metile.cdiv(m, 64), metile.cdiv(n, 64))
+        gemm[grid](a, b, c, m, n, k, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_stages=stages)
+        metile.synchronize()
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 if dtype == np.float16 else 2e-3  # f32 inputs: TF32 products
+    assert np.linalg.norm(c - want) / np.linalg.norm(want) < tol

@@ -159,6 +159,12 @@ CompileOptions options_of(const metile_compile_options* o) {
     c.warps_m = o->warps_m;
     c.warps_n = o->warps_n;
   }
+  if (has(offsetof(metile_compile_options, split_k))) {
+    if (o->split_k < 0 || o->split_k > 64)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", "split_k ", o->split_k,
+           " is out of range (0 = the compiler's choice, 1 = off, up to 64 parts)");
+    c.split_k = o->split_k;
+  }
   return c;
 }
 

@@ -167,7 +167,10 @@ class CudaDialect final : public GpuDialect {
   }
 
   // __syncthreads orders shared and global memory among the block's threads.
-  std::string barrier(bool) const override { return "__syncthreads()"; }
+  // A barrier that orders device memory also publishes it to other blocks (split_k's tickets).
+  std::string barrier(bool device_memory) const override {
+    return device_memory ? "__threadfence(); __syncthreads()" : "__syncthreads()";
+  }
 
   std::string shuffle(bool xor_mask, DType t, const std::string& x,
                       const std::string& lane) const override {

@@ -55,11 +55,21 @@ void Lowering::atomic(const Op& op) {
     set(op.result(), b.named(b.atomic(op.kind, ptrs, cmp, value, pred), "old"));
     return;
   }
+  // In a kernel that both writes and reads some buffer, a scalar atomic also orders the
+  // program's device memory: what every thread stored before it is visible to a program that
+  // sees its result, and what they load after it sees what such programs stored (split_k's
+  // tickets rely on this).
+  const bool order = device_exchange();
+  auto barrier = [&] {
+    b.barrier();
+    if (order) b.block()->ops.back().attrs.push_back({"device", int64_t{1}});
+  };
+  if (order) barrier();
   ValueId leader = b.named(b.ew(OpKind::EQ, {builtin(gpu::Builtin::thread_index), c_i32(0)}), "leader");
   ValueId mine = b.atomic(op.kind, ptrs, cmp, value, and_pred(mask, leader));
   ValueId slot = scratch(d, 1);
   b.store(slot, mine, leader);
-  b.barrier();
+  barrier();
   ValueId old = b.named(b.load(slot), "old");
   b.barrier();  // the slot is free again for the next exchange
   set(op.result(), old);

@@ -1,6 +1,8 @@
 #include "runtime/hidden_args.h"
 
+#include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "support/error.h"
 
@@ -8,13 +10,81 @@ namespace metile {
 
 namespace {
 
+// The split_k workspace's bound: an automatic n shrinks to fit it, an explicit one that does
+// not fit is refused.
+constexpr uint64_t kSplitKWorkspaceBytes = uint64_t{256} << 20;
+constexpr uint32_t kMaxGridZ = 65535;  // CUDA's gridDim.z limit, the strictest device's
+
+// One launch's split-K state: n, and the workspace its arguments point into.
+struct SplitLaunch {
+  int64_t parts = 1;
+  std::shared_ptr<Buffer> memory;
+  uint64_t workspace_offset = 0;
+};
+
 struct Hidden {
   std::shared_ptr<const Program> lowered;
   TileHiddenArgs args;
   std::shared_ptr<Device> device;
+  // The split_k workspace, shared by the kernel's launches (ordered on the device's queue; each
+  // last part leaves its counter 0 for the next): grown, never shrunk.
+  mutable std::mutex workspace_mutex;
+  mutable std::shared_ptr<Buffer> workspace;
+
+  // The bytes of counters and partial tiles for `tiles` output tiles of `parts` parts each.
+  uint64_t counter_bytes(uint64_t tiles) const { return (tiles * sizeof(int32_t) + 255) / 256 * 256; }
+  uint64_t workspace_bytes(uint64_t tiles, int64_t parts) const {
+    if (parts <= 1) return 256;  // never touched: every access is masked
+    return counter_bytes(tiles) + tiles * static_cast<uint64_t>(parts) *
+                                      static_cast<uint64_t>(args.split_k_tile) * sizeof(float);
+  }
+
+  // n for a launch of `g`: the option's, or (0) enough parts that the grid's programs fill the
+  // GPU's multiprocessors (at most 8), within the workspace bound and the grid's axis-2 limit.
+  SplitLaunch split(const Grid& g) const {
+    SplitLaunch s;
+    if (!args.split_k_on) return s;
+    const uint64_t tiles = g.count();
+    const uint64_t units = static_cast<uint64_t>(std::max(device->info().compute_units, 1));
+    int64_t n = args.split_k;
+    if (n == 0) {
+      n = tiles == 0 || tiles >= units ? 1 : static_cast<int64_t>(std::min<uint64_t>(8, units / tiles));
+      while (n > 1 && workspace_bytes(tiles, n) > kSplitKWorkspaceBytes) --n;
+    } else if (workspace_bytes(tiles, n) > kSplitKWorkspaceBytes) {
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "kernel ", lowered->name, ": split_k ", n, " over ",
+           tiles, " programs needs ", workspace_bytes(tiles, n), " bytes of workspace, over the bound of ",
+           kSplitKWorkspaceBytes, ": use a smaller split_k");
+    }
+    if (static_cast<uint64_t>(g.dims[2]) * static_cast<uint64_t>(n) > kMaxGridZ)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "kernel ", lowered->name, ": split_k ", n,
+           " times the grid's axis 2 (", g.dims[2], ") is over ", kMaxGridZ);
+    s.parts = n;
+    const uint64_t bytes = workspace_bytes(tiles, n);
+    std::lock_guard<std::mutex> lock(workspace_mutex);
+    if (workspace == nullptr || workspace->size() < bytes) {
+      device->synchronize();  // launches still using the old workspace finish first
+      workspace = device->alloc(bytes);
+      std::memset(workspace->contents(), 0, static_cast<size_t>(counter_bytes(tiles)));
+    }
+    s.memory = workspace;
+    s.workspace_offset = n > 1 ? counter_bytes(tiles) : 0;
+    return s;
+  }
+  Grid launched(Grid g, const SplitLaunch& s) const {
+    g.dims[2] = static_cast<uint32_t>(g.dims[2] * s.parts);
+    return g;
+  }
 
   // The user's arguments followed by the hidden ones; `flag` is the error-flag buffer.
-  std::vector<LaunchArg> complete(std::vector<LaunchArg> user, Buffer* flag) const {
+  std::vector<LaunchArg> complete(std::vector<LaunchArg> user, Buffer* flag,
+                                  const SplitLaunch& s) const {
+    if (args.split_k_on) {
+      LaunchArg counters, ws, n;
+      counters.buffer = ws.buffer = s.memory.get();
+      ws.offset = s.workspace_offset;
+      n.bits = static_cast<uint64_t>(s.parts);
+      user.insert(user.end(), {counters, ws, n});
+    }
     for (size_t i : args.extent_of) {
       const LaunchArg& a = user.at(i);
       const size_t elem = dtype_size(lowered->type(lowered->params[i].value).dtype);
@@ -56,10 +126,10 @@ class HiddenLaunch final : public PreparedLaunch {
  public:
   HiddenLaunch(std::shared_ptr<const Hidden> h, Kernel& inner, const Grid& g,
                std::vector<LaunchArg> user)
-      : h_(std::move(h)), flag_(h_->new_flag()) {
+      : h_(std::move(h)), flag_(h_->new_flag()), split_(h_->split(g)) {
     grid = g;
     args = user;
-    inner_ = inner.prepare(g, h_->complete(std::move(user), flag_.get()));
+    inner_ = inner.prepare(h_->launched(g, split_), h_->complete(std::move(user), flag_.get(), split_));
   }
   void run() override {
     h_->reset(flag_.get());
@@ -67,14 +137,16 @@ class HiddenLaunch final : public PreparedLaunch {
     h_->check(flag_.get());
   }
   void update() override {
-    inner_->grid = grid;
-    inner_->args = h_->complete(args, flag_.get());
+    split_ = h_->split(grid);
+    inner_->grid = h_->launched(grid, split_);
+    inner_->args = h_->complete(args, flag_.get(), split_);
     inner_->update();
   }
 
  private:
   std::shared_ptr<const Hidden> h_;
   std::shared_ptr<Buffer> flag_;
+  SplitLaunch split_;
   std::unique_ptr<PreparedLaunch> inner_;
 };
 
@@ -87,7 +159,8 @@ class HiddenKernel final : public Kernel {
   }
   void launch(const Grid& grid, std::vector<LaunchArg> args) override {
     auto flag = h_->new_flag();
-    inner_->launch(grid, h_->complete(std::move(args), flag.get()));
+    SplitLaunch s = h_->split(grid);
+    inner_->launch(h_->launched(grid, s), h_->complete(std::move(args), flag.get(), s));
     h_->check(flag.get());
   }
   int registers_per_thread() const override { return inner_->registers_per_thread(); }
@@ -103,8 +176,10 @@ std::shared_ptr<Kernel> with_hidden_args(std::shared_ptr<Kernel> inner,
                                          std::shared_ptr<const Program> lowered,
                                          TileHiddenArgs hidden, std::shared_ptr<Device> device) {
   if (hidden.empty()) return inner;
-  auto h =
-      std::make_shared<Hidden>(Hidden{std::move(lowered), std::move(hidden), std::move(device)});
+  auto h = std::make_shared<Hidden>();
+  h->lowered = std::move(lowered);
+  h->args = std::move(hidden);
+  h->device = std::move(device);
   return std::make_shared<HiddenKernel>(std::move(inner), std::move(h));
 }
 

@@ -12,6 +12,7 @@ std::string CompileOptions::key() const {
   if (!fuse_reductions) os << ";no_fuse_reductions";
   if (keep_rows) os << ";keep_rows";
   if (num_stages != 0) os << ";num_stages=" << num_stages;
+  if (split_k != 0) os << ";split_k=" << split_k;
   if (warps_m != 0) os << ";warps=" << warps_m << "x" << warps_n;
   for (const std::string& g : gpu_off) os << ";gpu_off=" << g;
   if (!disabled_passes.empty()) {

@@ -14,9 +14,8 @@ namespace metile {
 
 /** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
  * each to its LowerOptions switch). */
-inline constexpr std::array<std::string_view, 7> kGpuOffPieces = {"async_copy", "ldmatrix",
-                                                                  "aligned_body", "pipeline",
-                                                                  "preload", "serpentine", "tma"};
+inline constexpr std::array<std::string_view, 8> kGpuOffPieces = {
+    "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma", "split_k"};
 
 struct CompileOptions {
   int num_threads = 0;
@@ -38,6 +37,9 @@ struct CompileOptions {
   /** The K-loop pipeline's stages and the dot warp grid (metile_compile_options; 0 = choose). */
   int num_stages = 0;
   int warps_m = 0, warps_n = 0;
+  /** Split-K parts of a GEMM's K loop (metile_compile_options.split_k: 0 = choose, 1 = off;
+   * the "split_k" Tile IR pass; METILE_GPU_OFF piece "split_k" is 1). */
+  int split_k = 0;
   /**
    * GPU lowering pieces switched off for differential tests (METILE_GPU_OFF, a comma list of
    * kGpuOffPieces; "pipeline" is num_stages = 1): unknown names are refused.

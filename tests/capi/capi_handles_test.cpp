@@ -449,4 +449,21 @@ TEST_F(DeviceHandles, PipelineStagesAndWarpGridAreChecked) {
   EXPECT_EQ(metile_program_release(p), METILE_OK);
 }
 
+TEST_F(DeviceHandles, SplitKIsChecked) {
+  metile_program* p = build_scale();
+  auto compile = [&](int32_t split_k) {
+    metile_compile_options o;
+    metile_compile_options_init(&o);
+    o.split_k = split_k;
+    metile_kernel* k = nullptr;
+    metile_status st = metile_kernel_compile(&k, device_, p, &o);
+    if (k != nullptr) EXPECT_EQ(metile_kernel_release(k), METILE_OK);
+    return st;
+  };
+  EXPECT_TRUE(fails_with(compile(-1), METILE_ERROR_INVALID_ARGUMENT, "split_k -1 is out of range"));
+  EXPECT_TRUE(fails_with(compile(65), METILE_ERROR_INVALID_ARGUMENT, "split_k 65 is out of range"));
+  for (int32_t n : {0, 1, 2, 64}) EXPECT_EQ(compile(n), METILE_OK) << last_error();  // no K loop: ignored
+  EXPECT_EQ(metile_program_release(p), METILE_OK);
+}
+
 }  // namespace

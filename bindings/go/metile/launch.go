@@ -23,6 +23,7 @@ type CompileOptions struct {
 	KeepRows         bool // a later pass takes the tiles an earlier pass kept when the row fits
 	NumStages        int  // the K-loop pipeline's stages (0: the device's choice, 1: none, up to 8)
 	WarpsM, WarpsN   int  // the warp grid of a dot on matrix units (both 0: the compiler chooses)
+	SplitK           int  // a GEMM's K loop in parts (0: the compiler's choice, 1: off, up to 64)
 }
 
 // DefaultCompileOptions returns what metile_compile_options_init writes.
@@ -33,7 +34,7 @@ func DefaultCompileOptions() CompileOptions {
 		OptLevel: int(o.opt_level), NoCache: o.no_cache != 0, CheckBounds: o.check_bounds != 0,
 		Unchecked: o.unchecked != 0, NoFuseReductions: o.no_fuse_reductions != 0,
 		KeepRows: o.keep_rows != 0, NumStages: int(o.num_stages), WarpsM: int(o.warps_m),
-		WarpsN: int(o.warps_n)}
+		WarpsN: int(o.warps_n), SplitK: int(o.split_k)}
 }
 
 func cbool(b bool) C.int32_t {
@@ -50,6 +51,7 @@ func (o CompileOptions) c() C.metile_compile_options {
 	c.no_cache, c.check_bounds, c.unchecked = cbool(o.NoCache), cbool(o.CheckBounds), cbool(o.Unchecked)
 	c.no_fuse_reductions, c.keep_rows = cbool(o.NoFuseReductions), cbool(o.KeepRows)
 	c.num_stages, c.warps_m, c.warps_n = C.int32_t(o.NumStages), C.int32_t(o.WarpsM), C.int32_t(o.WarpsN)
+	c.split_k = C.int32_t(o.SplitK)
 	return c
 }
 

@@ -93,6 +93,7 @@ class metile_compile_options(Structure):
         ("num_stages", c_int32),
         ("warps_m", c_int32),
         ("warps_n", c_int32),
+        ("split_k", c_int32),
     ]
 
 

@@ -26,7 +26,7 @@ from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarn
 from ._trace import Retrace, Trace, set_active, active
 
 _OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked",
-            "fuse_reductions", "keep_rows", "warps_m", "warps_n")
+            "fuse_reductions", "keep_rows", "warps_m", "warps_n", "split_k")
 # A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
 GridLike = Union[int, tuple, Callable[[dict], Any]]
 # Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
@@ -386,7 +386,7 @@ class KernelFunction:
         stages = o.get("num_stages")  # a hint: acted on where it is a depth the option takes
         if isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and 1 <= stages <= 8:
             opts.num_stages = int(stages)
-        for name in ("warps_m", "warps_n"):  # options: the C API checks them
+        for name in ("warps_m", "warps_n", "split_k"):  # options: the C API checks them
             if name in o:
                 setattr(opts, name, int(o[name]))
         h = ctypes.POINTER(_ffi.metile_kernel)()

@@ -167,6 +167,8 @@ pub struct CompileOptions {
     /// The warp grid of a dot on matrix units, both 0 (the compiler chooses) or both 1..32.
     pub warps_m: i32,
     pub warps_n: i32,
+    /// A GEMM's K loop in parts (0: the compiler's choice, 1: off, up to 64).
+    pub split_k: i32,
 }
 
 impl Default for CompileOptions {
@@ -184,6 +186,7 @@ impl Default for CompileOptions {
             num_stages: 0,
             warps_m: 0,
             warps_n: 0,
+            split_k: 0,
         };
         unsafe { sys::metile_compile_options_init(&mut o) };
         CompileOptions {
@@ -198,6 +201,7 @@ impl Default for CompileOptions {
             num_stages: o.num_stages,
             warps_m: o.warps_m,
             warps_n: o.warps_n,
+            split_k: o.split_k,
         }
     }
 }
@@ -217,6 +221,7 @@ impl CompileOptions {
             num_stages: self.num_stages,
             warps_m: self.warps_m,
             warps_n: self.warps_n,
+            split_k: self.split_k,
         }
     }
 }

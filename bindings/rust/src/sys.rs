@@ -178,6 +178,7 @@ pub struct metile_compile_options {
     pub num_stages: i32,
     pub warps_m: i32,
     pub warps_n: i32,
+    pub split_k: i32,
 }
 
 #[repr(C)]

@@ -28,7 +28,16 @@ struct TileHiddenArgs {
   std::vector<size_t> extent_of;
   bool error_flag = false;
   std::vector<std::string> sites;
-  bool empty() const { return extent_of.empty() && !error_flag; }
+  /**
+   * The split_k pass's parameters, right after the user's (before the extents): the ticket
+   * counters (ptr<i32>, one per output tile), the f32 workspace (ptr<f32>, n partial tiles of
+   * `split_k_tile` elements per output tile) and n (i32). The runtime launches n times the
+   * grid's axis 2. `split_k` is the option's value (0: the runtime picks n per launch).
+   */
+  bool split_k_on = false;
+  int64_t split_k = 0;
+  int64_t split_k_tile = 0;
+  bool empty() const { return extent_of.empty() && !error_flag && !split_k_on; }
 };
 
 struct TilePassContext {

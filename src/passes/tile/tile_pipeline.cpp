@@ -23,6 +23,9 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   // After activity: it merges loops whose inactive lanes are explicit selects.
   if (options.fuse_reductions) run("fuse_reductions");
   run("bounds");    // after activity, whose masks and selects it guards as written
+  // After bounds: the epilogue it moves keeps its guards; its own workspace accesses are in
+  // range by construction. Its parameters go before the extents.
+  if (options.split_k != 1) run("split_k");
   // After bounds: a kept value is the guarded load it stands for, and the guards stay cheap.
   if (options.keep_rows) run("keep_rows");
   // After bounds, whose per-access limits are often loop-invariant, and keep_rows, whose runtime

@@ -669,20 +669,16 @@ typedef struct metile_compile_options {
   /**
    * Split-K on GPUs (cuda, metal-sim, metal): the K loop of a GEMM-shaped program (one top-level
    * tile_range carrying only a zero-initialised f32 dot accumulator) runs as n parts, each its
-   * own program instance. 0 = the compiler's choice: a kernel whose accumulator has at most
-   * 4096 elements (e.g. 16 x 128, 64 x 64; small grids come from small tiles) is compiled to
-   * split, with n picked at each launch (the GPU's multiprocessors / the grid's programs, at
-   * most 8, when the grid has fewer programs than multiprocessors, else 1: one extra branch);
-   * larger accumulators run unsplit, since the sum of partials converts them through
-   * BLOCK_M x BLOCK_N x 4 bytes of threadgroup memory. 1 = off, 2..64 = n parts. Each part writes its f32 partial sums to
+   * own program instance. 0 = the compiler's choice, which today is not to split: on an H100
+   * every split measured slower than none, small grids included (bench/results/
+   * gemm_splitk_h100.md). 1 = off, 2..64 = n parts. Each part writes its f32 partial sums to
    * a workspace the runtime owns (grid x n tiles, at most 256 MiB; ticket counters it zeroes
    * once, which the kernel leaves zero again); the last part of each output tile to arrive adds
    * the n partials in part order (deterministic), runs the epilogue and stores. Launches of one
    * kernel share that workspace and are ordered on the device's queue. A launch whose K loop has
-   * fewer iterations than an explicit n fails with METILE_ERROR_DEVICE naming the loop; a
-   * workspace over the bound fails with METILE_ERROR_INVALID_ARGUMENT (an automatic n is made
-   * smaller instead). Programs of another shape, interp and cpu ignore it; METILE_GPU_OFF=split_k
-   * turns it off. Other values: INVALID_ARGUMENT.
+   * fewer iterations than n fails with METILE_ERROR_DEVICE naming the loop; a workspace over
+   * the bound fails with METILE_ERROR_INVALID_ARGUMENT. Programs of another shape, interp and
+   * cpu ignore it; METILE_GPU_OFF=split_k turns it off. Other values: INVALID_ARGUMENT.
    */
   int32_t split_k;
 } metile_compile_options;

@@ -37,9 +37,6 @@ struct DeviceInfo {
   /** Runs each program's tiles in order on one host thread (interp, cpu), so a whole-tile
    * reduction is a plain loop; GPUs spread a tile over threads. Tile IR passes choose forms by it. */
   bool whole_tiles_in_order = false;
-  /** Program instances the device runs at once at most, counted in multiprocessors (cuda: SMs;
-   * metal-sim: 8, as an Apple M1's GPU cores); 1 where unknown. split_k's choice reads it. */
-  int compute_units = 1;
 };
 
 /** Device memory that the host can address (see DESIGN.md §7). */

@@ -39,18 +39,14 @@ struct Hidden {
                                       static_cast<uint64_t>(args.split_k_tile) * sizeof(float);
   }
 
-  // n for a launch of `g`: the option's, or (0) enough parts that the grid's programs fill the
-  // GPU's multiprocessors (at most 8), within the workspace bound and the grid's axis-2 limit.
+  // The workspace for a launch of `g` in the option's n parts, within the workspace bound and
+  // the grid's axis-2 limit.
   SplitLaunch split(const Grid& g) const {
     SplitLaunch s;
     if (!args.split_k_on) return s;
     const uint64_t tiles = g.count();
-    const uint64_t units = static_cast<uint64_t>(std::max(device->info().compute_units, 1));
-    int64_t n = args.split_k;
-    if (n == 0) {
-      n = tiles == 0 || tiles >= units ? 1 : static_cast<int64_t>(std::min<uint64_t>(8, units / tiles));
-      while (n > 1 && workspace_bytes(tiles, n) > kSplitKWorkspaceBytes) --n;
-    } else if (workspace_bytes(tiles, n) > kSplitKWorkspaceBytes) {
+    const int64_t n = args.split_k;
+    if (workspace_bytes(tiles, n) > kSplitKWorkspaceBytes) {
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "kernel ", lowered->name, ": split_k ", n, " over ",
            tiles, " programs needs ", workspace_bytes(tiles, n), " bytes of workspace, over the bound of ",
            kSplitKWorkspaceBytes, ": use a smaller split_k");

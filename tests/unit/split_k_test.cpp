@@ -51,14 +51,13 @@ std::string run_split(const char* text, int split_k, TileHiddenArgs& hidden, boo
 
 TEST(SplitK, SplitsTheKLoopAndRunsTheEpilogueOnceOnTheOrderedSum) {
   TileHiddenArgs hidden;
-  const std::string out = run_split(kGemm, 0, hidden);
+  const std::string out = run_split(kGemm, 2, hidden);
   // The hidden parameters follow the user's; the runtime learns the partial tile's size.
   EXPECT_TRUE(has(out, "%K: i32, %split_k_counters: ptr<i32>, %split_k_workspace: ptr<f32>, "
-                       "%split_k_parts: i32)"));
+                       "%split_k_parts: i32, %split_k_error: ptr<i32>)"));
   EXPECT_TRUE(hidden.split_k_on);
-  EXPECT_EQ(hidden.split_k, 0);
+  EXPECT_EQ(hidden.split_k, 2);
   EXPECT_EQ(hidden.split_k_tile, 32 * 32);
-  EXPECT_FALSE(hidden.error_flag);  // the compiler's choice never exceeds what it checks
   // The part index comes from axis 2; the loop runs this part's share.
   EXPECT_TRUE(has(out, "program_id {axis = 2}"));
   EXPECT_TRUE(has(out, "mod "));
@@ -70,7 +69,7 @@ TEST(SplitK, SplitsTheKLoopAndRunsTheEpilogueOnceOnTheOrderedSum) {
   // The epilogue and the store moved into the last part's branch and read the sum.
   const size_t sum = out.find("tile_load %split_k_workspace");
   EXPECT_NE(out.find(": tile<32x32xf32>\n", out.find("maximum", sum)), std::string::npos);
-  EXPECT_EQ(count(out, "maximum"), count(print(parse(kGemm), false), "maximum") + 1);  // + the share
+  EXPECT_EQ(count(out, "maximum"), count(print(parse(kGemm), false), "maximum") + 2);  // + the share, the check
   EXPECT_GT(out.find("tile_store %C"), sum);
   EXPECT_EQ(count(out, "tile_store %C"), 1);
 }
@@ -88,10 +87,11 @@ TEST(SplitK, AnExplicitSplitChecksTheIterationsThroughTheErrorFlag) {
 
 TEST(SplitK, LeavesOtherProgramsDevicesAndSwitchesAlone) {
   const std::string plain = print(parse(kGemm), false);
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 4; ++variant) {
     TileHiddenArgs hidden;
-    std::string out = variant == 0 ? run_split(kGemm, 1, hidden)                      // off
-                      : variant == 1 ? run_split(kGemm, 2, hidden, false)            // interp, cpu
+    std::string out = variant == 0   ? run_split(kGemm, 1, hidden)                      // off
+                      : variant == 1 ? run_split(kGemm, 0, hidden)                      // the choice: off
+                      : variant == 2 ? run_split(kGemm, 2, hidden, false)               // interp, cpu
                                      : run_split(kGemm, 2, hidden, true, {"split_k"});  // METILE_GPU_OFF
     EXPECT_EQ(out, plain) << variant;
     EXPECT_TRUE(hidden.empty()) << variant;
@@ -102,15 +102,13 @@ TEST(SplitK, LeavesOtherProgramsDevicesAndSwitchesAlone) {
   TileHiddenArgs hidden;
   EXPECT_EQ(run_split(biased.c_str(), 2, hidden), print(parse(biased), false));
   EXPECT_TRUE(hidden.empty());
-  // The compiler's choice leaves a 128x128 accumulator alone; an explicit split does not.
+  // An explicit split takes a 128x128 accumulator too.
   std::string big = kGemm;
   for (auto [from, to] : {std::pair<std::string, std::string>{"tile<32x32xf32>", "tile<128x128xf32>"},
                           {"tile<32x16xf32>", "tile<128x16xf32>"}, {"tile<16x32xf32>", "tile<16x128xf32>"}})
     for (size_t at = big.find(from); at != std::string::npos; at = big.find(from, at))
       big.replace(at, from.size(), to);
-  TileHiddenArgs chosen, asked;
-  EXPECT_EQ(run_split(big.c_str(), 0, chosen), print(parse(big), false));
-  EXPECT_TRUE(chosen.empty());
+  TileHiddenArgs asked;
   EXPECT_TRUE(has(run_split(big.c_str(), 2, asked), "split_k_workspace"));
   EXPECT_EQ(asked.split_k_tile, 128 * 128);
 }

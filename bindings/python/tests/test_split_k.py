@@ -60,7 +60,7 @@ def test_every_split_computes_the_product(device, split_k):
     c, want, kernel = run(device, 40, 50, 70, split_k)
     close(c, want, 1e-5)
     split = "split_k_workspace" in kernel.source("tile_ir_opt")
-    assert split == (device.name in GPUS and split_k != 1)
+    assert split == (device.name in GPUS and split_k > 1)  # 0, the compiler's choice: no split
 
 
 @pytest.mark.parametrize("epilogue", ["relu", "gelu", "silu"])

@@ -1,9 +1,10 @@
 // split_k: the K loop of a GEMM-shaped program runs as n program instances (GPU devices).
 // Needs: verified Tile IR after the bounds pass. Guarantees:
-//   - on devices that run tiles in order on the host (interp, cpu), with split_k = 1 or the
-//     METILE_GPU_OFF piece "split_k", and for programs of another shape, nothing changes;
-//   - a program qualifies when it has no SIMT ops, its accumulator has at most 4096 elements
-//     unless split_k is explicit, and exactly one top-level tile_range with a
+//   - on devices that run tiles in order on the host (interp, cpu), with split_k 0 (the
+//     compiler's choice: no split; on an H100 every split measured slower than none,
+//     bench/results/gemm_splitk_h100.md) or 1, with the METILE_GPU_OFF piece "split_k", and
+//     for programs of another shape, nothing changes;
+//   - a program qualifies when it has no SIMT ops and exactly one top-level tile_range with a
 //     positive constant step that carries one value, a 2-D f32 accumulator that starts as a
 //     broadcast 0, is read only by the dot that yields it, and whose body has no side effects.
 //     Then, with n the hidden i32 parameter (TileHiddenArgs: counters, workspace, n follow the
@@ -32,9 +33,6 @@
 namespace metile {
 
 namespace {
-
-// The largest accumulator (elements) the compiler's choice (split_k 0) splits: 16 KB of f32.
-constexpr int64_t kAutoMaxTileElements = 4096;
 
 class SplitK {
  public:
@@ -114,10 +112,6 @@ class SplitK {
     loc_ = loop.loc;
     const Shape tile = p_.type(loop.results[0]).shape;
     const int64_t bm = tile.dims[0], bn = tile.dims[1];
-    // The compiler's choice leaves large accumulators alone: the sum reads the partials in
-    // another layout than the accumulator's, a conversion through bm x bn x 4 bytes of
-    // threadgroup memory, and a grid too small for the GPU comes from small tiles anyway.
-    if (ctx_.options.split_k == 0 && bm * bn > kAutoMaxTileElements) return;
     // The hidden parameters go right after the user's: the bounds pass's extents and error flag
     // stay last (runtime/hidden_args.cpp appends in that order).
     const size_t user = p_.params.size() - ctx_.hidden.extent_of.size() - (ctx_.hidden.error_flag ? 1 : 0);
@@ -161,13 +155,11 @@ class SplitK {
     const ValueId span = bin(OpKind::MUL, chunk, step);
     const ValueId lo = bin(OpKind::ADD, start, bin(OpKind::MUL, as(split, d), span));
     const ValueId hi = bin(OpKind::MINIMUM, end, bin(OpKind::ADD, lo, span));
-    if (ctx_.options.split_k > 1) {
-      ctx_.hidden.sites.push_back(cat(p_.where(loc_), "for: split_k ", ctx_.options.split_k,
-                                      " is more than the loop's iterations (split_k <= K / BLOCK_K)"));
-      const ValueId bad = bin(OpKind::GT, nd, bin(OpKind::MAXIMUM, trips, one_d));
-      const ValueId flag = hidden_error_flag(p_, ctx_.hidden, "split_k_error");
-      emit_void(OpKind::STORE, {flag, num(i32, static_cast<int64_t>(ctx_.hidden.sites.size())), bad});
-    }
+    ctx_.hidden.sites.push_back(cat(p_.where(loc_), "for: split_k ", ctx_.options.split_k,
+                                    " is more than the loop's iterations (split_k <= K / BLOCK_K)"));
+    const ValueId bad = bin(OpKind::GT, nd, bin(OpKind::MAXIMUM, trips, one_d));
+    const ValueId flag = hidden_error_flag(p_, ctx_.hidden, "split_k_error");
+    emit_void(OpKind::STORE, {flag, num(i32, static_cast<int64_t>(ctx_.hidden.sites.size())), bad});
     loop.operands[0] = lo;
     loop.operands[1] = hi;
 
@@ -265,7 +257,7 @@ class SplitK {
 }  // namespace
 
 void split_k_loop(Program& program, const TilePassContext& ctx) {
-  if (ctx.whole_tiles_in_order || ctx.device_checks_accesses || ctx.options.split_k == 1) return;
+  if (ctx.whole_tiles_in_order || ctx.device_checks_accesses || ctx.options.split_k <= 1) return;
   for (const std::string& off : ctx.options.gpu_off)
     if (off == "split_k") return;
   // SIMT programs (not a num_threads option alone): their threads may exchange partial state.

@@ -66,7 +66,6 @@ class CudaDevice : public Device {
     d_->cuDeviceGetAttribute(&threads, kAttrMaxThreadsPerBlock, dev_);
     d_->cuDeviceGetAttribute(&smem, kAttrMaxSharedPerBlockOptin, dev_);
     d_->cuDeviceGetAttribute(&pageable, kAttrPageableMemoryAccess, dev_);
-    d_->cuDeviceGetAttribute(&info_.compute_units, kAttrMultiprocessorCount, dev_);
     d_->cuDriverGetVersion(&version);
     pageable_ = pageable != 0;
     info_.name = "cuda";

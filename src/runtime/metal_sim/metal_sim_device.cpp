@@ -101,7 +101,6 @@ class MetalSimDevice final : public Device {
     info_.simd_width = METAL_SIM_SIMD_WIDTH;
     info_.max_threads_per_group = static_cast<int>(metal_sim::kMaxThreadsPerGroup);
     info_.threadgroup_memory_bytes = metal_sim::kThreadgroupMemoryLimit;
-    info_.compute_units = 8;
     info_.unified_memory = true;
     info_.asynchronous = false;
     identity_ = cat("metal-sim;", kHostCpu, ";", clang.version, ";abi=", METAL_SIM_ABI_VERSION,

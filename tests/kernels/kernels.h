@@ -37,6 +37,16 @@ struct GemmConfig {
   DType dtype = DType::f32;  // of A and B; C and the accumulator are f32
   bool bias = false;         // C += bias[col]: a row broadcast in the epilogue (parameter Bias)
 };
+/** A plain GEMM's config: `dtype` inputs, BLOCK_M x BLOCK_N x BLOCK_K tiles, ragged with `bounds`. */
+inline GemmConfig gemm_config(DType dtype, int bm, int bn, int bk, bool bounds = false) {
+  GemmConfig g;
+  g.block_m = bm;
+  g.block_n = bn;
+  g.block_k = bk;
+  g.dtype = dtype;
+  g.bounds = bounds;
+  return g;
+}
 /** C = A @ B (row-major, f32 C) with tile_load / dot / tile_store and an optional epilogue. */
 Program gemm(const GemmConfig& config);
 

@@ -16,16 +16,6 @@
 namespace metile {
 namespace {
 
-kernels::GemmConfig gemm_config(DType d, int bm, int bn, int bk, bool bounds) {
-  kernels::GemmConfig g;
-  g.block_m = bm;
-  g.block_n = bn;
-  g.block_k = bk;
-  g.dtype = d;
-  g.bounds = bounds;
-  return g;
-}
-
 LowerOptions options(int threads = 0, bool tma = true) {
   LowerOptions o;
   o.device = "cuda";
@@ -44,7 +34,7 @@ std::string gpu_ir(const kernels::GemmConfig& g, const LowerOptions& o, const st
 
 TEST(GpuTmaLower, BoundedWgmmaOperandsAreCopiedByTma) {
   for (DType d : {DType::f16, DType::bf16}) {
-    const std::string text = gpu_ir(gemm_config(d, 128, 128, 64, true), options(256));
+    const std::string text = gpu_ir(kernels::gemm_config(d, 128, 128, 64, true), options(256));
     // Three stages: two prefetched before the loop and one per iteration, for A and for B.
     EXPECT_EQ(count(text, " tma_load "), 6) << text;
     EXPECT_EQ(count(text, " mbar_init "), 1) << text;
@@ -63,25 +53,25 @@ TEST(GpuTmaLower, OtherLoadsKeepTheAsyncCopies) {
   auto async_only = [](const std::string& text) {
     return count(text, " tma_load ") == 0 && count(text, "mbar_") == 0 && count(text, " async_copy ") == 6;
   };
-  EXPECT_TRUE(async_only(gpu_ir(gemm_config(DType::f16, 128, 128, 64, true), options(256, false))))
+  EXPECT_TRUE(async_only(gpu_ir(kernels::gemm_config(DType::f16, 128, 128, 64, true), options(256, false))))
       << "switched off (METILE_GPU_OFF=tma)";
-  EXPECT_TRUE(async_only(gpu_ir(gemm_config(DType::f16, 128, 128, 64, false), options(256))))
+  EXPECT_TRUE(async_only(gpu_ir(kernels::gemm_config(DType::f16, 128, 128, 64, false), options(256))))
       << "no bounds: no tensor extent to describe";
-  EXPECT_TRUE(async_only(gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), options(128), "sm_80")))
+  EXPECT_TRUE(async_only(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(128), "sm_80")))
       << "pre-Hopper (mma.sync)";
   LowerOptions one = options(256);
   one.num_stages = 1;
-  const std::string unpiped = gpu_ir(gemm_config(DType::f16, 128, 128, 64, true), one);
+  const std::string unpiped = gpu_ir(kernels::gemm_config(DType::f16, 128, 128, 64, true), one);
   EXPECT_EQ(count(unpiped, " tma_load "), 0) << "only pipelined loops\n" << unpiped;
 }
 
 TEST(GpuTmaLower, GoldenGpuIr) {
-  expect_golden(gpu_ir(gemm_config(DType::bf16, 128, 128, 64, true), options(256)), "gemm_bf16_wgmma_tma.gpuir",
+  expect_golden(gpu_ir(kernels::gemm_config(DType::bf16, 128, 128, 64, true), options(256)), "gemm_bf16_wgmma_tma.gpuir",
                 "the TMA wgmma GEMM's GPU IR");
 }
 
 TEST(GpuTmaLower, CudaDeclaresOneTensorMapPerOperand) {
-  CudaKernelSource s = emit_cuda(lowered(gemm_config(DType::f16, 128, 128, 64, true), options(256)));
+  CudaKernelSource s = emit_cuda(lowered(kernels::gemm_config(DType::f16, 128, 128, 64, true), options(256)));
   EXPECT_EQ(count(s.source, "const __grid_constant__ mt_tensor_map mt_tmap0"), 1) << s.source;
   EXPECT_EQ(count(s.source, "const __grid_constant__ mt_tensor_map mt_tmap1"), 1) << s.source;
   EXPECT_EQ(count(s.source, "cp.async.bulk.tensor.2d"), 1) << "the prelude's helper\n" << s.source;
@@ -158,7 +148,7 @@ TEST(GpuTmaLower, VariantsCompileThroughNvrtcForSm90a) {
   };
   for (const Variant& v : {Variant{DType::f16, 64, 64, 16, 0}, Variant{DType::bf16, 64, 64, 32, 0},
                            Variant{DType::f16, 128, 256, 64, 256}, Variant{DType::bf16, 128, 128, 64, 256}}) {
-    CudaKernelSource s = emit_cuda(lowered(gemm_config(v.d, v.bm, v.bn, v.bk, true), options(v.threads)));
+    CudaKernelSource s = emit_cuda(lowered(kernels::gemm_config(v.d, v.bm, v.bn, v.bk, true), options(v.threads)));
     ASSERT_GT(count(s.source, "mt_tma_load_2d("), 1) << v.bm << "x" << v.bn << "x" << v.bk;
     std::string log;
     EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, "sm_90a", &log))

@@ -16,16 +16,6 @@
 namespace metile {
 namespace {
 
-kernels::GemmConfig gemm_config(DType d, int bm, int bn, int bk, bool bounds) {
-  kernels::GemmConfig g;
-  g.block_m = bm;
-  g.block_n = bn;
-  g.block_k = bk;
-  g.dtype = d;
-  g.bounds = bounds;
-  return g;
-}
-
 // TMA off: these tests are about the cp.async staging (gpu_tma_lower_test.cpp has TMA's).
 LowerOptions options(bool wgmma = true, int threads = 0) {
   LowerOptions o;
@@ -70,14 +60,14 @@ TEST(WgmmaLayout, ChunksFollowTheHardwareSwizzle) {
 
 TEST(GpuWgmmaLower, F16AndBf16DotsTakeTheWarpgroupAtomOnSm90) {
   for (DType d : {DType::f16, DType::bf16}) {
-    const std::string text = gpu_ir(gemm_config(d, 64, 64, 32, true), options());
+    const std::string text = gpu_ir(kernels::gemm_config(d, 64, 64, 32, true), options());
     EXPECT_EQ(count(text, "atom=\"wgmma\""), 1) << text;
     // Copies wait, fence for the async proxy, then the barrier publishes them (pipelined loop).
     EXPECT_EQ(count(text, " wgmma_sync"), 2) << "top of the body and after the loop\n" << text;
     EXPECT_EQ(count(text, " async_copy "), 6) << "the same three-stage pipeline\n" << text;
   }
   // 128 x 256 over two warpgroups: each 64 rows by all 256 columns.
-  const std::string two = gpu_ir(gemm_config(DType::f16, 128, 256, 64, false), options(true, 256));
+  const std::string two = gpu_ir(kernels::gemm_config(DType::f16, 128, 256, 64, false), options(true, 256));
   EXPECT_EQ(count(two, "warps_m=8 warps_n=1"), 1) << two;
 }
 
@@ -85,19 +75,19 @@ TEST(GpuWgmmaLower, F16AndBf16DotsTakeTheWarpgroupAtomOnSm90) {
 TEST(GpuWgmmaLower, UnpipelinedDotsWaitInTheOp) {
   LowerOptions o = options();
   o.num_stages = 1;
-  const std::string text = gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), o);
+  const std::string text = gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), o);
   EXPECT_EQ(count(text, "atom=\"wgmma\""), 1) << text;
   EXPECT_EQ(count(text, " wait=1"), 1) << text;
   EXPECT_EQ(count(text, " wgmma_sync"), 1) << text;
-  CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(gemm_config(DType::f16, 64, 64, 32, true)),
+  CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(kernels::gemm_config(DType::f16, 64, 64, 32, true)),
                                               nvidia_gpu_target("sm_90"), o));
   EXPECT_EQ(count(s.source, "  mt_wgmma_wait_all();"), 2) << "mt_wgmma_sync's and the op's\n" << s.source;
   EXPECT_EQ(count(text, " wait=0"), 0) << text;
-  EXPECT_EQ(count(gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), options()), " wait=0"), 1);
+  EXPECT_EQ(count(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options()), " wait=0"), 1);
 }
 
 TEST(GpuWgmmaLower, GoldenGpuIr) {
-  const std::string text = gpu_ir(gemm_config(DType::bf16, 128, 128, 64, true), options(true, 256));
+  const std::string text = gpu_ir(kernels::gemm_config(DType::bf16, 128, 128, 64, true), options(true, 256));
   expect_golden(text, "gemm_bf16_wgmma.gpuir", "the wgmma GEMM's GPU IR");
 }
 
@@ -105,20 +95,20 @@ TEST(GpuWgmmaLower, OtherDotsKeepTheWarpLevelAtoms) {
   auto warp_level = [](const std::string& text) {
     return count(text, "atom=\"mma.sync\"") == 1 && count(text, "wgmma") == 0 && count(text, "wgmma_sync") == 0;
   };
-  EXPECT_TRUE(warp_level(gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), options(false))))
+  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(false))))
       << "switched off";
-  EXPECT_TRUE(warp_level(gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), options(), "sm_80"))) << "pre-Hopper";
-  EXPECT_TRUE(warp_level(gpu_ir(gemm_config(DType::f32, 64, 64, 32, true), options()))) << "tf32";
-  EXPECT_TRUE(warp_level(gpu_ir(gemm_config(DType::f16, 32, 64, 32, true), options()))) << "32-row tile";
-  EXPECT_TRUE(warp_level(gpu_ir(gemm_config(DType::f16, 64, 64, 32, true), options(true, 64))))
+  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(), "sm_80"))) << "pre-Hopper";
+  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f32, 64, 64, 32, true), options()))) << "tf32";
+  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 32, 64, 32, true), options()))) << "32-row tile";
+  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(true, 64))))
       << "two warps: no warpgroup";
-  EXPECT_TRUE(warp_level(gpu_ir(gemm_config(DType::f16, 64, 64, 48, false), options())))
+  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 48, false), options())))
       << "96-byte rows fit no swizzle";
 }
 
 TEST(GpuWgmmaLower, CudaSpellsWgmmaWithDescriptors) {
   CudaKernelSource s =
-      emit_cuda(lower_to_gpu(kernels::gemm(gemm_config(DType::bf16, 128, 128, 64, true)), nvidia_gpu_target("sm_90"),
+      emit_cuda(lower_to_gpu(kernels::gemm(kernels::gemm_config(DType::bf16, 128, 128, 64, true)), nvidia_gpu_target("sm_90"),
                              options(true, 256)));
   // Two warpgroups of 64 x 128, four k16 steps.
   EXPECT_EQ(count(s.source, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), 4) << s.source;
@@ -150,7 +140,7 @@ TEST(GpuWgmmaLower, VariantsCompileThroughNvrtcForSm90a) {
         const DType d = x.d;
         const V v = x.v;
         const bool bounds = x.bounds;
-        CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(gemm_config(d, v.bm, v.bn, v.bk, bounds)),
+        CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(kernels::gemm_config(d, v.bm, v.bn, v.bk, bounds)),
                                                     nvidia_gpu_target("sm_90"), options(true, v.threads)));
         ASSERT_GT(count(s.source, "wgmma.mma_async"), 0) << v.bm << "x" << v.bn << "x" << v.bk;
         std::string log;

@@ -102,9 +102,11 @@ TEST(TmaMap, TextRoundTripsAndMalformedLinesAreRefused) {
 }
 
 // What the runtime passes to cuTensorMapEncodeTiled, and where a launch falls back to the build
-// without TMA: misaligned base or row stride, empty or too large bounds, non-integer sources.
+// without TMA: misaligned base or row stride, empty or too large bounds, non-integer sources,
+// a tensor reaching past its buffer.
 TEST(TmaMap, EncodingFollowsTmasRules) {
   const TmaMap a{0, "p3", "p5", "p5", 2, 128, 64, 128};
+  constexpr uint64_t kBytes = uint64_t{1} << 30;  // the base pointer's buffer, from the base on
   auto args = [](int64_t m, int64_t k) {
     return [=](int64_t i) -> std::optional<int64_t> {
       if (i == 3) return m;
@@ -113,7 +115,7 @@ TEST(TmaMap, EncodingFollowsTmasRules) {
     };
   };
   std::string why;
-  std::optional<cuda::TmaEncoding> e = cuda::tma_encoding(a, 0x10000, args(300, 200), &why);
+  std::optional<cuda::TmaEncoding> e = cuda::tma_encoding(a, 0x10000, kBytes, args(300, 200), &why);
   ASSERT_TRUE(e) << why;
   EXPECT_EQ(e->dims[0], 200u);
   EXPECT_EQ(e->dims[1], 300u);
@@ -122,19 +124,34 @@ TEST(TmaMap, EncodingFollowsTmasRules) {
   EXPECT_EQ(e->box[1], 128u);
   EXPECT_EQ(e->swizzle, 3);
   EXPECT_EQ(e->data_type, 1);
-  EXPECT_FALSE(cuda::tma_encoding(a, 0x10008, args(300, 200), &why)) << "base not 16-byte aligned";
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10008, kBytes, args(300, 200), &why)) << "base not 16-byte aligned";
   EXPECT_NE(why.find("base address"), std::string::npos) << why;
-  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, args(300, 201), &why)) << "402-byte rows";
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, kBytes, args(300, 201), &why)) << "402-byte rows";
   EXPECT_NE(why.find("row stride"), std::string::npos) << why;
-  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, args(0, 200), &why)) << "no rows";
-  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, args(int64_t{1} << 31, 200), &why)) << "rows past i32";
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, kBytes, args(0, 200), &why)) << "no rows";
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, kBytes, args(int64_t{1} << 31, 200), &why)) << "rows past i32";
   const TmaMap consts{0, "100", "p9", "64", 2, 64, 32, 64};
-  EXPECT_FALSE(cuda::tma_encoding(consts, 0x10000, args(1, 1), &why)) << "p9 is no integer argument";
+  EXPECT_FALSE(cuda::tma_encoding(consts, 0x10000, kBytes, args(1, 1), &why)) << "p9 is no integer argument";
   const TmaMap fixed{0, "100", "64", "64", 2, 64, 32, 64};
-  e = cuda::tma_encoding(fixed, 0x10000, args(1, 1), &why);
+  e = cuda::tma_encoding(fixed, 0x10000, kBytes, args(1, 1), &why);
   ASSERT_TRUE(e) << why;
   EXPECT_EQ(e->dims[1], 100u);
   EXPECT_EQ(e->swizzle, 2);
+  // The tensor must lie inside its buffer: 300 rows of 200 f16 end at byte 120000 exactly.
+  EXPECT_TRUE(cuda::tma_encoding(a, 0x10000, 120000, args(300, 200), &why)) << why;
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, 119999, args(300, 200), &why)) << "one byte short";
+  EXPECT_NE(why.find("reaches past its buffer"), std::string::npos) << why;
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, kBytes, args(int64_t{1} << 30, 200), &why)) << "rows past it";
+  // Huge strides and bounds do not wrap the size computation around.
+  const TmaMap wide{0, "p3", "p5", "p6", 4, 64, 32, 128};
+  auto huge = [](int64_t i) -> std::optional<int64_t> {
+    if (i == 3) return (int64_t{1} << 31) - 1;
+    if (i == 5) return 64;
+    if (i == 6) return (int64_t{1} << 38) - 4;
+    return std::nullopt;
+  };
+  EXPECT_FALSE(cuda::tma_encoding(wide, 0x10000, ~uint64_t{0}, huge, &why)) << "2^69 bytes";
+  EXPECT_NE(why.find("reaches past its buffer"), std::string::npos) << why;
 }
 
 // f16 and bf16, the swizzles (K rows of 32, 64 and 128 bytes), one and two warpgroups, N up to

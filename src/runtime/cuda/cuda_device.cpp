@@ -311,7 +311,10 @@ bool CudaLaunch::encode_maps() {
     const TmaMap& m = k_->maps_[i];
     if (m.param < 0 || static_cast<size_t>(m.param) >= storage_.size()) return false;
     std::string why;
-    std::optional<TmaEncoding> e = tma_encoding(m, storage_[static_cast<size_t>(m.param)], param, &why);
+    const LaunchArg& a = args[static_cast<size_t>(m.param)];
+    if (a.buffer == nullptr || a.offset > a.buffer->size()) return false;
+    std::optional<TmaEncoding> e =
+        tma_encoding(m, storage_[static_cast<size_t>(m.param)], a.buffer->size() - a.offset, param, &why);
     if (!e) return false;
     const uint32_t unit[2] = {1, 1};
     if (d->cuTensorMapEncodeTiled(&maps_[i], e->data_type, 2, reinterpret_cast<void*>(e->base), e->dims,

@@ -2,7 +2,7 @@
 
 namespace metile::cuda {
 
-std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base,
+std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base, uint64_t bytes,
                                         const std::function<std::optional<int64_t>(int64_t)>& param,
                                         std::string* why) {
   auto no = [&](const std::string& reason) -> std::optional<TmaEncoding> {
@@ -25,6 +25,13 @@ std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base,
     return no("the row stride (" + std::to_string(*ld) + " elements) is not a multiple of 16 bytes");
   constexpr int64_t kMax = (int64_t{1} << 31) - 1;
   if (*rows < 1 || *cols < 1 || *rows > kMax || *cols > kMax) return no("a bound is empty or over 2^31 - 1");
+  // The last element read is (rows - 1) * ld + cols - 1 (below 2^72 bytes: 128-bit arithmetic).
+  const unsigned __int128 end =
+      (static_cast<unsigned __int128>(*rows - 1) * static_cast<uint64_t>(*ld) + static_cast<uint64_t>(*cols)) *
+      static_cast<uint64_t>(m.elem);
+  if (end > bytes)
+    return no("the tensor (" + std::to_string(*rows) + " x " + std::to_string(*cols) + " at a row stride of " +
+              std::to_string(*ld) + ") reaches past its buffer (" + std::to_string(bytes) + " bytes)");
   TmaEncoding e;
   e.data_type = m.elem == 1 ? 0 : m.elem == 2 ? 1 : 2;
   e.base = base;

@@ -6,7 +6,9 @@
  *
  * TMA's rules that a launch can break: the base address and the row stride in bytes must be
  * multiples of 16 (the stride also below 2^40), and the bounds at least 1 and below 2^31 (the
- * kernel's coordinates are 32-bit).
+ * kernel's coordinates are 32-bit). metile's own: every element of the tensor (rows x cols at
+ * the row stride) lies inside the argument's buffer, since a TMA copy reads the whole box
+ * without the bounds pass's extent checks (DESIGN §3: no access leaves its buffer).
  */
 #pragma once
 
@@ -29,10 +31,11 @@ struct TmaEncoding {
 };
 
 /**
- * The encoding of `m` for a launch whose base pointer is `base`; `param` gives an integer
- * parameter's value (nullopt when it is not one). nullopt with *why when TMA's rules exclude it.
+ * The encoding of `m` for a launch whose base pointer is `base`, with `bytes` of its buffer from
+ * there on; `param` gives an integer parameter's value (nullopt when it is not one). nullopt
+ * with *why when TMA's rules exclude it or the tensor reaches past the buffer.
  */
-std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base,
+std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base, uint64_t bytes,
                                         const std::function<std::optional<int64_t>(int64_t)>& param,
                                         std::string* why);
 

@@ -111,7 +111,7 @@ void Lowering::tma_wait(const Pipeline& pl) {
   b.append(std::move(g));
 }
 
-void Lowering::tma_release(const Pipeline& pl) {
+void Lowering::tma_release(const Pipeline&) {
   gpu::Op g;
   g.kind = gpu::GpuOpKind::WGMMA_WAIT;
   g.attrs = {{"pending", int64_t{1}}};

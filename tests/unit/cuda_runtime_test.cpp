@@ -67,7 +67,7 @@ TEST(CudaRuntime, HandWrittenKernelRunsOnTheGpu) {
   b.param("out", Type::ptr(DType::f32));
   b.param("n", Type::scalar(DType::i32));
   auto prog = std::make_shared<const Program>(b.finish());
-  Artifact a = cuda_build_from_source({kAddSource, "add", 128, 0}, dev->info().architecture);
+  Artifact a = cuda_build_from_source({kAddSource, "add", 128, 0, ""}, dev->info().architecture);
   auto kernel = dev->load(prog, CompileOptions{}, a);
   const int n = 1000;
   auto x = dev->alloc(n * 4), y = dev->alloc(n * 4), out = dev->alloc(n * 4);

@@ -1,6 +1,5 @@
 #include "runtime/hidden_args.h"
 
-#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -10,8 +9,7 @@ namespace metile {
 
 namespace {
 
-// The split_k workspace's bound: an automatic n shrinks to fit it, an explicit one that does
-// not fit is refused.
+// The split_k workspace's bound: a split_k whose workspace does not fit is refused.
 constexpr uint64_t kSplitKWorkspaceBytes = uint64_t{256} << 20;
 constexpr uint32_t kMaxGridZ = 65535;  // CUDA's gridDim.z limit, the strictest device's
 
@@ -34,7 +32,6 @@ struct Hidden {
   // The bytes of counters and partial tiles for `tiles` output tiles of `parts` parts each.
   uint64_t counter_bytes(uint64_t tiles) const { return (tiles * sizeof(int32_t) + 255) / 256 * 256; }
   uint64_t workspace_bytes(uint64_t tiles, int64_t parts) const {
-    if (parts <= 1) return 256;  // never touched: every access is masked
     return counter_bytes(tiles) + tiles * static_cast<uint64_t>(parts) *
                                       static_cast<uint64_t>(args.split_k_tile) * sizeof(float);
   }
@@ -45,17 +42,16 @@ struct Hidden {
     SplitLaunch s;
     if (!args.split_k_on) return s;
     const uint64_t tiles = g.count();
-    const int64_t n = args.split_k;
-    if (workspace_bytes(tiles, n) > kSplitKWorkspaceBytes) {
+    const int64_t n = args.split_k;  // > 1: the split_k pass splits only then
+    const uint64_t bytes = workspace_bytes(tiles, n);
+    if (bytes > kSplitKWorkspaceBytes)
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "kernel ", lowered->name, ": split_k ", n, " over ",
-           tiles, " programs needs ", workspace_bytes(tiles, n), " bytes of workspace, over the bound of ",
+           tiles, " programs needs ", bytes, " bytes of workspace, over the bound of ",
            kSplitKWorkspaceBytes, ": use a smaller split_k");
-    }
     if (static_cast<uint64_t>(g.dims[2]) * static_cast<uint64_t>(n) > kMaxGridZ)
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "kernel ", lowered->name, ": split_k ", n,
            " times the grid's axis 2 (", g.dims[2], ") is over ", kMaxGridZ);
     s.parts = n;
-    const uint64_t bytes = workspace_bytes(tiles, n);
     std::lock_guard<std::mutex> lock(workspace_mutex);
     if (workspace == nullptr || workspace->size() < bytes) {
       device->synchronize();  // launches still using the old workspace finish first
@@ -63,7 +59,7 @@ struct Hidden {
       std::memset(workspace->contents(), 0, static_cast<size_t>(counter_bytes(tiles)));
     }
     s.memory = workspace;
-    s.workspace_offset = n > 1 ? counter_bytes(tiles) : 0;
+    s.workspace_offset = counter_bytes(tiles);
     return s;
   }
   Grid launched(Grid g, const SplitLaunch& s) const {

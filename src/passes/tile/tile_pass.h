@@ -32,7 +32,7 @@ struct TileHiddenArgs {
    * The split_k pass's parameters, right after the user's (before the extents): the ticket
    * counters (ptr<i32>, one per output tile), the f32 workspace (ptr<f32>, n partial tiles of
    * `split_k_tile` elements per output tile) and n (i32). The runtime launches n times the
-   * grid's axis 2. `split_k` is the option's value (0: the runtime picks n per launch).
+   * grid's axis 2. `split_k` is the option's value, n (2..64).
    */
   bool split_k_on = false;
   int64_t split_k = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "codegen/gpu_emit.h"
+#include "codegen/register_budget.h"
 #include "codegen/gpu_emit_wgmma.h"
 #include "support/embedded.h"
 #include "support/error.h"
@@ -124,16 +125,13 @@ class CudaDialect final : public GpuDialect {
     // TMA tensor maps by value, after every other parameter (the runtime appends them).
     for (size_t i = 0; i < k.tensor_maps.size(); ++i)
       params.push_back("const __grid_constant__ mt_tensor_map mt_tmap" + std::to_string(i));
-    // A matrix kernel asks for as many blocks per multiprocessor as its accumulator plus about
-    // 64 registers of fragments and addresses allow (65536 registers each): without the bound
-    // ptxas spends up to 255 registers (the fragment-layout epilogue's indices) and one block
-    // runs per multiprocessor, too few warps to hide the copies' latency.
+    // A matrix kernel asks for as many blocks per multiprocessor as its registers allow
+    // (register_budget.h): without the bound ptxas spends up to 255 registers (the
+    // fragment-layout epilogue's indices) and one block runs per multiprocessor, too few warps
+    // to hide the copies' latency; a bound below what its loop keeps live makes it spill.
     std::string bounds = std::to_string(k.threads);
-    if (k.accumulator_registers > 0) {
-      int64_t need = std::min<int64_t>(255, (k.accumulator_registers + 64 + 7) / 8 * 8);
-      int64_t blocks = 65536 / (static_cast<int64_t>(k.threads) * need);
-      if (blocks > 1) bounds += ", " + std::to_string(blocks);
-    }
+    int blocks = min_blocks_per_multiprocessor(k.threads, k.accumulator_registers, k.loop_registers);
+    if (blocks > 0) bounds += ", " + std::to_string(blocks);
     std::string head = std::string("extern \"C\" __global__ void __launch_bounds__(") + bounds + ") " +
                        k.name + "(";
     if (params.empty()) {

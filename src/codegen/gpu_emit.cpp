@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "codegen/register_budget.h"
 #include "ir/pointer_provenance.h"
 #include "ir/swizzle_names.h"
 #include "support/error.h"
@@ -718,6 +719,7 @@ std::string Emitter::run(KernelInterface* k) {
       k->tensor_maps[map] = op.attr_str("spec");
     }
   });
+  k->loop_registers = loop_live_registers(f_);
   w_.raw(d_.prelude(swizzle, atoms));
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind != GpuOpKind::PRINT) return;

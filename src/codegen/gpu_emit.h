@@ -40,6 +40,7 @@ struct KernelInterface {
   std::set<gpu::Builtin> builtins;  // the builtins the kernel reads
   int threads = 0;
   int64_t accumulator_registers = 0;  // the largest mma accumulator a thread holds (0: none)
+  int64_t loop_registers = 0;  // live through the busiest loop (register_budget.h; 0: no loop)
   /** TMA tensor maps (src/target/tma.h texts) by index: kernel parameters after `params`. */
   std::vector<std::string> tensor_maps;
 };

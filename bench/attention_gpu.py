@@ -36,7 +36,7 @@ from gpu_timing import time_per_call  # noqa: E402
 import decode_attention  # noqa: E402
 import flash_attention  # noqa: E402
 
-CONFIGS = [(64, 64, 128), (128, 64, 256), (64, 32, 128), (32, 32, 128), (128, 32, 256)]  # BLOCK_M, BLOCK_N, threads
+CONFIGS = [(64, 64, 128), (128, 64, 256), (64, 32, 128), (32, 32, 128)]  # BLOCK_M, BLOCK_N, threads
 SPLITS = [8, 16, 32]
 BLOCK_NS = [16, 32, 64]  # keys per K/V tile: smaller tiles hold fewer registers (decode)
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "codegen/gpu_emit.h"
-#include "codegen/register_budget.h"
 #include "codegen/gpu_emit_wgmma.h"
+#include "codegen/register_budget.h"
 #include "support/embedded.h"
 #include "support/error.h"
 

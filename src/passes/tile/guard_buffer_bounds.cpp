@@ -332,6 +332,10 @@ void Bounds::tile_access(Op& op) {
   const bool is_load = op.kind == OpKind::TILE_LOAD;
   const size_t first_bound = is_load ? 4 : 5;
   const bool bounded = op.operands.size() > first_bound;
+  // hopper (issue 19): the `bounds` attribute tells TMA lowering (lower_tma.cpp) that the bounds
+  // are this pass's: "buffer" the appended default matrix, "clamped" MINIMUM(given, buffer's)
+  // with the given bound its first operand. Only this pass sets it: any other copy is dropped.
+  std::erase_if(op.attrs, [](const Attr& a) { return a.name == "bounds"; });
   if (bounded && !guard_) {
     out_->push_back(std::move(op));
     return;
@@ -366,9 +370,11 @@ void Bounds::tile_access(Op& op) {
     auto as = [&](ValueId v) { return rt.dtype == d ? v : emit(OpKind::CAST, {v}, rt); };
     op.operands[first_bound] = emit(OpKind::MINIMUM, {given_rows, as(rows)}, rt);
     op.operands[first_bound + 1] = emit(OpKind::MINIMUM, {given_cols, as(cols)}, rt);
+    op.attrs.push_back({"bounds", std::string("clamped")});
   } else {
     op.operands.push_back(rows);
     op.operands.push_back(cols);
+    op.attrs.push_back({"bounds", std::string("buffer")});
   }
   out_->push_back(std::move(op));
 }

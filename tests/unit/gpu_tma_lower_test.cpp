@@ -11,6 +11,7 @@
 #include "passes/tile/tile_pipeline.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/tma_map.h"
+#include "support/error.h"
 #include "target/options.h"
 #include "target/tma.h"
 #include "text_count.h"
@@ -127,6 +128,30 @@ TEST(GpuTmaLower, UserMinimumBoundsKeepTheAsyncCopies) {
                               std::string(unchecked ? "0" : "1")),
               3)
         << "the forged attribute is gone\n" << gpu;
+  }
+}
+
+// `bounds` is an optional string attribute of tile_load/tile_store (ops.def "bounds?:str"): a
+// program may go without it, and the verifier still refuses a wrong kind, a second copy, and
+// attributes the table does not name.
+TEST(GpuTmaLower, TheBoundsAttributeIsOptionalAndChecked) {
+  const std::string text = print(kernels::gemm(kernels::gemm_config(DType::f16, 64, 64, 32, true)));
+  const std::string load = "tile_load %A, %3, %11, %K, %M, %K :";
+  const size_t at = text.find(load);
+  ASSERT_NE(at, std::string::npos) << text;
+  auto with = [&](const std::string& attrs) {
+    std::string t = text;
+    t.replace(at, load.size(), "tile_load %A, %3, %11, %K, %M, %K " + attrs + " :");
+    return t;
+  };
+  EXPECT_NO_THROW(parse(with("{bounds = \"clamped\"}")));
+  for (const char* bad : {"{bounds = 1}", "{bounds = \"buffer\", bounds = \"clamped\"}", "{other = \"x\"}"}) {
+    try {
+      parse(with(bad));
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("tile_load"), std::string::npos) << bad << ": " << e.what();
+    }
   }
 }
 

@@ -196,3 +196,29 @@ def test_a_gemm_whose_bounds_reach_past_a_stays_inside_it(device, kernel, m_real
         want = a.astype(np.float64) @ b.astype(np.float64)
         assert np.linalg.norm(c[:m_real] - want) / np.linalg.norm(want) < 1e-5
     assert np.all(c[m_real:] == 0)  # rows past A's buffer read 0
+
+
+@metile.kernel
+def claimed_rows(X, Out, R, ROW, BR: metile.constexpr):
+    t = metile.tile_load(X, ROW, 0, 4, (BR, 4), bounds=(R, 4))  # R may claim more rows than X has
+    metile.tile_store(Out, ROW, 0, 4, t, (BR, 4), bounds=(R, 4))
+
+
+# (rows of X, rows of Out, claimed rows, first row of the tile, reported): a tile that touches
+# a claimed row past X (load) or past Out (store) is an access outside its buffer; one that
+# reaches past the claim but not past the buffers is not.
+@pytest.mark.parametrize("x_rows,out_rows,rows,row,bad", [
+    (2, 8, 8, 0, True), (2, 8, 8, 4, True), (8, 2, 8, 0, True),
+    (2, 8, 2, 0, False), (2, 8, 1, 0, False), (8, 8, 8, 4, False)])
+def test_check_bounds_reports_given_bounds_past_the_buffer(device, x_rows, out_rows, rows, row, bad):
+    x = np.arange(x_rows * 4, dtype=np.float32).reshape(x_rows, 4) + 1
+    out = np.full((out_rows, 4), SENTINEL, np.float32)
+    if bad:
+        with pytest.raises(metile.MetileError, match="outside"):
+            claimed_rows[(1,)](x, out, rows, row, BR=4, check_bounds=True)
+        return
+    claimed_rows[(1,)](x, out, rows, row, BR=4, check_bounds=True)
+    want = np.full((out_rows, 4), SENTINEL, np.float32)
+    end = min(row + 4, rows)
+    want[row:end] = x[row:end]
+    np.testing.assert_array_equal(out, want)

@@ -16,7 +16,8 @@
 // so vectorize-access turns the loads and stores into vector accesses; a bounded
 // tile_load keeps its bounds per element (ragged M, N and K are exact). Two stages must fit
 // 3/4 of the threadgroup memory (the rule lower_pipeline.cpp applies to any stage count), else
-// the loop keeps the single-buffer form: stage, barrier, mma, barrier.
+// the loop keeps the single-buffer form: stage, barrier, mma, barrier; so does a loop whose
+// body writes memory (the next tiles would be read before those writes).
 #include <algorithm>
 
 #include "passes/lower_internal.h"
@@ -25,6 +26,16 @@ namespace metile::lowering {
 
 int64_t Lowering::double_buffer_stages() const {
   return options.double_buffer && options.num_stages != 1 ? 2 : 1;
+}
+
+bool Lowering::may_prefetch(const Op& loop) const {
+  // A body that writes memory may write what the next iteration's tiles read (the loads move
+  // ahead of it): such a loop keeps the single buffer.
+  bool writes = false;
+  walk(loop.body(), [&](const Op& o) {
+    writes = writes || o.kind == OpKind::STORE || o.kind == OpKind::TILE_STORE || has_trait(o.kind, kAtomic);
+  });
+  return !writes;
 }
 
 void Lowering::prefetch_prologue(const Op& loop, Pipeline& pl) {

@@ -76,6 +76,7 @@ void Lowering::plan_pipelines() {
       pl.dots.push_back(&o);
     }
     if (pl.dots.empty()) return;
+    if (!target.async_copies && !may_prefetch(loop)) return;  // lower_double_buffer.cpp
     int64_t stages = want;
     while (stages > 1 && stages * bytes + fixed > target.threadgroup_memory_bytes / 4 * 3) --stages;
     if (stages < 2) return;

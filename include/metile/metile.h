@@ -652,8 +652,10 @@ typedef struct metile_compile_options {
   /**
    * Stages of the software pipeline of a K loop whose dot operands come straight from
    * tile_loads (copies of later iterations in flight while this one computes; cp.async on
-   * CUDA): 0 = the device's choice (3 on CUDA, as far as shared memory allows; Metal has no
-   * asynchronous copies), 1 = no pipeline, 2..8 = that many. Other values: INVALID_ARGUMENT.
+   * CUDA): 0 = the device's choice (3 on CUDA, as far as shared memory allows), 1 = no
+   * pipeline, 2..8 = that many. Metal has no asynchronous copies: any value but 1 is double
+   * buffering (two threadgroup stages, the next iteration's tiles loaded into registers during
+   * this one's multiplies) where two stages fit. Other values: INVALID_ARGUMENT.
    */
   int32_t num_stages;
   /**

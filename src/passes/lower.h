@@ -33,6 +33,13 @@ struct LowerOptions {
    */
   int num_stages = 0;
   /**
+   * Targets without asynchronous copies (Apple GPUs): a K loop that qualifies for the pipeline
+   * keeps two threadgroup stages and loads the next iteration's tiles into registers before
+   * this iteration's mmas, storing them into the other stage after (lower_double_buffer.cpp);
+   * num_stages 1 or off (METILE_GPU_OFF=double_buffer): the single-buffer loop.
+   */
+  bool double_buffer = true;
+  /**
    * Aligned body + masked tail for async copies of bounded tile_loads: a uniform test per copy
    * (the whole tile in bounds, rows and base aligned to the chunk) picks plain 16-byte copies,
    * else the per-chunk bounds path (lower_dot.cpp). Off: the per-chunk path always.

@@ -162,6 +162,10 @@ class Lowering {
     ValueId bars = kNoValue;  // one mbarrier per stage when some copies are TMA's (lower_tma.cpp)
     int64_t arrivals = 0;     // TMA copies per stage
     bool tma_only = false;    // every copy is TMA's and every dot wgmma: one wgmma group stays in flight
+    // Synchronous copies (lower_double_buffer.cpp): the next iteration's tiles wait in registers
+    // (per dot, A's then B's) from the top of the body to its bottom.
+    bool prefetch = false;
+    std::vector<ValueId> prefetched;
   };
   std::map<const Op*, Pipeline> pipelines;             // by Tile IR loop
   std::map<const Op*, const Pipeline*> pipelined_dots;  // dot -> its loop's pipeline
@@ -193,6 +197,18 @@ class Lowering {
    */
   void stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range = kNoValue);
   void dot(const Op& op);
+
+  // --- lower_double_buffer.cpp ---
+  /** The stages a K loop gets on a target without asynchronous copies: 2, or 1 (none). */
+  int64_t double_buffer_stages() const;
+  /** Whether the next iteration's tiles may be read before this iteration's body runs. */
+  bool may_prefetch(const Op& loop) const;
+  /** Before the loop: iteration 0's tiles into stage 0, a barrier. */
+  void prefetch_prologue(const Op& loop, Pipeline& pl);
+  /** At the top of the body: the next iteration's tiles into registers (zeros past the end). */
+  void prefetch_next(const Op& loop, Pipeline& pl);
+  /** At the bottom: those registers into the other stage, then the iteration's one barrier. */
+  void prefetch_store(Pipeline& pl);
 
   // --- lower_prestage.cpp ---
   /** Stages the operands of `loop`'s dots that its body does not change, before the loop. */

@@ -18,7 +18,8 @@
 // The slice is lowered again for each prefetched iteration with the induction variable
 // replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
 // asynchronous; it shrinks until the stages fit 3/4 of the threadgroup memory, and a loop with
-// fewer than 2 stages is left alone.
+// fewer than 2 stages is left alone. Targets whose copies are synchronous (Apple GPUs) get two
+// stages filled through registers instead (lower_double_buffer.cpp).
 #include <algorithm>
 #include <set>
 
@@ -27,7 +28,8 @@
 namespace metile::lowering {
 
 void Lowering::plan_pipelines() {
-  int64_t want = options.num_stages != 0 ? options.num_stages : (target.async_copies ? 3 : 1);
+  int64_t want = !target.async_copies ? double_buffer_stages()
+                                      : options.num_stages != 0 ? options.num_stages : 3;
   if (want < 2) return;
   std::map<ValueId, const Op*> defs;
   walk(p.body, [&](const Op& o) {
@@ -44,7 +46,7 @@ void Lowering::plan_pipelines() {
       for (ValueId r : body.ops[i].results) pos[r] = i;
     Pipeline pl;
     std::set<size_t> slice;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, fixed = 0;  // a stage's bytes; the accumulator arrays' (one each)
     // Adds the body ops v depends on to the slice; false when v depends on a carried value or
     // on an op that is not a pure scalar computation.
     auto need = [&](auto&& self, ValueId v) -> bool {
@@ -70,13 +72,16 @@ void Lowering::plan_pipelines() {
       const int64_t m = p.type(o.operands[0]).shape.dims[0], n = p.type(o.operands[1]).shape.dims[1];
       const int64_t pad = 16 / static_cast<int64_t>(dtype_size(plan.stage));
       bytes += static_cast<uint64_t>(m * (plan.kc + pad) + plan.kc * (n + pad)) * dtype_size(plan.stage);
+      if (plan.atom != nullptr && plan.atom->acc_through_threadgroup) fixed += static_cast<uint64_t>(m * n) * 4;
       pl.dots.push_back(&o);
     }
     if (pl.dots.empty()) return;
+    if (!target.async_copies && !may_prefetch(loop)) return;  // lower_double_buffer.cpp
     int64_t stages = want;
-    while (stages > 1 && stages * bytes > target.threadgroup_memory_bytes / 4 * 3) --stages;
+    while (stages > 1 && stages * bytes + fixed > target.threadgroup_memory_bytes / 4 * 3) --stages;
     if (stages < 2) return;
     pl.stages = stages;
+    pl.prefetch = !target.async_copies;  // lower_double_buffer.cpp
     for (size_t i : slice) pl.slice.push_back(&body.ops[i]);
     Pipeline& placed = pipelines[&loop] = std::move(pl);
     for (const Op* d : placed.dots) pipelined_dots[d] = &placed;
@@ -108,6 +113,7 @@ void Lowering::pipeline_prologue(const Op& loop, ValueId start, ValueId end, Val
   pl.start = start;
   pl.end = end;
   pl.step = step;
+  if (pl.prefetch) return prefetch_prologue(loop, pl);
   const DType t = f.value(start).dtype;
   tma_prologue(pl);
   for (int64_t s = 0; s + 1 < pl.stages; ++s) {
@@ -120,7 +126,7 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv) {
   auto it = pipelines.find(&loop);
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
-  if (!pl.tma_only) {  // else the wgmmas of the last iteration stay in flight (tma_release)
+  if (!pl.tma_only && !pl.prefetch) {  // else the wgmmas of the last iteration stay in flight (tma_release)
     async_wait(pl.stages - 2);
     wgmma_sync_for(pl.dots);
     b.barrier();
@@ -130,12 +136,14 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv) {
   pl.iteration = b.named(n, "iteration");
   pl.stage = b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
+  if (pl.prefetch) prefetch_next(loop, pl);
 }
 
 void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
   auto it = pipelines.find(&loop);
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
+  if (pl.prefetch) return prefetch_store(pl);
   const DType t = f.value(iv).dtype;
   ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
   if (pl.tma_only) tma_release(pl);
@@ -144,7 +152,7 @@ void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
 }
 
 void Lowering::pipeline_epilogue(const Op& loop) {
-  if (!pipelines.count(&loop)) return;
+  if (!pipelines.count(&loop) || pipelines.at(&loop).prefetch) return;
   async_wait(0);  // copies past the end (zeros) still in flight
   wgmma_sync_for(pipelines.at(&loop).dots);  // the last iteration's wgmmas, before the epilogue
 }

@@ -127,83 +127,137 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   const int tid = int(tiitg);
   const int t = pid_x * 32;
   const int t1 = pid_y * 32;
+  const bool in_range = 0 < K;
+  const int t2 = tid * 4;
+  const int t3 = mt_div(t2, 32);
+  int t5[2];
+  int t6[2];
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    t5[r] = mt_div((tid * 4 + r * 512 - t2), 32);
+    t6[r] = t3 + t5[r];
+  }
+  const int t7 = mt_mod(t2, 32);
+  device const float* a_ptrs[2];
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    a_ptrs[r] = A + ((t + t3) * K + t7) + (t5[r] * K);
+  }
+  const int t14 = t3 * 36 + t7;
+  int t16[2];
+  int row[2];
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    t16[r] = t5[r] * 36;
+    row[r] = t + t6[r];
+  }
+  const bool t33 = 32 <= K;
+  if ((((mt_mod(K, 4) == 0) & ((t >= 0) & ((t + 32) <= M))) & t33) & in_range) {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      *(threadgroup packed_float4*)(a_smem + t14 + t16[r]) = *(device const packed_float4*)(a_ptrs[r]);
+    }
+  } else {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if ((((0 - t7) > 0 ? (0 - t7) : 0) < 4 ? ((0 - t7) > 0 ? (0 - t7) : 0) : 4) == 0 && ((in_range & ((row[r] >= 0) & (row[r] < M))) ? (((K - t7) > 0 ? (K - t7) : 0) < 4 ? ((K - t7) > 0 ? (K - t7) : 0) : 4) : 0) == 4) {
+        *(threadgroup packed_float4*)(a_smem + t14 + t16[r]) = *(device const packed_float4*)(a_ptrs[r]);
+      } else {
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (j >= (((0 - t7) > 0 ? (0 - t7) : 0) < 4 ? ((0 - t7) > 0 ? (0 - t7) : 0) : 4) && j < ((in_range & ((row[r] >= 0) & (row[r] < M))) ? (((K - t7) > 0 ? (K - t7) : 0) < 4 ? ((K - t7) > 0 ? (K - t7) : 0) : 4) : 0)) (a_smem + t14 + t16[r])[j] = (a_ptrs[r])[j]; else (a_smem + t14 + t16[r])[j] = 0.0f;
+        }
+      }
+    }
+  }
+  const int t36 = t1 + t7;
+  device const float* b_ptrs[2];
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    b_ptrs[r] = B + (t3 * N + t36) + (t5[r] * N);
+  }
+  if (((((mt_mod(t1, 4) == 0) & (mt_mod(N, 4) == 0)) & t33) & ((t1 >= 0) & ((t1 + 32) <= N))) & in_range) {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      *(threadgroup packed_float4*)(b_smem + t14 + t16[r]) = *(device const packed_float4*)(b_ptrs[r]);
+    }
+  } else {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if ((((0 - t36) > 0 ? (0 - t36) : 0) < 4 ? ((0 - t36) > 0 ? (0 - t36) : 0) : 4) == 0 && ((in_range & ((t6[r] >= 0) & (t6[r] < K))) ? (((N - t36) > 0 ? (N - t36) : 0) < 4 ? ((N - t36) > 0 ? (N - t36) : 0) : 4) : 0) == 4) {
+        *(threadgroup packed_float4*)(b_smem + t14 + t16[r]) = *(device const packed_float4*)(b_ptrs[r]);
+      } else {
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (j >= (((0 - t36) > 0 ? (0 - t36) : 0) < 4 ? ((0 - t36) > 0 ? (0 - t36) : 0) : 4) && j < ((in_range & ((t6[r] >= 0) & (t6[r] < K))) ? (((N - t36) > 0 ? (N - t36) : 0) < 4 ? ((N - t36) > 0 ? (N - t36) : 0) : 4) : 0)) (b_smem + t14 + t16[r])[j] = (b_ptrs[r])[j]; else (b_smem + t14 + t16[r])[j] = 0.0f;
+        }
+      }
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
   float acc[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
-    const int t2 = tid * 4;
-    const int t3 = mt_div(t2, 32);
-    int t5[2];
-    int t6[2];
+    const int stage = mt_mod(mt_div(i, 32), 2);
+    const int next_k = i + 32;
+    const bool in_range1 = next_k < K;
+    int t61[8];
+    int row1[8];
+    int t62[8];
+    int col[8];
+    bool pred2[8];
     #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      t5[r] = mt_div((tid * 4 + r * 512 - t2), 32);
-      t6[r] = t3 + t5[r];
+    for (int r = 0; r < 8; ++r) {
+      const int idx1 = tid * 4 + r % 4 + ((r / 4)) * 512;
+      t61[r] = mt_div(idx1, 32);
+      row1[r] = t + t61[r];
+      t62[r] = mt_mod(idx1, 32);
+      col[r] = next_k + t62[r];
+      pred2[r] = (((row1[r] >= 0) & (row1[r] < M)) & ((col[r] >= 0) & (col[r] < K))) & in_range1;
     }
-    const int t7 = mt_mod(t2, 32);
-    const int t10 = i + t7;
-    device const float* a_ptrs[2];
+    float a_next[8];
     #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      a_ptrs[r] = A + ((t + t3) * K + t10) + (t5[r] * K);
-    }
-    const int t15 = t3 * 36 + t7;
-    int t17[2];
-    int row[2];
-    #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      t17[r] = t5[r] * 36;
-      row[r] = t + t6[r];
-    }
-    const bool t40 = (i >= 0) & ((i + 32) <= K);
-    if ((((mt_mod(i, 4) == 0) & (mt_mod(K, 4) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t40) {
-      #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        *(threadgroup packed_float4*)(a_smem + t15 + t17[r]) = *(device const packed_float4*)(a_ptrs[r]);
-      }
-    } else {
-      #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        if ((((0 - t10) > 0 ? (0 - t10) : 0) < 4 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 4) == 0 && (((row[r] >= 0) & (row[r] < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 4 ? ((K - t10) > 0 ? (K - t10) : 0) : 4) : 0) == 4) {
-          *(threadgroup packed_float4*)(a_smem + t15 + t17[r]) = *(device const packed_float4*)(a_ptrs[r]);
-        } else {
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (j >= (((0 - t10) > 0 ? (0 - t10) : 0) < 4 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 4) && j < (((row[r] >= 0) & (row[r] < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 4 ? ((K - t10) > 0 ? (K - t10) : 0) : 4) : 0)) (a_smem + t15 + t17[r])[j] = (a_ptrs[r])[j]; else (a_smem + t15 + t17[r])[j] = 0.0f;
-          }
+    for (int c = 0; c < 8; c += 4) {
+      if (pred2[c] && pred2[c + 1] && pred2[c + 2] && pred2[c + 3]) {
+        const float4 a_next_vec = *(device const packed_float4*)(A + (row1[c] * K + col[c]));
+        a_next[c] = a_next_vec[0];
+        a_next[c + 1] = a_next_vec[1];
+        a_next[c + 2] = a_next_vec[2];
+        a_next[c + 3] = a_next_vec[3];
+      } else {
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          a_next[c + j] = pred2[c + j] ? A[row1[c + j] * K + col[c + j]] : 0.0f;
         }
       }
     }
-    const int t43 = t1 + t7;
-    device const float* b_ptrs[2];
+    int row2[8];
+    int col1[8];
+    bool pred3[8];
     #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      b_ptrs[r] = B + ((i + t3) * N + t43) + (t5[r] * N);
+    for (int r = 0; r < 8; ++r) {
+      row2[r] = next_k + t61[r];
+      col1[r] = t1 + t62[r];
+      pred3[r] = (((row2[r] >= 0) & (row2[r] < K)) & ((col1[r] >= 0) & (col1[r] < N))) & in_range1;
     }
-    int row1[2];
+    float b_next[8];
     #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      row1[r] = i + t6[r];
-    }
-    if ((((mt_mod(t1, 4) == 0) & (mt_mod(N, 4) == 0)) & t40) & ((t1 >= 0) & ((t1 + 32) <= N))) {
-      #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        *(threadgroup packed_float4*)(b_smem + t15 + t17[r]) = *(device const packed_float4*)(b_ptrs[r]);
-      }
-    } else {
-      #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        if ((((0 - t43) > 0 ? (0 - t43) : 0) < 4 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 4) == 0 && (((row1[r] >= 0) & (row1[r] < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 4 ? ((N - t43) > 0 ? (N - t43) : 0) : 4) : 0) == 4) {
-          *(threadgroup packed_float4*)(b_smem + t15 + t17[r]) = *(device const packed_float4*)(b_ptrs[r]);
-        } else {
-          #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (j >= (((0 - t43) > 0 ? (0 - t43) : 0) < 4 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 4) && j < (((row1[r] >= 0) & (row1[r] < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 4 ? ((N - t43) > 0 ? (N - t43) : 0) : 4) : 0)) (b_smem + t15 + t17[r])[j] = (b_ptrs[r])[j]; else (b_smem + t15 + t17[r])[j] = 0.0f;
-          }
+    for (int c = 0; c < 8; c += 4) {
+      if (pred3[c] && pred3[c + 1] && pred3[c + 2] && pred3[c + 3]) {
+        const float4 b_next_vec = *(device const packed_float4*)(B + (row2[c] * N + col1[c]));
+        b_next[c] = b_next_vec[0];
+        b_next[c + 1] = b_next_vec[1];
+        b_next[c + 2] = b_next_vec[2];
+        b_next[c + 3] = b_next_vec[3];
+      } else {
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          b_next[c + j] = pred3[c + j] ? B[row2[c + j] * N + col1[c + j]] : 0.0f;
         }
       }
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int t77 = stage * 1152;
     float acc1[8];
     #pragma unroll
     for (int r = 0; r < 8; ++r) acc1[r] = acc[r];
@@ -218,8 +272,8 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
       }
       for (int mma_k = 0; mma_k < 32; mma_k += 8) {
         simdgroup_float8x8 mma_a[2], mma_b[2];
-        for (int mma_i = 0; mma_i < 2; ++mma_i) simdgroup_load(mma_a[mma_i], a_smem + (mma_row + 8 * mma_i) * 36 + mma_k, 36);
-        for (int mma_j = 0; mma_j < 2; ++mma_j) simdgroup_load(mma_b[mma_j], b_smem + mma_k * 36 + mma_col + 8 * mma_j, 36);
+        for (int mma_i = 0; mma_i < 2; ++mma_i) simdgroup_load(mma_a[mma_i], (a_smem + t77) + (mma_row + 8 * mma_i) * 36 + mma_k, 36);
+        for (int mma_j = 0; mma_j < 2; ++mma_j) simdgroup_load(mma_b[mma_j], (b_smem + t77) + mma_k * 36 + mma_col + 8 * mma_j, 36);
         for (int mma_i = 0; mma_i < 2; ++mma_i)
           for (int mma_j = 0; mma_j < 2; ++mma_j)
             simdgroup_multiply_accumulate(mma_c[mma_i + 2 * mma_j], mma_a[mma_i], mma_b[mma_j], mma_c[mma_i + 2 * mma_j]);
@@ -228,6 +282,15 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
         acc1[2 * mma_i] = mma_c[mma_i].thread_elements()[0];
         acc1[2 * mma_i + 1] = mma_c[mma_i].thread_elements()[1];
       }
+    }
+    const int t82 = (1 - stage) * 1152;
+    #pragma unroll
+    for (int c = 0; c < 8; c += 4) {
+      *(threadgroup packed_float4*)(a_smem + t82 + (t61[c] * 36 + t62[c])) = float4(a_next[c], a_next[c + 1], a_next[c + 2], a_next[c + 3]);
+    }
+    #pragma unroll
+    for (int c = 0; c < 8; c += 4) {
+      *(threadgroup packed_float4*)(b_smem + t82 + (t61[c] * 36 + t62[c])) = float4(b_next[c], b_next[c + 1], b_next[c + 2], b_next[c + 3]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     #pragma unroll
@@ -238,29 +301,29 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   const float bias = ((offs < N) & in_tile) ? Bias[offs] : 0.0f;
   if (in_tile) scratch_f32[tid] = bias;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  int idx1[8];
-  int t70[8];
+  int idx2[8];
+  int t90[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) {
-    idx1[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
-    t70[r] = mt_mod(idx1[r], 32);
+    idx2[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
+    t90[r] = mt_mod(idx2[r], 32);
   }
   float bias1[8];
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t70[c]);
+    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t90[c]);
     bias1[c] = bias1_vec[0];
     bias1[c + 1] = bias1_vec[1];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   #pragma unroll
   for (int c = 0; c < 8; c += 2) {
-    if ((((t + mt_div(idx1[c], 32)) >= 0) & ((t + mt_div(idx1[c], 32)) < M)) & (((t1 + t70[c]) >= 0) & ((t1 + t70[c]) < N)) && (((t + mt_div(idx1[c + 1], 32)) >= 0) & ((t + mt_div(idx1[c + 1], 32)) < M)) & (((t1 + t70[c + 1]) >= 0) & ((t1 + t70[c + 1]) < N))) {
-      *(device packed_float2*)(C + ((t + mt_div(idx1[c], 32)) * N + t1 + t70[c])) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
+    if ((((t + mt_div(idx2[c], 32)) >= 0) & ((t + mt_div(idx2[c], 32)) < M)) & (((t1 + t90[c]) >= 0) & ((t1 + t90[c]) < N)) && (((t + mt_div(idx2[c + 1], 32)) >= 0) & ((t + mt_div(idx2[c + 1], 32)) < M)) & (((t1 + t90[c + 1]) >= 0) & ((t1 + t90[c + 1]) < N))) {
+      *(device packed_float2*)(C + ((t + mt_div(idx2[c], 32)) * N + t1 + t90[c])) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if ((((t + mt_div(idx1[c + j], 32)) >= 0) & ((t + mt_div(idx1[c + j], 32)) < M)) & (((t1 + t70[c + j]) >= 0) & ((t1 + t70[c + j]) < N))) C[(t + mt_div(idx1[c + j], 32)) * N + t1 + t70[c + j]] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
+        if ((((t + mt_div(idx2[c + j], 32)) >= 0) & ((t + mt_div(idx2[c + j], 32)) < M)) & (((t1 + t90[c + j]) >= 0) & ((t1 + t90[c + j]) < N))) C[(t + mt_div(idx2[c + j], 32)) * N + t1 + t90[c + j]] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
       }
     }
   }

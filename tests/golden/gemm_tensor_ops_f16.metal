@@ -128,51 +128,109 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
   const int tid = int(tiitg);
   const int t = pid_x * 32;
   const int t1 = pid_y * 32;
+  const bool in_range = 0 < K;
+  const int t2 = tid * 8;
+  const int t3 = mt_div(t2, 32);
+  const int t5 = mt_div((tid * 8 - t2), 32);
+  const int t6 = t3 + t5;
+  const int t7 = mt_mod(t2, 32);
+  const int t14 = t3 * 40 + t7;
+  const int t16 = t5 * 40;
+  const int row = t + t6;
+  const bool t33 = 32 <= K;
+  if ((((mt_mod(K, 8) == 0) & ((t >= 0) & ((t + 32) <= M))) & t33) & in_range) {
+    *(threadgroup packed_half4*)(a_smem + t14 + t16) = *(device const packed_half4*)(A + ((t + t3) * K + t7) + (t5 * K));
+    *(threadgroup packed_half4*)(a_smem + t14 + t16 + 4) = *(device const packed_half4*)(A + ((t + t3) * K + t7) + (t5 * K) + 4);
+  } else {
+    if ((((0 - t7) > 0 ? (0 - t7) : 0) < 8 ? ((0 - t7) > 0 ? (0 - t7) : 0) : 8) == 0 && ((in_range & ((row >= 0) & (row < M))) ? (((K - t7) > 0 ? (K - t7) : 0) < 8 ? ((K - t7) > 0 ? (K - t7) : 0) : 8) : 0) == 8) {
+      *(threadgroup packed_half4*)(a_smem + t14 + t16) = *(device const packed_half4*)(A + ((t + t3) * K + t7) + (t5 * K));
+      *(threadgroup packed_half4*)(a_smem + t14 + t16 + 4) = *(device const packed_half4*)(A + ((t + t3) * K + t7) + (t5 * K) + 4);
+    } else {
+      #pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (j >= (((0 - t7) > 0 ? (0 - t7) : 0) < 8 ? ((0 - t7) > 0 ? (0 - t7) : 0) : 8) && j < ((in_range & ((row >= 0) & (row < M))) ? (((K - t7) > 0 ? (K - t7) : 0) < 8 ? ((K - t7) > 0 ? (K - t7) : 0) : 8) : 0)) (a_smem + t14 + t16)[j] = (A + ((t + t3) * K + t7) + (t5 * K))[j]; else (a_smem + t14 + t16)[j] = half(0.0f);
+      }
+    }
+  }
+  const int t36 = t1 + t7;
+  if (((((mt_mod(t1, 8) == 0) & (mt_mod(N, 8) == 0)) & t33) & ((t1 >= 0) & ((t1 + 32) <= N))) & in_range) {
+    *(threadgroup packed_half4*)(b_smem + t14 + t16) = *(device const packed_half4*)(B + (t3 * N + t36) + (t5 * N));
+    *(threadgroup packed_half4*)(b_smem + t14 + t16 + 4) = *(device const packed_half4*)(B + (t3 * N + t36) + (t5 * N) + 4);
+  } else {
+    if ((((0 - t36) > 0 ? (0 - t36) : 0) < 8 ? ((0 - t36) > 0 ? (0 - t36) : 0) : 8) == 0 && ((in_range & ((t6 >= 0) & (t6 < K))) ? (((N - t36) > 0 ? (N - t36) : 0) < 8 ? ((N - t36) > 0 ? (N - t36) : 0) : 8) : 0) == 8) {
+      *(threadgroup packed_half4*)(b_smem + t14 + t16) = *(device const packed_half4*)(B + (t3 * N + t36) + (t5 * N));
+      *(threadgroup packed_half4*)(b_smem + t14 + t16 + 4) = *(device const packed_half4*)(B + (t3 * N + t36) + (t5 * N) + 4);
+    } else {
+      #pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (j >= (((0 - t36) > 0 ? (0 - t36) : 0) < 8 ? ((0 - t36) > 0 ? (0 - t36) : 0) : 8) && j < ((in_range & ((t6 >= 0) & (t6 < K))) ? (((N - t36) > 0 ? (N - t36) : 0) < 8 ? ((N - t36) > 0 ? (N - t36) : 0) : 8) : 0)) (b_smem + t14 + t16)[j] = (B + (t3 * N + t36) + (t5 * N))[j]; else (b_smem + t14 + t16)[j] = half(0.0f);
+      }
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
   float acc[8];
   #pragma unroll
   for (int r = 0; r < 8; ++r) acc[r] = 0.0f;
   for (int i = 0; i < K; i += 32) {
-    const int t2 = tid * 8;
-    const int t3 = mt_div(t2, 32);
-    const int t5 = mt_div((tid * 8 - t2), 32);
-    const int t6 = t3 + t5;
-    const int t7 = mt_mod(t2, 32);
-    const int t10 = i + t7;
-    const int t15 = t3 * 40 + t7;
-    const int t17 = t5 * 40;
-    const int row = t + t6;
-    const bool t40 = (i >= 0) & ((i + 32) <= K);
-    if ((((mt_mod(i, 8) == 0) & (mt_mod(K, 8) == 0)) & ((t >= 0) & ((t + 32) <= M))) & t40) {
-      *(threadgroup packed_half4*)(a_smem + t15 + t17) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K));
-      *(threadgroup packed_half4*)(a_smem + t15 + t17 + 4) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K) + 4);
-    } else {
-      if ((((0 - t10) > 0 ? (0 - t10) : 0) < 8 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 8) == 0 && (((row >= 0) & (row < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 8 ? ((K - t10) > 0 ? (K - t10) : 0) : 8) : 0) == 8) {
-        *(threadgroup packed_half4*)(a_smem + t15 + t17) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K));
-        *(threadgroup packed_half4*)(a_smem + t15 + t17 + 4) = *(device const packed_half4*)(A + ((t + t3) * K + t10) + (t5 * K) + 4);
+    const int stage = mt_mod(mt_div(i, 32), 2);
+    const int next_k = i + 32;
+    const bool in_range1 = next_k < K;
+    int t61[8];
+    int row1[8];
+    int t62[8];
+    int col[8];
+    bool pred2[8];
+    #pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      const int idx1 = tid * 4 + r % 4 + ((r / 4)) * 512;
+      t61[r] = mt_div(idx1, 32);
+      row1[r] = t + t61[r];
+      t62[r] = mt_mod(idx1, 32);
+      col[r] = next_k + t62[r];
+      pred2[r] = (((row1[r] >= 0) & (row1[r] < M)) & ((col[r] >= 0) & (col[r] < K))) & in_range1;
+    }
+    half a_next[8];
+    #pragma unroll
+    for (int c = 0; c < 8; c += 4) {
+      if (pred2[c] && pred2[c + 1] && pred2[c + 2] && pred2[c + 3]) {
+        const half4 a_next_vec = *(device const packed_half4*)(A + (row1[c] * K + col[c]));
+        a_next[c] = a_next_vec[0];
+        a_next[c + 1] = a_next_vec[1];
+        a_next[c + 2] = a_next_vec[2];
+        a_next[c + 3] = a_next_vec[3];
       } else {
         #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          if (j >= (((0 - t10) > 0 ? (0 - t10) : 0) < 8 ? ((0 - t10) > 0 ? (0 - t10) : 0) : 8) && j < (((row >= 0) & (row < M)) ? (((K - t10) > 0 ? (K - t10) : 0) < 8 ? ((K - t10) > 0 ? (K - t10) : 0) : 8) : 0)) (a_smem + t15 + t17)[j] = (A + ((t + t3) * K + t10) + (t5 * K))[j]; else (a_smem + t15 + t17)[j] = half(0.0f);
+        for (int j = 0; j < 4; ++j) {
+          a_next[c + j] = pred2[c + j] ? A[row1[c + j] * K + col[c + j]] : half(0.0f);
         }
       }
     }
-    const int t43 = t1 + t7;
-    const int row1 = i + t6;
-    if ((((mt_mod(t1, 8) == 0) & (mt_mod(N, 8) == 0)) & t40) & ((t1 >= 0) & ((t1 + 32) <= N))) {
-      *(threadgroup packed_half4*)(b_smem + t15 + t17) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N));
-      *(threadgroup packed_half4*)(b_smem + t15 + t17 + 4) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N) + 4);
-    } else {
-      if ((((0 - t43) > 0 ? (0 - t43) : 0) < 8 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 8) == 0 && (((row1 >= 0) & (row1 < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 8 ? ((N - t43) > 0 ? (N - t43) : 0) : 8) : 0) == 8) {
-        *(threadgroup packed_half4*)(b_smem + t15 + t17) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N));
-        *(threadgroup packed_half4*)(b_smem + t15 + t17 + 4) = *(device const packed_half4*)(B + ((i + t3) * N + t43) + (t5 * N) + 4);
+    int row2[8];
+    int col1[8];
+    bool pred3[8];
+    #pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      row2[r] = next_k + t61[r];
+      col1[r] = t1 + t62[r];
+      pred3[r] = (((row2[r] >= 0) & (row2[r] < K)) & ((col1[r] >= 0) & (col1[r] < N))) & in_range1;
+    }
+    half b_next[8];
+    #pragma unroll
+    for (int c = 0; c < 8; c += 4) {
+      if (pred3[c] && pred3[c + 1] && pred3[c + 2] && pred3[c + 3]) {
+        const half4 b_next_vec = *(device const packed_half4*)(B + (row2[c] * N + col1[c]));
+        b_next[c] = b_next_vec[0];
+        b_next[c + 1] = b_next_vec[1];
+        b_next[c + 2] = b_next_vec[2];
+        b_next[c + 3] = b_next_vec[3];
       } else {
         #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          if (j >= (((0 - t43) > 0 ? (0 - t43) : 0) < 8 ? ((0 - t43) > 0 ? (0 - t43) : 0) : 8) && j < (((row1 >= 0) & (row1 < K)) ? (((N - t43) > 0 ? (N - t43) : 0) < 8 ? ((N - t43) > 0 ? (N - t43) : 0) : 8) : 0)) (b_smem + t15 + t17)[j] = (B + ((i + t3) * N + t43) + (t5 * N))[j]; else (b_smem + t15 + t17)[j] = half(0.0f);
+        for (int j = 0; j < 4; ++j) {
+          b_next[c + j] = pred3[c + j] ? B[row2[c + j] * N + col1[c + j]] : half(0.0f);
         }
       }
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int t77 = stage * 1280;
     float acc1[8];
     #pragma unroll
     for (int r = 0; r < 8; ++r) acc1[r] = acc[r];
@@ -190,8 +248,8 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
       simdgroup_barrier(mem_flags::mem_threadgroup);
       constexpr auto mma_desc = mpp::tensor_ops::matmul2d_descriptor(16, 16, 32, false, false, false, mpp::tensor_ops::matmul2d_descriptor::mode::multiply_accumulate);
       mpp::tensor_ops::matmul2d<mma_desc, execution_simdgroup> mma_op;
-      auto mma_ta = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(a_smem + mma_row * 40, dextents<int32_t, 2>(32, 16), array<int32_t, 2>({1, 40}));
-      auto mma_tb = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(b_smem + mma_col, dextents<int32_t, 2>(16, 32), array<int32_t, 2>({1, 40}));
+      auto mma_ta = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>((a_smem + t77) + mma_row * 40, dextents<int32_t, 2>(32, 16), array<int32_t, 2>({1, 40}));
+      auto mma_tb = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>((b_smem + t77) + mma_col, dextents<int32_t, 2>(16, 32), array<int32_t, 2>({1, 40}));
       auto mma_tc = tensor<threadgroup float, dextents<int32_t, 2>, tensor_inline>(mma_tile, dextents<int32_t, 2>(16, 16), array<int32_t, 2>({1, 32}));
       auto mma_ct = mma_op.get_destination_cooperative_tensor<decltype(mma_ta), decltype(mma_tb), float>();
       mma_ct.load(mma_tc);
@@ -204,6 +262,15 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
         acc1[2 * mma_i] = mma_f.thread_elements()[0];
         acc1[2 * mma_i + 1] = mma_f.thread_elements()[1];
       }
+    }
+    const int t82 = (1 - stage) * 1280;
+    #pragma unroll
+    for (int c = 0; c < 8; c += 4) {
+      *(threadgroup packed_half4*)(a_smem + t82 + (t61[c] * 40 + t62[c])) = half4(a_next[c], a_next[c + 1], a_next[c + 2], a_next[c + 3]);
+    }
+    #pragma unroll
+    for (int c = 0; c < 8; c += 4) {
+      *(threadgroup packed_half4*)(b_smem + t82 + (t61[c] * 40 + t62[c])) = half4(b_next[c], b_next[c + 1], b_next[c + 2], b_next[c + 3]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     #pragma unroll

@@ -17,12 +17,12 @@ t0=$SECONDS
 bash "$here/scripts/gpu-session.sh" "$out/s1" "$debs" build | tail -3
 mkdir -p /tmp/after && cp $mb/libmetile.so /tmp/after/
 echo "build ${SECONDS}s"
-timeout 150 $mb/tests/metile_unit --gtest_filter='Devices/KernelSuite.*/cuda_*:GpuGemm*:GpuWgmma*:GpuTma*' \
+timeout 150 $mb/tests/metile_unit --gtest_filter='Devices/KernelSuite.*/cuda_*gemm*:Devices/KernelSuite.*/cuda_*att*:Devices/KernelSuite.*/cuda_*dot*:Devices/KernelSuite.*/cuda_*matmul*:GpuGemm*:GpuWgmma*:GpuTma*' \
   --gtest_brief=1 > "$out/unit.log" 2>&1
 echo "unit rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/unit.log" | tr '\n' ' ') ${SECONDS}s"
 grep -E 'FAILED  \]' "$out/unit.log" | head
 METILE_LIBRARY=/tmp/after/libmetile.so timeout 150 python3 -m pytest -q -p no:cacheprovider \
-  "$here/bindings/python/tests/test_gemm_options.py" "$here/bindings/python/tests/test_kernels.py" -k cuda \
+  "$here/bindings/python/tests/test_gemm_options.py" "$here/bindings/python/tests/test_kernels.py" -k 'cuda and (gemm or dot or matmul or attention)' \
   > "$out/pytest.log" 2>&1
 echo "pytest rc=$? $(tail -1 "$out/pytest.log") ${SECONDS}s"
 variants=(--variant after=/tmp/after/libmetile.so: --variant counter_off=/tmp/after/libmetile.so:stage_counter)

@@ -153,7 +153,9 @@ void Lowering::loop(const Op& op) {
     layouts.push_back(l);
     operands.push_back(materialize(get(op.operands[i]), l));
   }
-  pipeline_prologue(op, operands[0], operands[1], operands[2]);
+  // A pipelined loop may carry its stage index after the loop's own values (lower_pipeline.cpp).
+  const ValueId counter = pipeline_prologue(op, operands[0], operands[1], operands[2]);
+  if (counter != kNoValue) operands.push_back(counter);
   prestage_invariant_operands(op);
   gpu::Op g;
   g.kind = gpu::GpuOpKind::FOR;
@@ -174,6 +176,12 @@ void Lowering::loop(const Op& op) {
     ValueId r = b.new_value(init.dtype, layouts[i], init.is_ptr, init.space);
     g.results.push_back(b.named(r, "acc"));
   }
+  ValueId counter_arg = kNoValue;
+  if (counter != kNoValue) {
+    counter_arg = b.named(b.new_value(DType::i32, gpu::kUniform), "stage");
+    g.regions[0].args.push_back(counter_arg);
+    g.results.push_back(b.named(b.new_value(DType::i32, gpu::kUniform), "stage"));
+  }
   gpu::Op& placed = b.append(std::move(g));
   std::vector<ValueId> results = placed.results;
   // Lower the body into the loop's block; `placed` stays valid because nothing is appended to
@@ -183,25 +191,26 @@ void Lowering::loop(const Op& op) {
   gpu::Block body = std::move(placed.regions[0]);
   b.set_block(&body);
   ++loop_depth;
-  pipeline_top(op, iv);
+  pipeline_top(op, iv, counter_arg);
   const Block& tb = op.body();
   for (const Op& o : tb.ops) {
     if (o.kind != OpKind::YIELD) {
       this->op(o);
       continue;
     }
-    pipeline_bottom(op, iv);
+    const ValueId next_counter = pipeline_bottom(op, iv);
     gpu::Op y;
     y.kind = gpu::GpuOpKind::YIELD;
     for (size_t i = 0; i < o.operands.size(); ++i)
       y.operands.push_back(materialize(get(o.operands[i]), layouts[i]));
+    if (next_counter != kNoValue) y.operands.push_back(next_counter);
     b.append(std::move(y));
   }
   --loop_depth;
   b.set_block(outer);
   outer->ops[index].regions[0] = std::move(body);
   pipeline_epilogue(op);
-  for (size_t i = 0; i < results.size(); ++i) set(op.results[i], results[i]);
+  for (size_t i = 0; i < op.results.size(); ++i) set(op.results[i], results[i]);
 }
 
 void Lowering::role(const Op& op) {

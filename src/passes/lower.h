@@ -53,6 +53,12 @@ struct LowerOptions {
    */
   bool preload = true;
   bool serpentine = true;
+  /**
+   * A pipelined K loop carries its stage index (0, 1, .., stages-1, 0, ..) from iteration to
+   * iteration instead of computing (iteration % stages) and the prefetch's stage from the
+   * induction variable each step (lower_pipeline.cpp). Off: computed, for differential tests.
+   */
+  bool stage_counter = true;
   /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
   int warps_m = 0, warps_n = 0;
   /**

@@ -172,9 +172,11 @@ class Lowering {
   /** Picks the loops to pipeline (the dots' direct copies chosen by assign_layouts). */
   void plan_pipelines();
   /** Loop hooks: before the loop, at the top and bottom of its body, after it. */
-  void pipeline_prologue(const Op& loop, ValueId start, ValueId end, ValueId step);
-  void pipeline_top(const Op& loop, ValueId iv);
-  void pipeline_bottom(const Op& loop, ValueId iv);
+  /** Returns the carried stage counter's initial value, or kNoValue (LowerOptions::stage_counter). */
+  ValueId pipeline_prologue(const Op& loop, ValueId start, ValueId end, ValueId step);
+  /** `counter`: the loop's carried stage argument or kNoValue; bottom returns its next value. */
+  void pipeline_top(const Op& loop, ValueId iv, ValueId counter);
+  ValueId pipeline_bottom(const Op& loop, ValueId iv);
   void pipeline_epilogue(const Op& loop);
   /** Issues the copies of every pipelined dot of `pl` for the iteration at `kv` into `stage`. */
   void pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId stage);

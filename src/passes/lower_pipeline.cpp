@@ -13,6 +13,10 @@
 //              copy the tiles of iteration it+S-1 into stage (it+S-1) % S; commit
 //   after:     wait for every group
 //
+// The stage it % S is carried by the loop as a counter (LowerOptions::stage_counter; the
+// prefetch's stage (it+S-1) % S is one below it): a compare and a select per step instead of a
+// division and two remainders of the induction variable.
+//
 // One barrier per iteration suffices: the stage written at the bottom of iteration it was last
 // read in iteration it-1, which every thread finished before passing this iteration's barrier.
 // The slice is lowered again for each prefetched iteration with the induction variable
@@ -106,23 +110,27 @@ void Lowering::pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId
   async_commit();
 }
 
-void Lowering::pipeline_prologue(const Op& loop, ValueId start, ValueId end, ValueId step) {
+ValueId Lowering::pipeline_prologue(const Op& loop, ValueId start, ValueId end, ValueId step) {
   auto it = pipelines.find(&loop);
-  if (it == pipelines.end()) return;
+  if (it == pipelines.end()) return kNoValue;
   Pipeline& pl = it->second;
   pl.start = start;
   pl.end = end;
   pl.step = step;
-  if (pl.prefetch) return prefetch_prologue(loop, pl);
+  if (pl.prefetch) {  // its stage is iteration % 2 (lower_double_buffer.cpp), not carried
+    prefetch_prologue(loop, pl);
+    return kNoValue;
+  }
   const DType t = f.value(start).dtype;
   tma_prologue(pl);
   for (int64_t s = 0; s + 1 < pl.stages; ++s) {
     ValueId kv = b.ew(OpKind::ADD, {start, b.ew(OpKind::MUL, {step, b.constant_int(t, s)})});
     pipeline_copies(loop, pl, kv, c_i32(s));
   }
+  return options.stage_counter ? c_i32(0) : kNoValue;
 }
 
-void Lowering::pipeline_top(const Op& loop, ValueId iv) {
+void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   auto it = pipelines.find(&loop);
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
@@ -134,21 +142,33 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv) {
   ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
   if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
   pl.iteration = b.named(n, "iteration");
-  pl.stage = b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
+  pl.stage = counter != kNoValue ? counter : b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
   if (pl.prefetch) prefetch_next(loop, pl);
 }
 
-void Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
+ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
   auto it = pipelines.find(&loop);
-  if (it == pipelines.end()) return;
+  if (it == pipelines.end()) return kNoValue;
   Pipeline& pl = it->second;
-  if (pl.prefetch) return prefetch_store(pl);
+  if (pl.prefetch) {
+    prefetch_store(pl);
+    return kNoValue;
+  }
   const DType t = f.value(iv).dtype;
   ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
   if (pl.tma_only) tma_release(pl);
-  ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
-  pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
+  if (!options.stage_counter) {
+    ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
+    pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
+    return kNoValue;
+  }
+  // The carried stage s: the prefetch goes to (s + stages - 1) % stages = s - 1 (stages - 1 at
+  // 0), the next iteration reads s + 1 (0 after stages - 1): a compare and a select each.
+  auto is = [&](int64_t v) { return b.ew(OpKind::EQ, {pl.stage, c_i32(v)}); };
+  ValueId prev = b.ew(OpKind::SELECT, {is(0), c_i32(pl.stages - 1), b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
+  pipeline_copies(loop, pl, kv, b.named(prev, "next_stage"));
+  return b.ew(OpKind::SELECT, {is(pl.stages - 1), c_i32(0), b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
 }
 
 void Lowering::pipeline_epilogue(const Op& loop) {

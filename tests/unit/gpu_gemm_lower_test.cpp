@@ -211,6 +211,26 @@ TEST(GpuGemmLower, WarpGridComesFromTheOptions) {
 
 // Every combination of the switches, for f16, bf16 and tf32, ragged and whole tiles, compiles
 // for sm_80 and sm_90.
+TEST(GpuGemmLower, TheLoopCarriesItsStageAndSwitchesOff) {
+  for (int stages : {2, 3, 4}) {
+    LowerOptions on = options(true, stages), off = on;
+    off.stage_counter = false;
+    const std::string ir_on = gpu_ir(f16_gemm(true), on), ir_off = gpu_ir(f16_gemm(true), off);
+    // On: the stage is a loop-carried i32 starting at 0, stepped by a compare and a select,
+    // with no remainder anywhere in the kernel; off: two remainders of the iteration per step.
+    EXPECT_EQ(count(ir_on, ", %stage: i32 = "), 1) << ir_on;
+    EXPECT_EQ(count(ir_on, " = mod %iteration"), 0) << ir_on;
+    EXPECT_EQ(count(ir_on, "%next_stage: i32 = select "), 1) << ir_on;
+    EXPECT_EQ(count(ir_off, ", %stage: i32 = "), 0) << ir_off;
+    EXPECT_EQ(count(ir_off, "%stage: i32 = mod %iteration"), 1) << ir_off;
+    EXPECT_EQ(count(ir_off, "%next_stage: i32 = mod "), 1) << ir_off;
+    const std::string c_on = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"), on)).source;
+    EXPECT_EQ(count(c_on, "stage = (stage == " + std::to_string(stages - 1) + ") ? 0 : "), 1) << c_on;
+  }
+  // No pipeline (one stage): nothing is carried.
+  EXPECT_EQ(count(gpu_ir(f16_gemm(true), options(true, 1)), "%stage"), 0);
+}
+
 TEST(GpuGemmLower, VariantsCompileThroughNvrtc) {
   std::string why;
   if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
@@ -221,6 +241,7 @@ TEST(GpuGemmLower, VariantsCompileThroughNvrtc) {
       if (variant == 3) g.block_n = 40;  // an odd number of 8-column atoms per warp: ldmatrix x2
       LowerOptions o = options(variant != 1, variant == 2 ? 4 : 0, variant != 2);
       o.aligned_body = variant != 3;
+      o.stage_counter = variant != 2;
       for (const char* arch : {"sm_80", "sm_90"}) {
         CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(g), nvidia_gpu_target(arch), o));
         std::string log;

@@ -57,7 +57,7 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
     with pytest.raises(metile.InvalidArgumentError,
                        match=r'METILE_GPU_OFF: unknown piece "bogus" \(async_copy, ldmatrix, '
                              r'aligned_body, pipeline, preload, serpentine, tma, split_k, '
-                             r'double_buffer\)'):
+                             r'double_buffer, stage_counter\)'):
         run(64, 64, 32, num_stages=4)
 
 
@@ -93,7 +93,7 @@ def test_an_asked_grid_wins_over_whole_rows(sim, options):
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("stages,off", [(2, ""), (3, "preload"), (4, "serpentine"),
-                                        (5, "preload,serpentine,ldmatrix")])
+                                        (5, "preload,serpentine,ldmatrix"), (6, "stage_counter")])
 def test_cuda_pieces_switched_off_compute_the_same_product(monkeypatch, dtype, stages, off):
     # Differential test of the mma.sync pieces on the device that has them; each case its own
     # num_stages so the launcher compiles it afresh (METILE_GPU_OFF is read at compile time).

@@ -123,11 +123,10 @@ MT_MMA(mt_mma_bf16, "m16n8k16", "bf16.bf16")
 
 // ---- threadgroup copies and fragment loads (cp.async, ldmatrix: sm_80+) ----------------------
 // Shared-memory addresses for these instructions are 32-bit offsets into the shared window.
-MT_FN uint mt_smem_addr(const void* p) {
-  uint a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
+// The compiler's own conversion (not an asm): it sees that the pointer is the shared array plus
+// an offset and folds the conversion into 32-bit arithmetic on that offset, so a copy or
+// fragment address computed per K step costs no 64-bit generic-pointer math.
+MT_FN uint mt_smem_addr(const void* p) { return uint(__cvta_generic_to_shared(p)); }
 // 16 bytes, global -> shared, bypassing L1 and registers; complete after wait_group + barrier.
 MT_FN void mt_cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mt_smem_addr(dst)), "l"(src) : "memory");
@@ -135,9 +134,7 @@ MT_FN void mt_cp_async16(void* dst, const void* src) {
 MT_FN void mt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Four 8x8 16-bit matrices: lanes 8q..8q+7 give the row addresses of matrix q (volatile: it
 // reads shared memory, so it must stay between the barriers it was written between). The
-// address is a shared-window offset (mt_smem_addr of the array once, plus 32-bit offsets): the
-// conversion is an asm the compiler cannot fold, so one per fragment would cost a 64-bit add
-// and a conversion each.
+// address is a shared-window offset (mt_smem_addr of the array once, plus 32-bit offsets).
 MT_FN void mt_ldmatrix_x4(uint* r, uint a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));

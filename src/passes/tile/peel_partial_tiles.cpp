@@ -1,0 +1,416 @@
+// whole_tiles: a tile_range whose masks hold on every lane of its whole tiles runs those tiles
+// without the masks, and only the rest (the last, partial tile of a row) as written.
+// Needs: verified, activity-explicit Tile IR with the bounds guards in the masks ("bounds" ran):
+// a row loop's loads then carry `lane < N` (the user's mask) and the guards' `lane >= lo`,
+// `lane <= hi` against loop-invariant limits. Guarantees: the same loads, stores and values in
+// the same order; no access outside a buffer that the guarded program did not make.
+//
+// A loop qualifies when its step is a positive constant, its induction variable is i32 and its
+// body holds no region, dot, tile_load/tile_store, atomic or SIMT op (GEMM and attention loops
+// keep their one body: doubling them costs registers and compile time). In its body a boolean
+// tile is "whole" when it is a comparison (<, <=, >, >=) between an index of the form
+// iv + arange(a0, B) + invariant scalars and a loop-invariant scalar, or the `bitand` of whole
+// tiles. Over the first n = (end - start) / step iterations (the whole tiles) such an index lies
+// in [start + c + a0, last + c + a0 + B - 1] (last = start + (n - 1) * step, c the scalars'
+// sum), so each comparison holds on every lane of every one of them exactly when one scalar
+// comparison of that range's end holds; so does the index staying inside i32 (no wrap-around).
+// Computed in i64 once in front of the loop, their conjunction `whole` decides the split:
+//
+//   split = start + (whole ? n : 0) * step
+//   for iv = start to split step s   { the body; whole masks true: loads and stores unmasked,
+//                                      select(mask, a, b) -> a, bitand(mask, m) -> m }
+//   for iv = split to end step s     { the body as written }  (carried values flow through)
+//
+// When `whole` fails (a row whose guards clip it, an index that would wrap) every iteration runs
+// the second loop, i.e. as written. Switched off by METILE_GPU_OFF=whole_tiles (every device).
+// Why: the guards and masks cost ~9 instructions per element in the row kernels (ncu on an H100,
+// bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "passes/tile/tile_emit.h"
+#include "passes/tile/tile_pass.h"
+#include "target/options.h"
+
+namespace metile {
+
+namespace {
+
+constexpr size_t kMaxBodyOps = 512;  // larger bodies are not row loops; doubling them is not free
+
+// What the pass needs to know about an op defined outside the loop it looks at (copied: the
+// blocks are rebuilt while it runs).
+struct Def {
+  OpKind kind{};
+  std::vector<ValueId> operands;
+  int64_t size = 0;                 // arange
+  std::optional<int64_t> int_value;  // integer const
+};
+
+bool may_fault(const Program& p, const Op& op) {
+  switch (op.kind) {
+    case OpKind::DIV:
+    case OpKind::FLOORDIV:
+    case OpKind::MOD:
+    case OpKind::SHL:
+    case OpKind::SHR:
+    case OpKind::POW:
+      return !is_float(p.type(op.result()).dtype);
+    default:
+      return false;
+  }
+}
+
+// Pure, cheap to run once more in front of the loop, and unable to fault there.
+bool copyable(const Program& p, const Op& op) {
+  return has_trait(op.kind, kPure) && !has_trait(op.kind, kSimt) && op.regions.empty() &&
+         !may_fault(p, op);
+}
+
+bool qualifies(const Program& p, const Op& loop, const std::unordered_map<ValueId, Def>& defs) {
+  if (p.type(loop.operands[0]).dtype != DType::i32 || !p.type(loop.operands[0]).is_scalar())
+    return false;
+  auto step = defs.find(loop.operands[2]);
+  if (step == defs.end() || !step->second.int_value || *step->second.int_value <= 0) return false;
+  const Block& body = loop.regions[0];
+  if (body.ops.size() > kMaxBodyOps) return false;
+  bool masked = false;
+  for (const Op& op : body.ops) {
+    if (!op.regions.empty() || has_trait(op.kind, kSimt) || has_trait(op.kind, kAtomic) ||
+        op.kind == OpKind::DOT || op.kind == OpKind::TILE_LOAD || op.kind == OpKind::TILE_STORE)
+      return false;
+    masked = masked || (op.kind == OpKind::LOAD && op.operands.size() > 1) ||
+             (op.kind == OpKind::STORE && op.operands.size() > 2) || op.kind == OpKind::SELECT;
+  }
+  return masked;
+}
+
+// Fresh values for every result and block argument of `block` (recursively), operands renamed.
+Block clone_block(Program& p, const Block& block, std::unordered_map<ValueId, ValueId>& map) {
+  auto renamed = [&](ValueId v) {
+    auto it = map.find(v);
+    return it == map.end() ? v : it->second;
+  };
+  Block out;
+  for (ValueId a : block.args) out.args.push_back(map[a] = p.new_value(p.type(a)));
+  for (const Op& op : block.ops) {
+    Op c;
+    c.kind = op.kind;
+    c.attrs = op.attrs;
+    c.loc = op.loc;
+    for (ValueId v : op.operands) c.operands.push_back(renamed(v));
+    for (const Block& r : op.regions) c.regions.push_back(clone_block(p, r, map));
+    for (ValueId r : op.results) c.results.push_back(map[r] = p.new_value(p.type(r)));
+    out.ops.push_back(std::move(c));
+  }
+  return out;
+}
+
+// One loop: the scalar facts in front of it, then the rewrite of its whole-tile copy.
+class Peel {
+ public:
+  Peel(Program& p, const std::unordered_map<ValueId, Def>& defs, const Op& loop,
+       std::vector<Op>& pre)
+      : p_(p), defs_(defs), loc_(loop.loc), pre_(pre) {}
+
+  // The whole-tile copy of `loop` (masks that hold dropped) and the split point, or nothing
+  // when no mask of the body is whole.
+  std::optional<std::pair<Op, ValueId>> run(const Op& loop) {
+    std::unordered_map<ValueId, ValueId> map;
+    Block body = clone_block(p_, loop.regions[0], map);
+    iv_ = body.args[0];
+    for (size_t k = 0; k < body.ops.size(); ++k)
+      for (ValueId r : body.ops[k].results) inside_[r] = k;
+    body_ = &body;
+    const int64_t step = *defs_.at(loop.operands[2]).int_value;
+    start_ = emit(OpKind::CAST, {loop.operands[0]}, Type::scalar(DType::i64));
+    const ValueId end = emit(OpKind::CAST, {loop.operands[1]}, Type::scalar(DType::i64));
+    step_ = constant(step);
+    const ValueId zero = constant(0);
+    const ValueId span = emit(OpKind::MAXIMUM, {emit(OpKind::SUB, {end, start_}, i64()), zero}, i64());
+    whole_n_ = emit(OpKind::DIV, {span, step_}, i64());
+    const ValueId before_last = emit(OpKind::SUB, {whole_n_, constant(1)}, i64());
+    last_ = emit(OpKind::ADD, {start_, emit(OpKind::MUL, {before_last, step_}, i64())}, i64());
+
+    std::unordered_map<ValueId, ValueId> subst;
+    std::vector<bool> dead(body.ops.size(), false);
+    bool changed = false;
+    for (size_t k = 0; k < body.ops.size(); ++k) {
+      Op& op = body.ops[k];
+      for (ValueId& v : op.operands)
+        if (auto it = subst.find(v); it != subst.end()) v = it->second;
+      if (op.kind == OpKind::LOAD && op.operands.size() > 1 && whole(op.operands[1])) {
+        op.operands.resize(1);
+        changed = true;
+      } else if (op.kind == OpKind::STORE && op.operands.size() > 2 && whole(op.operands[2])) {
+        op.operands.resize(2);
+        changed = true;
+      } else if (op.kind == OpKind::SELECT && p_.type(op.operands[0]).is_tile() &&
+                 whole(op.operands[0])) {
+        subst[op.result()] = op.operands[1];
+        dead[k] = changed = true;
+      } else if (op.kind == OpKind::BITAND && p_.type(op.result()).dtype == DType::boolean) {
+        for (int side : {0, 1})
+          if (!dead[k] && p_.type(op.operands[side]) == p_.type(op.result()) &&
+              whole(op.operands[side])) {
+            subst[op.result()] = op.operands[1 - side];
+            dead[k] = changed = true;
+          }
+      }
+    }
+    if (!changed) return std::nullopt;
+    std::vector<Op> kept;
+    for (size_t k = 0; k < body.ops.size(); ++k)
+      if (!dead[k]) kept.push_back(std::move(body.ops[k]));
+    body.ops = std::move(kept);
+    drop_unused(body);
+
+    ValueId all = kNoValue;
+    for (ValueId c : conditions_)
+      all = all == kNoValue ? c : emit(OpKind::BITAND, {all, c}, Type::scalar(DType::boolean));
+    const ValueId n = emit(OpKind::SELECT, {all, whole_n_, zero}, i64());
+    const ValueId split64 = emit(OpKind::ADD, {start_, emit(OpKind::MUL, {n, step_}, i64())}, i64());
+    const ValueId split = emit(OpKind::CAST, {split64}, Type::scalar(DType::i32));
+
+    Op main;
+    main.kind = OpKind::FOR;
+    main.loc = loop.loc;
+    main.attrs = loop.attrs;
+    main.operands = loop.operands;
+    main.operands[1] = split;
+    for (ValueId r : loop.results) main.results.push_back(p_.new_value(p_.type(r)));
+    main.regions.push_back(std::move(body));
+    return std::make_pair(std::move(main), split);
+  }
+
+ private:
+  static Type i64() { return Type::scalar(DType::i64); }
+
+  ValueId emit(OpKind k, std::vector<ValueId> operands, Type t, std::vector<Attr> attrs = {}) {
+    return append_op(p_, pre_, k, std::move(operands), t, loc_, std::move(attrs));
+  }
+  ValueId constant(int64_t v) {
+    auto [it, added] = constants_.try_emplace(v, kNoValue);
+    if (added) it->second = emit(OpKind::CONST, {}, i64(), {Attr{"value", v}});
+    return it->second;
+  }
+
+  // `v` as a value defined in front of the loop: itself when it is defined outside, a copy of
+  // its (pure, invariant) definition otherwise; nothing when it changes with the iteration.
+  std::optional<ValueId> outside(ValueId v) {
+    if (v == iv_) return std::nullopt;
+    auto at = inside_.find(v);
+    if (at == inside_.end()) {
+      for (ValueId a : body_->args)
+        if (a == v) return std::nullopt;
+      return v;
+    }
+    if (auto it = copied_.find(v); it != copied_.end()) return it->second;
+    const Op& op = body_->ops[at->second];
+    if (!copyable(p_, op) || op.results.size() != 1) return std::nullopt;
+    std::vector<ValueId> operands;
+    for (ValueId o : op.operands) {
+      auto x = outside(o);
+      if (!x) return std::nullopt;
+      operands.push_back(*x);
+    }
+    const ValueId r = emit(op.kind, operands, p_.type(v), op.attrs);
+    copied_[v] = r;
+    return r;
+  }
+
+  // The kind and operands of the op defining `v`, inside the body or outside it.
+  std::optional<Def> def(ValueId v) const {
+    if (auto at = inside_.find(v); at != inside_.end()) {
+      const Op& op = body_->ops[at->second];
+      Def d{op.kind, op.operands, 0, std::nullopt};
+      if (op.kind == OpKind::ARANGE) d.size = op.attr_int("size");
+      return d;
+    }
+    if (auto it = defs_.find(v); it != defs_.end()) return it->second;
+    return std::nullopt;
+  }
+
+  // An index iv + arange(a0, B) + scalars: the values to add to iv (in front of the loop) and
+  // B - 1 (0 without an arange).
+  struct Index {
+    int ivs = 0;
+    std::vector<ValueId> terms;
+    int64_t width = 0;
+    int aranges = 0;
+  };
+
+  std::optional<Index> index(ValueId v) {
+    const Type& t = p_.type(v);
+    if (t.is_ptr || t.dtype != DType::i32) return std::nullopt;
+    if (v == iv_) return Index{1, {}, 0, 0};
+    std::optional<Def> d = def(v);
+    if (d && d->kind == OpKind::ADD) {
+      auto a = index(d->operands[0]), b = index(d->operands[1]);
+      if (!a || !b) return std::nullopt;
+      a->ivs += b->ivs;
+      a->aranges += b->aranges;
+      a->width += b->width;
+      a->terms.insert(a->terms.end(), b->terms.begin(), b->terms.end());
+      if (a->ivs > 1 || a->aranges > 1) return std::nullopt;
+      return a;
+    }
+    if (d && d->kind == OpKind::ARANGE) {
+      auto a0 = outside(d->operands[0]);
+      if (!a0 || d->size < 1) return std::nullopt;
+      return Index{0, {*a0}, d->size - 1, 1};
+    }
+    if (d && d->kind == OpKind::BROADCAST) return scalar_term(d->operands[0]);
+    if (t.is_scalar()) return scalar_term(v);
+    return std::nullopt;
+  }
+
+  std::optional<Index> scalar_term(ValueId v) {
+    if (!p_.type(v).is_scalar() || p_.type(v).dtype != DType::i32) return std::nullopt;
+    auto x = outside(v);
+    if (!x) return std::nullopt;
+    return Index{0, {*x}, 0, 0};
+  }
+
+  // The loop-invariant scalar `v` stands for on every lane, widened to i64.
+  std::optional<ValueId> bound(ValueId v) {
+    std::optional<Def> d = def(v);
+    if (p_.type(v).is_tile()) {
+      if (!d || d->kind != OpKind::BROADCAST) return std::nullopt;
+      v = d->operands[0];
+    }
+    if (p_.type(v).dtype != DType::i32) return std::nullopt;
+    auto x = outside(v);
+    if (!x) return std::nullopt;
+    return emit(OpKind::CAST, {*x}, i64());
+  }
+
+  // Adds the scalar conditions under which `v` is true on every lane of every whole tile;
+  // false when that cannot be shown.
+  bool whole(ValueId v) {
+    if (auto it = known_.find(v); it != known_.end()) return it->second;
+    const bool r = prove(v);
+    known_[v] = r;
+    return r;
+  }
+
+  bool prove(ValueId v) {
+    const Type& t = p_.type(v);
+    std::optional<Def> d = def(v);
+    if (!t.is_tile() || t.dtype != DType::boolean || !d) return false;
+    if (d->kind == OpKind::BITAND) return whole(d->operands[0]) && whole(d->operands[1]);
+    OpKind k = d->kind;
+    if (k != OpKind::LT && k != OpKind::LE && k != OpKind::GT && k != OpKind::GE) return false;
+    ValueId e = d->operands[0], s = d->operands[1];
+    std::optional<Index> ix = index(e);
+    if (!ix || ix->ivs != 1) {  // `s op e`: the same comparison turned around
+      std::swap(e, s);
+      ix = index(e);
+      if (!ix || ix->ivs != 1) return false;
+      k = k == OpKind::LT ? OpKind::GT : k == OpKind::LE ? OpKind::GE
+        : k == OpKind::GT ? OpKind::LT : OpKind::LE;
+    }
+    std::optional<ValueId> b = bound(s);
+    if (!b) return false;
+    const auto [lo, hi] = range(*ix);
+    const bool upper = k == OpKind::LT || k == OpKind::LE;
+    conditions_.insert(emit(k, {upper ? hi : lo, *b}, Type::scalar(DType::boolean)));
+    return true;
+  }
+
+  // The index's least value (first tile, lane 0) and greatest (last whole tile, last lane), in
+  // i64, once per index; adds the condition that both are i32 values (no wrap-around).
+  std::pair<ValueId, ValueId> range(Index ix) {
+    std::sort(ix.terms.begin(), ix.terms.end());
+    ix.terms.push_back(static_cast<ValueId>(ix.width));  // the key: the terms, then the width
+    auto [it, added] = ranges_.try_emplace(ix.terms);
+    if (!added) return it->second;
+    ix.terms.pop_back();
+    ValueId c = kNoValue;
+    for (ValueId term : ix.terms) {
+      const ValueId t = emit(OpKind::CAST, {term}, i64());
+      c = c == kNoValue ? t : emit(OpKind::ADD, {c, t}, i64());
+    }
+    const ValueId lo = c == kNoValue ? start_ : emit(OpKind::ADD, {start_, c}, i64());
+    const ValueId last = c == kNoValue ? last_ : emit(OpKind::ADD, {last_, c}, i64());
+    const ValueId hi = ix.width == 0 ? last : emit(OpKind::ADD, {last, constant(ix.width)}, i64());
+    const Type flag = Type::scalar(DType::boolean);
+    conditions_.insert(emit(OpKind::GE, {lo, constant(INT32_MIN)}, flag));
+    conditions_.insert(emit(OpKind::LE, {hi, constant(INT32_MAX)}, flag));
+    return it->second = {lo, hi};
+  }
+
+  // Removes pure ops of `block` whose results nothing uses (the masks the copy no longer needs).
+  void drop_unused(Block& block) {
+    for (bool again = true; again;) {
+      again = false;
+      std::set<ValueId> used;
+      walk(block, [&](const Op& op) { used.insert(op.operands.begin(), op.operands.end()); });
+      std::vector<Op> kept;
+      for (Op& op : block.ops) {
+        bool live = !has_trait(op.kind, kPure) || !op.regions.empty();
+        for (ValueId r : op.results) live = live || used.count(r);
+        if (live) kept.push_back(std::move(op));
+        else again = true;
+      }
+      block.ops = std::move(kept);
+    }
+  }
+
+  Program& p_;
+  const std::unordered_map<ValueId, Def>& defs_;
+  Loc loc_;
+  std::vector<Op>& pre_;
+  const Block* body_ = nullptr;
+  ValueId iv_ = kNoValue, start_ = kNoValue, step_ = kNoValue, whole_n_ = kNoValue, last_ = kNoValue;
+  std::unordered_map<ValueId, size_t> inside_;
+  std::unordered_map<ValueId, ValueId> copied_;
+  std::unordered_map<ValueId, bool> known_;
+  std::set<ValueId> conditions_;
+  std::unordered_map<int64_t, ValueId> constants_;
+  std::map<std::vector<ValueId>, std::pair<ValueId, ValueId>> ranges_;
+};
+
+void peel_block(Program& p, Block& block, const std::unordered_map<ValueId, Def>& defs) {
+  std::vector<Op> out;
+  out.reserve(block.ops.size());
+  for (Op& op : block.ops) {
+    for (Block& r : op.regions) peel_block(p, r, defs);
+    if (op.kind == OpKind::FOR && qualifies(p, op, defs)) {
+      std::vector<Op> pre;
+      Peel peel(p, defs, op, pre);
+      if (auto main = peel.run(op)) {
+        for (Op& x : pre) out.push_back(std::move(x));
+        op.operands[0] = main->second;
+        for (size_t k = 0; k < main->first.results.size(); ++k) op.operands[3 + k] = main->first.results[k];
+        out.push_back(std::move(main->first));
+      }
+    }
+    out.push_back(std::move(op));
+  }
+  block.ops = std::move(out);
+}
+
+}  // namespace
+
+void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
+  const auto& off = ctx.options.gpu_off;
+  if (std::find(off.begin(), off.end(), "whole_tiles") != off.end()) return;
+  std::unordered_map<ValueId, Def> defs;
+  walk(program.body, [&](const Op& op) {
+    if (op.results.size() != 1) return;
+    Def d{op.kind, op.operands, 0, std::nullopt};
+    if (op.kind == OpKind::ARANGE) d.size = op.attr_int("size");
+    if (op.kind == OpKind::CONST && is_int(program.type(op.result()).dtype))
+      if (const auto* i = std::get_if<int64_t>(op.find_attr("value"))) d.int_value = *i;
+    defs[op.result()] = std::move(d);
+  });
+  peel_block(program, program.body, defs);
+}
+
+}  // namespace metile

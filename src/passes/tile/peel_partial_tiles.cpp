@@ -277,14 +277,29 @@ class Peel {
     return Index{0, {*x}, 0, 0};
   }
 
-  // The loop-invariant scalar `v` stands for on every lane, widened to i64.
-  std::optional<ValueId> bound(ValueId v) {
+  // An i32 index of the loop's lanes, or (`is_unsigned`) one cast to u32 (a lane's bit pattern).
+  std::optional<Index> lanes(ValueId e, bool& is_unsigned) {
+    is_unsigned = false;
+    std::optional<Def> d = def(e);
+    if (d && d->kind == OpKind::CAST && p_.type(e).dtype == DType::u32 &&
+        p_.type(d->operands[0]).dtype == DType::i32) {
+      is_unsigned = true;
+      e = d->operands[0];
+    }
+    std::optional<Index> ix = index(e);
+    if (!ix || ix->ivs != 1) return std::nullopt;
+    return ix;
+  }
+
+  // The loop-invariant scalar of type `dtype` that `v` stands for on every lane, widened to i64
+  // (a u32 by its value).
+  std::optional<ValueId> bound(ValueId v, DType dtype) {
     std::optional<Def> d = def(v);
     if (p_.type(v).is_tile()) {
       if (!d || d->kind != OpKind::BROADCAST) return std::nullopt;
       v = d->operands[0];
     }
-    if (p_.type(v).dtype != DType::i32) return std::nullopt;
+    if (p_.type(v).dtype != dtype) return std::nullopt;
     auto x = outside(v);
     if (!x) return std::nullopt;
     return emit(OpKind::CAST, {*x}, i64());
@@ -307,17 +322,25 @@ class Peel {
     OpKind k = d->kind;
     if (k != OpKind::LT && k != OpKind::LE && k != OpKind::GT && k != OpKind::GE) return false;
     ValueId e = d->operands[0], s = d->operands[1];
-    std::optional<Index> ix = index(e);
-    if (!ix || ix->ivs != 1) {  // `s op e`: the same comparison turned around
+    bool is_unsigned = false;
+    std::optional<Index> ix = lanes(e, is_unsigned);
+    if (!ix) {  // `s op e`: the same comparison turned around
       std::swap(e, s);
-      ix = index(e);
-      if (!ix || ix->ivs != 1) return false;
+      ix = lanes(e, is_unsigned);
+      if (!ix) return false;
       k = k == OpKind::LT ? OpKind::GT : k == OpKind::LE ? OpKind::GE
         : k == OpKind::GT ? OpKind::LT : OpKind::LE;
     }
-    std::optional<ValueId> b = bound(s);
+    std::optional<ValueId> b = bound(s, is_unsigned ? DType::u32 : DType::i32);
     if (!b) return false;
     const auto [lo, hi] = range(*ix);
+    // The bounds pass's one-compare guard: unsigned(lane) < limit is lane < limit once no lane
+    // is negative.
+    if (is_unsigned) {
+      auto [it, added] = nonnegative_.try_emplace(lo, kNoValue);
+      if (added) it->second = emit(OpKind::GE, {lo, constant(0)}, Type::scalar(DType::boolean));
+      conditions_.insert(it->second);
+    }
     const bool upper = k == OpKind::LT || k == OpKind::LE;
     conditions_.insert(emit(k, {upper ? hi : lo, *b}, Type::scalar(DType::boolean)));
     return true;
@@ -373,6 +396,7 @@ class Peel {
   std::unordered_map<ValueId, bool> known_;
   std::set<ValueId> conditions_;
   std::unordered_map<int64_t, ValueId> constants_;
+  std::unordered_map<ValueId, ValueId> nonnegative_;
   std::map<std::vector<ValueId>, std::pair<ValueId, ValueId>> ranges_;
 };
 

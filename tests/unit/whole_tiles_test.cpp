@@ -117,3 +117,77 @@ TEST(WholeTiles, TheBoundsGuardsAreCheckedOncePerLoop) {
 
 }  // namespace
 }  // namespace metile
+
+namespace metile {
+namespace {
+
+// A sum pass over X, then a pass over the same range that re-reads X and stores into `dst`.
+std::string two_passes(const std::string& dst = "%Out") {
+  return "kernel @two(%X: ptr<f32>, %Out: ptr<f32>, %N: i32) {\n"
+         "  %0 = const {value = 0.0} : f32\n"
+         "  %1 = broadcast %0 : tile<32xf32>\n"
+         "  %2 = const {value = 0} : i32\n"
+         "  %3 = const {value = 32} : i32\n"
+         "  %4 = for %5 = %2 to %N step %3 iter_args(%6 = %1) -> (tile<32xf32>) {\n"
+         "    %7 = arange %2 {size = 32} : tile<32xi32>\n"
+         "    %8 = add %5, %7 : tile<32xi32>\n"
+         "    %9 = lt %8, %N : tile<32xbool>\n"
+         "    %10 = ptr_offset %X, %8 : tile<32xptr<f32>>\n"
+         "    %11 = load %10, %9 : tile<32xf32>\n"
+         "    %12 = add %6, %11 : tile<32xf32>\n"
+         "    %13 = select %9, %12, %6 : tile<32xf32>\n"
+         "    yield %13\n"
+         "  }\n"
+         "  %14 = reduce_sum %4 {axis = -1} : f32\n"
+         "  %15 = const {value = 0} : i32\n"
+         "  for %16 = %15 to %N step %3 {\n"
+         "    %17 = arange %2 {size = 32} : tile<32xi32>\n"
+         "    %18 = add %16, %17 : tile<32xi32>\n"
+         "    %19 = lt %18, %N : tile<32xbool>\n"
+         "    %20 = ptr_offset %X, %18 : tile<32xptr<f32>>\n"
+         "    %21 = load %20, %19 : tile<32xf32>\n"
+         "    %22 = sub %21, %14 : tile<32xf32>\n"
+         "    %23 = ptr_offset " + dst + ", %18 : tile<32xptr<f32>>\n"
+         "    store %23, %22, %19\n"
+         "    yield\n"
+         "  }\n"
+         "}\n";
+}
+
+std::string on(const std::string& text, bool gpu, const std::vector<std::string>& gpu_off = {}) {
+  Program p = parse(text);
+  CompileOptions o;
+  o.gpu_off = gpu_off;
+  TileHiddenArgs hidden;
+  TilePassContext ctx{o, !gpu, hidden, !gpu};
+  run_tile_pass("whole_tiles", p, ctx);
+  return print(p, false);
+}
+
+// The re-reading pass's loops in order: "partial" (masked, as written) or "whole".
+std::vector<std::string> second_pass(const std::string& text) {
+  std::vector<std::string> order;
+  size_t at = text.find("reduce_sum");
+  while ((at = text.find(" for ", at + 1)) != std::string::npos) {
+    const std::string body = text.substr(at, text.find("yield", at) - at);
+    order.push_back(body.find("xbool>") == std::string::npos ? "whole" : "partial");
+  }
+  return order;
+}
+
+TEST(WholeTiles, ARereadRunsLastFirstOnGpus) {
+  const std::string gpu = on(two_passes(), true);
+  ASSERT_EQ(second_pass(gpu), (std::vector<std::string>{"partial", "whole"})) << gpu;
+  // The whole tiles count down: iv = (split - 32) - (t - start).
+  const std::string whole = gpu.substr(gpu.rfind(" for "));
+  EXPECT_EQ(count(whole, "= sub %\\w+, %\\w+ : i64"), 2) << gpu;
+  // Host devices and METILE_GPU_OFF=last_first keep the order; so does a pass that writes what
+  // the program reads.
+  EXPECT_EQ(second_pass(on(two_passes(), false)), (std::vector<std::string>{"whole", "partial"}));
+  EXPECT_EQ(second_pass(on(two_passes(), true, {"last_first"})),
+            (std::vector<std::string>{"whole", "partial"}));
+  EXPECT_EQ(second_pass(on(two_passes("%X"), true)), (std::vector<std::string>{"whole", "partial"}));
+}
+
+}  // namespace
+}  // namespace metile

@@ -23,9 +23,18 @@
 //
 // When `whole` fails (a row whose guards clip it, an index that would wrap) every iteration runs
 // the second loop, i.e. as written. Switched off by METILE_GPU_OFF=whole_tiles (every device).
+//
+// Last-first (GPUs; METILE_GPU_OFF=last_first): a loop that re-reads the range an earlier loop
+// of its block read (same start, end and step), carries nothing, makes one store whose lanes
+// iv + c .. iv + c + w (w < step) keep iterations apart, in a program that writes no parameter
+// it reads, runs the partial tile first and then its whole tiles from the last to the first.
+// The iterations are independent, so the order changes no value. Why: on long rows the earlier
+// pass's last tiles are the ones still in L2 when the re-read starts (an H100 holds 50 MB of L2
+// against ~118 MB of rows in flight at 1024x32768: bench/results/cuda_rows_h100.md, run 5).
 // Why: the guards and masks cost ~9 instructions per element in the row kernels (ncu on an H100,
 // bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -33,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/param_access.h"
 #include "passes/tile/tile_emit.h"
 #include "passes/tile/tile_pass.h"
 #include "target/options.h"
@@ -120,14 +130,18 @@ class Peel {
 
   // The whole-tile copy of `loop` (masks that hold dropped) and the split point, or nothing
   // when no mask of the body is whole.
-  std::optional<std::pair<Op, ValueId>> run(const Op& loop) {
+  // With `last_first` (see the file comment) and a body that allows it, the copy runs its
+  // iterations last-first and `reversed` says so.
+  std::optional<std::pair<Op, ValueId>> run(const Op& loop, bool last_first, bool& reversed) {
+    reversed = false;
     std::unordered_map<ValueId, ValueId> map;
     Block body = clone_block(p_, loop.regions[0], map);
     iv_ = body.args[0];
     for (size_t k = 0; k < body.ops.size(); ++k)
       for (ValueId r : body.ops[k].results) inside_[r] = k;
     body_ = &body;
-    const int64_t step = *defs_.at(loop.operands[2]).int_value;
+    step_of_ = loop.operands[2];
+    const int64_t step = *defs_.at(step_of_).int_value;
     start_ = emit(OpKind::CAST, {loop.operands[0]}, Type::scalar(DType::i64));
     const ValueId end = emit(OpKind::CAST, {loop.operands[1]}, Type::scalar(DType::i64));
     step_ = constant(step);
@@ -169,6 +183,9 @@ class Peel {
       if (!dead[k]) kept.push_back(std::move(body.ops[k]));
     body.ops = std::move(kept);
     drop_unused(body);
+    inside_.clear();
+    for (size_t k = 0; k < body.ops.size(); ++k)
+      for (ValueId r : body.ops[k].results) inside_[r] = k;
 
     ValueId all = kNoValue;
     for (ValueId c : conditions_)
@@ -176,6 +193,21 @@ class Peel {
     const ValueId n = emit(OpKind::SELECT, {all, whole_n_, zero}, i64());
     const ValueId split64 = emit(OpKind::ADD, {start_, emit(OpKind::MUL, {n, step_}, i64())}, i64());
     const ValueId split = emit(OpKind::CAST, {split64}, Type::scalar(DType::i32));
+    if (last_first && loop.results.empty() && stores_apart(body)) {
+      // iv = (split - step) - (t - start): the same iterations, the last first.
+      const ValueId iv = body.args[0];
+      body.args[0] = p_.new_value(p_.type(iv));
+      const ValueId last = emit(OpKind::SUB, {split64, step_}, i64());
+      std::vector<Op> head;
+      const ValueId t = append_op(p_, head, OpKind::CAST, {body.args[0]}, i64(), loc_);
+      const ValueId done = append_op(p_, head, OpKind::SUB, {t, start_}, i64(), loc_);
+      const ValueId back = append_op(p_, head, OpKind::SUB, {last, done}, i64(), loc_);
+      append_op(p_, head, OpKind::CAST, {back}, p_.type(iv), loc_);
+      head.back().results[0] = iv;
+      body.ops.insert(body.ops.begin(), std::make_move_iterator(head.begin()),
+                      std::make_move_iterator(head.end()));
+      reversed = true;
+    }
 
     Op main;
     main.kind = OpKind::FOR;
@@ -368,6 +400,28 @@ class Peel {
     return it->second = {lo, hi};
   }
 
+  // One store, no other side effect, and its lanes iv + c .. iv + c + w with w < step: the
+  // iterations write apart, so their order does not matter (what they read nobody writes:
+  // checked by the caller).
+  bool stores_apart(const Block& body) {
+    const Op* store = nullptr;
+    for (const Op& op : body.ops) {
+      if (op.kind == OpKind::STORE) {
+        if (store != nullptr) return false;
+        store = &op;
+      } else if (has_trait(op.kind, kSideEffect)) {
+        return false;
+      }
+    }
+    if (store == nullptr) return false;
+    std::optional<Def> d = def(store->operands[0]);
+    if (!d || d->kind != OpKind::PTR_OFFSET || !p_.type(d->operands[0]).is_scalar() ||
+        !outside(d->operands[0]))
+      return false;
+    std::optional<Index> ix = index(d->operands[1]);
+    return ix && ix->ivs == 1 && ix->width < *defs_.at(step_of_).int_value;
+  }
+
   // Removes pure ops of `block` whose results nothing uses (the masks the copy no longer needs).
   void drop_unused(Block& block) {
     for (bool again = true; again;) {
@@ -390,6 +444,7 @@ class Peel {
   Loc loc_;
   std::vector<Op>& pre_;
   const Block* body_ = nullptr;
+  ValueId step_of_ = kNoValue;
   ValueId iv_ = kNoValue, start_ = kNoValue, step_ = kNoValue, whole_n_ = kNoValue, last_ = kNoValue;
   std::unordered_map<ValueId, size_t> inside_;
   std::unordered_map<ValueId, ValueId> copied_;
@@ -400,18 +455,50 @@ class Peel {
   std::map<std::vector<ValueId>, std::pair<ValueId, ValueId>> ranges_;
 };
 
-void peel_block(Program& p, Block& block, const std::unordered_map<ValueId, Def>& defs) {
+// Whether an earlier loop of the block (`ranges`: their start, end and step as written) runs
+// over the same range as `loop`: then `loop` re-reads what that one read, its last tiles most
+// recently.
+bool rereads(const Op& loop, const std::vector<std::array<ValueId, 3>>& ranges,
+             const std::unordered_map<ValueId, Def>& defs) {
+  auto same = [&](ValueId a, ValueId b) {
+    if (a == b) return true;
+    auto x = defs.find(a), y = defs.find(b);
+    return x != defs.end() && y != defs.end() && x->second.int_value && y->second.int_value &&
+           *x->second.int_value == *y->second.int_value;
+  };
+  for (const auto& r : ranges)
+    if (same(r[0], loop.operands[0]) && same(r[1], loop.operands[1]) && same(r[2], loop.operands[2]))
+      return true;
+  return false;
+}
+
+void peel_block(Program& p, Block& block, const std::unordered_map<ValueId, Def>& defs,
+                bool last_first) {
   std::vector<Op> out;
   out.reserve(block.ops.size());
+  std::vector<std::array<ValueId, 3>> ranges;
   for (Op& op : block.ops) {
-    for (Block& r : op.regions) peel_block(p, r, defs);
-    if (op.kind == OpKind::FOR && qualifies(p, op, defs)) {
+    for (Block& r : op.regions) peel_block(p, r, defs, last_first);
+    if (op.kind != OpKind::FOR) {
+      out.push_back(std::move(op));
+      continue;
+    }
+    const std::array<ValueId, 3> range{op.operands[0], op.operands[1], op.operands[2]};
+    const bool again = rereads(op, ranges, defs);
+    ranges.push_back(range);
+    if (qualifies(p, op, defs)) {
       std::vector<Op> pre;
       Peel peel(p, defs, op, pre);
-      if (auto main = peel.run(op)) {
+      bool reversed = false;
+      if (auto main = peel.run(op, last_first && again, reversed)) {
         for (Op& x : pre) out.push_back(std::move(x));
         op.operands[0] = main->second;
         for (size_t k = 0; k < main->first.results.size(); ++k) op.operands[3 + k] = main->first.results[k];
+        if (reversed) {  // the partial tile, then the whole ones from the last
+          out.push_back(std::move(op));
+          out.push_back(std::move(main->first));
+          continue;
+        }
         out.push_back(std::move(main->first));
       }
     }
@@ -434,7 +521,17 @@ void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
       if (const auto* i = std::get_if<int64_t>(op.find_attr("value"))) d.int_value = *i;
     defs[op.result()] = std::move(d);
   });
-  peel_block(program, program.body, defs);
+  // Last-first re-reads: GPUs only (host devices' caches hold a row; interp and check_bounds
+  // report the first bad access, which the order decides), and only when nothing the program
+  // reads is written by it (distinct pointer parameters do not alias, as keep_rows assumes).
+  bool last_first = !ctx.whole_tiles_in_order && !ctx.device_checks_accesses &&
+                    !ctx.options.check_bounds &&
+                    std::find(off.begin(), off.end(), "last_first") == off.end();
+  if (last_first) {
+    const ParamAccess access = param_access(program);
+    for (ValueId w : access.written) last_first = last_first && !access.read.count(w);
+  }
+  peel_block(program, program.body, defs, last_first);
 }
 
 }  // namespace metile

@@ -23,16 +23,17 @@
 //
 // When `whole` fails (a row whose guards clip it, an index that would wrap) every iteration runs
 // the second loop, i.e. as written. Switched off by METILE_GPU_OFF=whole_tiles (every device).
+// Why: the guards and masks cost ~9 instructions per element in the row kernels (ncu on an H100,
+// bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
 //
 // Last-first (GPUs; METILE_GPU_OFF=last_first): a loop that re-reads the range an earlier loop
 // of its block read (same start, end and step), carries nothing, makes one store whose lanes
 // iv + c .. iv + c + w (w < step) keep iterations apart, in a program that writes no parameter
-// it reads, runs the partial tile first and then its whole tiles from the last to the first.
-// The iterations are independent, so the order changes no value. Why: on long rows the earlier
-// pass's last tiles are the ones still in L2 when the re-read starts (an H100 holds 50 MB of L2
-// against ~118 MB of rows in flight at 1024x32768: bench/results/cuda_rows_h100.md, run 5).
-// Why: the guards and masks cost ~9 instructions per element in the row kernels (ncu on an H100,
-// bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
+// it reads and has no threadgroup memory, runs the partial tile first and then its whole tiles
+// from the last to the first. The iterations are independent, so the order changes no value.
+// Why: on long rows the earlier pass's last tiles are the ones still in L2 when the re-read
+// starts (an H100 holds 50 MB of L2 against ~118 MB of rows in flight at 1024x32768: run 5 and
+// run 6 of bench/results/cuda_rows_h100.md).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -530,6 +531,8 @@ void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
   if (last_first) {
     const ParamAccess access = param_access(program);
     for (ValueId w : access.written) last_first = last_first && !access.read.count(w);
+    // Threadgroup memory is no parameter: a kernel with any may read what it wrote.
+    walk(program.body, [&](const Op& op) { last_first = last_first && op.kind != OpKind::SHARED; });
   }
   peel_block(program, program.body, defs, last_first);
 }

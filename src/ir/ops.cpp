@@ -14,11 +14,13 @@ std::vector<AttrSpec> parse_specs(std::string_view text) {
   std::vector<AttrSpec> out;
   for (std::string_view item : split_list(text)) {
     size_t colon = item.find(':');
-    std::string_view kind = item.substr(colon + 1);
+    std::string_view kind = item.substr(colon + 1), name = item.substr(0, colon);
     AttrKind k = kind == "int" ? AttrKind::integer
                  : kind == "num" ? AttrKind::number
                                  : AttrKind::string;
-    out.push_back({item.substr(0, colon), k});
+    const bool optional = name.ends_with('?');
+    if (optional) name.remove_suffix(1);
+    out.push_back({name, k, optional});
   }
   return out;
 }

@@ -37,6 +37,7 @@ enum class AttrKind : uint8_t { integer, number, string };
 struct AttrSpec {
   std::string_view name;
   AttrKind kind;
+  bool optional = false;  // "name?:kind" in ops.def: an op may go without it
 };
 
 struct OpInfo {

@@ -263,15 +263,18 @@ std::vector<Type> Checker::run() const {
         " operands, got ", n);
   for (ValueId v : op.operands)
     if (!ctx.program->valid(v)) bad("uses an undefined value");
+  size_t known = 0;
   for (const AttrSpec& spec : info.attrs) {
     const AttrValue* v = op.find_attr(spec.name);
+    if (v == nullptr && spec.optional) continue;
     if (v == nullptr) bad("missing attribute ", spec.name);
+    ++known;
     bool ok = spec.kind == AttrKind::string    ? std::holds_alternative<std::string>(*v)
               : spec.kind == AttrKind::integer ? std::holds_alternative<int64_t>(*v)
                                                : !std::holds_alternative<std::string>(*v);
     if (!ok) bad("attribute ", spec.name, " has the wrong kind");
   }
-  if (op.attrs.size() != info.attrs.size()) bad("has unknown attributes");
+  if (op.attrs.size() != known) bad("has unknown attributes");
 
   const OpKind k = op.kind;
   if (has_trait(k, kBinary | kCompare)) return {binary()};

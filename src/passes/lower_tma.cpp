@@ -21,6 +21,12 @@
 // Otherwise the top keeps its cp.async wait, wgmma wait and barrier, and waits on the mbarrier
 // after them.
 //
+// Bounds the bounds pass made (its `bounds` attribute on the load, guard_buffer_bounds.cpp):
+// "clamped" bounds are MINIMUM(given, the buffer's), of which the map takes the given bound and
+// clamp=1, so the runtime keeps it inside the buffer as the guarded load does; "buffer" bounds
+// are the default matrix (rows and cols "*" with clamp=1). A MINIMUM the user wrote is no
+// parameter or constant: that load keeps the async copies.
+//
 // The runtime falls back to a build with TMA off where a launch's tensors break TMA's rules
 // (runtime/cuda/tma_map.h): base address and row stride in bytes multiples of 16.
 #include "passes/lower_internal.h"
@@ -61,8 +67,24 @@ void Lowering::tma_prologue(Pipeline& pl) {
       for (size_t k = 0; k < p.params.size(); ++k)
         if (p.params[k].value == load.operands[0]) m.param = static_cast<int64_t>(k);
       m.ld = map_source(p, defs, load.operands[3]);
-      m.rows = map_source(p, defs, load.operands[4]);
-      m.cols = map_source(p, defs, load.operands[5]);
+      const AttrValue* made = load.find_attr("bounds");
+      const std::string* how = made ? std::get_if<std::string>(made) : nullptr;
+      if (how && *how == "buffer") {
+        m.rows = m.cols = "*";
+        m.clamp = true;
+      } else if (how && *how == "clamped") {
+        auto given = [&](ValueId v) {
+          auto d = defs.find(v);
+          if (d == defs.end() || d->second->kind != OpKind::MINIMUM) return std::string();
+          return map_source(p, defs, d->second->operands[0]);
+        };
+        m.rows = given(load.operands[4]);
+        m.cols = given(load.operands[5]);
+        m.clamp = true;
+      } else {
+        m.rows = map_source(p, defs, load.operands[4]);
+        m.cols = map_source(p, defs, load.operands[5]);
+      }
       if (m.param < 0 || m.ld.empty() || m.rows.empty() || m.cols.empty()) continue;
       m.elem = t.elem;
       m.box_rows = t.rows;

@@ -8,8 +8,16 @@
  * rows land `swizzle` bytes apart in threadgroup memory with the hardware swizzle of that width
  * (the wgmma staging layout, src/target/wgmma_layout.h). Each of rows, cols and ld is a kernel
  * parameter ("p<index>") or a constant ("<value>"), so the runtime can evaluate it from the
- * launch's arguments. One line of text per map:
+ * launch's arguments.
+ *
+ * With clamp=1 the bounds are the checked mode's (the bounds pass, guard_buffer_bounds.cpp): the
+ * given matrix kept inside the buffer, rows = min(rows, avail // ld) and cols = min(cols, ld)
+ * with avail the elements from the base pointer to the buffer's end; a bound spelled "*" was not
+ * given (the default matrix: avail // ld rows of ld). TMA's zero fill outside the clamped
+ * matrix then reads what the guarded loads read. One line of text per map:
  *   param=<index> rows=<src> cols=<src> ld=<src> elem=<bytes> box=<rows>x<cols> swizzle=<bytes>
+ *   clamp=<0|1>
+ * (on one line).
  */
 #pragma once
 
@@ -24,11 +32,12 @@ struct TmaMap {
   int64_t param = -1;  // the base pointer's parameter index
   std::string rows, cols, ld;
   int64_t elem = 0, box_rows = 0, box_cols = 0, swizzle = 0;
+  bool clamp = false;  // rows and cols also kept inside the buffer (the checked mode's bounds)
 
   std::string text() const {
     return "param=" + std::to_string(param) + " rows=" + rows + " cols=" + cols + " ld=" + ld +
            " elem=" + std::to_string(elem) + " box=" + std::to_string(box_rows) + "x" + std::to_string(box_cols) +
-           " swizzle=" + std::to_string(swizzle);
+           " swizzle=" + std::to_string(swizzle) + " clamp=" + (clamp ? "1" : "0");
   }
   bool operator==(const TmaMap&) const = default;
 };
@@ -56,11 +65,13 @@ inline bool parse_tma_maps(const std::string& text, std::vector<TmaMap>* out) {
       else if (key == "elem") v >> m.elem;
       else if (key == "box") v >> m.box_rows >> x >> m.box_cols;
       else if (key == "swizzle") v >> m.swizzle;
+      else if (key == "clamp" && (value == "0" || value == "1")) m.clamp = value == "1";
       else return false;
       if (v.fail() || (key == "box" && x != 'x')) return false;
       ++fields;
     }
-    if (fields != 7 || m.param < 0 || m.rows.empty() || m.cols.empty() || m.ld.empty()) return false;
+    if (fields != 8 || m.param < 0 || m.rows.empty() || m.cols.empty() || m.ld.empty()) return false;
+    if (!m.clamp && (m.rows == "*" || m.cols == "*")) return false;  // no bound and no buffer's
     out->push_back(m);
   }
   return true;

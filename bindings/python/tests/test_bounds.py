@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import metile
-from kernels import matmul as gemm  # the suite GEMM (tile_load with bounds, dot, tile_store)
+from kernels import matmul  # the suite GEMM (tile_load with bounds, dot, tile_store)
 
 SENTINEL = -777.0
 
@@ -168,17 +168,57 @@ def test_tile_load_bounds_override_the_default(device):
     np.testing.assert_array_equal(out, ref)
 
 
-def test_a_gemm_whose_bounds_reach_past_a_stays_inside_it(device):
-    # bounds=(M, K) claim 192 rows of A; its buffer holds 80: the rows past it read 0 (the
-    # suite's wgmma GEMM on sm_90; TMA tensor maps are also kept inside their buffers by the
-    # runtime, runtime/cuda/tma_map.h, unit-tested in TmaMap.EncodingFollowsTmasRules).
-    m_real, m, n, k = 80, 192, 128, 64
+@pytest.mark.parametrize("kernel", ["suite", "seed"])
+@pytest.mark.parametrize("m_real", [80, 0])
+def test_a_gemm_whose_bounds_reach_past_a_stays_inside_it(device, kernel, m_real):
+    # The suite GEMM's bounds=(M, K) claim 192 rows of A (the seed GEMM's default matrix is A's
+    # whole buffer); A holds 80 rows, or less than one: the rows past it read 0. On sm_90 the
+    # checked program's A and B are TMA copies whose tensor the runtime keeps inside the buffer
+    # as the bounds pass does (runtime/cuda/tma_map.h, TmaMap.ClampedBoundsFollowTheBoundsPass);
+    # with no whole row left it runs the build without TMA.
+    m, n, k = 192, 128, 64
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((m_real, k)).astype(np.float16)
+    a = rng.standard_normal((max(m_real, 1), k)).astype(np.float16)
+    a = a[:m_real] if m_real else a[0, : k // 2].copy()
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = np.full((m, n), np.nan, dtype=np.float32)
-    gemm[(metile.cdiv(m, 64), metile.cdiv(n, 64))](a, b, c, m, n, k, BLOCK_M=64, BLOCK_N=64, BLOCK_K=16)
+    launch = (matmul if kernel == "suite" else gemm)[(metile.cdiv(m, 64), metile.cdiv(n, 128))]
+    options = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, num_stages=3)
+    if device.name == "cuda" and device.architecture.startswith("sm_90"):
+        assert "tma_load" in launch.compile(a, b, c, m, n, k, **options).source("gpu_ir")
+    if device.name == "interp" and kernel == "suite":  # interp reports the claim (DESIGN §3)
+        with pytest.raises(metile.DeviceError, match="outside buffer `A`"):
+            launch(a, b, c, m, n, k, **options)
+        return
+    launch(a, b, c, m, n, k, **options)
     metile.synchronize()
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.linalg.norm(c[:m_real] - want) / np.linalg.norm(want) < 1e-5
+    if m_real:
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        assert np.linalg.norm(c[:m_real] - want) / np.linalg.norm(want) < 1e-5
     assert np.all(c[m_real:] == 0)  # rows past A's buffer read 0
+
+
+@metile.kernel
+def claimed_rows(X, Out, R, ROW, BR: metile.constexpr):
+    t = metile.tile_load(X, ROW, 0, 4, (BR, 4), bounds=(R, 4))  # R may claim more rows than X has
+    metile.tile_store(Out, ROW, 0, 4, t, (BR, 4), bounds=(R, 4))
+
+
+# (rows of X, rows of Out, claimed rows, first row of the tile, reported): a tile that touches
+# a claimed row past X (load) or past Out (store) is an access outside its buffer; one that
+# reaches past the claim but not past the buffers is not.
+@pytest.mark.parametrize("x_rows,out_rows,rows,row,bad", [
+    (2, 8, 8, 0, True), (2, 8, 8, 4, True), (8, 2, 8, 0, True),
+    (2, 8, 2, 0, False), (2, 8, 1, 0, False), (8, 8, 8, 4, False)])
+def test_check_bounds_reports_given_bounds_past_the_buffer(device, x_rows, out_rows, rows, row, bad):
+    x = np.arange(x_rows * 4, dtype=np.float32).reshape(x_rows, 4) + 1
+    out = np.full((out_rows, 4), SENTINEL, np.float32)
+    if bad:
+        with pytest.raises(metile.MetileError, match="outside"):
+            claimed_rows[(1,)](x, out, rows, row, BR=4, check_bounds=True)
+        return
+    claimed_rows[(1,)](x, out, rows, row, BR=4, check_bounds=True)
+    want = np.full((out_rows, 4), SENTINEL, np.float32)
+    end = min(row + 4, rows)
+    want[row:end] = x[row:end]
+    np.testing.assert_array_equal(out, want)

@@ -11,7 +11,8 @@
 //     accesses to threadgroup memory whose offsets are provably in range keep no guard;
 //   - with CompileOptions::check_bounds (on a device that does not check itself) a hidden i32
 //     error-flag pointer comes last: the first guarded access with a lane out of range stores
-//     its site number there (TileHiddenArgs::sites names the op and source line).
+//     its site number there (TileHiddenArgs::sites names the op and source line), as does a
+//     tile access whose given bounds reach past its buffer where the tile touches that part.
 // Every pointer is traced to the parameter or shared allocation it came from (through the ops of
 // pointer_sources and loop-carried values, whose offset is carried alongside); a
 // pointer that cannot be traced to one buffer is an UNSUPPORTED error naming the op.
@@ -151,6 +152,7 @@ class Bounds {
   ValueId lanes_in_range(const Prov& pv, ValueId limit = kNoValue);
   ValueId mask_limit(ValueId mask, ValueId lanes) const;
   void report(ValueId active, ValueId inside, const Op& op);
+  void report_past_buffer(const Op& op, size_t first_bound, ValueId rows, ValueId cols);
 
   Program& p_;
   const TilePassContext& ctx_;
@@ -332,6 +334,10 @@ void Bounds::tile_access(Op& op) {
   const bool is_load = op.kind == OpKind::TILE_LOAD;
   const size_t first_bound = is_load ? 4 : 5;
   const bool bounded = op.operands.size() > first_bound;
+  // hopper (issue 19): the `bounds` attribute tells TMA lowering (lower_tma.cpp) that the bounds
+  // are this pass's: "buffer" the appended default matrix, "clamped" MINIMUM(given, buffer's)
+  // with the given bound its first operand. Only this pass sets it: any other copy is dropped.
+  std::erase_if(op.attrs, [](const Attr& a) { return a.name == "bounds"; });
   if (bounded && !guard_) {
     out_->push_back(std::move(op));
     return;
@@ -359,6 +365,7 @@ void Bounds::tile_access(Op& op) {
   };
   rows = narrow(rows);
   cols = narrow(cols);
+  if (bounded && report_) report_past_buffer(op, first_bound, rows, cols);
   if (bounded) {
     // A given matrix, kept inside the buffer.
     const ValueId given_rows = op.operands[first_bound], given_cols = op.operands[first_bound + 1];
@@ -366,11 +373,38 @@ void Bounds::tile_access(Op& op) {
     auto as = [&](ValueId v) { return rt.dtype == d ? v : emit(OpKind::CAST, {v}, rt); };
     op.operands[first_bound] = emit(OpKind::MINIMUM, {given_rows, as(rows)}, rt);
     op.operands[first_bound + 1] = emit(OpKind::MINIMUM, {given_cols, as(cols)}, rt);
+    op.attrs.push_back({"bounds", std::string("clamped")});
   } else {
     op.operands.push_back(rows);
     op.operands.push_back(cols);
+    op.attrs.push_back({"bounds", std::string("buffer")});
   }
   out_->push_back(std::move(op));
+}
+
+// Given bounds may claim a matrix larger than the buffer holds; the guard then reads 0 (skips
+// the store) past the buffer, and check_bounds reports it, as interp does: when the tile's part
+// of the given matrix, [max(row,0), min(row+R, given rows)) x [max(col,0), min(col+C, given
+// cols)), is not empty and reaches past the buffer's (rows, cols).
+void Bounds::report_past_buffer(const Op& op, size_t first_bound, ValueId rows, ValueId cols) {
+  const bool is_load = op.kind == OpKind::TILE_LOAD;
+  const Shape& s = p_.type(is_load ? op.results[0] : op.operands[4]).shape;
+  const Type i64 = Type::scalar(DType::i64);
+  const ValueId zero = constant(DType::i64, 0);
+  auto span = [&](ValueId at, int64_t n, ValueId given, ValueId have, ValueId* fits) {
+    const ValueId start = to_i64(at);
+    const ValueId lo = emit(OpKind::MAXIMUM, {start, zero}, i64);
+    const ValueId end = emit(OpKind::ADD, {start, constant(DType::i64, n)}, i64);
+    const ValueId hi = emit(OpKind::MINIMUM, {end, to_i64(given)}, i64);
+    *fits = bool_op(OpKind::LE, hi, to_i64(have));
+    return bool_op(OpKind::LT, lo, hi);
+  };
+  ValueId rows_fit, cols_fit;
+  const ValueId some_rows = span(op.operands[1], s.dims[0], op.operands[first_bound], rows, &rows_fit);
+  const ValueId some_cols = span(op.operands[2], s.dims[1], op.operands[first_bound + 1], cols, &cols_fit);
+  const ValueId touches = bool_op(OpKind::BITAND, some_rows, some_cols);
+  const ValueId fits = bool_op(OpKind::BITAND, rows_fit, cols_fit);
+  report(kNoValue, bool_op(OpKind::BITOR, emit(OpKind::NOT, {touches}, p_.type(touches)), fits), op);
 }
 
 void Bounds::pointer_op(Op& op) {

@@ -1,5 +1,8 @@
 #include "runtime/cuda/tma_map.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace metile::cuda {
 
 std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base, uint64_t bytes,
@@ -9,14 +12,25 @@ std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base, uint64_t
     *why = reason;
     return std::nullopt;
   };
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();  // "*": no bound given
   auto value = [&](const std::string& src) -> std::optional<int64_t> {
     if (src.empty()) return std::nullopt;
+    if (src == "*") return m.clamp ? std::optional<int64_t>(kNone) : std::nullopt;
     if (src[0] == 'p') return param(std::stoll(src.substr(1)));
     return std::stoll(src);
   };
-  const std::optional<int64_t> rows = value(m.rows), cols = value(m.cols), ld = value(m.ld);
-  if (!rows || !cols || !ld) return no("a bound or the row stride is not an integer argument");
+  std::optional<int64_t> rows = value(m.rows), cols = value(m.cols);
+  const std::optional<int64_t> ld = value(m.ld);
+  if (!rows || !cols || !ld || *ld == kNone) return no("a bound or the row stride is not an integer argument");
   if (m.elem != 1 && m.elem != 2 && m.elem != 4) return no("elements of " + std::to_string(m.elem) + " bytes");
+  if (m.clamp) {
+    // The bounds pass's matrix: the given one kept inside the buffer's (avail // ld) x ld, where
+    // a row stride below 1 leaves no rows (guard_buffer_bounds.cpp, Bounds::tile_access).
+    if (*ld < 1) return no("the row stride (" + std::to_string(*ld) + " elements) is not positive");
+    const int64_t avail = static_cast<int64_t>(std::min<uint64_t>(bytes / static_cast<uint64_t>(m.elem), kNone));
+    rows = std::min(*rows, avail / *ld);
+    cols = std::min(*cols, *ld);
+  }
   if (m.swizzle != 32 && m.swizzle != 64 && m.swizzle != 128) return no("no TMA swizzle of that width");
   if (m.box_rows < 1 || m.box_rows > 256 || m.box_cols < 1 || m.box_cols * m.elem > m.swizzle)
     return no("the box does not fit TMA");

@@ -4,6 +4,7 @@ README softmax becomes an online softmax; independent sums run together), and no
 where the laws do not hold. Every kernel runs fused and unfused (fuse_reductions=False) on every
 device, ragged N, against float64 numpy."""
 
+import os
 import re
 
 import numpy as np
@@ -16,7 +17,18 @@ SENTINEL = 12345.0
 
 
 def count_for(kernel, *args, **kw):
-    text = kernel[(1,)].compile(*args, **kw).source("tile_ir_opt")
+    # The loops as the merge leaves them: the whole_tiles pass would split each row loop in two.
+    # A new kernel object: compiled kernels are cached per program, and METILE_GPU_OFF is read
+    # when one is compiled.
+    old = os.environ.get("METILE_GPU_OFF")
+    os.environ["METILE_GPU_OFF"] = "whole_tiles"
+    try:
+        text = metile.kernel(kernel.fn)[(1,)].compile(*args, **kw).source("tile_ir_opt")
+    finally:
+        if old is None:
+            del os.environ["METILE_GPU_OFF"]
+        else:
+            os.environ["METILE_GPU_OFF"] = old
     return len(re.findall(r"^\s*(?:%[\w%, ]+ = )?for ", text, re.M))
 
 

@@ -32,6 +32,9 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   // check it moves out of the loop. Host devices leave it to
   // their C++ compiler: a hoisted tile would become an array kept across the loop there.
   if (!whole_tiles_in_order) run("hoist");
+  // After bounds and hoist: the guards' limits are then loop-invariant scalars in front of the
+  // loop, which is what its one check per loop compares with.
+  run("whole_tiles");
   run("loop_steps");  // after bounds: shares its error flag, which comes last
   // Backends run uniform loops only; the activity pass is what makes per-thread ones uniform.
   walk(out->body, [&](const Op& op) {

@@ -1,0 +1,540 @@
+// whole_tiles: a tile_range whose masks hold on every lane of its whole tiles runs those tiles
+// without the masks, and only the rest (the last, partial tile of a row) as written.
+// Needs: verified, activity-explicit Tile IR with the bounds guards in the masks ("bounds" ran):
+// a row loop's loads then carry `lane < N` (the user's mask) and the guards' `lane >= lo`,
+// `lane <= hi` against loop-invariant limits. Guarantees: the same loads, stores and values in
+// the same order; no access outside a buffer that the guarded program did not make.
+//
+// A loop qualifies when its step is a positive constant, its induction variable is i32 and its
+// body holds no region, dot, tile_load/tile_store, atomic or SIMT op (GEMM and attention loops
+// keep their one body: doubling them costs registers and compile time). In its body a boolean
+// tile is "whole" when it is a comparison (<, <=, >, >=) between an index of the form
+// iv + arange(a0, B) + invariant scalars and a loop-invariant scalar, or the `bitand` of whole
+// tiles. Over the first n = (end - start) / step iterations (the whole tiles) such an index lies
+// in [start + c + a0, last + c + a0 + B - 1] (last = start + (n - 1) * step, c the scalars'
+// sum), so each comparison holds on every lane of every one of them exactly when one scalar
+// comparison of that range's end holds; so does the index staying inside i32 (no wrap-around).
+// Computed in i64 once in front of the loop, their conjunction `whole` decides the split:
+//
+//   split = start + (whole ? n : 0) * step
+//   for iv = start to split step s   { the body; whole masks true: loads and stores unmasked,
+//                                      select(mask, a, b) -> a, bitand(mask, m) -> m }
+//   for iv = split to end step s     { the body as written }  (carried values flow through)
+//
+// When `whole` fails (a row whose guards clip it, an index that would wrap) every iteration runs
+// the second loop, i.e. as written. Switched off by METILE_GPU_OFF=whole_tiles (every device).
+// Why: the guards and masks cost ~9 instructions per element in the row kernels (ncu on an H100,
+// bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
+//
+// Last-first (GPUs; METILE_GPU_OFF=last_first): a loop that re-reads the range an earlier loop
+// of its block read (same start, end and step), carries nothing, makes one store whose lanes
+// iv + c .. iv + c + w (w < step) keep iterations apart, in a program that writes no parameter
+// it reads and has no threadgroup memory, runs the partial tile first and then its whole tiles
+// from the last to the first. The iterations are independent, so the order changes no value.
+// Why: on long rows the earlier pass's last tiles are the ones still in L2 when the re-read
+// starts (an H100 holds 50 MB of L2 against ~118 MB of rows in flight at 1024x32768: run 5 and
+// run 6 of bench/results/cuda_rows_h100.md).
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/param_access.h"
+#include "passes/tile/tile_emit.h"
+#include "passes/tile/tile_pass.h"
+#include "target/options.h"
+
+namespace metile {
+
+namespace {
+
+constexpr size_t kMaxBodyOps = 512;  // larger bodies are not row loops; doubling them is not free
+
+// What the pass needs to know about an op defined outside the loop it looks at (copied: the
+// blocks are rebuilt while it runs).
+struct Def {
+  OpKind kind{};
+  std::vector<ValueId> operands;
+  int64_t size = 0;                 // arange
+  std::optional<int64_t> int_value;  // integer const
+};
+
+bool may_fault(const Program& p, const Op& op) {
+  switch (op.kind) {
+    case OpKind::DIV:
+    case OpKind::FLOORDIV:
+    case OpKind::MOD:
+    case OpKind::SHL:
+    case OpKind::SHR:
+    case OpKind::POW:
+      return !is_float(p.type(op.result()).dtype);
+    default:
+      return false;
+  }
+}
+
+// Pure, cheap to run once more in front of the loop, and unable to fault there.
+bool copyable(const Program& p, const Op& op) {
+  return has_trait(op.kind, kPure) && !has_trait(op.kind, kSimt) && op.regions.empty() &&
+         !may_fault(p, op);
+}
+
+bool qualifies(const Program& p, const Op& loop, const std::unordered_map<ValueId, Def>& defs) {
+  if (p.type(loop.operands[0]).dtype != DType::i32 || !p.type(loop.operands[0]).is_scalar())
+    return false;
+  auto step = defs.find(loop.operands[2]);
+  if (step == defs.end() || !step->second.int_value || *step->second.int_value <= 0) return false;
+  const Block& body = loop.regions[0];
+  if (body.ops.size() > kMaxBodyOps) return false;
+  bool masked = false;
+  for (const Op& op : body.ops) {
+    if (!op.regions.empty() || has_trait(op.kind, kSimt) || has_trait(op.kind, kAtomic) ||
+        op.kind == OpKind::DOT || op.kind == OpKind::TILE_LOAD || op.kind == OpKind::TILE_STORE)
+      return false;
+    masked = masked || (op.kind == OpKind::LOAD && op.operands.size() > 1) ||
+             (op.kind == OpKind::STORE && op.operands.size() > 2) || op.kind == OpKind::SELECT;
+  }
+  return masked;
+}
+
+// Fresh values for every result and block argument of `block` (recursively), operands renamed.
+Block clone_block(Program& p, const Block& block, std::unordered_map<ValueId, ValueId>& map) {
+  auto renamed = [&](ValueId v) {
+    auto it = map.find(v);
+    return it == map.end() ? v : it->second;
+  };
+  Block out;
+  for (ValueId a : block.args) out.args.push_back(map[a] = p.new_value(p.type(a)));
+  for (const Op& op : block.ops) {
+    Op c;
+    c.kind = op.kind;
+    c.attrs = op.attrs;
+    c.loc = op.loc;
+    for (ValueId v : op.operands) c.operands.push_back(renamed(v));
+    for (const Block& r : op.regions) c.regions.push_back(clone_block(p, r, map));
+    for (ValueId r : op.results) c.results.push_back(map[r] = p.new_value(p.type(r)));
+    out.ops.push_back(std::move(c));
+  }
+  return out;
+}
+
+// One loop: the scalar facts in front of it, then the rewrite of its whole-tile copy.
+class Peel {
+ public:
+  Peel(Program& p, const std::unordered_map<ValueId, Def>& defs, const Op& loop,
+       std::vector<Op>& pre)
+      : p_(p), defs_(defs), loc_(loop.loc), pre_(pre) {}
+
+  // The whole-tile copy of `loop` (masks that hold dropped) and the split point, or nothing
+  // when no mask of the body is whole.
+  // With `last_first` (see the file comment) and a body that allows it, the copy runs its
+  // iterations last-first and `reversed` says so.
+  std::optional<std::pair<Op, ValueId>> run(const Op& loop, bool last_first, bool& reversed) {
+    reversed = false;
+    std::unordered_map<ValueId, ValueId> map;
+    Block body = clone_block(p_, loop.regions[0], map);
+    iv_ = body.args[0];
+    for (size_t k = 0; k < body.ops.size(); ++k)
+      for (ValueId r : body.ops[k].results) inside_[r] = k;
+    body_ = &body;
+    step_of_ = loop.operands[2];
+    const int64_t step = *defs_.at(step_of_).int_value;
+    start_ = emit(OpKind::CAST, {loop.operands[0]}, Type::scalar(DType::i64));
+    const ValueId end = emit(OpKind::CAST, {loop.operands[1]}, Type::scalar(DType::i64));
+    step_ = constant(step);
+    const ValueId zero = constant(0);
+    const ValueId span = emit(OpKind::MAXIMUM, {emit(OpKind::SUB, {end, start_}, i64()), zero}, i64());
+    whole_n_ = emit(OpKind::DIV, {span, step_}, i64());
+    const ValueId before_last = emit(OpKind::SUB, {whole_n_, constant(1)}, i64());
+    last_ = emit(OpKind::ADD, {start_, emit(OpKind::MUL, {before_last, step_}, i64())}, i64());
+
+    std::unordered_map<ValueId, ValueId> subst;
+    std::vector<bool> dead(body.ops.size(), false);
+    bool changed = false;
+    for (size_t k = 0; k < body.ops.size(); ++k) {
+      Op& op = body.ops[k];
+      for (ValueId& v : op.operands)
+        if (auto it = subst.find(v); it != subst.end()) v = it->second;
+      if (op.kind == OpKind::LOAD && op.operands.size() > 1 && whole(op.operands[1])) {
+        op.operands.resize(1);
+        changed = true;
+      } else if (op.kind == OpKind::STORE && op.operands.size() > 2 && whole(op.operands[2])) {
+        op.operands.resize(2);
+        changed = true;
+      } else if (op.kind == OpKind::SELECT && p_.type(op.operands[0]).is_tile() &&
+                 whole(op.operands[0])) {
+        subst[op.result()] = op.operands[1];
+        dead[k] = changed = true;
+      } else if (op.kind == OpKind::BITAND && p_.type(op.result()).dtype == DType::boolean) {
+        for (int side : {0, 1})
+          if (!dead[k] && p_.type(op.operands[side]) == p_.type(op.result()) &&
+              whole(op.operands[side])) {
+            subst[op.result()] = op.operands[1 - side];
+            dead[k] = changed = true;
+          }
+      }
+    }
+    if (!changed) return std::nullopt;
+    std::vector<Op> kept;
+    for (size_t k = 0; k < body.ops.size(); ++k)
+      if (!dead[k]) kept.push_back(std::move(body.ops[k]));
+    body.ops = std::move(kept);
+    drop_unused(body);
+    inside_.clear();
+    for (size_t k = 0; k < body.ops.size(); ++k)
+      for (ValueId r : body.ops[k].results) inside_[r] = k;
+
+    ValueId all = kNoValue;
+    for (ValueId c : conditions_)
+      all = all == kNoValue ? c : emit(OpKind::BITAND, {all, c}, Type::scalar(DType::boolean));
+    const ValueId n = emit(OpKind::SELECT, {all, whole_n_, zero}, i64());
+    const ValueId split64 = emit(OpKind::ADD, {start_, emit(OpKind::MUL, {n, step_}, i64())}, i64());
+    const ValueId split = emit(OpKind::CAST, {split64}, Type::scalar(DType::i32));
+    if (last_first && loop.results.empty() && stores_apart(body)) {
+      // iv = (split - step) - (t - start): the same iterations, the last first.
+      const ValueId iv = body.args[0];
+      body.args[0] = p_.new_value(p_.type(iv));
+      const ValueId last = emit(OpKind::SUB, {split64, step_}, i64());
+      std::vector<Op> head;
+      const ValueId t = append_op(p_, head, OpKind::CAST, {body.args[0]}, i64(), loc_);
+      const ValueId done = append_op(p_, head, OpKind::SUB, {t, start_}, i64(), loc_);
+      const ValueId back = append_op(p_, head, OpKind::SUB, {last, done}, i64(), loc_);
+      append_op(p_, head, OpKind::CAST, {back}, p_.type(iv), loc_);
+      head.back().results[0] = iv;
+      body.ops.insert(body.ops.begin(), std::make_move_iterator(head.begin()),
+                      std::make_move_iterator(head.end()));
+      reversed = true;
+    }
+
+    Op main;
+    main.kind = OpKind::FOR;
+    main.loc = loop.loc;
+    main.attrs = loop.attrs;
+    main.operands = loop.operands;
+    main.operands[1] = split;
+    for (ValueId r : loop.results) main.results.push_back(p_.new_value(p_.type(r)));
+    main.regions.push_back(std::move(body));
+    return std::make_pair(std::move(main), split);
+  }
+
+ private:
+  static Type i64() { return Type::scalar(DType::i64); }
+
+  ValueId emit(OpKind k, std::vector<ValueId> operands, Type t, std::vector<Attr> attrs = {}) {
+    return append_op(p_, pre_, k, std::move(operands), t, loc_, std::move(attrs));
+  }
+  ValueId constant(int64_t v) {
+    auto [it, added] = constants_.try_emplace(v, kNoValue);
+    if (added) it->second = emit(OpKind::CONST, {}, i64(), {Attr{"value", v}});
+    return it->second;
+  }
+
+  // `v` as a value defined in front of the loop: itself when it is defined outside, a copy of
+  // its (pure, invariant) definition otherwise; nothing when it changes with the iteration.
+  std::optional<ValueId> outside(ValueId v) {
+    if (v == iv_) return std::nullopt;
+    auto at = inside_.find(v);
+    if (at == inside_.end()) {
+      for (ValueId a : body_->args)
+        if (a == v) return std::nullopt;
+      return v;
+    }
+    if (auto it = copied_.find(v); it != copied_.end()) return it->second;
+    const Op& op = body_->ops[at->second];
+    if (!copyable(p_, op) || op.results.size() != 1) return std::nullopt;
+    std::vector<ValueId> operands;
+    for (ValueId o : op.operands) {
+      auto x = outside(o);
+      if (!x) return std::nullopt;
+      operands.push_back(*x);
+    }
+    const ValueId r = emit(op.kind, operands, p_.type(v), op.attrs);
+    copied_[v] = r;
+    return r;
+  }
+
+  // The kind and operands of the op defining `v`, inside the body or outside it.
+  std::optional<Def> def(ValueId v) const {
+    if (auto at = inside_.find(v); at != inside_.end()) {
+      const Op& op = body_->ops[at->second];
+      Def d{op.kind, op.operands, 0, std::nullopt};
+      if (op.kind == OpKind::ARANGE) d.size = op.attr_int("size");
+      return d;
+    }
+    if (auto it = defs_.find(v); it != defs_.end()) return it->second;
+    return std::nullopt;
+  }
+
+  // An index iv + arange(a0, B) + scalars: the values to add to iv (in front of the loop) and
+  // B - 1 (0 without an arange).
+  struct Index {
+    int ivs = 0;
+    std::vector<ValueId> terms;
+    int64_t width = 0;
+    int aranges = 0;
+  };
+
+  std::optional<Index> index(ValueId v) {
+    const Type& t = p_.type(v);
+    if (t.is_ptr || t.dtype != DType::i32) return std::nullopt;
+    if (v == iv_) return Index{1, {}, 0, 0};
+    std::optional<Def> d = def(v);
+    if (d && d->kind == OpKind::ADD) {
+      auto a = index(d->operands[0]), b = index(d->operands[1]);
+      if (!a || !b) return std::nullopt;
+      a->ivs += b->ivs;
+      a->aranges += b->aranges;
+      a->width += b->width;
+      a->terms.insert(a->terms.end(), b->terms.begin(), b->terms.end());
+      if (a->ivs > 1 || a->aranges > 1) return std::nullopt;
+      return a;
+    }
+    if (d && d->kind == OpKind::ARANGE) {
+      auto a0 = outside(d->operands[0]);
+      if (!a0 || d->size < 1) return std::nullopt;
+      return Index{0, {*a0}, d->size - 1, 1};
+    }
+    if (d && d->kind == OpKind::BROADCAST) return scalar_term(d->operands[0]);
+    if (t.is_scalar()) return scalar_term(v);
+    return std::nullopt;
+  }
+
+  std::optional<Index> scalar_term(ValueId v) {
+    if (!p_.type(v).is_scalar() || p_.type(v).dtype != DType::i32) return std::nullopt;
+    auto x = outside(v);
+    if (!x) return std::nullopt;
+    return Index{0, {*x}, 0, 0};
+  }
+
+  // An i32 index of the loop's lanes, or (`is_unsigned`) one cast to u32 (a lane's bit pattern).
+  std::optional<Index> lanes(ValueId e, bool& is_unsigned) {
+    is_unsigned = false;
+    std::optional<Def> d = def(e);
+    if (d && d->kind == OpKind::CAST && p_.type(e).dtype == DType::u32 &&
+        p_.type(d->operands[0]).dtype == DType::i32) {
+      is_unsigned = true;
+      e = d->operands[0];
+    }
+    std::optional<Index> ix = index(e);
+    if (!ix || ix->ivs != 1) return std::nullopt;
+    return ix;
+  }
+
+  // The loop-invariant scalar of type `dtype` that `v` stands for on every lane, widened to i64
+  // (a u32 by its value).
+  std::optional<ValueId> bound(ValueId v, DType dtype) {
+    std::optional<Def> d = def(v);
+    if (p_.type(v).is_tile()) {
+      if (!d || d->kind != OpKind::BROADCAST) return std::nullopt;
+      v = d->operands[0];
+    }
+    if (p_.type(v).dtype != dtype) return std::nullopt;
+    auto x = outside(v);
+    if (!x) return std::nullopt;
+    return emit(OpKind::CAST, {*x}, i64());
+  }
+
+  // Adds the scalar conditions under which `v` is true on every lane of every whole tile;
+  // false when that cannot be shown.
+  bool whole(ValueId v) {
+    if (auto it = known_.find(v); it != known_.end()) return it->second;
+    const bool r = prove(v);
+    known_[v] = r;
+    return r;
+  }
+
+  bool prove(ValueId v) {
+    const Type& t = p_.type(v);
+    std::optional<Def> d = def(v);
+    if (!t.is_tile() || t.dtype != DType::boolean || !d) return false;
+    if (d->kind == OpKind::BITAND) return whole(d->operands[0]) && whole(d->operands[1]);
+    OpKind k = d->kind;
+    if (k != OpKind::LT && k != OpKind::LE && k != OpKind::GT && k != OpKind::GE) return false;
+    ValueId e = d->operands[0], s = d->operands[1];
+    bool is_unsigned = false;
+    std::optional<Index> ix = lanes(e, is_unsigned);
+    if (!ix) {  // `s op e`: the same comparison turned around
+      std::swap(e, s);
+      ix = lanes(e, is_unsigned);
+      if (!ix) return false;
+      k = k == OpKind::LT ? OpKind::GT : k == OpKind::LE ? OpKind::GE
+        : k == OpKind::GT ? OpKind::LT : OpKind::LE;
+    }
+    std::optional<ValueId> b = bound(s, is_unsigned ? DType::u32 : DType::i32);
+    if (!b) return false;
+    const auto [lo, hi] = range(*ix);
+    // The bounds pass's one-compare guard: unsigned(lane) < limit is lane < limit once no lane
+    // is negative.
+    if (is_unsigned) {
+      auto [it, added] = nonnegative_.try_emplace(lo, kNoValue);
+      if (added) it->second = emit(OpKind::GE, {lo, constant(0)}, Type::scalar(DType::boolean));
+      conditions_.insert(it->second);
+    }
+    const bool upper = k == OpKind::LT || k == OpKind::LE;
+    conditions_.insert(emit(k, {upper ? hi : lo, *b}, Type::scalar(DType::boolean)));
+    return true;
+  }
+
+  // The index's least value (first tile, lane 0) and greatest (last whole tile, last lane), in
+  // i64, once per index; adds the condition that both are i32 values (no wrap-around).
+  std::pair<ValueId, ValueId> range(Index ix) {
+    std::sort(ix.terms.begin(), ix.terms.end());
+    ix.terms.push_back(static_cast<ValueId>(ix.width));  // the key: the terms, then the width
+    auto [it, added] = ranges_.try_emplace(ix.terms);
+    if (!added) return it->second;
+    ix.terms.pop_back();
+    ValueId c = kNoValue;
+    for (ValueId term : ix.terms) {
+      const ValueId t = emit(OpKind::CAST, {term}, i64());
+      c = c == kNoValue ? t : emit(OpKind::ADD, {c, t}, i64());
+    }
+    const ValueId lo = c == kNoValue ? start_ : emit(OpKind::ADD, {start_, c}, i64());
+    const ValueId last = c == kNoValue ? last_ : emit(OpKind::ADD, {last_, c}, i64());
+    const ValueId hi = ix.width == 0 ? last : emit(OpKind::ADD, {last, constant(ix.width)}, i64());
+    const Type flag = Type::scalar(DType::boolean);
+    conditions_.insert(emit(OpKind::GE, {lo, constant(INT32_MIN)}, flag));
+    conditions_.insert(emit(OpKind::LE, {hi, constant(INT32_MAX)}, flag));
+    return it->second = {lo, hi};
+  }
+
+  // One store, no other side effect, and its lanes iv + c .. iv + c + w with w < step: the
+  // iterations write apart, so their order does not matter (what they read nobody writes:
+  // checked by the caller).
+  bool stores_apart(const Block& body) {
+    const Op* store = nullptr;
+    for (const Op& op : body.ops) {
+      if (op.kind == OpKind::STORE) {
+        if (store != nullptr) return false;
+        store = &op;
+      } else if (has_trait(op.kind, kSideEffect)) {
+        return false;
+      }
+    }
+    if (store == nullptr) return false;
+    std::optional<Def> d = def(store->operands[0]);
+    if (!d || d->kind != OpKind::PTR_OFFSET || !p_.type(d->operands[0]).is_scalar() ||
+        !outside(d->operands[0]))
+      return false;
+    std::optional<Index> ix = index(d->operands[1]);
+    return ix && ix->ivs == 1 && ix->width < *defs_.at(step_of_).int_value;
+  }
+
+  // Removes pure ops of `block` whose results nothing uses (the masks the copy no longer needs).
+  void drop_unused(Block& block) {
+    for (bool again = true; again;) {
+      again = false;
+      std::set<ValueId> used;
+      walk(block, [&](const Op& op) { used.insert(op.operands.begin(), op.operands.end()); });
+      std::vector<Op> kept;
+      for (Op& op : block.ops) {
+        bool live = !has_trait(op.kind, kPure) || !op.regions.empty();
+        for (ValueId r : op.results) live = live || used.count(r);
+        if (live) kept.push_back(std::move(op));
+        else again = true;
+      }
+      block.ops = std::move(kept);
+    }
+  }
+
+  Program& p_;
+  const std::unordered_map<ValueId, Def>& defs_;
+  Loc loc_;
+  std::vector<Op>& pre_;
+  const Block* body_ = nullptr;
+  ValueId step_of_ = kNoValue;
+  ValueId iv_ = kNoValue, start_ = kNoValue, step_ = kNoValue, whole_n_ = kNoValue, last_ = kNoValue;
+  std::unordered_map<ValueId, size_t> inside_;
+  std::unordered_map<ValueId, ValueId> copied_;
+  std::unordered_map<ValueId, bool> known_;
+  std::set<ValueId> conditions_;
+  std::unordered_map<int64_t, ValueId> constants_;
+  std::unordered_map<ValueId, ValueId> nonnegative_;
+  std::map<std::vector<ValueId>, std::pair<ValueId, ValueId>> ranges_;
+};
+
+// Whether an earlier loop of the block (`ranges`: their start, end and step as written) runs
+// over the same range as `loop`: then `loop` re-reads what that one read, its last tiles most
+// recently.
+bool rereads(const Op& loop, const std::vector<std::array<ValueId, 3>>& ranges,
+             const std::unordered_map<ValueId, Def>& defs) {
+  auto same = [&](ValueId a, ValueId b) {
+    if (a == b) return true;
+    auto x = defs.find(a), y = defs.find(b);
+    return x != defs.end() && y != defs.end() && x->second.int_value && y->second.int_value &&
+           *x->second.int_value == *y->second.int_value;
+  };
+  for (const auto& r : ranges)
+    if (same(r[0], loop.operands[0]) && same(r[1], loop.operands[1]) && same(r[2], loop.operands[2]))
+      return true;
+  return false;
+}
+
+void peel_block(Program& p, Block& block, const std::unordered_map<ValueId, Def>& defs,
+                bool last_first) {
+  std::vector<Op> out;
+  out.reserve(block.ops.size());
+  std::vector<std::array<ValueId, 3>> ranges;
+  for (Op& op : block.ops) {
+    for (Block& r : op.regions) peel_block(p, r, defs, last_first);
+    if (op.kind != OpKind::FOR) {
+      out.push_back(std::move(op));
+      continue;
+    }
+    const std::array<ValueId, 3> range{op.operands[0], op.operands[1], op.operands[2]};
+    const bool again = rereads(op, ranges, defs);
+    ranges.push_back(range);
+    if (qualifies(p, op, defs)) {
+      std::vector<Op> pre;
+      Peel peel(p, defs, op, pre);
+      bool reversed = false;
+      if (auto main = peel.run(op, last_first && again, reversed)) {
+        for (Op& x : pre) out.push_back(std::move(x));
+        op.operands[0] = main->second;
+        for (size_t k = 0; k < main->first.results.size(); ++k) op.operands[3 + k] = main->first.results[k];
+        if (reversed) {  // the partial tile, then the whole ones from the last
+          out.push_back(std::move(op));
+          out.push_back(std::move(main->first));
+          continue;
+        }
+        out.push_back(std::move(main->first));
+      }
+    }
+    out.push_back(std::move(op));
+  }
+  block.ops = std::move(out);
+}
+
+}  // namespace
+
+void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
+  const auto& off = ctx.options.gpu_off;
+  if (std::find(off.begin(), off.end(), "whole_tiles") != off.end()) return;
+  std::unordered_map<ValueId, Def> defs;
+  walk(program.body, [&](const Op& op) {
+    if (op.results.size() != 1) return;
+    Def d{op.kind, op.operands, 0, std::nullopt};
+    if (op.kind == OpKind::ARANGE) d.size = op.attr_int("size");
+    if (op.kind == OpKind::CONST && is_int(program.type(op.result()).dtype))
+      if (const auto* i = std::get_if<int64_t>(op.find_attr("value"))) d.int_value = *i;
+    defs[op.result()] = std::move(d);
+  });
+  // Last-first re-reads: GPUs only (host devices' caches hold a row; interp and check_bounds
+  // report the first bad access, which the order decides), and only when nothing the program
+  // reads is written by it (distinct pointer parameters do not alias, as keep_rows assumes).
+  bool last_first = !ctx.whole_tiles_in_order && !ctx.device_checks_accesses &&
+                    !ctx.options.check_bounds &&
+                    std::find(off.begin(), off.end(), "last_first") == off.end();
+  if (last_first) {
+    const ParamAccess access = param_access(program);
+    for (ValueId w : access.written) last_first = last_first && !access.read.count(w);
+    // Threadgroup memory is no parameter: a kernel with any may read what it wrote.
+    walk(program.body, [&](const Op& op) { last_first = last_first && op.kind != OpKind::SHARED; });
+  }
+  peel_block(program, program.body, defs, last_first);
+}
+
+}  // namespace metile

@@ -20,25 +20,6 @@ namespace metile {
 
 namespace {
 
-bool may_fault(const Program& p, const Op& op) {
-  switch (op.kind) {
-    case OpKind::DIV:
-    case OpKind::FLOORDIV:
-    case OpKind::MOD:
-    case OpKind::SHL:
-    case OpKind::SHR:
-    case OpKind::POW:
-      return !is_float(p.type(op.result()).dtype);
-    default:
-      return false;
-  }
-}
-
-bool movable(const Program& p, const Op& op) {
-  return has_trait(op.kind, kPure) && !has_trait(op.kind, kSimt) && op.regions.empty() &&
-         !may_fault(p, op);
-}
-
 // Hoists from every loop inside `block` (after their own inner loops), in place.
 void hoist_block(Program& p, Block& block);
 
@@ -49,7 +30,7 @@ std::vector<Op> take_invariants(Program& p, Op& loop) {
   std::unordered_set<ValueId> inside(body.args.begin(), body.args.end());
   std::vector<Op> moved, kept;
   for (Op& op : body.ops) {
-    bool invariant = movable(p, op);
+    bool invariant = runs_anywhere(p, op);
     for (ValueId v : op.operands) invariant = invariant && !inside.count(v);
     if (invariant) {
       moved.push_back(std::move(op));

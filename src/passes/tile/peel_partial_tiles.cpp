@@ -63,26 +63,6 @@ struct Def {
   std::optional<int64_t> int_value;  // integer const
 };
 
-bool may_fault(const Program& p, const Op& op) {
-  switch (op.kind) {
-    case OpKind::DIV:
-    case OpKind::FLOORDIV:
-    case OpKind::MOD:
-    case OpKind::SHL:
-    case OpKind::SHR:
-    case OpKind::POW:
-      return !is_float(p.type(op.result()).dtype);
-    default:
-      return false;
-  }
-}
-
-// Pure, cheap to run once more in front of the loop, and unable to fault there.
-bool copyable(const Program& p, const Op& op) {
-  return has_trait(op.kind, kPure) && !has_trait(op.kind, kSimt) && op.regions.empty() &&
-         !may_fault(p, op);
-}
-
 bool qualifies(const Program& p, const Op& loop, const std::unordered_map<ValueId, Def>& defs) {
   if (p.type(loop.operands[0]).dtype != DType::i32 || !p.type(loop.operands[0]).is_scalar())
     return false;
@@ -245,7 +225,7 @@ class Peel {
     }
     if (auto it = copied_.find(v); it != copied_.end()) return it->second;
     const Op& op = body_->ops[at->second];
-    if (!copyable(p_, op) || op.results.size() != 1) return std::nullopt;
+    if (!runs_anywhere(p_, op) || op.results.size() != 1) return std::nullopt;
     std::vector<ValueId> operands;
     for (ValueId o : op.operands) {
       auto x = outside(o);

@@ -61,6 +61,26 @@ struct TilePassInfo {
 #define TILE_PASS(name, fn, summary) void fn(Program& program, const TilePassContext& ctx);
 #include "passes/tile/tile_passes.def"
 
+/**
+ * Whether `op` may run where the program does not run it, or more often (hoisted out of a loop,
+ * copied in front of one): pure, no SIMT collective, no region, and unable to fault (integer
+ * division, remainder, shifts and powers can, on the values a skipped iteration would not see).
+ */
+inline bool runs_anywhere(const Program& p, const Op& op) {
+  if (!has_trait(op.kind, kPure) || has_trait(op.kind, kSimt) || !op.regions.empty()) return false;
+  switch (op.kind) {
+    case OpKind::DIV:
+    case OpKind::FLOORDIV:
+    case OpKind::MOD:
+    case OpKind::SHL:
+    case OpKind::SHR:
+    case OpKind::POW:
+      return is_float(p.type(op.result()).dtype);
+    default:
+      return true;
+  }
+}
+
 /** Every registered Tile IR pass, in tile_passes.def order. */
 const std::vector<TilePassInfo>& tile_passes();
 /** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown

@@ -3,8 +3,8 @@
 //
 // A loop qualifies when its step is a positive constant and every address operand of those
 // tile_loads is computed from values outside the loop, the induction variable and pure scalar
-// ops of the body (the "slice"), never from carried values. With S stages each dot's arrays
-// hold S copies of A and B, and the loop becomes
+// ops of the body (the "slice"), never from carried values, and the body writes no memory.
+// With S stages each dot's arrays hold S copies of A and B, and the loop becomes
 //
 //   prologue:  for s < S-1: copy the tiles of iteration s into stage s (zeros past the end); commit
 //   body:      wait until at most S-2 groups are in flight; barrier (TMA copies: then wait on
@@ -80,7 +80,9 @@ void Lowering::plan_pipelines() {
       pl.dots.push_back(&o);
     }
     if (pl.dots.empty()) return;
-    if (!target.async_copies && !may_prefetch(loop)) return;  // lower_double_buffer.cpp
+    // Copies of later iterations move ahead of this one's stores, which may write what they
+    // read: a body that writes memory keeps its loads in order (lower_double_buffer.cpp).
+    if (!may_prefetch(loop)) return;
     int64_t stages = want;
     while (stages > 1 && stages * bytes + fixed > target.threadgroup_memory_bytes / 4 * 3) --stages;
     if (stages < 2) return;

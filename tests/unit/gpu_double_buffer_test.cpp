@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "codegen/msl.h"
+#include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"
 #include "passes/pass.h"
@@ -127,6 +128,40 @@ TEST(DoubleBuffer, CudaKeepsItsAsynchronousPipeline) {
                                             nvidia_gpu_target("sm_80")));
   EXPECT_EQ(count(text, "async_wait pending=1"), 1) << text;
   EXPECT_EQ(count(text, "_next"), 0) << text;
+}
+
+using kernels::KernelBuilder;
+using kernels::V;
+
+// The GEMM with its accumulator also stored inside the K loop: a body that writes memory.
+Program gemm_storing_in_the_loop() {
+  KernelBuilder k("gemm_storing");
+  V a = k.ptr("A", DType::f16), b = k.ptr("B", DType::f16), c = k.ptr("C");
+  V n = k.scalar("N"), kk = k.scalar("K");
+  V row = k.program_id(0) * 64, col = k.program_id(1) * 64;
+  V acc = k.tile_range(k.i32(0), kk, k.i32(32), {k.zeros(Shape::of(64, 64))},
+                       [&](V kv, std::vector<V> carried) -> std::vector<V> {
+                         V d = k.dot(k.tile_load(a, row, kv, kk, Shape::of(64, 32)),
+                                     k.tile_load(b, kv, col, n, Shape::of(32, 64)), carried[0]);
+                         k.tile_store(c, row, col, n, d);
+                         return {d};
+                       })[0];
+  k.tile_store(c, row, col, n, acc);
+  return k.finish();
+}
+
+TEST(DoubleBuffer, ALoopThatWritesMemoryKeepsItsLoadsInOrderOnEveryTarget) {
+  // Prefetching (registers on Metal, cp.async stages on CUDA) reads the next iterations' tiles
+  // before this iteration's stores, which may write them: neither target pipelines such a loop.
+  const Program p = gemm_storing_in_the_loop();
+  const std::string msl = gpu::print(lower_to_gpu(p, apple_gpu_target(), metal()));
+  EXPECT_EQ(count(msl, "_next"), 0) << msl;
+  LowerOptions o = metal();
+  o.device = "cuda";
+  o.wgmma = false;
+  const std::string cuda = gpu::print(lower_to_gpu(p, nvidia_gpu_target("sm_80"), o));
+  EXPECT_EQ(count(cuda, "async_wait pending=1"), 0) << cuda;
+  EXPECT_EQ(count(cuda, "next_stage"), 0) << cuda;
 }
 
 }  // namespace

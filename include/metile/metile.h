@@ -655,7 +655,9 @@ typedef struct metile_compile_options {
    * CUDA): 0 = the device's choice (3 on CUDA, as far as shared memory allows), 1 = no
    * pipeline, 2..8 = that many. Metal has no asynchronous copies: any value but 1 is double
    * buffering (two threadgroup stages, the next iteration's tiles loaded into registers during
-   * this one's multiplies) where two stages fit. Other values: INVALID_ARGUMENT.
+   * this one's multiplies) where two stages fit. A K loop whose body writes memory (store,
+   * tile_store, atomics) is never pipelined: its loads stay after the previous iteration's
+   * writes. Other values: INVALID_ARGUMENT.
    */
   int32_t num_stages;
   /**

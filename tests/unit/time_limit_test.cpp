@@ -64,8 +64,9 @@ bool dead(pid_t pid) {
 // long sleep in the background (a grandchild, as cc1plus is) and waits for it, recording pids.
 std::string write_hung_compiler(const std::string& dir) {
   std::string path = dir + "/hung-c++";
+  // Options are matched one argument at a time: a temporary path may contain "-Q" too.
   std::ofstream(path) << "#!/bin/sh\n"
-                         "case \"$*\" in *--version*) echo 'hung 1.0'; exit 0;; *-Q*|*-###*) exit 1;; esac\n"
+                         "for a in \"$@\"; do case \"$a\" in --version) echo 'hung 1.0'; exit 0;; -Q*|-###) exit 1;; esac; done\n"
                          "echo $$ > " << dir << "/driver.pid\n"
                          "sleep 60 &\n"
                          "echo $! > " << dir << "/child.pid\n"

@@ -28,16 +28,6 @@ int64_t Lowering::double_buffer_stages() const {
   return options.double_buffer && options.num_stages != 1 ? 2 : 1;
 }
 
-bool Lowering::may_prefetch(const Op& loop) const {
-  // A body that writes memory may write what the next iteration's tiles read (the loads move
-  // ahead of it): such a loop keeps the single buffer.
-  bool writes = false;
-  walk(loop.body(), [&](const Op& o) {
-    writes = writes || o.kind == OpKind::STORE || o.kind == OpKind::TILE_STORE || has_trait(o.kind, kAtomic);
-  });
-  return !writes;
-}
-
 void Lowering::prefetch_prologue(const Op& loop, Pipeline& pl) {
   METILE_ASSERT(pl.stages == 2, "double buffering keeps two stages");
   const ValueId iv = loop.body().args[0];

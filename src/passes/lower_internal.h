@@ -203,9 +203,6 @@ class Lowering {
   // --- lower_double_buffer.cpp ---
   /** The stages a K loop gets on a target without asynchronous copies: 2, or 1 (none). */
   int64_t double_buffer_stages() const;
-  /** Whether later iterations' tiles may be read before this iteration's body runs (every
-   * target's pipeline: false when the body writes memory). */
-  bool may_prefetch(const Op& loop) const;
   /** Before the loop: iteration 0's tiles into stage 0, a barrier. */
   void prefetch_prologue(const Op& loop, Pipeline& pl);
   /** At the top of the body: the next iteration's tiles into registers (zeros past the end). */

@@ -31,6 +31,18 @@
 
 namespace metile::lowering {
 
+namespace {
+
+// Whether an op of `body` writes memory (the op table's memory ops with a side effect: stores,
+// tile stores, atomics).
+bool writes_memory(const Block& body) {
+  bool writes = false;
+  walk(body, [&](const Op& o) { writes = writes || (has_trait(o.kind, kMemory) && has_trait(o.kind, kSideEffect)); });
+  return writes;
+}
+
+}  // namespace
+
 void Lowering::plan_pipelines() {
   int64_t want = !target.async_copies ? double_buffer_stages()
                                       : options.num_stages != 0 ? options.num_stages : 3;
@@ -81,8 +93,8 @@ void Lowering::plan_pipelines() {
     }
     if (pl.dots.empty()) return;
     // Copies of later iterations move ahead of this one's stores, which may write what they
-    // read: a body that writes memory keeps its loads in order (lower_double_buffer.cpp).
-    if (!may_prefetch(loop)) return;
+    // read: a body that writes memory keeps its loads in order.
+    if (writes_memory(body)) return;
     int64_t stages = want;
     while (stages > 1 && stages * bytes + fixed > target.threadgroup_memory_bytes / 4 * 3) --stages;
     if (stages < 2) return;

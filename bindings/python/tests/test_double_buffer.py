@@ -9,6 +9,7 @@ import pytest
 
 import metile
 from kernels import matmul as gemm
+from test_memory_order import gemm_writing_ahead  # each K step writes what the next reads
 from test_split_k import EPILOGUES, bf16
 
 METAL = ("metal-sim", "metal")
@@ -80,19 +81,6 @@ def test_one_stage_is_the_single_buffer(metal):
     _, _, ir = run(metal, np.float16, 70, 45, 100, (32, 32, 16), "none", num_stages=1)
     assert "_next" not in ir
     assert ir.count("barrier") >= 2
-
-
-@metile.kernel
-def gemm_writing_ahead(A, B, C, K, BLOCK: metile.constexpr):
-    """Each K step overwrites the block of A the next step reads: loading the next tiles early
-    would read the old values, so this loop keeps the single buffer."""
-    acc = metile.zeros((BLOCK, BLOCK), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK):
-        a = metile.tile_load(A, 0, k, K, (BLOCK, BLOCK))
-        b = metile.tile_load(B, k, 0, BLOCK, (BLOCK, BLOCK))
-        acc = metile.dot(a, b, acc)
-        metile.tile_store(A, 0, k + BLOCK, K, acc * 0.125, (BLOCK, BLOCK), bounds=(BLOCK, K))
-    metile.tile_store(C, 0, 0, BLOCK, acc, (BLOCK, BLOCK))
 
 
 def test_a_loop_that_writes_memory_keeps_the_single_buffer(metal):

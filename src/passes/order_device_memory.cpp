@@ -4,7 +4,8 @@
 // threads. This pass puts a barrier that orders device memory between two such accesses unless
 // every thread touches exactly its own elements in both: the same pointer value (hence the same
 // layout and addresses) in the same iteration, or in two iterations of a loop whose addresses
-// move further per iteration than one iteration's span (Span below). Atomics among themselves
+// move further per iteration than one iteration's span (Span below). A uniform store is made by
+// thread 0 alone, so it is ordered before other threads' accesses. Atomics among themselves
 // need no order. A conflict with what came before a loop gets its barrier before the loop. A
 // TMA copy reads through the async proxy, so writes before it also need a proxy fence
 // (attribute async_proxy on the barrier).
@@ -33,9 +34,10 @@ struct Access {
   bool atomic = false;
   bool async_proxy = false;  // a TMA copy: the generic proxy's writes need a proxy fence first
   bool ordered = false;      // a write a device barrier ordered for every access but TMA copies
+  bool leader = false;       // a write of one uniform value to one address: thread 0 makes it
   bool operator<(const Access& o) const {
-    return std::tie(params, key, write, atomic, async_proxy, ordered) <
-           std::tie(o.params, o.key, o.write, o.atomic, o.async_proxy, o.ordered);
+    return std::tie(params, key, write, atomic, async_proxy, ordered, leader) <
+           std::tie(o.params, o.key, o.write, o.atomic, o.async_proxy, o.ordered, o.leader);
   }
   bool operator==(const Access& o) const { return !(*this < o) && !(o < *this); }
 };
@@ -46,8 +48,8 @@ using Pending = std::set<Access>;  // device accesses since the last barrier tha
 bool conflict(const Access& a, const Access& b) {
   if ((a.params & b.params) == 0) return false;
   if (a.ordered) return b.async_proxy;
-  if ((!a.write && !b.write) || (a.atomic && b.atomic)) return false;
-  return a.key == kNoValue || a.key != b.key;
+  if ((!a.write && !b.write) || (a.atomic && b.atomic) || (a.leader && b.leader)) return false;
+  return a.key == kNoValue || a.key != b.key || a.leader != b.leader;
 }
 
 // What stays pending after a barrier that orders device memory (with a fence for the async
@@ -159,7 +161,11 @@ struct Order {
     auto at = [&](size_t i, bool write, bool atomic = false) -> std::optional<Access> {
       const ValueId ptr = op.operands.at(i);
       if (!device(ptr)) return std::nullopt;
-      return Access{params_of[ptr], ptr, write, atomic};
+      Access a{params_of[ptr], ptr, write, atomic};
+      // lower_memory.cpp / lower_atomic.cpp: all operands uniform, one thread writes.
+      a.leader = write && f.value(ptr).layout == gpu::kUniform &&
+                 f.value(op.operands.at(i + 1)).layout == gpu::kUniform;
+      return a;
     };
     switch (op.kind) {
       case GpuOpKind::LOAD:

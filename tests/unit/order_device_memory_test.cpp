@@ -101,6 +101,19 @@ TEST(OrderDeviceMemory, AtomicsAmongThemselvesNeedNoOrder) {
   EXPECT_EQ(run(atomics), atomics);
 }
 
+TEST(OrderDeviceMemory, AUniformStoreIsThreadZerosAndOrderedBeforeEveryThreadsLoad) {
+  const std::string stores = R"(  %z: i32 = const value=0
+  %one: f32 = const value=1.0
+  %q: ptr<f32> = ptr_offset %x, %z
+  %leader: bool thread = eq %tid, %z
+  store %q, %one, %leader
+  store %q, %one, %leader
+)";
+  EXPECT_EQ(run(stores), stores);  // one thread writes both
+  EXPECT_EQ(run(stores + "  %r: f32 = load %q\n"),
+            stores + "  barrier device=1\n  %r: f32 = load %q\n");
+}
+
 // A row loop: iteration iv touches iv .. iv + 63 through the same pointer value.
 std::string row_loop(int step, const std::string& ahead) {
   return "  %c0: i32 = const value=0\n  %s: i32 = const value=" + std::to_string(step) +

@@ -215,15 +215,23 @@ void Lowering::dot(const Op& op) {
   }
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop
-      if (plan.direct[0] != nullptr) stage_direct(*plan.direct[0], a_buf, lda);
-      else if (prestaged.count({&op, 0}) == 0)  // else staged before its loop (lower_prestage.cpp)
+      // early: the copies were issued at an earlier dot (lower_early_copy.cpp).
+      const bool direct = plan.direct[0] != nullptr || plan.direct[1] != nullptr;
+      const bool early = early_issued.count(&op) != 0;
+      if (plan.direct[0] != nullptr) {
+        if (!early) stage_direct(*plan.direct[0], a_buf, lda);
+      } else if (prestaged.count({&op, 0}) == 0) {  // else staged before its loop (lower_prestage.cpp)
         stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
-      if (plan.direct[1] != nullptr) stage_direct(*plan.direct[1], b_buf, ldb);
-      else if (prestaged.count({&op, 1}) == 0)
+      }
+      if (plan.direct[1] != nullptr) {
+        if (!early) stage_direct(*plan.direct[1], b_buf, ldb);
+      } else if (prestaged.count({&op, 1}) == 0) {
         stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
-      if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
-        async_commit();
-        async_wait(0);
+      }
+      if (direct && !early) async_commit();
+      const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
+      if (direct) {
+        async_wait(later);
         wgmma_sync_for({&op});
       }
       b.barrier();

@@ -186,3 +186,31 @@ def test_dot_with_a_transposed_load_copied_as_loaded(device, dtype, bn, k, warps
     if device.name == "cuda":
         src = launch.compile(a, b, out, n, BM=64, BN=bn, K=k, num_threads=128, **opts).source("cuda")
         assert "mt_ldmatrix_x4(&mma_b" in src or "mt_ldmatrix_x2(mma_b" in src
+
+
+@metile.kernel
+def _gemm_nt(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    """C = A @ B^T with B stored N x K (a K loop over trans(tile_load) blocks: pipelined on CUDA)."""
+    m0 = metile.program_id(0) * BM
+    n0 = metile.program_id(1) * BN
+    acc = metile.zeros((BM, BN), "f32")
+    for k0 in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, m0, k0, K, (BM, BK), bounds=(M, K))
+        bt = metile.trans(metile.tile_load(B, n0, k0, K, (BN, BK), bounds=(N, K)))
+        acc = metile.dot(a, bt, acc)
+    metile.tile_store(C, m0, n0, N, acc, (BM, BN), bounds=(M, N))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_a_k_loop_over_transposed_loads(device, dtype):
+    """A @ B^T over K blocks: on CUDA both operands are copied straight to threadgroup memory, B
+    as loaded (n rows of k), and the K loop is pipelined; ragged M, N and K; float64 reference."""
+    m, n, k = 100, 72, 200
+    (a, b), (av, bv) = _inputs([(m, k), (n, k)], dtype)
+    c = metile.Buffer(data=np.full((m, n), np.nan, dtype=np.float32))
+    launch = _gemm_nt[(metile.cdiv(m, 64), metile.cdiv(n, 64))]
+    launch(a, b, c, m, n, k, BM=64, BN=64, BK=32, num_threads=128)
+    _check(_values(c), av @ bv.T, dtype)
+    if device.name == "cuda":
+        src = launch.compile(a, b, c, m, n, k, BM=64, BN=64, BK=32, num_threads=128).source("cuda")
+        assert "mt_ldmatrix_x4(&mma_b" in src and "cp.async.wait_group 1" in src

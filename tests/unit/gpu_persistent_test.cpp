@@ -132,6 +132,9 @@ TEST(GpuPersistent, TileLoopsItMustLeaveAlone) {
 
 TEST(GpuPersistent, CudaNamesTheOpaqueThreadIndex) {
   CudaKernelSource s = emit_cuda(lowered(kernels::gemm(persistent_gemm(DType::f16, 128, 256, 64, true)), options(256)));
+  // persistent_range's step, num_programs, is never 0 on a launch: no zero-step check and no
+  // hidden error flag to read back after each launch (check_loop_steps.cpp).
+  EXPECT_EQ(count(s.source, "loop_error"), 0) << s.source;
   EXPECT_EQ(count(s.source, "asm volatile(\"\" : \"+r\"(tile_tid));"), 1) << s.source;
   EXPECT_EQ(count(s.source, "mt_mbar_init(tma_bar"), 3) << "once, before the tiles\n" << s.source;
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "codegen/cuda.h"
+#include "ir/gpu_parse.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"
@@ -137,6 +138,24 @@ TEST(GpuPersistent, CudaNamesTheOpaqueThreadIndex) {
   EXPECT_EQ(count(s.source, "loop_error"), 0) << s.source;
   EXPECT_EQ(count(s.source, "asm volatile(\"\" : \"+r\"(tile_tid));"), 1) << s.source;
   EXPECT_EQ(count(s.source, "mt_mbar_init(tma_bar"), 3) << "once, before the tiles\n" << s.source;
+}
+
+// `opaque` takes one integer scalar per thread (the verifier names what it got).
+TEST(GpuPersistent, OpaqueTakesOneIntegerScalar) {
+  const std::string ok = "gpu_kernel @k(%x: ptr<f32>) threads=32 simd=32 {\n"
+                         "  %tid: i32 thread = builtin thread_index.x\n"
+                         "  %t: i32 thread = opaque %tid\n"
+                         "}\n";
+  EXPECT_EQ(gpu::print(gpu::parse(ok)), ok);
+  std::string bad = ok;
+  bad.replace(bad.find("opaque %tid"), 11, "opaque %x");
+  bad.replace(bad.find("%t: i32 thread"), 14, "%t: ptr<f32>");
+  try {
+    gpu::parse(bad);
+    ADD_FAILURE() << "a pointer was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("takes one integer scalar"), std::string::npos) << e.what();
+  }
 }
 
 // f16 and bf16, checked and unchecked bounds, one and two warpgroups: the persistent TMA

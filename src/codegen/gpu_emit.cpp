@@ -620,6 +620,7 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::TMA_LOAD:
     case GpuOpKind::MBAR_WAIT:
     case GpuOpKind::WGMMA_WAIT:
+    case GpuOpKind::OPAQUE:
       tma(op);
       return;
     default:

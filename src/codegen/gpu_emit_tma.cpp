@@ -1,7 +1,8 @@
 // The TMA ops (lower_tma.cpp) in CUDA: thread 0 sets up the mbarriers and issues each tile's
 // boxes (cp.async.bulk.tensor.2d through the kernel's tensor map parameter mt_tmap<map>, one
 // box per column block of the staging layout, each block box_rows x box_cols elements, in
-// order); every thread waits on the barrier's phase itself. The helpers are in
+// order); every thread waits on the barrier's phase itself. `opaque` (lower_persistent.cpp) is an
+// empty asm over a copy of an i32, so what is computed from it stays in the loop that computes it. The helpers are in
 // prelude/cuda_tma.h; Metal has no such ops (lowering makes them for wgmma dots only).
 #include "codegen/gpu_emit_internal.h"
 #include "support/error.h"
@@ -35,6 +36,10 @@ void Emitter::tma(const gpu::Op& op) {
     }
     case GpuOpKind::MBAR_WAIT:
       w_.line("mt_mbar_wait(" + at(0) + ", " + at(1) + ");");
+      return;
+    case GpuOpKind::OPAQUE:  // an empty asm that "changes" the value: nothing after it is hoisted
+      w_.line("int " + name_[op.result()] + " = " + at(0) + ";");
+      w_.line("asm volatile(\"\" : \"+r\"(" + name_[op.result()] + "));");
       return;
     case GpuOpKind::WGMMA_WAIT:
       w_.line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(op.attr_int("pending")) +

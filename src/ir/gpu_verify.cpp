@@ -401,6 +401,12 @@ struct Verifier {
         if (load && (op.attr_int("blocks") < 1 || op.attr_int("map") < 0)) bad("blocks and map must be positive");
         break;
       }
+      case GpuOpKind::OPAQUE:
+        operands(1, 1);
+        results(1);
+        if (val(op.operands[0]).is_ptr || !is_int(val(op.operands[0]).dtype) || !scalar_per_thread(op.operands[0]))
+          bad("takes one integer scalar");
+        break;
       case GpuOpKind::ASYNC_WAIT:
       case GpuOpKind::WGMMA_WAIT:
         operands(0, 0);

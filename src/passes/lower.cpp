@@ -39,6 +39,7 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
     }
   }
   plan_pipelines();
+  plan_persistent();
 }
 
 LayoutId Lowering::layout_for(const Shape& s) {
@@ -153,6 +154,7 @@ void Lowering::loop(const Op& op) {
     layouts.push_back(l);
     operands.push_back(materialize(get(op.operands[i]), l));
   }
+  persistent_before(op, operands[0], operands[1], operands[2]);  // lower_persistent.cpp
   // A pipelined loop may carry its stage index after the loop's own values (lower_pipeline.cpp).
   const ValueId counter = pipeline_prologue(op, operands[0], operands[1], operands[2]);
   if (counter != kNoValue) operands.push_back(counter);
@@ -207,6 +209,7 @@ void Lowering::loop(const Op& op) {
     b.append(std::move(y));
   }
   --loop_depth;
+  persistent_body_done(op);
   b.set_block(outer);
   outer->ops[index].regions[0] = std::move(body);
   pipeline_epilogue(op);

@@ -85,6 +85,13 @@ struct LowerOptions {
    * cp.async copies (METILE_GPU_OFF=tma).
    */
   bool tma = true;
+  /**
+   * A TMA-only wgmma K loop nested in a loop over output tiles (persistent_range) keeps its
+   * mbarriers across tiles and issues the next tile's first stages before this tile's
+   * epilogue (lower_persistent.cpp). Off: each tile fills its pipeline after the previous
+   * tile's epilogue (METILE_GPU_OFF=persistent).
+   */
+  bool persistent = true;
 };
 
 struct LayoutAssignment;

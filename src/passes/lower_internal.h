@@ -166,6 +166,13 @@ class Lowering {
     // (per dot, A's then B's) from the top of the body to its bottom.
     bool prefetch = false;
     std::vector<ValueId> prefetched;
+    // A loop over output tiles around this one (lower_persistent.cpp): that loop, the pure ops
+    // of its body the copies need, its GPU bounds; per tile the iterations (mod 2S) and the
+    // tile's first global iteration (mod 2S); `guard` is ANDed into the copies' in_range.
+    const Op* outer = nullptr;
+    std::vector<const Op*> outer_slice;
+    ValueId outer_start = kNoValue, outer_end = kNoValue, outer_step = kNoValue;
+    ValueId count = kNoValue, base = kNoValue, guard = kNoValue;
   };
   std::map<const Op*, Pipeline> pipelines;             // by Tile IR loop
   std::map<const Op*, const Pipeline*> pipelined_dots;  // dot -> its loop's pipeline
@@ -244,7 +251,9 @@ class Lowering {
 
   // --- lower_tma.cpp ---
   std::map<const Op*, std::pair<int64_t, TmaMap>> tma_loads;  // tile_load -> (map index, map)
-  /** Before a pipeline's first copies: picks the loads TMA copies, sets up their mbarriers. */
+  /** Picks the loads TMA copies (tma_loads, pl.arrivals, pl.tma_only); emits nothing. */
+  void tma_plan(Pipeline& pl);
+  /** Before a pipeline's first copies: tma_plan, then sets up the mbarriers. */
   void tma_prologue(Pipeline& pl);
   /** Copies operand i (0: A, 1: B) of pipelined dot d into `buf` (stage `stage`): TMA or async_copy. */
   void stage_operand(const Op& d, int i, ValueId buf, ValueId stage, ValueId in_range, const Pipeline& pl);
@@ -252,6 +261,23 @@ class Lowering {
   void tma_wait(const Pipeline& pl);
   /** tma_only, before the bottom's copies: every warpgroup is done with the previous stage. */
   void tma_release(const Pipeline& pl);
+
+  // --- lower_persistent.cpp ---
+  std::map<const Op*, const Op*> persistent_loops;  // loop over tiles -> its pipelined K loop
+  std::map<const Op*, ValueId> persistent_tid;      // loop over tiles -> the thread index it hid
+  /** Picks the loops over tiles whose K loop's first stages are issued a tile ahead. */
+  void plan_persistent();
+  /** Before such a loop: the mbarriers and the first tile's first stages. */
+  void persistent_before(const Op& outer, ValueId start, ValueId end, ValueId step);
+  /** In place of the K loop's prologue: this tile's base iteration; the stage counter's start. */
+  ValueId persistent_prologue(Pipeline& pl);
+  /** After the K loop: the next tile's first stages, then an opaque thread index. */
+  void persistent_next_tile(Pipeline& pl);
+  /** After the loop over tiles' body: the thread index as before. */
+  void persistent_body_done(const Op& outer);
+  void persistent_copies(Pipeline& pl, ValueId outer_iv, ValueId base, ValueId exists);
+  /** Whether the loop over tiles runs an iteration at `iv` (its own test). */
+  ValueId outer_runs(const Pipeline& pl, ValueId iv);
 
   // --- lower_reduce.cpp ---
   void reduce(const Op& op);

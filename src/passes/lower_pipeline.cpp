@@ -111,7 +111,7 @@ void Lowering::pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId
   const ValueId saved = map[iv];
   map[iv] = kv;
   for (const Op* o : pl.slice) op(*o);
-  ValueId in_range = b.named(b.ew(OpKind::LT, {kv, pl.end}), "in_range");
+  ValueId in_range = b.named(and_pred(b.ew(OpKind::LT, {kv, pl.end}), pl.guard), "in_range");
   for (const Op* d : pl.dots) {
     auto [a_buf, b_buf] = dot_buffers(*d, pl.stages);
     const DotPlan& plan = dot_plans.at(d);
@@ -135,6 +135,7 @@ ValueId Lowering::pipeline_prologue(const Op& loop, ValueId start, ValueId end, 
     prefetch_prologue(loop, pl);
     return kNoValue;
   }
+  if (pl.outer != nullptr) return persistent_prologue(pl);  // filled a tile ahead (lower_persistent.cpp)
   const DType t = f.value(start).dtype;
   tma_prologue(pl);
   for (int64_t s = 0; s + 1 < pl.stages; ++s) {
@@ -155,6 +156,7 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   }
   ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
   if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
+  if (pl.base != kNoValue) n = b.ew(OpKind::ADD, {pl.base, n});  // counted across tiles (lower_persistent.cpp)
   pl.iteration = b.named(n, "iteration");
   pl.stage = counter != kNoValue ? counter : b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
@@ -189,6 +191,7 @@ void Lowering::pipeline_epilogue(const Op& loop) {
   if (!pipelines.count(&loop) || pipelines.at(&loop).prefetch) return;
   async_wait(0);  // copies past the end (zeros) still in flight
   wgmma_sync_for(pipelines.at(&loop).dots);  // the last iteration's wgmmas, before the epilogue
+  if (pipelines.at(&loop).outer != nullptr) persistent_next_tile(pipelines.at(&loop));
 }
 
 }  // namespace metile::lowering

@@ -49,7 +49,8 @@ std::string map_source(const Program& p, const std::map<ValueId, const Op*>& def
 
 }  // namespace
 
-void Lowering::tma_prologue(Pipeline& pl) {
+void Lowering::tma_plan(Pipeline& pl) {
+  pl.arrivals = 0;
   if (!options.tma) return;
   std::map<ValueId, const Op*> defs;
   walk(p.body, [&](const Op& o) {
@@ -94,8 +95,12 @@ void Lowering::tma_prologue(Pipeline& pl) {
       ++pl.arrivals;
     }
   }
+  pl.tma_only = pl.arrivals != 0 && pl.arrivals == 2 * static_cast<int64_t>(pl.dots.size());
+}
+
+void Lowering::tma_prologue(Pipeline& pl) {
+  tma_plan(pl);
   if (pl.arrivals == 0) return;
-  pl.tma_only = pl.arrivals == 2 * static_cast<int64_t>(pl.dots.size());
   pl.bars = pb.alloc(DType::i64, pl.stages, "tma_bar");
   gpu::Op g;
   g.kind = gpu::GpuOpKind::MBAR_INIT;

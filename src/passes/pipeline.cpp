@@ -30,6 +30,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
     if (off == "stage_counter") lo.stage_counter = false;
     if (off == "kmajor_b") lo.kmajor_b = false;
     if (off == "early_copy") lo.early_copy = false;
+    if (off == "persistent") lo.persistent = false;
   }
   LayoutAssignment layouts = assign_layouts(program, target, lo);
   out.layouts = print_layouts(program, layouts);

@@ -140,6 +140,7 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
     if (kernel.find(p) != std::string::npos) g.swizzle = p;
   if (g.bounds) g.block_k = 16;
   g.bias = kernel.find("bias") != std::string::npos;
+  g.persistent = kernel.find("persistent") != std::string::npos;
   if (kernel.find("f16") != std::string::npos) g.dtype = DType::f16;
   if (kernel.find("bf16") != std::string::npos) g.dtype = DType::bf16;
   const bool tf32 = kernel.find("tf32") != std::string::npos;
@@ -173,6 +174,10 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
                            int_arg(k)};
   if (g.bias) args.insert(args.begin() + 3, input(bias));
   Case c{name, gemm(g), args, {cdiv(m, g.block_m), cdiv(n, g.block_n), 1}, {want}, 1e-4, 1e-4};
+  if (g.persistent) {  // a third of the tiles' programs, rounded up: most run 3, some fewer
+    const int64_t tiles = static_cast<int64_t>(cdiv(m, g.block_m)) * cdiv(n, g.block_n);
+    c.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (tiles + 2) / 3)), 1, 1};
+  }
   if (tf32) {  // inputs rounded to 10 mantissa bits: spec §14's TF32 bound
     c.allow_tf32 = 1;
     c.rtol = c.atol = 5e-2;
@@ -325,6 +330,14 @@ const std::vector<std::string>& names() {
       "gemm_bf16_wg_relu_bounds/72x200x88",
       "gemm_bf16_wg_bias_gelu/128x64x64",
       "gemm_f16_wgbig/256x128x64",
+      // A loop over tiles around the K loop (persistent_range): on sm_90 with TMA the next
+      // tile's first stages are issued before this tile's epilogue (lower_persistent.cpp);
+      // 130x70x50 falls back to the build without TMA at launch.
+      "gemm_persistent_bounds/50x70x37",
+      "gemm_f16_wg_persistent_bounds/136x200x40",
+      "gemm_bf16_wg_relu_bounds_persistent/72x200x88",
+      "gemm_f16_wgbig_persistent/256x256x64",
+      "gemm_f16_wg_persistent_bounds/130x70x50",
       "gelu/1000",
       "gelu/1",
       "silu/1000",

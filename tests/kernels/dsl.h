@@ -60,6 +60,7 @@ class KernelBuilder {
   V i32(int64_t v) { return wrap(b_.const_int(DType::i32, v)); }
   V f32(double v) { return wrap(b_.const_float(DType::f32, v)); }
   V program_id(int axis, Here h = Here()) { return at(h).wrap(b_.grid(OpKind::PROGRAM_ID, axis)); }
+  V num_programs(int axis, Here h = Here()) { return at(h).wrap(b_.grid(OpKind::NUM_PROGRAMS, axis)); }
   V arange(V start, int64_t size, Here h = Here()) { return at(h).wrap(b_.arange(start.id, size)); }
   V arange(int64_t start, int64_t size, Here h = Here()) { return arange(i32(start), size, h); }
   V zeros(Shape s, Here h = Here()) { return full(s, 0.0, h); }

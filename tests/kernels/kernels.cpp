@@ -130,6 +130,7 @@ Program gemm(const GemmConfig& g) {
   if (g.bounds) name += "_bounded";
   if (g.bias) name += "_bias";
   if (g.dtype != DType::f32) name += std::string("_") + dtype_name(g.dtype);
+  if (g.persistent) name += "_persistent";
   KernelBuilder k(name);
   V a = k.ptr("A", g.dtype), b = k.ptr("B", g.dtype), c = k.ptr("C");
   V bias = g.bias ? k.ptr("Bias") : V{};
@@ -137,34 +138,46 @@ Program gemm(const GemmConfig& g) {
   k.constexpr_("BLOCK_M", g.block_m);
   k.constexpr_("BLOCK_N", g.block_n);
   k.constexpr_("BLOCK_K", g.block_k);
-  V pid_m = k.program_id(0), pid_n = k.program_id(1);
-  if (!g.swizzle.empty())
-    std::tie(pid_m, pid_n) = k.tile_swizzle(pid_m, pid_n, g.swizzle, g.swizzle_block);
-  k.at();
-  V row = pid_m * g.block_m, col = pid_n * g.block_n;
-  V acc = k.tile_range(
-      k.i32(0), kk, k.i32(g.block_k), {k.zeros(Shape::of(g.block_m, g.block_n))},
-      [&](V kv, std::vector<V> carried) -> std::vector<V> {
-        Shape sa = Shape::of(g.block_m, g.block_k), sb = Shape::of(g.block_k, g.block_n);
-        V ta = g.bounds ? k.tile_load(a, row, kv, kk, sa, m, kk) : k.tile_load(a, row, kv, kk, sa);
-        V tb = g.bounds ? k.tile_load(b, kv, col, n, sb, kk, n) : k.tile_load(b, kv, col, n, sb);
-        return {k.dot(ta, tb, carried[0])};
-      })[0];
-  if (g.bias) {
-    V cols = col + k.arange(0, g.block_n);
+  auto tile = [&](V pid_m, V pid_n) {
     k.at();
-    V row_of_bias = k.load(bias + cols, cols < n, 0.0);
-    acc = acc + row_of_bias;  // broadcast over the rows
+    V row = pid_m * g.block_m, col = pid_n * g.block_n;
+    V acc = k.tile_range(
+        k.i32(0), kk, k.i32(g.block_k), {k.zeros(Shape::of(g.block_m, g.block_n))},
+        [&](V kv, std::vector<V> carried) -> std::vector<V> {
+          Shape sa = Shape::of(g.block_m, g.block_k), sb = Shape::of(g.block_k, g.block_n);
+          V ta = g.bounds ? k.tile_load(a, row, kv, kk, sa, m, kk) : k.tile_load(a, row, kv, kk, sa);
+          V tb = g.bounds ? k.tile_load(b, kv, col, n, sb, kk, n) : k.tile_load(b, kv, col, n, sb);
+          return {k.dot(ta, tb, carried[0])};
+        })[0];
+    if (g.bias) {
+      V cols = col + k.arange(0, g.block_n);
+      k.at();
+      V row_of_bias = k.load(bias + cols, cols < n, 0.0);
+      acc = acc + row_of_bias;  // broadcast over the rows
+    }
+    if (g.epilogue == Epilogue::relu) acc = k.where(acc > 0.0, acc, 0.0);
+    if (g.epilogue == Epilogue::gelu) {
+      k.at();
+      acc = acc / (1.0 + k.exp(0.0 - 1.702 * acc));
+    }
+    if (g.bounds)
+      k.tile_store(c, row, col, n, acc, m, n);
+    else
+      k.tile_store(c, row, col, n, acc);
+  };
+  if (g.persistent) {
+    V tiles_n = (n + (g.block_n - 1)) / g.block_n;
+    V tiles = (m + (g.block_m - 1)) / g.block_m * tiles_n;
+    k.tile_range(k.program_id(0), tiles, k.num_programs(0), {}, [&](V t, const std::vector<V>&) {
+      tile(t / tiles_n, t % tiles_n);
+      return std::vector<V>{};
+    });
+  } else {
+    V pid_m = k.program_id(0), pid_n = k.program_id(1);
+    if (!g.swizzle.empty())
+      std::tie(pid_m, pid_n) = k.tile_swizzle(pid_m, pid_n, g.swizzle, g.swizzle_block);
+    tile(pid_m, pid_n);
   }
-  if (g.epilogue == Epilogue::relu) acc = k.where(acc > 0.0, acc, 0.0);
-  if (g.epilogue == Epilogue::gelu) {
-    k.at();
-    acc = acc / (1.0 + k.exp(0.0 - 1.702 * acc));
-  }
-  if (g.bounds)
-    k.tile_store(c, row, col, n, acc, m, n);
-  else
-    k.tile_store(c, row, col, n, acc);
   return k.finish();
 }
 

@@ -36,6 +36,9 @@ struct GemmConfig {
   int swizzle_block = 2;
   DType dtype = DType::f32;  // of A and B; C and the accumulator are f32
   bool bias = false;         // C += bias[col]: a row broadcast in the epilogue (parameter Bias)
+  // One program walks tiles pid, pid + num_programs, .. (persistent_range; row-major tile
+  // order) instead of one program per tile: a loop over tiles around the K loop.
+  bool persistent = false;
 };
 /** A plain GEMM's config: `dtype` inputs, BLOCK_M x BLOCK_N x BLOCK_K tiles, ragged with `bounds`. */
 inline GemmConfig gemm_config(DType dtype, int bm, int bn, int bk, bool bounds = false) {

@@ -78,6 +78,7 @@ const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %cou
   %sx: f32 thread = shuffle_xor %sr, %c
   %sh: f32 thread = shuffle %sx, %c
   %sm: i32, %sn: i32 = swizzle %pid, %pid, %groups, %groups pattern="grouped" block=8
+  %tt: i32 thread = opaque %tid
   barrier
   %acc: f32 x2 #2 = mma %a, %b, %fi, %tid atom="simdgroup_matrix" m=8 n=16 k=8 lda=8 ldb=16 warps_m=1 warps_n=2 tf32=0
   %z: f32 thread = splat %h

@@ -7,7 +7,9 @@
 //     error flag when the step is 0; the runtime then fails the launch with METILE_ERROR_DEVICE
 //     naming the loop's source line (runtime/hidden_args.cpp). The flag is the bounds pass's
 //     when it made one, else a new last hidden parameter (TileHiddenArgs). A constant step of 0
-//     never gets here: the builder and the verifier reject it.
+//     never gets here: the builder and the verifier reject it. Nor does num_programs, the step
+//     of persistent_range: a launch that runs a program has at least one on every axis (and
+//     a flag is read back after every launch, a synchronization each).
 #include <unordered_set>
 
 #include "ir/walk.h"
@@ -25,7 +27,7 @@ class LoopSteps {
 
   void run() {
     walk(p_.body, [&](const Op& op) {
-      if (op.kind == OpKind::CONST)
+      if (op.kind == OpKind::CONST || op.kind == OpKind::NUM_PROGRAMS)
         for (ValueId r : op.results) constants_.insert(r);
     });
     block(p_.body);
@@ -79,7 +81,7 @@ class LoopSteps {
 
   Program& p_;
   const TilePassContext& ctx_;
-  std::unordered_set<ValueId> constants_;
+  std::unordered_set<ValueId> constants_;  // constants and num_programs: never a zero step here
   ValueId flag_ = kNoValue;
 };
 

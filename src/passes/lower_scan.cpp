@@ -59,6 +59,9 @@ void Lowering::scan(const Op& op) {
 }
 
 void Lowering::trans(const Op& op) {
+  // tf32 wgmma: the dot copies the tile_load K-major itself (lower_wgmma_tf32.cpp).
+  for (const Op* l : direct_loads)
+    if (l->result() == op.operands[0]) return;
   ValueId x = get(op.operands[0]);
   const Shape& from = p.type(op.operands[0]).shape;
   if (f.value(x).layout == gpu::kUniform) {

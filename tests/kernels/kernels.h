@@ -36,6 +36,7 @@ struct GemmConfig {
   int swizzle_block = 2;
   DType dtype = DType::f32;  // of A and B; C and the accumulator are f32
   bool bias = false;         // C += bias[col]: a row broadcast in the epilogue (parameter Bias)
+  bool trans_b = false;      // B given N x K (row-major): C = A @ B^T, dot(a, trans(tile_load(B)))
 };
 /** A plain GEMM's config: `dtype` inputs, BLOCK_M x BLOCK_N x BLOCK_K tiles, ragged with `bounds`. */
 inline GemmConfig gemm_config(DType dtype, int bm, int bn, int bk, bool bounds = false) {

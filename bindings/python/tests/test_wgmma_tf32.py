@@ -1,0 +1,94 @@
+"""tf32 on Hopper's warpgroup atom (src/passes/lower_wgmma_tf32.cpp): an f32 GEMM whose B is given
+N x K, dot(a, trans(b)), computes what float64 numpy computes on every device (ragged M, N and K,
+K not a multiple of BLOCK_K, an epilogue, one and two warpgroups, rows TMA can and cannot copy);
+on an sm_90 GPU it takes wgmma .tf32 and stays within tf32's error of float64 (the operands'
+low 13 mantissa bits dropped by the tensor cores), allow_tf32=False keeps exact f32 (FMAs, no
+matrix atom), and the same GEMM with B given K x N keeps mma.sync."""
+
+import numpy as np
+import pytest
+
+import metile
+
+
+@metile.kernel
+def gemm_nt(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+            BLOCK_K: metile.constexpr, RELU: metile.constexpr):
+    pid_m, pid_n = metile.program_id(0), metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        b = metile.tile_load(B, pid_n * BLOCK_N, k, K, (BLOCK_N, BLOCK_K), bounds=(N, K))
+        acc = metile.dot(a, metile.trans(b), acc)
+    if RELU:
+        acc = metile.where(acc > 0, acc, 0.0)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+def run(m, n, k, block, threads=0, relu=False, **options):
+    rng = np.random.default_rng(m * 131 + n * 7 + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32)
+    c = np.full((m, n), np.nan, dtype=np.float32)
+    bm, bn, bk = block
+    grid = (metile.cdiv(m, bm), metile.cdiv(n, bn))
+    extra = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, RELU=relu, **options)
+    if threads:
+        extra["num_threads"] = threads
+    gemm_nt[grid](a, b, c, m, n, k, **extra)
+    metile.synchronize()
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    if relu:
+        want = np.maximum(want, 0)
+    kernel = gemm_nt[grid].compile(a, b, c, m, n, k, **extra)
+    assert not np.isnan(c).any(), "every element written"
+    return np.linalg.norm(c - want) / np.linalg.norm(want), kernel
+
+
+def hopper(device):
+    return device.name == "cuda" and device.architecture.startswith("sm_90")
+
+
+# (m, n, k, block, threads): whole tiles; ragged M/N/K with 16-byte rows (TMA on sm_90); K = 45
+# (rows of 180 bytes: the async copies); two warpgroups over 128 rows; two side by side (64 x 256).
+SHAPES = [(128, 128, 96, (64, 64, 32), 0), (136, 72, 40, (64, 64, 16), 0), (100, 77, 45, (64, 64, 16), 0),
+          (256, 128, 64, (128, 128, 32), 256), (64, 512, 64, (64, 256, 32), 256)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "%dx%dx%d" % s[:3])
+def test_transposed_b_gemm_matches_float64(device, shape):
+    m, n, k, block, threads = shape
+    err, kernel = run(m, n, k, block, threads, relu=(k == 45), allow_tf32=True)
+    # tf32 keeps 10 mantissa bits of each operand: ~3e-4 relative (rounded), up to ~1e-3
+    # (truncated); exact f32 devices land far below.
+    assert err < 2e-3, err
+    if hopper(device):
+        cuda = kernel.source("cuda")
+        assert ".f32.tf32.tf32" in cuda and "mt_mma_tf32" not in cuda
+
+
+def test_tf32_off_keeps_exact_f32(device):
+    if device.name != "cuda":
+        pytest.skip("the cuda lowering")
+    err, kernel = run(136, 72, 40, (64, 64, 16), allow_tf32=False)
+    assert err < 1e-5, err
+    gpu_ir = kernel.source("gpu_ir")
+    assert "wgmma" not in gpu_ir and " mma " not in gpu_ir
+
+
+def test_b_given_k_by_n_keeps_mma_sync(device):
+    if not hopper(device):
+        pytest.skip("an sm_90 GPU")
+    from kernels import matmul as gemm
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 128)).astype(np.float32)
+    c = np.full((128, 128), np.nan, dtype=np.float32)
+    grid = (2, 2)
+    gemm[grid](a, b, c, 128, 128, 64, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, allow_tf32=True)
+    metile.synchronize()
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(c - want) / np.linalg.norm(want) < 2e-3
+    cuda = gemm[grid].compile(a, b, c, 128, 128, 64, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
+                              allow_tf32=True).source("cuda")
+    assert "mt_mma_tf32" in cuda and "wgmma.mma_async" not in cuda

@@ -5,8 +5,9 @@ Triton, one process, one GPU.
 
 C = A @ B^T with A M x K and B given N x K (row-major, "NT": both operands K-major, the form
 wgmma .tf32 reads; metile's kernel is tile_load / dot(a, trans(b)) / tile_store, which takes
-the tf32 warpgroup atom on sm_90), and C = A @ B with B given K x N ("NN": metile keeps
-mma.sync m16n8k8 for it, since wgmma has no transposed tf32 form). f32 inputs and C, TF32 on
+the tf32 warpgroup atom on sm_90), and C = A @ B with B given K x N ("NN": wgmma has no
+transposed tf32 form, so metile computes C^T = B^T A^T with B^T's fragments from registers;
+with METILE_CUDA_WGMMA=0 both run on mma.sync m16n8k8). f32 inputs and C, TF32 on
 all: metile allow_tf32, torch.backends.cuda.matmul.allow_tf32 = True (cuBLAS, same layouts:
 a @ bt.T and a @ b), Triton's default tf32 dot (an autotuned tiled matmul of each layout, its
 B tile transposed in registers for NT). metile takes the fastest of a few configurations per
@@ -61,8 +62,7 @@ def gemm_nn(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constex
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_threads, num_stages) per layout.
 CONFIGS = {
     "nt": [(128, 256, 32, 256, 3), (128, 256, 32, 256, 4), (128, 128, 32, 256, 4), (64, 128, 32, 128, 4)],
-    # gemm_h100.md: 128x256x32 was mma.sync tf32's best at 4096^3 and 8192^3.
-    "nn": [(128, 256, 32, 256, 3), (64, 128, 32, 128, 4)],
+    "nn": [(128, 256, 32, 256, 3), (128, 256, 32, 256, 4), (128, 128, 32, 256, 4), (64, 128, 32, 128, 4)],
 }
 
 

@@ -187,6 +187,7 @@ void Emitter::mma(const gpu::Op& op) {
   s.preload = op.find_attr("preload") != nullptr && op.attr_int("preload") != 0;
   s.serpentine = op.find_attr("serpentine") != nullptr && op.attr_int("serpentine") != 0;
   s.wait = op.find_attr("wait") == nullptr || op.attr_int("wait") != 0;
+  s.transposed = op.find_attr("transposed") != nullptr && op.attr_int("transposed") != 0;
   w_.open("");
   d_.mma(w_, s);
   w_.close();

@@ -15,6 +15,7 @@
 // itself, and empty asm statements that read and write every accumulator register keep the
 // compiler from moving their uses across the wait.
 #include "codegen/gpu_emit_wgmma.h"
+#include "codegen/gpu_emit_wgmma_tf32.h"
 
 #include "target/wgmma_layout.h"
 #include "support/error.h"
@@ -42,6 +43,7 @@ uint64_t descriptor_high(int64_t leading, int64_t stride, int64_t mode) {
 }  // namespace
 
 void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
+  if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (gpu_emit_wgmma_tf32.cpp)
   const int64_t elem = static_cast<int64_t>(dtype_size(s.ab));
   METILE_ASSERT(s.ab == DType::f16 || s.ab == DType::bf16 || s.ab == DType::f32, "wgmma takes f16, bf16 or tf32 operands");
   const int64_t wg_m = s.warps_m / 4, wg_n = s.warps_n;

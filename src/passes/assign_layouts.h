@@ -29,6 +29,7 @@ struct DotChoice {
   const Op* direct[2] = {nullptr, nullptr};
   bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma)
   WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
+  bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (lower_wgmma_tf32.cpp)
 };
 
 struct LayoutAssignment {

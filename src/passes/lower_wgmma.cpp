@@ -66,7 +66,9 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   if (plan.atom == nullptr || plan.direct[0] == nullptr || plan.kc != k) return false;
   // tf32 (lower_wgmma_tf32.cpp): B K-major, copied from the N x K tile_load its trans reads.
   const Op* kmajor_b = plan.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : nullptr;
-  if (plan.stage == DType::f32 ? kmajor_b == nullptr : plan.direct[1] == nullptr) return false;
+  if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
+    return plan.direct[1] != nullptr && choose_wgmma_transposed(p, o, target, rows_reduced, f, plan);
+  if (plan.stage != DType::f32 && plan.direct[1] == nullptr) return false;
   const MatrixAtom* atom = nullptr;
   for (const MatrixAtom& a : target.warpgroup_atoms)
     if (atom == nullptr && a.ab == plan.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;

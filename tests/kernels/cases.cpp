@@ -329,6 +329,11 @@ const std::vector<std::string>& names() {
       // tf32 with B given N x K (dot(a, trans(b))): the tf32 warpgroup atom on sm_90 (TMA where
       // rows are 16-byte multiples; K = 45 falls back to the async copies at launch).
       "gemm_tf32_nt_bounds/50x70x37",
+      // tf32 with B given K x N: the transposed tf32 warpgroup form on sm_90 (C^T = B^T A^T).
+      "gemm_tf32_wg/128x128x96",
+      "gemm_tf32_wg_bounds/136x72x40",
+      "gemm_tf32_wg_relu_bounds/100x77x45",
+      "gemm_tf32_wg_bias_gelu/128x64x64",
       "gemm_tf32_wg_nt/128x128x96",
       "gemm_tf32_wg_nt_bounds/136x72x40",
       "gemm_tf32_wg_nt_relu_bounds/100x77x45",

@@ -70,8 +70,6 @@ TEST(GpuWgmmaTf32Lower, OtherF32DotsKeepMmaSyncOrFmas) {
   auto warp_level = [](const std::string& text) {
     return count(text, "atom=\"mma.sync\"") == 1 && count(text, "wgmma") == 0;
   };
-  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f32, 64, 64, 32, true), options())))
-      << "B given K x N: wgmma has no transposed tf32 form";
   EXPECT_TRUE(warp_level(gpu_ir(nt(64, 64, 32, true), options(), "sm_80"))) << "pre-Hopper";
   LowerOptions off = options();
   off.wgmma = false;
@@ -84,6 +82,26 @@ TEST(GpuWgmmaTf32Lower, OtherF32DotsKeepMmaSyncOrFmas) {
   const std::string exact = gpu_ir(nt(64, 64, 32, true), options(0, false, false));
   EXPECT_EQ(count(exact, " mma "), 0) << exact;
   EXPECT_EQ(count(exact, "wgmma"), 0) << exact;
+}
+
+// B given K x N (N-major): C^T = B^T A^T, B^T's fragments from registers, A as wgmma's B.
+TEST(GpuWgmmaTf32Lower, BGivenKByNTakesTheTransposedForm) {
+  const std::string text = gpu_ir(kernels::gemm_config(DType::f32, 64, 64, 32, true), options());
+  EXPECT_EQ(count(text, "atom=\"wgmma\""), 1) << text;
+  EXPECT_EQ(count(text, " transposed=1"), 1) << text;
+  EXPECT_EQ(count(text, " async_copy "), 6) << "A and B as for f16, three stages\n" << text;
+  // 128 x 256 over two warpgroups: each 128 of C's columns (two m64 blocks) by all 128 rows.
+  const std::string two = gpu_ir(kernels::gemm_config(DType::f32, 128, 256, 32, false), options(256));
+  EXPECT_EQ(count(two, "warps_m=8 warps_n=1"), 1) << two;
+  const std::string s = cuda(kernels::gemm_config(DType::f32, 128, 256, 32, false), options(256));
+  EXPECT_EQ(count(s, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"), 8) << "4 k steps x 2 blocks\n" << s;
+  EXPECT_EQ(count(s, "= mt_tf32(mma_at("), 32) << "4 per block and k step, rounded as mma.sync's\n" << s;
+  EXPECT_EQ(count(s, "mt_wgmma_wait_all();"), 2) << "the op waits for its fragments' group\n" << s;
+  EXPECT_EQ(count(s, "mt_mma_tf32("), 0) << s;
+  // A reduction over C's rows keeps mma.sync (its rows would lie across warps).
+  LowerOptions sync = options();
+  sync.wgmma = false;
+  EXPECT_EQ(count(gpu_ir(kernels::gemm_config(DType::f32, 64, 64, 32, true), sync), "wgmma"), 0);
 }
 
 // A transposed tile something else also reads is not the dot's alone: it stays in registers.
@@ -131,6 +149,14 @@ TEST(GpuWgmmaTf32Lower, VariantsCompileThroughNvrtcForSm90a) {
     int bm, bn, bk, threads;
     bool bounds, tma;
   };
+  for (const V& v : {V{64, 64, 16, 0, true, false}, V{128, 128, 32, 256, true, true}, V{128, 256, 32, 256, false, true},
+                     V{64, 128, 32, 128, true, true}}) {
+    const CudaKernelSource s = emitted(kernels::gemm_config(DType::f32, v.bm, v.bn, v.bk, v.bounds), options(v.threads, v.tma));
+    ASSERT_GT(count(s.source, "k8.f32.tf32.tf32"), 0) << "transposed " << v.bm << "x" << v.bn << "x" << v.bk;
+    std::string log;
+    EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, "sm_90a", &log))
+        << "transposed " << v.bm << "x" << v.bn << "x" << v.bk << "\n" << log;
+  }
   // 32-, 64- and 128-byte K rows, two m64 blocks, warpgroups side by side, TMA.
   for (const V& v : {V{64, 64, 8, 0, true, false}, V{64, 64, 16, 0, true, true}, V{128, 128, 64, 128, true, true},
                      V{64, 256, 32, 256, false, false}}) {

@@ -3,7 +3,8 @@ N x K, dot(a, trans(b)), computes what float64 numpy computes on every device (r
 K not a multiple of BLOCK_K, an epilogue, one and two warpgroups, rows TMA can and cannot copy);
 on an sm_90 GPU it takes wgmma .tf32 and stays within tf32's error of float64 (the operands'
 low 13 mantissa bits dropped by the tensor cores), allow_tf32=False keeps exact f32 (FMAs, no
-matrix atom), and the same GEMM with B given K x N keeps mma.sync."""
+matrix atom). The same GEMM with B given K x N takes the transposed form (C^T = B^T A^T) on
+sm_90, checked the same way on every device."""
 
 import numpy as np
 import pytest
@@ -64,7 +65,7 @@ def test_transposed_b_gemm_matches_float64(device, shape):
     assert err < 2e-3, err
     if hopper(device):
         cuda = kernel.source("cuda")
-        assert ".f32.tf32.tf32" in cuda and "mt_mma_tf32" not in cuda
+        assert "wgmma.mma_async" in cuda and ".f32.tf32.tf32" in cuda and "mt_mma_tf32(" not in cuda
 
 
 def test_tf32_off_keeps_exact_f32(device):
@@ -76,19 +77,41 @@ def test_tf32_off_keeps_exact_f32(device):
     assert "wgmma" not in gpu_ir and " mma " not in gpu_ir
 
 
-def test_b_given_k_by_n_keeps_mma_sync(device):
-    if not hopper(device):
-        pytest.skip("an sm_90 GPU")
-    from kernels import matmul as gemm
-    rng = np.random.default_rng(3)
-    a = rng.standard_normal((128, 64)).astype(np.float32)
-    b = rng.standard_normal((64, 128)).astype(np.float32)
-    c = np.full((128, 128), np.nan, dtype=np.float32)
-    grid = (2, 2)
-    gemm[grid](a, b, c, 128, 128, 64, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, allow_tf32=True)
+@metile.kernel
+def gemm_nn(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+            BLOCK_K: metile.constexpr, RELU: metile.constexpr):
+    pid_m, pid_n = metile.program_id(0), metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    if RELU:
+        acc = metile.where(acc > 0, acc, 0.0)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "%dx%dx%d" % s[:3])
+def test_b_given_k_by_n_takes_the_transposed_form(device, shape):
+    # B N-major: on sm_90 C^T = B^T A^T (B^T's fragments from registers); the accumulator's
+    # layout maps C^T's registers back to C for the epilogue and the store.
+    m, n, k, (bm, bn, bk), threads = shape
+    rng = np.random.default_rng(m * 31 + n + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, dtype=np.float32)
+    grid = (metile.cdiv(m, bm), metile.cdiv(n, bn))
+    extra = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, RELU=(k == 45), allow_tf32=True)
+    if threads:
+        extra["num_threads"] = threads
+    gemm_nn[grid](a, b, c, m, n, k, **extra)
     metile.synchronize()
     want = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.linalg.norm(c - want) / np.linalg.norm(want) < 2e-3
-    cuda = gemm[grid].compile(a, b, c, 128, 128, 64, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
-                              allow_tf32=True).source("cuda")
-    assert "mt_mma_tf32" in cuda and "wgmma.mma_async" not in cuda
+    if k == 45:
+        want = np.maximum(want, 0)
+    assert not np.isnan(c).any()
+    err = np.linalg.norm(c - want) / np.linalg.norm(want)
+    assert err < 2e-3, err
+    if hopper(device):
+        cuda = gemm_nn[grid].compile(a, b, c, m, n, k, **extra).source("cuda")
+        assert "wgmma.mma_async" in cuda and "k8.f32.tf32.tf32" in cuda and "mt_mma_tf32(" not in cuda

@@ -3,7 +3,7 @@
 # test_wgmma_tf32.py on cuda, bench/gemm_tf32.py (NT wgmma / NN mma.sync / cuBLAS / Triton), the
 # cuda kernel-suite tf32 and f16/bf16 wgmma GEMMs against float64 and interp, then both layouts
 # at 4096^3 with METILE_CUDA_WGMMA=0 (mma.sync). Each step has its own time limit; logs land in OUT.
-# Run from the repository root:  bash bench/gemm_tf32_run.sh OUT DEBS
+# Run from the repository root:  bash bench/gemm_tf32_run.sh OUT DEBS  (SKIP_OFF=1: no mma.sync run)
 set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
@@ -15,7 +15,7 @@ timeout 150 python3 bench/gemm_tf32.py --out "$out/gemm_tf32.json" > "$out/bench
 echo "bench rc=$?"
 timeout 80 /tmp/mb/tests/metile_unit --gtest_filter='*cuda_gemm_tf32*:*cuda_gemm_f16_wg*:*cuda_gemm_bf16_wg*' --gtest_brief=1 > "$out/unit.log" 2>&1
 echo "unit rc=$? $(grep -E 'PASSED|FAILED' "$out/unit.log" | tr '\n' ' ')"
-METILE_CUDA_WGMMA=0 timeout 40 python3 bench/gemm_tf32.py --shapes 4096x4096x4096 --modes nt,nn \
+[ -n "${SKIP_OFF:-}" ] || METILE_CUDA_WGMMA=0 timeout 40 python3 bench/gemm_tf32.py --shapes 4096x4096x4096 --modes nt,nn \
   --no-peers --out "$out/gemm_tf32_nowgmma.json" > "$out/bench_nowgmma.log" 2>&1
 echo "bench (METILE_CUDA_WGMMA=0) rc=$?"
 grep -E "FAILED|Failure" "$out/unit.log" | head -10

@@ -5,7 +5,8 @@
 // (the N-major swizzled blocks of src/target/wgmma_layout.h): wgmma row r is B's column, and the
 // register fragment is mma.sync m16n8k8's A fragment per warp (a0 = (g, t), a1 = (g + 8, t),
 // a2 = (g, t + 4), a3 = (g + 8, t + 4), g = lane / 4, t = lane % 4, warp q taking rows 16q..),
-// rounded to tf32 with cvt.rna; then one fence and
+// rounded to tf32 with cvt.rna; then (per k step, so the next step's reads overlap this step's
+// wgmmas) a fence and
 //   wgmma.mma_async.sync.aligned.m64n<nw>k8.f32.tf32.tf32 {acc[i * nw/2 ...]}, {a0..a3}, descB, p, 1, 1
 // with descB over A's M x K array (K-major: leading offset unused, 8-row groups 8 * swizzle bytes
 // apart, the k step moving the start address inside the swizzle row; the warpgroup's nw rows).
@@ -46,14 +47,6 @@ void emit_cuda_wgmma_transposed(SourceWriter& w, const MmaSpec& s) {
          " + k * " + W + " + ((((n % " + W + ") >> 2) ^ ((k / " + std::to_string(128 / tb.swizzle) + ") % " +
          std::to_string(tb.swizzle / 16) + ")) << 2) + (n & 3)]; };");
   w.line("uint mma_f[" + std::to_string(steps * blocks * 4) + "];");
-  for (int64_t x = 0; x < steps; ++x)
-    for (int64_t i = 0; i < blocks; ++i)
-      for (int64_t h = 0; h < 4; ++h) {
-        const std::string k = "mma_k + " + std::to_string(8 * x + (h >= 2 ? 4 : 0));
-        const std::string n = "mma_n + " + std::to_string(64 * i + (h & 1 ? 8 : 0));
-        w.line("mma_f[" + std::to_string((x * blocks + i) * 4 + h) + "] = mt_tf32(mma_at(" + k + ", " + n + "));");
-      }
-  w.line("mt_wgmma_fence();");
   const int64_t regs = nw / 2;  // f32 accumulators per thread per m64 block
   std::string list;
   for (int64_t r = 0; r < regs; ++r) list += (r ? ", %" : "%") + std::to_string(r);
@@ -65,7 +58,16 @@ void emit_cuda_wgmma_transposed(SourceWriter& w, const MmaSpec& s) {
                            ", p, 1, 1;\\n}\\n\"";
   char hex[32];
   std::snprintf(hex, sizeof hex, "0x%016llxull", static_cast<unsigned long long>(hi));
-  for (int64_t x = 0; x < steps; ++x)
+  // Step by step: the fragments of step x + 1 are read while step x's wgmmas run (each step's
+  // registers are its own; the fence orders their writes before the wgmmas that read them).
+  for (int64_t x = 0; x < steps; ++x) {
+    for (int64_t i = 0; i < blocks; ++i)
+      for (int64_t h = 0; h < 4; ++h) {
+        const std::string k = "mma_k + " + std::to_string(8 * x + (h >= 2 ? 4 : 0));
+        const std::string n = "mma_n + " + std::to_string(64 * i + (h & 1 ? 8 : 0));
+        w.line("mma_f[" + std::to_string((x * blocks + i) * 4 + h) + "] = mt_tf32(mma_at(" + k + ", " + n + "));");
+      }
+    w.line("mt_wgmma_fence();");
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t kk = 8 * x;
       const int64_t b_off = (kk / ta.width()) * ta.block_bytes() + (kk % ta.width()) * 4;
@@ -81,6 +83,7 @@ void emit_cuda_wgmma_transposed(SourceWriter& w, const MmaSpec& s) {
       w.line("    : " + ins + "\"l\"(mma_db), \"r\"(1));");
       w.close();
     }
+  }
   w.line("mt_wgmma_commit();");
   w.line("mt_wgmma_wait_all();");
   w.line("#pragma unroll");

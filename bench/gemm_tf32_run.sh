@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the tf32 wgmma work (issue 19): build (scripts/gpu-session.sh),
-# test_wgmma_tf32.py on cuda, bench/gemm_tf32.py (NT wgmma / NN mma.sync / cuBLAS / Triton), the
+# test_wgmma_tf32.py, test_gemm_options.py and test_split_k.py on cuda, bench/gemm_tf32.py (NT wgmma / NN mma.sync / cuBLAS / Triton), the
 # cuda kernel-suite tf32 and f16/bf16 wgmma GEMMs against float64 and interp, then both layouts
 # at 4096^3 with METILE_CUDA_WGMMA=0 (mma.sync). Each step has its own time limit; logs land in OUT.
 # Run from the repository root:  bash bench/gemm_tf32_run.sh OUT DEBS  (SKIP_OFF=1: no mma.sync run;
@@ -25,4 +25,4 @@ grep -E "FAILED|Error" "$out/pytest.log" | head -10
 grep -E "WRONG|skip|Error" "$out/bench.log" | head -10
 sed -n '/^mode/,$p' "$out/bench.log"
 grep '^{' "$out/bench.log" | cut -c1-200 | tail -12
-sed -n '/^mode/,$p' "$out/bench_nowgmma.log"
+[ -f "$out/bench_nowgmma.log" ] && sed -n '/^mode/,$p' "$out/bench_nowgmma.log"

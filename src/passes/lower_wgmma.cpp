@@ -2,7 +2,7 @@
 //
 // A dot takes a warpgroup atom when both operands are copied straight from tile_loads
 // (assign_layouts' direct copies, so the copies are async_copy ops and a K loop may pipeline them), K is
-// staged whole, the operand dtype has an atom (f16, bf16) and the threadgroup's warpgroups
+// staged whole, the operand dtype has an atom (f16, bf16; tf32: lower_wgmma_tf32.cpp) and the threadgroup's warpgroups
 // (threads / 128) tile the accumulator: wg_m x wg_n warpgroups, each 64 * rm rows (rm m64
 // instructions per k step) and nw = N / wg_n columns (a multiple of 8 up to 256). wg_n > 1 only
 // when the columns of a warpgroup start a swizzle block of B and nothing reduces the rows

@@ -170,6 +170,11 @@ class CudaDialect final : public GpuDialect {
     return device_memory ? "__threadfence(); __syncthreads()" : "__syncthreads()";
   }
 
+  // TMA copies read global memory through the async proxy (PTX ISA, memory consistency model).
+  std::string async_proxy_fence() const override {
+    return "asm volatile(\"fence.proxy.async.global;\" ::: \"memory\")";
+  }
+
   std::string shuffle(bool xor_mask, DType t, const std::string& x,
                       const std::string& lane) const override {
     std::string fn = xor_mask ? "__shfl_xor_sync" : "__shfl_sync";
@@ -198,6 +203,11 @@ class CudaDialect final : public GpuDialect {
 
   std::string async_copy(const std::string& dst, const std::string& src, int64_t bytes) const override {
     return bytes == 16 ? "mt_cp_async16(" + dst + ", " + src + ")" : "";
+  }
+
+  std::string async_copy_if(const std::string& dst, const std::string& src, int64_t bytes,
+                            const std::string& pred) const override {
+    return bytes == 16 ? "mt_cp_async16_if(" + dst + ", " + src + ", " + pred + ")" : "";
   }
 
   std::string wgmma_sync() const override { return "mt_wgmma_sync()"; }

@@ -87,6 +87,9 @@ class GpuDialect {
   /** Pointer type to `dtype` elements in `space`. */
   virtual std::string pointer(DType dtype, AddrSpace space, bool is_const) const = 0;
   virtual std::string barrier(bool device_memory) const = 0;
+  /** Makes this thread's device-memory writes visible to asynchronous (TMA) copies; "" where
+   * the dialect has none. Emitted before a barrier that carries the async_proxy attribute. */
+  virtual std::string async_proxy_fence() const { return ""; }
   /** x of lane ^ lane_or_mask (xor) or of lane lane_or_mask; both i32 expressions. */
   virtual std::string shuffle(bool xor_mask, DType dtype, const std::string& x,
                               const std::string& lane_or_mask) const = 0;
@@ -104,6 +107,13 @@ class GpuDialect {
    * emitter then copies element by element (gpu_ir.h, async_copy).
    */
   virtual std::string async_copy(const std::string&, const std::string&, int64_t) const { return ""; }
+  /**
+   * The same copy issued only where the boolean `pred` holds, without a branch (a predicated
+   * instruction), or "" when the language has none: the aligned body then branches on its test.
+   */
+  virtual std::string async_copy_if(const std::string&, const std::string&, int64_t, const std::string&) const {
+    return "";
+  }
   /**
    * pending < 0: a statement closing the group of copies issued so far; else one waiting until
    * at most `pending` groups are in flight. "" where copies are synchronous.

@@ -1,0 +1,220 @@
+// order-device-memory: a store and a later access of the same buffer that another thread may
+// make get a barrier ordering device memory between them (text in, text out).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "codegen/cuda.h"
+#include "ir/gpu_parse.h"
+#include "runtime/cuda/cuda_api.h"
+#include "passes/pass.h"
+#include "target/gpu_target.h"
+
+namespace metile {
+namespace {
+
+std::string run(const std::string& body, const std::string& layouts = "") {
+  const std::string text =
+      "gpu_kernel @k(%x: ptr<f32>, %o: ptr<f32>, %n: i32) threads=32 simd=32 {\n"
+      "  #2 = tile<64> thr=32:2 reg=2:1\n  #3 = tile<64> thr=32:1 reg=2:32\n" +
+      layouts + "  %tid: i32 thread = builtin thread_index.x\n" + body + "}\n";
+  const std::string out = run_gpu_passes_on_text(text, {"order-device-memory"}, apple_gpu_target());
+  const size_t from = out.find("thread_index.x\n") + 15;
+  return out.substr(from, out.size() - from - 2);  // without the closing "}\n"
+}
+
+TEST(OrderDeviceMemory, OneThreadsOwnElementsNeedNoBarrier) {
+  const std::string in_place = R"(  %i: i32 x2 #2 = coord #2 %tid
+  %p: ptr<f32> x2 #2 = ptr_offset %x, %i
+  %v: f32 x2 #2 = load %p
+  store %p, %v
+  %w: f32 x2 #2 = load %p
+  store %p, %w
+)";
+  EXPECT_EQ(run(in_place), in_place);
+  const std::string two_buffers = R"(  %i: i32 x2 #2 = coord #2 %tid
+  %j: i32 x2 #3 = coord #3 %tid
+  %p: ptr<f32> x2 #2 = ptr_offset %x, %i
+  %q: ptr<f32> x2 #3 = ptr_offset %o, %j
+  %jf: f32 x2 #3 = cast %j
+  %v: f32 x2 #2 = load %p
+  store %q, %jf
+  %w: f32 x2 #3 = load %q
+)";
+  // o written through #3 and read back through the same pointers: each thread its own elements.
+  EXPECT_EQ(run(two_buffers), two_buffers);
+}
+
+TEST(OrderDeviceMemory, AnotherThreadsElementsGetADeviceBarrier) {
+  // x read through #2 and written through #3: element e is read by one thread, written by another.
+  EXPECT_EQ(run(R"(  %i: i32 x2 #2 = coord #2 %tid
+  %j: i32 x2 #3 = coord #3 %tid
+  %p: ptr<f32> x2 #2 = ptr_offset %x, %i
+  %q: ptr<f32> x2 #3 = ptr_offset %x, %j
+  %jf: f32 x2 #3 = cast %j
+  %v: f32 x2 #2 = load %p
+  store %q, %jf
+  %w: f32 x2 #2 = load %p
+)"),
+            R"(  %i: i32 x2 #2 = coord #2 %tid
+  %j: i32 x2 #3 = coord #3 %tid
+  %p: ptr<f32> x2 #2 = ptr_offset %x, %i
+  %q: ptr<f32> x2 #3 = ptr_offset %x, %j
+  %jf: f32 x2 #3 = cast %j
+  %v: f32 x2 #2 = load %p
+  barrier device=1
+  store %q, %jf
+  barrier device=1
+  %w: f32 x2 #2 = load %p
+)");
+  // A barrier already there (threadgroup memory only) gains the device order instead.
+  EXPECT_EQ(run(R"(  %i: i32 x2 #2 = coord #2 %tid
+  %j: i32 x2 #3 = coord #3 %tid
+  %p: ptr<f32> x2 #2 = ptr_offset %x, %i
+  %q: ptr<f32> x2 #3 = ptr_offset %x, %j
+  %f: f32 x2 #2 = cast %i
+  store %p, %f
+  barrier
+  %w: f32 x2 #3 = load %q
+)"),
+            R"(  %i: i32 x2 #2 = coord #2 %tid
+  %j: i32 x2 #3 = coord #3 %tid
+  %p: ptr<f32> x2 #2 = ptr_offset %x, %i
+  %q: ptr<f32> x2 #3 = ptr_offset %x, %j
+  %f: f32 x2 #2 = cast %i
+  store %p, %f
+  barrier device=1
+  %w: f32 x2 #3 = load %q
+)");
+}
+
+TEST(OrderDeviceMemory, AtomicsAmongThemselvesNeedNoOrder) {
+  const std::string atomics = R"(  %i: i32 x2 #2 = coord #2 %tid
+  %j: i32 x2 #3 = coord #3 %tid
+  %p: ptr<f32> x2 #2 = ptr_offset %x, %i
+  %q: ptr<f32> x2 #3 = ptr_offset %x, %j
+  %if: f32 x2 #2 = cast %i
+  %jf: f32 x2 #3 = cast %j
+  %a: f32 x2 #2 = atomic_add %p, %if
+  %b: f32 x2 #3 = atomic_add %q, %jf
+)";
+  EXPECT_EQ(run(atomics), atomics);
+}
+
+TEST(OrderDeviceMemory, AUniformStoreIsThreadZerosAndOrderedBeforeEveryThreadsLoad) {
+  const std::string stores = R"(  %z: i32 = const value=0
+  %one: f32 = const value=1.0
+  %q: ptr<f32> = ptr_offset %x, %z
+  %leader: bool thread = eq %tid, %z
+  store %q, %one, %leader
+  store %q, %one, %leader
+)";
+  EXPECT_EQ(run(stores), stores);  // one thread writes both
+  EXPECT_EQ(run(stores + "  %r: f32 = load %q\n"),
+            stores + "  barrier device=1\n  %r: f32 = load %q\n");
+}
+
+// A row loop: iteration iv touches iv .. iv + 63 through the same pointer value.
+std::string row_loop(int step, const std::string& ahead) {
+  return "  %c0: i32 = const value=0\n  %s: i32 = const value=" + std::to_string(step) +
+         "\n  %t: i32 x2 #2 = coord #2 %tid\n  for %iv: i32 = %c0 to %n step %s {\n"
+         "    %off: i32 x2 #2 = add %iv, %t\n    %p: ptr<f32> x2 #2 = ptr_offset %x, %off\n"
+         "    %v: f32 x2 #2 = load %p\n" +
+         ahead + "    store %p, %v\n    yield\n  }\n";
+}
+
+TEST(OrderDeviceMemory, LoopIterationsThatMoveApartNeedNoBarrier) {
+  EXPECT_EQ(run(row_loop(64, "")), row_loop(64, ""));
+  EXPECT_EQ(run(row_loop(-64, "")), row_loop(-64, ""));
+  // Step 32 over 64-element tiles: the next iteration reads what another thread just stored.
+  const std::string overlapping = run(row_loop(32, ""));
+  EXPECT_NE(
+      overlapping.find("    barrier device=1\n    %v: f32 x2 #2 = load %p\n    store %p, %v\n"),
+      std::string::npos)
+      << overlapping;
+}
+
+TEST(OrderDeviceMemory, StoresAheadOfTheNextIterationAreOrdered) {
+  // The GEMM that writes the block its next K step reads, in one dimension: load x[iv..], store
+  // x[iv + 64 ..] through another pointer; the barrier goes before the next iteration's load
+  // (i.e. before the store that follows it in the same iteration: pending is then the load).
+  const std::string in = R"(  %c0: i32 = const value=0
+  %s: i32 = const value=64
+  %t: i32 x2 #2 = coord #2 %tid
+  for %iv: i32 = %c0 to %n step %s {
+    %off: i32 x2 #2 = add %iv, %t
+    %p: ptr<f32> x2 #2 = ptr_offset %x, %off
+    %v: f32 x2 #2 = load %p
+    %q: ptr<f32> x2 #2 = ptr_offset %p, %s
+    store %q, %v
+    yield
+  }
+)";
+  const std::string out = run(in);
+  EXPECT_NE(out.find("    barrier device=1\n    %v: f32 x2 #2 = load %p"), std::string::npos)
+      << out;
+}
+
+TEST(OrderDeviceMemory, AConflictWithWhatCameBeforeALoopIsOrderedOnceBeforeIt) {
+  const std::string before = R"(  %j: i32 x2 #3 = coord #3 %tid
+  %q: ptr<f32> x2 #3 = ptr_offset %x, %j
+  %jf: f32 x2 #3 = cast %j
+  store %q, %jf
+)";
+  std::string expected = before + row_loop(64, "");
+  expected.insert(expected.find("  for %iv"), "  barrier device=1\n");
+  EXPECT_EQ(run(before + row_loop(64, "")), expected);
+}
+
+// A TMA copy of a buffer the kernel stored into: the barrier also fences the async proxy.
+const char* const kStoreThenTma = R"(gpu_kernel @k(%x: ptr<f16>, %o: ptr<f16>, %n: i32) threads=32 simd=32 {
+  #2 = tile<64> thr=32:2 reg=2:1
+  %tid: i32 thread = builtin thread_index.x
+  %s: ptr<f16, threadgroup> = alloc size=4096
+  %bar: ptr<i64, threadgroup> = alloc size=1
+  %i: i32 x2 #2 = coord #2 %tid
+  %p: ptr<f16> x2 #2 = ptr_offset %X, %i
+  %v: f16 x2 #2 = cast %i
+  store %p, %v
+  %c0: i32 = const value=0
+  mbar_init %bar, %tid count=1 n=1
+  barrier
+  tma_load %s, %bar, %c0, %c0, %tid map=0 spec="param=P rows=p2 cols=p2 ld=p2 elem=2 box=64x64 swizzle=128 clamp=0" box_rows=64 box_cols=64 blocks=1
+}
+)";
+
+std::string store_then_tma(const std::string& stored, int tma_param) {
+  std::string text = kStoreThenTma;
+  text.replace(text.find("%X"), 2, stored);
+  text.replace(text.find("param=P"), 7, "param=" + std::to_string(tma_param));
+  return text;
+}
+
+TEST(OrderDeviceMemory, WritesBeforeATmaCopyOfTheBufferAreFencedForTheAsyncProxy) {
+  const std::string out =
+      run_gpu_passes_on_text(store_then_tma("%x", 0), {"order-device-memory"}, apple_gpu_target());
+  EXPECT_NE(out.find("  barrier device=1 async_proxy=1\n  tma_load"), std::string::npos) << out;
+  // The TMA copy reads the other buffer: nothing to order.
+  EXPECT_EQ(run_gpu_passes_on_text(store_then_tma("%x", 1), {"order-device-memory"},
+                                   apple_gpu_target()),
+            run_gpu_passes_on_text(store_then_tma("%x", 1), {}, apple_gpu_target()));
+  // A device barrier alone (a user's, or one for a plain load) leaves the TMA copy unordered.
+  std::string ordered = store_then_tma("%x", 0);
+  ordered.replace(ordered.find("  barrier\n"), 10, "  barrier device=1\n");
+  const std::string fenced =
+      run_gpu_passes_on_text(ordered, {"order-device-memory"}, apple_gpu_target());
+  EXPECT_NE(fenced.find("  barrier device=1 async_proxy=1\n  tma_load"), std::string::npos) << fenced;
+  // CUDA: each thread fences its writes for the async proxy before the barrier.
+  const std::string cuda = emit_cuda(gpu::parse(out)).source;
+  EXPECT_NE(cuda.find("asm volatile(\"fence.proxy.async.global;\" ::: \"memory\");\n"
+                      "  __threadfence(); __syncthreads();"),
+            std::string::npos)
+      << cuda;
+  std::string why, log;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  const CudaKernelSource src = emit_cuda(gpu::parse(out));
+  EXPECT_NO_THROW(cuda::nvrtc_compile(src.source, src.entry, "sm_90a", &log)) << log << src.source;
+}
+
+}  // namespace
+}  // namespace metile

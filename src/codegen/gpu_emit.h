@@ -62,6 +62,7 @@ struct MmaSpec {
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
   bool b_kmajor = false;       // mma.sync: b holds B transposed, n rows of k (ldmatrix without .trans)
   bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
+  bool transposed = false;     // wgmma tf32: C^T = B^T A^T with B^T from registers (gpu_emit_wgmma_tf32.cpp)
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
 };

@@ -15,6 +15,7 @@
 // itself, and empty asm statements that read and write every accumulator register keep the
 // compiler from moving their uses across the wait.
 #include "codegen/gpu_emit_wgmma.h"
+#include "codegen/gpu_emit_wgmma_tf32.h"
 
 #include "target/wgmma_layout.h"
 #include "support/error.h"
@@ -42,34 +43,38 @@ uint64_t descriptor_high(int64_t leading, int64_t stride, int64_t mode) {
 }  // namespace
 
 void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
+  if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (gpu_emit_wgmma_tf32.cpp)
   const int64_t elem = static_cast<int64_t>(dtype_size(s.ab));
-  METILE_ASSERT(s.ab == DType::f16 || s.ab == DType::bf16, "wgmma takes f16 or bf16 operands");
+  METILE_ASSERT(s.ab == DType::f16 || s.ab == DType::bf16 || s.ab == DType::f32, "wgmma takes f16, bf16 or tf32 operands");
   const int64_t wg_m = s.warps_m / 4, wg_n = s.warps_n;
   METILE_ASSERT(wg_m >= 1 && s.warps_m % 4 == 0 && s.m % (64 * wg_m) == 0 && s.n % wg_n == 0,
                 "wgmma: warps do not make whole warpgroups over the tile");
   const int64_t rows = s.m / wg_m, nw = s.n / wg_n, blocks = rows / 64;
-  const WgmmaTile ta = wgmma_tile(s.m, s.k, elem), tb = wgmma_tile(s.k, s.n, elem);
+  const WgmmaTile ta = wgmma_tile(s.m, s.k, elem), tb = wgmma_b_tile(s.k, s.n, elem);
+  // tf32 (lower_wgmma_tf32.cpp): B K-major, read as A is; k8 steps, no transpose immediates.
+  const bool kmajor_b = wgmma_b_kmajor(elem);
   METILE_ASSERT(ta.swizzle != 0 && tb.swizzle != 0, "wgmma: operand rows fit no swizzle");
   const std::string hi_a = hex(descriptor_high(1, 8 * ta.swizzle / 16, ta.descriptor_mode()));
-  const std::string hi_b = hex(descriptor_high(tb.block_bytes() / 16, 8 * tb.swizzle / 16, tb.descriptor_mode()));
-  const std::string t = s.ab == DType::bf16 ? "bf16" : "f16";
+  const std::string hi_b = hex(descriptor_high(kmajor_b ? 1 : tb.block_bytes() / 16, 8 * tb.swizzle / 16, tb.descriptor_mode()));
+  const std::string t = s.ab == DType::bf16 ? "bf16" : s.ab == DType::f32 ? "tf32" : "f16";
   w.line("const int mma_wg = " + s.tid + " >> 7;");
   w.line("const uint mma_a = mt_smem_addr(" + s.a + ") + (mma_wg % " + std::to_string(wg_m) + ") * " +
          std::to_string(rows * ta.swizzle) + ";");
   w.line("const uint mma_b = mt_smem_addr(" + s.b + ") + (mma_wg / " + std::to_string(wg_m) + ") * " +
-         std::to_string(nw / tb.width() * tb.block_bytes()) + ";");
+         std::to_string(kmajor_b ? nw * tb.swizzle : nw / tb.width() * tb.block_bytes()) + ";");
   w.line("mt_wgmma_fence();");
   const int64_t regs = nw / 2;  // f32 accumulators per thread per m64 block
   std::string list;
   for (int64_t r = 0; r < regs; ++r) list += (r ? ", %" : "%") + std::to_string(r);
-  const std::string instr = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(nw) + "k16.f32." + t + "." + t;
+  const int64_t step = kmajor_b ? 8 : 16;  // k per instruction
+  const std::string instr = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(nw) + "k" + std::to_string(step) + ".f32." + t + "." + t;
   const std::string body = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) + ", 0;\\n" + instr +
                            " {" + list + "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
-                           ", p, 1, 1, 0, 1;\\n}\\n\"";
-  for (int64_t kk = 0; kk < s.k; kk += 16)
+                           (kmajor_b ? ", p, 1, 1;" : ", p, 1, 1, 0, 1;") + "\\n}\\n\"";
+  for (int64_t kk = 0; kk < s.k; kk += step)
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t a_off = (kk / ta.width()) * ta.block_bytes() + 64 * i * ta.swizzle + (kk % ta.width()) * elem;
-      const int64_t b_off = kk * tb.swizzle;
+      const int64_t b_off = kmajor_b ? (kk / tb.width()) * tb.block_bytes() + (kk % tb.width()) * elem : kk * tb.swizzle;
       w.open("");
       w.line("const ullong mma_da = mt_wgmma_desc(mma_a + " + std::to_string(a_off) + ", " + hi_a + ");");
       w.line("const ullong mma_db = mt_wgmma_desc(mma_b + " + std::to_string(b_off) + ", " + hi_b + ");");

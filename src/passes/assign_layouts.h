@@ -32,6 +32,7 @@ struct DotChoice {
   bool b_kmajor = false;
   bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma)
   WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
+  bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (lower_wgmma_tf32.cpp)
 };
 
 struct LayoutAssignment {

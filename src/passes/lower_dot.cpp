@@ -256,6 +256,7 @@ void Lowering::dot(const Op& op) {
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
+      if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // lower_wgmma_tf32.cpp
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();
     } else {

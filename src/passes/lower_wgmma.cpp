@@ -2,7 +2,7 @@
 //
 // A dot takes a warpgroup atom when both operands are copied straight from tile_loads
 // (assign_layouts' direct copies, so the copies are async_copy ops and a K loop may pipeline them), K is
-// staged whole, the operand dtype has an atom (f16, bf16) and the threadgroup's warpgroups
+// staged whole, the operand dtype has an atom (f16, bf16; tf32: lower_wgmma_tf32.cpp) and the threadgroup's warpgroups
 // (threads / 128) tile the accumulator: wg_m x wg_n warpgroups, each 64 * rm rows (rm m64
 // instructions per k step) and nw = N / wg_n columns (a multiple of 8 up to 256). wg_n > 1 only
 // when the columns of a warpgroup start a swizzle block of B and nothing reduces the rows
@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "passes/lower_internal.h"
+#include "passes/wgmma_tf32.h"
 
 namespace metile::lowering {
 
@@ -62,14 +63,19 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   const int64_t groups = f.threads / 128;
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
-  if (plan.atom == nullptr || plan.direct[0] == nullptr || plan.direct[1] == nullptr || plan.kc != k) return false;
+  if (plan.atom == nullptr || plan.direct[0] == nullptr || plan.kc != k) return false;
   if (plan.b_kmajor) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
+  // tf32 (lower_wgmma_tf32.cpp): B K-major, copied from the N x K tile_load its trans reads.
+  const Op* kmajor_b = plan.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : nullptr;
+  if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
+    return plan.direct[1] != nullptr && choose_wgmma_transposed(p, o, target, rows_reduced, f, plan);
+  if (plan.stage != DType::f32 && plan.direct[1] == nullptr) return false;
   const MatrixAtom* atom = nullptr;
   for (const MatrixAtom& a : target.warpgroup_atoms)
     if (atom == nullptr && a.ab == plan.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
   if (atom == nullptr) return false;
   const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
-  const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_tile(k, n, elem);
+  const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem);
   // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned.
   if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * elem) % 1024 != 0 || (k * n * elem) % 1024 != 0) return false;
   int64_t wg_m = 0, wg_n = 0;
@@ -78,13 +84,14 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
     if (groups % wn != 0 || m % (64 * wm) != 0 || n % wn != 0) continue;
     const int64_t nw = n / wn;
     if (nw % atom->n != 0 || nw > 256) continue;
-    if (wn > 1 && (nw % tb.width() != 0 || rows_reduced)) continue;
+    if (wn > 1 && ((kmajor_b == nullptr && nw % tb.width() != 0) || rows_reduced)) continue;
     wg_m = wm;
     wg_n = wn;
   }
   if (wg_m == 0) return false;
   plan.atom = atom;
   plan.wgmma = true;
+  if (kmajor_b != nullptr) plan.direct[1] = kmajor_b;  // tf32: the trans is not lowered
   plan.warps_m = static_cast<int>(4 * wg_m);
   plan.warps_n = static_cast<int>(wg_n);
   plan.acc = f.add_layout(lowering::wgmma_fragment(*atom, m, n, wg_m, wg_n));

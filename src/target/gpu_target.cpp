@@ -92,6 +92,8 @@ GpuTarget nvidia_gpu_target(const std::string& arch) {
     t.warpgroup_atoms = {
         {"wgmma", 64, 8, 16, DType::f16, DType::f32, false, mma_m16n8_f32_c()},
         {"wgmma", 64, 8, 16, DType::bf16, DType::f32, false, mma_m16n8_f32_c()},
+        // tf32: m64nNk8, both operands K-major (B from an N x K tile: lower_wgmma_tf32.cpp).
+        {"wgmma", 64, 8, 8, DType::f32, DType::f32, true, mma_m16n8_f32_c()},
     };
   }
   if (arch == "sm_80" || arch == "sm_87") t.threadgroup_memory_bytes = 163 * 1024;

@@ -141,6 +141,7 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
   if (g.bounds) g.block_k = 16;
   g.bias = kernel.find("bias") != std::string::npos;
   g.persistent = kernel.find("persistent") != std::string::npos;
+  g.trans_b = kernel.find("_nt") != std::string::npos;
   if (kernel.find("f16") != std::string::npos) g.dtype = DType::f16;
   if (kernel.find("bf16") != std::string::npos) g.dtype = DType::bf16;
   const bool tf32 = kernel.find("tf32") != std::string::npos;
@@ -165,7 +166,7 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = g.bias ? bias[j] : 0;
-      for (int64_t kk = 0; kk < k; ++kk) s += a[i * k + kk] * b[kk * n + j];
+      for (int64_t kk = 0; kk < k; ++kk) s += a[i * k + kk] * (g.trans_b ? b[j * k + kk] : b[kk * n + j]);
       if (g.epilogue == Epilogue::relu) s = std::max(s, 0.0);
       if (g.epilogue == Epilogue::gelu) s = s / (1.0 + std::exp(-1.702 * s));
       want[i * n + j] = s;
@@ -338,6 +339,18 @@ const std::vector<std::string>& names() {
       "gemm_bf16_wg_relu_bounds_persistent/72x200x88",
       "gemm_f16_wgbig_persistent/256x256x64",
       "gemm_f16_wg_persistent_bounds/130x70x50",
+      // tf32 with B given N x K (dot(a, trans(b))): the tf32 warpgroup atom on sm_90 (TMA where
+      // rows are 16-byte multiples; K = 45 falls back to the async copies at launch).
+      "gemm_tf32_nt_bounds/50x70x37",
+      // tf32 with B given K x N: the transposed tf32 warpgroup form on sm_90 (C^T = B^T A^T).
+      "gemm_tf32_wg/128x128x96",
+      "gemm_tf32_wg_bounds/136x72x40",
+      "gemm_tf32_wg_relu_bounds/100x77x45",
+      "gemm_tf32_wg_bias_gelu/128x64x64",
+      "gemm_tf32_wg_nt/128x128x96",
+      "gemm_tf32_wg_nt_bounds/136x72x40",
+      "gemm_tf32_wg_nt_relu_bounds/100x77x45",
+      "gemm_tf32_wgbig_nt_bias_gelu/256x128x64",
       "gelu/1000",
       "gelu/1",
       "silu/1000",

@@ -101,6 +101,7 @@ class KernelBuilder {
     at(h).b_.tile_store(ptr.id, row.id, col.id, stride.id, value.id, rows.id, cols.id);
   }
   V dot(V a, V b, V acc, Here h = Here()) { return at(h).wrap(b_.dot(a.id, b.id, acc.id)); }
+  V trans(V x, Here h = Here()) { return at(h).wrap(b_.trans(x.id)); }
 
   V unary(OpKind op, V x, Here h = Here()) { return at(h).wrap(b_.unary(op, x.id)); }
   V exp(V x, Here h = Here()) { return unary(OpKind::EXP, x, h); }

@@ -129,6 +129,7 @@ Program gemm(const GemmConfig& g) {
   if (g.epilogue == Epilogue::gelu) name += "_gelu";
   if (g.bounds) name += "_bounded";
   if (g.bias) name += "_bias";
+  if (g.trans_b) name += "_nt";
   if (g.dtype != DType::f32) name += std::string("_") + dtype_name(g.dtype);
   if (g.persistent) name += "_persistent";
   KernelBuilder k(name);
@@ -146,7 +147,13 @@ Program gemm(const GemmConfig& g) {
         [&](V kv, std::vector<V> carried) -> std::vector<V> {
           Shape sa = Shape::of(g.block_m, g.block_k), sb = Shape::of(g.block_k, g.block_n);
           V ta = g.bounds ? k.tile_load(a, row, kv, kk, sa, m, kk) : k.tile_load(a, row, kv, kk, sa);
-          V tb = g.bounds ? k.tile_load(b, kv, col, n, sb, kk, n) : k.tile_load(b, kv, col, n, sb);
+          V tb;
+          if (g.trans_b) {  // the N x K tile of B, transposed: K-major, as wgmma's tf32 form reads it
+            Shape st = Shape::of(g.block_n, g.block_k);
+            tb = k.trans(g.bounds ? k.tile_load(b, col, kv, kk, st, n, kk) : k.tile_load(b, col, kv, kk, st));
+          } else {
+            tb = g.bounds ? k.tile_load(b, kv, col, n, sb, kk, n) : k.tile_load(b, kv, col, n, sb);
+          }
           return {k.dot(ta, tb, carried[0])};
         })[0];
     if (g.bias) {

@@ -39,6 +39,7 @@ struct GemmConfig {
   // One program walks tiles pid, pid + num_programs, .. (persistent_range; row-major tile
   // order) instead of one program per tile: a loop over tiles around the K loop.
   bool persistent = false;
+  bool trans_b = false;      // B given N x K (row-major): C = A @ B^T, dot(a, trans(tile_load(B)))
 };
 /** A plain GEMM's config: `dtype` inputs, BLOCK_M x BLOCK_N x BLOCK_K tiles, ragged with `bounds`. */
 inline GemmConfig gemm_config(DType dtype, int bm, int bn, int bk, bool bounds = false) {

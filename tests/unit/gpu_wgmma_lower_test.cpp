@@ -98,7 +98,7 @@ TEST(GpuWgmmaLower, OtherDotsKeepTheWarpLevelAtoms) {
   EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(false))))
       << "switched off";
   EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(), "sm_80"))) << "pre-Hopper";
-  EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f32, 64, 64, 32, true), options()))) << "tf32";
+  // tf32 dots: gpu_wgmma_tf32_test.cpp.
   EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 32, 64, 32, true), options()))) << "32-row tile";
   EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(true, 64))))
       << "two warps: no warpgroup";

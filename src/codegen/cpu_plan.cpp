@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "codegen/c_like.h"
+#include "ir/param_access.h"
 
 namespace metile {
 
@@ -146,6 +147,7 @@ struct Planner {
   std::unordered_map<const Block*, const Op*> owner;  // region op owning each block
   std::vector<const Op*> order;                     // pre-order
   std::vector<int> dup_size;
+  std::vector<uint64_t> masks;  // parameters each pointer may point into
 
   explicit Planner(CpuPlan& pl) : plan(pl), p(pl.program) {}
 
@@ -308,7 +310,17 @@ struct Planner {
     }
   }
 
-  // An inline load is evaluated where its chain of inline users ends; no write may come first.
+  // Whether `writer`, evaluated element by element with `load` inline, may store an element
+  // the load has yet to read: only the same pointers pair each element with itself.
+  bool overwrites(const Op& writer, const Op& load) const {
+    if (!has_trait(writer.kind, kSideEffect) || !has_trait(writer.kind, kMemory)) return false;
+    if ((masks[writer.operands[0]] & masks[load.operands[0]]) == 0) return false;
+    return !(writer.kind == OpKind::STORE && load.kind == OpKind::LOAD &&
+             writer.operands[0] == load.operands[0]);
+  }
+
+  // An inline load is evaluated where its chain of inline users ends; no write may come first,
+  // and the end may not overwrite what it has yet to read.
   void check_inline_loads() {
     for (bool changed = true; changed;) {
       changed = false;
@@ -323,7 +335,8 @@ struct Planner {
           ValueId x = stack.back();
           stack.pop_back();
           for (const Use& u : uses[x]) {
-            bad = u.block != d.block || writes_between(*d.block, d.pos, site.at(u.user).pos);
+            bad = u.block != d.block || writes_between(*d.block, d.pos, site.at(u.user).pos) ||
+                  overwrites(*u.user, *op);
             if (bad) break;
             if (u.user->results.size() == 1 && plan.values[u.user->results[0]].form == Form::inline_)
               stack.push_back(u.user->results[0]);
@@ -413,6 +426,7 @@ struct Planner {
     uses.assign(p.values.size(), {});
     dup_size.assign(p.values.size(), 0);
     plan.values.assign(p.values.size(), {});
+    masks = param_masks(p);
     index(p.body, nullptr);
     number();
     name_values();

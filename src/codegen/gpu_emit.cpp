@@ -15,7 +15,6 @@
 #include <algorithm>
 
 #include "codegen/register_budget.h"
-#include "ir/pointer_provenance.h"
 #include "ir/swizzle_names.h"
 #include "support/error.h"
 
@@ -215,17 +214,7 @@ void Emitter::decide() {
 
 // Which parameters each pointer value may point into (stores make those parameters writable).
 void Emitter::derive_params() {
-  std::vector<ValueId> params;
-  for (const auto& prm : f_.params) params.push_back(prm.value);
-  params_of_ = pointer_params(
-      f_.values.size(), params, f_.body,
-      [](const gpu::Op& op) -> OperandRange {
-        if (op.kind == GpuOpKind::ELEMENTWISE) return pointer_sources(op.tile_op);
-        // Broadcasts: a splat, or registers renamed within a thread.
-        if (op.kind == GpuOpKind::SPLAT || op.kind == GpuOpKind::REG_GATHER) return {0, 1};
-        return {};
-      },
-      [](const gpu::Op& op) { return op.kind == GpuOpKind::FOR; });
+  params_of_ = gpu::param_masks(f_);
   written_params_ = 0;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::STORE || op.kind == GpuOpKind::VSTORE || op.kind == GpuOpKind::ATOMIC)

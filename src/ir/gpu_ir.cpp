@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/pointer_provenance.h"
 #include "support/error.h"
 
 namespace metile::gpu {
@@ -83,6 +84,20 @@ LayoutId Function::add_layout(Layout l) {
     for (int64_t r = 0; r < l.regs() && !l.padded; ++r) l.padded = l.element(t, r) >= numel;
   layouts.push_back(std::move(l));
   return static_cast<LayoutId>(layouts.size() - 1);
+}
+
+std::vector<uint64_t> param_masks(const Function& f) {
+  std::vector<ValueId> params;
+  for (const auto& prm : f.params) params.push_back(prm.value);
+  return pointer_params(
+      f.values.size(), params, f.body,
+      [](const Op& op) -> OperandRange {
+        if (op.kind == GpuOpKind::ELEMENTWISE) return pointer_sources(op.tile_op);
+        // Broadcasts: a splat, or registers renamed within a thread.
+        if (op.kind == GpuOpKind::SPLAT || op.kind == GpuOpKind::REG_GATHER) return {0, 1};
+        return {};
+      },
+      [](const Op& op) { return op.kind == GpuOpKind::FOR; });
 }
 
 std::vector<int> use_counts(const Function& f) {

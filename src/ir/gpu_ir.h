@@ -212,6 +212,9 @@ using metile::walk_mut;
 /** Number of uses of each value, indexed by ValueId. */
 std::vector<int> use_counts(const Function& f);
 
+/** For each value, bit i: a pointer that may point into parameter i (ir/pointer_provenance.h). */
+std::vector<uint64_t> param_masks(const Function& f);
+
 /**
  * Unique identifiers for every value: parameters keep their names, others get their stem
  * plus a number where needed. `reserved` names (language keywords, builtins) are avoided.

@@ -4,12 +4,16 @@
 
 namespace metile {
 
-ParamAccess param_access(const Program& p) {
+std::vector<uint64_t> param_masks(const Program& p) {
   std::vector<ValueId> params;
   for (const Param& prm : p.params) params.push_back(prm.value);
-  const std::vector<uint64_t> of = pointer_params(
+  return pointer_params(
       p.values.size(), params, p.body, [](const Op& o) { return pointer_sources(o.kind); },
       [](const Op& o) { return o.kind == OpKind::FOR; });
+}
+
+ParamAccess param_access(const Program& p) {
+  const std::vector<uint64_t> of = param_masks(p);
   uint64_t read = 0, written = 0;
   walk(p.body, [&](const Op& o) {
     if (!has_trait(o.kind, kMemory) || o.operands.empty()) return;
@@ -20,9 +24,9 @@ ParamAccess param_access(const Program& p) {
     if (writes) written |= m;
   });
   ParamAccess out;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (read & param_bit(i)) out.read.insert(params[i]);
-    if (written & param_bit(i)) out.written.insert(params[i]);
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    if (read & param_bit(i)) out.read.insert(p.params[i].value);
+    if (written & param_bit(i)) out.written.insert(p.params[i].value);
   }
   return out;
 }

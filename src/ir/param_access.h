@@ -6,7 +6,9 @@
  */
 #pragma once
 
+#include <cstdint>
 #include <set>
+#include <vector>
 
 #include "ir/tile_ir.h"
 
@@ -18,5 +20,8 @@ struct ParamAccess {
 };
 
 ParamAccess param_access(const Program& program);
+
+/** For each value, bit i: a pointer that may point into parameter i (ir/pointer_provenance.h). */
+std::vector<uint64_t> param_masks(const Program& program);
 
 }  // namespace metile

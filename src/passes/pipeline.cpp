@@ -49,6 +49,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
     run_gpu_pass("dce", f, ctx);               // what folding and merging left unused
     run_gpu_pass("vectorize-access", f, ctx);  // 16-byte accesses over the cleaned-up addresses
   }
+  run_gpu_pass("order-device-memory", f, ctx);  // program order between threads: at every opt level
   out.gpu_ir_opt = gpu::print(f);
   uint64_t bytes = gpu::threadgroup_bytes(f);
   if (bytes > target.threadgroup_memory_bytes)

@@ -40,7 +40,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   std::vector<std::string> names;
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
   EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "fold-constants", "cse", "dce",
-                                             "vectorize-access"}));
+                                             "vectorize-access", "order-device-memory"}));
   gpu::Function f = lower(kernels::vector_add(256));
   PassContext ctx{apple_gpu_target()};
   try {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import os
 import re
 import threading
 import warnings
@@ -119,6 +120,15 @@ class CompiledKernel:
             self._handle = None
 
 
+# Environment variables the library reads when it compiles (src/driver/compile.cpp,
+# src/runtime/cuda): a compiled kernel answers only while they keep the values it was built under.
+_COMPILE_ENVIRONMENT = ("METILE_CHECK", "METILE_GPU_OFF", "METILE_CUDA_WGMMA")
+
+
+def _compile_environment() -> tuple:
+    return tuple(os.environ.get(name) for name in _COMPILE_ENVIRONMENT)
+
+
 class PreparedLaunch:
     """A launch whose arguments were checked once; calling it launches again (asynchronous
     on GPU devices). Arguments are captured: buffers are reused and scalars are frozen.
@@ -170,7 +180,7 @@ class PreparedLaunch:
 
 
 class _Specialization:
-    """One traced program and its compiled kernels."""
+    """One traced program and its compiled kernels (per device and compile environment)."""
 
     __slots__ = ("program", "kernels", "options")
 
@@ -358,10 +368,13 @@ class KernelFunction:
                            "not settle")
 
     def compiled(self, spec: _Specialization, dev: "_device.Device") -> CompiledKernel:
-        k = spec.kernels.get(dev)
+        key = (dev, _compile_environment())
+        k = spec.kernels.get(key)
         if k is None:
             with self._lock:
-                k = spec.kernels.get(dev) or self._compile(spec, dev)
+                k = spec.kernels.get(key)
+                if k is None:
+                    k = spec.kernels[key] = self._compile(spec, dev)
         return k
 
     def _compile(self, spec: _Specialization, dev) -> CompiledKernel:
@@ -395,8 +408,7 @@ class KernelFunction:
         if st:
             raise error_for(st, f"kernel {self.fn.__name__} at {self.location}, device "
                                 f"{dev.name}", self.fn.__code__.co_filename)
-        k = spec.kernels[dev] = CompiledKernel(h, dev, self.location)
-        return k
+        return CompiledKernel(h, dev, self.location)
 
 
 def _threads_hint(options, program) -> int:
@@ -588,17 +600,22 @@ _thread_id = threading.get_ident
 class Launcher:
     """kernel[grid]: call it with the kernel's arguments to launch."""
 
-    __slots__ = ("kernel", "grid", "_recent", "_rewrapping")
+    __slots__ = ("kernel", "grid", "_recent", "_environment", "_rewrapping")
 
     def __init__(self, kernel: KernelFunction, grid: GridLike) -> None:
         self.kernel = kernel
         self.grid = grid
         self._recent = []  # most recent first
+        self._environment = _compile_environment()  # the one _recent's launches were compiled under
         self._rewrapping = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         recent = self._recent
         me = _thread_id()
+        env = _compile_environment()
+        if env != self._environment:  # launches compiled under other METILE_* settings
+            recent = self._recent = []
+            self._environment = env
         if self._rewrapping and recent:
             # The last call re-pointed recent[0] at fresh arrays: the next one likely does too.
             launch = recent[0]

@@ -222,3 +222,25 @@ def test_check_bounds_reports_given_bounds_past_the_buffer(device, x_rows, out_r
     end = min(row + 4, rows)
     want[row:end] = x[row:end]
     np.testing.assert_array_equal(out, want)
+
+
+@metile.kernel
+def past_the_end(X, Out, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(Out + offs, metile.load(X + offs + 1))
+
+
+def test_metile_check_set_in_process_applies_to_the_next_launch(monkeypatch):
+    # The Python launcher keeps compiled kernels; one compiled before METILE_CHECK changed must
+    # not answer after it (the library reads the variable when it compiles).
+    if "cpu" not in metile.devices():
+        pytest.skip("no cpu device")
+    x, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    with metile.use_device("cpu"):
+        past_the_end[(1,)](x, out, BLOCK=8)
+        np.testing.assert_array_equal(out, np.append(x[1:], 0))  # the read past the end is 0
+        monkeypatch.setenv("METILE_CHECK", "1")
+        with pytest.raises(metile.MetileError, match="outside its buffer"):
+            past_the_end[(1,)](x, out, BLOCK=8)
+        monkeypatch.delenv("METILE_CHECK")
+        past_the_end[(1,)](x, out, BLOCK=8)

@@ -170,6 +170,11 @@ class CudaDialect final : public GpuDialect {
     return device_memory ? "__threadfence(); __syncthreads()" : "__syncthreads()";
   }
 
+  // TMA copies read global memory through the async proxy (PTX ISA, memory consistency model).
+  std::string async_proxy_fence() const override {
+    return "asm volatile(\"fence.proxy.async.global;\" ::: \"memory\")";
+  }
+
   std::string shuffle(bool xor_mask, DType t, const std::string& x,
                       const std::string& lane) const override {
     std::string fn = xor_mask ? "__shfl_xor_sync" : "__shfl_sync";

@@ -510,6 +510,8 @@ void Emitter::standalone(const gpu::Op& op) {
       w_.line("const int " + name_[v] + " = " + d_.builtin(op.builtin, static_cast<int>(op.attr_int("axis"))) + ";");
       return;
     case GpuOpKind::BARRIER:
+      if (op.find_attr("async_proxy") != nullptr && !d_.async_proxy_fence().empty())
+        w_.line(d_.async_proxy_fence() + ";");
       w_.line(d_.barrier(op.find_attr("device") != nullptr) + ";");
       return;
     case GpuOpKind::SHUFFLE_XOR:

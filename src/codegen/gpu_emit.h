@@ -86,6 +86,9 @@ class GpuDialect {
   /** Pointer type to `dtype` elements in `space`. */
   virtual std::string pointer(DType dtype, AddrSpace space, bool is_const) const = 0;
   virtual std::string barrier(bool device_memory) const = 0;
+  /** Makes this thread's device-memory writes visible to asynchronous (TMA) copies; "" where
+   * the dialect has none. Emitted before a barrier that carries the async_proxy attribute. */
+  virtual std::string async_proxy_fence() const { return ""; }
   /** x of lane ^ lane_or_mask (xor) or of lane lane_or_mask; both i32 expressions. */
   virtual std::string shuffle(bool xor_mask, DType dtype, const std::string& x,
                               const std::string& lane_or_mask) const = 0;

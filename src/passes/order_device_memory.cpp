@@ -4,8 +4,11 @@
 // threads. This pass puts a barrier that orders device memory between two such accesses unless
 // every thread touches exactly its own elements in both: the same pointer value (hence the same
 // layout and addresses) in the same iteration, or in two iterations of a loop whose addresses
-// move further per iteration than one iteration's span (Span below). Atomics among themselves
-// need no order. A conflict with what came before a loop gets its barrier before the loop.
+// move further per iteration than one iteration's span (Span below). A uniform store is made by
+// thread 0 alone, so it is ordered before other threads' accesses. Atomics among themselves
+// need no order. A conflict with what came before a loop gets its barrier before the loop. A
+// TMA copy reads through the async proxy, so writes before it also need a proxy fence
+// (attribute async_proxy on the barrier).
 // Needs: verified GPU IR with uniform control flow (FOR is the only region). Guarantees: every
 // such pair, in one iteration or across a loop's back edge, has a device barrier between them;
 // nothing else changes.
@@ -14,7 +17,9 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "ir/pointer_provenance.h"
 #include "passes/pass.h"
+#include "target/tma.h"
 
 namespace metile {
 
@@ -27,17 +32,34 @@ struct Access {
   ValueId key = kNoValue;  // the pointer value; kNoValue: a mapping this pass cannot compare
   bool write = false;
   bool atomic = false;
+  bool async_proxy = false;  // a TMA copy: the generic proxy's writes need a proxy fence first
+  bool ordered = false;      // a write a device barrier ordered for every access but TMA copies
+  bool leader = false;       // a write of one uniform value to one address: thread 0 makes it
   bool operator<(const Access& o) const {
-    return std::tie(params, key, write, atomic) < std::tie(o.params, o.key, o.write, o.atomic);
+    return std::tie(params, key, write, atomic, async_proxy, ordered, leader) <
+           std::tie(o.params, o.key, o.write, o.atomic, o.async_proxy, o.ordered, o.leader);
   }
   bool operator==(const Access& o) const { return !(*this < o) && !(o < *this); }
 };
 
 using Pending = std::set<Access>;  // device accesses since the last barrier that orders them
 
+// Whether `a`, pending, and a later `b` need a barrier between them.
 bool conflict(const Access& a, const Access& b) {
-  if ((a.params & b.params) == 0 || (!a.write && !b.write) || (a.atomic && b.atomic)) return false;
-  return a.key == kNoValue || a.key != b.key;
+  if ((a.params & b.params) == 0) return false;
+  if (a.ordered) return b.async_proxy;
+  if ((!a.write && !b.write) || (a.atomic && b.atomic) || (a.leader && b.leader)) return false;
+  return a.key == kNoValue || a.key != b.key || a.leader != b.leader;
+}
+
+// What stays pending after a barrier that orders device memory (with a fence for the async
+// proxy, nothing).
+void order(Pending& pending, bool async_proxy) {
+  Pending left;
+  if (!async_proxy)
+    for (const Access& a : pending)
+      if (a.write) left.insert(Access{a.params, kNoValue, true, false, false, true});
+  pending = std::move(left);
 }
 
 // A loop body's pointer or index as c * iv + s + (a lane's part in [lo, hi]), where s is the
@@ -139,7 +161,11 @@ struct Order {
     auto at = [&](size_t i, bool write, bool atomic = false) -> std::optional<Access> {
       const ValueId ptr = op.operands.at(i);
       if (!device(ptr)) return std::nullopt;
-      return Access{params_of[ptr], ptr, write, atomic};
+      Access a{params_of[ptr], ptr, write, atomic};
+      // lower_memory.cpp / lower_atomic.cpp: all operands uniform, one thread writes.
+      a.leader = write && f.value(ptr).layout == gpu::kUniform &&
+                 f.value(op.operands.at(i + 1)).layout == gpu::kUniform;
+      return a;
     };
     switch (op.kind) {
       case GpuOpKind::LOAD:
@@ -155,15 +181,16 @@ struct Order {
         if (a) a->key = kNoValue;
         return a;
       }
-      case GpuOpKind::TMA_LOAD:
-        return Access{~uint64_t{0}, kNoValue, false, false};  // its map's buffer
+      case GpuOpKind::TMA_LOAD: {  // through the async proxy: its barrier needs a proxy fence
+        std::vector<TmaMap> maps;
+        uint64_t params = ~uint64_t{0};
+        if (parse_tma_maps(op.attr_str("spec"), &maps) && maps.size() == 1)
+          params = param_bit(static_cast<size_t>(maps[0].param));
+        return Access{params, kNoValue, false, false, true};
+      }
       default:
         return std::nullopt;
     }
-  }
-
-  static bool orders_device(const gpu::Op& op) {
-    return op.kind == GpuOpKind::BARRIER && op.find_attr("device") != nullptr;
   }
 
   static bool conflicts(const Pending& pending, const Access& a) {
@@ -172,40 +199,47 @@ struct Order {
     return false;
   }
 
-  // A barrier that orders device memory before op i (the one just before it, if any, gains
-  // the device order); i then still names that op.
-  static void order_before(gpu::Block& blk, size_t& i, Pending& pending) {
-    if (i > 0 && blk.ops[i - 1].kind == GpuOpKind::BARRIER) {
-      blk.ops[i - 1].attrs.push_back({"device", int64_t{1}});
-    } else {
+  static void add_attr(gpu::Op& op, const char* name) {
+    if (op.find_attr(name) == nullptr) op.attrs.push_back({name, int64_t{1}});
+  }
+
+  // A barrier that orders device memory (and fences the async proxy) before op i; the barrier
+  // just before it, if there is one, gains that order. i then still names that op.
+  static void order_before(gpu::Block& blk, size_t& i, Pending& pending, bool async_proxy) {
+    if (i == 0 || blk.ops[i - 1].kind != GpuOpKind::BARRIER) {
       gpu::Op bar;
       bar.kind = GpuOpKind::BARRIER;
-      bar.attrs.push_back({"device", int64_t{1}});
       bar.loc = blk.ops[i].loc;
       blk.ops.insert(blk.ops.begin() + static_cast<std::ptrdiff_t>(i), std::move(bar));
       ++i;
     }
-    pending.clear();
+    add_attr(blk.ops[i - 1], "device");
+    if (async_proxy) add_attr(blk.ops[i - 1], "async_proxy");
+    order(pending, async_proxy);
   }
 
   void block(gpu::Block& blk, Pending& pending) {
     for (size_t i = 0; i < blk.ops.size(); ++i) {
-      if (orders_device(blk.ops[i])) {
-        pending.clear();
+      const gpu::Op& op = blk.ops[i];
+      if (op.kind == GpuOpKind::BARRIER && op.find_attr("device") != nullptr) {
+        order(pending, op.find_attr("async_proxy") != nullptr);
         continue;
       }
-      if (blk.ops[i].kind == GpuOpKind::FOR) {
-        bool hazard = false;
-        gpu::walk(blk.ops[i].body(), [&](const gpu::Op& o) {
-          if (std::optional<Access> a = access(o)) hazard = hazard || conflicts(pending, *a);
+      if (op.kind == GpuOpKind::FOR) {
+        bool hazard = false, async_proxy = false;
+        gpu::walk(op.body(), [&](const gpu::Op& o) {
+          std::optional<Access> a = access(o);
+          if (!a || !conflicts(pending, *a)) return;
+          hazard = true;
+          async_proxy = async_proxy || a->async_proxy;
         });
-        if (hazard) order_before(blk, i, pending);
+        if (hazard) order_before(blk, i, pending, async_proxy);
         loop(blk.ops[i], pending);
         continue;
       }
-      std::optional<Access> a = access(blk.ops[i]);
+      std::optional<Access> a = access(op);
       if (!a) continue;
-      if (conflicts(pending, *a)) order_before(blk, i, pending);
+      if (conflicts(pending, *a)) order_before(blk, i, pending, a->async_proxy);
       pending.insert(*a);
     }
   }

@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include "codegen/cuda.h"
+#include "ir/gpu_parse.h"
+#include "runtime/cuda/cuda_api.h"
 #include "passes/pass.h"
 #include "target/gpu_target.h"
 
@@ -98,6 +101,19 @@ TEST(OrderDeviceMemory, AtomicsAmongThemselvesNeedNoOrder) {
   EXPECT_EQ(run(atomics), atomics);
 }
 
+TEST(OrderDeviceMemory, AUniformStoreIsThreadZerosAndOrderedBeforeEveryThreadsLoad) {
+  const std::string stores = R"(  %z: i32 = const value=0
+  %one: f32 = const value=1.0
+  %q: ptr<f32> = ptr_offset %x, %z
+  %leader: bool thread = eq %tid, %z
+  store %q, %one, %leader
+  store %q, %one, %leader
+)";
+  EXPECT_EQ(run(stores), stores);  // one thread writes both
+  EXPECT_EQ(run(stores + "  %r: f32 = load %q\n"),
+            stores + "  barrier device=1\n  %r: f32 = load %q\n");
+}
+
 // A row loop: iteration iv touches iv .. iv + 63 through the same pointer value.
 std::string row_loop(int step, const std::string& ahead) {
   return "  %c0: i32 = const value=0\n  %s: i32 = const value=" + std::to_string(step) +
@@ -148,6 +164,56 @@ TEST(OrderDeviceMemory, AConflictWithWhatCameBeforeALoopIsOrderedOnceBeforeIt) {
   std::string expected = before + row_loop(64, "");
   expected.insert(expected.find("  for %iv"), "  barrier device=1\n");
   EXPECT_EQ(run(before + row_loop(64, "")), expected);
+}
+
+// A TMA copy of a buffer the kernel stored into: the barrier also fences the async proxy.
+const char* const kStoreThenTma = R"(gpu_kernel @k(%x: ptr<f16>, %o: ptr<f16>, %n: i32) threads=32 simd=32 {
+  #2 = tile<64> thr=32:2 reg=2:1
+  %tid: i32 thread = builtin thread_index.x
+  %s: ptr<f16, threadgroup> = alloc size=4096
+  %bar: ptr<i64, threadgroup> = alloc size=1
+  %i: i32 x2 #2 = coord #2 %tid
+  %p: ptr<f16> x2 #2 = ptr_offset %X, %i
+  %v: f16 x2 #2 = cast %i
+  store %p, %v
+  %c0: i32 = const value=0
+  mbar_init %bar, %tid count=1 n=1
+  barrier
+  tma_load %s, %bar, %c0, %c0, %tid map=0 spec="param=P rows=p2 cols=p2 ld=p2 elem=2 box=64x64 swizzle=128 clamp=0" box_rows=64 box_cols=64 blocks=1
+}
+)";
+
+std::string store_then_tma(const std::string& stored, int tma_param) {
+  std::string text = kStoreThenTma;
+  text.replace(text.find("%X"), 2, stored);
+  text.replace(text.find("param=P"), 7, "param=" + std::to_string(tma_param));
+  return text;
+}
+
+TEST(OrderDeviceMemory, WritesBeforeATmaCopyOfTheBufferAreFencedForTheAsyncProxy) {
+  const std::string out =
+      run_gpu_passes_on_text(store_then_tma("%x", 0), {"order-device-memory"}, apple_gpu_target());
+  EXPECT_NE(out.find("  barrier device=1 async_proxy=1\n  tma_load"), std::string::npos) << out;
+  // The TMA copy reads the other buffer: nothing to order.
+  EXPECT_EQ(run_gpu_passes_on_text(store_then_tma("%x", 1), {"order-device-memory"},
+                                   apple_gpu_target()),
+            run_gpu_passes_on_text(store_then_tma("%x", 1), {}, apple_gpu_target()));
+  // A device barrier alone (a user's, or one for a plain load) leaves the TMA copy unordered.
+  std::string ordered = store_then_tma("%x", 0);
+  ordered.replace(ordered.find("  barrier\n"), 10, "  barrier device=1\n");
+  const std::string fenced =
+      run_gpu_passes_on_text(ordered, {"order-device-memory"}, apple_gpu_target());
+  EXPECT_NE(fenced.find("  barrier device=1 async_proxy=1\n  tma_load"), std::string::npos) << fenced;
+  // CUDA: each thread fences its writes for the async proxy before the barrier.
+  const std::string cuda = emit_cuda(gpu::parse(out)).source;
+  EXPECT_NE(cuda.find("asm volatile(\"fence.proxy.async.global;\" ::: \"memory\");\n"
+                      "  __threadfence(); __syncthreads();"),
+            std::string::npos)
+      << cuda;
+  std::string why, log;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  const CudaKernelSource src = emit_cuda(gpu::parse(out));
+  EXPECT_NO_THROW(cuda::nvrtc_compile(src.source, src.entry, "sm_90a", &log)) << log << src.source;
 }
 
 }  // namespace

@@ -113,3 +113,36 @@ def test_a_gemm_reads_the_block_its_previous_step_stored(device, k_total):
     np.testing.assert_allclose(a_ref, a64, rtol=1e-6)
     np.testing.assert_array_equal(c, c_ref)
     np.testing.assert_array_equal(a, a_ref)
+
+
+@metile.kernel
+def double_then_gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                     BLOCK_K: metile.constexpr):
+    """One program: doubles A's first K block in place, then multiplies (on sm_90 the K loop's
+    A copies are TMA's, which read through the async proxy)."""
+    a0 = metile.tile_load(A, 0, 0, K, (BLOCK_M, BLOCK_K))
+    metile.tile_store(A, 0, 0, K, metile.cast(a0 * 2.0, "f16"), (BLOCK_M, BLOCK_K))
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, 0, k, K, (BLOCK_M, BLOCK_K))
+        b = metile.tile_load(B, k, 0, N, (BLOCK_K, BLOCK_N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, 0, 0, N, acc, (BLOCK_M, BLOCK_N))
+
+
+def test_a_gemm_reads_what_the_program_stored_before_its_k_loop(device):
+    m, n, k = 128, 128, 256
+    rng = np.random.default_rng(3)
+    a0 = rng.integers(-3, 4, (m, k)).astype(np.float16)
+    b = (rng.integers(-3, 4, (k, n)) * 0.5).astype(np.float16)
+    a, c = a0.copy(), np.full((m, n), np.nan, np.float32)
+    options = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3)
+    double_then_gemm[(1,)](a, b, c, m, n, k, **options)
+    metile.synchronize()
+    want_a = a0.astype(np.float64)
+    want_a[:, :64] *= 2
+    np.testing.assert_array_equal(a, want_a.astype(np.float16))
+    np.testing.assert_array_equal(c, want_a @ b.astype(np.float64))  # small integers: exact
+    if device.name == "cuda" and device.architecture.startswith("sm_90"):
+        src = double_then_gemm[(1,)].compile(a0, b, c, m, n, k, **options).source("cuda")
+        assert "mt_tma_load_2d(" in src and "fence.proxy.async.global" in src, src

@@ -3,6 +3,7 @@
 
     python3 bench/gemm_sass_mix.py --ncu OUTDIR/ncu_sass.csv   # executed (bench/gemm_ncu.sh's source page)
     python3 bench/gemm_sass_mix.py --sass FILE.sass            # static: the K loop of cuobjdump -sass
+    python3 bench/gemm_sass_mix.py --ncu CSV --stalls 20        # + stall samples by opcode, top lines
 
 --ncu sums each instruction's executed count (warp-level) by opcode; --sass counts the
 instructions between the backward branch with the most HMMA and its target (the K loop,
@@ -47,6 +48,38 @@ def from_ncu(path):
     return mix
 
 
+def stalls(path, top):
+    """Warp stall samples (ncu's per-instruction sampling) summed by opcode, and the `top`
+    instructions with the most samples with their neighbours' opcodes (where a stall comes from)."""
+    rows = list(csv.reader(open(path)))
+    head = next(i for i, r in enumerate(rows) if "Source" in r)
+    names = rows[head]
+    src = names.index("Source")
+    cols = [i for i, n in enumerate(names) if n.startswith("Warp Stall Sampling (All")]
+    if not cols:
+        print("no stall-sampling column:", names)
+        return
+    col = cols[0]
+    body = []
+    for r in rows[head + 1:]:
+        if len(r) <= max(src, col):
+            continue
+        try:
+            body.append((r[src].strip(), float(r[col].replace(",", "") or 0)))
+        except ValueError:
+            continue
+    total = sum(n for _, n in body) or 1.0
+    by_op = Counter()
+    for text, n in body:
+        by_op[opcode(text)] += n
+    print("stall samples by opcode (%s): " % names[col] +
+          ", ".join("%s %.1f%%" % (k, 100 * v / total) for k, v in by_op.most_common(12)))
+    order = sorted(range(len(body)), key=lambda i: -body[i][1])[:top]
+    for i in sorted(order):
+        before = " ".join(opcode(t) for t, _ in body[max(0, i - 3):i])
+        print("  %5.1f%%  #%-5d %-60s  after: %s" % (100 * body[i][1] / total, i, body[i][0][:60], before))
+
+
 def from_sass(path):
     lines, labels, pending = [], {}, []
     for line in open(path):
@@ -82,6 +115,7 @@ def main():
     ap.add_argument("--ncu")
     ap.add_argument("--sass")
     ap.add_argument("--label", default="")
+    ap.add_argument("--stalls", type=int, default=0, help="with --ncu: the N most stalled instructions")
     args = ap.parse_args()
     mix = from_ncu(args.ncu) if args.ncu else from_sass(args.sass)
     total = sum(mix.values())
@@ -90,6 +124,8 @@ def main():
         args.label, total, 100 * ints / total, 100 * mix["HMMA"] / total, 100 * mix["LDSM"] / total,
         100 * mix["LDGSTS"] / total))
     print("  " + ", ".join("%s %.1f%%" % (k, 100 * v / total) for k, v in mix.most_common(12)))
+    if args.stalls and args.ncu:
+        stalls(args.ncu, args.stalls)
 
 
 if __name__ == "__main__":

@@ -205,6 +205,11 @@ class CudaDialect final : public GpuDialect {
     return bytes == 16 ? "mt_cp_async16(" + dst + ", " + src + ")" : "";
   }
 
+  std::string async_copy_if(const std::string& dst, const std::string& src, int64_t bytes,
+                            const std::string& pred) const override {
+    return bytes == 16 ? "mt_cp_async16_if(" + dst + ", " + src + ", " + pred + ")" : "";
+  }
+
   std::string wgmma_sync() const override { return "mt_wgmma_sync()"; }
 
   std::string async_sync(int64_t pending) const override {

@@ -107,6 +107,13 @@ class GpuDialect {
    */
   virtual std::string async_copy(const std::string&, const std::string&, int64_t) const { return ""; }
   /**
+   * The same copy issued only where the boolean `pred` holds, without a branch (a predicated
+   * instruction), or "" when the language has none: the aligned body then branches on its test.
+   */
+  virtual std::string async_copy_if(const std::string&, const std::string&, int64_t, const std::string&) const {
+    return "";
+  }
+  /**
    * pending < 0: a statement closing the group of copies issued so far; else one waiting until
    * at most `pending` groups are in flight. "" where copies are synchronous.
    */

@@ -79,7 +79,7 @@ class Emitter {
   void standalone(const gpu::Op& op);
   void vector_access(const gpu::Op& op);
   void async_copy(const gpu::Op& op);
-  void async_chunks(const gpu::Op& op, ValueId live, bool aligned);
+  void async_chunks(const gpu::Op& op, ValueId live, bool aligned, const std::string& pred = "");
   void mma(const gpu::Op& op);
   /** mbar_init, tma_load, mbar_wait, wgmma_wait (CUDA only; gpu_emit_tma.cpp). */
   void tma(const gpu::Op& op);

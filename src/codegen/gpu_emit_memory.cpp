@@ -90,6 +90,17 @@ void Emitter::async_copy(const gpu::Op& op) {
   std::string cond = strip_parens(expr(op.operands[at], "0"));
   if (std::string a = d_.vector_aligned(strip_parens(expr(op.operands[at + 1], "0")), bytes); !a.empty())
     cond += " && " + a;
+  if (!d_.async_copy_if("d", "s", bytes, "p").empty()) {
+    // Predicated copies under the test, then the per-chunk path only where it fails: no branch
+    // around the copies of whole tiles.
+    const std::string w = fresh_name("whole");
+    w_.line("const bool " + w + " = " + cond + ";");
+    async_chunks(op, live, true, w);
+    w_.open("if (!" + w + ")");
+    async_chunks(op, live, false);
+    w_.close();
+    return;
+  }
   w_.open("if (" + cond + ")");
   async_chunks(op, live, true);
   w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
@@ -100,8 +111,9 @@ void Emitter::async_copy(const gpu::Op& op) {
 // Per register (one chunk of `width` elements): the dialect's asynchronous copy when the whole
 // chunk is in bounds and the source suits it (else vector loads and stores of at most 4
 // elements, as the dialects' vector types go), and element by element otherwise. `aligned`:
-// every chunk is known whole and aligned (the aligned body), no test is written.
-void Emitter::async_chunks(const gpu::Op& op, ValueId live, bool aligned) {
+// every chunk is known whole and aligned (the aligned body), no test is written; with `pred`
+// (a boolean's name) the copies are the dialect's predicated ones under it.
+void Emitter::async_chunks(const gpu::Op& op, ValueId live, bool aligned, const std::string& pred) {
   const int64_t width = op.attr_int("width"), n = regs(op.operands[0]);
   const ValueId dst = op.operands[0], src = op.operands[1], lo = op.operands[2], hi = op.operands[3];
   const DType t = dtype(dst);
@@ -123,7 +135,9 @@ void Emitter::async_chunks(const gpu::Op& op, ValueId live, bool aligned) {
   auto also = [&](const std::string& x) {
     if (!x.empty() && !aligned) cond += (cond.empty() ? "" : " && ") + x;
   };
-  if (std::string a = d_.async_copy(to, from, width * elem); !a.empty()) {
+  if (std::string a = pred.empty() ? d_.async_copy(to, from, width * elem)
+                                   : d_.async_copy_if(to, from, width * elem, pred);
+      !a.empty()) {
     copies.push_back(a);
     also(d_.vector_aligned(from, width * elem));
   } else if (op.attr_int("vector") != 0) {

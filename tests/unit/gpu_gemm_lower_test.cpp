@@ -152,11 +152,21 @@ TEST(GpuGemmLower, AlignedBodyTestsTheWholeTileOnceAndSwitchesOff) {
   LowerOptions off = options();
   off.aligned_body = false;
   EXPECT_EQ(count(gpu_ir(f16_gemm(true), off), "whole="), 0);
-  // CUDA: one test of the tile and the base pointer's alignment, then plain cp.async per chunk.
+  // CUDA: one test of the tile and the base pointer's alignment per copy op, then cp.async per
+  // chunk predicated on it (no branch around them), and the per-chunk path only where it fails.
   std::string src = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
                                            options())).source;
-  EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(A) & 15ull) == 0)"), 3) << src;
-  EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(B) & 15ull) == 0)"), 3) << src;
+  EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(A) & 15ull) == 0;"), 3) << src;
+  EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(B) & 15ull) == 0;"), 3) << src;
+  EXPECT_EQ(count(src, "const bool whole"), 6) << src;
+  EXPECT_EQ(count(src, "if (!whole"), 6) << src;
+  EXPECT_EQ(count(src, "mt_cp_async16_if(a_smem"), 3) << src;
+  EXPECT_EQ(count(src, "mt_cp_async16_if(b_smem"), 3) << src;
+  // Without the aligned body: no predicated copies, each chunk tests its own bounds.
+  std::string plain_src = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
+                                                 off)).source;
+  EXPECT_EQ(count(plain_src, "mt_cp_async16_if(a_smem") + count(plain_src, "mt_cp_async16_if(b_smem"), 0) << plain_src;
+  EXPECT_GT(count(plain_src, "mt_cp_async16(a_smem"), 0) << plain_src;
   // The verifier wants the two extra operands.
   std::string bad = text;
   const size_t at = bad.find("whole=1");

@@ -131,6 +131,12 @@ MT_FN uint mt_smem_addr(const void* p) { return uint(__cvta_generic_to_shared(p)
 MT_FN void mt_cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mt_smem_addr(dst)), "l"(src) : "memory");
 }
+// Issued only where `p` holds, as a predicated instruction (no branch): the aligned body's copies
+// then sit in the same basic block as the mma before them, and ptxas may interleave the two.
+MT_FN void mt_cp_async16_if(void* dst, const void* src, bool p) {
+  asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q cp.async.cg.shared.global [%0], [%1], 16; }"
+               ::"r"(mt_smem_addr(dst)), "l"(src), "r"(int(p)) : "memory");
+}
 MT_FN void mt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Four 8x8 16-bit matrices: lanes 8q..8q+7 give the row addresses of matrix q (volatile: it
 // reads shared memory, so it must stay between the barriers it was written between). The

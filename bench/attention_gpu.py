@@ -2,6 +2,7 @@
 against torch and Triton, in one run on one GPU (issue 20).
 
     python3 bench/attention_gpu.py [--quick] [--device cuda] [--out FILE] [--only flash,decode]
+                                   [--configs BM,BN,THREADS;...]
 
 flash   forward, f16, batch 4 x 32 heads, head_dim 128, seq 1024 / 4096 / 16384, causal and not.
         metile: the example kernel, the fastest of CONFIGS (BLOCK_M, BLOCK_N, num_threads) after
@@ -39,6 +40,11 @@ import flash_attention  # noqa: E402
 CONFIGS = [(64, 64, 128), (128, 64, 256), (64, 32, 128), (32, 32, 128)]  # BLOCK_M, BLOCK_N, threads
 SPLITS = [8, 16, 32]
 BLOCK_NS = [16, 32, 64]  # keys per K/V tile: smaller tiles hold fewer registers (decode)
+
+
+def parse_configs(text):
+    """"BM,BN,THREADS;..." -> [(BM, BN, THREADS), ...]"""
+    return [tuple(int(x) for x in c.split(",")) for c in text.split(";") if c]
 
 
 def metile_copy(x, dtype="f16"):
@@ -131,7 +137,8 @@ def bench_flash(args, torch, rows):
                 else:
                     ref = flash_attention.reference(*(a.reshape(batch * heads, seq, dim) for a in x), causal)
                 best = None
-                for bm, bn, threads in CONFIGS[:2] if args.quick else CONFIGS:
+                configs = parse_configs(args.configs) if args.configs else CONFIGS
+                for bm, bn, threads in configs[:2] if args.quick else configs:
                     def run(bm=bm, bn=bn, threads=threads):
                         flash_attention.flash_attention_fwd[(metile.cdiv(seq, bm), batch * heads)](
                             mq, mk, mv, mo, seq, flash_attention.LOG2E / math.sqrt(dim),
@@ -208,6 +215,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=None)
     ap.add_argument("--only", default="flash,decode")
+    ap.add_argument("--configs", default=None, help="BM,BN,THREADS;... (default: CONFIGS)")
     args = ap.parse_args()
     metile.set_device(args.device)
     try:

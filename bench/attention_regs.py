@@ -1,7 +1,7 @@
 """Registers and speed of the flash attention example per configuration, for one library build:
 run it once per build (METILE_LIBRARY) in the same GPU call to compare launch bounds.
 
-    python3 bench/attention_regs.py [--label NAME] [--seqs 4096] [--out FILE]
+    python3 bench/attention_regs.py [--label NAME] [--seqs 4096] [--configs 128,64,256] [--out FILE]
 
 For each (BLOCK_M, BLOCK_N, threads) of bench/attention_gpu.py's CONFIGS (f16, batch 4 x 32
 heads, head_dim 128, causal and not): registers per thread (the loaded function's), the
@@ -12,11 +12,12 @@ TFLOP/s with bench/gpu_timing.py's method. Spills are read with ptxas -v on the 
 import argparse
 import json
 import math
+import os
 import re
 
 import numpy as np
 
-from attention_gpu import CONFIGS, flash_attention, metile, metile_copy
+from attention_gpu import CONFIGS, flash_attention, metile, metile_copy, parse_configs
 from gpu_timing import time_per_call
 
 
@@ -25,7 +26,9 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--seqs", default="4096")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--configs", default=None, help="BM,BN,THREADS;... (default: attention_gpu's)")
     args = ap.parse_args()
+    configs = parse_configs(args.configs) if args.configs else CONFIGS
     batch, heads, dim = 4, 32, 128
     rng = np.random.default_rng(0)
     rows = []
@@ -39,7 +42,7 @@ def main():
         for causal in (False, True):
             flops = 4.0 * batch * heads * seq * seq * dim / (2 if causal else 1)
             ref = flash_attention.reference(*small, causal)
-            for bm, bn, threads in CONFIGS:
+            for bm, bn, threads in configs:
                 kw = dict(HEAD_DIM=dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, num_threads=threads)
                 so = np.zeros_like(small[0])
                 launch = flash_attention.flash_attention_fwd[(metile.cdiv(n, bm), 2)]
@@ -55,7 +58,7 @@ def main():
                 run()
                 metile.synchronize()
                 t = time_per_call(run, metile.synchronize, max(1, min(20, int(5e12 / flops))), 3)
-                row = dict(label=args.label, seq=seq, causal=causal, config=[bm, bn, threads],
+                row = dict(label=args.label, gpu_off=os.environ.get("METILE_GPU_OFF", ""), seq=seq, causal=causal, config=[bm, bn, threads],
                            bounds=bounds, registers=k.info["registers_per_thread"], max_err=err,
                            tflops=flops / t / 1e12)
                 print(json.dumps(row), flush=True)

@@ -241,9 +241,13 @@ class CudaDialect final : public GpuDialect {
       // 32-bit shared addresses: the arrays' once, each thread's offset once, then a constant
       // per fragment and k step (an immediate of the ldmatrix).
       w.line("const uint mma_sa = mt_smem_addr(" + s.a + ") + ((mma_row0 + mma_lr) * " + lda + " + mma_lh) * " + esz + ";");
-      if (!s.tf32)
+      if (s.b_kmajor)  // B^T, n rows of k: lane l addresses row l % 8 of 8 x 8 block (l / 16, (l / 8) % 2)
+        w.line("const uint mma_sb = mt_smem_addr(" + s.b + ") + ((mma_col0 + (mma_lane >> 4) * 8 + (mma_lane & 7)) * " +
+               ldb + " + ((mma_lane >> 3) & 1) * 8) * 2;");
+      else if (!s.tf32)
         w.line("const uint mma_sb = mt_smem_addr(" + s.b + ") + (mma_lr * " + ldb + " + mma_col0) * " + esz + ";");
     }
+    if (s.b_kmajor && !frag16) fail(METILE_ERROR_INTERNAL, "cuda", "k-major B needs 16-bit ldmatrix fragments");
     // Fragments of k step kk into arrays fa (A) and fb (B).
     auto fragments = [&](const std::string& fa, const std::string& fb, const std::string& kk) {
       if (frag16) {
@@ -254,11 +258,18 @@ class CudaDialect final : public GpuDialect {
         w.line("  mt_ldmatrix_x4(" + fa + "[mma_i], mma_sa + (16 * mma_i * " + lda + " + " + kk + ") * " + esz + ");");
         w.line("#pragma unroll");
         w.line("for (int mma_j = 0; mma_j + 1 < " + tn + "; mma_j += 2)");
-        w.line("  mt_ldmatrix_x4_trans(&" + fb + "[mma_j][0], mma_sb + (" + kk + " * " + ldb +
-               " + 8 * mma_j + mma_lh) * " + esz + ");");
-        if (s.tiles_n() % 2 == 1)
-          w.line("mt_ldmatrix_x2_trans(" + fb + "[" + std::to_string(s.tiles_n() - 1) + "], mma_sb + (" + kk +
-                 " * " + ldb + " + " + std::to_string(8 * (s.tiles_n() - 1)) + ") * " + esz + ");");
+        if (s.b_kmajor) {  // B^T (n x k) without .trans: blocks (n 0-7 | 8-15 of j) x (k 0-7 | 8-15)
+          w.line("  mt_ldmatrix_x4(&" + fb + "[mma_j][0], mma_sb + (8 * mma_j * " + ldb + " + " + kk + ") * 2);");
+          if (s.tiles_n() % 2 == 1)
+            w.line("mt_ldmatrix_x2(" + fb + "[" + std::to_string(s.tiles_n() - 1) + "], mma_sb + (" +
+                   std::to_string(8 * (s.tiles_n() - 1)) + " * " + ldb + " + " + kk + ") * 2);");
+        } else {
+          w.line("  mt_ldmatrix_x4_trans(&" + fb + "[mma_j][0], mma_sb + (" + kk + " * " + ldb +
+                 " + 8 * mma_j + mma_lh) * " + esz + ");");
+          if (s.tiles_n() % 2 == 1)
+            w.line("mt_ldmatrix_x2_trans(" + fb + "[" + std::to_string(s.tiles_n() - 1) + "], mma_sb + (" + kk +
+                   " * " + ldb + " + " + std::to_string(8 * (s.tiles_n() - 1)) + ") * " + esz + ");");
+        }
       } else {
         w.line("#pragma unroll");
         w.open("for (int mma_i = 0; mma_i < " + tm + "; ++mma_i)");

@@ -60,6 +60,7 @@ struct MmaSpec {
   bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
   bool preload = false;        // mma.sync: read the next k step's fragments before this step's mmas
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
+  bool b_kmajor = false;       // mma.sync: b holds B transposed, n rows of k (ldmatrix without .trans)
   bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across

@@ -203,6 +203,7 @@ void Emitter::mma(const gpu::Op& op) {
   s.ldmatrix = op.find_attr("ldmatrix") != nullptr && op.attr_int("ldmatrix") != 0;
   s.preload = op.find_attr("preload") != nullptr && op.attr_int("preload") != 0;
   s.serpentine = op.find_attr("serpentine") != nullptr && op.attr_int("serpentine") != 0;
+  s.b_kmajor = op.find_attr("b_kmajor") != nullptr && op.attr_int("b_kmajor") != 0;
   s.wait = op.find_attr("wait") == nullptr || op.attr_int("wait") != 0;
   w_.open("");
   d_.mma(w_, s);

@@ -191,6 +191,7 @@ class MslDialect final : public GpuDialect {
   // loads one A matrix per row of tiles and one B matrix per column from threadgroup memory.
   void mma(SourceWriter& w, const MmaSpec& s) const override {
     if (s.atom == "tensor_ops") return tensor_ops(w, s);
+    if (s.b_kmajor) fail(METILE_ERROR_INTERNAL, "msl", "k-major B is a CUDA mma.sync operand form");
     const std::string tm = std::to_string(s.tiles_m()), tn = std::to_string(s.tiles_n());
     const std::string tiles = std::to_string(s.tiles_m() * s.tiles_n());
     const std::string in = s.ab == DType::f16 ? "simdgroup_half8x8" : "simdgroup_float8x8";

@@ -245,9 +245,15 @@ void Assigner::direct_copies(const Block& blk) {
     if (!options.async_copy || plan.atom == nullptr || plan.kc != k) continue;
     const int64_t vec = 16 / static_cast<int64_t>(dtype_size(plan.stage));
     for (int i = 0; i < 2; ++i) {
-      auto at = loaded.find(o.operands[i]);
-      if (at == loaded.end() || users[o.operands[i]].size() != 1) continue;
-      const Type& t = p.type(o.operands[i]);
+      ValueId v = o.operands[i];
+      // B = trans(tile_load), its only reader: the load is copied as it is (lower_trans_operand.cpp).
+      const Op* tr = producer[v];
+      const bool kmajor = i == 1 && tr != nullptr && tr->kind == OpKind::TRANS && users[v].size() == 1 &&
+                          kmajor_b_fits(target, options, plan, k);
+      if (kmajor) v = tr->operands[0];
+      auto at = loaded.find(v);
+      if (at == loaded.end() || users[v].size() != 1) continue;
+      const Type& t = p.type(v);
       if (t.dtype != plan.stage || t.shape.dims[1] % vec != 0) continue;
       bool moves = true;  // nothing between the load and the dot writes memory
       for (size_t x = at->second + 1; x < j; ++x) {
@@ -256,6 +262,7 @@ void Assigner::direct_copies(const Block& blk) {
       }
       if (!moves) continue;
       plan.direct[i] = &blk.ops[at->second];
+      plan.b_kmajor = plan.b_kmajor || kmajor;
     }
   }
 }

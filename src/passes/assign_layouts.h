@@ -27,6 +27,9 @@ struct DotChoice {
   int64_t kc = 0;                     // K columns staged at a time (dot_chunk)
   /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
   const Op* direct[2] = {nullptr, nullptr};
+  /** direct[1] is the tile_load under B = trans(load), staged as loaded: n rows of k
+   * (lower_trans_operand.cpp). */
+  bool b_kmajor = false;
   bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma)
   WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
 };
@@ -91,6 +94,12 @@ int64_t dot_chunk(const GpuTarget& target, const DotChoice& c, int64_t m, int64_
  */
 bool choose_wgmma(const Program& program, const Op& o, const GpuTarget& target,
                   const LowerOptions& options, bool rows_reduced, gpu::Function& f, DotChoice& c);
+
+/**
+ * Whether dot `c` may stage B = trans(tile_load) as loaded, n rows of k (lower_trans_operand.cpp):
+ * 16-bit operands on CUDA's mma.sync with ldmatrix, K staged whole, LowerOptions::kmajor_b.
+ */
+bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k);
 
 /** The "layouts" stage text: `program` with a `// layout` comment on each op with tile results. */
 std::string print_layouts(const Program& program, const LayoutAssignment& layouts);

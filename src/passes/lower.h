@@ -59,6 +59,18 @@ struct LowerOptions {
    * induction variable each step (lower_pipeline.cpp). Off: computed, for differential tests.
    */
   bool stage_counter = true;
+  /**
+   * mma.sync (CUDA): a dot's B = trans(tile_load) (attention's K^T) is copied as it is loaded,
+   * n rows of k, straight to threadgroup memory, and its fragments are read by ldmatrix without
+   * .trans (lower_trans_operand.cpp). Off: staged element by element through registers.
+   */
+  bool kmajor_b = true;
+  /**
+   * A dot's copies from device memory start at an earlier dot of the same block when its loads
+   * come before that one (attention's V during Q K^T and the softmax; lower_early_copy.cpp).
+   * Off: at the dot, waited for at once.
+   */
+  bool early_copy = true;
   /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
   int warps_m = 0, warps_n = 0;
   /**

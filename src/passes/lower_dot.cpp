@@ -180,9 +180,9 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
     const int64_t pad = plan.wgmma ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
-    plan.ld[1] = n + pad;
+    plan.ld[1] = (plan.b_kmajor ? plan.kc : n) + pad;  // k-major B: n rows of k (lower_trans_operand.cpp)
     plan.elems[0] = m * plan.ld[0];
-    plan.elems[1] = plan.kc * plan.ld[1];
+    plan.elems[1] = (plan.b_kmajor ? n : plan.kc) * plan.ld[1];
     plan.bufs[0] = pb.alloc(plan.stage, stages * plan.elems[0], "a_smem");
     plan.bufs[1] = pb.alloc(plan.stage, stages * plan.elems[1], "b_smem");
     if (plan.wgmma) place_first(2);
@@ -215,15 +215,23 @@ void Lowering::dot(const Op& op) {
   }
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop
-      if (plan.direct[0] != nullptr) stage_direct(*plan.direct[0], a_buf, lda);
-      else if (prestaged.count({&op, 0}) == 0)  // else staged before its loop (lower_prestage.cpp)
+      // early: the copies were issued at an earlier dot (lower_early_copy.cpp).
+      const bool direct = plan.direct[0] != nullptr || plan.direct[1] != nullptr;
+      const bool early = early_issued.count(&op) != 0;
+      if (plan.direct[0] != nullptr) {
+        if (!early) stage_direct(*plan.direct[0], a_buf, lda);
+      } else if (prestaged.count({&op, 0}) == 0) {  // else staged before its loop (lower_prestage.cpp)
         stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
-      if (plan.direct[1] != nullptr) stage_direct(*plan.direct[1], b_buf, ldb);
-      else if (prestaged.count({&op, 1}) == 0)
+      }
+      if (plan.direct[1] != nullptr) {
+        if (!early) stage_direct(*plan.direct[1], b_buf, ldb);
+      } else if (prestaged.count({&op, 1}) == 0) {
         stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
-      if (plan.direct[0] != nullptr || plan.direct[1] != nullptr) {
-        async_commit();
-        async_wait(0);
+      }
+      if (direct && !early) async_commit();
+      const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
+      if (direct) {
+        async_wait(later);
         wgmma_sync_for({&op});
       }
       b.barrier();
@@ -245,6 +253,7 @@ void Lowering::dot(const Op& op) {
                                        (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
       if (plan.atom->name == std::string("mma.sync"))
         g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
+      if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       g.results = {b.new_value(ct, acc_l)};

@@ -59,6 +59,9 @@ void Lowering::scan(const Op& op) {
 }
 
 void Lowering::trans(const Op& op) {
+  // B = trans(x) of a dot that copies x as loaded (DotChoice::b_kmajor): x, a tile_load the dot
+  // copies itself, was never lowered, and the dot reads neither value.
+  if (map[op.operands[0]] == kNoValue) return;
   ValueId x = get(op.operands[0]);
   const Shape& from = p.type(op.operands[0]).shape;
   if (f.value(x).layout == gpu::kUniform) {

@@ -6,7 +6,23 @@
 // element (i, j) straight to the place of the result's element (j, i): the same array contents,
 // one pass and no barriers of its own. trans() records such a value as a view of x here and
 // stage() reads the view.
+//
+// On CUDA's mma.sync the registers are skipped too: when x is a tile_load the dot could copy
+// straight to threadgroup memory (assign_layouts.cpp, direct_copies), B = trans(x) is copied as
+// x is laid out, n rows of k (DotChoice::b_kmajor), with cp.async like any direct operand. The
+// m16n8k16 B fragment (k = 2t, 2t + 1 and +8 of column g) is then row g of x's 8 x 8 blocks,
+// which ldmatrix without .trans hands each lane (cuda.cpp): the K tile never passes through
+// registers as f32, and no 2-byte transposed stores conflict in the banks.
 #include "passes/lower_internal.h"
+
+namespace metile {
+
+bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k) {
+  return options.kmajor_b && options.ldmatrix && target.dialect == "cuda" && c.atom != nullptr &&
+         c.atom->name == std::string("mma.sync") && dtype_size(c.stage) == 2 && c.kc == k;
+}
+
+}  // namespace metile
 
 namespace metile::lowering {
 

@@ -63,6 +63,7 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
   if (plan.atom == nullptr || plan.direct[0] == nullptr || plan.direct[1] == nullptr || plan.kc != k) return false;
+  if (plan.b_kmajor) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
   const MatrixAtom* atom = nullptr;
   for (const MatrixAtom& a : target.warpgroup_atoms)
     if (atom == nullptr && a.ab == plan.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;

@@ -28,6 +28,8 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
     if (off == "tma") lo.tma = false;
     if (off == "double_buffer") lo.double_buffer = false;
     if (off == "stage_counter") lo.stage_counter = false;
+    if (off == "kmajor_b") lo.kmajor_b = false;
+    if (off == "early_copy") lo.early_copy = false;
   }
   LayoutAssignment layouts = assign_layouts(program, target, lo);
   out.layouts = print_layouts(program, layouts);

@@ -158,3 +158,59 @@ def test_dot_with_a_loop_invariant_transposed_operand(device):
     out = metile.Buffer.zeros((70, 16))
     _dot_trans_loop[(1,)](a, b, out, 70, BM=32, BN=16, K=64)
     _check(_values(out), av @ bv.T, "f16")
+
+
+@metile.kernel
+def _dot_trans_rows(A, B, Out, N, BM: metile.constexpr, BN: metile.constexpr, K: metile.constexpr):
+    """Out = A @ B^T, A BM x K, B N x K in BN-row blocks (attention's K^T, rows past N read 0)."""
+    a = metile.tile_load(A, 0, 0, K, (BM, K))
+    for n0 in metile.tile_range(0, N, BN):
+        bt = metile.trans(metile.tile_load(B, n0, 0, K, (BN, K), bounds=(N, K)))
+        metile.tile_store(Out, 0, n0, N, metile.dot(a, bt), (BM, BN), bounds=(BM, N))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("bn,k,warps", [(16, 64, None), (24, 128, (4, 1)), (64, 64, (2, 2))],
+                         ids=["16x64", "24x128-odd-tiles", "64x64-2x2"])
+def test_dot_with_a_transposed_load_copied_as_loaded(device, dtype, bn, k, warps):
+    """B = trans(tile_load): on CUDA's mma.sync copied as loaded (n rows of k) and read by
+    ldmatrix without .trans (lower_trans_operand.cpp); ragged rows, an odd number of 8-column
+    tiles per warp (the x2 read), a 2 x 2 warp grid; float64 reference on every device."""
+    n = 3 * bn - 5
+    (a, b), (av, bv) = _inputs([(64, k), (n, k)], dtype)
+    out = metile.Buffer(data=np.full((64, n), np.nan, dtype=np.float32))
+    opts = {} if warps is None else {"warps_m": warps[0], "warps_n": warps[1]}
+    launch = _dot_trans_rows[(1,)]
+    launch(a, b, out, n, BM=64, BN=bn, K=k, num_threads=128, **opts)
+    _check(_values(out), av @ bv.T, dtype)
+    if device.name == "cuda":
+        src = launch.compile(a, b, out, n, BM=64, BN=bn, K=k, num_threads=128, **opts).source("cuda")
+        assert "mt_ldmatrix_x4(&mma_b" in src or "mt_ldmatrix_x2(mma_b" in src
+
+
+@metile.kernel
+def _gemm_nt(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    """C = A @ B^T with B stored N x K (a K loop over trans(tile_load) blocks: pipelined on CUDA)."""
+    m0 = metile.program_id(0) * BM
+    n0 = metile.program_id(1) * BN
+    acc = metile.zeros((BM, BN), "f32")
+    for k0 in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, m0, k0, K, (BM, BK), bounds=(M, K))
+        bt = metile.trans(metile.tile_load(B, n0, k0, K, (BN, BK), bounds=(N, K)))
+        acc = metile.dot(a, bt, acc)
+    metile.tile_store(C, m0, n0, N, acc, (BM, BN), bounds=(M, N))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_a_k_loop_over_transposed_loads(device, dtype):
+    """A @ B^T over K blocks: on CUDA both operands are copied straight to threadgroup memory, B
+    as loaded (n rows of k), and the K loop is pipelined; ragged M, N and K; float64 reference."""
+    m, n, k = 100, 72, 200
+    (a, b), (av, bv) = _inputs([(m, k), (n, k)], dtype)
+    c = metile.Buffer(data=np.full((m, n), np.nan, dtype=np.float32))
+    launch = _gemm_nt[(metile.cdiv(m, 64), metile.cdiv(n, 64))]
+    launch(a, b, c, m, n, k, BM=64, BN=64, BK=32, num_threads=128)
+    _check(_values(c), av @ bv.T, dtype)
+    if device.name == "cuda":
+        src = launch.compile(a, b, c, m, n, k, BM=64, BN=64, BK=32, num_threads=128).source("cuda")
+        assert "mt_ldmatrix_x4(&mma_b" in src and "cp.async.wait_group 1" in src

@@ -153,6 +153,10 @@ MT_FN void mt_ldmatrix_x2_trans(uint* r, uint a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
+MT_FN void mt_ldmatrix_x2(uint* r, uint a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
 
 // ---- atomics: mt_atomic_<op>(address, [cmp,] value) -> the old value ------------------------
 // 64-bit integers go through the unsigned long long forms (wrap-around add is the same bits);

@@ -168,11 +168,16 @@ def main():
                     help="metile's BLOCK (default: min(N rounded up to a power of 2, 4096))")
     ap.add_argument("--fused-only", action="store_true", help="skip the fuse_reductions=False runs")
     ap.add_argument("--no-keep", action="store_true", help="skip the keep_rows=True runs")
-    ap.add_argument("--num-threads", type=int, default=0,
-                    help="metile's threads per program (compile option; default: the compiler's)")
+    ap.add_argument("--num-threads", default="0",
+                    help="metile's threads per program, a comma list run as variants (compile "
+                         "option; 0: the compiler's choice)")
+    ap.add_argument("--shapes", default=None, help="ROWSxCOLS,... instead of the five shapes")
     args = ap.parse_args()
     metile.set_device(args.device)
     shapes = QUICK_SHAPES if args.quick else SHAPES
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    thread_counts = [int(t) for t in args.num_threads.split(",")]
     kernels = args.only.split(",")
     try:
         import torch
@@ -231,12 +236,14 @@ def main():
             variants = [(True, True), (True, False)] + ([] if args.fused_only else
                                                         [(False, True), (False, False)])
             variants = [v for v in variants if not (args.no_keep and v[1])]
-            for fuse, keep in variants:
+            variants = [v + (th,) for v in variants for th in thread_counts]
+            triton_t = []  # Triton's time for this kernel and shape, measured once
+            for fuse, keep, threads in variants:
                 r = {"kernel": name, "shape": [R, N], "fuse_reductions": fuse, "keep_rows": keep,
-                     "BLOCK": block}
+                     "BLOCK": block, "num_threads": threads}
                 try:
                     go = kern[(R,)]
-                    opts = {"num_threads": args.num_threads} if args.num_threads else {}
+                    opts = {"num_threads": threads} if threads else {}
                     t = time_per_call(lambda: go(*launch_args, N, BLOCK=block, fuse_reductions=fuse,
                                                  keep_rows=keep, **opts), sync, calls)
                     err = float(np.abs(out.numpy() - ref()).max())
@@ -257,15 +264,18 @@ def main():
                             fn = lambda: tile[(R,)](*targs, N, BLOCK=1 << (N - 1).bit_length())
                         else:
                             fn = lambda: loop[(R,)](*targs, N, BLOCK=4096)
-                        tt = time_per_call(fn, torch.cuda.synchronize, calls)
+                        if not triton_t:
+                            triton_t.append(time_per_call(fn, torch.cuda.synchronize, calls))
+                        tt = triton_t[0]
                         r.update(triton_ms=tt * 1e3, triton_TBps=nbytes / tt / 1e12,
                                  metile_over_triton=tt / (r["metile_ms"] / 1e3))
                     except Exception as e:
                         r["triton_error"] = repr(e)
                 record(r)
     print("\nwhole run: %.1f s" % (time.perf_counter() - started))
-    print("%-17s %-13s %-5s %-5s %9s %9s %9s %8s %8s" % ("kernel", "shape", "fuse", "keep", "metile",
-                                                        "triton", "copy", "vs tri", "of copy"))
+    print("%-17s %-13s %-5s %-5s %4s %9s %9s %9s %8s %8s" % ("kernel", "shape", "fuse", "keep", "thr",
+                                                             "metile", "triton", "copy", "vs tri",
+                                                             "of copy"))
     copies = {tuple(r["shape"]): r.get("TBps") for r in rows_out if r["kernel"] == "copy"}
     for r in rows_out:
         if r["kernel"] == "copy":
@@ -276,8 +286,9 @@ def main():
                                                        r["keep_rows"], r["error"].splitlines()[-1][:120]))
             continue
         cp = copies.get(tuple(r["shape"]))
-        print("%-17s %-13s %-5s %-5s %9.2f %9s %9s %8s %8s" % (
-            r["kernel"], shape, r["fuse_reductions"], r["keep_rows"], r["metile_TBps"],
+        print("%-17s %-13s %-5s %-5s %4s %9.2f %9s %9s %8s %8s" % (
+            r["kernel"], shape, r["fuse_reductions"], r["keep_rows"], r["num_threads"] or "-",
+            r["metile_TBps"],
             "%.2f" % r["triton_TBps"] if "triton_TBps" in r else "-",
             "%.2f" % cp if cp else "-",
             "%.2fx" % r["metile_over_triton"] if "metile_over_triton" in r else "-",

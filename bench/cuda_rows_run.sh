@@ -2,7 +2,7 @@
 # The row kernels' GPU session in one call (bench/results/cuda_rows_h100.md): builds libmetile
 # twice, BEFORE from BEFORE_SRC (default: none) and this tree, runs bench/cuda_rows.py for each
 # build, the cuda tests of the row kernels (pytest -k cuda on TEST_FILES), the exp error bench
-# and Nsight Compute on the seed softmax at PROFILE shapes ("ROWSxCOLS ...").
+# (EXP_ERROR=0 skips it) and Nsight Compute on the seed softmax at PROFILE shapes ("ROWSxCOLS ...").
 #   bash bench/cuda_rows_run.sh OUTDIR DEBS_DIR [BEFORE_SRC]
 set -uo pipefail
 out=${1:?output directory}
@@ -38,7 +38,7 @@ t0=$SECONDS
 python3 -m pytest -q -p no:cacheprovider -k cuda ${TEST_FILES:-} > "$out/pytest.log" 2>&1
 echo "pytest ($((SECONDS - t0)) s): $(tail -1 "$out/pytest.log")"
 grep -E "^FAILED|Error" "$out/pytest.log" | head -10
-python3 bench/cuda_exp_error.py 2>&1 | tail -5
+[ "${EXP_ERROR:-1}" = 1 ] && python3 bench/cuda_exp_error.py 2>&1 | tail -5
 for p in ${PROFILE:-}; do
   r=${p%x*}; c=${p#*x}
   ncu --clock-control none -k regex:seed_softmax --launch-skip 1 -c 1 \

@@ -34,7 +34,10 @@ void Emitter::vector_access(const gpu::Op& op) {
   std::string cond;
   if (predicated)
     for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(j)));
-  std::string aligned = d_.vector_aligned(address, width * static_cast<int64_t>(dtype_size(t)));
+  // one_align (vectorize_access.cpp): every chunk has the first chunk's alignment.
+  const bool one_align = op.find_attr("one_align") != nullptr && op.attr_int("one_align") != 0;
+  std::string aligned = d_.vector_aligned(one_align ? strip_parens(expr(ptr, "0")) : address,
+                                          width * static_cast<int64_t>(dtype_size(t)));
   if (!aligned.empty()) cond += (cond.empty() ? "" : " && ") + aligned;
   if (!cond.empty()) w_.open("if (" + cond + ")");
   std::string vt = d_.vector_type(t, width);

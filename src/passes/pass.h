@@ -15,6 +15,7 @@ namespace metile {
 
 struct PassContext {
   const GpuTarget& target;
+  bool one_align = true;  // vectorize-access: one alignment test per access (METILE_GPU_OFF=one_align)
 };
 
 using GpuPassFn = void (*)(gpu::Function&, const PassContext&);

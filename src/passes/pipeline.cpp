@@ -44,6 +44,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
            "-element tiles): use smaller tiles");
   out.gpu_ir = gpu::print(f);
   PassContext ctx{target};
+  for (const std::string& off : options.gpu_off) ctx.one_align = ctx.one_align && off != "one_align";
   run_gpu_pass("lower-convert-layout", f, ctx);  // at every opt level: emitters never see one
   if (options.opt_level > 0) {
     run_gpu_pass("fold-constants", f, ctx);    // index math on literals, x + 0 from aranges

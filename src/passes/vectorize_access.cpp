@@ -13,6 +13,12 @@
 // coord of a chunk-aligned layout is contig and aligned; uniform + contig is contig; an aligned
 // contig divided by a multiple of V is uniform (the chunk stays in one row) and modulo a
 // multiple of V stays contig; ptr + contig is contig.
+// Besides, `even`: every chunk's first value is congruent modulo V to register 0's (a thread's
+// scalars, multiples of V, aligned contigs; kept by +, -, *, shifts and widening casts). An
+// access whose pointers are even has one alignment for all its chunks: it is marked
+// `one_align=1` and the emitter tests the first chunk's address only, not each chunk's (on an
+// H100 the test per chunk in the seed softmax's unmasked store loop took it from 40 to 54
+// registers a thread). METILE_GPU_OFF=one_align keeps the test per chunk.
 #include <map>
 #include <numeric>
 
@@ -28,6 +34,7 @@ struct Info {
   enum Kind { unknown, uniform, contig } kind = unknown;
   bool aligned = false;  // contig: the chunk's first value is a multiple of V
   int64_t divisor = 1;   // uniform: a known divisor of the value (0: the value is 0)
+  bool even = false;     // each chunk's first value is congruent modulo V to register 0's
 };
 
 bool divisible(int64_t divisor, int64_t v) { return divisor == 0 || divisor % v == 0; }
@@ -72,30 +79,34 @@ struct Analysis {
     return memo[x] = r;
   }
 
-  Info uniform(int64_t divisor) const { return Info{Info::uniform, false, divisor}; }
+  Info uniform(int64_t divisor, bool even = false) const {
+    return Info{Info::uniform, false, divisor, even || divisible(divisor, v)};
+  }
+  // A thread's scalar: the same value in every register.
+  Info scalar(int64_t divisor) const { return uniform(divisor, true); }
 
   Info compute(ValueId x) {
     const gpu::Value& val = f.value(x);
     bool per_thread = !f.layout(val.layout).is_tile();
     if (auto it = induction.find(x); it != induction.end())
-      return uniform(std::gcd(info(it->second.first).divisor, info(it->second.second).divisor));
+      return scalar(std::gcd(info(it->second.first).divisor, info(it->second.second).divisor));
     auto d = def.find(x);
-    if (d == def.end()) return per_thread ? uniform(1) : Info{};
+    if (d == def.end()) return per_thread ? scalar(1) : Info{};
     const gpu::Op& op = *d->second;
     switch (op.kind) {
       case GpuOpKind::CONST: {
         const AttrValue& a = *op.find_attr("value");
-        if (const auto* i = std::get_if<int64_t>(&a)) return uniform(*i == INT64_MIN ? 1 : *i < 0 ? -*i : *i);
-        return uniform(1);
+        if (const auto* i = std::get_if<int64_t>(&a)) return scalar(*i == INT64_MIN ? 1 : *i < 0 ? -*i : *i);
+        return scalar(1);
       }
       case GpuOpKind::COORD:
-        return chunk_aligned(f.layout(val.layout), v) ? Info{Info::contig, true, 1} : Info{};
+        return chunk_aligned(f.layout(val.layout), v) ? Info{Info::contig, true, 1, true} : Info{};
       case GpuOpKind::SPLAT:
         return info(op.operands[0]);
       case GpuOpKind::ELEMENTWISE:
         return elementwise(op, per_thread);
       default:
-        return per_thread ? uniform(1) : Info{};
+        return per_thread ? scalar(1) : Info{};
     }
   }
 
@@ -118,29 +129,29 @@ struct Analysis {
       case OpKind::ADD:
       case OpKind::SUB:
       case OpKind::PTR_OFFSET: {
-        if (all_uniform) return uniform(std::gcd(in[0].divisor, in[1].divisor));
+        if (all_uniform) return uniform(std::gcd(in[0].divisor, in[1].divisor), in[0].even && in[1].even);
         bool sub = op.tile_op == OpKind::SUB;
         for (int c = 0; c < (sub ? 1 : 2); ++c) {
           const Info &a = in[c], &b = in[1 - c];
           if (a.kind == Info::contig && b.kind == Info::uniform)
-            return Info{Info::contig, a.aligned && divisible(b.divisor, v), 1};
+            return Info{Info::contig, a.aligned && divisible(b.divisor, v), 1, a.even && b.even};
         }
         return Info{};
       }
       case OpKind::MUL:
-        if (all_uniform) return uniform(times(in[0].divisor, in[1].divisor));
+        if (all_uniform) return uniform(times(in[0].divisor, in[1].divisor), in[0].even && in[1].even);
         return Info{};
       case OpKind::SHL: {
         int64_t s = 0;
         if (all_uniform && const_value(1, &s) && s >= 0 && s < 32)
-          return uniform(times(in[0].divisor, int64_t{1} << s));
+          return uniform(times(in[0].divisor, int64_t{1} << s), in[0].even);
         break;
       }
       case OpKind::DIV:
       case OpKind::MOD: {
         int64_t c = 0;
         if (in[0].kind == Info::contig && in[0].aligned && const_value(1, &c) && c > 0 && c % v == 0)
-          return op.tile_op == OpKind::DIV ? uniform(1) : Info{Info::contig, true, 1};
+          return op.tile_op == OpKind::DIV ? uniform(1) : Info{Info::contig, true, 1, true};
         break;
       }
       case OpKind::CAST: {
@@ -152,7 +163,8 @@ struct Analysis {
       default:
         break;
     }
-    if (all_uniform || per_thread) return uniform(1);
+    if (per_thread) return scalar(1);
+    if (all_uniform) return uniform(1);
     return Info{};
   }
 };
@@ -160,9 +172,14 @@ struct Analysis {
 struct Vectorizer {
   gpu::Function& f;
   const GpuTarget& target;
+  bool one_align;
   std::map<ValueId, const gpu::Op*> def;
   std::map<ValueId, std::pair<ValueId, ValueId>> induction;
   std::map<int64_t, Analysis> analyses;
+
+  int64_t regs_of(const gpu::Op& op) const {
+    return f.regs(op.kind == GpuOpKind::VLOAD ? op.result() : op.operands[1]);
+  }
 
   void collect(const gpu::Block& b) {
     gpu::walk(b, [&](const gpu::Op& op) {
@@ -177,8 +194,8 @@ struct Vectorizer {
     return it->second;
   }
 
-  // The vector width for this access, or 0.
-  int64_t width(const gpu::Op& op) {
+  // The vector width for this access, or 0; `even`: its chunks share one alignment.
+  int64_t width(const gpu::Op& op, bool* even) {
     bool load = op.kind == GpuOpKind::LOAD;
     ValueId ptrs = op.operands[0];
     ValueId data = load ? op.result() : op.operands[1];
@@ -192,7 +209,11 @@ struct Vectorizer {
     while (v > 1 && static_cast<int64_t>(dtype_size(d)) * v > target.vector_bytes) v /= 2;
     for (; v >= 2; v /= 2) {
       if (chunk % v != 0 || !chunk_aligned(l, v)) continue;
-      if (analysis(v).info(ptrs).kind == Info::contig) return v;
+      const Info& in = analysis(v).info(ptrs);
+      if (in.kind == Info::contig) {
+        *even = in.even;
+        return v;
+      }
     }
     return 0;
   }
@@ -202,9 +223,11 @@ struct Vectorizer {
     // The value layout must be the tile's (not a uniform stored through tile pointers).
     if (op.kind == GpuOpKind::STORE && f.value(op.operands[1]).layout != f.value(op.operands[0]).layout)
       return;
-    if (int64_t w = width(op)) {
+    bool even = false;
+    if (int64_t w = width(op, &even)) {
       op.kind = op.kind == GpuOpKind::LOAD ? GpuOpKind::VLOAD : GpuOpKind::VSTORE;
       op.attrs = {{"width", w}};
+      if (even && one_align && regs_of(op) > w) op.attrs.push_back({"one_align", int64_t{1}});
     }
   }
 };
@@ -212,7 +235,7 @@ struct Vectorizer {
 }  // namespace
 
 void vectorize_access(gpu::Function& f, const PassContext& ctx) {
-  Vectorizer vz{f, ctx.target, {}, {}, {}};
+  Vectorizer vz{f, ctx.target, ctx.one_align, {}, {}, {}};
   vz.collect(f.body);
   gpu::walk_mut(f.body, [&](gpu::Op& op) { vz.visit(op); });
 }

@@ -1,6 +1,7 @@
 // GPU IR passes, each on its own: what it rewrites, what it must leave alone.
 #include <gtest/gtest.h>
 
+#include "codegen/cuda.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"
@@ -141,6 +142,46 @@ TEST(GpuPasses, VectorizeLeavesStridedAndRowStraddlingAccessesScalar) {
   EXPECT_TRUE(has(text, "vstore %out_ptrs, %x width=4")) << text;    // stored contiguously
   EXPECT_TRUE(has(text, "%tile: f32 x8 #3 = load")) << text;         // 32x33
   EXPECT_TRUE(has(text, "%tile1: f32 x4 #2 = vload")) << text;       // 32x32
+}
+
+// An access of several 4-element chunks per thread: each chunk's first element is a multiple of
+// 4 past register 0's (thread strides, a loop index in steps of 2048, a row start times a
+// runtime stride shared by the whole thread), so one 16-byte test serves all chunks; an
+// access whose chunks fall in rows a runtime stride apart keeps the test per chunk.
+TEST(GpuPasses, VectorizeMarksAccessesWhoseChunksShareOneAlignment) {
+  KernelBuilder k("rows");
+  V x = k.ptr("X"), o = k.ptr("Out"), n = k.scalar("N");
+  V base = k.program_id(0) * n;  // unknown alignment, the same in every register
+  k.tile_range(k.i32(0), n, k.i32(2048), {}, [&](V i, std::vector<V>) -> std::vector<V> {
+    V offs = base + i + k.arange(0, 2048);
+    k.store(o + offs, k.load(x + offs));
+    return {};
+  });
+  // 64x32 tile at a runtime stride: a thread's chunks lie in rows `n` apart.
+  V t = k.tile_load(x, k.i32(0), k.i32(0), n, Shape::of(64, 32));
+  k.tile_store(o, k.i32(0), k.i32(0), n, t);
+  Program p = k.finish();
+  const GpuTarget cuda = nvidia_gpu_target("sm_90");
+  auto vectorized = [&](bool one_align) {
+    gpu::Function f = lower_to_gpu(p, cuda, {128, "cuda"});
+    PassContext ctx{cuda};
+    ctx.one_align = one_align;
+    for (const char* pass : {"fold-constants", "cse", "dce", "vectorize-access"}) run_gpu_pass(pass, f, ctx);
+    return f;
+  };
+  gpu::Function f = vectorized(true);
+  std::string text = gpu::print(f);
+  EXPECT_EQ(count(text, "vload "), 2) << text;
+  EXPECT_EQ(count(text, "vstore "), 2) << text;
+  EXPECT_EQ(count(text, "width=4 one_align=1"), 2) << text;  // the row loop's load and store
+  std::string src = emit_cuda(f).source;
+  EXPECT_EQ(count(src, "& 15ull) == 0"), 4) << src;
+  EXPECT_EQ(count(src, "[0]) & 15ull) == 0"), 2) << src;  // the first chunk's address
+  EXPECT_EQ(count(src, "[c]) & 15ull) == 0"), 2) << src;  // the tile's, per chunk
+  // Switched off: every access tests each chunk.
+  gpu::Function g = vectorized(false);
+  EXPECT_EQ(count(gpu::print(g), "one_align"), 0);
+  EXPECT_EQ(count(emit_cuda(g).source, "[c]) & 15ull) == 0"), 4);
 }
 
 TEST(GpuPasses, VectorWidthFollowsTheTargetsBytesAndTypes) {

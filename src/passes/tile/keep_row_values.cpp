@@ -32,6 +32,9 @@
 // not fit, 1.19 vs 1.74 TB/s: the carried slots and selects cost on every row); with one slot
 // (run 4) still 1.61 vs 2.02 at 4096x4096 and 2.02 vs 2.16 at 16384x1024 (the kept tile's
 // registers cost occupancy, and the re-read row is in L2), so the default stays the re-read.
+// Run 7 again: 2.10 vs 2.58 TB/s at 16384x1024, 2.15 vs 2.41 at 4096x4096; the kept tile is
+// live across the block reductions between the passes (seed softmax 40 -> 62 registers a thread
+// at 1024 columns, rmsnorm 62 -> 115 at 4096).
 // What a GPU would need for longer rows (the slots are registers here): a threadgroup array
 // indexed by k (shared memory up to the device's limit, e.g. 227 KiB on an H100), which the
 // lowering would allocate for a kept tile instead of K registers-resident slots.

@@ -170,6 +170,8 @@ class CudaDialect final : public GpuDialect {
     return device_memory ? "__threadfence(); __syncthreads()" : "__syncthreads()";
   }
 
+  std::string group_memory_barrier() const override { return "__syncthreads()"; }
+
   // TMA copies read global memory through the async proxy (PTX ISA, memory consistency model).
   std::string async_proxy_fence() const override {
     return "asm volatile(\"fence.proxy.async.global;\" ::: \"memory\")";

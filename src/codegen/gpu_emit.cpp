@@ -512,7 +512,10 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::BARRIER:
       if (op.find_attr("async_proxy") != nullptr && !d_.async_proxy_fence().empty())
         w_.line(d_.async_proxy_fence() + ";");
-      w_.line(d_.barrier(op.find_attr("device") != nullptr) + ";");
+      if (op.find_attr("device") == nullptr && op.find_attr("memory") != nullptr)
+        w_.line(d_.group_memory_barrier() + ";");
+      else
+        w_.line(d_.barrier(op.find_attr("device") != nullptr) + ";");
       return;
     case GpuOpKind::SHUFFLE_XOR:
     case GpuOpKind::SHUFFLE:

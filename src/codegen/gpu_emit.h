@@ -88,6 +88,8 @@ class GpuDialect {
   /** Pointer type to `dtype` elements in `space`. */
   virtual std::string pointer(DType dtype, AddrSpace space, bool is_const) const = 0;
   virtual std::string barrier(bool device_memory) const = 0;
+  /** A barrier that orders device memory among the group's threads only (attribute memory). */
+  virtual std::string group_memory_barrier() const { return barrier(true); }
   /** Makes this thread's device-memory writes visible to asynchronous (TMA) copies; "" where
    * the dialect has none. Emitted before a barrier that carries the async_proxy attribute. */
   virtual std::string async_proxy_fence() const { return ""; }

@@ -199,6 +199,12 @@ struct Order {
     return false;
   }
 
+  // A barrier that orders the group's device memory: "memory" (this pass's), or "device" (which
+  // also publishes it to other groups: split_k's tickets, user barriers in exchanging kernels).
+  static bool orders(const gpu::Op& barrier) {
+    return barrier.find_attr("memory") != nullptr || barrier.find_attr("device") != nullptr;
+  }
+
   static void add_attr(gpu::Op& op, const char* name) {
     if (op.find_attr(name) == nullptr) op.attrs.push_back({name, int64_t{1}});
   }
@@ -213,7 +219,7 @@ struct Order {
       blk.ops.insert(blk.ops.begin() + static_cast<std::ptrdiff_t>(i), std::move(bar));
       ++i;
     }
-    add_attr(blk.ops[i - 1], "device");
+    if (!orders(blk.ops[i - 1])) add_attr(blk.ops[i - 1], "memory");
     if (async_proxy) add_attr(blk.ops[i - 1], "async_proxy");
     order(pending, async_proxy);
   }
@@ -221,7 +227,7 @@ struct Order {
   void block(gpu::Block& blk, Pending& pending) {
     for (size_t i = 0; i < blk.ops.size(); ++i) {
       const gpu::Op& op = blk.ops[i];
-      if (op.kind == GpuOpKind::BARRIER && op.find_attr("device") != nullptr) {
+      if (op.kind == GpuOpKind::BARRIER && orders(op)) {
         order(pending, op.find_attr("async_proxy") != nullptr);
         continue;
       }

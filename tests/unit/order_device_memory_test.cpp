@@ -62,9 +62,9 @@ TEST(OrderDeviceMemory, AnotherThreadsElementsGetADeviceBarrier) {
   %q: ptr<f32> x2 #3 = ptr_offset %x, %j
   %jf: f32 x2 #3 = cast %j
   %v: f32 x2 #2 = load %p
-  barrier device=1
+  barrier memory=1
   store %q, %jf
-  barrier device=1
+  barrier memory=1
   %w: f32 x2 #2 = load %p
 )");
   // A barrier already there (threadgroup memory only) gains the device order instead.
@@ -83,7 +83,7 @@ TEST(OrderDeviceMemory, AnotherThreadsElementsGetADeviceBarrier) {
   %q: ptr<f32> x2 #3 = ptr_offset %x, %j
   %f: f32 x2 #2 = cast %i
   store %p, %f
-  barrier device=1
+  barrier memory=1
   %w: f32 x2 #3 = load %q
 )");
 }
@@ -111,7 +111,7 @@ TEST(OrderDeviceMemory, AUniformStoreIsThreadZerosAndOrderedBeforeEveryThreadsLo
 )";
   EXPECT_EQ(run(stores), stores);  // one thread writes both
   EXPECT_EQ(run(stores + "  %r: f32 = load %q\n"),
-            stores + "  barrier device=1\n  %r: f32 = load %q\n");
+            stores + "  barrier memory=1\n  %r: f32 = load %q\n");
 }
 
 // A row loop: iteration iv touches iv .. iv + 63 through the same pointer value.
@@ -129,7 +129,7 @@ TEST(OrderDeviceMemory, LoopIterationsThatMoveApartNeedNoBarrier) {
   // Step 32 over 64-element tiles: the next iteration reads what another thread just stored.
   const std::string overlapping = run(row_loop(32, ""));
   EXPECT_NE(
-      overlapping.find("    barrier device=1\n    %v: f32 x2 #2 = load %p\n    store %p, %v\n"),
+      overlapping.find("    barrier memory=1\n    %v: f32 x2 #2 = load %p\n    store %p, %v\n"),
       std::string::npos)
       << overlapping;
 }
@@ -151,7 +151,7 @@ TEST(OrderDeviceMemory, StoresAheadOfTheNextIterationAreOrdered) {
   }
 )";
   const std::string out = run(in);
-  EXPECT_NE(out.find("    barrier device=1\n    %v: f32 x2 #2 = load %p"), std::string::npos)
+  EXPECT_NE(out.find("    barrier memory=1\n    %v: f32 x2 #2 = load %p"), std::string::npos)
       << out;
 }
 
@@ -162,7 +162,7 @@ TEST(OrderDeviceMemory, AConflictWithWhatCameBeforeALoopIsOrderedOnceBeforeIt) {
   store %q, %jf
 )";
   std::string expected = before + row_loop(64, "");
-  expected.insert(expected.find("  for %iv"), "  barrier device=1\n");
+  expected.insert(expected.find("  for %iv"), "  barrier memory=1\n");
   EXPECT_EQ(run(before + row_loop(64, "")), expected);
 }
 
@@ -193,21 +193,21 @@ std::string store_then_tma(const std::string& stored, int tma_param) {
 TEST(OrderDeviceMemory, WritesBeforeATmaCopyOfTheBufferAreFencedForTheAsyncProxy) {
   const std::string out =
       run_gpu_passes_on_text(store_then_tma("%x", 0), {"order-device-memory"}, apple_gpu_target());
-  EXPECT_NE(out.find("  barrier device=1 async_proxy=1\n  tma_load"), std::string::npos) << out;
+  EXPECT_NE(out.find("  barrier memory=1 async_proxy=1\n  tma_load"), std::string::npos) << out;
   // The TMA copy reads the other buffer: nothing to order.
   EXPECT_EQ(run_gpu_passes_on_text(store_then_tma("%x", 1), {"order-device-memory"},
                                    apple_gpu_target()),
             run_gpu_passes_on_text(store_then_tma("%x", 1), {}, apple_gpu_target()));
   // A device barrier alone (a user's, or one for a plain load) leaves the TMA copy unordered.
   std::string ordered = store_then_tma("%x", 0);
-  ordered.replace(ordered.find("  barrier\n"), 10, "  barrier device=1\n");
+  ordered.replace(ordered.find("  barrier\n"), 10, "  barrier memory=1\n");
   const std::string fenced =
       run_gpu_passes_on_text(ordered, {"order-device-memory"}, apple_gpu_target());
-  EXPECT_NE(fenced.find("  barrier device=1 async_proxy=1\n  tma_load"), std::string::npos) << fenced;
+  EXPECT_NE(fenced.find("  barrier memory=1 async_proxy=1\n  tma_load"), std::string::npos) << fenced;
   // CUDA: each thread fences its writes for the async proxy before the barrier.
   const std::string cuda = emit_cuda(gpu::parse(out)).source;
   EXPECT_NE(cuda.find("asm volatile(\"fence.proxy.async.global;\" ::: \"memory\");\n"
-                      "  __threadfence(); __syncthreads();"),
+                      "  __syncthreads();"),
             std::string::npos)
       << cuda;
   std::string why, log;

@@ -83,7 +83,7 @@ def test_each_tile_reads_what_the_previous_one_stored(device, n, block):
     np.testing.assert_allclose(x, ref, rtol=1e-6, atol=1e-6)
     ir = gpu_ir(device, shift_up, (1,), x0.copy(), n, BLOCK=block)
     if ir is not None:
-        assert "barrier device=1" in ir, ir
+        assert "barrier memory=1" in ir, ir
 
 
 @pytest.mark.parametrize("block", [16, 64])
@@ -94,7 +94,7 @@ def test_a_transpose_in_place_reads_every_element_before_it_is_overwritten(devic
     np.testing.assert_array_equal(x.reshape(block, block), x0.reshape(block, block).T)
     ir = gpu_ir(device, transpose_in_place, (1,), x0.copy(), BLOCK=block)
     if ir is not None:
-        assert "barrier device=1" in ir, ir
+        assert "barrier memory=1" in ir, ir
 
 
 @pytest.mark.parametrize("k_total", [96, 70])

@@ -22,9 +22,9 @@
 
 namespace metile {
 
-namespace {
-
-std::string hex(uint64_t v) {
+std::string wgmma_descriptor_high(int64_t leading, int64_t stride, int64_t mode) {
+  uint64_t v = (static_cast<uint64_t>(leading & 0x3FFF) << 16) | (static_cast<uint64_t>(stride & 0x3FFF) << 32) |
+               (static_cast<uint64_t>(mode) << 62);
   static const char* digits = "0123456789abcdef";
   std::string s;
   do {
@@ -34,13 +34,20 @@ std::string hex(uint64_t v) {
   return "0x" + s + "ull";
 }
 
-// The constant part of a descriptor: leading and stride byte offsets (in 16-byte units) and mode.
-uint64_t descriptor_high(int64_t leading, int64_t stride, int64_t mode) {
-  return (static_cast<uint64_t>(leading & 0x3FFF) << 16) | (static_cast<uint64_t>(stride & 0x3FFF) << 32) |
-         (static_cast<uint64_t>(mode) << 62);
+std::string wgmma_accumulator_outputs(const std::string& acc, int64_t block, int64_t regs) {
+  std::string outs;
+  for (int64_t r = 0; r < regs; ++r)
+    outs += std::string(r ? ", " : "") + "\"+f\"(" + acc + "[" + std::to_string(block * regs + r) + "])";
+  return outs;
 }
 
-}  // namespace
+void wgmma_commit_and_wait(SourceWriter& w, const std::string& acc, int64_t regs) {
+  w.line("mt_wgmma_commit();");
+  w.line("mt_wgmma_wait_all();");
+  w.line("#pragma unroll");
+  w.line("for (int mma_r = 0; mma_r < " + std::to_string(regs) + "; ++mma_r) asm volatile(\"\" : \"+f\"(" + acc +
+         "[mma_r]) :: \"memory\");");
+}
 
 void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
   if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (gpu_emit_wgmma_tf32.cpp)
@@ -54,8 +61,8 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
   // tf32 (lower_wgmma_tf32.cpp): B K-major, read as A is; k8 steps, no transpose immediates.
   const bool kmajor_b = wgmma_b_kmajor(elem);
   METILE_ASSERT(ta.swizzle != 0 && tb.swizzle != 0, "wgmma: operand rows fit no swizzle");
-  const std::string hi_a = hex(descriptor_high(1, 8 * ta.swizzle / 16, ta.descriptor_mode()));
-  const std::string hi_b = hex(descriptor_high(kmajor_b ? 1 : tb.block_bytes() / 16, 8 * tb.swizzle / 16, tb.descriptor_mode()));
+  const std::string hi_a = wgmma_descriptor_high(1, 8 * ta.swizzle / 16, ta.descriptor_mode());
+  const std::string hi_b = wgmma_descriptor_high(kmajor_b ? 1 : tb.block_bytes() / 16, 8 * tb.swizzle / 16, tb.descriptor_mode());
   const std::string t = s.ab == DType::bf16 ? "bf16" : s.ab == DType::f32 ? "tf32" : "f16";
   w.line("const int mma_wg = " + s.tid + " >> 7;");
   w.line("const uint mma_a = mt_smem_addr(" + s.a + ") + (mma_wg % " + std::to_string(wg_m) + ") * " +
@@ -79,19 +86,15 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
       w.line("const ullong mma_da = mt_wgmma_desc(mma_a + " + std::to_string(a_off) + ", " + hi_a + ");");
       w.line("const ullong mma_db = mt_wgmma_desc(mma_b + " + std::to_string(b_off) + ", " + hi_b + ");");
       w.line("asm volatile(" + body);
-      std::string outs;
-      for (int64_t r = 0; r < regs; ++r)
-        outs += std::string(r ? ", " : "") + "\"+f\"(" + s.acc + "[" + std::to_string(i * regs + r) + "])";
-      w.line("    : " + outs);
+      w.line("    : " + wgmma_accumulator_outputs(s.acc, i, regs));
       w.line("    : \"l\"(mma_da), \"l\"(mma_db), \"r\"(1));");
       w.close();
     }
-  w.line("mt_wgmma_commit();");
-  if (!s.wait) return;  // a pipelined loop waits at its next barrier (wgmma_sync)
-  w.line("mt_wgmma_wait_all();");
-  w.line("#pragma unroll");
-  w.line("for (int mma_r = 0; mma_r < " + std::to_string(blocks * regs) + "; ++mma_r) asm volatile(\"\" : \"+f\"(" +
-         s.acc + "[mma_r]) :: \"memory\");");
+  if (!s.wait) {  // a pipelined loop waits at its next barrier (wgmma_sync)
+    w.line("mt_wgmma_commit();");
+    return;
+  }
+  wgmma_commit_and_wait(w, s.acc, blocks * regs);
 }
 
 }  // namespace metile

@@ -14,8 +14,7 @@
 // group before it ends, pipelined or not.
 #include "codegen/gpu_emit_wgmma_tf32.h"
 
-#include <cstdio>
-
+#include "codegen/gpu_emit_wgmma.h"
 #include "support/error.h"
 #include "target/wgmma_layout.h"
 
@@ -29,10 +28,7 @@ void emit_cuda_wgmma_transposed(SourceWriter& w, const MmaSpec& s) {
   const int64_t rows = s.n / wg_m, nw = s.m / wg_n, blocks = rows / 64, steps = s.k / 8;
   const WgmmaTile ta = wgmma_tile(s.m, s.k, 4), tb = wgmma_tile(s.k, s.n, 4);
   METILE_ASSERT(ta.swizzle != 0 && tb.swizzle != 0, "transposed wgmma: operand rows fit no swizzle");
-  // Descriptor bits as gpu_emit_wgmma.cpp writes them: leading offset 1 (unused), stride offset
-  // 8 rows in 16-byte units, swizzle mode in bits 62-63.
-  const uint64_t hi = (uint64_t{1} << 16) | (static_cast<uint64_t>(8 * ta.swizzle / 16) << 32) |
-                      (static_cast<uint64_t>(ta.descriptor_mode()) << 62);
+  const std::string hex = wgmma_descriptor_high(1, 8 * ta.swizzle / 16, ta.descriptor_mode());
   const std::string W = std::to_string(tb.width());
   w.line("const int mma_wg = " + s.tid + " >> 7;");
   w.line("const uint mma_b = mt_smem_addr(" + s.a + ") + (mma_wg / " + std::to_string(wg_m) + ") * " +
@@ -56,8 +52,6 @@ void emit_cuda_wgmma_transposed(SourceWriter& w, const MmaSpec& s) {
                            ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(nw) +
                            "k8.f32.tf32.tf32 {" + list + "}, " + frag + ", %" + std::to_string(regs + 4) +
                            ", p, 1, 1;\\n}\\n\"";
-  char hex[32];
-  std::snprintf(hex, sizeof hex, "0x%016llxull", static_cast<unsigned long long>(hi));
   // Step by step: the fragments of step x + 1 are read while step x's wgmmas run (each step's
   // registers are its own; the fence orders their writes before the wgmmas that read them).
   for (int64_t x = 0; x < steps; ++x) {
@@ -74,21 +68,14 @@ void emit_cuda_wgmma_transposed(SourceWriter& w, const MmaSpec& s) {
       w.open("");
       w.line("const ullong mma_db = mt_wgmma_desc(mma_b + " + std::to_string(b_off) + ", " + hex + ");");
       w.line("asm volatile(" + body);
-      std::string outs;
-      for (int64_t r = 0; r < regs; ++r)
-        outs += std::string(r ? ", " : "") + "\"+f\"(" + s.acc + "[" + std::to_string(i * regs + r) + "])";
-      w.line("    : " + outs);
+      w.line("    : " + wgmma_accumulator_outputs(s.acc, i, regs));
       std::string ins;
       for (int64_t h = 0; h < 4; ++h) ins += "\"r\"(mma_f[" + std::to_string((x * blocks + i) * 4 + h) + "]), ";
       w.line("    : " + ins + "\"l\"(mma_db), \"r\"(1));");
       w.close();
     }
   }
-  w.line("mt_wgmma_commit();");
-  w.line("mt_wgmma_wait_all();");
-  w.line("#pragma unroll");
-  w.line("for (int mma_r = 0; mma_r < " + std::to_string(blocks * regs) + "; ++mma_r) asm volatile(\"\" : \"+f\"(" +
-         s.acc + "[mma_r]) :: \"memory\");");
+  wgmma_commit_and_wait(w, s.acc, blocks * regs);
 }
 
 }  // namespace metile

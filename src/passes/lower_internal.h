@@ -34,6 +34,14 @@ namespace metile::lowering {
 using gpu::GpuBuilder;
 using gpu::LayoutId;
 
+// --- lower_pipeline.cpp ---
+/** Adds to `slice` the positions (`pos`: a body op's results -> its position) of the pure scalar
+ * ops of `body` that v depends on; false when v depends on a value the body carries, on one of
+ * `excluded` or on any other op. Values from outside the body, and its induction variable, need
+ * nothing. */
+bool scalar_slice(const Program& p, const Block& body, const std::map<ValueId, size_t>& pos,
+                  const std::set<ValueId>& excluded, ValueId v, std::set<size_t>& slice);
+
 // --- lower_slice.cpp ---
 /** How an axis reduction of a tile in layout `in` runs without moving the tile. */
 struct InPlaceReduce {

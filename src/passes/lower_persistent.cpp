@@ -87,19 +87,6 @@ void Lowering::plan_persistent() {
       if (pos.count(v) || nested.count(v) || std::count(body.args.begin(), body.args.end(), v)) return;
     }
     std::set<size_t> slice;
-    auto need = [&](auto&& self, ValueId v) -> bool {
-      for (size_t i = 1; i < body.args.size(); ++i)
-        if (v == body.args[i]) return false;  // carried by the outer loop
-      if (nested.count(v)) return false;      // made in another region of the tile
-      auto at = pos.find(v);
-      if (at == pos.end()) return true;  // outside the outer loop, or its induction variable
-      const Op& o = body.ops[at->second];
-      if (!has_trait(o.kind, kPure) || p.type(v).is_tile()) return false;
-      if (!slice.insert(at->second).second) return true;
-      for (ValueId x : o.operands)
-        if (!self(self, x)) return false;
-      return true;
-    };
     std::vector<ValueId> used;  // what the copies read from outside the K loop
     std::set<ValueId> read;     // the buffers they copy from
     for (const Op* d : pl.dots)
@@ -109,7 +96,7 @@ void Lowering::plan_persistent() {
       }
     for (const Op* o : pl.slice) used.insert(used.end(), o->operands.begin(), o->operands.end());
     for (ValueId v : used)
-      if (!in_inner.count(v) && !need(need, v)) return;
+      if (!in_inner.count(v) && !scalar_slice(p, body, pos, nested, v, slice)) return;  // nested: another region's
     bool writes_read = false;
     walk(body, [&](const Op& o) {
       if (!has_trait(o.kind, kMemory) || !has_trait(o.kind, kSideEffect)) return;

@@ -43,6 +43,21 @@ bool writes_memory(const Block& body) {
 
 }  // namespace
 
+bool scalar_slice(const Program& p, const Block& body, const std::map<ValueId, size_t>& pos,
+                  const std::set<ValueId>& excluded, ValueId v, std::set<size_t>& slice) {
+  for (size_t i = 1; i < body.args.size(); ++i)
+    if (v == body.args[i]) return false;  // carried
+  if (excluded.count(v)) return false;
+  auto at = pos.find(v);
+  if (at == pos.end()) return true;  // outside the loop, or its induction variable
+  const Op& o = body.ops[at->second];
+  if (!has_trait(o.kind, kPure) || p.type(v).is_tile()) return false;
+  if (!slice.insert(at->second).second) return true;
+  for (ValueId x : o.operands)
+    if (!scalar_slice(p, body, pos, excluded, x, slice)) return false;
+  return true;
+}
+
 void Lowering::plan_pipelines() {
   int64_t want = !target.async_copies ? double_buffer_stages()
                                       : options.num_stages != 0 ? options.num_stages : 3;
@@ -63,27 +78,13 @@ void Lowering::plan_pipelines() {
     Pipeline pl;
     std::set<size_t> slice;
     uint64_t bytes = 0, fixed = 0;  // a stage's bytes; the accumulator arrays' (one each)
-    // Adds the body ops v depends on to the slice; false when v depends on a carried value or
-    // on an op that is not a pure scalar computation.
-    auto need = [&](auto&& self, ValueId v) -> bool {
-      for (size_t i = 1; i < body.args.size(); ++i)
-        if (v == body.args[i]) return false;
-      auto at = pos.find(v);
-      if (at == pos.end()) return true;  // outside the loop, or the induction variable
-      const Op& o = body.ops[at->second];
-      if (!has_trait(o.kind, kPure) || p.type(v).is_tile()) return false;
-      if (!slice.insert(at->second).second) return true;
-      for (ValueId x : o.operands)
-        if (!self(self, x)) return false;
-      return true;
-    };
     for (const Op& o : body.ops) {
       if (o.kind != OpKind::DOT) continue;
       const DotPlan& plan = dot_plans.at(&o);
       if (plan.direct[0] == nullptr || plan.direct[1] == nullptr) continue;
       bool ok = true;
       for (const Op* load : plan.direct)
-        for (ValueId x : load->operands) ok = ok && need(need, x);
+        for (ValueId x : load->operands) ok = ok && scalar_slice(p, body, pos, {}, x, slice);
       if (!ok) return;  // the slice may hold ops of a rejected dot: no pipeline for this loop
       const int64_t m = p.type(o.operands[0]).shape.dims[0], n = p.type(o.operands[1]).shape.dims[1];
       const int64_t pad = 16 / static_cast<int64_t>(dtype_size(plan.stage));

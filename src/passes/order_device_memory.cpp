@@ -12,6 +12,7 @@
 // Needs: verified GPU IR with uniform control flow (FOR is the only region). Guarantees: every
 // such pair, in one iteration or across a loop's back edge, has a device barrier between them;
 // nothing else changes.
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -69,6 +70,19 @@ struct Span {
   int64_t c = 0, lo = 0, hi = 0;
 };
 
+// Span{c, lo, hi} from three int64 operations, none when one overflows (no proof then).
+std::optional<Span> checked(int64_t a, char op_c, int64_t b, int64_t p, char op_lo, int64_t q,
+                            int64_t u, char op_hi, int64_t w) {
+  auto apply = [](int64_t x, char op, int64_t y, int64_t* r) {
+    return op == '+' ? __builtin_add_overflow(x, y, r)
+                     : op == '-' ? __builtin_sub_overflow(x, y, r) : __builtin_mul_overflow(x, y, r);
+  };
+  Span s;
+  if (apply(a, op_c, b, &s.c) || apply(p, op_lo, q, &s.lo) || apply(u, op_hi, w, &s.hi))
+    return std::nullopt;
+  return s;
+}
+
 struct Order {
   gpu::Function& f;
   std::vector<uint64_t> params_of;
@@ -120,9 +134,9 @@ struct Order {
         return x[0];
       case OpKind::PTR_OFFSET:
       case OpKind::ADD:
-        return Span{x[0].c + x[1].c, x[0].lo + x[1].lo, x[0].hi + x[1].hi};
+        return checked(x[0].c, '+', x[1].c, x[0].lo, '+', x[1].lo, x[0].hi, '+', x[1].hi);
       case OpKind::SUB:
-        return Span{x[0].c - x[1].c, x[0].lo - x[1].hi, x[0].hi - x[1].lo};
+        return checked(x[0].c, '-', x[1].c, x[0].lo, '-', x[1].hi, x[0].hi, '-', x[1].lo);
       case OpKind::MUL: {
         // A literal factor scales; two iteration-invariant factors make an invariant.
         const ValueId a = op.operands[0], b = op.operands[1];
@@ -133,7 +147,8 @@ struct Order {
         if (literal(b) || literal(a)) {
           const Span& s = literal(b) ? x[0] : x[1];
           const int64_t k = literal(b) ? x[1].lo : x[0].lo;
-          return k >= 0 ? Span{s.c * k, s.lo * k, s.hi * k} : Span{s.c * k, s.hi * k, s.lo * k};
+          return k >= 0 ? checked(s.c, '*', k, s.lo, '*', k, s.hi, '*', k)
+                        : checked(s.c, '*', k, s.hi, '*', k, s.lo, '*', k);
         }
         if (invariant(x[0]) && invariant(x[1])) return Span{};
         return std::nullopt;
@@ -153,8 +168,11 @@ struct Order {
     if (step == def.end() || step->second.kind != GpuOpKind::CONST) return false;
     std::optional<Span> s = span(key, loop.body().args.at(0), inside);
     if (!s) return false;
-    const int64_t move = s->c * step->second.attr_int("value");
-    return (move < 0 ? -move : move) > s->hi - s->lo;
+    int64_t move = 0, span = 0;
+    if (__builtin_mul_overflow(s->c, step->second.attr_int("value"), &move) ||
+        __builtin_sub_overflow(s->hi, s->lo, &span) || move == INT64_MIN)
+      return false;
+    return (move < 0 ? -move : move) > span;
   }
 
   std::optional<Access> access(const gpu::Op& op) const {

@@ -134,6 +134,26 @@ TEST(OrderDeviceMemory, LoopIterationsThatMoveApartNeedNoBarrier) {
       << overlapping;
 }
 
+TEST(OrderDeviceMemory, AnAddressWhoseSpanOverflowsIsNotProvenApart) {
+  const std::string out = run(R"(  %c0: i32 = const value=0
+  %s: i32 = const value=64
+  %big: i64 = const value=4611686018427387904
+  %t: i32 x2 #2 = coord #2 %tid
+  for %iv: i32 = %c0 to %n step %s {
+    %w: i64 = cast %iv
+    %a: i64 = mul %w, %big
+    %b: i64 = mul %a, %big
+    %t64: i64 x2 #2 = cast %t
+    %off: i64 x2 #2 = add %b, %t64
+    %p: ptr<f32> x2 #2 = ptr_offset %x, %off
+    %v: f32 x2 #2 = load %p
+    store %p, %v
+    yield
+  }
+)");
+  EXPECT_NE(out.find("    barrier memory=1\n    %v: f32 x2 #2 = load %p"), std::string::npos) << out;
+}
+
 TEST(OrderDeviceMemory, StoresAheadOfTheNextIterationAreOrdered) {
   // The GEMM that writes the block its next K step reads, in one dimension: load x[iv..], store
   // x[iv + 64 ..] through another pointer; the barrier goes before the next iteration's load

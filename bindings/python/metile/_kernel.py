@@ -125,8 +125,15 @@ class CompiledKernel:
 _COMPILE_ENVIRONMENT = ("METILE_CHECK", "METILE_GPU_OFF", "METILE_CUDA_WGMMA")
 
 
-def _compile_environment() -> tuple:
-    return tuple(os.environ.get(name) for name in _COMPILE_ENVIRONMENT)
+try:  # every launch asks: read the mapping os.environ writes through (0.1 us, not 1-2 us)
+    _ENV_DATA = os.environ._data
+    _ENV_KEYS = tuple(map(os.environ.encodekey, _COMPILE_ENVIRONMENT))
+
+    def _compile_environment() -> tuple:
+        return tuple(map(_ENV_DATA.get, _ENV_KEYS))
+except AttributeError:  # not CPython's os.environ
+    def _compile_environment() -> tuple:
+        return tuple(map(os.environ.get, _COMPILE_ENVIRONMENT))
 
 
 class PreparedLaunch:

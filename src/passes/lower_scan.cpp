@@ -59,12 +59,10 @@ void Lowering::scan(const Op& op) {
 }
 
 void Lowering::trans(const Op& op) {
-  // B = trans(x) of a dot that copies x as loaded (DotChoice::b_kmajor): x, a tile_load the dot
-  // copies itself, was never lowered, and the dot reads neither value.
+  // B = trans(x) of a dot that copies x itself (DotChoice::b_kmajor on mma.sync, K-major for tf32
+  // wgmma in lower_wgmma_tf32.cpp): x, one of direct_loads, was never lowered, and the dot reads
+  // neither value.
   if (map[op.operands[0]] == kNoValue) return;
-  // tf32 wgmma: the dot copies the tile_load K-major itself (lower_wgmma_tf32.cpp).
-  for (const Op* l : direct_loads)
-    if (l->result() == op.operands[0]) return;
   ValueId x = get(op.operands[0]);
   const Shape& from = p.type(op.operands[0]).shape;
   if (f.value(x).layout == gpu::kUniform) {

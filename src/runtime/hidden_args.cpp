@@ -107,8 +107,20 @@ struct Hidden {
     device->synchronize();
     int32_t site = 0;
     std::memcpy(&site, flag->contents(), sizeof site);
-    if (site <= 0) return;
-    const size_t k = static_cast<size_t>(site - 1);
+    if (site > 0) fail_at(static_cast<size_t>(site));
+  }
+  // The error the flag would report, found on the host before the launch (nonzero_params). A
+  // launch of no programs runs no loop.
+  void check_before(const Grid& g, const std::vector<LaunchArg>& user) const {
+    if (g.count() == 0) return;
+    for (const auto& [param, site] : args.nonzero_params) {
+      const size_t bytes = dtype_size(lowered->type(lowered->params[param].value).dtype);
+      const uint64_t mask = bytes >= 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bytes)) - 1;
+      if ((user.at(param).bits & mask) == 0) fail_at(site);
+    }
+  }
+  [[noreturn]] void fail_at(size_t site) const {
+    const size_t k = site - 1;
     fail(METILE_ERROR_DEVICE, "launch", "kernel ", lowered->name, ": ",
          k < args.sites.size() ? args.sites[k] : std::string("an access outside its buffer"));
   }
@@ -124,6 +136,7 @@ class HiddenLaunch final : public PreparedLaunch {
     inner_ = inner.prepare(h_->launched(g, split_), h_->complete(std::move(user), flag_.get(), split_));
   }
   void run() override {
+    h_->check_before(grid, args);
     h_->reset(flag_.get());
     inner_->run();
     h_->check(flag_.get());
@@ -150,6 +163,7 @@ class HiddenKernel final : public Kernel {
     return std::make_unique<HiddenLaunch>(h_, *inner_, grid, std::move(args));
   }
   void launch(const Grid& grid, std::vector<LaunchArg> args) override {
+    h_->check_before(grid, args);
     auto flag = h_->new_flag();
     SplitLaunch s = h_->split(grid);
     inner_->launch(h_->launched(grid, s), h_->complete(std::move(args), flag.get(), s));

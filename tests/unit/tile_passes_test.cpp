@@ -235,5 +235,32 @@ TEST(TilePasses, CheckBoundsAddsAnErrorFlagNamingEachSite) {
   EXPECT_EQ(p.params.back().name, "bounds_error");
 }
 
+// A top-level loop whose step is a parameter: every program runs it, so the runtime checks the
+// argument before the launch and the kernel needs no flag (whose read-back synchronizes each
+// launch); a computed step keeps the flag. Devices: tests/capi/capi_robust_test.cpp.
+TEST(TilePasses, LoopStepsChecksAParameterStepOnTheHost) {
+  for (bool computed : {false, true}) {
+    KernelBuilder k("steps");
+    V out = k.ptr("Out"), n = k.scalar("N"), step = k.scalar("S");
+    V s = computed ? step * k.i32(2) : step;
+    auto r = k.tile_range(k.i32(0), n, s, {k.f32(0.0)},
+                          [&](V, const std::vector<V>& c) { return std::vector<V>{c[0] + k.f32(1.0)}; });
+    k.store(out, r[0]);
+    Program p = k.finish();
+    CompileOptions o;
+    TileHiddenArgs hidden;
+    TilePassContext ctx{o, false, hidden};
+    run_tile_pass("loop_steps", p, ctx);
+    ASSERT_EQ(hidden.sites.size(), 1u);
+    EXPECT_NE(hidden.sites[0].find("step is 0"), std::string::npos) << hidden.sites[0];
+    EXPECT_EQ(hidden.error_flag, computed);
+    ASSERT_EQ(hidden.nonzero_params.size(), computed ? 0u : 1u);
+    if (!computed) {
+      EXPECT_EQ(hidden.nonzero_params[0].param, 2u);
+      EXPECT_EQ(hidden.nonzero_params[0].site, 1u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace metile

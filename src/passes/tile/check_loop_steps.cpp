@@ -9,7 +9,10 @@
 //     when it made one, else a new last hidden parameter (TileHiddenArgs). A constant step of 0
 //     never gets here: the builder and the verifier reject it. Nor does num_programs, the step
 //     of persistent_range: a launch that runs a program has at least one on every axis (and
-//     a flag is read back after every launch, a synchronization each).
+//     a flag is read back after every launch, a synchronization each). A loop at the top of the
+//     program body whose step is a scalar parameter needs no flag either: every program runs
+//     it, so the runtime checks the argument on the host before the launch (nonzero_params).
+#include <optional>
 #include <unordered_set>
 
 #include "ir/walk.h"
@@ -30,7 +33,7 @@ class LoopSteps {
       if (op.kind == OpKind::CONST || op.kind == OpKind::NUM_PROGRAMS)
         for (ValueId r : op.results) constants_.insert(r);
     });
-    block(p_.body);
+    block(p_.body, true);
   }
 
  private:
@@ -50,15 +53,26 @@ class LoopSteps {
     return append_op(p_, out, k, std::move(operands), t, loc, std::move(attrs));
   }
 
-  void check_step(std::vector<Op>& out, const Op& loop) {
+  // The index of the parameter `v` is, if it is one.
+  std::optional<size_t> param_of(ValueId v) const {
+    for (size_t i = 0; i < p_.params.size(); ++i)
+      if (p_.params[i].value == v) return i;
+    return std::nullopt;
+  }
+
+  void check_step(std::vector<Op>& out, const Op& loop, bool top) {
     const ValueId step = loop.operands[2];
+    ctx_.hidden.sites.push_back(
+        cat(p_.where(loop.loc), "for: the step is 0 at run time (the loop would never end)"));
+    if (const auto param = param_of(step); top && param) {
+      ctx_.hidden.nonzero_params.push_back({*param, ctx_.hidden.sites.size()});
+      return;
+    }
     const DType d = p_.type(step).dtype;
     const ValueId zero = emit(out, OpKind::CONST, {}, Type::scalar(d), loop.loc,
                               {Attr{"value", int64_t{0}}});
     const ValueId is_zero = emit(out, OpKind::EQ, {step, zero}, Type::scalar(DType::boolean),
                                  loop.loc);
-    ctx_.hidden.sites.push_back(
-        cat(p_.where(loop.loc), "for: the step is 0 at run time (the loop would never end)"));
     const ValueId site = emit(out, OpKind::CONST, {}, Type::scalar(DType::i32), loop.loc,
                               {Attr{"value", static_cast<int64_t>(ctx_.hidden.sites.size())}});
     Op st;
@@ -68,12 +82,12 @@ class LoopSteps {
     out.push_back(std::move(st));
   }
 
-  void block(Block& b) {
+  void block(Block& b, bool top) {
     std::vector<Op> out;
     out.reserve(b.ops.size());
     for (Op& op : b.ops) {
-      for (Block& r : op.regions) block(r);
-      if (needs_check(op)) check_step(out, op);
+      for (Block& r : op.regions) block(r, false);
+      if (needs_check(op)) check_step(out, op, top);
       out.push_back(std::move(op));
     }
     b.ops = std::move(out);

@@ -37,7 +37,20 @@ struct TileHiddenArgs {
   bool split_k_on = false;
   int64_t split_k = 0;
   int64_t split_k_tile = 0;
-  bool empty() const { return extent_of.empty() && !error_flag && !split_k_on; }
+  /**
+   * Loop steps the runtime checks on the host before a launch instead of through the flag (whose
+   * read-back synchronizes every launch): a `for` at the top of the program body, which every
+   * program runs, whose step is the user's scalar parameter `param`. A zero argument fails the
+   * launch, before anything runs, with `sites[site - 1]`.
+   */
+  struct NonzeroParam {
+    size_t param = 0;
+    size_t site = 0;
+  };
+  std::vector<NonzeroParam> nonzero_params;
+  bool empty() const {
+    return extent_of.empty() && !error_flag && !split_k_on && nonzero_params.empty();
+  }
 };
 
 struct TilePassContext {

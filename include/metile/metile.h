@@ -652,8 +652,9 @@ typedef struct metile_compile_options {
   /**
    * Stages of the software pipeline of a K loop whose dot operands come straight from
    * tile_loads (copies of later iterations in flight while this one computes; cp.async on
-   * CUDA): 0 = the device's choice (3 on CUDA, as far as shared memory allows), 1 = no
-   * pipeline, 2..8 = that many. Metal has no asynchronous copies: any value but 1 is double
+   * CUDA): 0 = the device's choice (3 on CUDA, as far as shared memory allows: a kernel whose
+   * stages and epilogue arrays together exceed the limit gets 2 stages, then none, before the
+   * compile fails), 1 = no pipeline, 2..8 = that many (over the limit: UNSUPPORTED). Metal has no asynchronous copies: any value but 1 is double
    * buffering (two threadgroup stages, the next iteration's tiles loaded into registers during
    * this one's multiplies) where two stages fit. A K loop whose body writes memory (store,
    * tile_store, atomics) is never pipelined: its loads stay after the previous iteration's

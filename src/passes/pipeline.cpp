@@ -8,30 +8,13 @@
 
 namespace metile {
 
-GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
-                                   const CompileOptions& options, const std::string& device) {
+namespace {
+
+// Lowering and the passes for one choice of LowerOptions.
+GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& target,
+                                     const CompileOptions& options, const LowerOptions& lo,
+                                     const std::string& device) {
   GpuPipelineResult out;
-  LowerOptions lo;
-  lo.num_threads = options.num_threads;
-  lo.device = device;
-  lo.allow_tf32 = options.allow_tf32 != 0;
-  lo.num_stages = options.num_stages;
-  lo.warps_m = options.warps_m;
-  lo.warps_n = options.warps_n;
-  for (const std::string& off : options.gpu_off) {
-    if (off == "async_copy") lo.async_copy = false;
-    if (off == "ldmatrix") lo.ldmatrix = false;
-    if (off == "aligned_body") lo.aligned_body = false;
-    if (off == "pipeline") lo.num_stages = 1;
-    if (off == "preload") lo.preload = false;
-    if (off == "serpentine") lo.serpentine = false;
-    if (off == "tma") lo.tma = false;
-    if (off == "double_buffer") lo.double_buffer = false;
-    if (off == "stage_counter") lo.stage_counter = false;
-    if (off == "kmajor_b") lo.kmajor_b = false;
-    if (off == "early_copy") lo.early_copy = false;
-    if (off == "persistent") lo.persistent = false;
-  }
   LayoutAssignment layouts = assign_layouts(program, target, lo);
   out.layouts = print_layouts(program, layouts);
   out.function = lower_to_gpu(program, layouts, target, lo);
@@ -54,10 +37,49 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   }
   run_gpu_pass("order-device-memory", f, ctx);  // program order between threads: at every opt level
   out.gpu_ir_opt = gpu::print(f);
-  uint64_t bytes = gpu::threadgroup_bytes(f);
+  return out;
+}
+
+}  // namespace
+
+GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
+                                   const CompileOptions& options, const std::string& device) {
+  LowerOptions lo;
+  lo.num_threads = options.num_threads;
+  lo.device = device;
+  lo.allow_tf32 = options.allow_tf32 != 0;
+  lo.num_stages = options.num_stages;
+  lo.warps_m = options.warps_m;
+  lo.warps_n = options.warps_n;
+  for (const std::string& off : options.gpu_off) {
+    if (off == "async_copy") lo.async_copy = false;
+    if (off == "ldmatrix") lo.ldmatrix = false;
+    if (off == "aligned_body") lo.aligned_body = false;
+    if (off == "pipeline") lo.num_stages = 1;
+    if (off == "preload") lo.preload = false;
+    if (off == "serpentine") lo.serpentine = false;
+    if (off == "tma") lo.tma = false;
+    if (off == "double_buffer") lo.double_buffer = false;
+    if (off == "stage_counter") lo.stage_counter = false;
+    if (off == "kmajor_b") lo.kmajor_b = false;
+    if (off == "early_copy") lo.early_copy = false;
+    if (off == "persistent") lo.persistent = false;
+  }
+  GpuPipelineResult out = lower_and_optimize(program, target, options, lo, device);
+  // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
+  // known; where the whole kernel does not fit, the stages the target chose give way first
+  // (3 -> 2 -> none) rather than the compile. A num_stages the user asked for is kept.
+  const bool chosen = lo.num_stages == 0;
+  for (int stages = 2; chosen && stages >= 1 && gpu::threadgroup_bytes(out.function) > target.threadgroup_memory_bytes;
+       --stages) {
+    lo.num_stages = stages;
+    out = lower_and_optimize(program, target, options, lo, device);
+  }
+  const uint64_t bytes = gpu::threadgroup_bytes(out.function);
   if (bytes > target.threadgroup_memory_bytes)
     fail(METILE_ERROR_UNSUPPORTED, "lower", program.name, " needs ", bytes,
-         " bytes of threadgroup memory; ", device, " allows ", target.threadgroup_memory_bytes);
+         " bytes of threadgroup memory; ", device, " allows ", target.threadgroup_memory_bytes,
+         chosen ? std::string() : cat(" (num_stages=", lo.num_stages, ": fewer stages need less)"));
   return out;
 }
 

@@ -20,8 +20,10 @@ struct GpuPipelineResult {
 
 /**
  * Assigns layouts, lowers `program` for `target` and runs the pass pipeline (none at opt_level 0). Checks the
- * threadgroup memory the function needs against the target's limit (METILE_ERROR_UNSUPPORTED
- * naming the kernel, the bytes and the limit). `device` names the device in messages.
+ * threadgroup memory the function needs against the target's limit: where it is over and the
+ * K-loop stages were the target's choice (num_stages 0), lowers again with 2 stages, then none;
+ * still over, or over with the user's num_stages, is METILE_ERROR_UNSUPPORTED naming the kernel,
+ * the bytes and the limit. `device` names the device in messages.
  */
 GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& target,
                                    const CompileOptions& options, const std::string& device);

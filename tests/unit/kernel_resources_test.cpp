@@ -159,5 +159,39 @@ TEST(KernelResources, CudaChecksTheDevicesSharedMemoryLimit) {
   EXPECT_NE(error(79999).find("cuda allows 79999"), std::string::npos);
 }
 
+// A TF32 128x128x32 GEMM with a bias + gelu epilogue on sm_80 (163 KiB): three K-loop stages fit the
+// pipeline's budget but not beside the epilogue's arrays, so the stages the target chose give
+// way (two fit); the same num_stages=3 asked for is refused, naming it; sm_90 keeps three.
+TEST(KernelResources, ChosenPipelineStagesGiveWayToTheLimit) {
+  const kernels::Case c = kernels::make_case("gemm_tf32_big_bias_gelu/128x128x64");
+  const GpuTarget sm80 = nvidia_gpu_target("sm_80");
+  auto bytes = [&](const GpuTarget& t, int stages) {
+    CompileOptions o;
+    o.allow_tf32 = c.allow_tf32;
+    o.num_stages = stages;
+    return gpu::threadgroup_bytes(run_gpu_pipeline(c.program, t, o, "cuda").function);
+  };
+  const uint64_t chosen = bytes(sm80, 0);
+  EXPECT_LE(chosen, sm80.threadgroup_memory_bytes);
+  EXPECT_EQ(chosen, bytes(sm80, 2));
+  EXPECT_LT(bytes(sm80, 1), chosen) << "two stages, not none";
+  try {
+    bytes(sm80, 3);
+    ADD_FAILURE() << "num_stages=3 fits sm_80";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("matmul_gelu_bias needs 171520 bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("cuda allows 166912 (num_stages=3"), std::string::npos) << what;
+  }
+  const GpuTarget sm90 = nvidia_gpu_target("sm_90");
+  EXPECT_EQ(bytes(sm90, 0), bytes(sm90, 3));
+  std::string why;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  CompileOptions o;
+  o.allow_tf32 = c.allow_tf32;
+  EXPECT_EQ(cuda_build_program(c.program, o, "sm_80").threadgroup_memory_bytes, chosen);
+}
+
 }  // namespace
 }  // namespace metile

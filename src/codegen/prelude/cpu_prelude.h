@@ -233,10 +233,13 @@ MT_INLINE float mt_rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
 
 #if defined(__AVX512F__)
 #define MT_VW 16
+#define MT_VREGS 32
 #elif defined(__AVX__)
 #define MT_VW 8
+#define MT_VREGS 16
 #else
 #define MT_VW 4
+#define MT_VREGS 16
 #endif
 typedef float mt_vf __attribute__((vector_size(MT_VW * 4)));
 
@@ -258,7 +261,10 @@ MT_CONTRACT_FN static inline void mt_dot_block(const float* a, const float* b, f
     mt_vf bv[NV];
     for (int j = 0; j < NV; ++j) bv[j] = mt_vload(b + k * LDB + j * MT_VW);
     for (int i = 0; i < MR; ++i) {
-      mt_vf av = (mt_vf){} + a[i * LDA + k];
+      // x - 0 is x for every x (0 + x is not: -0 + 0 = +0), so the compiler drops it and
+      // broadcasts a straight from memory; 0 + x cost an add and a shuffle per row (the block
+      // ran 1.6x slower on a Zen 3 core: bench/results/cpu_seed_rows.md).
+      mt_vf av = a[i * LDA + k] - (mt_vf){};
       for (int j = 0; j < NV; ++j) acc[i][j] = av * bv[j] + acc[i][j];
     }
   }
@@ -295,9 +301,14 @@ static inline void mt_dot_f32(const float* __restrict a, const float* __restrict
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = K - k0 < KC ? K - k0 : KC;
     int j = 0;
-    // 6 x 4 and 8 x 2 vectors: 24 or 16 accumulators, within the 32 vector registers.
-    for (; j + 4 * MT_VW <= N; j += 4 * MT_VW) mt_dot_panel<M, N, K, 4, 6>(a, b, c, 0, j, k0, kc);
-    for (; j + 2 * MT_VW <= N; j += 2 * MT_VW) mt_dot_panel<M, N, K, 2, 8>(a, b, c, 0, j, k0, kc);
+    // The accumulators, b's vectors and a's broadcast must stay in the vector registers:
+    // with 32 (AVX-512) blocks of 6 x 4 and 8 x 2 vectors (24 or 16 accumulators); with 16
+    // (AVX2, SSE) 6 x 2 and 8 x 1 (on a Zen 3 core the 6 x 4 form's spills cost ~2%:
+    // bench/results/cpu_seed_rows.md).
+    if (MT_VREGS >= 32)
+      for (; j + 4 * MT_VW <= N; j += 4 * MT_VW) mt_dot_panel<M, N, K, 4, 6>(a, b, c, 0, j, k0, kc);
+    for (; j + 2 * MT_VW <= N; j += 2 * MT_VW)
+      mt_dot_panel<M, N, K, 2, (MT_VREGS >= 32 ? 8 : 6)>(a, b, c, 0, j, k0, kc);
     for (; j + MT_VW <= N; j += MT_VW) mt_dot_panel<M, N, K, 1, 8>(a, b, c, 0, j, k0, kc);
     if (j < N && k0 == 0) mt_dot_tail<M, N, K>(a, b, c, j);
   }

@@ -4,14 +4,17 @@
 // threads. This pass puts a barrier that orders device memory between two such accesses unless
 // every thread touches exactly its own elements in both: the same pointer value (hence the same
 // layout and addresses) in the same iteration, or in two iterations of a loop whose addresses
-// move further per iteration than one iteration's span (Span below). A uniform store is made by
-// thread 0 alone, so it is ordered before other threads' accesses. Atomics among themselves
-// need no order. A conflict with what came before a loop gets its barrier before the loop. A
-// TMA copy reads through the async proxy, so writes before it also need a proxy fence
-// (attribute async_proxy on the barrier).
+// move further per iteration than one iteration's span (Span below), or in such a loop and after
+// it through the loop's pointer as a function of its induction variable applied to a value x
+// that is the loop's start plus a multiple of its step, a power of two (same_elements below: the
+// two loops whole_tiles splits a row loop into). A uniform store is made by thread 0 alone, so it
+// is ordered before other threads' accesses. Atomics among themselves need no order. A conflict
+// with what came before a loop gets its barrier before the loop. A TMA copy reads through the
+// async proxy, so writes before it also need a proxy fence (attribute async_proxy on the barrier).
 // Needs: verified GPU IR with uniform control flow (FOR is the only region). Guarantees: every
 // such pair, in one iteration or across a loop's back edge, has a device barrier between them;
 // nothing else changes.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -45,14 +48,6 @@ struct Access {
 
 using Pending = std::set<Access>;  // device accesses since the last barrier that orders them
 
-// Whether `a`, pending, and a later `b` need a barrier between them.
-bool conflict(const Access& a, const Access& b) {
-  if ((a.params & b.params) == 0) return false;
-  if (a.ordered) return b.async_proxy;
-  if ((!a.write && !b.write) || (a.atomic && b.atomic) || (a.leader && b.leader)) return false;
-  return a.key == kNoValue || a.key != b.key || a.leader != b.leader;
-}
-
 // What stays pending after a barrier that orders device memory (with a fence for the async
 // proxy, nothing).
 void order(Pending& pending, bool async_proxy) {
@@ -83,11 +78,55 @@ std::optional<Span> checked(int64_t a, char op_c, int64_t b, int64_t p, char op_
   return s;
 }
 
+// v = coef * anchor + r modulo a power of two (coef and r reduced; coef 0: no anchor).
+struct Residue {
+  ValueId anchor = kNoValue;
+  uint64_t coef = 0, r = 0;
+  bool operator==(const Residue& o) const {
+    return anchor == o.anchor && coef == o.coef && r == o.r;
+  }
+};
+
+// A loop as the proofs see it (copied: barriers get inserted into its body as the pass runs).
+struct Loop {
+  ValueId iv = kNoValue, start = kNoValue, step = kNoValue;
+  std::set<ValueId> inside;  // the values its body defines, nested bodies' included
+};
+
 struct Order {
   gpu::Function& f;
   std::vector<uint64_t> params_of;
   // Copies of the ops that define values (without regions): barriers get inserted as it runs.
   std::unordered_map<ValueId, gpu::Op> def;
+  std::vector<Loop> loops;
+  std::unordered_map<ValueId, size_t> loop_of;  // a value a loop body defines: the innermost one
+
+  // Fills loops and loop_of; `open`: the loops around blk, innermost last.
+  void index(const gpu::Block& blk, std::vector<size_t>& open) {
+    auto define = [&](ValueId v) {
+      for (size_t l : open) loops[l].inside.insert(v);
+      if (!open.empty()) loop_of[v] = open.back();
+    };
+    for (const gpu::Op& op : blk.ops) {
+      for (ValueId r : op.results) define(r);
+      const bool is_for = op.kind == GpuOpKind::FOR;
+      if (is_for) {
+        loops.push_back(Loop{op.body().args.at(0), op.operands.at(0), op.operands.at(2), {}});
+        open.push_back(loops.size() - 1);
+      }
+      for (const gpu::Block& r : op.regions) {
+        for (ValueId a : r.args) define(a);
+        index(r, open);
+      }
+      if (is_for) open.pop_back();
+    }
+  }
+
+  std::optional<int64_t> constant(ValueId v) const {
+    auto it = def.find(v);
+    if (it == def.end() || it->second.kind != GpuOpKind::CONST) return std::nullopt;
+    return it->second.attr_int("value");
+  }
 
   bool device(ValueId ptr) const {
     const gpu::Value& v = f.value(ptr);
@@ -162,17 +201,119 @@ struct Order {
     }
   }
 
-  // Whether the pointer `key` of a loop body touches disjoint addresses in every two iterations.
-  bool apart(ValueId key, const gpu::Op& loop, const std::set<ValueId>& inside) const {
-    auto step = def.find(loop.operands.at(2));
-    if (step == def.end() || step->second.kind != GpuOpKind::CONST) return false;
-    std::optional<Span> s = span(key, loop.body().args.at(0), inside);
+  // Whether the pointer `key` of loop l's body touches disjoint addresses in every two iterations.
+  bool apart(ValueId key, const Loop& l) const {
+    std::optional<int64_t> step = constant(l.step);
+    if (!step) return false;
+    std::optional<Span> s = span(key, l.iv, l.inside);
     if (!s) return false;
     int64_t move = 0, span = 0;
-    if (__builtin_mul_overflow(s->c, step->second.attr_int("value"), &move) ||
+    if (__builtin_mul_overflow(s->c, *step, &move) ||
         __builtin_sub_overflow(s->hi, s->lo, &span) || move == INT64_MIN)
       return false;
     return (move < 0 ? -move : move) > span;
+  }
+
+  // v's residue modulo mask + 1, a power of two. Integer arithmetic and casts wrap modulo 2^bits
+  // of their result type, a multiple of the modulus when it is no larger; what else defines v
+  // leaves v its own anchor.
+  Residue residue(ValueId v, uint64_t mask, int depth = 0) const {
+    const Residue leaf{v, 1, 0};
+    const gpu::Value& val = f.value(v);
+    const size_t bits = dtype_size(val.dtype) * 8;
+    if (val.is_ptr || !is_int(val.dtype) || (bits < 64 && (mask >> bits) != 0) || depth > 32)
+      return leaf;
+    auto reduced = [mask](ValueId anchor, uint64_t coef, uint64_t r) {
+      coef &= mask;
+      return Residue{coef == 0 ? kNoValue : anchor, coef, r & mask};
+    };
+    if (auto l = loop_of.find(v); l != loop_of.end() && loops[l->second].iv == v) {
+      // start + k * step, each step a multiple of the modulus.
+      std::optional<int64_t> step = constant(loops[l->second].step);
+      if (!step || (static_cast<uint64_t>(*step) & mask) != 0) return leaf;
+      return residue(loops[l->second].start, mask, depth + 1);
+    }
+    auto it = def.find(v);
+    if (it == def.end()) return leaf;
+    const gpu::Op& op = it->second;
+    if (op.kind == GpuOpKind::CONST)
+      return reduced(kNoValue, 0, static_cast<uint64_t>(op.attr_int("value")));
+    if (op.kind != GpuOpKind::ELEMENTWISE) return leaf;
+    auto at = [&](size_t i) { return residue(op.operands.at(i), mask, depth + 1); };
+    switch (op.tile_op) {
+      case OpKind::CAST:
+        return is_int(f.value(op.operands[0]).dtype) ? at(0) : leaf;
+      case OpKind::ADD:
+      case OpKind::SUB: {
+        const Residue a = at(0), b = at(1);
+        if (a.coef != 0 && b.coef != 0 && a.anchor != b.anchor) return leaf;
+        const ValueId anchor = a.coef != 0 ? a.anchor : b.anchor;
+        return op.tile_op == OpKind::ADD ? reduced(anchor, a.coef + b.coef, a.r + b.r)
+                                         : reduced(anchor, a.coef - b.coef, a.r - b.r);
+      }
+      case OpKind::MUL: {
+        Residue a = at(0), b = at(1);
+        if (a.coef != 0) std::swap(a, b);
+        if (a.coef != 0) return leaf;  // two anchors
+        return reduced(b.anchor, b.coef * a.r, b.r * a.r);
+      }
+      default:
+        return leaf;
+    }
+  }
+
+  // Whether b is a's value with some x in place of loop l's induction variable: the same ops on
+  // the same types and layouts over the same values from outside l (x: its first counterpart).
+  bool same_function(ValueId a, ValueId b, const Loop& l, ValueId& x, int depth = 0) const {
+    const gpu::Value &u = f.value(a), &w = f.value(b);
+    if (u.dtype != w.dtype || u.is_ptr != w.is_ptr || u.space != w.space || u.layout != w.layout)
+      return false;
+    if (a == l.iv) {
+      if (x == kNoValue) x = b;
+      return x == b;
+    }
+    if (!l.inside.count(a)) return a == b;
+    auto p = def.find(a), q = def.find(b);
+    if (p == def.end() || q == def.end() || depth > 32) return false;
+    const gpu::Op &s = p->second, &t = q->second;
+    auto same_attr = [](const Attr& i, const Attr& j) {
+      return i.name == j.name && i.value == j.value;
+    };
+    if (s.kind != t.kind || s.tile_op != t.tile_op || s.reduce != t.reduce ||
+        s.builtin != t.builtin || s.results.size() != 1 || t.results.size() != 1 ||
+        s.operands.size() != t.operands.size() ||
+        !std::equal(s.attrs.begin(), s.attrs.end(), t.attrs.begin(), t.attrs.end(), same_attr))
+      return false;
+    for (size_t i = 0; i < s.operands.size(); ++i)
+      if (!same_function(s.operands[i], t.operands[i], l, x, depth + 1)) return false;
+    return true;
+  }
+
+  // Whether the pointers a (pending) and b (later) give each thread its own elements in both.
+  // Beyond a == b: a is made in a loop whose iterations it keeps apart, and b is a's function of
+  // some x that is the loop's start plus a multiple of its step (s): then x equals an iteration's
+  // iv, the elements and their threads being that iteration's, or lies a nonzero multiple of s
+  // from it, the addresses further apart than a's span. A power-of-two s divides 2^bits, so the
+  // residues hold through wrap-around.
+  bool same_elements(ValueId a, ValueId b) const {
+    if (a == b) return true;
+    auto in = loop_of.find(a);
+    if (b == kNoValue || in == loop_of.end()) return false;
+    const Loop& l = loops[in->second];
+    std::optional<int64_t> step = constant(l.step);
+    if (!step) return false;
+    const uint64_t s = *step < 0 ? 0 - static_cast<uint64_t>(*step) : static_cast<uint64_t>(*step);
+    ValueId x = kNoValue;
+    return s != 0 && (s & (s - 1)) == 0 && same_function(a, b, l, x) && x != kNoValue &&
+           apart(a, l) && residue(x, s - 1) == residue(l.iv, s - 1);
+  }
+
+  // Whether `a`, pending, and a later `b` need a barrier between them.
+  bool conflict(const Access& a, const Access& b) const {
+    if ((a.params & b.params) == 0) return false;
+    if (a.ordered) return b.async_proxy;
+    if ((!a.write && !b.write) || (a.atomic && b.atomic) || (a.leader && b.leader)) return false;
+    return a.key == kNoValue || a.leader != b.leader || !same_elements(a.key, b.key);
   }
 
   std::optional<Access> access(const gpu::Op& op) const {
@@ -211,7 +352,7 @@ struct Order {
     }
   }
 
-  static bool conflicts(const Pending& pending, const Access& a) {
+  bool conflicts(const Pending& pending, const Access& a) const {
     for (const Access& p : pending)
       if (conflict(p, a)) return true;
     return false;
@@ -273,18 +414,14 @@ struct Order {
   // back edge its accesses compare as unknown mappings. Barriers only ever get added, so the
   // walk reaches a fixed point.
   void loop(gpu::Op& op, Pending& pending) {
-    std::set<ValueId> inside(op.body().args.begin(), op.body().args.end());
-    gpu::walk(op.body(), [&](const gpu::Op& o) {
-      inside.insert(o.results.begin(), o.results.end());
-      for (const gpu::Block& r : o.regions) inside.insert(r.args.begin(), r.args.end());
-    });
+    const Loop& l = loops[loop_of.at(op.body().args.at(0))];
     Pending in = pending;
     for (;;) {
       Pending out = in;
       block(op.body(), out);
       Pending next = in;
       for (Access a : out) {
-        if (inside.count(a.key) && !apart(a.key, op, inside)) a.key = kNoValue;
+        if (l.inside.count(a.key) && !apart(a.key, l)) a.key = kNoValue;
         next.insert(a);
       }
       if (next == in) break;
@@ -297,11 +434,13 @@ struct Order {
 }  // namespace
 
 void order_device_memory(gpu::Function& f, const PassContext&) {
-  Order o{f, gpu::param_masks(f), {}};
+  Order o{f, gpu::param_masks(f), {}, {}, {}};
   gpu::walk(f.body, [&](const gpu::Op& op) {
     if (op.regions.empty())
       for (ValueId r : op.results) o.def[r] = op;
   });
+  std::vector<size_t> open;
+  o.index(f.body, open);
   Pending pending;
   o.block(f.body, pending);
 }

@@ -154,6 +154,145 @@ TEST(OrderDeviceMemory, AnAddressWhoseSpanOverflowsIsNotProvenApart) {
   EXPECT_NE(out.find("    barrier memory=1\n    %v: f32 x2 #2 = load %p"), std::string::npos) << out;
 }
 
+// whole_tiles' split of a row loop (peel_partial_tiles.cpp) as lowered: iv runs start .. split,
+// then split .. n, with split = start + (n / step) * factor; both halves store x[iv .. iv + 63]
+// unless the fields say otherwise.
+struct Peeled {
+  int step = 64;
+  int factor = 64;
+  std::string start = "%c0";
+  std::string tail_step = "%s";
+  std::string tail_ptr =
+      "    %off1: i32 x2 #2 = add %iv1, %t\n    %q: ptr<f32> x2 #2 = ptr_offset %x, %off1\n";
+  std::string tail_access = "    %w: f32 x2 #2 = load %q\n    store %q, %w\n";
+
+  std::string text() const {
+    return "  %c0: i32 = const value=0\n  %c1: i32 = const value=1\n"
+           "  %h: i32 = const value=32\n  %s: i32 = const value=" + std::to_string(step) +
+           "\n  %s64: i64 = const value=" + std::to_string(step) +
+           "\n  %f64: i64 = const value=" + std::to_string(factor) +
+           "\n  %t: i32 x2 #2 = coord #2 %tid\n  %t3: i32 x2 #3 = coord #3 %tid\n"
+           "  %n64: i64 = cast %n\n  %whole: i64 = div %n64, %s64\n"
+           "  %k: i64 = mul %whole, %f64\n  %st64: i64 = cast " + start +
+           "\n  %ks: i64 = add %st64, %k\n  %split: i32 = cast %ks\n"
+           "  for %iv: i32 = " + start + " to %split step %s {\n"
+           "    %off: i32 x2 #2 = add %iv, %t\n    %p: ptr<f32> x2 #2 = ptr_offset %x, %off\n"
+           "    %v: f32 x2 #2 = load %p\n    store %p, %v\n    yield\n  }\n"
+           "  for %iv1: i32 = %split to %n step " + tail_step + " {\n" + tail_ptr + tail_access +
+           "    yield\n  }\n";
+  }
+};
+
+bool ordered_between_the_loops(const std::string& out) {
+  return out.find("  }\n  barrier memory=1\n  for %iv1") != std::string::npos;
+}
+
+TEST(OrderDeviceMemory, TheHalvesOfAPeeledRowLoopNeedNoBarrier) {
+  const Peeled from_a_runtime_start{.start = "%n"}, split_by_twice_the_step{.step = 128, .factor = 256};
+  for (const Peeled& p : {Peeled{}, from_a_runtime_start, split_by_twice_the_step})
+    EXPECT_EQ(run(p.text()), p.text());
+  // last_first, folded as the metal-sim row kernels have it: the partial tile first, then the
+  // whole tiles from the last, iv = split - 64 - u.
+  const std::string last_first = R"(  %c0: i32 = const value=0
+  %s: i32 = const value=64
+  %s64: i64 = const value=64
+  %t: i32 x2 #2 = coord #2 %tid
+  %n64: i64 = cast %n
+  %whole: i64 = div %n64, %s64
+  %k: i64 = mul %whole, %s64
+  %split: i32 = cast %k
+  %last: i64 = sub %k, %s64
+  for %iv: i32 = %split to %n step %s {
+    %off: i32 x2 #2 = add %iv, %t
+    %p: ptr<f32> x2 #2 = ptr_offset %x, %off
+    %v: f32 x2 #2 = load %p
+    store %p, %v
+    yield
+  }
+  for %u: i32 = %c0 to %split step %s {
+    %u64: i64 = cast %u
+    %back: i64 = sub %last, %u64
+    %iv1: i32 = cast %back
+    %off1: i32 x2 #2 = add %iv1, %t
+    %q: ptr<f32> x2 #2 = ptr_offset %x, %off1
+    %w: f32 x2 #2 = load %q
+    store %q, %w
+    yield
+  }
+)";
+  EXPECT_EQ(run(last_first), last_first);
+  // The loop, then the same store at split: the code after it.
+  std::string after = Peeled{}.text();
+  after.replace(after.find("  for %iv1"), std::string::npos,
+                "  %off1: i32 x2 #2 = add %split, %t\n  %q: ptr<f32> x2 #2 = ptr_offset %x, %off1\n"
+                "  %w: f32 x2 #2 = load %q\n  store %q, %w\n");
+  EXPECT_EQ(run(after), after);
+}
+
+TEST(OrderDeviceMemory, PeeledHalvesNotProvenApartKeepTheirBarrier) {
+  // split a multiple of 32 after start: x[split ..] may be in another thread's part of the first
+  // half's last tile.
+  EXPECT_TRUE(ordered_between_the_loops(run(Peeled{.factor = 32}.text())));
+  EXPECT_TRUE(ordered_between_the_loops(run(Peeled{.tail_step = "%h"}.text())));  // steps differ
+  // Both step by 32 over 64-element tiles: the span reaches the next tile.
+  EXPECT_TRUE(ordered_between_the_loops(run(Peeled{.step = 32, .factor = 32}.text())));
+  // A step that is no power of two: a split that wrapped around need not be a multiple of it.
+  EXPECT_TRUE(ordered_between_the_loops(run(Peeled{.step = 96, .factor = 96}.text())));
+  // Another pointer into x, one element further.
+  EXPECT_TRUE(ordered_between_the_loops(run(
+      Peeled{.tail_ptr = "    %off1: i32 x2 #2 = add %iv1, %t\n"
+                         "    %q1: ptr<f32> x2 #2 = ptr_offset %x, %off1\n"
+                         "    %q: ptr<f32> x2 #2 = ptr_offset %q1, %c1\n"}
+          .text())));
+  // Another layout: element e of a tile is another thread's in #3.
+  EXPECT_TRUE(ordered_between_the_loops(run(
+      Peeled{.tail_ptr = "    %off1: i32 x2 #3 = add %iv1, %t3\n"
+                         "    %q: ptr<f32> x2 #3 = ptr_offset %x, %off1\n",
+             .tail_access = "    %w: f32 x2 #3 = load %q\n    store %q, %w\n"}
+          .text())));
+  // Only a load, of another thread's elements.
+  EXPECT_TRUE(ordered_between_the_loops(run(
+      Peeled{.tail_ptr = "    %off1: i32 x2 #3 = add %iv1, %t3\n"
+                         "    %q: ptr<f32> x2 #3 = ptr_offset %x, %off1\n",
+             .tail_access = "    %w: f32 x2 #3 = load %q\n"}
+          .text())));
+}
+
+TEST(OrderDeviceMemory, PeeledHalvesWhoseSpanOverflowsKeepTheirBarrier) {
+  const std::string out = run(R"(  %c0: i32 = const value=0
+  %s: i32 = const value=64
+  %s64: i64 = const value=64
+  %big: i64 = const value=4611686018427387904
+  %t: i32 x2 #2 = coord #2 %tid
+  %t64: i64 x2 #2 = cast %t
+  %n64: i64 = cast %n
+  %whole: i64 = div %n64, %s64
+  %k: i64 = mul %whole, %s64
+  %split: i32 = cast %k
+  for %iv: i32 = %c0 to %split step %s {
+    %w: i64 = cast %iv
+    %a: i64 = mul %w, %big
+    %b: i64 = mul %a, %big
+    %off: i64 x2 #2 = add %b, %t64
+    %p: ptr<f32> x2 #2 = ptr_offset %x, %off
+    %v: f32 x2 #2 = load %p
+    store %p, %v
+    yield
+  }
+  for %iv1: i32 = %split to %n step %s {
+    %w1: i64 = cast %iv1
+    %a1: i64 = mul %w1, %big
+    %b1: i64 = mul %a1, %big
+    %off1: i64 x2 #2 = add %b1, %t64
+    %q: ptr<f32> x2 #2 = ptr_offset %x, %off1
+    %v1: f32 x2 #2 = load %q
+    store %q, %v1
+    yield
+  }
+)");
+  EXPECT_TRUE(ordered_between_the_loops(out)) << out;
+}
+
 TEST(OrderDeviceMemory, StoresAheadOfTheNextIterationAreOrdered) {
   // The GEMM that writes the block its next K step reads, in one dimension: load x[iv..], store
   // x[iv + 64 ..] through another pointer; the barrier goes before the next iteration's load

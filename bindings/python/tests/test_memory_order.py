@@ -1,12 +1,14 @@
 """Program order between threads (src/passes/order_device_memory.cpp): a tile program that
 stores into a buffer and then reads or overwrites elements another thread stored (or read)
 gets the result of running its ops in order, on every device, as interp computes it; float64
-references check interp. On the GPUs the GPU IR shows the barrier ordering device memory."""
+references check interp. On the GPUs the GPU IR shows the barrier ordering device memory, and
+none where every thread touches only its own elements (a row kernel's whole and partial tiles)."""
 
 import numpy as np
 import pytest
 
 import metile
+from kernels import rmsnorm, seed_softmax
 
 
 @metile.kernel
@@ -146,3 +148,44 @@ def test_a_gemm_reads_what_the_program_stored_before_its_k_loop(device):
     if device.name == "cuda" and device.architecture.startswith("sm_90"):
         src = double_then_gemm[(1,)].compile(a0, b, c, m, n, k, **options).source("cuda")
         assert "mt_tma_load_2d(" in src and "fence.proxy.async.global" in src, src
+
+
+def barriers(device, kernel, grid, *args, **constexprs):
+    return gpu_ir(device, kernel, grid, *args, **constexprs).count("barrier memory=1")
+
+
+@pytest.mark.parametrize("order", ["", "last_first"])
+@pytest.mark.parametrize("n", [31, 64, 250])
+def test_a_row_kernels_whole_and_partial_tiles_store_without_a_barrier(device, monkeypatch, n,
+                                                                      order):
+    """whole_tiles splits each row loop in two (src/passes/tile/peel_partial_tiles.cpp); both
+    store an element from the thread that owns it, so the split adds no barrier (it added one per
+    row program before), last-first or in order (METILE_GPU_OFF=last_first)."""
+    if order:
+        monkeypatch.setenv("METILE_GPU_OFF", order)
+    rows = 3
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((rows, n)) * 3).astype(np.float32)
+    w = np.linspace(0.5, 1.5, n).astype(np.float32)
+    xd = x.astype(np.float64)
+    e = np.exp(xd - xd.max(1, keepdims=True))
+    cases = [(seed_softmax, (x,), e / e.sum(1, keepdims=True)),
+             (rmsnorm, (x, w), xd / np.sqrt((xd * xd).mean(1, keepdims=True) + 1e-5) * w)]
+    for kernel, inputs, want in cases:
+        # New kernel objects: compiled kernels are cached per program, and METILE_GPU_OFF is read
+        # when one compiles.
+        kernel = metile.kernel(kernel.fn)
+        out, ref = np.full_like(x, np.nan), np.full_like(x, np.nan)
+        kernel[(rows,)](*inputs, out, n, BLOCK=32)
+        metile.synchronize()
+        on("interp", lambda: kernel[(rows,)](*inputs, ref, n, BLOCK=32))
+        np.testing.assert_allclose(ref, want, rtol=2e-5, atol=1e-6, err_msg=kernel.fn.__name__)
+        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=1e-6, err_msg=kernel.fn.__name__)
+        if device.name in ("interp", "cpu"):
+            continue
+        split = barriers(device, kernel, (rows,), *inputs, out, n, BLOCK=32)
+        with monkeypatch.context() as m:
+            m.setenv("METILE_GPU_OFF", ",".join(filter(None, [order, "whole_tiles"])))
+            one_loop = barriers(device, metile.kernel(kernel.fn), (rows,), *inputs, out, n,
+                                BLOCK=32)
+        assert split == one_loop == 0, (kernel.fn.__name__, split, one_loop)

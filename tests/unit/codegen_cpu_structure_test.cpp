@@ -256,7 +256,9 @@ TEST(CpuCodegen, WholeTileMasksSeeIndicesThatWrap) {
     ASSERT_EQ(x.run(), METILE_OK) << x.error();
     ASSERT_EQ(y.run(), METILE_OK) << y.error();
     EXPECT_EQ(a, r) << "B = " << base;
-    if (base > 0) EXPECT_EQ(a[150], 0.0f);
+    if (base > 0) {
+      EXPECT_EQ(a[150], 0.0f);
+    }
   }
 }
 

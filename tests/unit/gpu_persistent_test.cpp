@@ -41,12 +41,6 @@ gpu::Function lowered(const Program& program, const LowerOptions& o) {
 
 std::string gpu_ir(const Program& program, const LowerOptions& o) { return gpu::print(lowered(program, o)); }
 
-// The position of the first `needle` after the first `after` (npos when either is missing).
-size_t after(const std::string& text, const std::string& needle, const std::string& first) {
-  const size_t at = text.find(first);
-  return at == std::string::npos ? at : text.find(needle, at);
-}
-
 TEST(GpuPersistent, TheNextTilesStagesAreIssuedBeforeTheEpilogue) {
   for (DType d : {DType::f16, DType::bf16})
     for (bool bounds : {true, false}) {

@@ -70,8 +70,8 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   // known; where the whole kernel does not fit, the stages the target chose give way first
   // (3 -> 2 -> none) rather than the compile. A num_stages the user asked for is kept.
   const bool chosen = lo.num_stages == 0;
-  for (int stages = 2; chosen && stages >= 1 && gpu::threadgroup_bytes(out.function) > target.threadgroup_memory_bytes;
-       --stages) {
+  auto over = [&] { return gpu::threadgroup_bytes(out.function) > target.threadgroup_memory_bytes; };
+  for (int stages = 2; chosen && stages >= 1 && over(); --stages) {
     lo.num_stages = stages;
     out = lower_and_optimize(program, target, options, lo, device);
   }
@@ -79,7 +79,8 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   if (bytes > target.threadgroup_memory_bytes)
     fail(METILE_ERROR_UNSUPPORTED, "lower", program.name, " needs ", bytes,
          " bytes of threadgroup memory; ", device, " allows ", target.threadgroup_memory_bytes,
-         chosen ? std::string() : cat(" (num_stages=", lo.num_stages, ": fewer stages need less)"));
+         !chosen && lo.num_stages > 1 ? cat(" (num_stages=", lo.num_stages, ": fewer stages need less)")
+                                      : std::string());
   return out;
 }
 

@@ -184,6 +184,20 @@ TEST(KernelResources, ChosenPipelineStagesGiveWayToTheLimit) {
     EXPECT_NE(what.find("matmul_gelu_bias needs 171520 bytes"), std::string::npos) << what;
     EXPECT_NE(what.find("cuda allows 166912 (num_stages=3"), std::string::npos) << what;
   }
+  // Too small for any stage count: the error names no num_stages where none was asked for, or
+  // where it was 1.
+  GpuTarget small = sm80;
+  small.threadgroup_memory_bytes = 50000;
+  for (int stages : {0, 1}) {
+    try {
+      bytes(small, stages);
+      ADD_FAILURE() << "fits in 50000 bytes";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(" bytes of threadgroup memory; cuda allows 50000"), std::string::npos) << what;
+      EXPECT_EQ(what.find("num_stages"), std::string::npos) << what;
+    }
+  }
   const GpuTarget sm90 = nvidia_gpu_target("sm_90");
   EXPECT_EQ(bytes(sm90, 0), bytes(sm90, 3));
   std::string why;

@@ -23,8 +23,8 @@
 // replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
 // asynchronous; it shrinks until the stages fit 3/4 of the threadgroup memory, and a loop with
 // fewer than 2 stages is left alone (a kernel whose epilogue arrays then overflow the limit is
-// lowered again with fewer stages: run_gpu_pipeline). Targets whose copies are synchronous (Apple GPUs) get two
-// stages filled through registers instead (lower_double_buffer.cpp).
+// lowered again with fewer stages: run_gpu_pipeline). Targets whose copies are synchronous
+// (Apple GPUs) get two stages filled through registers instead (lower_double_buffer.cpp).
 #include <algorithm>
 #include <set>
 

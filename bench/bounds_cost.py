@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""What keeping every access inside its buffer costs (DESIGN.md §3 "No access leaves its
-buffer"): each kernel compiled twice, guarded (the default) and with `unchecked=True`, timed in
+"""What keeping every access inside its buffer costs (docs/semantics.md, "No access leaves
+its buffer"): each kernel compiled twice, guarded (the default) and with `unchecked=True`, timed in
 alternating samples in one process so drift and neighbours hit both alike.
 
     /usr/bin/python3 bench/bounds_cost.py [--device cpu|cuda|metal-sim] [--samples N]

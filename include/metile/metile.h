@@ -282,7 +282,7 @@ METILE_API metile_status metile_buffer_from_dlpack_versioned(metile_buffer **out
 METILE_API void metile_dlpack_capsule_destructor(void *capsule);
 
 /* ------------------------------------------------------------------------------------------ */
-/** \name Tile IR ops (pinned values; see DESIGN.md §3 for semantics) */
+/** \name Tile IR ops (pinned values; meaning: docs/semantics.md) */
 /* ------------------------------------------------------------------------------------------ */
 
 typedef enum metile_op {
@@ -452,7 +452,11 @@ METILE_API metile_status metile_builder_select(metile_builder *b, metile_value c
 /** `ptr + offsets`: a pointer, or a tile of pointers when `offsets` is a tile. */
 METILE_API metile_status metile_builder_ptr_offset(metile_builder *b, metile_value ptr,
                                                    metile_value offsets, metile_value *out);
-/** Reads through a pointer (tile); masked-off lanes give `other` (0 if none) and touch no memory. */
+/**
+ * Reads through a pointer (tile). Masked-off lanes touch no memory; without `other` (0) they are
+ * inactive (reductions, dots and stores skip them: docs/semantics.md), with it they are active
+ * and hold `other`.
+ */
 METILE_API metile_status metile_builder_load(metile_builder *b, metile_value ptrs,
                                              metile_value mask, metile_value other,
                                              metile_value *out);

@@ -1,5 +1,5 @@
 /** \file cache.h
- * The compile cache (DESIGN.md §8): an in-memory map of loaded kernels in front of a directory of
+ * The compile cache: an in-memory map of loaded kernels in front of a directory of
  * zlib-compressed entries (entry.h) shared by every process of the user. compile.cpp decides
  * between the levels; this class owns the settings, the statistics, key derivation, the files and
  * their pruning, and the persisted autotune winners. All methods are thread-safe.

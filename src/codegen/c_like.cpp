@@ -1,4 +1,4 @@
-// Spelling of element-wise ops for C-family dialects. Semantics follow DESIGN.md §3 exactly:
+// Spelling of element-wise ops for C-family dialects. Semantics follow docs/semantics.md exactly:
 // integer arithmetic wraps (spelled through unsigned helpers, since signed overflow is undefined
 // in C), narrow floats are computed in f32 and rounded after every op, and the cases C leaves
 // undefined (division by zero, oversized shifts, out-of-range float->int) go through helpers

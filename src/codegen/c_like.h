@@ -1,7 +1,7 @@
 /** \file c_like.h
  * The core shared by every C-family code generator (CPU C++, MSL, CUDA C++): a Dialect table
  * with the spellings that differ between them, the spelling of every element-wise Tile IR op as
- * an expression over operand expressions (with the exact semantics of DESIGN.md §3), literals,
+ * an expression over operand expressions (with the exact semantics of docs/semantics.md), literals,
  * and a small indented source writer.
  *
  * Values are spelled in a dtype's *value type* (Dialect::value_type); memory holds the *storage

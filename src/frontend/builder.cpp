@@ -466,7 +466,7 @@ std::pair<ValueId, std::vector<ValueId>> Builder::for_begin(ValueId start, Value
     bad(OpKind::FOR, "step is 0 (the loop would never end)");
   DType d = promote(type(start), type(end));
   d = promote(Type::scalar(d), type(step));
-  // Per-thread bounds: one tile shape for all three (DESIGN.md §3, tile_range).
+  // Per-thread bounds: one tile shape for all three (docs/semantics.md, "Loops").
   const Shape shape = broadcast_shape(OpKind::FOR, {start, end, step});
   auto bound = [&](ValueId v) {
     v = to_dtype(v, d);

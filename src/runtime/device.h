@@ -39,7 +39,7 @@ struct DeviceInfo {
   bool whole_tiles_in_order = false;
 };
 
-/** Device memory that the host can address (see DESIGN.md §7). */
+/** Device memory that the host can address: one allocation both sides use, no copies. */
 class Buffer {
  public:
   virtual ~Buffer() = default;

@@ -30,7 +30,7 @@ struct CompileOptions {
   /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)
    * instead of only keeping it inside; METILE_CHECK=1 turns it on for every compile. */
   bool check_bounds = false;
-  /** No bounds guards (DESIGN.md §3): an access outside its buffer is undefined behaviour. */
+  /** No bounds guards (docs/semantics.md): an access outside its buffer is undefined behaviour. */
   bool unchecked = false;
   /** Run the "fuse_reductions" Tile IR pass (metile_compile_options.no_fuse_reductions). */
   bool fuse_reductions = true;

@@ -3,7 +3,7 @@ using namespace metal;
 
 // metile MSL prelude: pasted after `using namespace metal;` into every generated Metal kernel
 // (src/codegen/msl.cpp). It defines the helpers the C-like emitter (src/codegen/c_like.h)
-// spells ops with, so that every op has the meaning of DESIGN.md §3 on any input: wrapping
+// spells ops with, so that every op has the meaning of docs/semantics.md on any input: wrapping
 // integer arithmetic, non-trapping division and shifts, saturating float -> int, maxNum/minNum.
 
 #define MT_FN inline
@@ -79,7 +79,7 @@ inline float mt_atomic_add(device float* p, float v) {
   return atomic_fetch_add_explicit((device atomic_float*)p, v, memory_order_relaxed);
 }
 
-// Integer division and shifts with the meaning of DESIGN.md §3 on any input, shared by the MSL
+// Integer division and shifts with the meaning of docs/semantics.md on any input, shared by the MSL
 // and CUDA preludes (pasted after them by src/codegen/msl.cpp and cuda.cpp). Written in the C++
 // subset both languages accept; the including prelude defines MT_FN (its function qualifiers)
 // and mt_u64 (a 64-bit unsigned integer type) first.

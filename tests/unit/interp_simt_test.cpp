@@ -1,4 +1,4 @@
-// The SIMT view on the interp device (DESIGN §3 identities), simdgroup_role masking and
+// The SIMT view on the interp device (the identities of docs/semantics.md), simdgroup_role masking and
 // tile_swizzle, run as kernels.
 #include <gtest/gtest.h>
 
@@ -179,7 +179,7 @@ TEST(InterpSimt, RolePastTheThreadgroupIsADeviceError) {
       << e;
 }
 
-// simdgroup_role belongs to the SIMT view (DESIGN.md §3): a kernel whose only SIMT op is a role
+// simdgroup_role belongs to the SIMT view (docs/semantics.md): a kernel whose only SIMT op is a role
 // still takes its thread count from the unique arange size, and the role covers its threads.
 TEST(InterpSimt, RolesAloneTakeTheThreadCountFromArange) {
   KernelBuilder k("plain_roles");

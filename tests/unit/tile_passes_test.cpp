@@ -1,5 +1,5 @@
 // The Tile IR pass registry and pipeline (src/passes/tile), and the activity pass's rewrites
-// (DESIGN.md §3 "Masked-off lanes are inactive"): what it inserts, what it leaves alone, and a
+// (docs/semantics.md "Masked-off lanes are inactive"): what it inserts, what it leaves alone, and a
 // differential run with the pass switched off. Per-rule results on every device are in
 // bindings/python/tests/test_activity.py.
 #include <gtest/gtest.h>

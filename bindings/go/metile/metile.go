@@ -455,7 +455,8 @@ func (b *Builder) PtrOffset(ptr, offsets Value) Value {
 	return b.value(C.go_metile_builder_ptr_offset(&msg, b.raw, C.metile_value(ptr), C.metile_value(offsets), &v), msg, v)
 }
 
-// Load reads through ptrs; masked-off lanes give other (0 when other is the zero Value).
+// Load reads through ptrs. Masked-off lanes touch no memory; when other is the zero Value they
+// are inactive (reductions, dots and stores skip them), else active with the value other.
 func (b *Builder) Load(ptrs, mask, other Value) Value {
 	if !b.ok() {
 		return 0

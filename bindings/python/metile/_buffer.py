@@ -1,4 +1,6 @@
-"""metile.Buffer: memory the host and the device both address (DESIGN.md §7).
+"""metile.Buffer: memory the host and the device both address (one allocation, no copies
+between them: page-aligned host memory on cpu and interp, shared storage on metal, managed memory
+on cuda).
 
 Buffer(data=arr) wraps arr's memory in place when the device can address it (cpu and interp
 always; metal for page-aligned memory): kernel writes then land in `arr` itself and

@@ -30,12 +30,13 @@ _OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked
             "fuse_reductions", "keep_rows", "warps_m", "warps_n", "split_k")
 # A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
 GridLike = Union[int, tuple, Callable[[dict], Any]]
-# Compiler hints from the original and from Triton (DESIGN.md §3), accepted in a launch and in a
-# Config and never an error. num_warps / num_simdgroups ask for 32 threads each on GPU devices
-# when the kernel is not SIMT (a SIMT kernel's thread count is its T); num_stages (the K-loop
-# pipeline's depth, 1..8) sets metile_compile_options.num_stages where it is in range; WM / WN
-# (the simdgroup grid of a dot: the options warps_m / warps_n set it and are checked) and SWIZZLE
-# (a program-id pattern; a kernel gets one with tile_swizzle) are left to the compiler.
+# Compiler hints from the original and from Triton (docs/semantics.md, "Hints"), accepted in a
+# launch and in a Config. num_warps / num_simdgroups (1..32) ask for 32 threads each on GPU
+# devices when the kernel is not SIMT and num_threads is not given (a SIMT kernel's thread count
+# is its T); num_stages (1..8) sets metile_compile_options.num_stages, so the compile fails where
+# the depth asked for does not fit threadgroup memory; values outside those ranges are ignored.
+# WM / WN (the warp grid of a dot: the checked options warps_m / warps_n set it) and SWIZZLE (a
+# kernel orders its programs with tile_swizzle) are ignored.
 HINTS = ("num_warps", "num_simdgroups", "num_stages", "WM", "WN", "SWIZZLE")
 _SCALARS = (int, float, bool)
 _CONSTS = (int, float, bool, str, type(None))

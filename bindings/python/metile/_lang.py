@@ -1,4 +1,5 @@
-"""The kernel language: every function usable inside a @metile.kernel (DESIGN.md §3).
+"""The kernel language: every function usable inside a @metile.kernel (their meaning on
+every device: docs/semantics.md).
 
 Each function appends ops through the C builder (which promotes and broadcasts operands);
 Python literals are weakly typed (see Trace.literal). `cdiv` and `next_power_of_2` also work
@@ -297,8 +298,9 @@ def _mask(mask):
 
 
 def load(ptr: Value, mask: Operand | None = None, other: Operand | None = None) -> Value:
-    """Reads through `ptr` (ptr + offsets); masked-off lanes give `other` (default 0) and
-    touch no memory."""
+    """Reads through `ptr` (ptr + offsets). Masked-off lanes touch no memory and are inactive
+    (reductions, `dot` and stores skip them; docs/semantics.md), or, with `other`, active with
+    the value `other`."""
     t = current()
     p = _pointer(ptr, "load")
     m = _mask(mask)

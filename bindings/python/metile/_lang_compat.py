@@ -1,4 +1,4 @@
-"""Names the original meTile added to the kernel language after the seeds (DESIGN.md §3):
+"""Names the original meTile added to the kernel language after the seeds (docs/semantics.md):
 `scalar`, `fast_exp`, `reverse_bits`, `simd_sum`, `simd_max`.
 
 Each is a composition of existing Tile IR ops, so every device (interp, cpu, metal-sim, cuda)

@@ -1,4 +1,4 @@
-"""Masked-off lanes are inactive (DESIGN.md §3): one rule per test, on every device, against
+"""Masked-off lanes are inactive (docs/semantics.md): one rule per test, on every device, against
 float64 numpy; then the seed README softmax, verbatim, on ragged N x BLOCK."""
 
 import numpy as np

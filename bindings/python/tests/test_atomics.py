@@ -159,7 +159,7 @@ def test_unmasked_out_of_bounds_atomic_is_a_device_error():
 
 
 def test_out_of_range_lanes_are_dropped_on_devices_that_do_not_check(device):
-    # DESIGN.md §3 "No access leaves its buffer": the bounds pass guards atomics like stores.
+    # docs/semantics.md "No access leaves its buffer": the bounds pass guards atomics like stores.
     if device.name == "interp":
         pytest.skip("interp reports out-of-range accesses (test above)")
     big = np.array([1, 2, 3, 4, 100, 100, 100, 100], np.int32)

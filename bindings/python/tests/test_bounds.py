@@ -1,4 +1,4 @@
-"""No access leaves its buffer (DESIGN.md §3): loads outside read 0, stores outside are dropped,
+"""No access leaves its buffer (docs/semantics.md): loads outside read 0, stores outside are dropped,
 check_bounds / METILE_CHECK=1 report the first such access with its source line, `unchecked`
 drops the guards; tile_load/tile_store default to the matrix (extent // stride, stride), so the
 seed GEMM is exact on ragged shapes."""
@@ -186,7 +186,7 @@ def test_a_gemm_whose_bounds_reach_past_a_stays_inside_it(device, kernel, m_real
     options = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, num_stages=3)
     if device.name == "cuda" and device.architecture.startswith("sm_90"):
         assert "tma_load" in launch.compile(a, b, c, m, n, k, **options).source("gpu_ir")
-    if device.name == "interp" and kernel == "suite":  # interp reports the claim (DESIGN §3)
+    if device.name == "interp" and kernel == "suite":  # interp reports the access instead
         with pytest.raises(metile.DeviceError, match="outside buffer `A`"):
             launch(a, b, c, m, n, k, **options)
         return

@@ -70,9 +70,8 @@ def test_readme_gemm(device, M, N, K):
 from kernels import seed_softmax as softmax  # noqa: E402
 
 
-# The seed kernel reads masked-off lanes as 0 (DESIGN.md §3: `other` defaults to 0), which adds
-# exp(0 - m) to the sum when N is not a multiple of BLOCK; the ragged softmax with
-# other=-inf is in test_kernels.py. Here: the seed's shapes with N % BLOCK == 0.
+# The seed's own shapes (N a multiple of BLOCK). Masked-off lanes are inactive, so the same
+# kernel is exact on ragged N too: test_activity.py runs it on ragged N x BLOCK.
 @pytest.mark.parametrize("rows,N", [(32, 64), (16, 512), (4, 1024)])
 def test_readme_softmax(device, rows, N):
     X = np.random.default_rng(1).standard_normal((rows, N), dtype=np.float32)
@@ -166,7 +165,7 @@ def test_memory_model_masking(device):
     np.testing.assert_array_equal(out[:10], x[:10])
     np.testing.assert_array_equal(out[10:], [-1, -1])      # store: skips indices 10, 11
     np.testing.assert_array_equal(probe[:10], x[:10])
-    # DESIGN.md §3: masked-off lanes are inactive, so even the unmasked store skips 10, 11.
+    # Masked-off lanes are inactive (docs/semantics.md), so even the unmasked store skips 10, 11.
     np.testing.assert_array_equal(probe[10:], [-1, -1])
 
 

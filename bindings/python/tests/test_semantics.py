@@ -141,7 +141,7 @@ def test_broadcasting_with_none_indexing_and_axis_reductions(device):
     np.testing.assert_allclose(out[:m * n].reshape(m, n), np.outer(a, b), rtol=1e-6)
     A, B = a.astype(np.float64), b.astype(np.float64)
     np.testing.assert_allclose(out[m * n:m * n + m], np.outer(A, B).sum(1), rtol=1e-5, atol=1e-6)
-    # masked-off rows are inactive (DESIGN.md §3): the max/min over axis 0 skip them
+    # masked-off rows are inactive (docs/semantics.md): the max/min over axis 0 skip them
     np.testing.assert_allclose(out[m * n + m:m * n + m + n], (A[:, None] + B).max(0), rtol=1e-6)
     np.testing.assert_allclose(out[m * n + m + n:], (A[:, None] + B).min(0), rtol=1e-6)
 

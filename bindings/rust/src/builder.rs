@@ -17,7 +17,7 @@ impl Value {
     }
 }
 
-/// Builds a tile program op by op (see DESIGN.md §3 for the semantics of each op).
+/// Builds a tile program op by op (docs/semantics.md gives the meaning of each op).
 pub struct Builder {
     pub(crate) raw: *mut sys::metile_builder,
 }
@@ -165,7 +165,8 @@ impl Builder {
         self.out(|o| unsafe { sys::metile_builder_ptr_offset(raw, ptr.0, offsets.0, o) })
     }
 
-    /// Masked-off lanes give `other` (0 when None) and touch no memory.
+    /// Masked-off lanes touch no memory; with `other` None they are inactive (reductions, dots
+    /// and stores skip them), else active with the value `other`.
     pub fn load(&mut self, ptrs: Value, mask: Option<Value>, other: Option<Value>) -> Result<Value> {
         let raw = self.raw;
         self.out(|o| unsafe { sys::metile_builder_load(raw, ptrs.0, opt(mask), opt(other), o) })

@@ -1,6 +1,6 @@
 // metile CUDA prelude: pasted at the top of every generated CUDA kernel (src/codegen/cuda.cpp).
 // It defines the helpers the C-like emitter (src/codegen/c_like.h) spells ops with, so every op
-// has the meaning of DESIGN.md §3 on any input, and the narrow float and vector types, without
+// has the meaning of docs/semantics.md on any input, and the narrow float and vector types, without
 // including any CUDA header (NVRTC compiles it with no include path).
 
 typedef unsigned int uint;

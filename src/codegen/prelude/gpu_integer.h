@@ -1,4 +1,4 @@
-// Integer division and shifts with the meaning of DESIGN.md §3 on any input, shared by the MSL
+// Integer division and shifts with the meaning of docs/semantics.md on any input, shared by the MSL
 // and CUDA preludes (pasted after them by src/codegen/msl.cpp and cuda.cpp). Written in the C++
 // subset both languages accept; the including prelude defines MT_FN (its function qualifiers)
 // and mt_u64 (a 64-bit unsigned integer type) first.

@@ -1,6 +1,6 @@
 // metile MSL prelude: pasted after `using namespace metal;` into every generated Metal kernel
 // (src/codegen/msl.cpp). It defines the helpers the C-like emitter (src/codegen/c_like.h)
-// spells ops with, so that every op has the meaning of DESIGN.md §3 on any input: wrapping
+// spells ops with, so that every op has the meaning of docs/semantics.md on any input: wrapping
 // integer arithmetic, non-trapping division and shifts, saturating float -> int, maxNum/minNum.
 
 #define MT_FN inline

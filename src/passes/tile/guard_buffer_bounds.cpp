@@ -1,10 +1,10 @@
-// bounds: DESIGN.md §3 "No access leaves its buffer" and the tile_load/tile_store default matrix.
+// bounds: docs/semantics.md "No access leaves its buffer" and the tile_load/tile_store default matrix.
 // Needs: verified Tile IR after the activity pass. Guarantees:
 //   - one hidden i64 parameter per pointer parameter, appended in parameter order (named
 //     `<name>_extent`): the element count from the argument's offset to its buffer's end, passed
 //     by the runtime (runtime/hidden_args.cpp), described in TileHiddenArgs;
 //   - tile_load/tile_store without bounds get (extent // stride, stride), extent counted from the
-//     op's pointer (DESIGN.md §3); always, since it is semantics;
+//     op's pointer (docs/semantics.md); always, since it is semantics;
 //   - unless the device checks accesses itself (interp) or CompileOptions::unchecked: every load,
 //     store and atomic is masked by 0 <= offset < extent, so an out-of-range load reads 0 and an
 //     out-of-range store is dropped, and tile accesses keep inside (extent // stride, stride);

@@ -1,4 +1,4 @@
-// activity: makes the lane activity of DESIGN.md §3 ("Masked-off lanes are inactive") explicit,
+// activity: makes the lane activity of docs/semantics.md ("Masked-off lanes are inactive") explicit,
 // so that no backend implements a rule of its own. Needs: verified Tile IR. Guarantees: the same
 // program in which every value is fully active, with
 //   - load: the mask also covers lanes whose pointer (or mask) is inactive: they touch no memory;
@@ -194,7 +194,7 @@ void Activity::store(Op& op, ValueId region_act) {
 
 // A loop with per-thread bounds becomes a uniform loop over j in [0, max trip count) whose body
 // first computes the lanes' induction variable start + j*step and their activity j < trip; lanes
-// past their own end are inactive (DESIGN.md §3). A lane whose step is 0 runs no iteration.
+// past their own end are inactive (docs/semantics.md, "Loops"). A lane whose step is 0 runs no iteration.
 // Returns the number of ops put at the front of the body; `region_act` becomes the body's.
 size_t Activity::make_uniform(Op& op, ValueId& region_act) {
   const ValueId start = op.operands[0], end = op.operands[1], step = op.operands[2];

@@ -8,7 +8,7 @@
  * multiples of 16 (the stride also below 2^40), and the bounds at least 1 and below 2^31 (the
  * kernel's coordinates are 32-bit). metile's own: every element of the tensor (rows x cols at
  * the row stride) lies inside the argument's buffer, since a TMA copy reads the whole box
- * without the bounds pass's extent checks (DESIGN §3: no access leaves its buffer). A map with
+ * without the bounds pass's extent checks (docs/semantics.md: no access leaves its buffer). A map with
  * clamp=1 (checked programs) first keeps its bounds inside the buffer as the bounds pass does, so
  * its tensor always lies inside; a row stride below 1 or no row left falls back.
  */

@@ -1,4 +1,4 @@
-// The "metal" device (DESIGN.md §4, §7): Metal.framework through the Objective-C bridge
+// The "metal" device (README.md "Devices"): Metal.framework through the Objective-C bridge
 // (objc_bridge.h). Kernels are the MSL the GPU pipeline emits; launches are encoded into one
 // command buffer each on the device's single queue and committed without waiting; synchronize()
 // waits for every command buffer committed since the last one and turns a failure into a status.
@@ -331,7 +331,7 @@ MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
   } else {
     id source = rt.make_string(msl->second);
     id options = rt.send<id>(Sel::init, rt.send<id>(Sel::alloc, rt.get_class("MTLCompileOptions")));
-    rt.send(Sel::setFastMathEnabled, options, ObjcBool{false});  // DESIGN.md §3 float semantics
+    rt.send(Sel::setFastMathEnabled, options, ObjcBool{false});  // IEEE floats: docs/semantics.md
     // Without an explicit version the compiler picks one from the SDK the process was built
     // against, which may predate Metal 4 and its headers (tensor_ops kernels then fail).
     auto language = a.sources.find(Stage::msl_language);

@@ -62,7 +62,7 @@ std::vector<uint8_t> build_metallib(const MetalToolchain& tc, const std::string&
   TempFile source(".metal", msl.data(), msl.size());
   std::string air = source.path() + ".air", lib = source.path() + ".metallib";
   std::string log;
-  // Fast math stays off: the kernels must mean what DESIGN.md §3 says (NaN, inf, rounding).
+  // Fast math stays off: the kernels must mean what docs/semantics.md says (NaN, inf, rounding).
   std::vector<std::string> compile = {tc.xcrun, "-sdk", "macosx", "metal", "-O2", "-fno-fast-math"};
   if (!language.empty()) compile.push_back("-std=" + language);
   for (const std::string& a : {std::string("-c"), source.path(), std::string("-o"), air}) compile.push_back(a);

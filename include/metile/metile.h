@@ -647,7 +647,8 @@ typedef struct metile_compile_options {
   int32_t no_fuse_reductions;
   /**
    * 1: a later tile_range pass that re-reads what an earlier pass over the same range read takes
-   * the tiles the earlier pass kept (GPU registers, at most four tiles within 32 per thread) when
+   * the tiles the earlier pass kept (on GPUs one tile, in registers, within 16 elements per
+   * thread; on interp up to four, in local arrays) when
    * the row fits, checked at run time, and reads memory otherwise; METILE_DEBUG=tile_ir_opt shows
    * the result. Off by default (0): on an H100 it measured slower than re-reading
    * (bench/results/cuda_rows_h100.md); the cpu device never keeps rows.

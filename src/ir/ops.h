@@ -18,15 +18,15 @@ enum class OpKind : uint16_t {
 enum Trait : uint32_t {
   kPure = 1u << 0,         // no side effects: removable when unused, CSE-able
   kElementwise = 1u << 1,  // acts per element (also implied by kBinary/kCompare/kUnary)
-  kBinary = 1u << 2,
-  kCompare = 1u << 3,
-  kUnary = 1u << 4,
+  kBinary = 1u << 2,      // two operands of one dtype (binary rule in type_rules.cpp)
+  kCompare = 1u << 3,     // a comparison: two operands of one dtype, a bool result
+  kUnary = 1u << 4,       // one operand, a result of its type
   kFloatOnly = 1u << 5,  // operand must be a float type
   kMemory = 1u << 6,     // reads or writes memory
-  kSideEffect = 1u << 7,
-  kReduce = 1u << 8,
+  kSideEffect = 1u << 7,  // writes or allocates memory, synchronizes, prints: never removed or merged
+  kReduce = 1u << 8,      // a reduction (sum, max, min) to a scalar or along an axis
   kRegion = 1u << 9,  // owns one block
-  kTerminator = 1u << 10,
+  kTerminator = 1u << 10,  // ends its block (yield)
   kSimt = 1u << 11,  // needs the SIMT thread count T
   kAtomic = 1u << 12,  // an atomic read-modify-write through a pointer (tile); gives the old values
   kScan = 1u << 13,    // an inclusive scan along an axis (CUMSUM, CUMPROD): same type as its operand

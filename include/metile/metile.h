@@ -470,7 +470,7 @@ METILE_API metile_status metile_builder_store(metile_builder *b, metile_value pt
  * the old values (masked-off lanes touch no memory and their old values are inactive, as for a
  * load without `other`). A scalar pointer updates once
  * per program. Pointee types: i32, u32, i64, f32 (devices may support fewer: metal has no
- * i64 atomics and only add and xchg on f32; such ops fail to compile with
+ * i64 atomics and only add on f32; such ops fail to compile with
  * METILE_ERROR_UNSUPPORTED naming the op and the type).
  */
 METILE_API metile_status metile_builder_atomic(metile_builder *b, metile_op op,

@@ -452,11 +452,7 @@ METILE_API metile_status metile_builder_select(metile_builder *b, metile_value c
 /** `ptr + offsets`: a pointer, or a tile of pointers when `offsets` is a tile. */
 METILE_API metile_status metile_builder_ptr_offset(metile_builder *b, metile_value ptr,
                                                    metile_value offsets, metile_value *out);
-/**
- * Reads through a pointer (tile). Masked-off lanes touch no memory; without `other` (0) they are
- * inactive (reductions, dots and stores skip them: docs/semantics.md), with it they are active
- * and hold `other`.
- */
+/** Reads via a pointer (tile); masked-off lanes touch no memory: inactive, or `other` if given. */
 METILE_API metile_status metile_builder_load(metile_builder *b, metile_value ptrs,
                                              metile_value mask, metile_value other,
                                              metile_value *out);
@@ -647,8 +643,7 @@ typedef struct metile_compile_options {
   int32_t no_fuse_reductions;
   /**
    * 1: a later tile_range pass that re-reads what an earlier pass over the same range read takes
-   * the tiles the earlier pass kept (on GPUs one tile, in registers, within 16 elements per
-   * thread; on interp up to four, in local arrays) when
+   * the tiles the earlier pass kept (GPUs: one tile, in registers, 16 elements per thread) when
    * the row fits, checked at run time, and reads memory otherwise; METILE_DEBUG=tile_ir_opt shows
    * the result. Off by default (0): on an H100 it measured slower than re-reading
    * (bench/results/cuda_rows_h100.md); the cpu device never keeps rows.

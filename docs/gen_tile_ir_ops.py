@@ -52,6 +52,8 @@ def read_ops(path):
                     group = " ".join(comment)
                 comment = []
                 ops.append(Op(*m.groups(), group=group))
+            elif line.startswith("OP("):
+                raise SystemExit(f"{path}: a row this script cannot read: {line}")
             elif not line.strip():
                 if comment and not ops:
                     comment = []  # the header ends at the first blank line

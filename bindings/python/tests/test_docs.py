@@ -114,3 +114,17 @@ def test_tile_ir_examples_parse():
         assert _ffi.metile_program_print(prog, ctypes.byref(out)) == 0
         assert _ffi.take_string(out) == text
         _ffi.metile_program_release(prog)
+
+
+def test_tile_ir_check_fails_on_a_new_op_and_on_an_unreadable_row(tmp_path):
+    with open(os.path.join(REPO, "src", "ir", "ops.def"), encoding="utf-8") as f:
+        table = f.read()
+    grown = tmp_path / "grown.def"
+    grown.write_text(table.replace("#undef OP", 'OP(FMA, fma, 140, 3, 3, 1, "", kPure)\n\n#undef OP'))
+    r = _gen("--check", "--ops-def", str(grown))
+    assert r.returncode == 1 and "is stale" in r.stderr and "no rules row for op `fma`" in r.stderr
+    odd = tmp_path / "odd.def"
+    odd.write_text(re.sub(r"^OP\(TRANS,.*$", 'OP(TRANS, trans, 132, 1, 1, 1, /* none */ "", kPure)',
+                          table, count=1, flags=re.M))
+    r = _gen("--check", "--ops-def", str(odd))
+    assert r.returncode == 1 and "a row this script cannot read" in r.stderr, r.stderr

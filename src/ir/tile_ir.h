@@ -138,7 +138,7 @@ std::vector<Type> infer_result_types(const Op& op, const TypeContext& ctx);
 /** Checks the whole program; throws Error(METILE_ERROR_INVALID_PROGRAM) naming op and location. */
 void verify(const Program& program);
 
-/** Canonical text form. `with_locations` adds `loc("file":line)` suffixes (they do not key caches). */
+/** Canonical text form. `with_locations` adds `loc("file":line)` suffixes (cache keys use them). */
 std::string print(const Program& program, bool with_locations = true);
 /** A `// comment` for an op's line (empty: none); a region op's note follows its `{`. */
 using OpNote = std::function<std::string(const Op&)>;

@@ -213,6 +213,19 @@ METILE_API metile_status metile_builder_dot(metile_builder* b, metile_value a, m
   return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->dot(a, bm, acc)); });
 }
 
+METILE_API metile_status metile_builder_dot_with_precision(metile_builder* b, metile_value a,
+                                                           metile_value bm, metile_value acc,
+                                                           metile_dot_precision precision,
+                                                           metile_value* out) {
+  return guard(__func__, [&](const char* fn) {
+    const int p = static_cast<int>(precision);
+    if (p < METILE_DOT_PRECISION_DEFAULT || p > METILE_DOT_PRECISION_TF32X3)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": precision ", p,
+           " is not a metile_dot_precision (0 = default, 1 = ieee, 2 = tf32, 3 = tf32x3)");
+    OUT(B(b, fn)->dot(a, bm, acc, static_cast<DotPrecision>(p)));
+  });
+}
+
 METILE_API metile_status metile_builder_reduce(metile_builder* b, metile_op op, metile_value x,
                                                int32_t axis, metile_value* out) {
   return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->reduce(op_of(op, fn), x, axis)); });

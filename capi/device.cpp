@@ -1,4 +1,5 @@
 // metile_device_* and metile_buffer_*.
+#include "checked.h"
 #include "guard.h"
 #include "handles.h"
 #include "out_string.h"
@@ -95,6 +96,7 @@ METILE_API metile_status metile_buffer_wrap(metile_buffer** out, metile_device* 
     METILE_CHECK_ARG(host);
     auto dev = get(d, fn)->impl;
     if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": size must be > 0");
+    capi::check_address_range(reinterpret_cast<uintptr_t>(host), bytes, fn, "host, bytes");
     auto buf = dev->wrap(host, bytes);
     auto h = capi::make_handle<metile_buffer>();
     h->impl = std::move(buf);

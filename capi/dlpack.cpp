@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 
+#include "checked.h"
 #include "guard.h"
 #include "handles.h"
 #include "support/dlpack_abi.h"
@@ -35,9 +36,9 @@ DLDataType to_dl(DType d) {
   fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "invalid dtype");
 }
 
-size_t dl_itemsize(const DLDataType& t) {
+size_t dl_itemsize(const DLDataType& t, const char* fn) {
   if (t.lanes != 1 || t.bits % 8 != 0 || t.bits == 0)
-    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "unsupported DLPack dtype (code ", int(t.code),
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": unsupported dl_tensor.dtype (code ", int(t.code),
          ", bits ", int(t.bits), ", lanes ", t.lanes, ")");
   return t.bits / 8;
 }
@@ -55,18 +56,23 @@ template <typename T>
 T* export_buffer(metile_buffer* b, metile_dtype dtype, int32_t ndim, const int64_t* shape,
                  const char* fn) {
   auto h = get(b, fn);
-  if (!is_valid_dtype(dtype)) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "invalid dtype ", int(dtype));
-  if (ndim < 0 || ndim > 8) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "ndim must be in [0, 8], got ", ndim);
+  if (!is_valid_dtype(dtype))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dtype ", int(dtype), " is not a dtype");
+  if (ndim < 0 || ndim > 8)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": ndim must be in [0, 8], got ", ndim);
   if (ndim > 0 && shape == nullptr)
-    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": shape is NULL");
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": shape is NULL but ndim is ", ndim);
   DType d = static_cast<DType>(dtype);
-  uint64_t count = 1;
+  // Checked: a product that wraps would describe a tensor far larger than the buffer.
+  uint64_t bytes = dtype_size(d);
   for (int i = 0; i < ndim; ++i) {
-    if (shape[i] < 0) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "negative dimension ", shape[i]);
-    count *= static_cast<uint64_t>(shape[i]);
+    if (shape[i] < 0)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": shape[", i, "] is negative (", shape[i],
+           ")");
+    bytes = capi::checked_mul(bytes, static_cast<uint64_t>(shape[i]), fn, "the shape's byte size");
   }
-  if (count * dtype_size(d) > h->impl->size())
-    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "shape needs ", count * dtype_size(d),
+  if (bytes > h->impl->size())
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": shape needs ", bytes,
          " bytes but the buffer has ", h->impl->size());
   auto e = std::make_unique<Export<T>>();
   e->buffer = h->impl;
@@ -109,42 +115,68 @@ class ImportedBuffer : public Buffer {
   std::function<void()> release_;
 };
 
+// Everything a producer describes is checked before any of it is used: the tensor is foreign
+// input, and a launch over a buffer that lies about its memory reads and writes out of bounds.
 metile_buffer* import_tensor(metile_device* dev, const DLTensor& t, std::function<void()> release,
                              const char* fn) {
   auto device = get(dev, fn)->impl;
-  if (t.ndim < 0 || t.ndim > 32) fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "bad ndim ", t.ndim);
-  size_t item = dl_itemsize(t.dtype);
-  uint64_t count = 1;
+  if (t.ndim < 0 || t.ndim > 32)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.ndim must be in [0, 32], got ",
+         t.ndim);
+  if (t.ndim > 0 && t.shape == nullptr)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.shape is NULL but ndim is ",
+         t.ndim);
+  size_t item = dl_itemsize(t.dtype, fn);
+  uint64_t bytes = item;
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] < 0)
-      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "dimension ", i, " is negative (", t.shape[i], ")");
-    count *= static_cast<uint64_t>(t.shape[i]);
+      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.shape[", i, "] is negative (",
+           t.shape[i], ")");
+    bytes = capi::checked_mul(bytes, static_cast<uint64_t>(t.shape[i]), fn,
+                              "the byte size of dl_tensor.shape");
   }
-  if (t.strides != nullptr) {  // only compact row-major tensors map onto one buffer
+  if (bytes > static_cast<uint64_t>(PTRDIFF_MAX))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.shape describes ", bytes,
+         " bytes, more than one object can span");
+  if (t.strides != nullptr && bytes > 0) {  // only compact row-major tensors map onto one buffer
     int64_t expect = 1;
     for (int i = t.ndim - 1; i >= 0; --i) {
       if (t.shape[i] != 1 && t.strides[i] != expect)
-        fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "the tensor is not compact row-major (dimension ",
-             i, " has stride ", t.strides[i], ", expected ", expect, "); make it contiguous first");
-      expect *= t.shape[i];
+        fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": the tensor is not compact row-major "
+             "(dl_tensor.strides[", i, "] is ", t.strides[i], ", expected ", expect,
+             "); make it contiguous first");
+      expect *= t.shape[i];  // cannot overflow: the byte size is at most PTRDIFF_MAX
     }
   }
-  size_t bytes = std::max<uint64_t>(count * item, 1);
-  char* data = static_cast<char*>(t.data) + t.byte_offset;
-  std::shared_ptr<Buffer> inner;
   int32_t type = t.device.device_type;
   bool cuda = device->info().name == "cuda";
-  if (cuda && (type == kDLCUDA || type == kDLCUDAManaged))
-    inner = device->wrap_device_memory(reinterpret_cast<uint64_t>(data), bytes,
-                                       type == kDLCUDAManaged);
-  else if (type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged)
-    inner = device->wrap(data, bytes);
-  else
+  bool device_memory = cuda && (type == kDLCUDA || type == kDLCUDAManaged);
+  if (!device_memory && type != kDLCPU && type != kDLCUDAHost && type != kDLCUDAManaged)
     fail(METILE_ERROR_UNSUPPORTED, "dlpack", "cannot import memory of DLPack device type ",
          type, " on the ", device->info().name, " device");
-  if (!inner->shares_memory())
-    fail(METILE_ERROR_UNSUPPORTED, "dlpack", "the ", device->info().name,
-         " device cannot use this memory in place; copy it into a metile buffer instead");
+  std::shared_ptr<Buffer> inner;
+  if (bytes == 0) {
+    // An empty tensor owns no bytes (its data may be NULL or point at nothing); buffers are never
+    // empty, so it gets one private byte rather than a byte of the producer's memory.
+    inner = device->alloc(1);
+  } else {
+    if (t.data == nullptr)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.data is NULL for a tensor of ",
+           bytes, " bytes");
+    uintptr_t start;
+    if (t.byte_offset > static_cast<uint64_t>(PTRDIFF_MAX) ||
+        __builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data), t.byte_offset, &start))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.data + dl_tensor.byte_offset (",
+           t.byte_offset, ") runs past the end of the address space");
+    capi::check_address_range(start, bytes, fn, "the tensor's memory (dl_tensor.shape and dtype)");
+    if (device_memory)
+      inner = device->wrap_device_memory(start, bytes, type == kDLCUDAManaged);
+    else
+      inner = device->wrap(reinterpret_cast<void*>(start), bytes);
+    if (!inner->shares_memory())
+      fail(METILE_ERROR_UNSUPPORTED, "dlpack", "the ", device->info().name,
+           " device cannot use this memory in place; copy it into a metile buffer instead");
+  }
   auto buf = std::make_shared<ImportedBuffer>(std::move(inner), std::move(release));
   auto h = capi::make_handle<metile_buffer>();
   h->impl = std::move(buf);

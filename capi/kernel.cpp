@@ -4,9 +4,11 @@
 #include <cstring>
 #include <limits>
 
+#include "checked.h"
 #include "guard.h"
 #include "handles.h"
 #include "out_string.h"
+#include "runtime/host/cancel.h"
 #include "support/half.h"
 #include "support/stage.h"
 #include "support/text.h"
@@ -39,6 +41,11 @@ uint64_t scalar_bits(const Program& p, const Param& prm, const metile_arg& a) {
          "): ", why);
   };
   if (!int_arg && !float_arg) bad(cat("got a ", kind_name(a.kind), " argument").c_str());
+  // The kind is the caller's claim about `i`: a u32 of -5 is a caller bug even where the
+  // parameter could hold -5.
+  if ((a.kind == METILE_ARG_I32 && (a.i < INT32_MIN || a.i > INT32_MAX)) ||
+      (a.kind == METILE_ARG_U32 && (a.i < 0 || a.i > int64_t{UINT32_MAX})))
+    bad(cat("value ", a.i, " is not a ", kind_name(a.kind)).c_str());
   if (is_float(d)) {
     double v = int_arg ? static_cast<double>(a.i) : a.f;
     if (int_arg && static_cast<int64_t>(v) != a.i) bad("the integer is not exactly representable");
@@ -165,6 +172,16 @@ CompileOptions options_of(const metile_compile_options* o) {
            " is out of range (0 = the compiler's choice, 1 = off, up to 64 parts)");
     c.split_k = o->split_k;
   }
+  if (has(offsetof(metile_compile_options, dot_precision))) {
+    if (o->dot_precision < 0 || o->dot_precision > METILE_DOT_PRECISION_TF32X3)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", "dot_precision ", o->dot_precision,
+           " is not a metile_dot_precision (0 = default, 1 = ieee, 2 = tf32, 3 = tf32x3)");
+    c.dot_precision = o->dot_precision;
+  }
+  if (c.allow_tf32 >= 0 && c.dot_precision != 0 &&
+      c.dot_precision != (c.allow_tf32 ? METILE_DOT_PRECISION_TF32 : METILE_DOT_PRECISION_IEEE))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "api", "allow_tf32 ", c.allow_tf32, " contradicts dot_precision ",
+         dot_precision_name(static_cast<DotPrecision>(c.dot_precision)));
   return c;
 }
 
@@ -315,6 +332,7 @@ METILE_API metile_status metile_launch_set_arg_memory(metile_launch* l, size_t i
     if (!p.type(prm.value).is_ptr)
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` is a scalar, not a pointer");
     if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": size must be > 0");
+    capi::check_address_range(reinterpret_cast<uintptr_t>(host), bytes, fn, "host, bytes");
     std::shared_ptr<Buffer> buf = h->kernel->device->wrap(host, bytes);
     if (!buf->shares_memory())
       fail(METILE_ERROR_UNSUPPORTED, "launch", "the ", h->kernel->device->info().name,
@@ -343,5 +361,7 @@ METILE_API metile_status metile_launch_run(metile_launch* l) {
 METILE_API metile_status metile_launch_release(metile_launch* l) {
   return guard(__func__, [&](const char* fn) { capi::release(l, fn); });
 }
+
+METILE_API void metile_cancel_launches(void) { host::cancel_launches(); }
 
 }  // extern "C"

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config  # the C/C++ build
   libffi-dev zlib1g-dev                         # library dependencies
   libgtest-dev libbenchmark-dev                 # tests and benchmarks
-  python3-numpy python3-pytest                  # Python binding and its tests
+  python3-numpy python3-pytest python3-pytest-xdist  # Python binding and its tests (xdist: on all cores)
   python3-cffi                                  # the cffi declarations' test
   clang-19 libclang-rt-19-dev                   # metal-sim device, libFuzzer targets
   golang-go                                     # Go binding

@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# The full test suite, as CI runs it (.ci/run): install missing dependencies, configure and build
-# a fresh RelWithDebInfo tree, run every ctest, then rebuild the unit and C API tests with
-# AddressSanitizer + UndefinedBehaviorSanitizer and run them.
+# The full test suite, as CI runs it (.ci/run): install missing dependencies, build a fresh
+# RelWithDebInfo tree and run every ctest, the Python suite on every device this machine has, the
+# Rust, Go and C bindings; then one clang tree with AddressSanitizer + UndefinedBehaviorSanitizer
+# that runs the unit and C API tests and serves the libFuzzer targets; the differential fuzzer; and
+# ThreadSanitizer on the tests that run threads.
+#
+#   scripts/test.sh           everything (what CI runs)
+#   scripts/test.sh --quick   the change-sized loop: build the tree in place (no wipe), ctest, and
+#                             the Python suite on one device ($METILE_QUICK_DEVICE, default cpu)
 #
 # Each step is a shell function plus one line in STEPS ("name function [prerequisite]"); a step
-# whose prerequisite failed is skipped. To add a suite (pytest, cargo test, go test, fuzz smoke
-# runs), write a step_* function and append a line. Every step runs even after a failure; the
-# last line is a one-line summary and the exit status is non-zero if any step failed.
+# whose prerequisite failed is skipped. To add a suite, write a step_* function and append a line.
+# Every step runs even after a failure; the run ends with a table of each step's seconds and a
+# one-line summary, and the exit status is non-zero if any step failed.
 #
-# Environment: METILE_JOBS (parallel jobs, default 2), METILE_TEST_DIR (build dirs, default
-# build-test and build-test-asan under the repository).
+# Environment: METILE_JOBS (parallel jobs, default: the number of cores), METILE_TEST_DIR (build
+# dirs, default build-test, build-test-san and build-test-tsan under the repository),
+# METILE_UNITY=0 (compile each source file alone instead of in unity batches).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-jobs=${METILE_JOBS:-2}
+
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+  *) echo "test.sh: unknown argument '$1' (expected --quick or nothing)" >&2; exit 2 ;;
+esac
+
+jobs=${METILE_JOBS:-$(nproc 2>/dev/null || echo 2)}
 build=${METILE_TEST_DIR:-$root/build-test}
-asan_build=$build-asan
+san_build=$build-san
+tsan_build=$build-tsan
 # Compiled kernels go to a cache inside the build tree: a run starts cold and leaves $HOME alone.
 export METILE_CACHE_DIR=${METILE_CACHE_DIR:-$build/cache}
 
@@ -24,44 +41,28 @@ cmake_args=(-G Ninja)
 if command -v ccache >/dev/null 2>&1; then
   cmake_args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
+# Unity batches compile several sources as one translation unit: each header is parsed once per
+# batch instead of once per file, which is most of a from-scratch build on two cores. The quick
+# loop keeps one file per unit so that an edit recompiles only that file.
+unity=${METILE_UNITY:-$((1 - quick))}
+cmake_args+=(-DCMAKE_UNITY_BUILD=$([ "$unity" = 1 ] && echo ON || echo OFF) -DCMAKE_UNITY_BUILD_BATCH_SIZE=16)
+
+find_clang() {
+  local c
+  for c in clang++-19 clang++; do command -v "$c" >/dev/null 2>&1 && { echo "$c"; return 0; }; done
+  return 1
+}
 
 step_deps() { bash scripts/install-deps.sh; }
 
 step_configure() {
-  rm -rf "$build"
-  cmake -S . -B "$build" "${cmake_args[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  [ "$quick" = 1 ] || rm -rf "$build"
+  cmake -S . -B "$build" "${cmake_args[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 }
 
 step_build() { ninja -C "$build" -j"$jobs"; }
 
 step_ctest() { ctest --test-dir "$build" --output-on-failure -j"$jobs"; }
-
-# -O1 keeps sanitized code fast enough to test without the compile time of -O2.
-asan_targets=(metile_unit metile_capi_test metile_header_c metile_header_cpp)
-step_asan_build() {
-  rm -rf "$asan_build"
-  cmake -S . -B "$asan_build" "${cmake_args[@]}" -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_FLAGS=-O1 -DCMAKE_CXX_FLAGS=-O1 -DMETILE_SANITIZE=address,undefined &&
-    ninja -C "$asan_build" -j"$jobs" "${asan_targets[@]}"
-}
-
-step_asan_test() (
-  rc=0
-  export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
-  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  for t in tests/metile_unit tests/capi/metile_capi_test tests/capi/metile_header_c \
-           tests/capi/metile_header_cpp; do
-    echo "--- $t"
-    # metile_unit: LeakSanitizer's exit-time scan crashes in that process (signal 11 in its
-    # tracer, seen since the metal-sim fiber and stand-in tests joined it; not yet understood),
-    # so it runs with ASan+UBSan but without the leak check; the C API tests keep it.
-    leaks=1
-    [ "$t" = tests/metile_unit ] && leaks=0
-    ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=$leaks LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
-      "$asan_build/$t" || { echo "FAILED under sanitizers: $t"; rc=1; }
-  done
-  exit $rc
-)
 
 # The bindings run against an installed copy of the main build (as users get it).
 prefix=$build/prefix
@@ -72,9 +73,20 @@ step_bindings_sync() {
     python3 bindings/python/regen.py --check && python3 bindings/cffi/regen.py --check
 }
 
+# pytest-xdist spreads the tests over the cores when it is installed (install-deps.sh installs it).
+pytest_args=(-q -p no:cacheprovider)
+if /usr/bin/python3 -c 'import xdist' 2>/dev/null && [ "$jobs" -gt 1 ]; then
+  pytest_args+=(-n "$jobs")
+fi
+
 step_pytest() (
   export METILE_LIBRARY=$prefix/lib/libmetile.so
-  /usr/bin/python3 -m pytest bindings/python/tests -q -p no:cacheprovider
+  /usr/bin/python3 -m pytest bindings/python/tests "${pytest_args[@]}"
+)
+
+step_pytest_quick() (
+  export METILE_LIBRARY=$build/libmetile.so METILE_TEST_DEVICES=${METILE_QUICK_DEVICE:-cpu}
+  /usr/bin/python3 -m pytest bindings/python/tests "${pytest_args[@]}"
 )
 
 # The Python suite on the `metal` device, which on Linux opens the stand-in Objective-C runtime and
@@ -83,10 +95,10 @@ step_pytest() (
 step_pytest_metal() (
   standin=$build/tests/metal_standin
   [ -e "$standin/libmetile_standin_metal.so" ] || { echo "no stand-in Metal.framework (not x86-64)"; exit 0; }
-  export METILE_LIBRARY=$prefix/lib/libmetile.so
+  export METILE_LIBRARY=$prefix/lib/libmetile.so METILE_TEST_DEVICES=metal
   export METILE_OBJC_LIBRARY=$standin/libmetile_standin_objc.so
   export METILE_METAL_FRAMEWORK=$standin/libmetile_standin_metal.so
-  /usr/bin/python3 -m pytest bindings/python/tests -q -p no:cacheprovider -k "metal and not sim"
+  /usr/bin/python3 -m pytest bindings/python/tests "${pytest_args[@]}" -k "metal and not sim"
 )
 
 step_rust() (
@@ -104,35 +116,85 @@ step_c_examples() (
   make -s -C examples/c run BUILD="$build/examples"
 )
 
-# libFuzzer (ASan + UBSan) on the Tile IR parser and on the builder C API, 60 s each, and on the
-# GPU IR parser for 30 s, seeded from the kernel suite (as Tile IR and lowered to GPU IR) and
-# from tests/fuzz/builder_corpus.
-fuzz_build=$build-fuzz
-step_fuzz() {
-  local clang=""
-  for c in clang++-19 clang++; do command -v "$c" >/dev/null 2>&1 && { clang=$c; break; }; done
-  [ -n "$clang" ] || { echo "no clang++ for libFuzzer"; return 1; }
-  rm -rf "$fuzz_build" && mkdir -p "$fuzz_build/run/work" "$fuzz_build/run/crashes" \
-      "$fuzz_build/run/builder_work" "$fuzz_build/run/gpu_work" &&
-    "$build/tests/fuzz/parse_fuzz_corpus" "$fuzz_build/run" &&
-    CXX=$clang CC=${clang/++/} cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DMETILE_BUILD_FUZZ=ON >/dev/null &&
-    ninja -C "$fuzz_build" -j"$jobs" parse_fuzz builder_fuzz gpu_parse_fuzz &&
-    (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/parse_fuzz" -max_total_time=60 -max_len=16384 \
-      -dict=tile_ir.dict -artifact_prefix=crashes/ -print_final_stats=1 work corpus) &&
-    (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/gpu_parse_fuzz" -max_total_time=30 -max_len=16384 \
-      -dict=gpu_ir.dict -artifact_prefix=crashes/ -print_final_stats=1 gpu_work gpu_corpus) &&
-    (cd "$fuzz_build/run" && "$fuzz_build/tests/fuzz/builder_fuzz" -max_total_time=60 -max_len=4096 \
-      -artifact_prefix=crashes/ -print_final_stats=1 builder_work "$root/tests/fuzz/builder_corpus")
+# One clang tree instrumented with ASan + UBSan serves both the sanitized unit and C API tests and
+# the libFuzzer targets (which add coverage instrumentation to their own copy of the IR sources).
+# -O1 keeps sanitized code fast enough to test without the compile time of -O2.
+san_targets=(metile_unit metile_capi_test metile_header_c metile_header_cpp
+             parse_fuzz gpu_parse_fuzz builder_fuzz dlpack_fuzz)
+step_san_build() {
+  local clang
+  clang=$(find_clang) || { echo "no clang++ for the sanitizer and libFuzzer tree"; return 1; }
+  rm -rf "$san_build"
+  CXX=$clang CC=${clang/++/} cmake -S . -B "$san_build" "${cmake_args[@]}" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_FLAGS=-O1 -DCMAKE_CXX_FLAGS=-O1 -DMETILE_SANITIZE=address,undefined \
+    -DMETILE_BUILD_FUZZ=ON >/dev/null &&
+    ninja -C "$san_build" -j"$jobs" "${san_targets[@]}"
 }
 
-# The differential fuzzer (tests/fuzz/README.md) for 90 s from a seed that changes every run
-# (the seeded ctest diff_fuzz_seeded always runs the same programs); findings go to
+# The golden-text tests pin the op order that tests/kernels' C++ DSL produces when g++ builds it:
+# in `f(k.i32(0), k.zeros(s))` or `a * b + k.arange(...)` the order of emitting the operands is
+# the compiler's, and clang's differs. ctest compares them under g++; under the sanitizers the same
+# kernels' lowering and emission run in KernelSuite and the device tests.
+san_unit_filter='-MslGolden.*:*.GoldenGpuIr:GpuPasses.FoldConstantsForwardsIdentities'
+step_san_test() (
+  rc=0
+  export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  for t in tests/metile_unit tests/capi/metile_capi_test tests/capi/metile_header_c \
+           tests/capi/metile_header_cpp; do
+    echo "--- $t"
+    # metile_unit: LeakSanitizer's exit-time scan crashes in that process (signal 11 in its
+    # tracer, seen since the metal-sim fiber and stand-in tests joined it; not yet understood),
+    # so it runs with ASan+UBSan but without the leak check; the C API tests keep it.
+    leaks=1 args=()
+    [ "$t" = tests/metile_unit ] && leaks=0 args=(--gtest_filter="$san_unit_filter")
+    ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=$leaks LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
+      "$san_build/$t" "${args[@]}" || { echo "FAILED under sanitizers: $t"; rc=1; }
+  done
+  exit $rc
+)
+
+# libFuzzer on the Tile IR parser, the GPU IR parser, the builder C API and DLPack import, seeded
+# from the kernel suite (as Tile IR and lowered to GPU IR) and from tests/fuzz/*_corpus. The four
+# run at once for a fixed time each, sharing the cores.
+fuzz_seconds=${METILE_FUZZ_SECONDS:-40}
+step_fuzz() {
+  local run=$san_build/fuzz-run
+  rm -rf "$run" && mkdir -p "$run/work" "$run/crashes" "$run/builder_work" "$run/gpu_work" \
+    "$run/dlpack_work" &&
+    "$build/tests/fuzz/parse_fuzz_corpus" "$run" || return 1
+  local f=$san_build/tests/fuzz common=(-max_total_time="$fuzz_seconds" -artifact_prefix=crashes/
+                                         -print_final_stats=1)
+  (cd "$run" && "$f/parse_fuzz" "${common[@]}" -max_len=16384 -dict=tile_ir.dict work corpus \
+     >parse.log 2>&1) & local p1=$!
+  (cd "$run" && "$f/gpu_parse_fuzz" "${common[@]}" -max_len=16384 -dict=gpu_ir.dict gpu_work gpu_corpus \
+     >gpu_parse.log 2>&1) & local p2=$!
+  (cd "$run" && "$f/builder_fuzz" "${common[@]}" -max_len=4096 builder_work \
+     "$root/tests/fuzz/builder_corpus" >builder.log 2>&1) & local p3=$!
+  (cd "$run" && "$f/dlpack_fuzz" "${common[@]}" -max_len=512 dlpack_work \
+     "$root/tests/fuzz/dlpack_corpus" >dlpack.log 2>&1) & local p4=$!
+  local rc=0 name pid
+  for pair in "parse:$p1" "gpu_parse:$p2" "builder:$p3" "dlpack:$p4"; do
+    name=${pair%%:*} pid=${pair#*:}
+    if wait "$pid"; then
+      echo "--- ${name}_fuzz: $(grep -E 'stat::number_of_executed_units|stat::new_units_added' \
+                                 "$run/$name.log" | tr -s ' ' | tr '\n' ' ')"
+    else
+      rc=1
+      echo "--- ${name}_fuzz FAILED; its log:"
+      tail -n 60 "$run/$name.log"
+    fi
+  done
+  return $rc
+}
+
+# The differential fuzzer (tests/fuzz/README.md) for a fixed time from a seed that changes every
+# run (the seeded ctest diff_fuzz_seeded always runs the same programs); findings go to
 # $build/diff_findings and print with the seed that reproduces them.
 step_diff_fuzz() {
   local seed=${METILE_DIFF_SEED:-$(( $(date +%s) % 1000000 * 1000 ))}
   mkdir -p "$build/diff_findings" &&
-    "$build/tests/fuzz/diff_fuzz" --seed "$seed" --seconds "${METILE_DIFF_SECONDS:-90}" \
+    "$build/tests/fuzz/diff_fuzz" --seed "$seed" --seconds "${METILE_DIFF_SECONDS:-60}" \
       --save "$build/diff_findings"
   # Exploration from a time-based seed: its findings are printed and saved for triage, not a
   # failure (a red CI must mean a regression); the seeded ctest diff_fuzz_seeded is the gate.
@@ -145,7 +207,6 @@ step_diff_fuzz() {
 
 # ThreadSanitizer on the tests that run threads (metal-sim's fibers are left out: TSan does not
 # follow hand-made stack switches).
-tsan_build=$build-tsan
 tsan_filter='CpuDevice.*:CacheProcesses.ThreadsCompilingAtOnceAgree:LastError.*'
 step_tsan() (
   rm -rf "$tsan_build" &&
@@ -159,39 +220,48 @@ step_tsan() (
   exit $rc
 )
 
-STEPS=(
-  "deps          step_deps"
-  "configure     step_configure     deps"
-  "build         step_build         configure"
-  "ctest         step_ctest         build"
-  "install       step_install       build"
-  "bindings-sync step_bindings_sync deps"
-  "pytest        step_pytest        install"
-  "pytest-metal  step_pytest_metal  install"
-  "rust          step_rust          install"
-  "go            step_go            install"
-  "c-examples    step_c_examples    install"
-  "fuzz          step_fuzz          build"
-  "diff-fuzz     step_diff_fuzz     build"
-  "tsan          step_tsan          deps"
-  "asan-build    step_asan_build    deps"
-  "asan-test     step_asan_test     asan-build"
-)
+if [ "$quick" = 1 ]; then
+  STEPS=(
+    "deps          step_deps"
+    "configure     step_configure     deps"
+    "build         step_build         configure"
+    "ctest         step_ctest         build"
+    "pytest        step_pytest_quick  build"
+  )
+else
+  STEPS=(
+    "deps          step_deps"
+    "configure     step_configure     deps"
+    "build         step_build         configure"
+    "ctest         step_ctest         build"
+    "install       step_install       build"
+    "bindings-sync step_bindings_sync deps"
+    "pytest        step_pytest        install"
+    "pytest-metal  step_pytest_metal  install"
+    "rust          step_rust          install"
+    "go            step_go            install"
+    "c-examples    step_c_examples    install"
+    "san-build     step_san_build     deps"
+    "san-test      step_san_test      san-build"
+    "fuzz          step_fuzz          san-build"
+    "diff-fuzz     step_diff_fuzz     build"
+    "tsan          step_tsan          deps"
+  )
+fi
 
-declare -A result
-summary=()
+declare -A result seconds
 logs=$(mktemp -d)
 failed=0
 start_all=$SECONDS
 for line in "${STEPS[@]}"; do
   read -r name fn needs <<<"$line"
+  seconds[$name]=0
   if [ -n "${needs:-}" ] && [ "${result[$needs]:-}" != ok ]; then
-    result[$name]=skipped
-    summary+=("$name: skipped ($needs did not pass)")
+    result[$name]="skipped ($needs did not pass)"
     continue
   fi
   echo
-  echo "==> [$name]"
+  echo "==> [$name] $(date -u +%H:%M:%S)"
   t0=$SECONDS
   "$fn" 2>&1 | tee "$logs/$name.log"
   if [ "${PIPESTATUS[0]}" -eq 0 ]; then
@@ -200,8 +270,9 @@ for line in "${STEPS[@]}"; do
     result[$name]=failed
     failed=$((failed + 1))
   fi
-  summary+=("$name: ${result[$name]} ($((SECONDS - t0)) s)")
+  seconds[$name]=$((SECONDS - t0))
 done
+total=$((SECONDS - start_all))
 
 # A CI report may keep only the end of a long log: repeat what each failed step printed last.
 for line in "${STEPS[@]}"; do
@@ -214,12 +285,18 @@ done
 rm -rf "$logs"
 
 echo
-echo "==> summary"
-printf '  %s\n' "${summary[@]}"
+echo "==> summary ($jobs jobs, unity $unity)"
+printf '  %-14s %7s %6s  %s\n' step seconds share result
 passed=0
-for name in "${!result[@]}"; do [ "${result[$name]}" = ok ] && passed=$((passed + 1)); done
+for line in "${STEPS[@]}"; do
+  read -r name _ <<<"$line"
+  [ "${result[$name]}" = ok ] && passed=$((passed + 1))
+  printf '  %-14s %7d %5d%%  %s\n' "$name" "${seconds[$name]}" \
+    $(( total > 0 ? 100 * ${seconds[$name]} / total : 0 )) "${result[$name]}"
+done
+printf '  %-14s %7d\n' total "$total"
 skipped=$((${#STEPS[@]} - passed - failed))
-echo "test.sh: $((SECONDS - start_all)) s for ${#STEPS[@]} steps"
+echo "test.sh: $total s for ${#STEPS[@]} steps"
 # The closing line in the plain form CI reads: steps, not individual tests.
 echo "steps: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

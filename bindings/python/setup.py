@@ -1,11 +1,12 @@
-"""Build step that records which libmetile this package was built against.
+"""Build step that puts libmetile into the package, so a wheel carries it.
 
-`pip install ./bindings/python` writes metile/_installed.py with the absolute path of the
-library found now, so `import metile` finds it later without METILE_LIBRARY. Looked for, in
-order: $METILE_LIBRARY, the checkout's build tree (this file's ../../build*), and
-`pkg-config --variable=libdir metile`. Nothing found: nothing is recorded, and the import
-looks in the other places metile/_ffi.py lists. A library copied into metile/ is bundled
-instead (pyproject.toml's package-data).
+`pip wheel ./bindings/python` (or `pip install`) copies the library found now into metile/
+(as libmetile.so.0; `import metile` looks in its own folder first), and the wheel is tagged
+for this platform. Looked for, in order: $METILE_LIBRARY, the checkout's build tree (this
+file's ../../build*), and `pkg-config --variable=libdir metile`. A library already copied into
+metile/ is used as it is (pyproject.toml's package-data). Nothing found is an error naming
+where it looked, unless METILE_NO_LIBRARY=1 asks for a package without one (it then looks for
+a library when imported: metile/_ffi.py lists where).
 """
 
 import os
@@ -13,7 +14,7 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,15 +51,40 @@ def find_library():
     return None
 
 
-class BuildPyRecordingTheLibrary(build_py):
+class BuildPyBundlingTheLibrary(build_py):
     def run(self):
         super().run()
-        path = find_library()
-        target = os.path.join(self.build_lib, "metile", "_installed.py")
+        pkg = os.path.join(self.build_lib, "metile")
+        bundled = [n for n in _NAMES + ["libmetile.so"] if os.path.exists(os.path.join(pkg, n))]
+        path = None
+        if not bundled:
+            path = find_library()
+            if path is None and os.environ.get("METILE_NO_LIBRARY") != "1":
+                raise SystemExit(
+                    "metile: no libmetile to put in the package. Looked at $METILE_LIBRARY "
+                    "(unset), the checkout's build/, build-release/ and build-debug/ (none, or "
+                    "not building from a checkout), and `pkg-config --variable=libdir metile` "
+                    "(nothing). Build it first (cmake -S . -B build -G Ninja "
+                    "-DCMAKE_BUILD_TYPE=Release && ninja -C build metile), or set "
+                    "METILE_LIBRARY=/path/to/libmetile.so; METILE_NO_LIBRARY=1 builds a "
+                    "package without one, which looks for a library when imported.")
+            if path is not None:
+                shutil.copyfile(os.path.realpath(path), os.path.join(pkg, _NAMES[0]))
+                os.chmod(os.path.join(pkg, _NAMES[0]), 0o755)
+        target = os.path.join(pkg, "_installed.py")
         with open(target, "w", encoding="utf-8") as f:
-            f.write('"""Written by setup.py at install time: the libmetile found then."""\n\n')
-            f.write(f"LIBRARY = {path!r}\n")
-        self.announce(f"metile: recorded library {path or '(none found)'}", level=2)
+            f.write('"""Written by setup.py at build time: where the bundled libmetile came '
+                    'from (None: no library was bundled)."""\n\n')
+            f.write(f"SOURCE = {path!r}\nLIBRARY = None\n")
+        self.announce(f"metile: bundled {path or (bundled[0] if bundled else '(no library)')}",
+                      level=2)
 
 
-setup(cmdclass={"build_py": BuildPyRecordingTheLibrary})
+class BinaryDistribution(Distribution):
+    """The package carries a native library: its wheel is tagged for this platform."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={"build_py": BuildPyBundlingTheLibrary}, distclass=BinaryDistribution)

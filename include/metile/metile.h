@@ -225,6 +225,8 @@ METILE_API metile_status metile_buffer_alloc(metile_buffer **out, metile_device 
  * the caller's memory; metile_buffer_shares_memory() then returns 1. Otherwise the bytes are
  * copied into a new buffer (shares_memory returns 0) and the caller must read results through
  * metile_buffer_contents(). The caller keeps `host` alive until the buffer is released.
+ * `host + bytes` must stay inside the address space and `bytes` <= PTRDIFF_MAX (else
+ * METILE_ERROR_INVALID_ARGUMENT).
  */
 METILE_API metile_status metile_buffer_wrap(metile_buffer **out, metile_device *device,
                                             void *host, size_t bytes);
@@ -242,7 +244,9 @@ METILE_API int32_t metile_buffer_shares_memory(const metile_buffer *buffer);
 
 /**
  * Exports the buffer as a DLPack (v0.8 ABI) `DLManagedTensor *` of the given dtype and shape
- * (row-major, `ndim` <= 8). The tensor keeps the buffer alive until its deleter runs. cuda
+ * (row-major, `ndim` <= 8). The shape's byte size is computed with overflow checks and must fit
+ * the buffer (else METILE_ERROR_INVALID_ARGUMENT). The tensor keeps the buffer alive until its
+ * deleter runs. cuda
  * buffers are exported as kDLCUDA device memory (managed memory is device memory; consumers such
  * as torch refuse kDLCUDAManaged), other devices' as kDLCPU. Nothing is synchronized: see
  * metile_device_signal_stream().
@@ -253,7 +257,12 @@ METILE_API metile_status metile_buffer_to_dlpack(metile_buffer *buffer, metile_d
 /**
  * Imports a DLPack `DLManagedTensor *` (compact row-major) without a copy when the device can
  * address its memory; the tensor's deleter runs when the buffer is released. On failure the
- * tensor is left untouched (the caller still owns it).
+ * tensor is left untouched (the caller still owns it). Every field is checked before use, and a
+ * refusal is METILE_ERROR_INVALID_ARGUMENT naming the field: ndim outside [0, 32], a NULL shape
+ * (ndim > 0), a negative dimension, a byte size that overflows 64 bits or exceeds PTRDIFF_MAX,
+ * NULL data for a non-empty tensor, a `data + byte_offset + size` that runs past the address
+ * space, strides that are not compact row-major (NULL strides mean compact). An empty tensor
+ * (a zero dimension; data may be NULL) becomes a private one-byte buffer.
  */
 METILE_API metile_status metile_buffer_from_dlpack(metile_buffer **out, metile_device *device,
                                                    void *managed_tensor);
@@ -489,9 +498,43 @@ METILE_API metile_status metile_builder_tile_store(metile_builder *b, metile_val
                                                    metile_value stride, metile_value value,
                                                    metile_value bound_rows,
                                                    metile_value bound_cols);
-/** acc + a @ b: a M x K, b K x N, acc M x N (f32 acc for f16/bf16/f32 inputs). */
+/**
+ * acc + a @ b: a M x K, b K x N, acc M x N (f32 acc for f16/bf16/f32 inputs). Its f32 inputs
+ * round as the compile's metile_compile_options.dot_precision says.
+ */
 METILE_API metile_status metile_builder_dot(metile_builder *b, metile_value a, metile_value bm,
                                             metile_value acc, metile_value *out);
+
+/**
+ * How a dot with f32 inputs rounds them (the Tile IR dot's `input_precision` attribute, Triton's
+ * spellings; docs/semantics.md, "dot precision", measures each mode's error). Other input types
+ * ignore it. Every device gives each mode at least its accuracy: a device without TF32 units
+ * computes "tf32x3" (and interp, cpu and metal-sim even "tf32") exactly as written here, so
+ * interp is the oracle for every mode.
+ */
+typedef enum metile_dot_precision {
+  /** No precision of its own: the compile's dot_precision, which by default gives f32 accuracy
+   * (cuda: TF32X3 on tensor cores; interp, cpu, metal, metal-sim: IEEE). */
+  METILE_DOT_PRECISION_DEFAULT = 0,
+  /** "ieee": f32 products and sums (FMA allowed): SIMT FMA on cuda. */
+  METILE_DOT_PRECISION_IEEE = 1,
+  /** "tf32": inputs rounded to TF32 (10 mantissa bits, nearest, ties away), products exact, sums
+   * in f32: the fast path of tensor cores (cuda; Metal 4 matmul2d on parts with TF32). */
+  METILE_DOT_PRECISION_TF32 = 2,
+  /** "tf32x3": each input x split into hi = tf32(x) and lo = tf32(x - hi); the sum of
+   * hi*hi + hi*lo + lo*hi (three tensor-core MMAs on cuda), close to f32. */
+  METILE_DOT_PRECISION_TF32X3 = 3,
+  METILE_DOT_PRECISION_FORCE32 = 0x7fffffff
+} metile_dot_precision;
+
+/**
+ * metile_builder_dot with the dot's own precision (METILE_DOT_PRECISION_DEFAULT: none, as
+ * metile_builder_dot). Any other value is METILE_ERROR_INVALID_ARGUMENT naming it.
+ */
+METILE_API metile_status metile_builder_dot_with_precision(metile_builder *b, metile_value a,
+                                                           metile_value bm, metile_value acc,
+                                                           metile_dot_precision precision,
+                                                           metile_value *out);
 /**
  * Reduction (REDUCE_SUM/MAX/MIN) of the whole tile to a scalar (axis = -1) or along one axis
  * of a 2-D tile (0 or 1) to a 1-D tile.
@@ -619,7 +662,10 @@ typedef struct metile_compile_options {
   size_t struct_size;
   /** Threads per program instance on GPUs; 0 = the compiler chooses (or T of a SIMT kernel). */
   int32_t num_threads;
-  /** 1: f32 dot may use TF32/relaxed matrix units; 0: exact f32; -1: device default (1 on GPUs). */
+  /**
+   * Triton's allow_tf32, kept as an alias: 1 is dot_precision TF32, 0 is IEEE, -1 (the default)
+   * leaves it to dot_precision. Both set to different precisions: INVALID_ARGUMENT.
+   */
   int32_t allow_tf32;
   /** 0: no optimization passes (debugging); 1: the default pipeline; anything else is refused. */
   int32_t opt_level;
@@ -686,9 +732,15 @@ typedef struct metile_compile_options {
    * cpu ignore it; METILE_GPU_OFF=split_k turns it off. Other values: INVALID_ARGUMENT.
    */
   int32_t split_k;
+  /**
+   * The metile_dot_precision of the dots that have none of their own (added later: read only
+   * when struct_size covers it). DEFAULT (0) gives f32 accuracy on every device; TF32 is the
+   * opt-in fast path. Values outside the enum: INVALID_ARGUMENT.
+   */
+  int32_t dot_precision;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
-#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);
@@ -781,7 +833,8 @@ typedef enum metile_arg_kind {
 /**
  * One launch argument. A flat struct rather than a union so every FFI can fill it. Scalars are
  * converted to the parameter's dtype when the value fits exactly (an f64 argument for an f32
- * parameter is rounded); otherwise the launch fails naming the parameter.
+ * parameter is rounded); otherwise the launch fails naming the parameter. An I32 or U32 argument's
+ * `i` must also fit its own kind (a U32 of -5 is refused, whatever the parameter).
  */
 typedef struct metile_arg {
   metile_arg_kind kind;
@@ -830,6 +883,16 @@ METILE_API metile_status metile_launch_set_arg_memory(metile_launch *launch, siz
 METILE_API metile_status metile_launch_set_grid(metile_launch *launch, const uint32_t grid[3]);
 METILE_API metile_status metile_launch_run(metile_launch *launch);
 METILE_API metile_status metile_launch_release(metile_launch *launch);
+
+/**
+ * Stops the launches running now on cpu, interp and metal-sim (on any thread): each fails with
+ * METILE_ERROR_DEVICE saying it was cancelled, its outputs partly written; launches started
+ * afterwards run normally. They stop at their next check: cpu between slices of about 10 ms
+ * of program instances, interp every 256 ops, metal-sim before each threadgroup. Thread-safe
+ * and async-signal-safe (a signal handler may call it); the Python binding calls it when
+ * SIGINT arrives during a launch. GPU devices (metal, cuda) are not affected.
+ */
+METILE_API void metile_cancel_launches(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /** \name Compile cache (process-wide) */

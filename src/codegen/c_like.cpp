@@ -5,8 +5,10 @@
 // with defined results so that no input can trap.
 #include "codegen/c_like.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <regex>
 #include <unordered_set>
 
 #include "support/error.h"
@@ -264,25 +266,77 @@ std::string spell_to_storage(const Dialect& d, DType dtype, const std::string& x
   return p.empty() ? x : fill_pattern(p, x);
 }
 
+namespace {
+
+// Words a generated C++/MSL/CUDA translation unit cannot use as a variable or function name:
+// C++20 keywords and alternative tokens, the address-space and function qualifiers of MSL and
+// CUDA, and the few lowercase macros the preludes' headers define (stdio's streams, offsetof).
+const std::unordered_set<std::string>& reserved_words() {
+  static const std::unordered_set<std::string> words = {
+      "alignas", "alignof", "and", "and_eq", "asm", "atomic_cancel", "atomic_commit",
+      "atomic_noexcept", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+      "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval",
+      "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield",
+      "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit",
+      "export", "extern", "false", "float", "for", "friend", "goto", "if", "import", "inline", "int",
+      "long", "module", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr",
+      "operator", "or", "or_eq", "private", "protected", "public", "reflexpr", "register",
+      "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "synchronized", "template", "this",
+      "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned",
+      "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "final",
+      "override",
+      // MSL and CUDA qualifiers, scalar types and the kernel entry
+      "half", "bfloat", "kernel", "vertex", "fragment", "device", "threadgroup",
+      "threadgroup_imageblock", "constant", "thread", "ray_data", "object_data", "main",
+      "uint", "uchar", "ushort", "ulong", "size_t", "ptrdiff_t",
+      "max_align_t", "nullptr_t", "dim3",
+      // lowercase macros of <stdio.h>, <stddef.h> and the metal shim
+      "stdin", "stdout", "stderr", "offsetof", "errno", "assert", "L_ctermid", "L_cuserid",
+      "L_tmpnam", "P_tmpdir"};
+  return words;
+}
+
+// Type names that come in families: int8_t..uint64_t and their fast/least forms, and the vector
+// and matrix types of MSL and CUDA (float4, packed_half2, uint3, longlong2, float4x4, ...).
+bool is_type_family(const std::string& s) {
+  static const std::regex families(
+      "u?int(8|16|32|64|max|ptr|_fast(8|16|32|64)|_least(8|16|32|64))_t"
+      "|(packed_)?(bool|char|uchar|short|ushort|int|uint|long|ulong|longlong|ulonglong|half|"
+      "bfloat|float|double)[1-4](x[1-4])?"
+      "|(simdgroup_)?(half|float|bfloat)[1-8]x[1-8]|memory_order(_[a-z_]+)?"
+      "|atomic(_(bool|char|uchar|short|ushort|int|uint|long|ulong|llong|ullong|float|double|flag|"
+      "size_t|ptrdiff_t|u?intptr_t|u?int(8|16|32|64)_t))?");
+  return std::regex_match(s, families);
+}
+
+// Macro spellings: capitals, no lowercase letter, and an underscore (INT64_C, FLT_MAX, MT_INLINE, M_PI_F),
+// or one of the underscore-free macros of the preludes' headers.
+bool is_macro_like(const std::string& s) {
+  static const std::unordered_set<std::string> bare = {"NULL", "EOF", "BUFSIZ", "NAN", "INFINITY",
+                                                       "MAXFLOAT", "HUGE_VAL", "CHAR_BIT"};
+  if (bare.count(s)) return true;
+  bool lower = std::any_of(s.begin(), s.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+  bool upper = std::any_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+  return upper && !lower && s.find('_') != std::string::npos;
+}
+
+}  // namespace
+
 std::string c_identifier(std::string_view name) {
-  static const std::unordered_set<std::string> keywords = {
-      "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char",
-      "class", "const", "constexpr", "continue", "default", "delete", "do", "double", "else",
-      "enum", "explicit", "extern", "false", "float", "for", "friend", "goto", "if", "inline",
-      "int", "long", "mutable", "namespace", "new", "noexcept", "not", "nullptr", "operator",
-      "or", "private", "protected", "public", "register", "restrict", "return", "short",
-      "signed", "sizeof", "static", "struct", "switch", "template", "this", "throw", "true",
-      "try", "typedef", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
-      "while", "xor", "half", "kernel", "device", "threadgroup", "constant", "thread", "main"};
   std::string s;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     s += ok ? c : '_';
   }
   if (s.empty() || (s[0] >= '0' && s[0] <= '9')) s = "_" + s;
-  // Leading "__" and "_X" are reserved for the implementation.
-  if (s.size() >= 2 && s[0] == '_' && (s[1] == '_' || (s[1] >= 'A' && s[1] <= 'Z'))) s = "u" + s;
-  if (keywords.count(s)) s += "_";
+  // Leading "__" and "_X" are the implementation's; mt_/MT_/metile_/METILE_ are the preludes'.
+  bool prefix_taken = (s.size() >= 2 && s[0] == '_' && (s[1] == '_' || (s[1] >= 'A' && s[1] <= 'Z'))) ||
+                      s.starts_with("mt_") || s.starts_with("MT_") || s.starts_with("metile_") ||
+                      s.starts_with("METILE_");
+  if (prefix_taken) s = "u" + s;
+  // A trailing '_' is never a keyword, a type or a macro of any of the three languages.
+  if (reserved_words().count(s) || is_type_family(s) || is_macro_like(s)) s += "_";
   return s;
 }
 
@@ -324,7 +378,10 @@ SourceWriter& SourceWriter::raw(std::string_view text) {
 
 std::string byte_initializer(std::string_view text) {
   std::string s = "{";
-  for (unsigned char ch : text) s += std::to_string(static_cast<unsigned>(ch)) + ", ";
+  // Bytes above 127 are cast: a plain value would narrow where char is signed (an error in
+  // MSL and C++ brace initialization), and a negative one where it is unsigned.
+  for (unsigned char ch : text)
+    s += (ch > 127 ? "(char)" : "") + std::to_string(static_cast<unsigned>(ch)) + ", ";
   return s + "0}";
 }
 

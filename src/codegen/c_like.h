@@ -96,7 +96,11 @@ std::string spell_cast(const Dialect& d, DType from, DType to, const std::string
 std::string spell_from_storage(const Dialect& d, DType dtype, const std::string& x);
 std::string spell_to_storage(const Dialect& d, DType dtype, const std::string& x);
 
-/** An identifier safe to use in generated C-family code: letters, digits, '_' only, not a keyword. */
+/** A user's name as an identifier of generated C++/MSL/CUDA: other characters become '_'; a name
+ *  in the implementation's or the preludes' prefixes (`__`, `_X`, `mt_`, `metile_`, `MT_`,
+ *  `METILE_`) gets a leading 'u'; a keyword, a type name (`int64_t`, `float4`, `atomic_uint`) or a
+ *  macro spelling (`NULL`, `INT64_C`, `stdout`) gets a trailing '_'. Distinct names may meet
+ *  (`float4` and `float4_`): callers make the results unique. */
 std::string c_identifier(std::string_view name);
 
 /** Indented source text. */
@@ -122,8 +126,8 @@ class SourceWriter {
 };
 
 /**
- * "{104, 105, 0}": the bytes of `text` and a terminating 0 as an array initializer, so user
- * text (device_print's prefix) enters generated source as numbers, never as a literal.
+ * "{104, 105, (char)195, 0}": the bytes of `text` and a terminating 0 as an array initializer, so
+ * user text (device_print's prefix) enters generated source as numbers, never as a literal.
  */
 std::string byte_initializer(std::string_view text);
 

@@ -56,6 +56,7 @@ struct CpuEmitter {
   // ---- the translation unit (cpu_cpp.cpp) -------------------------------------------------
   CpuSource run();
   std::string param_decl(const Param& prm, bool storage) const;
+  std::string entry_arg(const Param& prm) const;
   void declare_shared_memory();
   std::string describe(const Op& op) const;
   [[noreturn]] void unsupported(const Op& op, const std::string& why) const;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "codegen/cpu_cpp_emitter.h"
+#include "ir/dot_precision.h"
 #include "ir/swizzle_names.h"
 #include "support/error.h"
 
@@ -354,7 +355,12 @@ void CpuEmitter::emit_dot(const Op& op) {
                      std::to_string(sa.dims[1]);
   DType in = type(a).dtype, acc_t = type(out).dtype;
   if (is_float(in)) {
-    w.line("mt_dot_f32<" + dims + ">(" + name(a) + ", " + name(b) + ", " + name(out) + ");");
+    const DotPrecision prec = in == DType::f32 ? dot_precision(op, DotPrecision::ieee) : DotPrecision::ieee;
+    if (prec == DotPrecision::ieee)
+      w.line("mt_dot_f32<" + dims + ">(" + name(a) + ", " + name(b) + ", " + name(out) + ");");
+    else
+      w.line("mt_dot_f32_tf32<" + dims + (prec == DotPrecision::tf32 ? ", 1>(" : ", 0>(") + name(a) + ", " +
+             name(b) + ", " + name(out) + ");");
     if (!d.round_to[static_cast<size_t>(acc_t)].empty()) {
       for_each(so, [&](const Idx& idx) {
         std::string e = name(out) + "[" + flat(so, idx) + "]";

@@ -182,8 +182,8 @@ struct Planner {
     std::set<std::string> taken;
     for (const Param& prm : p.params) {
       std::string n = c_identifier(prm.name);
-      // Keep clear of generated names: vN, loop indices, mt_ helpers.
-      bool generated = n == "i" || n == "r" || n == "c" || n.rfind("mt_", 0) == 0 ||
+      // Keep clear of generated names: vN and loop indices (c_identifier keeps mt_ clear).
+      bool generated = n == "i" || n == "r" || n == "c" ||
                        (n.size() > 1 && n[0] == 'v' &&
                         n.find_first_not_of("0123456789_", 1) == std::string::npos);
       while (generated || taken.count(n)) {

@@ -64,7 +64,7 @@ struct BuiltinSpelling {
   gpu::Builtin ir;
   const char* expr;  // {} = axis letter
 };
-const BuiltinSpelling kBuiltins[] = {
+const BuiltinSpelling kCudaBuiltins[] = {
     {gpu::Builtin::threadgroup_position, "int(blockIdx.{})"},
     {gpu::Builtin::threadgroups_per_grid, "int(gridDim.{})"},
     {gpu::Builtin::thread_index, "int(threadIdx.x)"},
@@ -155,7 +155,7 @@ class CudaDialect final : public GpuDialect {
 
   std::string builtin(gpu::Builtin which, int axis) const override {
     static const char* axes[] = {"x", "y", "z"};
-    for (const BuiltinSpelling& b : kBuiltins)
+    for (const BuiltinSpelling& b : kCudaBuiltins)
       if (which == b.ir) return fill_pattern(b.expr, axes[axis]);
     fail(METILE_ERROR_INTERNAL, "cuda", "unknown builtin ", gpu::builtin_name(which));
   }
@@ -250,6 +250,9 @@ class CudaDialect final : public GpuDialect {
         w.line("const uint mma_sb = mt_smem_addr(" + s.b + ") + (mma_lr * " + ldb + " + mma_col0) * " + esz + ";");
     }
     if (s.b_kmajor && !frag16) fail(METILE_ERROR_INTERNAL, "cuda", "k-major B needs 16-bit ldmatrix fragments");
+    // tf32x3: fragments hold the f32 bits; mt_split_tf32 turns each n-word fragment into n
+    // TF32 high words then n TF32 residual words, which mt_mma_tf32x3 multiplies three times.
+    auto word = [&](const std::string& e) { return s.tf32x3 ? "__float_as_uint(" + e + ")" : "mt_tf32(" + e + ")"; };
     // Fragments of k step kk into arrays fa (A) and fb (B).
     auto fragments = [&](const std::string& fa, const std::string& fb, const std::string& kk) {
       if (frag16) {
@@ -278,13 +281,17 @@ class CudaDialect final : public GpuDialect {
         if (frag32) {  // matrices (rows 0-7 | 8-15) x (k 0-3 | 4-7) are a0..a3, rounded to tf32
           w.line("mt_ldmatrix_x4(" + fa + "[mma_i], mma_sa + (16 * mma_i * " + lda + " + " + kk + ") * " + esz + ");");
           w.line("#pragma unroll");
-          w.line("for (int mma_r = 0; mma_r < 4; ++mma_r) " + fa + "[mma_i][mma_r] = mt_tf32(__uint_as_float(" + fa + "[mma_i][mma_r]));");
+          if (s.tf32x3)
+            w.line("mt_split_tf32<4>(" + fa + "[mma_i]);");
+          else
+            w.line("for (int mma_r = 0; mma_r < 4; ++mma_r) " + fa + "[mma_i][mma_r] = mt_tf32(__uint_as_float(" + fa + "[mma_i][mma_r]));");
         } else if (s.tf32) {
           w.line("const float* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + " + kk + " + mma_t;");
-          w.line(fa + "[mma_i][0] = mt_tf32(mma_p[0]);");
-          w.line(fa + "[mma_i][1] = mt_tf32(mma_p[8 * " + lda + "]);");
-          w.line(fa + "[mma_i][2] = mt_tf32(mma_p[4]);");
-          w.line(fa + "[mma_i][3] = mt_tf32(mma_p[8 * " + lda + " + 4]);");
+          w.line(fa + "[mma_i][0] = " + word("mma_p[0]") + ";");
+          w.line(fa + "[mma_i][1] = " + word("mma_p[8 * " + lda + "]") + ";");
+          w.line(fa + "[mma_i][2] = " + word("mma_p[4]") + ";");
+          w.line(fa + "[mma_i][3] = " + word("mma_p[8 * " + lda + " + 4]") + ";");
+          if (s.tf32x3) w.line("mt_split_tf32<4>(" + fa + "[mma_i]);");
         } else {
           w.line("const ushort* mma_p = " + s.a + " + (mma_row + 16 * mma_i) * " + lda + " + " + kk + " + 2 * mma_t;");
           w.line(fa + "[mma_i][0] = mt_pair(mma_p);");
@@ -299,8 +306,9 @@ class CudaDialect final : public GpuDialect {
         w.open("for (int mma_j = 0; mma_j < " + tn + "; ++mma_j)");
         if (s.tf32) {
           w.line("const float* mma_q = " + s.b + " + (" + kk + " + mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
-          w.line(fb + "[mma_j][0] = mt_tf32(mma_q[0]);");
-          w.line(fb + "[mma_j][1] = mt_tf32(mma_q[4 * " + ldb + "]);");
+          w.line(fb + "[mma_j][0] = " + word("mma_q[0]") + ";");
+          w.line(fb + "[mma_j][1] = " + word("mma_q[4 * " + ldb + "]") + ";");
+          if (s.tf32x3) w.line("mt_split_tf32<2>(" + fb + "[mma_j]);");
         } else {  // rows k = 2t, 2t + 1 (+ 8) of column g, two 16-bit reads per register
           w.line("const ushort* mma_q = " + s.b + " + (" + kk + " + 2 * mma_t) * " + ldb + " + mma_col + 8 * mma_j;");
           w.line(fb + "[mma_j][0] = mt_pack(mma_q[0], mma_q[" + ldb + "]);");
@@ -309,7 +317,8 @@ class CudaDialect final : public GpuDialect {
         w.close();
       }
     };
-    const std::string fn = s.tf32 ? "mt_mma_tf32" : s.ab == DType::bf16 ? "mt_mma_bf16" : "mt_mma_f16";
+    const std::string fn = s.tf32x3 ? "mt_mma_tf32x3" : s.tf32 ? "mt_mma_tf32" : s.ab == DType::bf16 ? "mt_mma_bf16" : "mt_mma_f16";
+    const std::string wa = s.tf32x3 ? "8" : "4", wb = s.tf32x3 ? "4" : "2";  // words per fragment
     // tiles_m x tiles_n mmas; serpentine: odd rows of atoms walk the columns backwards, so each
     // row starts on the B fragment the previous one ended with.
     auto mmas = [&](const std::string& fa, const std::string& fb) {
@@ -326,7 +335,7 @@ class CudaDialect final : public GpuDialect {
     const std::string ak = std::to_string(s.atom_k), kc = std::to_string(s.k);
     if (s.preload && s.k > s.atom_k) {
       // Two fragment buffers: step k's mmas run while step k + 1's fragments are read.
-      w.line("uint mma_a[2][" + tm + "][4], mma_b[2][" + tn + "][2];");
+      w.line("uint mma_a[2][" + tm + "][" + wa + "], mma_b[2][" + tn + "][" + wb + "];");
       fragments("mma_a[0]", "mma_b[0]", "0");
       w.line("#pragma unroll");
       w.open("for (int mma_k = 0; mma_k < " + kc + "; mma_k += " + ak + ")");
@@ -339,7 +348,7 @@ class CudaDialect final : public GpuDialect {
     } else {
       w.line("#pragma unroll");
       w.open("for (int mma_k = 0; mma_k < " + kc + "; mma_k += " + ak + ")");
-      w.line("uint mma_a[" + tm + "][4], mma_b[" + tn + "][2];");
+      w.line("uint mma_a[" + tm + "][" + wa + "], mma_b[" + tn + "][" + wb + "];");
       fragments("mma_a", "mma_b", "mma_k");
       mmas("mma_a", "mma_b");
       w.close();

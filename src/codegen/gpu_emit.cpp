@@ -668,11 +668,7 @@ std::string Emitter::run(KernelInterface* k) {
                                    "mma_b", "mma_c", "mma_p", "mma_q", "mma_lr", "mma_lh",
                                    "mma_row0", "mma_col0"});
   gpu::Function named = f_;  // parameters keep C-safe spellings of their names
-  // The prelude's helpers (mt_*, metile_*) must not be shadowed by a variable.
-  auto safe = [](const std::string& n) {
-    std::string id = c_identifier(n.empty() ? "t" : n);
-    return id.starts_with("mt_") || id.starts_with("metile_") ? "u" + id : id;
-  };
+  auto safe = [](const std::string& n) { return c_identifier(n.empty() ? "t" : n); };
   for (gpu::GpuParam& p : named.params) named.value(p.value).stem = safe(p.name);
   for (gpu::Value& v : named.values) v.stem = safe(v.stem);
   for (gpu::GpuParam& p : named.params) p.name = safe(p.name);

@@ -57,6 +57,7 @@ struct MmaSpec {
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
   bool tf32 = false;
+  bool tf32x3 = false;         // mma.sync tf32: three MMAs on TF32 hi/lo parts (hi*hi + hi*lo + lo*hi)
   bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
   bool preload = false;        // mma.sync: read the next k step's fragments before this step's mmas
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards

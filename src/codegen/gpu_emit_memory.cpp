@@ -200,6 +200,7 @@ void Emitter::mma(const gpu::Op& op) {
   s.warps_m = op.attr_int("warps_m");
   s.warps_n = op.attr_int("warps_n");
   s.tf32 = op.attr_int("tf32") != 0;
+  s.tf32x3 = op.find_attr("tf32x3") != nullptr && op.attr_int("tf32x3") != 0;
   s.ldmatrix = op.find_attr("ldmatrix") != nullptr && op.attr_int("ldmatrix") != 0;
   s.preload = op.find_attr("preload") != nullptr && op.attr_int("preload") != 0;
   s.serpentine = op.find_attr("serpentine") != nullptr && op.attr_int("serpentine") != 0;

@@ -426,7 +426,10 @@ void Builder::tile_store(ValueId ptr, ValueId row, ValueId col, ValueId stride, 
   emit(OpKind::TILE_STORE, std::move(ops), {});
 }
 
-ValueId Builder::dot(ValueId a, ValueId b, ValueId acc) { return emit1(OpKind::DOT, {a, b, acc}); }
+ValueId Builder::dot(ValueId a, ValueId b, ValueId acc, DotPrecision precision) {
+  if (precision == DotPrecision::device_default) return emit1(OpKind::DOT, {a, b, acc});
+  return emit1(OpKind::DOT, {a, b, acc}, {{"input_precision", std::string(dot_precision_name(precision))}});
+}
 
 ValueId Builder::reduce(OpKind kind, ValueId x, int axis) {
   if (!has_trait(kind, kReduce))

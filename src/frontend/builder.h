@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/tile_ir.h"
+#include "ir/dot_precision.h"
 
 namespace metile {
 
@@ -46,7 +47,8 @@ class Builder {
                     ValueId bound_rows, ValueId bound_cols);
   void tile_store(ValueId ptr, ValueId row, ValueId col, ValueId stride, ValueId value,
                   ValueId bound_rows, ValueId bound_cols);
-  ValueId dot(ValueId a, ValueId b, ValueId acc);
+  /** acc + a @ b; a precision other than device_default becomes the dot's input_precision. */
+  ValueId dot(ValueId a, ValueId b, ValueId acc, DotPrecision precision = DotPrecision::device_default);
   ValueId reduce(OpKind kind, ValueId x, int axis);
   /** An inclusive scan (kind: CUMSUM or CUMPROD) along `axis`; bool counts as i32. */
   ValueId scan(OpKind kind, ValueId x, int axis, bool reverse);

@@ -93,9 +93,9 @@ std::ostream& operator<<(std::ostream& os, const IntTuple& t) { return os << t.s
 
 namespace {
 
-class Parser {
+class LayoutParser {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  explicit LayoutParser(std::string_view text) : text_(text) {}
 
   IntTuple tuple() {
     skip_space();
@@ -195,7 +195,7 @@ void check_layout(const IntTuple& shape, const IntTuple& stride) {
 }  // namespace
 
 IntTuple parse_int_tuple(std::string_view text) {
-  Parser p(text);
+  LayoutParser p(text);
   IntTuple t = p.tuple();
   p.expect_end();
   return t;
@@ -381,7 +381,7 @@ Layout make_layout(const std::vector<Layout>& modes) {
 }
 
 Layout parse_layout(std::string_view text) {
-  Parser p(text);
+  LayoutParser p(text);
   IntTuple shape = p.tuple();
   if (!p.accept(':')) {
     p.expect_end();

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ir/const_range.h"
+#include "ir/dot_precision.h"
 #include "ir/swizzle_names.h"
 #include "ir/tile_ir.h"
 #include "support/error.h"
@@ -365,6 +366,10 @@ std::vector<Type> Checker::run() const {
       if (!ok)
         bad("accumulator ", dtype_name(c.dtype), " does not fit ", dtype_name(a.dtype),
             " inputs (f32 or the input type for floats, i32 for 8-bit integers)");
+      if (op.find_attr("input_precision") != nullptr) {
+        const std::string& prec = op.attr_str("input_precision");
+        if (!parse_dot_precision(prec)) bad("unknown input_precision \"", prec, "\" (", kDotPrecisionList, ")");
+      }
       return {c};
     }
     case OpKind::FOR: {

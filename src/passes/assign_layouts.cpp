@@ -11,7 +11,7 @@
 //
 // Dots. The plan of (M x K) @ (K x N) + acc: the target's atom for the operand dtype (bf16
 // without an atom of its own is widened to an exact f32 atom; a relaxed TF32 atom only under
-// allow_tf32), an f32 accumulator, K a multiple of the atom's k, and a warp grid warps_m x
+// a dot whose precision allows it), an f32 accumulator, K a multiple of the atom's k, and a warp grid warps_m x
 // warps_n (all the threadgroup's warps) that tiles M and N by whole atoms, as square as it can.
 // The result takes the atom's accumulator layout tiled over that grid. Without an atom the dot
 // runs as exact FMAs in the canonical layout (lower_dot.cpp).
@@ -129,7 +129,8 @@ int64_t Assigner::dot_warps() const {
     if (o.kind != OpKind::DOT) return;
     const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
     int64_t m = c.shape.dims[0], n = c.shape.dims[1];
-    const MatrixAtom* atom = dot_atom(target, options.allow_tf32, a.dtype, c.dtype, m, n, a.shape.dims[1]).first;
+    const MatrixAtom* atom =
+        dot_atom(target, gpu_dot_precision(o, target, options), a.dtype, c.dtype, m, n, a.shape.dims[1]).first;
     if (atom == nullptr || m % atom->m != 0 || n % atom->n != 0) return;
     int64_t w = 1;  // up to 4 warps, a power of two, each with at least one atom
     while (w < 4 && 2 * w <= (m / atom->m) * (n / atom->n)) w *= 2;
@@ -289,9 +290,11 @@ void Assigner::run() {
     if (o.kind != OpKind::DOT) return;
     const Type &a = p.type(o.operands[0]), &c = p.type(o.operands[2]);
     DotChoice plan;
-    auto [atom, stage] = dot_atom(target, options.allow_tf32, a.dtype, c.dtype, c.shape.dims[0],
+    const DotPrecision precision = gpu_dot_precision(o, target, options);
+    auto [atom, stage] = dot_atom(target, precision, a.dtype, c.dtype, c.shape.dims[0],
                                   c.shape.dims[1], a.shape.dims[1]);
     plan.stage = stage;
+    plan.tf32x3 = atom != nullptr && atom->relaxed && precision == DotPrecision::tf32x3;
     if (atom != nullptr && options.warps_m > 0) {  // the asked grid, or an error naming it
       const int64_t m = c.shape.dims[0], n = c.shape.dims[1];
       if (int64_t{options.warps_m} * options.warps_n != warps)
@@ -367,7 +370,12 @@ int64_t dot_chunk(const GpuTarget& target, const DotChoice& plan, int64_t m, int
   return kc;
 }
 
-std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow_tf32, DType ab,
+DotPrecision gpu_dot_precision(const Op& dot, const GpuTarget& target, const LowerOptions& options) {
+  const DotPrecision p = metile::dot_precision(dot, options.dot_default);
+  return p == DotPrecision::device_default ? target.dot_default : p;
+}
+
+std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecision precision, DType ab,
                                              DType acc, int64_t m, int64_t n, int64_t k) {
   if (acc != DType::f32) return {nullptr, ab};
   // The accumulator array plus the smallest staging (one atom's k) within 3/4 of the memory.
@@ -376,9 +384,13 @@ std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow
     const int64_t need = m * n * 4 + (m * (a.k + pad) + a.k * (n + pad)) * elem;
     return static_cast<uint64_t>(need) <= target.threadgroup_memory_bytes / 4 * 3;
   };
+  // A relaxed (TF32) atom: for "tf32", and for "tf32x3" where its emitter splits the operands.
+  auto allows = [&](const MatrixAtom& a) {
+    return precision == DotPrecision::tf32 || (precision == DotPrecision::tf32x3 && a.splits);
+  };
   auto find = [&](DType want) -> const MatrixAtom* {
     for (const MatrixAtom& a : target.matrix_atoms)
-      if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || allow_tf32) &&
+      if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || allows(a)) &&
           (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
         return &a;
     return nullptr;

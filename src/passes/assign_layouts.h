@@ -32,6 +32,7 @@ struct DotChoice {
   bool b_kmajor = false;
   bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma)
   WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
+  bool tf32x3 = false;  // the relaxed atom runs three MMAs on TF32 hi/lo parts (MatrixAtom::splits)
   bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (lower_wgmma_tf32.cpp)
 };
 
@@ -67,8 +68,11 @@ gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt);
  * The matrix atom of `target` for a dot of these types and sizes (nullptr: none) and the dtype
  * its operands stage as (bf16 without an atom of its own widens to an exact f32 atom).
  */
-std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, bool allow_tf32, DType ab,
+std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecision precision, DType ab,
                                              DType acc, int64_t m, int64_t n, int64_t k);
+
+/** `dot`'s precision on `target`: its input_precision, else the compile's, else the target's. */
+DotPrecision gpu_dot_precision(const Op& dot, const GpuTarget& target, const LowerOptions& options);
 
 /**
  * Appends the leaves of `mode`, one mode of a matrix atom's (lane, value) -> element layout, to

@@ -16,8 +16,9 @@ struct LowerOptions {
   int num_threads = 0;
   /** The device name for error messages ("metal-sim"). */
   std::string device;
-  /** f32 dot may round its inputs to TF32 on matrix units (CompileOptions::allow_tf32). */
-  bool allow_tf32 = true;
+  /** The precision of dots without input_precision (CompileOptions::dot_default(); its
+   * device_default is the target's GpuTarget::dot_default). */
+  DotPrecision dot_default = DotPrecision::device_default;
   /**
    * A dot operand that comes straight from a tile_load is copied from device to threadgroup
    * memory with async_copy (cp.async on CUDA) instead of through registers (lower_dot.cpp).

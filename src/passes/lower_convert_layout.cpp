@@ -19,7 +19,10 @@ void expand(gpu::Function& f, const gpu::Op& c, gpu::Block& out) {
     return f.layout(l).padded ? b.named(b.valid(l, tid), "in_tile") : kNoValue;
   };
   ValueId e_from = b.named(b.coord(from, tid), "idx");
-  b.store(b.ew(OpKind::PTR_OFFSET, {buf, e_from}), x, valid(from));
+  // One statement each: the order of a call's arguments is the compiler's, the ops' is not.
+  const ValueId in_from = valid(from);
+  const ValueId at_from = b.ew(OpKind::PTR_OFFSET, {buf, e_from});
+  b.store(at_from, x, in_from);
   b.barrier();
   ValueId e_to = b.named(b.coord(to, tid), "idx");
   ValueId at = b.ew(OpKind::PTR_OFFSET, {buf, e_to});

@@ -257,6 +257,7 @@ void Lowering::dot(const Op& op) {
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // lower_wgmma_tf32.cpp
+      if (plan.tf32x3) g.attrs.push_back({"tf32x3", int64_t{1}});
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();
     } else {

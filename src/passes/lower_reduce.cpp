@@ -226,8 +226,8 @@ ValueId Lowering::axis_reduce(Reduction k, ValueId x, DType d, const Shape& s, i
     })[0];
     for (int64_t m = g / 2; m >= 1; m /= 2) acc = combine(k, acc, b.shuffle_xor(acc, c_i32(m)));
     ValueId first = b.ew(OpKind::EQ, {lane, c_i32(0)});
-    b.store(b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {o, c_i32(numel)})}), acc,
-            b.ew(OpKind::BITAND, {first, has_output}));
+    const ValueId slot = b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {o, c_i32(numel)})});
+    b.store(slot, acc, b.ew(OpKind::BITAND, {first, has_output}));  // in this order on every compiler
   };
   each_round(rounds, fold);
   b.barrier();

@@ -65,6 +65,8 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
   if (plan.atom == nullptr || plan.direct[0] == nullptr || plan.kc != k) return false;
   if (plan.b_kmajor) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
+  // 3xTF32 would need each operand's residual staged beside it; mma.sync splits in registers.
+  if (plan.tf32x3) return false;
   // tf32 (lower_wgmma_tf32.cpp): B K-major, copied from the N x K tile_load its trans reads.
   const Op* kmajor_b = plan.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : nullptr;
   if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers

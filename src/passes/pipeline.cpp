@@ -47,7 +47,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   LowerOptions lo;
   lo.num_threads = options.num_threads;
   lo.device = device;
-  lo.allow_tf32 = options.allow_tf32 != 0;
+  lo.dot_default = options.dot_default();
   lo.num_stages = options.num_stages;
   lo.warps_m = options.warps_m;
   lo.warps_n = options.warps_n;

@@ -39,6 +39,7 @@ GpuTarget apple_gpu_target(int family, bool metal4) {
     for (DType ab : {DType::f32, DType::f16, DType::bf16}) {
       MatrixAtom a{"tensor_ops", 8, 8, 8, ab, DType::f32, false, simdgroup_8x8_fragment()};
       a.acc_through_threadgroup = true;
+      a.relaxed = ab == DType::f32;  // TF32 on M5-class parts: only where a dot allows "tf32"
       atoms.push_back(a);
     }
     atoms.insert(atoms.end(), t.matrix_atoms.begin(), t.matrix_atoms.end());
@@ -74,8 +75,9 @@ const GpuTarget& nvidia_gpu_target() {
                         OpKind::ATOMIC_XCHG, OpKind::ATOMIC_CAS};
     g.vector_dtypes = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u32, DType::i64,
                        DType::i8, DType::u8};
+    g.dot_default = DotPrecision::tf32x3;  // 3xTF32 on tensor cores: near f32, far faster than FMAs
     g.matrix_atoms = {
-        {"mma.sync", 16, 8, 8, DType::f32, DType::f32, true, mma_m16n8_f32_c()},  // tf32
+        {"mma.sync", 16, 8, 8, DType::f32, DType::f32, true, mma_m16n8_f32_c(), false, true},  // tf32
         {"mma.sync", 16, 8, 16, DType::f16, DType::f32, false, mma_m16n8_f32_c()},
         {"mma.sync", 16, 8, 16, DType::bf16, DType::f32, false, mma_m16n8_f32_c()},
     };

@@ -12,6 +12,7 @@
 
 #include "ir/layout.h"
 #include "ir/ops.h"
+#include "ir/dot_precision.h"
 #include "ir/types.h"
 
 namespace metile {
@@ -22,7 +23,7 @@ struct MatrixAtom {
   int m = 0, n = 0, k = 0;
   DType ab = DType::invalid;   // input type
   DType acc = DType::invalid;  // accumulator type
-  bool relaxed = false;        // rounds f32 inputs (TF32); used only when allow_tf32
+  bool relaxed = false;        // rounds f32 inputs (TF32): only for dots whose precision allows it
   /**
    * The accumulator fragment: (lane, value) -> offset row + m * col of the m x n atom
    * (src/ir/layout_atoms.cpp). Lowering tiles it over warps and repeats to lay out a dot's
@@ -35,9 +36,14 @@ struct MatrixAtom {
    * array: lowering allocates it and counts it in the threadgroup-memory budget.
    */
   bool acc_through_threadgroup = false;
+  /** Relaxed, and its emitter also runs "tf32x3": three MMAs on TF32 hi/lo parts. */
+  bool splits = false;
 };
 
 struct GpuTarget {
+  /** What a dot without input_precision (and no compile default) means here: f32 accuracy by
+   * the fastest means the target has (docs/semantics.md, "dot precision"). */
+  DotPrecision dot_default = DotPrecision::ieee;
   std::string name;     // "apple", "nvidia": the vendor (devices add their own identity)
   /** Apple: the GPU family (MTLGPUFamilyApple<N>: 7 = M1, 8 = M2, 9 = M3/M4, 10 = M5); 0 elsewhere. */
   int family = 0;

@@ -7,6 +7,7 @@ namespace metile {
 std::string CompileOptions::key() const {
   std::ostringstream os;
   os << "num_threads=" << num_threads << ";allow_tf32=" << allow_tf32 << ";opt_level=" << opt_level;
+  if (dot_precision != 0) os << ";dot_precision=" << dot_precision;
   if (check_bounds) os << ";check_bounds";
   if (unchecked) os << ";unchecked";
   if (!fuse_reductions) os << ";no_fuse_reductions";

@@ -10,18 +10,22 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/dot_precision.h"
+
 namespace metile {
 
 /** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
  * each to its LowerOptions switch). */
-inline constexpr std::array<std::string_view, 16> kGpuOffPieces = {
+inline constexpr std::array<std::string_view, 17> kGpuOffPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma", "split_k",
     "double_buffer", "stage_counter", "whole_tiles", "last_first",
-    "kmajor_b", "early_copy", "persistent", "one_align"};
+    "kmajor_b", "early_copy", "persistent", "one_align", "pointer_tiles"};
 
 struct CompileOptions {
   int num_threads = 0;
   int allow_tf32 = -1;
+  /** metile_compile_options.dot_precision (a DotPrecision); with allow_tf32, dot_default(). */
+  int dot_precision = 0;
   int opt_level = 1;
   bool no_cache = false;
   /** Tile IR passes (names from src/passes/tile/tile_passes.def) not to run: differential tests
@@ -47,6 +51,13 @@ struct CompileOptions {
    * kGpuOffPieces; "pipeline" is num_stages = 1): unknown names are refused.
    */
   std::vector<std::string> gpu_off;
+  /** The precision of dots without their own: dot_precision, else allow_tf32's (1: tf32,
+   * 0: ieee), else DotPrecision::device_default (which each backend resolves). */
+  DotPrecision dot_default() const {
+    if (dot_precision != 0) return static_cast<DotPrecision>(dot_precision);
+    if (allow_tf32 >= 0) return allow_tf32 ? DotPrecision::tf32 : DotPrecision::ieee;
+    return DotPrecision::device_default;
+  }
   /** Canonical text of the options that affect code (part of the cache key). */
   std::string key() const;
 };

@@ -5,13 +5,14 @@
 #include <gtest/gtest.h>
 #include <metile/metile.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "capi_util.h"
 
-namespace {
+namespace METILE_UNITY_ID {
 
 using metile_capi_test::fails_with;
 using metile_capi_test::last_error;
@@ -143,6 +144,175 @@ TEST(DLPackVersioned, ImportRefusesOtherMajorVersionsAndReadOnlyTensors) {
   EXPECT_TRUE(fails_with(metile_buffer_from_dlpack_versioned(&b, d, nullptr),
                          METILE_ERROR_INVALID_ARGUMENT, "managed_tensor"));
   metile_device_release(d);
+}
+
+// Every device with host-addressable buffers; cpu and metal-sim need their compilers.
+std::vector<metile_device*> host_devices() {
+  std::vector<metile_device*> out;
+  for (const char* name : {"interp", "cpu", "metal-sim"}) {
+    metile_device* d = nullptr;
+    if (metile_device_open(&d, name) == METILE_OK) out.push_back(d);
+  }
+  return out;
+}
+
+TEST(DLPackExport, RefusesShapesWhoseByteSizeWraps) {
+  for (metile_device* d : host_devices()) {
+    metile_buffer* b = nullptr;
+    ASSERT_EQ(metile_buffer_alloc(&b, d, 64), METILE_OK);
+    int64_t wraps_bytes[1] = {int64_t{1} << 62};                     // * 4 bytes = 2^64
+    int64_t wraps_count[2] = {16, (int64_t{1} << 60) + 1};           // 16 * that wraps to 16
+    int64_t wraps_late[3] = {int64_t{1} << 32, int64_t{1} << 32, 0};  // 0 last: still refused
+    void* out = nullptr;
+    for (auto* call : {&metile_buffer_to_dlpack, &metile_buffer_to_dlpack_versioned}) {
+      EXPECT_TRUE(fails_with(call(b, METILE_DTYPE_F32, 1, wraps_bytes, &out),
+                             METILE_ERROR_INVALID_ARGUMENT, "overflows 64 bits"));
+      EXPECT_TRUE(fails_with(call(b, METILE_DTYPE_F32, 2, wraps_count, &out),
+                             METILE_ERROR_INVALID_ARGUMENT, "overflows 64 bits"));
+      EXPECT_TRUE(fails_with(call(b, METILE_DTYPE_U8, 3, wraps_late, &out),
+                             METILE_ERROR_INVALID_ARGUMENT, "overflows 64 bits"));
+      int64_t too_big[2] = {4, 5};  // 80 bytes of a 64-byte buffer
+      EXPECT_TRUE(fails_with(call(b, METILE_DTYPE_F32, 2, too_big, &out),
+                             METILE_ERROR_INVALID_ARGUMENT, "80 bytes"));
+      int64_t neg[2] = {4, -1};
+      EXPECT_TRUE(fails_with(call(b, METILE_DTYPE_F32, 2, neg, &out),
+                             METILE_ERROR_INVALID_ARGUMENT, "shape[1] is negative"));
+      EXPECT_TRUE(fails_with(call(b, METILE_DTYPE_F32, 9, too_big, &out),
+                             METILE_ERROR_INVALID_ARGUMENT, "ndim"));
+      EXPECT_TRUE(fails_with(call(b, static_cast<metile_dtype>(99), 1, too_big, &out),
+                             METILE_ERROR_INVALID_ARGUMENT, "dtype 99"));
+      int64_t fits[2] = {4, 4};  // exactly 64 bytes
+      ASSERT_EQ(call(b, METILE_DTYPE_F32, 2, fits, &out), METILE_OK) << last_error();
+      auto* t = static_cast<DLManagedTensor*>(out);
+      if (call == &metile_buffer_to_dlpack_versioned) {
+        auto* v = static_cast<DLManagedTensorVersioned*>(out);
+        v->deleter(v);
+      } else {
+        t->deleter(t);
+      }
+    }
+    metile_buffer_release(b);
+    metile_device_release(d);
+  }
+}
+
+int legacy_deleted = 0;
+void count_legacy(DLManagedTensor*) { ++legacy_deleted; }
+
+// Imports `t` through both ABIs; a refusal must have the status and name `field`, and leave the
+// tensor to its producer.
+void expect_import_refused(metile_device* d, const DLTensor& t, const char* field) {
+  DLManagedTensor legacy{t, nullptr, count_legacy};
+  DLManagedTensorVersioned versioned{};
+  versioned.version = {1, 0};
+  versioned.dl_tensor = t;
+  versioned.deleter = count_versioned;
+  legacy_deleted = versioned_deleted = 0;
+  metile_buffer* b = nullptr;
+  EXPECT_TRUE(fails_with(metile_buffer_from_dlpack(&b, d, &legacy), METILE_ERROR_INVALID_ARGUMENT,
+                         field));
+  EXPECT_TRUE(fails_with(metile_buffer_from_dlpack_versioned(&b, d, &versioned),
+                         METILE_ERROR_INVALID_ARGUMENT, field));
+  EXPECT_EQ(legacy_deleted + versioned_deleted, 0);
+}
+
+TEST(DLPackImport, RefusesMalformedTensorsNamingTheField) {
+  std::vector<float> host(16);
+  for (metile_device* d : host_devices()) {
+    int64_t shape16[1] = {16};
+    DLTensor good{host.data(), {1, 0}, 1, {2, 32, 1}, shape16, nullptr, 0};
+
+    DLTensor t = good;
+    t.shape = nullptr;
+    expect_import_refused(d, t, "dl_tensor.shape is NULL");
+    t = good;
+    t.ndim = 33;
+    expect_import_refused(d, t, "dl_tensor.ndim");
+    t = good;
+    t.ndim = -1;
+    expect_import_refused(d, t, "dl_tensor.ndim");
+    t = good;
+    t.data = nullptr;
+    expect_import_refused(d, t, "dl_tensor.data is NULL");
+    t = good;
+    t.byte_offset = uint64_t{1} << 63;
+    expect_import_refused(d, t, "dl_tensor.byte_offset");
+    t = good;
+    t.data = reinterpret_cast<void*>(UINTPTR_MAX - 8);
+    t.byte_offset = 16;
+    expect_import_refused(d, t, "dl_tensor.byte_offset");
+    t = good;
+    t.data = reinterpret_cast<void*>(UINTPTR_MAX - 32);  // 64 bytes from here wrap around
+    expect_import_refused(d, t, "address space");
+    int64_t wraps[2] = {int64_t{1} << 62, 4};
+    t = good;
+    t.ndim = 2;
+    t.shape = wraps;
+    t.dtype = {1, 8, 1};  // u8: 2^62 * 4 elements of one byte wrap to 0
+    expect_import_refused(d, t, "overflows 64 bits");
+    int64_t huge[1] = {int64_t{1} << 62};  // 2^64 bytes of f32
+    t = good;
+    t.shape = huge;
+    expect_import_refused(d, t, "overflows 64 bits");
+    int64_t half[2] = {int64_t{1} << 61, 5};  // 5 * 2^61 bytes: no wrap, but past PTRDIFF_MAX
+    t = good;
+    t.ndim = 2;
+    t.shape = half;
+    t.dtype = {1, 8, 1};
+    expect_import_refused(d, t, "more than one object");
+    int64_t neg[2] = {4, -4};
+    t = good;
+    t.ndim = 2;
+    t.shape = neg;
+    expect_import_refused(d, t, "dl_tensor.shape[1] is negative");
+    t = good;
+    t.dtype = {2, 32, 4};
+    expect_import_refused(d, t, "dl_tensor.dtype");
+    t = good;
+    t.dtype = {2, 12, 1};
+    expect_import_refused(d, t, "dl_tensor.dtype");
+    int64_t strides[1] = {2};
+    t = good;
+    t.strides = strides;
+    expect_import_refused(d, t, "dl_tensor.strides[0]");
+    metile_device_release(d);
+  }
+}
+
+TEST(DLPackImport, AnEmptyTensorMayHaveNullDataAndGetsItsOwnByte) {
+  for (metile_device* d : host_devices()) {
+    int64_t shape[2] = {0, 1ll << 40};  // no elements, whatever the other dimension
+    int64_t strides[2] = {7, 9};        // meaningless for an empty tensor
+    DLManagedTensor t{{nullptr, {1, 0}, 2, {2, 32, 1}, shape, strides, 0}, nullptr, count_legacy};
+    legacy_deleted = 0;
+    metile_buffer* b = nullptr;
+    ASSERT_EQ(metile_buffer_from_dlpack(&b, d, &t), METILE_OK) << last_error();
+    size_t size = 0;
+    ASSERT_EQ(metile_buffer_size(b, &size), METILE_OK);
+    EXPECT_EQ(size, 1u);
+    void* mem = nullptr;
+    ASSERT_EQ(metile_buffer_contents(b, &mem), METILE_OK);
+    EXPECT_NE(mem, nullptr);
+    metile_buffer_release(b);
+    EXPECT_EQ(legacy_deleted, 1);
+    metile_device_release(d);
+  }
+}
+
+TEST(BufferWrap, RefusesRangesPastTheAddressSpace) {
+  for (metile_device* d : host_devices()) {
+    float host[4] = {};
+    metile_buffer* b = nullptr;
+    EXPECT_TRUE(fails_with(metile_buffer_wrap(&b, d, host, SIZE_MAX), METILE_ERROR_INVALID_ARGUMENT,
+                           "address space"));
+    EXPECT_TRUE(fails_with(metile_buffer_wrap(&b, d, host, size_t{PTRDIFF_MAX} + 1),
+                           METILE_ERROR_INVALID_ARGUMENT, "address space"));
+    EXPECT_TRUE(fails_with(metile_buffer_wrap(&b, d, reinterpret_cast<void*>(UINTPTR_MAX - 15), 32),
+                           METILE_ERROR_INVALID_ARGUMENT, "address space"));
+    ASSERT_EQ(metile_buffer_wrap(&b, d, host, sizeof host), METILE_OK) << last_error();
+    metile_buffer_release(b);
+    metile_device_release(d);
+  }
 }
 
 TEST(DLPackStreams, HostDevicesHaveNoStreamAndOrderTrivially) {

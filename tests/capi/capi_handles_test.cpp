@@ -13,7 +13,7 @@
 
 #include "capi_util.h"
 
-namespace {
+namespace METILE_UNITY_ID {
 
 using namespace metile_capi_test;
 
@@ -435,7 +435,7 @@ TEST_F(DeviceHandles, PipelineStagesAndWarpGridAreChecked) {
     o.warps_n = wn;
     metile_kernel* k = nullptr;
     metile_status st = metile_kernel_compile(&k, device_, p, &o);
-    if (k != nullptr) EXPECT_EQ(metile_kernel_release(k), METILE_OK);
+    if (k != nullptr) { EXPECT_EQ(metile_kernel_release(k), METILE_OK); }
     return st;
   };
   EXPECT_TRUE(fails_with(compile(-1, 0, 0), METILE_ERROR_INVALID_ARGUMENT, "num_stages -1 is out of range"));
@@ -457,7 +457,7 @@ TEST_F(DeviceHandles, SplitKIsChecked) {
     o.split_k = split_k;
     metile_kernel* k = nullptr;
     metile_status st = metile_kernel_compile(&k, device_, p, &o);
-    if (k != nullptr) EXPECT_EQ(metile_kernel_release(k), METILE_OK);
+    if (k != nullptr) { EXPECT_EQ(metile_kernel_release(k), METILE_OK); }
     return st;
   };
   EXPECT_TRUE(fails_with(compile(-1), METILE_ERROR_INVALID_ARGUMENT, "split_k -1 is out of range"));

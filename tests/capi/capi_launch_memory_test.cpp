@@ -3,11 +3,12 @@
 #include <gtest/gtest.h>
 #include <metile/metile.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "capi_util.h"
 
-namespace {
+namespace METILE_UNITY_ID {
 
 using namespace metile_capi_test;
 
@@ -56,9 +57,37 @@ TEST(LaunchMemory, ReRunsOverFreshHostMemoryOnEveryHostDevice) {
                            METILE_ERROR_INVALID_ARGUMENT, "host"));
     EXPECT_TRUE(fails_with(metile_launch_set_arg_memory(l, 0, x0.data(), 0),
                            METILE_ERROR_INVALID_ARGUMENT, "size"));
+    EXPECT_TRUE(fails_with(metile_launch_set_arg_memory(l, 0, x0.data(), SIZE_MAX),
+                           METILE_ERROR_INVALID_ARGUMENT, "address space"));
     EXPECT_TRUE(fails_with(metile_launch_set_arg_memory(nullptr, 0, x0.data(), 4),
                            METILE_ERROR_INVALID_ARGUMENT, "launch"));
     metile_launch_release(l);
+    // An integer argument's value must fit the kind it claims, whatever the parameter (`n` is
+    // i32 and could hold -5; a U32 of -5 is still a caller bug).
+    ASSERT_EQ(metile_buffer_wrap(&bx, d, x0.data(), 256), METILE_OK);
+    ASSERT_EQ(metile_buffer_wrap(&by, d, y0.data(), 256), METILE_OK);
+    args[0].buffer = bx;
+    args[1].buffer = by;
+    args[3].kind = METILE_ARG_U32;
+    args[3].i = -5;
+    EXPECT_TRUE(fails_with(metile_launch_create(&l, k, grid, args, 4),
+                           METILE_ERROR_INVALID_ARGUMENT, "value -5 is not a u32"));
+    args[3].i = int64_t{1} << 32;
+    EXPECT_TRUE(fails_with(metile_launch_create(&l, k, grid, args, 4),
+                           METILE_ERROR_INVALID_ARGUMENT, "is not a u32"));
+    args[3].kind = METILE_ARG_I32;
+    args[3].i = int64_t{1} << 31;
+    EXPECT_TRUE(fails_with(metile_launch_create(&l, k, grid, args, 4),
+                           METILE_ERROR_INVALID_ARGUMENT, "is not a i32"));
+    args[3].i = -5;  // fits i32 and the parameter
+    ASSERT_EQ(metile_launch_create(&l, k, grid, args, 4), METILE_OK) << last_error();
+    metile_launch_release(l);
+    args[3].kind = METILE_ARG_U32;
+    args[3].i = 64;
+    ASSERT_EQ(metile_launch_create(&l, k, grid, args, 4), METILE_OK) << last_error();
+    metile_launch_release(l);
+    metile_buffer_release(bx);
+    metile_buffer_release(by);
     metile_kernel_release(k);
     metile_program_release(p);
     metile_device_release(d);

@@ -14,7 +14,7 @@
 
 using namespace metile_capi_test;
 
-namespace {
+namespace METILE_UNITY_ID {
 
 struct FloatOnly {
   metile_op op;

@@ -2,14 +2,17 @@
 // device that runs kernels here (interp, cpu, metal-sim) through the C API: mixed-width integer
 // promotion, grid overflow, zero loop steps, out-of-range constants, long element-wise chains
 // and tiles of 2^24 elements.
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "capi_util.h"
 
-namespace {
+namespace METILE_UNITY_ID {
 
 using namespace metile_capi_test;
 
@@ -451,5 +454,32 @@ TEST(Robust, TileOf2To24ElementsRunsOrIsRefusedClearly) {
   metile_program_release(p);
 }
 
-}  // namespace
+// metile_cancel_launches from another thread stops a launch of 2^31 program instances on each
+// host device, and the kernel runs normally afterwards. The canceller repeats until the launch
+// returns: a cancel that comes before the launch starts does not count for it.
+TEST(Robust, CancelStopsARunningLaunchOnEveryHostDevice) {
+  metile_program* p = build_masked_i64_bound();
+  for (const char* device : {"interp", "cpu", "metal-sim"}) {
+    DeviceRun r(device, p);
+    ASSERT_NE(r.k, nullptr);
+    metile_arg out = r.buffer(256);
+    std::atomic<bool> done{false};
+    std::thread canceller([&] {
+      while (!done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        metile_cancel_launches();
+      }
+    });
+    metile_status st = r.launch({out, i64_arg(256)}, 1u << 31);
+    done = true;
+    canceller.join();
+    EXPECT_TRUE(fails_with(st, METILE_ERROR_DEVICE, "cancelled")) << device;
+    metile_cancel_launches();  // before a launch: it runs to the end
+    DeviceRun::data(out)[255] = 0;
+    ASSERT_EQ(r.launch({out, i64_arg(256)}, 3), METILE_OK) << device << ": " << last_error();
+    EXPECT_EQ(DeviceRun::data(out)[255], 256.0f) << device;
+  }
+  metile_program_release(p);
+}
 
+}  // namespace

@@ -13,7 +13,7 @@
 
 #include "capi_util.h"
 
-namespace {
+namespace METILE_UNITY_ID {
 
 using namespace metile_capi_test;
 

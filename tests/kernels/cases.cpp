@@ -179,7 +179,10 @@ Case gemm_case(const std::string& kernel, const std::string& name, const Dims& d
     const int64_t tiles = static_cast<int64_t>(cdiv(m, g.block_m)) * cdiv(n, g.block_n);
     c.grid = {static_cast<uint32_t>(std::max<int64_t>(1, (tiles + 2) / 3)), 1, 1};
   }
-  if (tf32) {  // inputs rounded to 10 mantissa bits: spec §14's TF32 bound
+  if (kernel.find("tf32x3") != std::string::npos) {  // 3xTF32: the exact cases' f32 bound
+    c.allow_tf32 = -1;
+    c.dot_precision = METILE_DOT_PRECISION_TF32X3;
+  } else if (tf32) {  // inputs rounded to 10 mantissa bits: spec §14's TF32 bound
     c.allow_tf32 = 1;
     c.rtol = c.atol = 5e-2;
   }
@@ -313,6 +316,11 @@ const std::vector<std::string>& names() {
       "gemm_diagonal/96x128x32",
       "gemm_tf32/64x64x64",
       "gemm_tf32_bounds/50x70x37",
+      // 3xTF32 (input_precision "tf32x3", cuda's default): mma.sync on hi/lo parts, within the
+      // exact cases' 1e-4; the _wg shape would take wgmma under "tf32" but stays on mma.sync.
+      "gemm_tf32x3/64x64x64",
+      "gemm_tf32x3_bounds/50x70x37",
+      "gemm_tf32x3_wg_bounds/136x72x40",
       "gemm_f16/64x64x64",
       "gemm_f16_bounds/65x33x100",
       "gemm_bf16/64x96x32",

@@ -111,6 +111,7 @@ RunResult run_case(const std::string& device, const Case& c) {
   metile_compile_options_init(&options);
   // The references are exact f32 math unless a case opts into TF32 (with spec §14's looser bound).
   options.allow_tf32 = c.allow_tf32;
+  options.dot_precision = c.dot_precision;
   if (failed(metile_kernel_compile(&h.kernel, h.device, h.program, &options))) return r;
   std::vector<metile_arg> args(c.args.size());
   for (size_t i = 0; i < c.args.size(); ++i) {

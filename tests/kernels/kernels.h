@@ -101,6 +101,7 @@ struct Case {
   std::vector<std::vector<double>> expected;  // float64 reference, one per output argument
   double rtol = 1e-5, atol = 1e-5;            // |got - want| <= atol + rtol * |want|
   int allow_tf32 = 0;  // compile option: 1 lets f32 dot round its inputs to TF32
+  int dot_precision = 0;  // compile option (metile_dot_precision); with allow_tf32 -1
 };
 
 /** Every case of the suite, ragged sizes included ("kernel/shape"). */

@@ -9,7 +9,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 bool has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
@@ -127,9 +127,9 @@ kernel @matmul_bias(%A: ptr<f32>, %B: ptr<f32>, %C: ptr<f32>, %Bias: ptr<f32>, %
                   "%15 = dot %13, %14, %12 : tile<32x32xf32> // #2 tile<1024> "
                   "thr=(2,4,2,2,2,2):(2,32,4,128,512,16) reg=(2,2,2):(1,256,8) "
                   "(simdgroup_matrix 8x8x8 f32, warps 2x2)"));
-  // Without TF32 the f32 dot has no atom on CUDA: exact FMAs in the canonical layout.
+  // "ieee" has no atom on CUDA: exact FMAs in the canonical layout.
   LowerOptions exact;
-  exact.allow_tf32 = false;
+  exact.dot_default = DotPrecision::ieee;
   std::string fma = assign_layouts_on_text(kGemmBias, nvidia_gpu_target(), exact);
   EXPECT_TRUE(has(fma, "%15 = dot %13, %14, %12 : tile<32x32xf32> // tile<1024> thr=256:4 reg=4:1 (fma, f32)"))
       << fma;

@@ -10,7 +10,7 @@
 #include "handles.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::all_files;
 using test::FakeDevice;

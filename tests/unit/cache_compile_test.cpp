@@ -15,7 +15,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::all_files;
 using test::dir_secret;

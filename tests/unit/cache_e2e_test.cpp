@@ -13,7 +13,7 @@
 extern char** environ;
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::all_files;
 using test::TempDir;

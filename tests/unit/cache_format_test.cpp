@@ -7,7 +7,7 @@
 #include "cache/sha256.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 TEST(CacheSha256, Fips180_2Vectors) {
   // FIPS 180-2, Appendix B.1 (one block), B.2 (two blocks), B.3 (one million 'a').

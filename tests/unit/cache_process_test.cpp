@@ -11,7 +11,7 @@
 #include "driver/compile.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::all_files;
 using test::dir_secret;

@@ -15,7 +15,7 @@
 #include "driver/compile.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::all_files;
 using test::FakeDevice;

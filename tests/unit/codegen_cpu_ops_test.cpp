@@ -13,7 +13,7 @@
 #include "kernels/launch.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using kernels::decode;
 using kernels::encode;

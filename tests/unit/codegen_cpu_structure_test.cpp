@@ -16,7 +16,7 @@
 #include "support/half.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using kernels::KernelBuilder;
 using kernels::V;

@@ -10,7 +10,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 bool has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;

@@ -16,7 +16,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 Program vector_add(int block) {
   Builder b("vadd");

@@ -13,7 +13,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 bool have_nvrtc() {
   std::string why;
@@ -30,6 +30,7 @@ TEST_P(CudaCodegen, CompilesForSm90) {
     if (!gemm && std::string(arch) == "sm_80") continue;
     CompileOptions options;
     options.allow_tf32 = c.allow_tf32;
+    options.dot_precision = c.dot_precision;
     Artifact a = cuda_build_program(c.program, options, arch);
     EXPECT_EQ(a.kind, ArtifactKind::cubin);
     ASSERT_GT(a.bytes.size(), 4u);
@@ -41,9 +42,13 @@ TEST_P(CudaCodegen, CompilesForSm90) {
     // f16/bf16 and (allowed) TF32 dots run on mma.sync; exact f32 and 1-row tiles on FMAs.
     bool matrix = gemm && GetParam().find("_m1") == std::string::npos &&
                   GetParam().find("_n1") == std::string::npos &&
-                  (c.allow_tf32 || GetParam().find("f16") != std::string::npos);
+                  (c.allow_tf32 == 1 || c.dot_precision != 0 || GetParam().find("f16") != std::string::npos);
+    // 3xTF32 splits its operands in mma.sync's registers; wgmma would need the residuals staged.
+    const bool x3 = c.dot_precision == METILE_DOT_PRECISION_TF32X3;
+    EXPECT_EQ(src.find("mt_mma_tf32x3(&") != std::string::npos, matrix && x3) << GetParam() << " " << arch;
     // The *_wg GEMMs (64-row tiles and more) on sm_90: the warpgroup atom, wgmma (sm_90a).
-    const bool warpgroup = matrix && std::string(arch) == "sm_90" && GetParam().find("_wg") != std::string::npos;
+    const bool warpgroup =
+        matrix && !x3 && std::string(arch) == "sm_90" && GetParam().find("_wg") != std::string::npos;
     const bool warp_mma = src.find("mt_mma_") != std::string::npos && src.find("(&acc") != std::string::npos;
     const bool wgmma = src.find("wgmma.mma_async.sync") != std::string::npos;
     EXPECT_EQ(warp_mma, matrix && !warpgroup) << GetParam() << " " << arch;

@@ -11,7 +11,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 const char* kAddSource = R"(
 extern "C" __global__ void add(const float* x, const float* y, float* out, int n) {

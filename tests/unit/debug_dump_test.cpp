@@ -13,7 +13,7 @@
 #include "support/debug_dump.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::FakeDevice;
 using test::store_const;

@@ -8,7 +8,7 @@
 
 #include "support/dlpack_abi.h"
 
-namespace {
+namespace METILE_UNITY_ID {
 
 using namespace metile::dlpack;
 

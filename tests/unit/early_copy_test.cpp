@@ -12,7 +12,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // The shape of attention's loop body: S = Q K^T, P = S as f16, O += P V, K and V loaded first.
 const char* const kTwoDots = R"(kernel @k(%Q: ptr<f16>, %K: ptr<f16>, %V: ptr<f16>, %O: ptr<f32>, %n: i32) num_threads(128) {

@@ -9,7 +9,7 @@
 #include "runtime/device.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // A max pass then a sum-of-exp pass in activity-explicit form; `term` is the second loop's
 // summand, computed from the load %24 and the max %14.

@@ -12,10 +12,11 @@
 #include "passes/lower.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
+#include "ir/walk.h"
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 LowerOptions metal(int stages = 0, bool double_buffer = true) {
   LowerOptions o;
@@ -27,6 +28,14 @@ LowerOptions metal(int stages = 0, bool double_buffer = true) {
 
 gpu::Function lower(const kernels::GemmConfig& g, const LowerOptions& o, const GpuTarget& t = apple_gpu_target()) {
   return lower_to_gpu(kernels::gemm(g), t, o);
+}
+
+// Metal 4's f32 tensor_ops atom rounds to TF32 on M5-class parts: it serves dots that allow it.
+Program allowing_tf32(Program p) {
+  walk_mut(p.body, [](Op& op) {
+    if (op.kind == OpKind::DOT) op.set_attr("input_precision", std::string("tf32"));
+  });
+  return p;
 }
 
 // The text of the K loop's body (the GEMM has one loop at the top level).
@@ -108,12 +117,13 @@ TEST(DoubleBuffer, TilesThatDoNotFitTwiceKeepTheSingleBuffer) {
   EXPECT_EQ(count(gpu::print(lower(m1, metal())), "_next"), 0);
   // Metal 4 tensor_ops (an M5) pass the accumulator through an f32 m x n array, which counts
   // once: f32 32x32x40 takes 4 KB for it and 11.1 KB a stage, so two stages do not fit 24 KB.
-  gpu::Function t = lower(kernels::gemm_config(DType::f32, 32, 32, 40, true), metal(), apple_gpu_target(10, true));
+  const GpuTarget m5 = apple_gpu_target(10, true);
+  gpu::Function t = lower_to_gpu(allowing_tf32(kernels::gemm(kernels::gemm_config(DType::f32, 32, 32, 40, true))), m5, metal());
   const std::string tt = gpu::print(t);
   EXPECT_EQ(count(tt, "atom=\"tensor_ops\""), 1) << tt;
   EXPECT_EQ(count(tt, "_next"), 0) << tt;
   EXPECT_EQ(gpu::threadgroup_bytes(t), 32u * 32 * 4 + stage_bytes(32, 32, 40, DType::f32));
-  gpu::Function t2 = lower(kernels::gemm_config(DType::f32, 32, 32, 32, true), metal(), apple_gpu_target(10, true));
+  gpu::Function t2 = lower_to_gpu(allowing_tf32(kernels::gemm(kernels::gemm_config(DType::f32, 32, 32, 32, true))), m5, metal());
   EXPECT_EQ(gpu::threadgroup_bytes(t2), 32u * 32 * 4 + 2 * stage_bytes(32, 32, 32, DType::f32));
   // bf16 on an M1-class GPU (simdgroup_matrix without bfloat): operands converted to f32 in
   // registers, staged by the single-buffer loop.

@@ -15,7 +15,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 kernels::GemmConfig f16_gemm(bool bounds) {
   kernels::GemmConfig g;
@@ -68,6 +68,7 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
   // tf32: ldmatrix reads A's fragments (its 32-bit words land where m16n8k8 wants them); B's
   // stay scalar reads (.trans would move 16-bit halves).
   LowerOptions o = options();
+  o.dot_default = DotPrecision::tf32;
   EXPECT_EQ(count(gpu_ir(tf32, o), "ldmatrix=1"), 1);
   std::string cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4(mma_a[0][mma_i]"), 1) << cuda;
@@ -77,6 +78,15 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
   cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4("), 1) << cuda;  // the prelude's definition
   EXPECT_EQ(count(cuda, "[mma_i][3] = mt_tf32(mma_p[8 * "), 2) << cuda;
+  // 3xTF32 (cuda's default): the fragments keep the f32 bits, split into TF32 hi and lo words
+  // (twice as many registers) and three MMAs each.
+  o.dot_default = DotPrecision::tf32x3;
+  cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  EXPECT_EQ(count(cuda, "[mma_i][3] = __float_as_uint(mma_p[8 * "), 2) << cuda;
+  EXPECT_EQ(count(cuda, "mt_split_tf32<4>(mma_a"), 2) << cuda;
+  EXPECT_EQ(count(cuda, "mt_split_tf32<2>(mma_b"), 2) << cuda;
+  EXPECT_EQ(count(cuda, "mt_mma_tf32x3(&"), 1) << cuda;
+  EXPECT_EQ(count(cuda, "mt_mma_tf32(&"), 0) << cuda;
 }
 
 // Fragment preloading and serpentine order are attributes of the mma op (METILE_GPU_OFF

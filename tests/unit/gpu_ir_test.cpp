@@ -5,7 +5,7 @@
 #include "support/error.h"
 
 namespace metile::gpu {
-namespace {
+namespace METILE_UNITY_ID {
 
 // A small function: out[i] = x[i] * 2 over a 1024-element tile in a 256-thread group.
 struct Fixture {

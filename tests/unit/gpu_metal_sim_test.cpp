@@ -12,7 +12,7 @@
 #include "runtime/backends.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using kernels::Arg;
 using kernels::Array;

@@ -12,7 +12,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using gpu::GpuOpKind;
 

@@ -10,7 +10,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using kernels::KernelBuilder;
 using kernels::V;

@@ -18,7 +18,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 LowerOptions options(int threads, bool persistent = true) {
   LowerOptions o;

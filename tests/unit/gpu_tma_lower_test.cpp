@@ -17,7 +17,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 LowerOptions options(int threads = 0, bool tma = true) {
   LowerOptions o;

@@ -14,7 +14,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // TMA off: these tests are about the cp.async staging (gpu_tma_lower_test.cpp has TMA's).
 LowerOptions options(bool wgmma = true, int threads = 0) {

@@ -13,14 +13,14 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 LowerOptions options(int threads = 0, bool tma = false, bool tf32 = true) {
   LowerOptions o;
   o.device = "cuda";
   o.num_threads = threads;
   o.tma = tma;
-  o.allow_tf32 = tf32;
+  o.dot_default = tf32 ? DotPrecision::tf32 : DotPrecision::ieee;
   return o;
 }
 
@@ -78,7 +78,7 @@ TEST(GpuWgmmaTf32Lower, OtherF32DotsKeepMmaSyncOrFmas) {
   no_async.async_copy = false;
   EXPECT_TRUE(warp_level(gpu_ir(nt(64, 64, 32, true), no_async))) << "no direct copies";
   EXPECT_TRUE(warp_level(gpu_ir(nt(64, 64, 24, false), options()))) << "96-byte rows fit no swizzle";
-  // allow_tf32 off: exact f32 FMAs, no matrix atom at all.
+  // "ieee": exact f32 FMAs, no matrix atom at all.
   const std::string exact = gpu_ir(nt(64, 64, 32, true), options(0, false, false));
   EXPECT_EQ(count(exact, " mma "), 0) << exact;
   EXPECT_EQ(count(exact, "wgmma"), 0) << exact;
@@ -97,7 +97,7 @@ TEST(GpuWgmmaTf32Lower, BGivenKByNTakesTheTransposedForm) {
   EXPECT_EQ(count(s, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"), 8) << "4 k steps x 2 blocks\n" << s;
   EXPECT_EQ(count(s, "= mt_tf32(mma_at("), 32) << "4 per block and k step, rounded as mma.sync's\n" << s;
   EXPECT_EQ(count(s, "mt_wgmma_wait_all();"), 2) << "the op waits for its fragments' group\n" << s;
-  EXPECT_EQ(count(s, "mt_mma_tf32("), 0) << s;
+  EXPECT_EQ(count(s, "mt_mma_tf32(&"), 0) << s;
   // A reduction over C's rows keeps mma.sync (its rows would lie across warps).
   LowerOptions sync = options();
   sync.wgmma = false;

@@ -8,7 +8,7 @@
 #include "runtime/hidden_args.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 class RegistersKernel final : public Kernel {
  public:

@@ -13,7 +13,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using kernels::KernelBuilder;
 using kernels::V;

@@ -10,7 +10,7 @@
 #include "runtime/device.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 metile_device* open_interp() {
   metile_device* d = nullptr;

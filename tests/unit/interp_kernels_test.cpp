@@ -12,7 +12,7 @@
 #include "runtime/device.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 struct Param {
   std::string device;

@@ -11,7 +11,7 @@
 #include "kernels/launch.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using kernels::KernelBuilder;
 using kernels::Launch;

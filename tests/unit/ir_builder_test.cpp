@@ -4,7 +4,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 Program vector_add() {
   Builder b("add");

@@ -10,7 +10,7 @@
 
 #include "ir/swizzle.h"
 
-namespace {
+namespace METILE_UNITY_ID {
 
 using Ids = std::vector<std::pair<int64_t, int64_t>>;
 

@@ -8,7 +8,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -201,7 +201,7 @@ TEST(Verifier, YieldOutsideFor) {
 }  // namespace metile
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 TEST(Verifier, TilesHaveAtMostTwoToThe24Elements) {
   expect_invalid(

@@ -9,7 +9,7 @@
 #include "runtime/device.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // A sum pass over X, then a pass that re-reads X through `ptr2` and stores into `dst`, with
 // `step` and `block` elements per tile.

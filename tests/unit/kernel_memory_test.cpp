@@ -18,7 +18,7 @@
 #include "runtime/host/shared_object.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::FakeDevice;
 using test::store_const;

@@ -17,7 +17,7 @@
 #include "target/gpu_target.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using kernels::KernelBuilder;
 using kernels::V;
@@ -168,6 +168,8 @@ TEST(KernelResources, ChosenPipelineStagesGiveWayToTheLimit) {
   auto bytes = [&](const GpuTarget& t, int stages) {
     CompileOptions o;
     o.allow_tf32 = c.allow_tf32;
+  o.dot_precision = c.dot_precision;
+    o.dot_precision = c.dot_precision;
     o.num_stages = stages;
     return gpu::threadgroup_bytes(run_gpu_pipeline(c.program, t, o, "cuda").function);
   };
@@ -204,6 +206,7 @@ TEST(KernelResources, ChosenPipelineStagesGiveWayToTheLimit) {
   if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
   CompileOptions o;
   o.allow_tf32 = c.allow_tf32;
+  o.dot_precision = c.dot_precision;
   EXPECT_EQ(cuda_build_program(c.program, o, "sm_80").threadgroup_memory_bytes, chosen);
 }
 

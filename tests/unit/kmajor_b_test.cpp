@@ -14,7 +14,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // Out = A @ B^T, A 64 x K, B N x K (dtype), 128 threads.
 std::string kernel(int n, int k, const std::string& dtype) {

@@ -13,7 +13,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 Layout L(const char* text) { return parse_layout(text); }
 IntTuple T(const char* text) { return parse_int_tuple(text); }

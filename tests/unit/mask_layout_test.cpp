@@ -11,7 +11,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // Scores A @ B accumulated over column blocks, columns at or past n masked to -inf; the
 // arange before the loop, as the Tile IR hoist leaves flash attention's.

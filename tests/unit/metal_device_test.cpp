@@ -18,7 +18,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using metal::MTLSize;
 using metal::NSInteger;

@@ -11,7 +11,7 @@
 #include "runtime/backends.h"
 
 namespace metile::metal_sim {
-namespace {
+namespace METILE_UNITY_ID {
 
 using testing::error_of;
 

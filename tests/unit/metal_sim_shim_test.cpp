@@ -8,7 +8,7 @@
 #include "runtime/metal_sim/msl_prepare.h"
 
 namespace metile::metal_sim {
-namespace {
+namespace METILE_UNITY_ID {
 
 using testing::error_of;
 using testing::read_metal;

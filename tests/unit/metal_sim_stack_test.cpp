@@ -6,7 +6,7 @@
 #include "metal_sim_test_util.h"
 
 namespace metile::metal_sim {
-namespace {
+namespace METILE_UNITY_ID {
 
 // Each thread fills and sums a private array of `n` floats (4n bytes of stack).
 std::string private_array_kernel(int n) {

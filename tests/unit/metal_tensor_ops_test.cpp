@@ -19,7 +19,7 @@
 #include "support/half.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 bool has_tensor_ops(const GpuTarget& t) {
   for (const MatrixAtom& a : t.matrix_atoms)
@@ -27,8 +27,11 @@ bool has_tensor_ops(const GpuTarget& t) {
   return false;
 }
 
-std::string msl_of(const Program& p, const GpuTarget& t) {
-  return emit_msl(run_gpu_pipeline(p, t, {}, "test").function).source;
+// f32 dots may take matmul2d (TF32 on M5-class parts) only under "tf32": the tests ask for it.
+std::string msl_of(const Program& p, const GpuTarget& t, int allow_tf32 = 1) {
+  CompileOptions o;
+  o.allow_tf32 = allow_tf32;
+  return emit_msl(run_gpu_pipeline(p, t, o, "test").function).source;
 }
 
 TEST(TensorOpsTarget, OnlyFromApple9WithMetal4) {
@@ -61,6 +64,12 @@ TEST(TensorOpsTarget, DotTypesLowerToMatmul2d) {
     std::string m1 = msl_of(kernels::gemm(g), apple_gpu_target());
     EXPECT_EQ(m1.find("MetalPerformancePrimitives"), std::string::npos);
     EXPECT_NE(m1.find("simdgroup_multiply_accumulate"), std::string::npos);
+  }
+  // f32 accuracy (the default, "ieee", "tf32x3") keeps f32 dots on simdgroup_matrix.
+  for (int tf32 : {-1, 0}) {
+    std::string exact = msl_of(kernels::gemm(kernels::GemmConfig{}), apple_gpu_target(10, true), tf32);
+    EXPECT_EQ(exact.find("matmul2d"), std::string::npos) << tf32;
+    EXPECT_NE(exact.find("simdgroup_multiply_accumulate"), std::string::npos) << tf32;
   }
 }
 

@@ -10,7 +10,7 @@
 #include "passes/pipeline.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 void check_golden(const Program& program, const std::string& file,
                   const GpuTarget& target = apple_gpu_target()) {

@@ -11,7 +11,7 @@
 #include "target/gpu_target.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 std::string run(const std::string& body, const std::string& layouts = "") {
   const std::string text =

@@ -9,7 +9,7 @@
 #include "ir/tile_ir.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // A pointer walks along %X in a loop; `next` is the carried pointer's next value (from %11, the
 // carried %7, and %Out) and the loop body loads through the carried pointer.

@@ -11,7 +11,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // out = sum over K/V blocks of dot(a, trans(b_block)); a is loaded before the loop, b in it.
 // With `inner` the A operand is a product computed in the body instead (staged every time).

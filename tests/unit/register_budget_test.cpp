@@ -14,7 +14,7 @@
 #include "target/options.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // examples/python/flash_attention.py's loop at BLOCK_M 128, BLOCK_N 64, head_dim 128, 256
 // threads: Q @ K^T into fresh scores each block, P @ V into the carried output.

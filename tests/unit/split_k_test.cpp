@@ -12,7 +12,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 bool has(const std::string& text, const std::string& needle) { return count(text, needle) > 0; }
 

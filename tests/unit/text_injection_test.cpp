@@ -18,7 +18,7 @@
 #include "support/text.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using namespace std::string_literals;
 

@@ -22,7 +22,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 using test::TempDir;
 
@@ -128,6 +128,17 @@ TEST(HostProcess, TimeoutSettingComesFromTheEnvironment) {
     EXPECT_EQ(host::compile_timeout_s(), 2.5);
     EXPECT_EQ(host::launch_timeout_s(), 2.5);
   }
+  // Limits whose deadline would overflow steady_clock (about 9.2e9 s) are no limit, not a
+  // deadline in the past.
+  for (const char* none : {"inf", "1e10", "1e300", "1000000000.5"}) {
+    ScopedEnv e("METILE_TIMEOUT_S", none);
+    EXPECT_EQ(host::compile_timeout_s(), 0) << none;
+    EXPECT_EQ(host::launch_timeout_s(), 0) << none;
+  }
+  {
+    ScopedEnv e("METILE_TIMEOUT_S", "1e9");
+    EXPECT_EQ(host::launch_timeout_s(), 1e9);
+  }
   {
     ScopedEnv e("METILE_TIMEOUT_S", "soon");
     EXPECT_EQ(host::compile_timeout_s(), host::kDefaultCompileTimeoutS);
@@ -192,6 +203,46 @@ void expect_loop_stops(const std::string& device) {
   EXPECT_NE(huge.error().find("did not finish within 0.5 s (METILE_TIMEOUT_S)"), std::string::npos)
       << huge.error();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+}
+
+// Each instance stores 1 to X[0 .. 31]; the grid says how many instances.
+const char* kOnes = R"(kernel @ones(%X: ptr<f32>) {
+  %0 = const {value = 0} : i32
+  %1 = arange %0 {size = 32} : tile<32xi32>
+  %2 = ptr_offset %X, %1 : tile<32xptr<f32>>
+  %3 = const {value = 1.0} : f32
+  store %2, %3
+}
+)";
+
+void expect_grid_stops(const std::string& device) {
+  Program p = parse(kOnes);
+  {  // inf is no limit: the launch runs (a deadline that overflowed failed it at once).
+    ScopedEnv limit("METILE_TIMEOUT_S", "inf");
+    std::vector<float> out(32, 0);
+    kernels::Launch small(p, device);
+    small.buffer(out);
+    ASSERT_EQ(small.run({3, 1, 1}), METILE_OK) << small.error();
+    EXPECT_EQ(out[31], 1.0f);
+  }
+  // 2^48 instances: stopping must not visit each one that is left.
+  ScopedEnv limit("METILE_TIMEOUT_S", "0.5");
+  std::vector<float> out(32, 0);
+  kernels::Launch huge(p, device);
+  huge.buffer(out);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(huge.run({65536, 65536, 65536}), METILE_ERROR_DEVICE);
+  EXPECT_NE(huge.error().find("did not finish within 0.5 s (METILE_TIMEOUT_S)"), std::string::npos)
+      << huge.error();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+}
+
+TEST(TimeLimit, HugeGridOnInterpStops) { expect_grid_stops("interp"); }
+
+TEST(TimeLimit, HugeGridOnMetalSimStops) {
+  if (!metal_sim::probe_clang().unavailable.empty())
+    GTEST_SKIP() << metal_sim::probe_clang().unavailable;
+  expect_grid_stops("metal-sim");
 }
 
 TEST(TimeLimit, MetalSimLoopsGetATimeCheck) {

@@ -10,7 +10,7 @@
 #include "text_count.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // Out = A @ B^T, A 32x64, B 16x64; with `shared`, a second dot reads trans(B) too.
 std::string kernel(bool shared) {

@@ -11,7 +11,7 @@
 #include "support/error.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

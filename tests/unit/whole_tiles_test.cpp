@@ -12,7 +12,7 @@
 #include "target/options.h"
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // One pass over a row of X into Out: lanes %8 = i + arange(0, 32), masked by `mask`, stepping
 // by `step`.
@@ -119,7 +119,7 @@ TEST(WholeTiles, TheBoundsGuardsAreCheckedOncePerLoop) {
 }  // namespace metile
 
 namespace metile {
-namespace {
+namespace METILE_UNITY_ID {
 
 // A sum pass over X, then a pass over the same range that re-reads X and stores into `dst`.
 std::string two_passes(const std::string& dst = "%Out") {

@@ -29,7 +29,7 @@ for _mod, _names in {
     "_errors": "CompileError DeviceError DeviceUnavailableError InternalError "
                "InvalidArgumentError InvalidProgramError MetileError MetileIOError "
                "OutOfMemoryError PerformanceWarning TracingError UnsupportedError",
-    "_kernel": "CompiledKernel KernelFunction Launcher PreparedLaunch Program kernel",
+    "_kernel": "CompiledKernel KernelFunction Launcher PreparedLaunch Program jit kernel",
     "_lang": "arange barrier broadcast_to cast cdiv ceil constexpr cos dot erf exp exp2 floor "
              "full load log log2 maximum minimum next_power_of_2 num_programs persistent_range "
              "program_id reshape rsqrt shared sigmoid simd_broadcast simd_lane_id "
@@ -39,12 +39,16 @@ for _mod, _names in {
     "_lang_triton": "argmax argmin atomic_add atomic_cas atomic_max atomic_min atomic_xchg "
                     "cumprod cumsum device_print max_contiguous multiple_of permute "
                     "static_assert trans",
+    "_lang_tl": "clamp div_rn fdiv fma full_like ones_like range sqrt_rn static_range "
+                "umulhi zeros_like rand randn randint randint4x device_assert",
     "_trace": "Value",
 }.items():
     for _name in _names.split():
         _LAZY[_name] = (_mod, _name)
 _LAZY.update({"abs": ("_lang", "absolute"), "max": ("_lang", "reduce_max"),
-              "min": ("_lang", "reduce_min"), "sum": ("_lang", "reduce_sum")})
+              "min": ("_lang", "reduce_min"), "sum": ("_lang", "reduce_sum"),
+              # Triton's name for the barrier between the threads of one program instance
+              "debug_barrier": ("_lang", "barrier")})
 del _mod, _names, _name
 
 __version__ = "0.1.0"
@@ -69,6 +73,8 @@ def __getattr__(name: str):
     import importlib
     if name == "testing":
         value = importlib.import_module(".testing", __name__)
+    elif name == "math":
+        value = importlib.import_module("._lang_math", __name__)
     elif name in _LAZY:
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module("." + module, __name__), attr)
@@ -82,4 +88,5 @@ def __dir__() -> list:
     return sorted(set(globals()) | set(__all__))
 
 
-__all__ = sorted([n for n in globals() if not n.startswith("_")] + list(_LAZY) + ["testing"])
+__all__ = sorted([n for n in globals() if not n.startswith("_")] + list(_LAZY) +
+                 ["math", "testing"])

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -38,11 +39,17 @@ class Config:
     num_warps) to try: `Config(BLOCK=128, num_warps=4)` or, as in Triton,
     `Config({"BLOCK": 128}, num_warps=4)`."""
 
-    def __init__(self, kwargs: dict | None = None, **more: object) -> None:
+    def __init__(self, kwargs: dict | None = None, pre_hook: Callable | None = None,
+                 **more: object) -> None:
         if kwargs is not None and not isinstance(kwargs, dict):
             raise InvalidArgumentError(f"Config takes a dict of constexprs and/or keywords, got "
                                        f"{type(kwargs).__name__}")
+        if pre_hook is not None and not callable(pre_hook):
+            raise InvalidArgumentError("Config: pre_hook must be callable")
         self.kwargs = {**(kwargs or {}), **more}
+        # Called with the launch's named arguments (config values included) before each launch
+        # with this config, trials and the tuned launches alike, as in Triton.
+        self.pre_hook = pre_hook
 
     def __repr__(self):
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items()) + ")"
@@ -54,14 +61,31 @@ class Config:
         return hash(repr(self))
 
 
-def autotune(configs: list[Config], key: list[str], warmup: int = 5, rep: int = 20,
-             verbose: bool | None = True, restore_value: tuple[str, ...] = (),
-             reset_to_zero: tuple[str, ...] = ()) -> Callable[[KernelFunction], AutotunedKernel]:
+def autotune(configs: list[Config], key: list[str], prune_configs_by: dict | None = None,
+             reset_to_zero: tuple[str, ...] = (), restore_value: tuple[str, ...] = (),
+             pre_hook: Callable | None = None, post_hook: Callable | None = None,
+             warmup: int = 5, rep: int = 20,
+             verbose: bool | None = True) -> Callable[[KernelFunction], AutotunedKernel]:
     """Decorator over a @metile.kernel: `@metile.autotune(configs=[Config(BLOCK=128), ...],
-    key=["N"])`. Launching tunes once per distinct key values (shapes for arrays/buffers).
+    key=["N"])`. Launching tunes once per distinct key values (shapes for arrays/buffers)
+    and constexpr values the launch passes.
     `restore_value` / `reset_to_zero` name array or Buffer parameters that trials must leave as
-    they were (restored afterwards) or start from zero (zeroed before each trial)."""
+    they were (restored afterwards) or start from zero (zeroed before each trial).
+    As in Triton: `prune_configs_by={"early_config_prune": f, "perf_model": m, "top_k": k}`
+    narrows the configs before timing (f(configs, named_args, **kwargs) returns the ones to
+    keep; m(**named_args, **config) estimates a time, and the k (an int, or a fraction of
+    them) best estimates are timed); `pre_hook(named_args)` runs before each trial and
+    `post_hook(named_args, exception)` after it (exception None when it ran). The chosen
+    Config is also the kernel's `best_config` attribute after each launch."""
     configs = list(configs)
+    prune = dict(prune_configs_by or {})
+    unknown = set(prune) - {"early_config_prune", "perf_model", "top_k"}
+    if unknown:
+        raise InvalidArgumentError(f"autotune: prune_configs_by takes early_config_prune, "
+                                   f"perf_model and top_k, not {', '.join(sorted(unknown))}")
+    for name, hook in (("pre_hook", pre_hook), ("post_hook", post_hook)):
+        if hook is not None and not callable(hook):
+            raise InvalidArgumentError(f"autotune: {name} must be callable")
     if not configs or not all(isinstance(c, Config) for c in configs):
         raise InvalidArgumentError("autotune: configs must be a non-empty list of metile.Config")
     key = [key] if isinstance(key, str) else list(key)
@@ -83,6 +107,7 @@ def autotune(configs: list[Config], key: list[str], warmup: int = 5, rep: int = 
                         f"{k.fn.__name__} ({', '.join(k.runtime)})")
         t = AutotunedKernel(k, configs, key, warmup, rep, verbose)
         t.restore_value, t.reset_to_zero = restore, zero
+        t.prune_configs_by, t.pre_hook, t.post_hook = prune, pre_hook, post_hook
         return t
     return wrap
 
@@ -98,6 +123,10 @@ class AutotunedKernel:
         self.last_timings: list = []
         self.restore_value: list = []
         self.reset_to_zero: list = []
+        self.prune_configs_by: dict = {}
+        self.pre_hook = self.post_hook = None
+        self.best_config: Config | None = None  # the last launch's config, as in Triton
+        self._warned_in_place = False
         # The constexprs the configs set: when the caller passes all of them, nothing is tuned.
         self.tuned_names = sorted({n for c in configs for n in c.kwargs
                                    if n in kernel.constexprs})
@@ -153,13 +182,20 @@ class AutotunedKernel:
         return f"{fn.__name__}-{hashlib.sha256(material.encode()).hexdigest()}"
 
     # ----------------------------------------------------------------------- tuning
-    def best_config(self, grid: object, args: tuple, kwargs: dict) -> Config:
+    def choose(self, grid: object, args: tuple, kwargs: dict) -> Config:
+        """The config for this launch (tuning once per key values); also sets best_config."""
+        self.best_config = self._choose(grid, args, kwargs)
+        return self.best_config
+
+    def _choose(self, grid: object, args: tuple, kwargs: dict) -> Config:
         if self.caller_decides(kwargs):
             return Config({n: kwargs[n] for n in self.tuned_names})
         dev = _device.get_device()
-        # Tuned constexprs the caller fixed are part of the key: the winner depends on them.
+        # Constexprs the caller passed (tuned or not, e.g. ACTIVATION="relu") are part of the key:
+        # each value is another kernel, whose winner may differ.
+        fixed = set(self.tuned_names) | set(self.kernel.constexprs)
         key_values = self._key_values(args, kwargs) + tuple(
-            (n, kwargs[n]) for n in self.tuned_names if n in kwargs)
+            (n, kwargs[n]) for n in sorted(fixed) if n in kwargs)
         types = self._arg_types(args, kwargs)
         mem_key = (dev, key_values, types)
         best = self.cache.get(mem_key)
@@ -168,7 +204,11 @@ class AutotunedKernel:
         pkey = self._persistent_key(dev, key_values, types)
         stored = _lookup(pkey)
         if stored is not None:
-            for c in self.configs:
+            # A winner stored by a tuner that pruned differently (same kernel and key) counts
+            # only if this one's pruning keeps it.
+            kept = self._pruned(args, kwargs) if self.prune_configs_by else range(len(self.configs))
+            for i in kept:
+                c = self.configs[i]
                 if repr(c) == stored:
                     self.cache[mem_key] = c
                     return c
@@ -181,12 +221,75 @@ class AutotunedKernel:
         """True when the launch passes every constexpr the configs tune: no search."""
         return bool(self.tuned_names) and all(n in kwargs for n in self.tuned_names)
 
+    def _named(self, args, kwargs) -> dict:
+        k = self.kernel
+        named = dict(k.defaults)
+        named.update(zip(k.param_names, args))
+        named.update(kwargs)
+        return named
+
+    def _pruned(self, args, kwargs) -> list[int]:
+        """Indices of the configs to time after prune_configs_by."""
+        idx = list(range(len(self.configs)))
+        prune = self.prune_configs_by
+        if not prune:
+            return idx
+        named = self._named(args, kwargs)
+        early = prune.get("early_config_prune")
+        if early is not None:
+            kept = list(early(list(self.configs), named, **kwargs))
+            idx = [i for i, c in enumerate(self.configs) if any(c is d or c == d for d in kept)]
+            if not idx:
+                raise InvalidArgumentError(f"autotune {self.kernel.fn.__name__}: "
+                                           "early_config_prune kept no config")
+        model, top_k = prune.get("perf_model"), prune.get("top_k")
+        if model is not None and top_k is not None:
+            n = int(top_k * len(idx)) if isinstance(top_k, float) and top_k <= 1 else int(top_k)
+            est = {i: model(**{**named, **self.configs[i].kwargs}) for i in idx}
+            idx = sorted(sorted(idx, key=est.__getitem__)[:max(n, 1)])
+        return idx
+
+    def _warn_in_place(self, grid, args, kwargs, config) -> None:
+        """Once per kernel: arguments it reads and writes, which trials would change, that
+        neither restore_value nor reset_to_zero covers."""
+        if self._warned_in_place:
+            return
+        self._warned_in_place = True
+        k = self.kernel
+        try:
+            program = k[grid].trace(*args, **{**config.kwargs, **kwargs})
+        except MetileError:
+            return
+        covered = set(self.restore_value) | set(self.reset_to_zero)
+        names = [k.runtime[i] for i in sorted(program.read_and_written)
+                 if k.runtime[i] not in covered]
+        if names:
+            warnings.warn(
+                f"autotune {k.fn.__name__}: the kernel reads and writes {', '.join(names)}, so "
+                "each trial changes what the next one reads and the result depends on whether "
+                "the winner was cached; pass restore_value=[" + ", ".join(map(repr, names)) +
+                "] (or reset_to_zero) to autotune", UserWarning, stacklevel=6)
+
+    def _hook(self, config, args, kwargs, trial=True) -> None:
+        """Triton's order: the autotuner's pre_hook before each trial only, the config's
+        before every launch with it."""
+        hooks = [h for h in ((self.pre_hook if trial else None), config.pre_hook)
+                 if h is not None]
+        if hooks:
+            named = self._named(args, {**config.kwargs, **kwargs})
+            for h in hooks:
+                h(named)
+
     def _tune(self, grid, args, kwargs, key_values) -> Config:
         k = self.kernel
         show = verbose_enabled(self.verbose)
         kv = ", ".join(f"{n}={v}" for n, v in zip(self.key, key_values))
         launches, failures = {}, {}  # by config index
-        for i, c in enumerate(self.configs):
+        chosen = self._pruned(args, kwargs)
+        if len(chosen) == 1 < len(self.configs):  # pruned to one: nothing to time
+            return self.configs[chosen[0]]
+        for i in chosen:
+            c = self.configs[i]
             try:
                 launches[i] = k[grid].prepare(*args, **{**c.kwargs, **kwargs})
             except MetileError as e:
@@ -200,12 +303,23 @@ class AutotunedKernel:
                                for i, e in failures.items())
             raise MetileError(f"autotune {k.fn.__name__}: all {len(self.configs)} configs "
                               f"failed:\n{detail}")
+        self._warn_in_place(grid, args, kwargs, self.configs[next(iter(launches))])
         saved = _Snapshot(k, args, kwargs, self.restore_value + self.reset_to_zero)
         times = {}
         try:
             for i, launch in launches.items():
                 saved.zero(self.reset_to_zero)
-                times[i] = _time([launch], self.warmup, self.rep)[0]
+                self._hook(self.configs[i], args, kwargs)
+                error = None
+                try:
+                    times[i] = _time([launch], self.warmup, self.rep)[0]
+                except Exception as e:
+                    error = e
+                    raise
+                finally:
+                    if self.post_hook is not None:
+                        self.post_hook(self._named(args, {**self.configs[i].kwargs, **kwargs}),
+                                       error)
                 if show:
                     _progress(f"autotune {k.fn.__name__} [{kv}] {self.configs[i]!r}: "
                               f"{times[i]:.4f} ms")
@@ -265,13 +379,14 @@ class AutotunedLauncher:
 
     def __call__(self, *args: object, **kwargs: object) -> Config:
         """Tunes (once per key values), launches the winner and returns its Config."""
-        best = self.tuned.best_config(self.grid, args, kwargs)
+        best = self.tuned.choose(self.grid, args, kwargs)
+        self.tuned._hook(best, args, kwargs, trial=False)
         self.tuned.kernel[self.grid](*args, **{**best.kwargs, **kwargs})
         return best
 
     def prepare(self, *args: object, **kwargs: object) -> PreparedLaunch:
         """Tunes once and returns the winner's prepared launch (a fast dispatcher)."""
-        best = self.tuned.best_config(self.grid, args, kwargs)
+        best = self.tuned.choose(self.grid, args, kwargs)
         return self.tuned.kernel[self.grid].prepare(*args, **{**best.kwargs, **kwargs})
 
 

@@ -131,6 +131,29 @@ class Buffer:
         return cls(data=arr, dtype=dtype, device=device)
 
     @classmethod
+    def _over_view(cls, arr: np.ndarray, dtype: str, dev: Device, address: int,
+                   nbytes: int) -> "Buffer":
+        """A buffer over the `nbytes` bytes from `address` (the lowest) that the strided view
+        `arr` spans, for a launch: the kernel indexes it with the view's strides. In place when
+        the device can address it and `arr` is writable, else a private copy of the span."""
+        self = cls.__new__(cls)
+        self._init_common(dev, dtype, (nbytes // arr.itemsize,))
+        self.nbytes = nbytes
+        if not arr.flags.writeable:
+            self._alloc(nbytes, after=None)
+            ctypes.memmove(self._ptr, address, nbytes)
+            self._source = None
+            self.shares_memory = False
+            return self
+        h = _BufPtr()
+        check(_ffi.metile_buffer_wrap(ctypes.byref(h), dev._handle, address, nbytes),
+              "a strided array argument")
+        self._adopt(h, after=None, keep=arr)
+        self.shares_memory = bool(_ffi.metile_buffer_shares_memory(h))
+        self._source = arr
+        return self
+
+    @classmethod
     def _from_handle(cls, handle, dev, dtype, shape, after=None) -> "Buffer":
         self = cls.__new__(cls)
         self._init_common(dev, dtype, shape)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import threading
 from typing import Iterator, Union
@@ -12,7 +13,11 @@ from ._errors import check, error_for
 
 _lock = threading.Lock()
 _open: dict[str, "Device"] = {}
-_current: "Device | None" = None
+# The current device belongs to the running context: each thread starts with its own (so two
+# threads' `use_device` blocks never see each other's device), and an asyncio task starts with a
+# copy of its creator's, so tasks switch devices independently too.
+_current: "contextvars.ContextVar[Device | None]" = contextvars.ContextVar("metile_device",
+                                                                           default=None)
 
 
 class Device:
@@ -93,30 +98,34 @@ def devices() -> list[str]:
 
 
 def get_device() -> Device:
-    """The device launches and new buffers use: set_device()'s, else the library default
-    ($METILE_DEVICE, else metal, cuda, cpu, interp)."""
-    global _current
-    if _current is None:
-        _current = open_device(None)
-    return _current
+    """The device launches and new buffers use in this thread (or asyncio task): set_device()'s,
+    else the library default ($METILE_DEVICE, else metal, cuda, cpu, interp)."""
+    dev = _current.get()
+    if dev is None:
+        dev = open_device(None)
+        _current.set(dev)  # the launch fast path compares the current device by identity
+    return dev
 
 
 def set_device(name: Union[str, Device]) -> Device:
-    """Makes `name` (or a Device) the current device and returns it."""
-    global _current
-    _current = name if isinstance(name, Device) else open_device(name)
-    return _current
+    """Makes `name` (or a Device) the current device of this thread (or asyncio task, and the
+    tasks it creates from now on) and returns it. Other threads keep theirs; a new thread starts
+    on the default device."""
+    dev = name if isinstance(name, Device) else open_device(name)
+    _current.set(dev)
+    return dev
 
 
 @contextlib.contextmanager
 def use_device(name: Union[str, Device]) -> Iterator[Device]:
-    """`with metile.use_device("cpu"): ...` runs the block on that device, then restores."""
-    global _current
-    previous = _current
+    """`with metile.use_device("cpu"): ...` runs the block on that device, then restores this
+    thread's (or task's) previous one; other threads and tasks are not affected."""
+    dev = name if isinstance(name, Device) else open_device(name)
+    token = _current.set(dev)
     try:
-        yield set_device(name)
+        yield dev
     finally:
-        _current = previous
+        _current.reset(token)
 
 
 def synchronize(device: Union[str, Device, None] = None) -> None:

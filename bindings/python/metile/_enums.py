@@ -116,6 +116,13 @@ ENUMS = {
         "METILE_OP_DEVICE_PRINT": 133,
         "METILE_OP_FORCE32": 0x7fffffff,
     },
+    "metile_dot_precision": {
+        "METILE_DOT_PRECISION_DEFAULT": 0,
+        "METILE_DOT_PRECISION_IEEE": 1,
+        "METILE_DOT_PRECISION_TF32": 2,
+        "METILE_DOT_PRECISION_TF32X3": 3,
+        "METILE_DOT_PRECISION_FORCE32": 0x7fffffff,
+    },
     "metile_param_access": {
         "METILE_PARAM_READ": 1,
         "METILE_PARAM_WRITE": 2,

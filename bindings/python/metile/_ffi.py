@@ -22,6 +22,7 @@ metile_status = c_int32
 metile_dtype = c_int32
 metile_address_space = c_int32
 metile_op = c_int32
+metile_dot_precision = c_int32
 metile_arg_kind = c_int32
 metile_value = c_uint32
 
@@ -94,6 +95,7 @@ class metile_compile_options(Structure):
         ("warps_m", c_int32),
         ("warps_n", c_int32),
         ("split_k", c_int32),
+        ("dot_precision", c_int32),
     ]
 
 
@@ -202,6 +204,7 @@ FUNCTIONS = [
      [_bld, _val, _val, _val, _val, c_int64, c_int64, _val, _val, _P(_val)]),
     ("metile_builder_tile_store", _st, [_bld, _val, _val, _val, _val, _val, _val, _val]),
     ("metile_builder_dot", _st, [_bld, _val, _val, _val, _P(_val)]),
+    ("metile_builder_dot_with_precision", _st, [_bld, _val, _val, _val, metile_dot_precision, _P(_val)]),
     ("metile_builder_reduce", _st, [_bld, metile_op, _val, c_int32, _P(_val)]),
     ("metile_builder_scan", _st, [_bld, metile_op, _val, c_int32, c_int32, _P(_val)]),
     ("metile_builder_trans", _st, [_bld, _val, _P(_val)]),
@@ -242,6 +245,7 @@ FUNCTIONS = [
     ("metile_launch_set_grid", _st, [_launch, _P(c_uint32)]),
     ("metile_launch_run", _st, [_launch]),
     ("metile_launch_release", _st, [_launch]),
+    ("metile_cancel_launches", None, []),
     # compile cache
     ("metile_cache_set_dir", _st, [c_char_p]),
     ("metile_cache_get_dir", _st, [_P(c_char_p)]),

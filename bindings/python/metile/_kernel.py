@@ -2,9 +2,9 @@
 prepared launches.
 
 Caches: traced programs per (kernel object, constexprs, argument types, options); compiled
-kernels per (program, device); and, for the hot path, each launcher keeps the prepared C launch
-of its last call and reuses it while the arguments are the same objects (buffers, arrays) or
-equal scalars.
+kernels per (program, device); and, for the hot path, C launches per kernel keyed by value
+(_launch_key: device, thread, argument dtypes, constexprs), which re-bind the arguments of each
+call and keep none of them alive (kernel.clear_cache() drops all three).
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ import os
 import re
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, Union
 
 import numpy as np
 
-from . import _device, _dtypes, _ffi, _loops
+from . import _device, _dtypes, _ffi, _interrupt, _lang, _loops
 from ._buffer import Buffer, from_dlpack
 from ._constexpr import constexpr
 from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarning, TracingError,
                       check, error_for)
-from ._trace import Retrace, Trace, set_active, active
+from ._trace import Retrace, Trace, set_active, active, loc_file
 
-_OPTIONS = ("num_threads", "allow_tf32", "opt_level", "check_bounds", "unchecked",
+_OPTIONS = ("num_threads", "allow_tf32", "input_precision", "opt_level", "check_bounds", "unchecked",
             "fuse_reductions", "keep_rows", "warps_m", "warps_n", "split_k")
 # A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
 GridLike = Union[int, tuple, Callable[[dict], Any]]
@@ -36,8 +37,9 @@ GridLike = Union[int, tuple, Callable[[dict], Any]]
 # is its T); num_stages (1..8) sets metile_compile_options.num_stages, so the compile fails where
 # the depth asked for does not fit threadgroup memory; values outside those ranges are ignored.
 # WM / WN (the warp grid of a dot: the checked options warps_m / warps_n set it) and SWIZZLE (a
-# kernel orders its programs with tile_swizzle) are ignored.
-HINTS = ("num_warps", "num_simdgroups", "num_stages", "WM", "WN", "SWIZZLE")
+# kernel orders its programs with tile_swizzle) are ignored, as is Triton's num_ctas (a program is
+# one threadgroup / CTA on every device).
+HINTS = ("num_warps", "num_simdgroups", "num_stages", "WM", "WN", "SWIZZLE", "num_ctas")
 _SCALARS = (int, float, bool)
 _CONSTS = (int, float, bool, str, type(None))
 _U32x3 = ctypes.c_uint32 * 3
@@ -63,15 +65,25 @@ class Program:
     @property
     def written(self) -> frozenset[int]:
         """Indices of the pointer parameters the program stores through."""
+        return self._access()[0]
+
+    @property
+    def read_and_written(self) -> frozenset[int]:
+        """Indices of the pointer parameters the program both loads from and stores through."""
+        return self._access()[1]
+
+    def _access(self) -> tuple[frozenset[int], frozenset[int]]:
         if self._written is None:
             n, bits = ctypes.c_size_t(), ctypes.c_uint32()
             check(_ffi.metile_program_num_params(self._handle, ctypes.byref(n)))
-            out = set()
+            written, both = set(), set()
             for i in range(n.value):
                 check(_ffi.metile_program_param_access(self._handle, i, ctypes.byref(bits)))
                 if bits.value & _ffi.METILE_PARAM_WRITE:
-                    out.add(i)
-            self._written = frozenset(out)
+                    written.add(i)
+                    if bits.value & _ffi.METILE_PARAM_READ:
+                        both.add(i)
+            self._written = (frozenset(written), frozenset(both))
         return self._written
 
     @property
@@ -145,7 +157,7 @@ class PreparedLaunch:
     concurrently each prepare their own."""
 
     __slots__ = ("_handle", "device", "kernel", "args", "kwargs", "kwtypes", "keep", "copy_in",
-                 "copy_back", "sync_after", "context", "file", "owner", "rewrap", "__weakref__")
+                 "copy_back", "sync_after", "context", "file", "written", "__weakref__")
 
     def __init__(self, handle: Any, device: "_device.Device", kernel: CompiledKernel,
                  args: tuple, kwargs: dict, keep: list, copy_in: list, copy_back: list,
@@ -163,21 +175,19 @@ class PreparedLaunch:
             device.asynchronous and any(isinstance(a, np.ndarray) for a in args))
         self.context = context
         self.file = file
-        self.owner = threading.get_ident()  # the thread whose k[grid](...) calls reuse it
-        # Whether fresh arrays may be swapped in (_rewrap): the device uses them in place and
-        # runs launches to completion before returning.
-        self.rewrap = not copy_in and not device.asynchronous
+        self.written = frozenset()  # pointer parameters the kernel stores through
 
     def __call__(self) -> None:
         for arr, buf in self.copy_in:
-            ctypes.memmove(buf._ptr, arr.ctypes.data, arr.nbytes)
+            ctypes.memmove(buf._ptr, *_view_span(arr))
         st = _run(self._handle)
         if st:
             raise error_for(st, self.context, self.file)
         if self.sync_after:
             self.device.synchronize()
             for arr, buf in self.copy_back:
-                ctypes.memmove(arr.ctypes.data, buf._ptr, arr.nbytes)
+                address, nbytes = _view_span(arr)
+                ctypes.memmove(address, buf._ptr, nbytes)
 
     run = __call__
 
@@ -225,7 +235,14 @@ class KernelFunction:
         self.runtime = [p.name for p in self.params if p.name not in self.constexprs]
         self.defaults = {p.name: p.default for p in self.params if p.default is not p.empty}
         self._programs: dict = {}
-        self._launchers: dict = {}
+        self._launches: dict = {}  # _launch_key -> _CachedLaunch
+        # The launch hot path: runtime arguments given positionally, keywords that are
+        # constexprs, options and hints only.
+        n = len(self.runtime)
+        self._positional = n if self.param_names[:n] == self.runtime else -1
+        self._keywords = frozenset(self.constexprs) | frozenset(_OPTIONS) | frozenset(HINTS)
+        self._const_defaults = {c: self.defaults[c] for c in self.constexprs
+                                if c in self.defaults}
         self._lock = threading.RLock()  # tracing and compiling from several threads
         self._traceable = None
         self._loop_infos = None
@@ -234,22 +251,26 @@ class KernelFunction:
         return f"<metile.kernel {self.fn.__qualname__} at {self.location}>"
 
     def __getitem__(self, grid: GridLike) -> "Launcher":
-        # Keyed by the values' types too: (4.0,) == (4,), but only the second is a valid grid,
-        # and a launcher made for the first must never answer for the second.
-        key = (grid, tuple(map(type, grid)) if type(grid) is tuple else type(grid))
-        try:
-            launcher = self._launchers.get(key)
-        except TypeError:  # an unhashable grid (a list)
-            return Launcher(self, grid)
-        if launcher is None:
-            if len(self._launchers) >= 256:
-                self._launchers.clear()
-            launcher = self._launchers[key] = Launcher(self, grid)
-        return launcher
+        return Launcher(self, grid)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
+    def clear_cache(self) -> None:
+        """Drops this kernel's cached launches, traced programs and compiled kernels (the
+        process-wide compile cache keeps its binaries): the next launch traces again."""
+        with self._lock:
+            self._launches.clear()
+            self._programs.clear()
+
+    # Called from a kernel being traced, a kernel is a device function: its body is inlined
+    # (as Triton's @triton.jit helpers are), its loops carried like the caller's.
+    __metile_inline__ = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if active() is not None:
+            return _loops._helper(self.fn)(*args, **kwargs)
         raise TracingError(f"kernel {self.fn.__name__} is launched with a grid: "
-                           f"{self.fn.__name__}[grid](...) (e.g. [(metile.cdiv(N, BLOCK),)])")
+                           f"{self.fn.__name__}[grid](...) (e.g. [(metile.cdiv(N, BLOCK),)]); "
+                           "called without one, it is a device function, usable only inside "
+                           "another kernel")
 
     # ------------------------------------------------------------------------ arguments
     def bind(self, args: tuple, kwargs: dict) -> tuple[list, dict, dict]:
@@ -333,8 +354,8 @@ class KernelFunction:
             outer = active()
             set_active(t)
             try:
-                _ffi.metile_builder_set_loc(t.builder, code.co_filename.encode(),
-                                            code.co_firstlineno)
+                check(_ffi.metile_builder_set_loc(t.builder, loc_file(code.co_filename),
+                                                  code.co_firstlineno))
                 for n, v in consts.items():
                     check(_ffi.metile_builder_set_constexpr(t.builder, n.encode(),
                                                             repr(v).encode()))
@@ -350,6 +371,10 @@ class KernelFunction:
                     check(_ffi.metile_builder_param(t.builder, name.encode(), ctypes.byref(ty),
                                                     ctypes.byref(out)))
                     kwargs[name] = t.value(out.value)
+                # Integer arguments equal to 1 are the constant (after every parameter: the
+                # builder takes those first); the parameter stays, so launches pass it as before.
+                kwargs.update((n, t.const(1, "i32")) for n, s in zip(self.runtime, specs)
+                              if s[0] == "one")
                 result = fn(**kwargs)
                 if result is not None:
                     raise TracingError(f"{self.location}: kernel {self.fn.__name__} returned a "
@@ -393,8 +418,11 @@ class KernelFunction:
             opts.num_threads = int(o["num_threads"])
         else:
             opts.num_threads = _threads_hint(o, spec.program)
-        if "allow_tf32" in o:
-            opts.allow_tf32 = -1 if o["allow_tf32"] is None else int(bool(o["allow_tf32"]))
+        # The default precision of dots without their own (allow_tf32: Triton's alias).
+        tf32 = o.get("allow_tf32")
+        opts.dot_precision = _lang.dot_precision_code(
+            o.get("input_precision"), None if tf32 is None else bool(tf32),
+            f"kernel {self.fn.__name__} at {self.location}")
         if "opt_level" in o:
             opts.opt_level = int(o["opt_level"])
         for flag in ("check_bounds", "unchecked"):
@@ -452,13 +480,29 @@ def _classify(kernel_name, name, v, dev):
     if isinstance(v, np.ndarray):
         what = f"kernel {kernel_name}: argument `{name}`"
         dtype = _dtypes.from_numpy(v.dtype, what)
-        if not v.flags.c_contiguous:
-            raise InvalidArgumentError(
-                f"{what}: the array is not C-contiguous (shape {v.shape}, strides {v.strides}); "
-                "pass np.ascontiguousarray(...) (a copy) so results are not lost")
-        if dev is None:
-            return ("ptr", dtype), None, None, None
-        buf = Buffer(data=v, device=dev)
+        if v.flags.c_contiguous:
+            if dev is None:
+                return ("ptr", dtype), None, None, None
+            buf = Buffer(data=v, device=dev)
+        else:
+            # A view (a.T, a[:, 2:7], a[::2]) is passed in place, as Triton passes a tensor's
+            # data pointer: the kernel indexes it with the strides it is given, and the bounds
+            # guard allows the bytes from its first element to its highest addressed one.
+            if any(s < 0 and d > 1 for d, s in zip(v.shape, v.strides)):
+                raise InvalidArgumentError(
+                    f"{what}: the view has negative strides {v.strides} (as a[::-1]); kernels "
+                    "index pointers upwards from the first element, so pass "
+                    "np.ascontiguousarray(...) (a copy) or the view's reverse")
+            if not v.flags.aligned:
+                raise InvalidArgumentError(f"{what}: the view's elements are not aligned to "
+                                           f"their {v.itemsize}-byte size (strides {v.strides})")
+            if dev is None:
+                return ("ptr", dtype), None, None, None
+            address, nbytes = _view_span(v)
+            if not nbytes:
+                buf = Buffer.zeros(v.shape, dtype, dev)
+            else:
+                buf = Buffer._over_view(v, dtype, dev, address, nbytes)
         return ("ptr", dtype), buf._arg, buf, None if buf.shares_memory else (v, buf)
     arg = _ffi.metile_arg()
     if isinstance(v, np.generic):
@@ -481,6 +525,8 @@ def _classify(kernel_name, name, v, dev):
             raise InvalidArgumentError(f"kernel {kernel_name}: argument `{name}` = {v} does not "
                                        "fit in 64 bits")
         arg.kind, arg.i = _ffi.METILE_ARG_I64, v
+        if v == 1:  # Triton's specialization: traced as the constant 1 (a unit stride, mostly)
+            return ("one", "i32"), arg, None, None
         return ("scalar", "i32" if _dtypes.int_fits("i32", v) else "i64"), arg, None, None
     if isinstance(v, float):
         arg.kind, arg.f = _ffi.METILE_ARG_F64, v
@@ -495,6 +541,13 @@ def _classify(kernel_name, name, v, dev):
 _copy_warned = False
 
 
+def _read_only_error(kernel_name, name) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"kernel {kernel_name}: argument `{name}` is a read-only numpy array but the kernel "
+        "stores to it, so its results would be lost; pass a writable array (arr.copy()) or a "
+        "metile.Buffer")
+
+
 def _check_arrays(k, program, runtime, copied, dev):
     """A read-only array the kernel stores to is an error (its writes would be lost); an array
     the device cannot address in place is copied on every launch, which is worth a warning
@@ -505,13 +558,10 @@ def _check_arrays(k, program, runtime, copied, dev):
         if not isinstance(v, np.ndarray):
             continue
         if i in written and not v.flags.writeable:
-            raise InvalidArgumentError(
-                f"kernel {k.fn.__name__}: argument `{n}` is a read-only numpy array but the "
-                "kernel stores to it, so its results would be lost; pass a writable array "
-                "(arr.copy()) or a metile.Buffer")
+            raise _read_only_error(k.fn.__name__, n)
         # Read-only arrays are always copied (kernels must not write into them); only on an
         # asynchronous device does that copy also cost a synchronization.
-        if (not _copy_warned and any(a is v for a, _ in copied)
+        if (not _copy_warned and v.size and any(a is v for a, _ in copied)
                 and (v.flags.writeable or dev.asynchronous)):
             _copy_warned = True
             warnings.warn(
@@ -522,9 +572,9 @@ def _check_arrays(k, program, runtime, copied, dev):
                 "launches) instead. (Shown once per process.)", PerformanceWarning, stacklevel=4)
 
 
-def _grid3(grid, meta, kernel_name) -> tuple[int, int, int]:
-    if callable(grid):
-        grid = grid(meta)
+def _grid3(grid, kernel_name) -> tuple[int, int, int]:
+    if type(grid) is tuple and len(grid) == 1 and type(grid[0]) is int and 0 <= grid[0] < 2**32:
+        return (grid[0], 1, 1)  # the common case, checked in 0.1 us
     if isinstance(grid, (int, np.integer)):
         grid = (grid,)
     try:
@@ -542,128 +592,263 @@ def _grid3(grid, meta, kernel_name) -> tuple[int, int, int]:
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
 
-def _matches(launch, args, kwargs) -> bool:
-    """The hot-path test: the same device, equal plain-constant keywords of the same types,
-    and the same buffer/array objects and equal scalars as `launch` was prepared with."""
-    if (launch.device is not _device._current or len(args) != len(launch.args)
-            or kwargs != launch.kwargs or tuple(map(type, kwargs.values())) != launch.kwtypes):
-        return False
-    for a, b in zip(args, launch.args):
-        if a is not b and (type(a) is not type(b) or type(a) not in _SCALARS or a != b):
-            return False
-    return True
-
-
+_set_arg = _ffi.metile_launch_set_arg
 _set_arg_memory = _ffi.metile_launch_set_arg_memory
+_set_grid = _ffi.metile_launch_set_grid
 _ndarray = np.ndarray
 _char_at = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
 _byref = ctypes.byref
-
-
-def _rewrap(launch, args, kwargs) -> bool:
-    """Re-points `launch` (one whose arrays the device uses in place) at `args` when they differ
-    from its own only by numpy arrays of the same shape, dtype and flags; False (launch
-    untouched) otherwise, and also when the library declines (the slow path explains)."""
-    old = launch.args
-    if (launch.device is not _device._current or len(args) != len(old)
-            or kwargs != launch.kwargs or tuple(map(type, kwargs.values())) != launch.kwtypes):
-        return False
-    fresh = []
-    i = -1
-    for a in args:
-        i += 1
-        b = old[i]
-        if a is b:
-            continue
-        t = type(a)
-        if t is _ndarray and type(b) is _ndarray:
-            if a.shape != b.shape or a.dtype != b.dtype or not a.nbytes:
-                return False
-            fa = a.flags
-            if not fa.c_contiguous or fa.writeable != b.flags.writeable:
-                return False
-            fresh.append(i)
-        elif t is not type(b) or t not in _SCALARS or a != b:
-            return False
-    if not fresh:
-        return False
-    for n, i in enumerate(fresh):
-        a = args[i]
-        # byref(c_char.from_buffer(a)) is a's data pointer, got 5x faster than a.ctypes.data
-        # (a is writable: the launch's own array was, or it would have been copied).
-        if _set_arg_memory(launch._handle, i, _byref(_char_at(a)), a.nbytes):
-            if n:  # some arguments were re-pointed already: this launch is stale now
-                launch.rewrap = False
-                launch.args = ()
-            return False
-        launch.keep[i] = a
-    launch.args = args
-    return True
-
-
-_RECENT = 4  # prepared launches each launcher keeps (ping-pong buffers hit them)
+_current_device = _device._current.get  # this thread's (task's) device, None before first use
+_weakref = weakref.ref
 _thread_id = threading.get_ident
+_CACHE_SIZE = 64  # cached launches per kernel; each holds a C launch, never a caller's array
+# What a host device's launch points a Buffer or DLPack argument at between calls, so the cached
+# launch drops its reference to the caller's memory once the run is over.
+_PLACEHOLDER = (ctypes.c_uint64 * 16)()
+_PLACEHOLDER_ADDR = ctypes.addressof(_PLACEHOLDER)
+
+
+def _byte_span(a) -> tuple[int, int] | None:
+    """(address, bytes) of the memory array `a`'s elements occupy, or None when a launch cannot
+    point at it in place (no elements)."""
+    n = a.nbytes
+    if not n:
+        return None
+    if a.flags.c_contiguous:
+        try:
+            return _addressof(_char_at(a)), n  # 5x faster than a.ctypes.data
+        except TypeError:  # read-only memory
+            return a.__array_interface__["data"][0], n
+    if not a.flags.aligned or any(s < 0 and d > 1 for d, s in zip(a.shape, a.strides)):
+        return None  # refused with a message by _classify
+    return _view_span(a)
+
+
+def _view_span(a) -> tuple[int, int]:
+    """(address, bytes) from the first element of `a` (a view without negative strides, so
+    that is its lowest addressed byte) to the end of its highest addressed element."""
+    address = a.__array_interface__["data"][0]
+    if not a.size:
+        return address, 0
+    return address, a.itemsize + sum((d - 1) * s for d, s in zip(a.shape, a.strides))
+
+
+def _launch_key(args: tuple, kwargs: dict, device) -> tuple | None:
+    """The key of a cached launch: the device, the calling thread (a C launch runs on one thread
+    at a time), the compile environment, each runtime argument's specialization (the dtype of
+    an array, buffer or tensor; the dtype a scalar is passed as; whether an int is 1) and the constexpr and option
+    keywords with their types (BLOCK=4 and BLOCK=4.0 trace different programs). Argument
+    values (addresses, scalars) are not part of it: a hit re-binds them. None when an argument
+    has no key; such launches are prepared afresh each call."""
+    sig = []
+    for a in args:
+        t = type(a)
+        if t is _ndarray:
+            sig.append(a.dtype)  # read-only arrays a kernel writes are refused at binding
+        elif t is int:
+            if a == 1:
+                sig.append(1)  # traced as the constant 1 (_classify): a specialization of its own
+            elif -2147483648 <= a < 2147483648:
+                sig.append(int)
+            elif -2**63 <= a < 2**63:
+                sig.append("i64")
+            else:
+                return None
+        elif t is float or t is bool:
+            sig.append(t)
+        elif t is Buffer:
+            sig.append((a.metile_dtype, a.device))
+        elif isinstance(a, np.generic):
+            sig.append(t)
+        elif isinstance(a, _ndarray):  # a subclass (np.memmap)
+            sig.append((t, a.dtype))
+        elif hasattr(a, "__dlpack__"):
+            dtype = getattr(a, "dtype", None)
+            if dtype is None:
+                return None
+            sig.append((t, dtype))
+        else:
+            return None
+    if kwargs:
+        return (device, _thread_id(), _compile_environment(), *sig, *kwargs.items(),
+                *map(type, kwargs.values()))
+    return (device, _thread_id(), _compile_environment(), *sig)
+
+
+class _CachedLaunch:
+    """A C launch kept for the calls whose _launch_key matches. It holds no reference to a
+    caller's array: each call binds the pointer arguments anew (numpy memory by address, which
+    the launch does not own; on host devices a Buffer by address too) and remembers them only
+    through weak references, so an array dropped by its caller is freed. A Buffer or DLPack
+    tensor the launch must own while it runs (GPU devices, or memory the host device cannot
+    address) stays referenced by the C launch until its next call on host devices is over,
+    and on asynchronous devices until the next call binds another or clear_cache()."""
+
+    __slots__ = ("_handle", "compiled", "device", "grid", "bound", "ptrs", "scalars", "context",
+                 "file", "asynchronous", "written", "names", "kernel_name")
+
+    def __init__(self, launch: PreparedLaunch, grid: tuple, ptrs: list, scalars: list,
+                 names: list, kernel_name: str) -> None:
+        self._handle, launch._handle = launch._handle, None
+        self.compiled = launch.kernel
+        self.device = launch.device
+        self.asynchronous = launch.device.asynchronous
+        self.grid = grid
+        self.bound = [None] * len(ptrs + scalars)  # per argument: a weak reference or a scalar
+        self.ptrs, self.scalars = ptrs, scalars
+        self.context, self.file = launch.context, launch.file
+        self.names, self.kernel_name = names, kernel_name
+        self.written = frozenset(i for i, n in enumerate(names) if n in launch.written)
+
+    def run(self, args: tuple, grid: tuple) -> bool:
+        """Binds `args` and launches; False (nothing launched) when an array cannot be used in
+        place here, so the caller prepares a launch that copies it."""
+        h = self._handle
+        if grid != self.grid:
+            st = _set_grid(h, _U32x3(*grid))
+            if st:
+                raise error_for(st, self.context, self.file)
+            self.grid = grid
+        bound = self.bound
+        host = not self.asynchronous
+        sync = False
+        owned = None
+        for i in self.ptrs:
+            a = args[i]
+            b = bound[i]
+            if b is not None and b() is a:
+                sync = sync or isinstance(a, _ndarray)
+                continue
+            if isinstance(a, _ndarray):
+                if i in self.written and not a.flags.writeable:
+                    raise _read_only_error(self.kernel_name, self.names[i])
+                span = _byte_span(a)
+                if span is None or _set_arg_memory(h, i, span[0], span[1]):
+                    bound[i] = None
+                    return False
+                bound[i] = _weakref(a)
+                sync = True
+                continue
+            if type(a) is not Buffer:
+                a = from_dlpack(a, self.device)  # owned by the C launch from here on
+                st = _set_arg(h, i, _byref(a._arg))
+                bound[i] = None
+            elif host and a._ptr and not _set_arg_memory(h, i, a._ptr, max(a.nbytes, 1)):
+                bound[i] = _weakref(a)
+                continue
+            else:
+                st = _set_arg(h, i, _byref(a._arg))
+                bound[i] = _weakref(a)
+            if st:
+                bound[i] = None
+                raise error_for(st, self.context, self.file)
+            if host:
+                owned = owned or []
+                owned.append(i)
+        for i in self.scalars:
+            a = args[i]
+            b = bound[i]
+            if a is b or (type(a) is type(b) and a == b):
+                continue
+            st = _set_arg(h, i, _byref(_scalar_arg(a)))
+            if st:
+                bound[i] = None
+                raise error_for(st, self.context, self.file)
+            bound[i] = a
+        try:
+            st = _run(h)
+        finally:
+            if owned:
+                for i in owned:
+                    _set_arg_memory(h, i, _PLACEHOLDER_ADDR, ctypes.sizeof(_PLACEHOLDER))
+                    bound[i] = None
+        if st:
+            raise error_for(st, self.context, self.file)
+        if sync and not host:
+            # A numpy array has no synchronize of its own: a launch that uses one in place
+            # finishes before the call returns.
+            self.device.synchronize()
+        return True
+
+    def __del__(self):
+        if _ffi is not None and getattr(self, "_handle", None):
+            _ffi.metile_launch_release(self._handle)
+            self._handle = None
+
+
+def _scalar_arg(v) -> "_ffi.metile_arg":
+    arg = _ffi.metile_arg()
+    if isinstance(v, np.generic):
+        v = v.item()
+        if isinstance(v, float):
+            arg.kind, arg.f = _ffi.METILE_ARG_F64, v
+        else:
+            arg.kind, arg.i = _ffi.METILE_ARG_I64, int(v)
+    elif isinstance(v, float):
+        arg.kind, arg.f = _ffi.METILE_ARG_F64, v
+    else:
+        arg.kind, arg.i = _ffi.METILE_ARG_I64, int(v)
+    return arg
 
 
 class Launcher:
-    """kernel[grid]: call it with the kernel's arguments to launch."""
+    """kernel[grid]: call it with the kernel's arguments to launch.
 
-    __slots__ = ("kernel", "grid", "_recent", "_environment", "_rewrapping")
+    Launches are cached on the kernel by value (_launch_key), not on this object: a grid
+    callable is evaluated on every call and a new Launcher per call (kernel[lambda meta: ...])
+    costs no more than a kept one."""
+
+    __slots__ = ("kernel", "grid")
 
     def __init__(self, kernel: KernelFunction, grid: GridLike) -> None:
         self.kernel = kernel
         self.grid = grid
-        self._recent = []  # most recent first
-        self._environment = _compile_environment()  # the one _recent's launches were compiled under
-        self._rewrapping = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        recent = self._recent
-        me = _thread_id()
-        env = _compile_environment()
-        if env != self._environment:  # launches compiled under other METILE_* settings
-            recent = self._recent = []
-            self._environment = env
-        if self._rewrapping and recent:
-            # The last call re-pointed recent[0] at fresh arrays: the next one likely does too.
-            launch = recent[0]
-            if launch.owner == me and launch.rewrap and _rewrap(launch, args, kwargs):
-                st = _run(launch._handle)
-                if st:
-                    raise error_for(st, launch.context, launch.file)
+        k = self.kernel
+        if len(args) != k._positional or (kwargs and not kwargs.keys() <= k._keywords):
+            runtime, consts, options = k.bind(args, kwargs)
+            args, kwargs = tuple(runtime), {**consts, **options}
+        dev = _current_device() or _device.get_device()
+        grid = self.grid
+        if callable(grid):
+            meta = dict(zip(k.runtime, args))
+            meta.update(k._const_defaults)
+            meta.update(kwargs)
+            grid = grid(meta)
+        g = _grid3(grid, k.fn.__name__)
+        try:
+            key = _launch_key(args, kwargs, dev)
+            entry = k._launches.get(key) if key is not None else None
+        except TypeError:  # an unhashable keyword value
+            key = entry = None
+        if entry is not None:
+            if g[0] and g[1] and g[2] and entry.run(args, g):
                 return
-            self._rewrapping = False
-        for i, launch in enumerate(recent):
-            # Only the thread that prepared a launch reuses it (C launches are single-owner).
-            if launch.owner == me and _matches(launch, args, kwargs):
-                if launch.copy_in:
-                    launch()
-                else:
-                    st = _run(launch._handle)
-                    if st:
-                        raise error_for(st, launch.context, launch.file)
-                if i:
-                    recent.insert(0, recent.pop(i))
+            if not (g[0] and g[1] and g[2]):
                 return
-        # Fresh arrays like the ones a launch was prepared with (out = np.empty_like(x) each
-        # call): once the launcher keeps all the launches it can (so alternating between a few
-        # arrays still finds exact matches above), re-point one instead of preparing anew.
-        for i, launch in enumerate(recent if len(recent) >= _RECENT else ()):
-            if launch.owner == me and launch.rewrap and _rewrap(launch, args, kwargs):
-                st = _run(launch._handle)
-                if st:
-                    raise error_for(st, launch.context, launch.file)
-                if i:
-                    recent.insert(0, recent.pop(i))
-                self._rewrapping = True
-                return
-        launch = self._prepare(args, kwargs)
-        if launch is not None:
-            launch()
-            # Reused only while kwargs hold plain constants (equality of arrays is not identity).
-            if all(type(v) in _CONSTS for v in kwargs.values()):
-                recent.insert(0, launch)
-                del recent[_RECENT:]
+        launch = self._prepare(args, kwargs, g)
+        if launch is None:
+            return
+        if key is None or (launch.copy_in and launch.device.asynchronous):
+            launch()  # prepared for this call only: it copies arrays, or has no key
+            return
+        ptrs = [i for i, (n, v) in enumerate(zip(k.runtime, args))
+                if not isinstance(v, _SCALARS + (np.generic,))]
+        scalars = [i for i in range(len(args)) if i not in ptrs]
+        entry = _CachedLaunch(launch, g, ptrs, scalars, k.runtime, k.fn.__name__)
+        del launch
+        if not entry.run(args, g):
+            self._prepare(args, kwargs, g)()
+            return
+        launches = k._launches
+        if len(launches) >= _CACHE_SIZE:
+            try:
+                del launches[next(iter(launches))]
+            except (KeyError, StopIteration, RuntimeError):  # another thread got there first
+                pass
+        launches[key] = entry
 
     def prepare(self, *args: Any, **kwargs: Any) -> PreparedLaunch:
         """Traces and compiles (if needed) and returns a PreparedLaunch: calling it launches
@@ -689,8 +874,9 @@ class Launcher:
         specs = [_classify(k.fn.__name__, n, v, dev)[0] for n, v in zip(k.runtime, runtime)]
         return k.compiled(k.specialize(specs, consts, options), dev)
 
-    def _prepare(self, args, kwargs) -> PreparedLaunch | None:
+    def _prepare(self, args, kwargs, grid=None) -> PreparedLaunch | None:
         k = self.kernel
+        _interrupt.install()
         runtime, consts, options = k.bind(args, kwargs)
         dev = _device.get_device()
         specs, cargs, keep, copied = [], [], [], []
@@ -698,13 +884,15 @@ class Launcher:
             spec, arg, obj, pair = _classify(k.fn.__name__, n, v, dev)
             specs.append(spec)
             cargs.append(arg)
-            keep.append(obj)  # one slot per argument: _rewrap replaces entries
+            keep.append(obj)
             if pair is not None:
                 copied.append(pair)
         meta = dict(zip(k.runtime, runtime))
         meta.update(options)
         meta.update(consts)
-        grid = _grid3(self.grid, meta, k.fn.__name__)
+        if grid is None:
+            grid = self.grid
+            grid = _grid3(grid(meta) if callable(grid) else grid, k.fn.__name__)
         spec = k.specialize(specs, consts, options)
         _check_arrays(k, spec.program, runtime, copied, dev)
         compiled = k.compiled(spec, dev)
@@ -723,12 +911,23 @@ class Launcher:
         # Arrays the device copied (not addressable in place) are copied in before each run
         # and, when writable, back after it, so no kernel write is lost.
         copy_back = [(a, b) for a, b in copied if a.flags.writeable]
-        return PreparedLaunch(h, dev, compiled, args, dict(kwargs), keep, copied, copy_back,
-                              context, file)
+        launch = PreparedLaunch(h, dev, compiled, args, dict(kwargs), keep, copied, copy_back,
+                                context, file)
+        launch.written = frozenset(k.runtime[i] for i in spec.program.written)
+        return launch
 
 
-def kernel(fn: Callable[..., None] | None = None) -> Any:
-    """Decorator: `@metile.kernel` turns a function into a launchable tile kernel."""
+def kernel(fn: Callable[..., None] | None = None, *, do_not_specialize: Any = (),
+           debug: bool | None = None, noinline: bool = False) -> Any:
+    """Decorator: `@metile.kernel` (or `@metile.jit`) turns a function into a launchable tile
+    kernel; called from another kernel it is a device function, inlined at trace time.
+    Triton's decorator options `do_not_specialize`, `debug` and `noinline` are accepted and
+    change nothing (metile picks its specializations itself; device functions are always
+    inlined)."""
     if fn is None:
-        return kernel
+        return lambda f: kernel(f, do_not_specialize=do_not_specialize, debug=debug,
+                                noinline=noinline)
     return KernelFunction(fn)
+
+
+jit = kernel

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _dtypes, _ffi
 from ._constexpr import constexpr
-from ._errors import TracingError
+from ._errors import InvalidArgumentError, TracingError
 from ._trace import DTypeLike, Operand, Shape, Value, current, user_location
 
 _I64x2 = ctypes.c_int64 * 2
@@ -297,10 +297,30 @@ def _mask(mask):
     return m
 
 
-def load(ptr: Value, mask: Operand | None = None, other: Operand | None = None) -> Value:
+_CACHE_HINTS = {"cache_modifier": ("", ".ca", ".cg", ".cs", ".cv", ".wb", ".wt", ".lu"),
+                "eviction_policy": ("", "evict_first", "evict_last", "evict_normal")}
+
+
+def _cache_hints(op, hints):
+    # Triton's cache hints: accepted (checked, so a typo is named) and left to the compiler.
+    for k, v in hints.items():
+        if k == "volatile":
+            continue
+        if k not in _CACHE_HINTS:
+            raise TracingError(f"{user_location()}: {op}() got an unexpected keyword argument "
+                               f"`{k}`")
+        if _plain(v) not in _CACHE_HINTS[k]:
+            raise TracingError(f"{user_location()}: {op}: {k}={v!r} is not one of "
+                               f"{', '.join(repr(x) for x in _CACHE_HINTS[k] if x)}")
+
+
+def load(ptr: Value, mask: Operand | None = None, other: Operand | None = None,
+         **hints: object) -> Value:
     """Reads through `ptr` (ptr + offsets). Masked-off lanes touch no memory and are inactive
     (reductions, `dot` and stores skip them; docs/semantics.md), or, with `other`, active with
-    the value `other`."""
+    the value `other`. Triton's `cache_modifier`, `eviction_policy` and `volatile` are accepted
+    as hints."""
+    _cache_hints("load", hints)
     t = current()
     p = _pointer(ptr, "load")
     m = _mask(mask)
@@ -311,8 +331,10 @@ def load(ptr: Value, mask: Operand | None = None, other: Operand | None = None) 
     return t.emit(_ffi.metile_builder_load, p.id, m.id if m is not None else 0, o)
 
 
-def store(ptr: Value, value: Operand, mask: Operand | None = None) -> None:
-    """Writes `value` through `ptr` (cast to the pointee type); masked-off lanes are skipped."""
+def store(ptr: Value, value: Operand, mask: Operand | None = None, **hints: object) -> None:
+    """Writes `value` through `ptr` (cast to the pointee type); masked-off lanes are skipped.
+    Triton's `cache_modifier` and `eviction_policy` are accepted as hints."""
+    _cache_hints("store", hints)
     t = current()
     p = _pointer(ptr, "store")
     value = _plain(value)
@@ -367,17 +389,51 @@ def tile_store(ptr: Value, row: Operand, col: Operand, stride: Operand, value: V
            v.id, br, bc)
 
 
-def dot(a: Value, b: Value, acc: Value | None = None) -> Value:
-    """acc + a @ b for a: M x K, b: K x N, acc: M x N (zeros in f32 when omitted)."""
+DOT_PRECISIONS = ("ieee", "tf32", "tf32x3")
+
+
+def dot_precision_code(value: str | None, allow_tf32: bool | None, where: str) -> int:
+    """The metile_dot_precision of `input_precision` (None: none of its own) and Triton's
+    `allow_tf32` alias (True: "tf32", False: "ieee"); a bad or contradicting value is an
+    InvalidArgumentError naming it."""
+    if allow_tf32 is not None:
+        alias = "tf32" if allow_tf32 else "ieee"
+        if value is not None and value != alias:
+            raise InvalidArgumentError(f"{where}: allow_tf32={allow_tf32!r} contradicts "
+                                       f"input_precision={value!r}")
+        value = alias
+    if value is None:
+        return 0
+    if not isinstance(value, str) or value not in DOT_PRECISIONS:
+        raise InvalidArgumentError(f"{where}: input_precision {value!r} is not one of "
+                                   f"{', '.join(repr(p) for p in DOT_PRECISIONS)}")
+    return DOT_PRECISIONS.index(value) + 1
+
+
+def dot(a: Value, b: Value, acc: Value | None = None, input_precision: str | None = None,
+        allow_tf32: bool | None = None) -> Value:
+    """acc + a @ b for a: M x K, b: K x N, acc: M x N (zeros in f32 when omitted).
+
+    `input_precision` says how f32 inputs round (docs/semantics.md, "dot precision"): "ieee"
+    (f32 products), "tf32" (inputs rounded to TF32: the fast tensor-core path) or "tf32x3"
+    (each input split into two TF32 parts, three products: close to f32). None takes the
+    compile's `input_precision` option, whose default gives f32 accuracy on every device.
+    `allow_tf32=True` is Triton's alias of "tf32" (False: "ieee")."""
     t = current()
     a, b = _plain(a), _plain(b)
     for x, n in ((a, "a"), (b, "b")):
         if not isinstance(x, Value) or len(x.shape) != 2:
             raise TracingError(f"{user_location()}: dot: `{n}` must be a 2-D tile, got "
                                f"{_describe(x)}")
+    try:
+        prec = dot_precision_code(input_precision, allow_tf32, "dot")
+    except InvalidArgumentError as e:
+        raise TracingError(f"{user_location()}: {e}") from None
     if acc is None:
         acc = zeros((a.shape[0], b.shape[1]), "f32" if a.dtype in _dtypes.FLOATS else "i32")
-    return t.emit(_ffi.metile_builder_dot, a.id, b.id, _val(acc).id)
+    if prec == 0:
+        return t.emit(_ffi.metile_builder_dot, a.id, b.id, _val(acc).id)
+    return t.emit(_ffi.metile_builder_dot_with_precision, a.id, b.id, _val(acc).id, prec)
 
 
 def _reduce(op, x, axis, name):
@@ -402,19 +458,34 @@ def _reduce(op, x, axis, name):
     return current().emit(_ffi.metile_builder_reduce, op, x.id, c_axis)
 
 
-def reduce_sum(x: Value, axis: int | None = None) -> Value:
-    """Sum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
-    return _reduce(_ffi.METILE_OP_REDUCE_SUM, x, axis, "sum")
+def _keep_dims(r, x, axis, keep_dims):
+    """A reduction's result `r` of the tile `x` with the reduced dimensions kept as size 1."""
+    x = _plain(x)
+    if not keep_dims or not isinstance(x, Value) or not x.shape:
+        return r
+    if axis is None or len(x.shape) == 1:
+        return _broadcast(r, (1,) * len(x.shape))
+    dims = list(x.shape)
+    dims[_static_int(axis, "keep_dims axis") % 2] = 1
+    return reshape(r, tuple(dims))
 
 
-def reduce_max(x: Value, axis: int | None = None) -> Value:
-    """Maximum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
-    return _reduce(_ffi.METILE_OP_REDUCE_MAX, x, axis, "max")
+def reduce_sum(x: Value, axis: int | None = None, keep_dims: bool = False) -> Value:
+    """Sum of a whole tile (a scalar), or along `axis` of a 2-D tile; `keep_dims=True` keeps
+    the reduced dimensions with size 1 (Triton's keep_dims)."""
+    return _keep_dims(_reduce(_ffi.METILE_OP_REDUCE_SUM, x, axis, "sum"), x, axis, keep_dims)
 
 
-def reduce_min(x: Value, axis: int | None = None) -> Value:
-    """Minimum of a whole tile (a scalar), or along `axis` of a 2-D tile."""
-    return _reduce(_ffi.METILE_OP_REDUCE_MIN, x, axis, "min")
+def reduce_max(x: Value, axis: int | None = None, keep_dims: bool = False) -> Value:
+    """Maximum of a whole tile (a scalar), or along `axis` of a 2-D tile; `keep_dims` as in
+    sum."""
+    return _keep_dims(_reduce(_ffi.METILE_OP_REDUCE_MAX, x, axis, "max"), x, axis, keep_dims)
+
+
+def reduce_min(x: Value, axis: int | None = None, keep_dims: bool = False) -> Value:
+    """Minimum of a whole tile (a scalar), or along `axis` of a 2-D tile; `keep_dims` as in
+    sum."""
+    return _keep_dims(_reduce(_ffi.METILE_OP_REDUCE_MIN, x, axis, "min"), x, axis, keep_dims)
 
 
 # -------------------------------------------------------------------------------- SIMT view
@@ -649,3 +720,46 @@ class persistent_range(tile_range):
 # The Triton-habit methods (x.cumsum(), x.T, ...) live with their functions; loading them here
 # installs them whenever the language is (metile's names load lazily).
 from . import _lang_triton  # noqa: E402,F401
+
+
+# numpy meets a traced value: a numpy scalar operand (np.float32(2) * x) computes through the
+# matching operator; any other ufunc (np.exp(x)) cannot run at trace time and the error
+# names the metile op to call instead.
+_UFUNC_OPERATORS = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "truediv",
+    "divide": "truediv", "floor_divide": "floordiv", "remainder": "mod", "power": "pow",
+    "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor", "left_shift": "shl",
+    "right_shift": "shr", "less": "lt", "less_equal": "le", "greater": "gt",
+    "greater_equal": "ge", "equal": "eq", "not_equal": "ne",
+}
+_UFUNC_NAMES = {"absolute": "abs", "fabs": "abs", "fmax": "maximum", "fmin": "minimum",
+                "negative": "-x", "invert": "~x", "logical_not": "~x", "sign": "where(x > 0, ...)",
+                "clip": "clamp", "sqrt": "sqrt", "exp": "exp", "exp2": "exp2", "log": "log",
+                "log2": "log2", "sin": "sin", "cos": "cos", "tanh": "tanh", "floor": "floor",
+                "ceil": "ceil", "maximum": "maximum", "minimum": "minimum"}
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    name = getattr(ufunc, "__name__", str(ufunc))
+    inputs = tuple(i[()] if isinstance(i, np.ndarray) and i.ndim == 0 else i for i in inputs)
+    if method == "__call__" and not kwargs and len(inputs) == 2 and name in _UFUNC_OPERATORS:
+        return binary(_UFUNC_OPERATORS[name], *inputs)
+    metile_name = _UFUNC_NAMES.get(name)
+    hint = (f"use metile.{metile_name}" if metile_name and metile_name[0].isalpha() and
+            "(" not in metile_name else f"write {metile_name}" if metile_name else
+            "the metile language has no op of that name (docs/semantics.md lists them)")
+    raise TracingError(f"{user_location()}: numpy.{name} cannot run on the traced value "
+                       f"{self.type_str()}: it runs at trace time, on host arrays; {hint}")
+
+
+def _array_function(self, func, types, args, kwargs):
+    name = getattr(func, "__name__", str(func))
+    import metile
+    hint = (f"use metile.{name}" if name in metile.__all__ else
+            "the metile language lists its ops in docs/semantics.md")
+    raise TracingError(f"{user_location()}: numpy.{name} cannot run on a traced value (it runs "
+                       f"at trace time, on host arrays); {hint}")
+
+
+Value.__array_ufunc__ = _array_ufunc
+Value.__array_function__ = _array_function

@@ -49,7 +49,7 @@ def max_contiguous(x: Operand, values: int | Sequence[int]) -> Operand:
 
 
 def _arg_reduce(x, axis, pick, name):
-    from . import _lang
+    from . import _dtypes, _lang
     from ._trace import current
     x = _plain(x)
     if not isinstance(x, Value) or not x.shape:
@@ -72,9 +72,16 @@ def _arg_reduce(x, axis, pick, name):
     best = pick(x, axis)
     if rank == 2:
         best = _lang.reshape(best, (1, x.shape[1]) if axis == 0 else (x.shape[0], 1))
-    # The first index holding the extreme value, as numpy's argmax/argmin.
-    hits = _lang.where(x == best, idx, current().literal(n))
-    return _lang.reduce_min(hits, axis if rank == 2 else None)
+    # The first index holding the extreme value, as numpy's argmax/argmin. numpy also treats NaN
+    # as the extreme: the first NaN wins (an all-NaN tile gives 0), where the max/min reductions
+    # skip NaNs; an index past the tile would feed pointer arithmetic.
+    past = current().literal(n)
+    along = axis if rank == 2 else None
+    first = _lang.reduce_min(_lang.where(x == best, idx, past), along)
+    if x.dtype not in _dtypes.FLOATS:
+        return first
+    first_nan = _lang.reduce_min(_lang.where(x != x, idx, past), along)
+    return _lang.where(first_nan < past, first_nan, first)
 
 
 def argmax(x: Value, axis: int | None = None) -> Value:

@@ -82,12 +82,29 @@ def _mutated(stmts) -> set[str]:
     return out
 
 
+def _passed(stmts) -> set[str]:
+    """Names handed to one of the user's functions (calls wrapped by _WrapCalls): a list passed
+    so may have its elements assigned by the helper (`update(acc, x)`)."""
+    out: set[str] = set()
+    for n in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Call)
+                and isinstance(n.func.func, ast.Name) and n.func.func.id == _CALL):
+            for a in list(n.args) + [k.value for k in n.keywords]:
+                a = a.value if isinstance(a, ast.Starred) else a
+                if isinstance(a, ast.Name):
+                    out.add(a.id)
+    return out
+
+
 class _Liveness:
-    """Backward liveness over a function body; records each tile_range loop's carried names."""
+    """Backward liveness over a function body; records each tile_range loop's carried names,
+    and among them the ones only passed to helpers (carried when they hold a list of traced
+    values, which the helper may update)."""
 
     def __init__(self, is_tile_range):
         self.is_tile_range = is_tile_range
         self.carried: dict[ast.For, list[str]] = {}
+        self.maybe: dict[ast.For, set[str]] = {}
 
     def block(self, stmts, live):
         for s in reversed(stmts):
@@ -112,7 +129,9 @@ class _Liveness:
             at_start, body_in = self._loop(s.body, targets, tgt_loads, after)
             if isinstance(s, ast.For) and self.is_tile_range(s):
                 assigned = (_stores(s.body) | _mutated(s.body)) - targets
-                self.carried[s] = sorted(assigned & (body_in | after))
+                maybe = (_passed(s.body) - assigned - targets) & (body_in | after)
+                self.carried[s] = sorted((assigned & (body_in | after)) | maybe)
+                self.maybe[s] = maybe
             return at_start | after | _loads(s.iter)
         if isinstance(s, ast.While):
             after = live | self.block(s.orelse, live)
@@ -176,8 +195,9 @@ _RT = "__metile_loop__"
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, carried, infos):
+    def __init__(self, carried, maybe, infos):
         self.carried = carried
+        self.maybe = maybe
         self.infos = infos
         self.count = 0
 
@@ -203,7 +223,8 @@ class _Rewriter(ast.NodeTransformer):
                 line = getattr(n, "lineno", node.lineno)
                 assign_lines[name] = builtins.max(assign_lines.get(name, 0), line)
         target = node.target.id if isinstance(node.target, ast.Name) else None
-        self.infos.append({"line": node.lineno, "assign_lines": assign_lines, "target": target})
+        self.infos.append({"line": node.lineno, "assign_lines": assign_lines, "target": target,
+                           "maybe": self.maybe.get(node, set())})
 
         def tup(ctx):
             return ast.Tuple(elts=[ast.Name(id=n, ctx=ctx()) for n in names], ctx=ctx())
@@ -270,6 +291,12 @@ _helpers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def _helper(f):
     """A Python function the kernel calls, rewritten (once) when it holds tile_range loops, so
     a loop written in a helper carries its variables as one written in the kernel does."""
+    if getattr(type(f), "__metile_inline__", False) is True:
+        f = f.__wrapped__  # a @metile.jit device function
+    from ._lang_tl import BUILTINS
+    for builtin, wrapper in BUILTINS:  # Python's min / max / range, with Triton's meaning
+        if f is builtin:
+            return wrapper
     if not isinstance(f, types.FunctionType):
         return f
     new = _helpers.get(f)
@@ -320,6 +347,10 @@ def rewrite(fn):
 
     def is_helper(expr):
         f = resolve(expr)
+        if getattr(type(f), "__metile_inline__", False) is True:
+            return True
+        if f is builtins.min or f is builtins.max or f is builtins.range:
+            return True
         return (isinstance(f, types.FunctionType) and f is not fn and
                 (f.__module__ or "").split(".")[0] != "metile")
 
@@ -336,7 +367,7 @@ def rewrite(fn):
     live = _Liveness(is_tile_range)
     live.block(fdef.body, set())
     infos: list[dict] = []
-    fdef = _Rewriter(live.carried, infos).visit(fdef)
+    fdef = _Rewriter(live.carried, live.maybe, infos).visit(fdef)
     # The def is re-executed without decorators, defaults or annotations (they belong to the
     # original function), inside a factory that supplies the loop helper and closure values.
     fdef.decorator_list = []
@@ -467,7 +498,8 @@ class LoopRuntime:
                     "(e.g. 0.0 or metile.zeros(...))")))
                 continue
             leaves = list(_leaves(v))
-            if not leaves:
+            if not leaves or (n in self.info["maybe"] and not (
+                    isinstance(v, list) and any(isinstance(x, Value) for _, x in leaves))):
                 self.slots.append(("pass", v))
                 continue
             kinds = []

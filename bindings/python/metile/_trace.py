@@ -66,6 +66,31 @@ class Retrace(Exception):
     """A loop-carried value changed type in the first iteration; trace again with the fix."""
 
 
+# The C API refuses control characters and non-UTF-8 bytes in a source file name (they could end a
+# comment line in generated code); such a name is spelled with visible escapes instead, so every
+# location survives and still points at the file.
+_LOC_FILE_BYTES = 4096  # kMaxTextBytes
+
+
+def loc_file(name: str) -> bytes:
+    """`name` (a code object's file name) as the C API accepts it for a source location."""
+    out = []
+    for ch in name:
+        cp = ord(ch)
+        if 0xDC80 <= cp <= 0xDCFF:  # a byte that was not UTF-8 (os.fsdecode's surrogateescape)
+            out.append(f"\\x{cp - 0xDC00:02x}")
+        elif cp < 0x20 or cp == 0x7F or 0x80 <= cp < 0xA0 or 0xD800 <= cp <= 0xDFFF:
+            out.append(f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}")
+        else:
+            out.append(ch)
+    data = "".join(out).encode()
+    if len(data) > _LOC_FILE_BYTES:  # keep the tail: the file's own name is the useful part
+        data = b"..." + data[-(_LOC_FILE_BYTES - 3):]
+        while data[3] & 0xC0 == 0x80:  # do not start inside a UTF-8 sequence
+            data = b"..." + data[4:]
+    return data
+
+
 class Trace:
     """One tracing pass over a kernel: owns the C builder until finish()."""
 
@@ -89,7 +114,7 @@ class Trace:
         loc = (f.f_code.co_filename, f.f_lineno)
         if loc != self._loc:
             self._loc = loc
-            _ffi.metile_builder_set_loc(self.builder, loc[0].encode(), loc[1])
+            self._check(_ffi.metile_builder_set_loc(self.builder, loc_file(loc[0]), loc[1]))
 
     def emit(self, fn: Callable[..., int], *args: object) -> "Value":
         """Calls builder function `fn(builder, *args, &out)` and wraps the result."""
@@ -197,7 +222,7 @@ class Value:
     Its arithmetic, comparison and indexing operators are installed by _lang, next to the ops."""
 
     __slots__ = ("trace", "id", "dtype", "shape", "is_ptr", "space")
-    __array_ufunc__ = None  # numpy scalars defer to our reflected operators
+    __array_ufunc__ = None  # until _lang installs its handler (next to the operators)
     __hash__ = object.__hash__
 
     def __init__(self, trace: Trace, vid: int, t: "_ffi.metile_type") -> None:
@@ -226,8 +251,8 @@ class Value:
     def __index__(self):
         raise TracingError(
             f"{user_location()}: a traced value cannot be used where Python needs a plain int "
-            "(range(), a shape, an index); pass it as a constexpr, or loop with "
-            "metile.tile_range")
+            "(range(), a shape, an index); pass it as a constexpr, or loop on the device with "
+            "metile.range (metile.tile_range)")
 
     __int__ = __index__
 
@@ -237,7 +262,7 @@ class Value:
 
     def __iter__(self):
         raise TracingError(f"{user_location()}: a traced tile cannot be iterated in Python; "
-                           "use metile.tile_range for device loops")
+                           "use metile.range (metile.tile_range) for device loops")
 
     def __len__(self):
         raise TracingError(f"{user_location()}: len() of a traced value; use .shape")

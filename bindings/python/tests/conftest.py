@@ -24,6 +24,14 @@ os.environ.setdefault("METILE_AUTOTUNE_QUIET", "0")
 import metile  # noqa: E402
 
 KNOWN_DEVICES = ["interp", "cpu", "metal", "metal-sim", "cuda"]
+# METILE_TEST_DEVICES=cpu,interp runs the device tests on those devices only (the quick loop of
+# scripts/test.sh); a name metile does not know is an error, not an empty run.
+_only = [d for d in os.environ.get("METILE_TEST_DEVICES", "").split(",") if d]
+for _d in _only:
+    if _d not in KNOWN_DEVICES:
+        raise pytest.UsageError(f"METILE_TEST_DEVICES names {_d!r}; known: {', '.join(KNOWN_DEVICES)}")
+if _only:
+    KNOWN_DEVICES = [d for d in KNOWN_DEVICES if d in _only]
 AVAILABLE = metile.devices()
 # Devices that execute slowly (reference interpreters/simulators) get the smaller shape lists.
 SLOW_DEVICES = {"interp", "metal-sim"}

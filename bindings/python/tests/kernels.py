@@ -325,3 +325,56 @@ def run_fft(x_re, x_im):
     fft[(batch,)](x_re, x_im, y_re, y_im, rev, tw_re, tw_im, n,
                   NUM_STAGES=int(math.log2(n)), THREADS=n // elems, ELEMS=elems)
     return y_re, y_im
+
+
+# A GEMM written the Triton way (pointer tiles, masks, pointers advanced each iteration) and the
+# same GEMM with tile_load: the pointer_tiles pass makes the first the second
+# (test_pointer_tiles.py, bench/gemm_pointer_tiles.py).
+@metile.kernel
+def mm_pointers(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                stride_cm, stride_cn, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                BLOCK_K: metile.constexpr):
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    rows = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    ks = metile.arange(0, BLOCK_K)
+    a_tile = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
+    b_tile = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in metile.tile_range(0, metile.cdiv(K, BLOCK_K), 1):
+        left = K - k * BLOCK_K
+        a = metile.load(a_tile, mask=(rows[:, None] < M) & (ks[None, :] < left), other=0.0)
+        b = metile.load(b_tile, mask=(ks[:, None] < left) & (cols[None, :] < N), other=0.0)
+        acc = metile.dot(a, b, acc)
+        a_tile += BLOCK_K * stride_ak
+        b_tile += BLOCK_K * stride_bk
+    c_tile = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    metile.store(c_tile, acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@metile.kernel
+def mm_tiles(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+             BLOCK_K: metile.constexpr):
+    row = metile.program_id(0) * BLOCK_M
+    col = metile.program_id(1) * BLOCK_N
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(a_ptr, row, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        b = metile.tile_load(b_ptr, k, col, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(c_ptr, row, col, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+# A GEMM whose dot names its f32 input precision (None: the compile's); tests and
+# bench/gemm_precision.py.
+@metile.kernel
+def mm_precision(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                 BLOCK_K: metile.constexpr, PREC: metile.constexpr):
+    pid_m, pid_n = metile.program_id(0), metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
+        acc = metile.dot(a, b, acc, input_precision=PREC)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))

@@ -161,6 +161,23 @@ def test_explicit_constexprs_are_never_overridden(device):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_each_value_of_an_untuned_constexpr_is_tuned_on_its_own(device, capsys):
+    @metile.autotune(configs=[metile.Config(BLOCK=32), metile.Config(BLOCK=64)], key=["n"],
+                     warmup=1, rep=2)
+    @metile.kernel
+    def scale(X, Out, n, FACTOR: metile.constexpr, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        m = offs < n
+        metile.store(Out + offs, metile.load(X + offs, mask=m) * FACTOR, mask=m)
+
+    x = np.arange(100, dtype=np.float32)
+    for factor in (2, 3):  # another FACTOR is another kernel: tuned again, not taken from 2's
+        out = np.zeros_like(x)
+        scale[lambda meta: (metile.cdiv(100, meta["BLOCK"]),)](x, out, 100, FACTOR=factor)
+        assert "best " in capsys.readouterr().err, f"FACTOR={factor} was not tuned"
+        np.testing.assert_array_equal(out, x * factor)
+
+
 def test_config_dict_form():
     assert metile.Config({"BLOCK": 64}, num_warps=4).kwargs == {"BLOCK": 64, "num_warps": 4}
     assert metile.Config({"BLOCK": 64}) == metile.Config(BLOCK=64)

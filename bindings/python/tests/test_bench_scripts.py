@@ -30,6 +30,8 @@ def test_bench_scripts_use_the_tests_kernels():
         kernels.seed_softmax, kernels.layernorm_loops, kernels.rmsnorm, kernels.vector_add)
     assert _bench("cuda_vs_triton").add is kernels.vector_add
     assert _bench("bounds_cost").add is kernels.vector_add
+    ptr = _bench("gemm_pointer_tiles")
+    assert (ptr.mm_pointers, ptr.mm_tiles) == (kernels.mm_pointers, kernels.mm_tiles)
 
 
 def test_cuda_rows_quick_run_on_interp(tmp_path):

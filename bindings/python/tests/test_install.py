@@ -1,5 +1,7 @@
-"""Packaging: `pip install --no-build-isolation ./bindings/python` works offline, and the
-package finds libmetile: $METILE_LIBRARY, its own folder, the build tree, the system."""
+"""Packaging: `pip wheel` / `pip install --no-build-isolation ./bindings/python` work offline
+and put libmetile into the package (a platform wheel); with no library to bundle the build
+fails naming where it looked, unless METILE_NO_LIBRARY=1. The package finds libmetile:
+$METILE_LIBRARY, its own folder, the build tree, the system."""
 
 import os
 import shutil
@@ -21,42 +23,90 @@ def _import(env_extra, path):
                           capture_output=True, text=True, env=env, cwd="/", timeout=120)
 
 
-def _pip_install(tmp_path_factory, env_extra):
-    """pip install --target of a copy of the package (outside the checkout), offline."""
+def _copy_package(tmp_path_factory):
     src = tmp_path_factory.mktemp("src") / "python"
-    shutil.copytree(PKG_ROOT, src, ignore=shutil.ignore_patterns("tests", "__pycache__",
-                                                                 "build", "*.egg-info"))
-    target = tmp_path_factory.mktemp("site")
+    shutil.copytree(PKG_ROOT, src, ignore=shutil.ignore_patterns(
+        "tests", "__pycache__", "build", "*.egg-info", "libmetile*", "_installed.py"))
+    return src
+
+
+def _pip_env(env_extra):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("METILE_LIBRARY", "PKG_CONFIG_PATH")}
+           if k not in ("METILE_LIBRARY", "PKG_CONFIG_PATH", "METILE_NO_LIBRARY")}
     env.update(env_extra)
+    return env
+
+
+def _pip_install(tmp_path_factory, env_extra, check=True):
+    """pip install --target of a copy of the package (outside the checkout), offline."""
+    src = _copy_package(tmp_path_factory)
+    target = tmp_path_factory.mktemp("site")
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation",
                         "--no-deps", "--no-index", "--target", str(target), str(src)],
-                       capture_output=True, text=True, timeout=300, env=env)
+                       capture_output=True, text=True, timeout=600, env=_pip_env(env_extra))
+    if not check:
+        return r
     assert r.returncode == 0, r.stdout + r.stderr
     return src, target
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """Installed with no library to be found at install time (nothing is recorded)."""
-    return _pip_install(tmp_path_factory, {})
+    """Installed without a library (METILE_NO_LIBRARY=1): it looks for one when imported."""
+    return _pip_install(tmp_path_factory, {"METILE_NO_LIBRARY": "1"})
 
 
 @pytest.fixture(scope="module")
 def installed_recording(tmp_path_factory):
-    """Installed after a build: METILE_LIBRARY names the library at install time only."""
+    """Installed after a build: METILE_LIBRARY names the library at install time only, and
+    the install carries a copy of it."""
     return _pip_install(tmp_path_factory, {"METILE_LIBRARY": metile.LIBRARY_PATH})
 
 
-def test_pip_install_records_the_library_it_was_built_against(installed_recording):
+def test_pip_install_bundles_the_library_it_was_built_against(installed_recording):
     _, target = installed_recording
     assert (target / "metile" / "py.typed").exists()
-    recorded = (target / "metile" / "_installed.py").read_text()
-    assert repr(os.path.abspath(metile.LIBRARY_PATH)) in recorded
+    bundled = target / "metile" / "libmetile.so.0"
+    assert bundled.stat().st_size == os.path.getsize(os.path.realpath(metile.LIBRARY_PATH))
     r = _import({}, str(target))             # no METILE_LIBRARY now
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == os.path.abspath(metile.LIBRARY_PATH)
+    assert r.stdout.strip() == str(bundled)
+
+
+def test_no_library_to_bundle_is_an_error(tmp_path_factory):
+    r = _pip_install(tmp_path_factory, {}, check=False)
+    if r.returncode == 0:
+        pytest.skip("pkg-config finds an installed libmetile here")
+    out = r.stdout + r.stderr
+    assert "metile: no libmetile to put in the package" in out
+    assert "METILE_LIBRARY=/path/to/libmetile.so" in out and "METILE_NO_LIBRARY=1" in out
+
+
+def test_pip_wheel_carries_the_library(tmp_path_factory):
+    import zipfile
+    src = _copy_package(tmp_path_factory)
+    out = tmp_path_factory.mktemp("wheels")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation",
+                        "--no-deps", "--no-index", "-w", str(out), str(src)],
+                       capture_output=True, text=True, timeout=600,
+                       env=_pip_env({"METILE_LIBRARY": metile.LIBRARY_PATH}))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (wheel,) = out.glob("metile-*.whl")
+    assert not wheel.name.endswith("-none-any.whl"), wheel.name   # tagged for this platform
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "metile/libmetile.so.0" in names and "metile/_ffi.py" in names
+    site = tmp_path_factory.mktemp("unpacked")
+    zipfile.ZipFile(wheel).extractall(site)
+    os.chmod(site / "metile" / "libmetile.so.0", 0o755)
+    code = ("import metile, numpy as np; print(metile.LIBRARY_PATH); "
+            "print(metile.devices())")
+    env = {k: v for k, v in os.environ.items() if k != "METILE_LIBRARY"}
+    env["PYTHONPATH"] = str(site)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd="/", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == str(site / "metile" / "libmetile.so.0")
+    assert "interp" in r.stdout.splitlines()[1]
 
 
 def test_import_runs_no_subprocess(installed_recording):

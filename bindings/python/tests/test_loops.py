@@ -305,6 +305,45 @@ def test_list_elements_are_carried(device, n):
     assert out[16] == -(-n // 16)
 
 
+def _accumulate(acc, x, scale):
+    # Assigns the elements of a list the kernel's loop carries.
+    for o in range(len(acc)):
+        acc[o] = acc[o] + x * (o + 1) * scale
+
+
+def _readonly_sum(parts):
+    return parts[0] + parts[1]
+
+
+@metile.kernel
+def list_updated_by_helper(X, Out, N, BLOCK: metile.constexpr):
+    acc = [metile.zeros(BLOCK), metile.zeros(BLOCK), metile.zeros(BLOCK)]
+    pair = (metile.zeros(BLOCK), 0.0)  # a tuple rebound whole in the loop
+    consts = [2.0, 3.0]  # a list of Python numbers passed to a helper stays Python numbers
+    shape = [BLOCK]
+    for i in metile.tile_range(0, N, BLOCK):
+        offs = i + metile.arange(0, BLOCK)
+        x = metile.load(X + offs, mask=offs < N, other=0.0)
+        _accumulate(acc, x, _readonly_sum(consts) - 4.0)
+        pair = (pair[0] + x * x, pair[1] + 1.0)
+        acc[0] = acc[0] + metile.zeros(shape)
+    metile.store(Out + metile.arange(0, BLOCK), acc[0] + acc[1] + acc[2] + pair[0])
+    metile.store(Out + BLOCK, pair[1])
+
+
+@pytest.mark.parametrize("n", [0, 7, 100])
+def test_lists_passed_to_helpers_and_tuples_are_carried(device, n):
+    x = np.random.default_rng(n + 1).standard_normal(max(n, 1)).astype(np.float32)
+    out = np.zeros(17, np.float32)
+    list_updated_by_helper[(1,)](x, out, n, BLOCK=16)
+    xs = np.zeros(-(-n // 16) * 16)
+    xs[:n] = x[:n]
+    rows = xs.reshape(-1, 16)
+    ref = (6 * rows.sum(0) + (rows * rows).sum(0)) if n else np.zeros(16)
+    np.testing.assert_allclose(out[:16], ref, rtol=1e-5, atol=1e-5)
+    assert out[16] == -(-n // 16)
+
+
 @metile.kernel
 def list_grows(X, Out, N, BLOCK: metile.constexpr):
     acc = [metile.zeros(BLOCK)]

@@ -37,6 +37,7 @@ def test_arrays_a_device_copies_warn_once_per_process(monkeypatch):
     # did not share: the launch then copies in and back, as on cuda.
     monkeypatch.setattr(_ffi, "metile_buffer_shares_memory", lambda h: 0)
     monkeypatch.setattr(_kernel, "_copy_warned", False)
+    add_one.clear_cache()  # the warning comes with preparing a launch, not with a cached one
     x = np.arange(8, dtype=np.float32)
     with metile.use_device("interp"):
         with pytest.warns(metile.PerformanceWarning, match="`X`.*metile.Buffer"):
@@ -54,34 +55,33 @@ def test_shared_arrays_do_not_warn():
         add_one[1](np.ones(8, np.float32), np.zeros(8, np.float32), 8, BLOCK=8)
 
 
-def test_fresh_arrays_reuse_the_prepared_launch(device):
+def test_fresh_arrays_reuse_the_cached_launch(device):
     if device.name in ("cuda", "metal"):
         pytest.skip(f"{device.name} copies these (unaligned) numpy arguments in and out: nothing "
                     "to re-point")
     with metile.use_device(device):
-        launcher = add_one[1]
-        launcher._recent.clear()
+        add_one.clear_cache()
         x = np.arange(16, dtype=np.float32)
-        for k in range(_kernel._RECENT):          # fills the launcher's prepared launches
-            launcher(x + k, np.zeros(16, np.float32), 16, BLOCK=16)
-        kept = list(launcher._recent)
-        assert len(kept) == _kernel._RECENT
         for k in range(6):
             xs = x + k
             out = np.empty_like(xs)
-            launcher(xs, out, 16, BLOCK=16)
+            add_one[1](xs, out, 16, BLOCK=16)
             np.testing.assert_array_equal(out, xs + 1)
-            assert launcher._recent[0] in kept and len(launcher._recent) == _kernel._RECENT
-            assert launcher._recent[0].args[1] is out and launcher._recent[0].keep[1] is out
-        # A different shape is not the same launch; nor is a read-only array (copied).
-        launcher(np.ones(32, np.float32), np.zeros(32, np.float32), 16, BLOCK=16)
-        assert launcher._recent[0] not in kept
+        assert len(add_one._launches) == 1
+        (entry,) = add_one._launches.values()
+        # A different shape re-binds the same launch; a read-only input too (the kernel only
+        # reads it); a different dtype is another specialization.
+        out = np.zeros(32, np.float32)
+        add_one[1](np.ones(32, np.float32), out, 16, BLOCK=16)
+        np.testing.assert_array_equal(out[:16], 2)
         y = np.ones(16, np.float32)
         y.flags.writeable = False
         out = np.zeros(16, np.float32)
-        launcher(y, out, 16, BLOCK=16)
+        add_one[1](y, out, 16, BLOCK=16)
         np.testing.assert_array_equal(out, 2)
-        assert launcher._recent[0] not in kept
+        assert list(add_one._launches.values()) == [entry]
+        with pytest.raises(metile.InvalidArgumentError, match="read-only numpy array"):
+            add_one[1](x, y, 16, BLOCK=16)
 
 
 def _page_aligned(n):

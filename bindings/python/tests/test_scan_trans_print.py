@@ -227,3 +227,38 @@ def test_device_print_rejects_pointers_and_non_text():
 
     with pytest.raises(metile.TracingError, match="prefix must be a str, got int"):
         num[(1,)](np.zeros(1, np.float32))
+
+
+_PRINTING_MODULE = '''
+import metile
+
+@metile.kernel
+def shout(X):
+    metile.device_print("h\\u00e9llo \\u2192", metile.load(X))
+'''
+
+
+@pytest.mark.parametrize("file_name", ["k.py", "k\x01\x7f.py"])
+def test_device_print_of_non_ascii_text_from_any_file(device, capfd, tmp_path, file_name):
+    # Non-ASCII bytes reach the generated source twice (the prefix and the FILE:LINE of a file
+    # under "café"); a file name that cannot be a source location (control characters) is
+    # spelled with visible escapes, never dropped.
+    import importlib.util
+    folder = tmp_path / "caf\u00e9"
+    folder.mkdir()
+    path = folder / file_name
+    path.write_text(_PRINTING_MODULE, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("printing_module_" + str(len(file_name)), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = np.array([2.5], np.float32)
+    if device.name == "metal":
+        with pytest.raises(metile.UnsupportedError, match="has no printf"):
+            mod.shout[(1,)](x)
+        return
+    capfd.readouterr()
+    mod.shout[(1,)](x)
+    metile.synchronize()
+    shown = str(path).replace("\x01", "\\x01").replace("\x7f", "\\x7f")
+    assert capfd.readouterr().out.splitlines() == [
+        f"{shown}:6: pid (0, 0, 0) h\u00e9llo \u2192 2.5"]

@@ -80,7 +80,7 @@ def test_do_bench_rejects_bad_arguments():
         metile.testing.do_bench(3)
     with pytest.raises(metile.InvalidArgumentError, match="return_mode must be one of"):
         metile.testing.do_bench(lambda: None, return_mode="p99")
-    with pytest.raises(metile.InvalidArgumentError, match="rep >= 1"):
+    with pytest.raises(metile.InvalidArgumentError, match="rep > 0 milliseconds"):
         metile.testing.do_bench(lambda: None, rep=0)
 
 
@@ -106,6 +106,29 @@ def test_argmax_argmin_give_numpys_first_index(device):
     np.testing.assert_array_equal(out[2:2 + cols], np.argmax(x, axis=0))
     np.testing.assert_array_equal(out[2 + cols:2 + cols + rows], np.argmin(x, axis=1))
     assert out[-1] == np.argmax(x[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_argmax_argmin_with_nans_follow_numpy(device, dtype):
+    # numpy: the first NaN wins, along either axis and over the whole tile; all-NaN gives 0.
+    rows, cols = 8, 16
+    x = np.random.default_rng(6).integers(-4, 4, (rows, cols)).astype(dtype)
+    snan = np.array([0x7f800001], np.uint32).view(np.float32)[0].astype(dtype) \
+        if dtype == np.float32 else np.array([0x7c01], np.uint16).view(np.float16)[0]
+    x[1, :] = np.nan                # a whole row of NaNs
+    x[3, 5] = np.nan                # one NaN in a row and a column
+    x[5, 9] = -np.nan               # a negative NaN further on
+    x[6, 2] = snan                  # a signalling NaN
+    x[:, 12] = np.nan               # a whole column
+    for grid_x in (x, np.full_like(x, np.nan)):
+        out = np.full(2 + cols + rows + 1, -1, np.int32)
+        arg_kernel[(1,)](grid_x.astype(np.float32) if dtype == np.float32 else grid_x, out,
+                         R=rows, C=cols)
+        with np.errstate(invalid="ignore"):
+            assert out[0] == np.argmax(grid_x) and out[1] == np.argmin(grid_x)
+            np.testing.assert_array_equal(out[2:2 + cols], np.argmax(grid_x, axis=0))
+            np.testing.assert_array_equal(out[2 + cols:2 + cols + rows], np.argmin(grid_x, axis=1))
+            assert out[-1] == np.argmax(grid_x[0])
 
 
 def test_argmax_of_a_scalar_is_an_error():

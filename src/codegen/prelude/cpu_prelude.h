@@ -314,6 +314,34 @@ static inline void mt_dot_f32(const float* __restrict a, const float* __restrict
   }
 }
 
+// TF32 as cvt.rna.tf32.f32 rounds (nearest, ties away from zero); infinities and NaNs pass.
+static inline float mt_round_tf32(float x) {
+  uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+}
+
+// An f32 dot under input_precision "tf32" (TF32 = 1: inputs rounded) or "tf32x3" (0: each
+// input split into hi = tf32(x) and lo = tf32(x - hi); lo*hi, hi*lo, then hi*hi accumulate).
+// TF32 products are exact in f32, so the rounding differs from interp's only in sum order.
+template <int M, int N, int K, int TF32>
+static inline void mt_dot_f32_tf32(const float* __restrict a, const float* __restrict b,
+                                   float* __restrict c) {
+  alignas(64) float ah[M * K], bh[K * N];
+  for (int i = 0; i < M * K; ++i) ah[i] = mt_round_tf32(a[i]);
+  for (int i = 0; i < K * N; ++i) bh[i] = mt_round_tf32(b[i]);
+  if (!TF32) {
+    alignas(64) float al[M * K], bl[K * N];
+    for (int i = 0; i < M * K; ++i) al[i] = mt_round_tf32(a[i] - ah[i]);
+    for (int i = 0; i < K * N; ++i) bl[i] = mt_round_tf32(b[i] - bh[i]);
+    mt_dot_f32<M, N, K>(al, bh, c);
+    mt_dot_f32<M, N, K>(ah, bl, c);
+  }
+  mt_dot_f32<M, N, K>(ah, bh, c);
+}
+
 // Integer dot (8-bit inputs, i32 accumulator); wraps like every i32 operation.
 template <int M, int N, int K, class T>
 static inline void mt_dot_int(const T* __restrict a, const T* __restrict b, int32_t* __restrict c) {

@@ -120,6 +120,31 @@ MT_MMA(mt_mma_tf32, "m16n8k8", "tf32.tf32")
 MT_MMA(mt_mma_f16, "m16n8k16", "f16.f16")
 MT_MMA(mt_mma_bf16, "m16n8k16", "bf16.bf16")
 #undef MT_MMA
+// 3xTF32: w[0..N) holds f32 bits; afterwards w[i] = hi = tf32(x) and w[N + i] = tf32(x - hi).
+// The mask keeps hi's low 13 bits zero whatever the conversion leaves there, so x - hi is exact.
+template <int N>
+MT_FN void mt_split_tf32(uint* w) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float x = __uint_as_float(w[i]);
+    const uint hi = mt_tf32(x) & 0xffffe000u;
+    w[i] = hi;
+    w[N + i] = mt_tf32(x - __uint_as_float(hi));
+  }
+}
+// The tensor core adds into its accumulator truncating, not rounding: fed the running sum, every
+// atom would cut a little off it, and over a long K those cuts add up (3e-5 relative at K = 4096
+// on an H200, 30x f32's error). So each atom's three products (residuals first, then hi*hi) go
+// into a fresh sum that is only one atom's size, and that joins the running sum with a rounded
+// f32 add.
+MT_FN void mt_mma_tf32x3(float* d, const uint* a, const uint* b) {
+  float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mt_mma_tf32(t, a + 4, b);
+  mt_mma_tf32(t, a, b + 2);
+  mt_mma_tf32(t, a, b);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) d[i] += t[i];
+}
 
 // ---- threadgroup copies and fragment loads (cp.async, ldmatrix: sm_80+) ----------------------
 // Shared-memory addresses for these instructions are 32-bit offsets into the shared window.

@@ -17,6 +17,7 @@
 // pointer_sources and loop-carried values, whose offset is carried alongside); a
 // pointer that cannot be traced to one buffer is an UNSUPPORTED error naming the op.
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 
@@ -354,8 +355,34 @@ void Bounds::tile_access(Op& op) {
   const ValueId positive = bool_op(OpKind::GT, stride, zero);
   const ValueId divisor = emit(OpKind::SELECT, {positive, stride, one}, Type::scalar(DType::i64));
   ValueId rows = emit(OpKind::FLOORDIV, {avail, divisor}, Type::scalar(DType::i64));
-  rows = emit(OpKind::SELECT, {positive, rows, zero}, Type::scalar(DType::i64));
-  ValueId cols = stride;
+  if (bounded) {
+    // A strided view's span ends at its last element, so its last row may be shorter than the
+    // stride: a row is inside the buffer when the columns the given bounds allow are, and
+    // (avail - width) // stride + 1 rows are (width = the given columns, at most a positive
+    // stride).
+    const ValueId given = emit(OpKind::MAXIMUM, {to_i64(op.operands[first_bound + 1]), zero},
+                               Type::scalar(DType::i64));
+    const ValueId width = emit(OpKind::SELECT,
+                               {positive, emit(OpKind::MINIMUM, {given, stride}, Type::scalar(DType::i64)), given},
+                               Type::scalar(DType::i64));
+    const ValueId room = emit(OpKind::SUB, {avail, width}, Type::scalar(DType::i64));
+    const ValueId whole = emit(OpKind::FLOORDIV, {room, divisor}, Type::scalar(DType::i64));
+    const ValueId fits = bool_op(OpKind::GE, room, zero);
+    rows = emit(OpKind::SELECT, {fits, emit(OpKind::ADD, {whole, one}, Type::scalar(DType::i64)), zero},
+                Type::scalar(DType::i64));
+    // Stride 0 (a broadcast view, one row read for all): every row is that first row.
+    const ValueId all = emit(OpKind::SELECT,
+                             {fits, constant(DType::i64, std::numeric_limits<int64_t>::max()), zero},
+                             Type::scalar(DType::i64));
+    rows = emit(OpKind::SELECT, {bool_op(OpKind::EQ, stride, zero), all, rows}, Type::scalar(DType::i64));
+    rows = emit(OpKind::SELECT, {bool_op(OpKind::LT, stride, zero), zero, rows}, Type::scalar(DType::i64));
+  } else {
+    rows = emit(OpKind::SELECT, {positive, rows, zero}, Type::scalar(DType::i64));
+  }
+  // Under stride 0 each row is the first: its columns run to the end of the buffer.
+  ValueId cols = bounded ? emit(OpKind::SELECT, {bool_op(OpKind::EQ, stride, zero), avail, stride},
+                                Type::scalar(DType::i64))
+                         : stride;
   auto narrow = [&](ValueId v) {
     if (d == DType::i64) return v;
     const int bits = static_cast<int>(dtype_size(d)) * 8;

@@ -19,7 +19,11 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
     const auto& off = options.disabled_passes;
     if (std::find(off.begin(), off.end(), name) == off.end()) run_tile_pass(name, *out, ctx);
   };
+  run("dot_precision");  // before split_k copies dots: each copy keeps its precision
   run("activity");  // semantics first: later passes see explicit selects and masks
+  // After activity (a masked-off lane of a load reads 0 then, as outside a tile_load's matrix);
+  // before every pass that treats tile loads as tiles (bounds, split_k, keep_rows, whole_tiles).
+  run("pointer_tiles");
   // After activity: it merges loops whose inactive lanes are explicit selects.
   if (options.fuse_reductions) run("fuse_reductions");
   run("bounds");    // after activity, whose masks and selects it guards as written

@@ -6,10 +6,12 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "codegen/cpu_cpp.h"
+#include "runtime/host/cancel.h"
 #include "runtime/host/parallel_for.h"
 #include "support/env.h"
 #include "support/error.h"
@@ -74,12 +76,15 @@ struct ChunkContext {
   const Grid* grid;
   std::atomic<uint32_t>* fault;  // the first fault code any chunk reported
   bool stream;
+  // Chunks run in slices of this many instances, checking `stop` (METILE_TIMEOUT_S,
+  // metile_cancel_launches) between them; `stopped` tells the other chunks.
+  uint64_t slice;
+  const host::LaunchStop* stop;
+  std::atomic<bool>* stopped;
 };
 
 void run_chunk(void* p, uint64_t begin, uint64_t end) {
   const ChunkContext& c = *static_cast<const ChunkContext*>(p);
-  Range range{{c.grid->dims[0], c.grid->dims[1], c.grid->dims[2]}, 0, begin, end, c.stream};
-  Range* rp = &range;
   void* small[32];
   std::vector<void*> big;
   void** argv = small;
@@ -88,10 +93,24 @@ void run_chunk(void* p, uint64_t begin, uint64_t end) {
     argv = big.data();
   }
   std::memcpy(argv, c.argv, (c.nargs - 1) * sizeof(void*));
-  argv[c.nargs - 1] = &rp;
-  ffi_call(const_cast<ffi_cif*>(c.cif), c.entry, nullptr, argv);
-  uint32_t none = 0;
-  if (range.fault != 0) c.fault->compare_exchange_strong(none, range.fault);
+  for (uint64_t at = begin; at < end;) {
+    if (c.stopped->load(std::memory_order_relaxed)) return;
+    if (c.stop->should_stop()) {
+      c.stopped->store(true, std::memory_order_relaxed);
+      return;
+    }
+    uint64_t to = end - at > c.slice ? at + c.slice : end;
+    Range range{{c.grid->dims[0], c.grid->dims[1], c.grid->dims[2]}, 0, at, to, c.stream};
+    Range* rp = &range;
+    argv[c.nargs - 1] = &rp;
+    ffi_call(const_cast<ffi_cif*>(c.cif), c.entry, nullptr, argv);
+    if (range.fault != 0) {  // the entry stopped at the fault: so does the rest of this chunk
+      uint32_t none = 0;
+      c.fault->compare_exchange_strong(none, range.fault);
+      return;
+    }
+    at = to;
+  }
 }
 
 class CpuLaunch : public PreparedLaunch {
@@ -162,8 +181,15 @@ void CpuKernel::fill_slot(size_t i, const LaunchArg& arg, uint64_t* slot) const 
 
 void CpuKernel::execute(const Grid& grid, void** argv, bool stream) const {
   std::atomic<uint32_t> fault{0};
-  ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid, &fault, stream};
   uint64_t total = grid.count();
+  host::LaunchStop stop;
+  std::atomic<bool> stopped{false};
+  // Slices of about 10 ms by the running estimate of an instance's time (64 instances before
+  // there is one), so a cancel or the time limit takes effect that soon.
+  double guess = ns_per_instance_.load(std::memory_order_relaxed);
+  uint64_t slice = guess > 0 ? static_cast<uint64_t>(std::clamp(1e7 / guess, 1.0, 1e9)) : 64;
+  ChunkContext ctx{&cif_, entry_, argv, types_.size(), &grid, &fault, stream, slice, &stop,
+                   &stopped};
   host::ThreadPool& pool = host::ThreadPool::instance();
   bool caller_can_run = caller_stack_room() > stack_bytes_ + stack_bytes_ / 4 + kStackMargin;
   double est = ns_per_instance_.load(std::memory_order_relaxed);
@@ -185,6 +211,7 @@ void CpuKernel::execute(const Grid& grid, void** argv, bool stream) const {
   double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
   double per = ns * threads / static_cast<double>(total);
   ns_per_instance_.store(est > 0 ? 0.75 * est + 0.25 * per : per, std::memory_order_relaxed);
+  if (stopped.load()) fail(METILE_ERROR_DEVICE, "cpu", stop.why(program_->name));
   if (uint32_t code = fault.load()) {
     const Op* loop = cpu_fault_loop(*program_, code);
     fail(METILE_ERROR_DEVICE, "cpu", loop ? program_->where(loop->loc) : std::string(),

@@ -30,7 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// METILE_TIMEOUT_S, or `fallback` when unset or not a non-negative number.
+// METILE_TIMEOUT_S (0 past kLongestTimeoutS), or `fallback` when unset or not a non-negative
+// number.
 double timeout_from_env(double fallback) {
   std::string v = env_string("METILE_TIMEOUT_S");
   if (v.empty()) return fallback;
@@ -40,6 +41,9 @@ double timeout_from_env(double fallback) {
     warn_once("METILE_TIMEOUT_S", "METILE_TIMEOUT_S=\"" + v + "\" is not a number of seconds; ignored");
     return fallback;
   }
+  // A deadline is now + the limit in steady_clock's int64 nanoseconds, which overflows from about
+  // 9.2e9 s (inf included) into the past; a limit that long means none.
+  if (s > kLongestTimeoutS) return 0;
   return s;
 }
 

@@ -6,7 +6,7 @@
  *
  * The limit is METILE_TIMEOUT_S (seconds; fractions allowed). It bounds each host or NVRTC
  * compile (default kDefaultCompileTimeoutS when unset) and each interp or metal-sim launch (no
- * limit when unset). 0 means no limit.
+ * limit when unset). 0 means no limit, and so does any value above kLongestTimeoutS (inf too).
  */
 #pragma once
 
@@ -17,6 +17,8 @@
 namespace metile::host {
 
 inline constexpr double kDefaultCompileTimeoutS = 600;
+/** Longer limits (about 31 years) are no limit: a deadline must fit steady_clock's range. */
+inline constexpr double kLongestTimeoutS = 1e9;
 
 /** The compile limit in seconds (0: none): METILE_TIMEOUT_S, else kDefaultCompileTimeoutS. */
 double compile_timeout_s();

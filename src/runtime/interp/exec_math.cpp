@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ir/dot_precision.h"
 #include "ir/reduction.h"
 
 namespace metile::interp {
@@ -79,15 +80,29 @@ void Instance::dot(const Op& op) {
   Val out;
   out.e.resize(static_cast<size_t>(m * n));
   const bool fl = is_float(at_.dtype);
+  // f32 inputs under "tf32" round to TF32; under "tf32x3" each splits into hi = tf32(x) and
+  // lo = tf32(x - hi), and the products lo*hi, hi*lo, hi*hi are summed in that order. A TF32
+  // product is exact in f32, so only the sums round, as on tensor cores. Other dtypes are
+  // exact in TF32 (f16, bf16) or integers: the attribute does not concern them.
+  const DotPrecision prec =
+      at_.dtype == DType::f32 ? dot_precision(op, DotPrecision::ieee) : DotPrecision::ieee;
+  auto hi = [&](float x) { return prec == DotPrecision::ieee ? x : round_tf32(x); };
+  auto lo = [&](float x) { return round_tf32(x - round_tf32(x)); };
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       const size_t ij = static_cast<size_t>(i * n + j);
       if (fl) {
         float s = c.e[ij].f;
         for (int64_t k = 0; k < kk; ++k) {
+          const float x = a.e[i * kk + k].f, y = b.e[k * n + j].f;
+          if (prec == DotPrecision::tf32x3) {
+            const float small1 = lo(x) * hi(y), small2 = hi(x) * lo(y);
+            s += small1;
+            s += small2;
+          }
           // Two statements: the product is rounded before the sum, never fused into an FMA
           // (clang contracts within one expression by default).
-          const float product = a.e[i * kk + k].f * b.e[k * n + j].f;
+          const float product = hi(x) * hi(y);
           s += product;
         }
         out.e[ij] = float_elem(round_float(s, ct.dtype));
@@ -125,8 +140,8 @@ void Instance::reduce(const Op& op) {
       for (int64_t l = 0; l < len; ++l) {
         float v = x.e[g * gs + l * ls].f;
         acc = k == Reduction::sum   ? acc + v
-              : k == Reduction::max ? std::fmax(acc, v)
-                                    : std::fmin(acc, v);
+              : k == Reduction::max ? max_number(acc, v)
+                                    : min_number(acc, v);
       }
       out.e[g] = float_elem(round_float(acc, d));
     } else {

@@ -9,7 +9,8 @@
 // Element-wise ops. Operands are scalars or tiles of the result shape (the builder inserted the
 //   broadcasts). div: true division on floats, truncating on integers; floordiv: floor on both;
 //   mod: remainder with the dividend's sign (C % and fmod); pow: floats only; maximum/minimum:
-//   fmax/fmin (a NaN operand is ignored); sigmoid(x) = 1/(1+exp(-x)); erf = std::erf;
+//   max_number/min_number (a NaN operand, quiet or signalling, is ignored);
+//   sigmoid(x) = 1/(1+exp(-x)); erf = std::erf;
 //   rsqrt = 1/sqrt; shr is arithmetic on signed and logical on unsigned types; not is bitwise,
 //   logical on bool. Comparisons give bool; NaN compares unequal to everything.
 // Casts. Float to float rounds; integer to float converts to f32 (nearest) then rounds to the
@@ -40,7 +41,9 @@
 //   accessed; tile_store skips them.
 // dot(a, b, acc)[i][j]: s = acc[i][j]; s += a[i][k]*b[k][j] for k = 0, 1, ... in order; products
 //   and sums in f32 for float inputs (the result rounded to acc's dtype at the end), in wrapping
-//   i32 for i8/u8 inputs.
+//   i32 for i8/u8 inputs. f32 inputs of a dot with input_precision "tf32" are rounded to TF32
+//   first; with "tf32x3" each term is lo(a)*hi(b) + hi(a)*lo(b) + hi(a)*hi(b), three sums
+//   (hi = tf32(x), lo = tf32(x - hi); exec_math.cpp).
 // Reductions (sum, max, min) fold in row-major order from the identity (0, -inf/min, +inf/max)
 //   over the whole tile (axis -1) or along an axis of a 2-D tile; f16/bf16 accumulate in f32
 //   and round once; max/min fold with fmax/fmin. A scalar reduces to itself.
@@ -327,11 +330,6 @@ void check_supported(const Program& program) {
 
 void execute(const Program& program, const Grid& grid, const std::vector<LaunchArg>& args) {
   LaunchState st = make_state(program, grid, args);
-  st.limit_s = host::launch_timeout_s();
-  if (st.limit_s > 0)
-    st.deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(st.limit_s));
   const uint64_t count = grid.count();
   const uint64_t gx = grid.dims[0], gy = grid.dims[1];
   std::atomic<uint64_t> first_failure{count};

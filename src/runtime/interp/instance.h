@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/host/cancel.h"
 #include "runtime/interp/values.h"
 #include "support/error.h"
 
@@ -39,9 +40,8 @@ struct LaunchState {
   std::vector<std::pair<ValueId, Val>> params;
   // Makes each atomic op of an instance one indivisible step (a pointer: the state is moved).
   std::unique_ptr<std::mutex> atomics = std::make_unique<std::mutex>();
-  // METILE_TIMEOUT_S: past this, every instance stops at its next check.
-  double limit_s = 0;
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // METILE_TIMEOUT_S and metile_cancel_launches: every instance stops at its next check.
+  host::LaunchStop stop = host::LaunchStop();
 };
 
 inline const Elem& at(const Val& v, size_t k) { return v.e.size() == 1 ? v.e[0] : v.e[k]; }
@@ -85,9 +85,9 @@ class Instance {
     for (const Op& op : b.ops) {
       // A cooperative time limit: the clock is read every 256 ops (and at the first), cheap
       // next to the ops themselves.
-      if ((ops_++ & 255) == 0 && std::chrono::steady_clock::now() >= l_.deadline)
-        fail(METILE_ERROR_DEVICE, "interp", "kernel ", p_.name, " did not finish within ",
-             l_.limit_s, " s (METILE_TIMEOUT_S); stopped at ", p_.where(op.loc), op_name(op.kind),
+      if ((ops_++ & 255) == 0 && l_.stop.should_stop())
+        fail(METILE_ERROR_DEVICE, "interp", l_.stop.why(p_.name), "; stopped at ",
+             p_.where(op.loc), op_name(op.kind),
              " in program (", pid_[0], ",", pid_[1], ",", pid_[2], ")");
       try {
         exec(op);

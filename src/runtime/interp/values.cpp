@@ -93,10 +93,10 @@ Elem float_binary(OpKind k, DType d, float a, float b) {
       r = std::fmod(a, b);
       break;
     case OpKind::MAXIMUM:
-      r = std::fmax(a, b);
+      r = max_number(a, b);
       break;
     case OpKind::MINIMUM:
-      r = std::fmin(a, b);
+      r = min_number(a, b);
       break;
     case OpKind::POW:
       r = std::pow(a, b);  // the float overload (powf)

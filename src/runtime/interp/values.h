@@ -9,6 +9,8 @@
  */
 #pragma once
 
+#include <cmath>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -53,6 +55,15 @@ struct OpFault {
 int64_t wrap_int(int64_t v, DType d);
 /** Rounds an f32 result to the storage type (round to nearest even). */
 float round_float(float v, DType d);
+
+/**
+ * Float maximum / minimum (and the max / min reductions and atomics): IEEE 754-2019
+ * maximumNumber / minimumNumber, where quiet and signalling NaNs alike are missing values, as on
+ * every compiled device. libm's fmax follows the 2008 maxNum instead and turns a signalling NaN
+ * operand into NaN.
+ */
+inline float max_number(float a, float b) { return std::isnan(a) ? b : std::isnan(b) ? a : std::fmax(a, b); }
+inline float min_number(float a, float b) { return std::isnan(a) ? b : std::isnan(b) ? a : std::fmin(a, b); }
 
 /** One element of a binary op or comparison on operands of dtype `d`. */
 Elem binary_elem(OpKind kind, DType d, Elem a, Elem b);

@@ -26,14 +26,15 @@ constexpr uint64_t kArenaAlign = 64;
 constexpr const char* kUniformCollectives =
     "metal-sim needs every live lane of a simdgroup at the same simd_* call";
 
-enum class State : uint8_t { ready, running, barrier, simd, finished };
-
 }  // namespace
+
+// Outside the anonymous namespace: Thread (declared in the header) has a member of this type.
+enum class ThreadState : uint8_t { ready, running, barrier, simd, finished };
 
 struct GroupRunner::Thread {
   metal_sim_thread abi{};
   GroupRunner* runner = nullptr;
-  State state = State::ready;
+  ThreadState state = ThreadState::ready;
   Site site;
   Fiber fiber;
 };
@@ -175,7 +176,7 @@ bool GroupRunner::run(const LaunchPlan& plan, uint64_t index, std::string* error
     failed_ = true;
     uint32_t stuck = thread_count_;
     for (uint32_t i = 0; i < thread_count_ && stuck == thread_count_; ++i)
-      if (threads_[i].state == State::simd) stuck = i;
+      if (threads_[i].state == ThreadState::simd) stuck = i;
     if (stuck < thread_count_) {
       uint32_t first = stuck / kWidth * kWidth;
       error_ = cat(plan.kernel, ": a simd collective of simdgroup ", stuck / kWidth,
@@ -200,7 +201,7 @@ void GroupRunner::thread_main(void* p) {
 }
 
 void GroupRunner::finish(Thread& th) {
-  th.state = State::finished;
+  th.state = ThreadState::finished;
   ++finished_;
   uint32_t i = static_cast<uint32_t>(&th - threads_.data());
   Simdgroup& sg = simdgroups_[i / kWidth];
@@ -230,12 +231,12 @@ Fiber& GroupRunner::next_fiber() {
   Thread& th = threads_[queue_[queue_head_]];
   queue_head_ = (queue_head_ + 1) % thread_count_;
   --queue_size_;
-  th.state = State::running;
+  th.state = ThreadState::running;
   return th.fiber;
 }
 
 void GroupRunner::make_ready(Thread& th) {
-  th.state = State::ready;
+  th.state = ThreadState::ready;
   queue_[(queue_head_ + queue_size_) % thread_count_] =
       static_cast<uint32_t>(&th - threads_.data());
   ++queue_size_;
@@ -243,7 +244,7 @@ void GroupRunner::make_ready(Thread& th) {
 
 void GroupRunner::barrier(Thread& th, Site site) {
   check_deadline(th);
-  th.state = State::barrier;
+  th.state = ThreadState::barrier;
   th.site = site;
   if (++at_barrier_ == thread_count_) {
     bool same = true;
@@ -252,7 +253,7 @@ void GroupRunner::barrier(Thread& th, Site site) {
       at_barrier_ = 0;
       for (uint32_t i = 0; i < thread_count_; ++i)
         if (&threads_[i] != &th) make_ready(threads_[i]);
-      th.state = State::running;
+      th.state = ThreadState::running;
       return;
     }
     // Every thread waits, at different barriers: the scheduler finds nothing to run and reports.
@@ -264,11 +265,11 @@ void GroupRunner::simd_sync(Thread& th, Site site) {
   uint32_t i = static_cast<uint32_t>(&th - threads_.data());
   Simdgroup& sg = simdgroups_[i / kWidth];
   check_deadline(th);
-  th.state = State::simd;
+  th.state = ThreadState::simd;
   th.site = site;
   if (++sg.waiting == sg.live) {
     if (!release_simd(sg, &th)) abandon(th);
-    th.state = State::running;
+    th.state = ThreadState::running;
     return;
   }
   fiber_switch(th.fiber, next_fiber());
@@ -338,13 +339,13 @@ std::string GroupRunner::describe(uint32_t first, uint32_t count, const char* no
   auto state_of = [&](uint32_t i) {
     const Thread& t = threads_[i];
     switch (t.state) {
-      case State::finished:
+      case ThreadState::finished:
         return std::string("finished");
-      case State::barrier:
-      case State::simd:
+      case ThreadState::barrier:
+      case ThreadState::simd:
         return cat("waiting at ", t.site.what, " (line ", t.site.line, ")");
-      case State::ready:
-      case State::running:
+      case ThreadState::ready:
+      case ThreadState::running:
         break;
     }
     return std::string("running");

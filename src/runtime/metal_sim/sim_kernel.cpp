@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <regex>
 
 #include "codegen/prelude/metal_sim_abi.h"
+#include "runtime/host/cancel.h"
 #include "runtime/host/process.h"
 #include "runtime/host/parallel_for.h"
 #include "runtime/metal_sim/group_runner.h"
@@ -174,6 +176,7 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   metile_status status = METILE_OK;
   std::string error;
   std::atomic<bool> stop{false};
+  host::LaunchStop cancel;  // metile_cancel_launches, checked where the deadline is
   auto run_group = [&](uint64_t g) {
     if (stop.load(std::memory_order_relaxed)) return;
     std::string why;
@@ -181,6 +184,8 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
     try {
       if (plan.past_deadline())
         why = plan.timeout_message(cat("threadgroup ", g, " (not started)"));
+      else if (cancel.should_stop())
+        why = cat(cancel.why(name), "; stopped before threadgroup ", g);
       else if (GroupRunner::for_this_thread().run(plan, g, &why))
         return;
       why = cat("[metal-sim] ", why);
@@ -194,8 +199,17 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
     // that group was reached.
     if (g < failed_group) failed_group = g, status = st, error = std::move(why);
   };
-  host::parallel_for(count, 1, kMaxPoolWorkers, [&](uint64_t begin, uint64_t end) {
-    for (uint64_t g = begin; g < end; ++g) run_group(g);
+  // The pool hands out contiguous runs of groups, a few per thread, rather than single groups:
+  // once a group fails or the deadline passes, each remaining run is left after one check, so a
+  // grid of 2^48 groups stops as promptly as a small one.
+  const uint64_t runs =
+      std::min<uint64_t>(count, uint64_t(host::ThreadPool::instance().concurrency()) * 64);
+  const uint64_t per_run = count / runs, extra = count % runs;
+  host::parallel_for(runs, 1, kMaxPoolWorkers, [&](uint64_t begin, uint64_t end) {
+    for (uint64_t r = begin; r < end; ++r) {
+      uint64_t lo = r * per_run + std::min(r, extra), hi = lo + per_run + (r < extra ? 1 : 0);
+      for (uint64_t g = lo; g < hi && !stop.load(std::memory_order_relaxed); ++g) run_group(g);
+    }
   });
   if (status != METILE_OK) throw Error(status, error);
 }

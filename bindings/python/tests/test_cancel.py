@@ -1,0 +1,132 @@
+"""Stopping long launches (issue 32 item 3): metile_cancel_launches from another thread, Ctrl-C
+(SIGINT) in a subprocess, and METILE_TIMEOUT_S on cpu, interp and metal-sim. Each stopped
+launch leaves the process usable: the next launch runs normally."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import metile
+from metile import _ffi
+
+HOST_DEVICES = ("cpu", "interp", "metal-sim")
+
+
+@metile.kernel
+def spin(Out, N, BLOCK: metile.constexpr):
+    # Runs for ages over a huge grid; every program writes its own slot of a small output.
+    pid = metile.program_id(0)
+    acc = metile.zeros((BLOCK,), dtype=metile.float32)
+    for i in metile.tile_range(0, N, 1):
+        acc += 1.0
+    metile.store(Out + (pid % 4) * BLOCK + metile.arange(0, BLOCK), acc)
+
+
+def _host_only(device):
+    if device.name not in HOST_DEVICES:
+        pytest.skip("cancellation is for the host devices")
+
+
+def _usable_after(device):
+    out = np.zeros(4 * 8, np.float32)
+    spin[(4,)](out, 3, BLOCK=8)
+    np.testing.assert_array_equal(out, 3)
+
+
+def test_cancel_from_another_thread(device):
+    _host_only(device)
+    out = np.zeros(4 * 8, np.float32)
+    spin[(4,)](out, 1000, BLOCK=8)   # compiled outside the timing (N == 1 would be its own specialization)
+    done = threading.Event()
+
+    def canceller():  # repeats: a cancel made before the launch starts does not count for it
+        while not done.wait(0.3):
+            _ffi.metile_cancel_launches()
+
+    t = threading.Thread(target=canceller)
+    t.start()
+    try:
+        with pytest.raises(metile.DeviceError, match="cancelled"):
+            spin[(2**31 - 1,)](out, 1000, BLOCK=8)
+    finally:
+        done.set()
+        t.join()
+    _usable_after(device)
+
+
+def test_cancel_before_a_launch_does_not_stop_it(device):
+    _host_only(device)
+    _ffi.metile_cancel_launches()
+    _usable_after(device)
+
+
+def test_timeout_env_stops_a_launch(device, monkeypatch):
+    _host_only(device)
+    out = np.zeros(4 * 8, np.float32)
+    spin[(4,)](out, 1000, BLOCK=8)
+    monkeypatch.setenv("METILE_TIMEOUT_S", "0.5")
+    t0 = time.monotonic()
+    with pytest.raises(metile.DeviceError, match=r"did not finish within 0\.5 s"):
+        spin[(2**31 - 1,)](out, 1000, BLOCK=8)
+    assert time.monotonic() - t0 < 0.5 + 5.0
+    monkeypatch.delenv("METILE_TIMEOUT_S")
+    _usable_after(device)
+
+
+_CHILD = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    sys.path.insert(0, {path!r})
+    import metile
+    metile.set_device({device!r})
+
+    @metile.kernel
+    def spin(Out, N, BLOCK: metile.constexpr):
+        acc = metile.zeros((BLOCK,), dtype=metile.float32)
+        for i in metile.tile_range(0, N, 1):
+            acc += 1.0
+        metile.store(Out + (metile.program_id(0) % 4) * BLOCK + metile.arange(0, BLOCK), acc)
+
+    out = np.zeros(32, np.float32)
+    spin[(4,)](out, 1000, BLOCK=8)
+    print("ready", flush=True)
+    try:
+        spin[(2**31 - 1,)](out, 1000, BLOCK=8)
+        print("finished?!", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", time.monotonic(), flush=True)
+    except metile.DeviceError as e:
+        print("cancelled", time.monotonic(), "cancelled" in str(e), flush=True)
+    spin[(4,)](out, 2, BLOCK=8)
+    print("after", float(out[0]), flush=True)
+""")
+
+
+@pytest.mark.parametrize("name", HOST_DEVICES)
+def test_ctrl_c_stops_a_launch_in_a_subprocess(name, tmp_path):
+    if name not in metile.devices():
+        pytest.skip(f"{name} is not available here")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "child.py"  # a file: tracing reads the kernel's source
+    script.write_text(_CHILD.format(path=root, device=name))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        time.sleep(0.5)                                # inside the long launch by now
+        sent = time.monotonic()
+        p.send_signal(2)
+        line = p.stdout.readline().split()
+        assert line and line[0] in ("interrupted", "cancelled"), (line, p.stderr.read())
+        latency = float(line[1]) - sent
+        assert latency < 5.0, latency                  # the target is 100 ms; the machine is shared
+        assert p.stdout.readline().split() == ["after", "2.0"]
+    finally:
+        p.kill()
+        p.wait()

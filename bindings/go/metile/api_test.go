@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -50,7 +51,7 @@ func TestVersionDTypesOpsAndDeviceInfo(t *testing.T) {
 	for dt, want := range map[DType]struct {
 		name string
 		size int
-	}{F32: {"f32", 4}, F16: {"f16", 2}, BF16: {"bf16", 2}, I64: {"i64", 8}, Bool: {"bool", 1}, U8: {"u8", 1}, DType(99): {"invalid", 0}} {
+	}{F32: {"f32", 4}, F16: {"f16", 2}, BF16: {"bf16", 2}, I64: {"i64", 8}, Bool: {"bool", 1}, U8: {"u8", 1}, I32: {"i32", 4}, U32: {"u32", 4}, I8: {"i8", 1}, DType(99): {"invalid", 0}} {
 		if dt.String() != want.name || dt.Size() != want.size {
 			t.Errorf("dtype %d: %q %d, want %q %d", int(dt), dt.String(), dt.Size(), want.name, want.size)
 		}
@@ -579,5 +580,51 @@ func TestScanTransAndDevicePrint(t *testing.T) {
 	bad.DevicePrint("two\nlines")
 	if _, err := bad.Finish(); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("a prefix with a newline: %v", err)
+	}
+}
+
+func TestCancelLaunchesStopsARunningHostLaunch(t *testing.T) {
+	for _, name := range []string{"interp", "cpu"} {
+		d, err := OpenDevice(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := Compile(d, vadd(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 300
+		hx, hy := random(n, 31), random(n, 32)
+		bx, _ := d.BufferFromFloat32(hx)
+		by, _ := d.BufferFromFloat32(hy)
+		bo, _ := d.Alloc(4 * n)
+		done := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(50 * time.Millisecond):
+					CancelLaunches()
+				}
+			}
+		}()
+		// 2^30 instances (axis 1 only repeats axis 0, so offsets never overflow): far more than
+		// finish in the test's lifetime, only the cancel ends it.
+		err = k.Launch([3]uint32{1 << 22, 256, 1}, BufferArg(bx), BufferArg(by), BufferArg(bo), I32Arg(int32(n)))
+		if err == nil {
+			err = d.Synchronize()
+		}
+		close(done)
+		var e *Error
+		if !errors.Is(err, ErrDevice) || !errors.As(err, &e) || !strings.Contains(e.Message, "cancelled") {
+			t.Fatalf("%s: %v", name, err)
+		}
+		CancelLaunches() // before a launch: it runs to the end
+		if err := k.Launch(grid1(n), BufferArg(bx), BufferArg(by), BufferArg(bo), I32Arg(int32(n))); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := bo.Float32s()
+		checkSum(t, got, hx, hy)
 	}
 }

@@ -74,6 +74,7 @@ func (b *Builder) ConstInt(dtype DType, x int64) Value {
 	})
 }
 
+// ConstFloat is a float constant of dtype.
 func (b *Builder) ConstFloat(dtype DType, x float64) Value {
 	return b.out(func(m **C.char, v *C.metile_value) C.metile_status {
 		return C.go_metile_builder_const_float(m, b.raw, C.metile_dtype(dtype), C.double(x), v)

@@ -14,13 +14,14 @@ import (
 // (compare with HeaderVersionNumber, the header cgo compiled against).
 func VersionNumber() uint32 { return uint32(C.metile_version()) }
 
-// HeaderVersionNumber is METILE_VERSION_NUMBER of the header this package was built with.
+// HeaderVersionNumber is METILE_VERSION_NUMBER (MAJOR*10000 + MINOR*100 + PATCH) of the
+// header this package was built with.
 const HeaderVersionNumber = uint32(C.METILE_VERSION_NUMBER)
 
 // More element types (F32 ... Bool are in metile.go).
 const (
-	I8 DType = DType(C.METILE_DTYPE_I8)
-	U8 DType = DType(C.METILE_DTYPE_U8)
+	I8 DType = 8
+	U8 DType = 9
 )
 
 // Size returns the size in bytes of one element (0 for an invalid dtype).
@@ -69,7 +70,7 @@ func (d *Device) Clone() (*Device, error) {
 	if err := check(C.go_metile_device_retain(&msg, d.raw), msg); err != nil {
 		return nil, err
 	}
-	c := &Device{d.raw}
+	c := &Device{d.raw, d.name}
 	runtime.SetFinalizer(c, (*Device).Close)
 	return c, nil
 }

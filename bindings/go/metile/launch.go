@@ -13,17 +13,18 @@ import (
 
 // CompileOptions are metile_compile_options; DefaultCompileOptions gives the library's defaults.
 type CompileOptions struct {
-	NumThreads       int  // threads per program instance on GPUs; 0 = the compiler chooses
-	AllowTF32        int  // 1: f32 dot may use TF32; 0: exact f32; -1: device default
-	OptLevel         int  // 0: no optimization passes; 1: the default pipeline
-	NoCache          bool // bypass the compile cache (memory and disk) for this kernel
-	CheckBounds      bool // an out-of-bounds access fails the launch, naming the op's line
-	Unchecked        bool // no bounds guards (an access outside a buffer is undefined)
-	NoFuseReductions bool // keep consecutive reduction passes as written
-	KeepRows         bool // a later pass takes the tiles an earlier pass kept when the row fits
-	NumStages        int  // the K-loop pipeline's stages (0: the device's choice, 1: none, up to 8)
-	WarpsM, WarpsN   int  // the warp grid of a dot on matrix units (both 0: the compiler chooses)
-	SplitK           int  // a GEMM's K loop in parts (0: the compiler's choice, 1: off, up to 64)
+	NumThreads       int          // threads per program instance on GPUs; 0 = the compiler chooses
+	AllowTF32        int          // 1: f32 dot may use TF32; 0: exact f32; -1: device default
+	OptLevel         int          // 0: no optimization passes; 1: the default pipeline
+	NoCache          bool         // bypass the compile cache (memory and disk) for this kernel
+	CheckBounds      bool         // an out-of-bounds access fails the launch, naming the op's line
+	Unchecked        bool         // no bounds guards (an access outside a buffer is undefined)
+	NoFuseReductions bool         // keep consecutive reduction passes as written
+	KeepRows         bool         // a later pass takes the tiles an earlier pass kept when the row fits
+	NumStages        int          // the K-loop pipeline's stages (0: the device's choice, 1: none, up to 8)
+	WarpsM, WarpsN   int          // the warp grid of a dot on matrix units (both 0: the compiler chooses)
+	SplitK           int          // a GEMM's K loop in parts (0: the compiler's choice, 1: off, up to 64)
+	DotPrecision     DotPrecision // of the dots that have none of their own (Default: f32 accuracy)
 }
 
 // DefaultCompileOptions returns what metile_compile_options_init writes.
@@ -34,7 +35,7 @@ func DefaultCompileOptions() CompileOptions {
 		OptLevel: int(o.opt_level), NoCache: o.no_cache != 0, CheckBounds: o.check_bounds != 0,
 		Unchecked: o.unchecked != 0, NoFuseReductions: o.no_fuse_reductions != 0,
 		KeepRows: o.keep_rows != 0, NumStages: int(o.num_stages), WarpsM: int(o.warps_m),
-		WarpsN: int(o.warps_n), SplitK: int(o.split_k)}
+		WarpsN: int(o.warps_n), SplitK: int(o.split_k), DotPrecision: DotPrecision(o.dot_precision)}
 }
 
 func cbool(b bool) C.int32_t {
@@ -51,7 +52,7 @@ func (o CompileOptions) c() C.metile_compile_options {
 	c.no_cache, c.check_bounds, c.unchecked = cbool(o.NoCache), cbool(o.CheckBounds), cbool(o.Unchecked)
 	c.no_fuse_reductions, c.keep_rows = cbool(o.NoFuseReductions), cbool(o.KeepRows)
 	c.num_stages, c.warps_m, c.warps_n = C.int32_t(o.NumStages), C.int32_t(o.WarpsM), C.int32_t(o.WarpsN)
-	c.split_k = C.int32_t(o.SplitK)
+	c.split_k, c.dot_precision = C.int32_t(o.SplitK), C.int32_t(o.DotPrecision)
 	return c
 }
 
@@ -138,18 +139,21 @@ func BufferArgAt(b *Buffer, offset uint64) Arg {
 	return a
 }
 
+// U32Arg passes a u32 scalar.
 func U32Arg(v uint32) Arg {
 	var a Arg
 	a.c.kind, a.c.i = C.METILE_ARG_U32, C.int64_t(v)
 	return a
 }
 
+// I64Arg passes an i64 scalar.
 func I64Arg(v int64) Arg {
 	var a Arg
 	a.c.kind, a.c.i = C.METILE_ARG_I64, C.int64_t(v)
 	return a
 }
 
+// F64Arg passes an f64 scalar.
 func F64Arg(v float64) Arg {
 	var a Arg
 	a.c.kind, a.c.f = C.METILE_ARG_F64, C.double(v)

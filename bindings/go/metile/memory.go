@@ -35,7 +35,6 @@ import "C"
 
 import (
 	"fmt"
-	"runtime"
 	"unsafe"
 )
 
@@ -56,13 +55,14 @@ func (d *Device) WrapMemory(ptr unsafe.Pointer, bytes int) (*Buffer, error) {
 	if err := check(C.go_metile_buffer_wrap(&msg, &raw, d.raw, ptr, C.size_t(bytes)), msg); err != nil {
 		return nil, err
 	}
-	b := &Buffer{raw, bytes}
-	runtime.SetFinalizer(b, (*Buffer).Close)
-	return b, nil
+	return newBuffer(raw, bytes, d.raw)
 }
 
 // Size returns the buffer's size in bytes, as the library knows it.
 func (b *Buffer) Size() (int, error) {
+	if b.raw == nil {
+		return 0, errClosed("Buffer")
+	}
 	var n C.size_t
 	var msg *C.char
 	if err := check(C.go_metile_buffer_size(&msg, b.raw, &n), msg); err != nil {
@@ -71,18 +71,22 @@ func (b *Buffer) Size() (int, error) {
 	return int(n), nil
 }
 
-// SharesMemory reports whether a WrapMemory buffer uses the caller's memory in place.
-func (b *Buffer) SharesMemory() bool { return C.metile_buffer_shares_memory(b.raw) == 1 }
+// SharesMemory reports whether a WrapMemory buffer uses the caller's memory in place (false
+// for a closed buffer).
+func (b *Buffer) SharesMemory() bool {
+	return b.raw != nil && C.metile_buffer_shares_memory(b.raw) == 1
+}
 
 // Clone returns a second handle to the same buffer (retained); each is closed on its own.
 func (b *Buffer) Clone() (*Buffer, error) {
+	if b.raw == nil {
+		return nil, errClosed("Buffer")
+	}
 	var msg *C.char
 	if err := check(C.go_metile_buffer_retain(&msg, b.raw), msg); err != nil {
 		return nil, err
 	}
-	c := &Buffer{b.raw, b.bytes}
-	runtime.SetFinalizer(c, (*Buffer).Close)
-	return c, nil
+	return newBuffer(b.raw, b.bytes, b.dev)
 }
 
 // DLPack is a DLPack tensor this process holds: a DLManagedTensor (legacy, v0.8 ABI) or, when
@@ -98,6 +102,9 @@ type DLPack struct {
 // keeping the buffer alive until the tensor's deleter runs. cuda buffers are kDLCUDA (2), others
 // kDLCPU (1). Nothing is synchronized: see Device.SignalStream.
 func (b *Buffer) ToDLPack(dtype DType, shape []int64, versioned bool) (*DLPack, error) {
+	if b.raw == nil {
+		return nil, errClosed("Buffer")
+	}
 	var shp *C.int64_t
 	if len(shape) > 0 {
 		shp = (*C.int64_t)(unsafe.Pointer(&shape[0]))
@@ -197,8 +204,10 @@ func (d *Device) FromDLPack(t *DLPack) (*Buffer, error) {
 		return nil, err
 	}
 	t.ptr = nil
-	b := &Buffer{raw: raw}
-	runtime.SetFinalizer(b, (*Buffer).Close)
+	b, err := newBuffer(raw, 0, d.raw)
+	if err != nil {
+		return nil, err
+	}
 	n, err := b.Size()
 	if err != nil {
 		b.Close()

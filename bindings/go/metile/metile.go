@@ -14,6 +14,7 @@ import "C"
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"unsafe"
@@ -47,6 +48,7 @@ type Error struct {
 	Message string
 }
 
+// Error returns "STATUS_NAME: message".
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Status, e.Message)
 }
@@ -70,6 +72,11 @@ var (
 	ErrIO                = &Error{Status: StatusIO}
 	ErrInternal          = &Error{Status: StatusInternal}
 )
+
+// errClosed is the error of a method called on a closed handle (errors.Is ErrInvalidArgument).
+func errClosed(what string) error {
+	return &Error{Status: StatusInvalidArgument, Message: "[api] use of a closed " + what}
+}
 
 // StatusName returns e.g. "METILE_ERROR_INVALID_ARGUMENT".
 func StatusName(status Status) string { return status.String() }
@@ -107,18 +114,22 @@ func DevicesAvailable() ([]string, error) {
 // DType is an element type.
 type DType int
 
+// Element types (metile_dtype values, pinned by the C ABI).
 const (
-	F32  DType = DType(C.METILE_DTYPE_F32)
-	F16  DType = DType(C.METILE_DTYPE_F16)
-	BF16 DType = DType(C.METILE_DTYPE_BF16)
-	I32  DType = DType(C.METILE_DTYPE_I32)
-	U32  DType = DType(C.METILE_DTYPE_U32)
-	I64  DType = DType(C.METILE_DTYPE_I64)
-	Bool DType = DType(C.METILE_DTYPE_BOOL)
+	F32  DType = 1
+	F16  DType = 2
+	BF16 DType = 3
+	I32  DType = 4
+	U32  DType = 5
+	I64  DType = 6
+	Bool DType = 7
 )
 
 // Device is an open device.
-type Device struct{ raw *C.metile_device }
+type Device struct {
+	raw  *C.metile_device
+	name string
+}
 
 // OpenDevice opens a device by name; "" opens the default ($METILE_DEVICE, else metal, cuda, cpu).
 func OpenDevice(name string) (*Device, error) {
@@ -132,8 +143,14 @@ func OpenDevice(name string) (*Device, error) {
 	if err := check(C.go_metile_device_open(&msg, &raw, cname), msg); err != nil {
 		return nil, err
 	}
-	d := &Device{raw}
+	d := &Device{raw: raw}
 	runtime.SetFinalizer(d, (*Device).Close)
+	info, err := d.Info()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.name = info.Name
 	return d, nil
 }
 
@@ -150,16 +167,9 @@ func (d *Device) Close() error {
 	return err
 }
 
-// Name returns the device's name.
-func (d *Device) Name() string {
-	var info C.metile_device_info
-	info.struct_size = C.size_t(unsafe.Sizeof(info))
-	var msg *C.char
-	if check(C.go_metile_device_get_info(&msg, d.raw, &info), msg) != nil {
-		return ""
-	}
-	return C.GoString(info.name)
-}
+// Name returns the device's name ("cpu", "cuda", ...), read when it was opened (so it needs no
+// call and cannot fail, even after Close).
+func (d *Device) Name() string { return d.name }
 
 // Synchronize waits for every launch issued so far.
 func (d *Device) Synchronize() error {
@@ -167,10 +177,25 @@ func (d *Device) Synchronize() error {
 	return check(C.go_metile_device_synchronize(&msg, d.raw), msg)
 }
 
-// Buffer is memory that host and device both address.
+// Buffer is memory that host and device both address. It holds its own reference to its
+// device, so it stays usable after the Device handle that made it is closed, and reading it
+// (With, CopyOut, Float32s) first waits for the launches issued on that device.
 type Buffer struct {
 	raw   *C.metile_buffer
 	bytes int
+	dev   *C.metile_device // retained; synchronized before the host reads or writes
+}
+
+// newBuffer wraps raw, retaining dev for the buffer's life; on failure it releases raw.
+func newBuffer(raw *C.metile_buffer, bytes int, dev *C.metile_device) (*Buffer, error) {
+	var msg *C.char
+	if err := check(C.go_metile_device_retain(&msg, dev), msg); err != nil {
+		C.go_metile_buffer_release(&msg, raw)
+		return nil, err
+	}
+	b := &Buffer{raw, bytes, dev}
+	runtime.SetFinalizer(b, (*Buffer).Close)
+	return b, nil
 }
 
 // Alloc returns a zeroed buffer.
@@ -180,9 +205,7 @@ func (d *Device) Alloc(bytes int) (*Buffer, error) {
 	if err := check(C.go_metile_buffer_alloc(&msg, &raw, d.raw, C.size_t(bytes)), msg); err != nil {
 		return nil, err
 	}
-	b := &Buffer{raw, bytes}
-	runtime.SetFinalizer(b, (*Buffer).Close)
-	return b, nil
+	return newBuffer(raw, bytes, d.raw)
 }
 
 // Number is an element type buffers hold (metile's f32, i32, u32, i64, i8, u8).
@@ -209,7 +232,9 @@ func (d *Device) BufferFromFloat32(data []float32) (*Buffer, error) { return Buf
 
 // With calls fn with a view of the buffer's contents as []T. The view is valid only while fn
 // runs (the buffer is kept alive until fn returns): never keep it, copy out what you need.
-// Synchronize the device first after asynchronous launches.
+// It first synchronizes the buffer's device, so the view holds what every launch issued so far
+// wrote, and no launch still running races fn; a failed synchronize is the error, and fn does
+// not run.
 func With[T Number](b *Buffer, fn func([]T)) error {
 	p, err := b.contents()
 	if err != nil {
@@ -239,13 +264,7 @@ func CopyIn[T Number](b *Buffer, data []T) error {
 }
 
 // Float32s returns a copy of the contents as float32s (see With for a view without a copy).
-func (b *Buffer) Float32s() []float32 {
-	out, err := CopyOut[float32](b)
-	if err != nil {
-		panic(err)
-	}
-	return out
-}
+func (b *Buffer) Float32s() ([]float32, error) { return CopyOut[float32](b) }
 
 // Close releases the buffer (idempotent: later calls return nil). Its error is the
 // library's, e.g. for a handle it no longer knows.
@@ -255,14 +274,24 @@ func (b *Buffer) Close() error {
 	}
 	var msg *C.char
 	err := check(C.go_metile_buffer_release(&msg, b.raw), msg)
-	b.raw = nil
+	if err2 := check(C.go_metile_device_release(&msg, b.dev), msg); err == nil {
+		err = err2
+	}
+	b.raw, b.dev = nil, nil
 	runtime.SetFinalizer(b, nil)
 	return err
 }
 
+// contents synchronizes the buffer's device and returns the host address of its memory.
 func (b *Buffer) contents() (unsafe.Pointer, error) {
+	if b.raw == nil {
+		return nil, errClosed("Buffer")
+	}
 	var p unsafe.Pointer
 	var msg *C.char
+	if err := check(C.go_metile_device_synchronize(&msg, b.dev), msg); err != nil {
+		return nil, err
+	}
 	if err := check(C.go_metile_buffer_contents(&msg, b.raw, &p), msg); err != nil {
 		return nil, err
 	}
@@ -270,12 +299,19 @@ func (b *Buffer) contents() (unsafe.Pointer, error) {
 }
 
 // Value is a value inside a Builder; the zero Value means "none" for optional operands.
-type Value C.metile_value
+type Value uint32 // a metile_value
 
 // Builder builds a tile program op by op.
+//
+// Every op records the file:line of the code that called it (the first caller outside this
+// package, found with runtime.Callers), so an error about the op names the user's line;
+// SetLoc replaces that with explicit locations.
 type Builder struct {
-	raw *C.metile_builder
-	err error // the first error; later calls do nothing and Finish returns it
+	raw       *C.metile_builder
+	err       error  // the first error; later calls do nothing and Finish returns it
+	manualLoc bool   // SetLoc was called: no automatic locations
+	file      string // the location last given to the library
+	line      int
 }
 
 // NewBuilder starts a kernel named name.
@@ -316,10 +352,55 @@ func (b *Builder) value(status C.metile_status, msg *C.char, v C.metile_value) V
 	return Value(v)
 }
 
-func (b *Builder) ok() bool { return b.err == nil }
+// ok reports whether the builder can take another op, and if so attaches the caller's
+// location to it. A closed builder records an error instead.
+func (b *Builder) ok() bool {
+	if b.err == nil && b.raw == nil {
+		b.err = errClosed("Builder")
+	}
+	if b.err != nil {
+		return false
+	}
+	if !b.manualLoc {
+		b.here()
+	}
+	return true
+}
 
-// SetLoc attaches file:line to the ops built from now on.
+// pkgDir is this package's source directory: frames of its non-test files are not the user's.
+var pkgDir = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(file)
+}()
+
+// here gives the library the location of the first caller outside this package's own code.
+func (b *Builder) here() {
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if f.File != "" && (filepath.Dir(f.File) != pkgDir || strings.HasSuffix(f.File, "_test.go")) {
+			if f.File != b.file || f.Line != b.line {
+				c := C.CString(f.File)
+				defer C.free(unsafe.Pointer(c))
+				var msg *C.char
+				// A failure only loses the location; the op itself still reports its error.
+				if check(C.go_metile_builder_set_loc(&msg, b.raw, c, C.int32_t(f.Line)), msg) == nil {
+					b.file, b.line = f.File, f.Line
+				}
+			}
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// SetLoc attaches file:line to the ops built from now on, and stops the automatic capture of
+// each op's caller location for this builder.
 func (b *Builder) SetLoc(file string, line int) {
+	b.manualLoc = true
 	if !b.ok() {
 		return
 	}
@@ -346,7 +427,9 @@ func (b *Builder) param(name string, dtype DType, pointer bool) Value {
 }
 
 // ParamPtr declares a pointer parameter; ParamScalar a scalar one.
-func (b *Builder) ParamPtr(name string, dtype DType) Value    { return b.param(name, dtype, true) }
+func (b *Builder) ParamPtr(name string, dtype DType) Value { return b.param(name, dtype, true) }
+
+// ParamScalar declares a scalar parameter.
 func (b *Builder) ParamScalar(name string, dtype DType) Value { return b.param(name, dtype, false) }
 
 // ConstI32 and ConstF32 make constants.
@@ -359,6 +442,7 @@ func (b *Builder) ConstI32(x int32) Value {
 	return b.value(C.go_metile_builder_const_int(&msg, b.raw, C.METILE_DTYPE_I32, C.int64_t(x), &v), msg, v)
 }
 
+// ConstF32 is an f32 constant.
 func (b *Builder) ConstF32(x float32) Value {
 	if !b.ok() {
 		return 0
@@ -416,6 +500,7 @@ func (b *Builder) Binary(op int, x, y Value) Value {
 	return b.value(C.go_metile_builder_binary(&msg, b.raw, C.metile_op(op), C.metile_value(x), C.metile_value(y), &v), msg, v)
 }
 
+// Add is x + y (Sub, Mul, Div, Maximum and Lt likewise: Binary with that op).
 func (b *Builder) Add(x, y Value) Value     { return b.Binary(OpAdd, x, y) }
 func (b *Builder) Sub(x, y Value) Value     { return b.Binary(OpSub, x, y) }
 func (b *Builder) Mul(x, y Value) Value     { return b.Binary(OpMul, x, y) }
@@ -433,6 +518,7 @@ func (b *Builder) Unary(op int, x Value) Value {
 	return b.value(C.go_metile_builder_unary(&msg, b.raw, C.metile_op(op), C.metile_value(x), &v), msg, v)
 }
 
+// Exp is e**x.
 func (b *Builder) Exp(x Value) Value { return b.Unary(OpExp, x) }
 
 // Reduce reduces a tile to a scalar (axis -1) or along an axis of a 2-D tile.
@@ -517,6 +603,28 @@ func (b *Builder) Dot(a, bm, acc Value) Value {
 	return b.value(C.go_metile_builder_dot(&msg, b.raw, C.metile_value(a), C.metile_value(bm), C.metile_value(acc), &v), msg, v)
 }
 
+// DotPrecision is how an f32 dot rounds (metile_dot_precision).
+type DotPrecision int
+
+// DotPrecision values: Default defers to CompileOptions.DotPrecision (f32 accuracy unless set).
+const (
+	DotPrecisionDefault DotPrecision = 0
+	DotPrecisionIEEE    DotPrecision = 1
+	DotPrecisionTF32    DotPrecision = 2
+	DotPrecisionTF32x3  DotPrecision = 3
+)
+
+// DotWithPrecision is acc + a @ bm, rounded as precision says.
+func (b *Builder) DotWithPrecision(a, bm, acc Value, precision DotPrecision) Value {
+	if !b.ok() {
+		return 0
+	}
+	var v C.metile_value
+	var msg *C.char
+	return b.value(C.go_metile_builder_dot_with_precision(&msg, b.raw, C.metile_value(a), C.metile_value(bm),
+		C.metile_value(acc), C.metile_dot_precision(precision), &v), msg, v)
+}
+
 // ForRange builds `for iv in range(start, end, step)` with loop-carried values: body receives
 // the induction variable and the carried values and returns the next ones.
 func (b *Builder) ForRange(start, end, step Value, inits []Value, body func(iv Value, carried []Value) []Value) []Value {
@@ -544,6 +652,9 @@ func (b *Builder) ForRange(start, end, step Value, inits []Value, body func(iv V
 	cy := make([]C.metile_value, len(yields)+1)
 	for i, v := range yields {
 		cy[i] = C.metile_value(v)
+	}
+	if !b.ok() { // also names ForRange's caller in errors about the loop's end
+		return make([]Value, len(yields))
 	}
 	results := make([]C.metile_value, len(yields)+1)
 	var msg2 *C.char
@@ -630,6 +741,7 @@ type Arg struct {
 	keep *Buffer // alive until the launch call returns (Launch keeps its args alive)
 }
 
+// BufferArg passes a buffer (kept alive while a Launch may use it).
 func BufferArg(b *Buffer) Arg {
 	var a Arg
 	a.c.kind = C.METILE_ARG_BUFFER
@@ -638,6 +750,7 @@ func BufferArg(b *Buffer) Arg {
 	return a
 }
 
+// I32Arg passes an i32 scalar.
 func I32Arg(v int32) Arg {
 	var a Arg
 	a.c.kind = C.METILE_ARG_I32
@@ -645,11 +758,19 @@ func I32Arg(v int32) Arg {
 	return a
 }
 
+// F32Arg passes an f32 scalar.
 func F32Arg(v float32) Arg {
 	var a Arg
 	a.c.kind = C.METILE_ARG_F32
 	a.c.f = C.double(v)
 	return a
+}
+
+// CancelLaunches stops the launches running now on cpu, interp and metal-sim, from any
+// goroutine: each fails with ErrDevice ("cancelled"), its outputs partly written; launches
+// started afterwards run normally. GPU devices are not affected.
+func CancelLaunches() {
+	C.metile_cancel_launches()
 }
 
 // Launch runs the kernel over grid program instances (asynchronous on GPUs).

@@ -2,6 +2,7 @@ package metile
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,7 +62,11 @@ func TestVectorAdd(t *testing.T) {
 	if err := d.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range bo.Float32s() {
+	got, err := bo.Float32s() // no Synchronize: reading waits for the launch
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
 		if v != hx[i]+hy[i] {
 			t.Fatalf("element %d: %v != %v", i, v, hx[i]+hy[i])
 		}
@@ -110,8 +115,10 @@ func TestSoftmax(t *testing.T) {
 	if err := k.Launch([3]uint32{uint32(rows), 1, 1}, BufferArg(bx), BufferArg(bo), I32Arg(int32(cols))); err != nil {
 		t.Fatal(err)
 	}
-	d.Synchronize()
-	got := bo.Float32s()
+	got, err := bo.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for r := 0; r < rows; r++ {
 		row := hx[r*cols : (r+1)*cols]
 		mxv := math.Inf(-1)
@@ -164,8 +171,10 @@ func TestGemmWithBounds(t *testing.T) {
 	if err := k.Launch(grid, BufferArg(ba), BufferArg(bbuf), BufferArg(bc), I32Arg(int32(m)), I32Arg(int32(n)), I32Arg(int32(kdim))); err != nil {
 		t.Fatal(err)
 	}
-	d.Synchronize()
-	got := bc.Float32s()
+	got, err := bc.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
 			want := 0.0
@@ -190,6 +199,28 @@ func TestErrorsCarryStatusAndLocation(t *testing.T) {
 	}
 	if _, err := OpenDevice("no-such-device"); err == nil || !strings.Contains(err.Error(), "no-such-device") {
 		t.Fatalf("unexpected error %v", err)
+	}
+}
+
+// Without SetLoc, each op records the file:line of the code that called it.
+func TestErrorsNameTheCallersLineAutomatically(t *testing.T) {
+	b, _ := NewBuilder("bad")
+	x, y := b.Arange(0, 8), b.Arange(0, 16)
+	_, file, line, _ := runtime.Caller(0)
+	b.Add(x, y) // line + 1
+	_, err := b.Finish()
+	if want := fmt.Sprintf("%s:%d", file, line+1); !errors.Is(err, ErrInvalidProgram) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want %s in %v", want, err)
+	}
+	// Inside a loop body: the body's line, not ForRange's.
+	b, _ = NewBuilder("bad_loop")
+	b.ForRange(b.ConstI32(0), b.ConstI32(4), b.ConstI32(1), nil, func(iv Value, _ []Value) []Value {
+		_, _, line, _ = runtime.Caller(0)
+		b.Add(b.Arange(0, 8), b.Arange(0, 16)) // line + 1
+		return nil
+	})
+	if want := fmt.Sprintf("%s:%d", file, line+1); !strings.Contains(fmt.Sprint(b.Err()), want) {
+		t.Fatalf("want %s in %v", want, b.Err())
 	}
 }
 
@@ -238,7 +269,10 @@ func TestCopiesOutliveTheirBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := b.Float32s()
+	f, err := b.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
 	b = nil
 	for i := 0; i < 3; i++ {
 		runtime.GC()
@@ -367,5 +401,77 @@ func TestHistogramWithAtomics(t *testing.T) {
 	bad.Atomic(OpAdd, bad.ParamPtr("p", I32), 0, bad.ConstI32(1), 0)
 	if _, err := bad.Finish(); err == nil || !strings.Contains(err.Error(), "is not an atomic op") {
 		t.Fatalf("want an error naming the op, got %v", err)
+	}
+}
+
+// dotOfOnes runs a 16x16x16 dot of a = 1 + 2^-12 (not a TF32 value: it rounds to 1) and b = 1
+// on interp, which rounds as each mode says.
+func dotOfOnes(t *testing.T, precision *DotPrecision, options CompileOptions) (float32, error) {
+	b, _ := NewBuilder("dot_prec")
+	a, bb, c := b.ParamPtr("a", F32), b.ParamPtr("b", F32), b.ParamPtr("c", F32)
+	zero, ld := b.ConstI32(0), b.ConstI32(16)
+	ta := b.TileLoad(a, zero, zero, ld, 16, 16, 0, 0)
+	tb := b.TileLoad(bb, zero, zero, ld, 16, 16, 0, 0)
+	acc := b.Broadcast(b.ConstF32(0), 16, 16)
+	var d Value
+	if precision != nil {
+		d = b.DotWithPrecision(ta, tb, acc, *precision)
+	} else {
+		d = b.Dot(ta, tb, acc)
+	}
+	b.TileStore(c, zero, zero, ld, d, 0, 0)
+	prog, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := OpenDevice("interp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := CompileWith(dev, prog, options)
+	if err != nil {
+		return 0, err
+	}
+	ones, skewed := make([]float32, 256), make([]float32, 256)
+	for i := range ones {
+		ones[i], skewed[i] = 1, 1+1.0/4096
+	}
+	ba, _ := dev.BufferFromFloat32(skewed)
+	bbuf, _ := dev.BufferFromFloat32(ones)
+	bc, _ := dev.Alloc(4 * 256)
+	if err := k.Launch([3]uint32{1, 1, 1}, BufferArg(ba), BufferArg(bbuf), BufferArg(bc)); err != nil {
+		t.Fatal(err)
+	}
+	dev.Synchronize()
+	got, err := bc.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[0], nil
+}
+
+func TestDotPrecisionPerDotAndPerCompile(t *testing.T) {
+	exact := float32(16 * (1 + 1.0/4096))
+	def := DefaultCompileOptions()
+	if def.DotPrecision != DotPrecisionDefault {
+		t.Fatalf("default dot precision %d", def.DotPrecision)
+	}
+	tf32 := def
+	tf32.DotPrecision = DotPrecisionTF32
+	ieee, fast, split := DotPrecisionIEEE, DotPrecisionTF32, DotPrecisionTF32x3
+	for _, c := range []struct {
+		precision *DotPrecision
+		options   CompileOptions
+		want      float32
+	}{{&ieee, def, exact}, {&fast, def, 16}, {&split, def, exact}, {nil, def, exact}, {nil, tf32, 16}, {&ieee, tf32, exact}} {
+		got, err := dotOfOnes(t, c.precision, c.options)
+		if err != nil || got != c.want {
+			t.Fatalf("precision %v, options %d: got %v (%v), want %v", c.precision, c.options.DotPrecision, got, err, c.want)
+		}
+	}
+	both := tf32
+	both.AllowTF32 = 0
+	if _, err := dotOfOnes(t, nil, both); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "dot_precision") {
+		t.Fatalf("allow_tf32 0 with dot_precision tf32: %v", err)
 	}
 }

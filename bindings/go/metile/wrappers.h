@@ -263,6 +263,12 @@ static inline metile_status go_metile_builder_dot(char **err, metile_builder * b
   return s;
 }
 
+static inline metile_status go_metile_builder_dot_with_precision(char **err, metile_builder * b, metile_value a, metile_value bm, metile_value acc, metile_dot_precision precision, metile_value * out) {
+  metile_status s = metile_builder_dot_with_precision(b, a, bm, acc, precision, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_builder_reduce(char **err, metile_builder * b, metile_op op, metile_value x, int32_t axis, metile_value * out) {
   metile_status s = metile_builder_reduce(b, op, x, axis, out);
   if (s != METILE_OK) *err = strdup(metile_last_error());

@@ -10,9 +10,12 @@ use crate::{DType, Device, DLPack, Element};
 pub struct Buffer {
     pub(crate) raw: *mut sys::metile_buffer,
     pub(crate) bytes: usize,
-    /// For [`Device::wrap_vec`]: the device (synchronized before the memory is freed, as an
-    /// asynchronous launch may still use it) and the caller's memory the buffer may use in place.
-    pub(crate) host: Option<(Device, Box<dyn std::any::Any + Send + Sync>)>,
+    /// The buffer's device (retained): synchronized before a host view is made, so a view never
+    /// races a launch still running.
+    pub(crate) device: Device,
+    /// For [`Device::wrap_vec`]: the caller's memory the buffer may use in place (the device is
+    /// synchronized before it is freed, as an asynchronous launch may still use it).
+    pub(crate) host: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 unsafe impl Send for Buffer {}
@@ -20,11 +23,13 @@ unsafe impl Sync for Buffer {}
 
 impl Buffer {
     pub(crate) fn contents(&self) -> Result<*mut u8> {
+        self.device.synchronize()?;
         let mut p = ptr::null_mut();
         check(unsafe { sys::metile_buffer_contents(self.raw, &mut p) })?;
         Ok(p.cast())
     }
 
+    /// The size in bytes this handle was made with (no library call).
     pub fn len_bytes(&self) -> usize {
         self.bytes
     }
@@ -46,7 +51,7 @@ impl Buffer {
     /// is `unsafe`: the caller keeps a `&mut` view of one from overlapping any view of the other.
     pub unsafe fn retain(&self) -> Result<Buffer> {
         check(sys::metile_buffer_retain(self.raw))?;
-        Ok(Buffer { raw: self.raw, bytes: self.bytes, host: None })
+        Ok(Buffer { raw: self.raw, bytes: self.bytes, device: self.device.clone(), host: None })
     }
 
     /// Exports the buffer as a row-major DLPack tensor of `dtype` and `shape` (at most 8
@@ -67,23 +72,29 @@ impl Buffer {
         Ok(unsafe { DLPack::from_raw(out, versioned) })
     }
 
-    /// The contents as a slice (synchronize the device first after asynchronous launches).
+    /// The contents as a slice. Synchronizes the buffer's device first, so the view holds what
+    /// every launch issued so far wrote.
+    ///
+    /// # Panics
+    /// When that synchronize fails (a launch failed on an asynchronous device): call
+    /// [`Device::synchronize`] first to get the error as a `Result`.
     pub fn as_slice<T: Element>(&self) -> &[T] {
-        let p = self.contents().expect("a live buffer has contents");
+        let p = self.contents().unwrap_or_else(|e| panic!("metile: Buffer::as_slice: {e}"));
         unsafe { std::slice::from_raw_parts(p as *const T, self.bytes / std::mem::size_of::<T>()) }
     }
 
-    /// The contents as a mutable slice.
+    /// The contents as a mutable slice; synchronizes the device first, as
+    /// [`as_slice`](Buffer::as_slice) does (and panics as it does).
     pub fn as_mut_slice<T: Element>(&mut self) -> &mut [T] {
-        let p = self.contents().expect("a live buffer has contents");
+        let p = self.contents().unwrap_or_else(|e| panic!("metile: Buffer::as_mut_slice: {e}"));
         unsafe { std::slice::from_raw_parts_mut(p as *mut T, self.bytes / std::mem::size_of::<T>()) }
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        if let Some((device, _)) = &self.host {
-            let _ = device.synchronize();
+        if self.host.is_some() {
+            let _ = self.device.synchronize(); // an error here was the launch's to report
         }
         unsafe { sys::metile_buffer_release(self.raw) };
         // `host` (the wrapped memory) is dropped after the release.

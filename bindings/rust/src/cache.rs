@@ -34,11 +34,15 @@ pub fn set_max_bytes(max_bytes: u64) -> Result<()> {
 /// Counters since process start or the last [`clear`] (`metile_cache_stats`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
+    /// Compiles served from the in-memory cache.
     pub memory_hits: u64,
+    /// Compiles served from the disk cache.
     pub disk_hits: u64,
     /// Compiles that built the kernel (not counting `no_cache` ones).
     pub misses: u64,
+    /// Bytes read from the disk cache.
     pub bytes_read: u64,
+    /// Bytes written to the disk cache.
     pub bytes_written: u64,
     /// Sum over hits of the build time each entry originally took.
     pub compile_seconds_saved: f64,

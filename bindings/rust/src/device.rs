@@ -25,7 +25,8 @@ impl Device {
         Ok(Device { raw })
     }
 
-    /// The device's name ("cpu", "cuda", ...).
+    /// The device's name ("cpu", "cuda", ...); empty if the library cannot say (see
+    /// [`Device::info`] for the error).
     pub fn name(&self) -> String {
         let mut info: sys::metile_device_info = unsafe { std::mem::zeroed() };
         info.struct_size = std::mem::size_of::<sys::metile_device_info>();
@@ -44,7 +45,7 @@ impl Device {
     pub fn alloc(&self, bytes: usize) -> Result<Buffer> {
         let mut raw = ptr::null_mut();
         check(unsafe { sys::metile_buffer_alloc(&mut raw, self.raw, bytes) })?;
-        Ok(Buffer { raw, bytes, host: None })
+        Ok(Buffer { raw, bytes, device: self.clone(), host: None })
     }
 
     /// The device's properties.
@@ -95,7 +96,7 @@ impl Device {
     pub fn wrap_vec<T: Element>(&self, mut data: Vec<T>) -> Result<Buffer> {
         let bytes = std::mem::size_of_val(data.as_slice());
         let mut buf = unsafe { self.wrap_raw(data.as_mut_ptr().cast(), bytes)? };
-        buf.host = Some((self.clone(), Box::new(data)));
+        buf.host = Some(Box::new(data));
         Ok(buf)
     }
 
@@ -108,7 +109,7 @@ impl Device {
     pub unsafe fn wrap_raw(&self, host: *mut std::os::raw::c_void, bytes: usize) -> Result<Buffer> {
         let mut raw = ptr::null_mut();
         check(sys::metile_buffer_wrap(&mut raw, self.raw, host, bytes))?;
-        Ok(Buffer { raw, bytes, host: None })
+        Ok(Buffer { raw, bytes, device: self.clone(), host: None })
     }
 
     /// Imports a compact row-major DLPack tensor, without a copy where the device can address
@@ -132,7 +133,7 @@ impl Device {
             drop(DLPack::from_raw(p, versioned)); // the caller's again: delete it
             return Err(e);
         }
-        let mut buf = Buffer { raw, bytes: 0, host: None };
+        let mut buf = Buffer { raw, bytes: 0, device: self.clone(), host: None };
         buf.bytes = buf.size()?;
         Ok(buf)
     }
@@ -150,11 +151,17 @@ impl Device {
 /// A device's properties (`metile_device_info`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
+    /// The name `open` takes ("cpu", "cuda", ...).
     pub name: String,
+    /// A human-readable description (e.g. the GPU's model).
     pub description: String,
+    /// The target architecture (e.g. "sm_90"); empty where it means nothing.
     pub architecture: String,
+    /// Threads per SIMD group (warp).
     pub simd_width: i32,
+    /// The most threads one program instance may use.
     pub max_threads_per_group: i32,
+    /// Threadgroup (shared) memory one program instance may use, in bytes.
     pub threadgroup_memory_bytes: u64,
     /// Host and device address the same buffers.
     pub unified_memory: bool,

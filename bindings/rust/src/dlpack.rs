@@ -47,17 +47,23 @@ unsafe impl Send for DLPack {}
 /// The fields of a DLPack tensor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DLPackInfo {
+    /// The data pointer, as an address.
     pub data: usize,
     /// kDLCPU = 1, kDLCUDA = 2, ...
     pub device_type: i32,
+    /// The device ordinal.
     pub device_id: i32,
+    /// The size of each dimension.
     pub shape: Vec<i64>,
     /// `None` for compact row-major.
     pub strides: Option<Vec<i64>>,
     /// kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6.
     pub code: u8,
+    /// Bits per lane.
     pub bits: u8,
+    /// Lanes per element (1 for scalars).
     pub lanes: u16,
+    /// Bytes from `data` to the first element.
     pub byte_offset: u64,
     /// (major, minor) for versioned tensors.
     pub version: Option<(u32, u32)>,
@@ -82,6 +88,7 @@ impl DLPack {
         p
     }
 
+    /// Whether this is a `DLManagedTensorVersioned` (1.x ABI), else a legacy `DLManagedTensor`.
     pub fn versioned(&self) -> bool {
         self.versioned
     }

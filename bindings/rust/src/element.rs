@@ -4,14 +4,23 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
 pub enum DType {
+    /// 32-bit float.
     F32 = 1,
+    /// 16-bit IEEE float.
     F16 = 2,
+    /// bfloat16.
     BF16 = 3,
+    /// 32-bit signed integer.
     I32 = 4,
+    /// 32-bit unsigned integer.
     U32 = 5,
+    /// 64-bit signed integer.
     I64 = 6,
+    /// Boolean (one byte).
     Bool = 7,
+    /// 8-bit signed integer.
     I8 = 8,
+    /// 8-bit unsigned integer.
     U8 = 9,
 }
 
@@ -48,6 +57,7 @@ mod sealed {
 /// Every bit pattern of the buffer's bytes must be a valid value of the type (no padding, no
 /// references, no niches). The trait is sealed: it cannot be implemented outside this crate.
 pub unsafe trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
+    /// The metile dtype of this Rust type.
     const DTYPE: DType;
 }
 macro_rules! element {

@@ -8,7 +8,9 @@ use std::os::raw::c_char;
 /// program errors, the source location).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
+    /// The `metile_status` (a `sys::METILE_ERROR_*`).
     pub status: i32,
+    /// The library's message (for program errors, with the op's source location).
     pub message: String,
 }
 
@@ -16,14 +18,23 @@ pub struct Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
+    /// `METILE_ERROR_INVALID_ARGUMENT`.
     InvalidArgument,
+    /// `METILE_ERROR_INVALID_PROGRAM`.
     InvalidProgram,
+    /// `METILE_ERROR_COMPILE`.
     Compile,
+    /// `METILE_ERROR_UNSUPPORTED`.
     Unsupported,
+    /// `METILE_ERROR_DEVICE_UNAVAILABLE`.
     DeviceUnavailable,
+    /// `METILE_ERROR_DEVICE`.
     Device,
+    /// `METILE_ERROR_OUT_OF_MEMORY`.
     OutOfMemory,
+    /// `METILE_ERROR_IO`.
     Io,
+    /// `METILE_ERROR_INTERNAL`.
     Internal,
     /// A status this version of the crate does not know.
     Other(i32),
@@ -60,6 +71,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The result of every fallible call of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
 pub(crate) unsafe fn cstr(p: *const c_char) -> String {

@@ -19,6 +19,7 @@ unsafe impl Send for Kernel {}
 unsafe impl Sync for Kernel {}
 
 impl Kernel {
+    /// Compiles `program` for `device` with the default [`CompileOptions`].
     pub fn compile(device: &Device, program: &Program) -> Result<Kernel> {
         Kernel::compile_with(device, program, &CompileOptions::default())
     }
@@ -122,6 +123,7 @@ impl Drop for Kernel {
 /// What compiling a kernel produced (`metile_kernel_info`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelInfo {
+    /// Threads per program instance the kernel runs with.
     pub threads_per_group: i32,
     /// Threadgroup (shared) memory one program instance uses, in bytes.
     pub threadgroup_memory_bytes: u64,
@@ -166,9 +168,13 @@ pub struct CompileOptions {
     pub num_stages: i32,
     /// The warp grid of a dot on matrix units, both 0 (the compiler chooses) or both 1..32.
     pub warps_m: i32,
+    /// See `warps_m`.
     pub warps_n: i32,
     /// A GEMM's K loop in parts (0: the compiler's choice, 1: off, up to 64).
     pub split_k: i32,
+    /// The `metile_dot_precision` of dots that have none of their own (0: f32 accuracy,
+    /// 1: IEEE, 2: TF32, 3: TF32x3).
+    pub dot_precision: i32,
 }
 
 impl Default for CompileOptions {
@@ -187,6 +193,7 @@ impl Default for CompileOptions {
             warps_m: 0,
             warps_n: 0,
             split_k: 0,
+            dot_precision: 0,
         };
         unsafe { sys::metile_compile_options_init(&mut o) };
         CompileOptions {
@@ -202,6 +209,7 @@ impl Default for CompileOptions {
             warps_m: o.warps_m,
             warps_n: o.warps_n,
             split_k: o.split_k,
+            dot_precision: o.dot_precision,
         }
     }
 }
@@ -222,6 +230,7 @@ impl CompileOptions {
             warps_m: self.warps_m,
             warps_n: self.warps_n,
             split_k: self.split_k,
+            dot_precision: self.dot_precision,
         }
     }
 }

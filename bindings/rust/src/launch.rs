@@ -11,14 +11,23 @@ use crate::{Buffer, Kernel};
 /// the launch. `Buffer`/`BufferAt` serve parameters the kernel only reads.
 #[derive(Debug)]
 pub enum Arg<'a> {
+    /// A buffer the kernel only reads.
     Buffer(&'a Buffer),
+    /// A buffer the kernel only reads, from a byte offset.
     BufferAt(&'a Buffer, u64),
+    /// A buffer the kernel writes.
     BufferMut(&'a mut Buffer),
+    /// A buffer the kernel writes, from a byte offset.
     BufferMutAt(&'a mut Buffer, u64),
+    /// An i32 scalar.
     I32(i32),
+    /// A u32 scalar.
     U32(u32),
+    /// An i64 scalar.
     I64(i64),
+    /// An f32 scalar.
     F32(f32),
+    /// An f64 scalar.
     F64(f64),
 }
 

@@ -40,9 +40,11 @@
 //! unsafe impl metile::Element for NotPod { const DTYPE: metile::DType = metile::DType::F32; }
 //! ```
 #![allow(clippy::missing_safety_doc)]
-
+#![warn(missing_docs)]
 
 pub mod cache;
+/// The raw C declarations, generated from `include/metile/metile.h` (documented there).
+#[allow(missing_docs)]
 pub mod sys;
 mod buffer;
 mod builder;
@@ -80,6 +82,13 @@ pub fn version_number() -> u32 {
 /// An op's text spelling ("add", "tile_load", ...); "invalid" for an unknown value.
 pub fn op_name(op: sys::metile_op) -> String {
     unsafe { cstr(sys::metile_op_name(op)) }
+}
+
+/// Stops the launches running now on cpu, interp and metal-sim, from any thread: each fails
+/// with `ErrorKind::Device` ("cancelled"), its outputs partly written; later launches run
+/// normally. GPU devices are not affected. Safe to call from a signal handler.
+pub fn cancel_launches() {
+    unsafe { sys::metile_cancel_launches() }
 }
 
 /// Device names usable on this machine, e.g. ["interp", "cpu"].

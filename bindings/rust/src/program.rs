@@ -30,6 +30,7 @@ impl Program {
         Ok(unsafe { owned_string(out) })
     }
 
+    /// The kernel's name.
     pub fn name(&self) -> String {
         unsafe { cstr(sys::metile_program_name(self.raw)) }
     }
@@ -62,8 +63,11 @@ impl Program {
 pub struct Type {
     /// `None` for a dtype value this crate does not know.
     pub dtype: Option<DType>,
+    /// 0 for a scalar, 1 or 2 for a tile.
     pub rank: i32,
+    /// The tile's shape (unused dimensions 0).
     pub shape: [i64; 2],
+    /// A pointer (tile) rather than values.
     pub pointer: bool,
     /// A pointer into threadgroup (shared) memory.
     pub threadgroup: bool,
@@ -84,7 +88,9 @@ impl Type {
 /// One kernel parameter ([`Program::params`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Param {
+    /// The parameter's name.
     pub name: String,
+    /// The parameter's type.
     pub ty: Type,
     /// The program reads memory through this pointer parameter.
     pub reads: bool,

@@ -110,6 +110,13 @@ pub const METILE_OP_TRANS: metile_op = 132;
 pub const METILE_OP_DEVICE_PRINT: metile_op = 133;
 pub const METILE_OP_FORCE32: metile_op = 0x7fffffff;
 
+pub type metile_dot_precision = c_int;
+pub const METILE_DOT_PRECISION_DEFAULT: metile_dot_precision = 0;
+pub const METILE_DOT_PRECISION_IEEE: metile_dot_precision = 1;
+pub const METILE_DOT_PRECISION_TF32: metile_dot_precision = 2;
+pub const METILE_DOT_PRECISION_TF32X3: metile_dot_precision = 3;
+pub const METILE_DOT_PRECISION_FORCE32: metile_dot_precision = 0x7fffffff;
+
 pub type metile_param_access = c_int;
 pub const METILE_PARAM_READ: metile_param_access = 1;
 pub const METILE_PARAM_WRITE: metile_param_access = 2;
@@ -179,6 +186,7 @@ pub struct metile_compile_options {
     pub warps_m: i32,
     pub warps_n: i32,
     pub split_k: i32,
+    pub dot_precision: i32,
 }
 
 #[repr(C)]
@@ -271,6 +279,7 @@ extern "C" {
     pub fn metile_builder_tile_load(b: *mut metile_builder, ptr: metile_value, row: metile_value, col: metile_value, stride: metile_value, rows: i64, cols: i64, bound_rows: metile_value, bound_cols: metile_value, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_tile_store(b: *mut metile_builder, ptr: metile_value, row: metile_value, col: metile_value, stride: metile_value, value: metile_value, bound_rows: metile_value, bound_cols: metile_value) -> metile_status;
     pub fn metile_builder_dot(b: *mut metile_builder, a: metile_value, bm: metile_value, acc: metile_value, out: *mut metile_value) -> metile_status;
+    pub fn metile_builder_dot_with_precision(b: *mut metile_builder, a: metile_value, bm: metile_value, acc: metile_value, precision: metile_dot_precision, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_reduce(b: *mut metile_builder, op: metile_op, x: metile_value, axis: i32, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_scan(b: *mut metile_builder, op: metile_op, x: metile_value, axis: i32, reverse: i32, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_trans(b: *mut metile_builder, x: metile_value, out: *mut metile_value) -> metile_status;
@@ -306,6 +315,7 @@ extern "C" {
     pub fn metile_launch_set_grid(launch: *mut metile_launch, grid: *const u32) -> metile_status;
     pub fn metile_launch_run(launch: *mut metile_launch) -> metile_status;
     pub fn metile_launch_release(launch: *mut metile_launch) -> metile_status;
+    pub fn metile_cancel_launches();
     pub fn metile_cache_set_dir(dir: *const c_char) -> metile_status;
     pub fn metile_cache_get_dir(out: *mut *mut c_char) -> metile_status;
     pub fn metile_cache_set_enabled(enabled: i32) -> metile_status;

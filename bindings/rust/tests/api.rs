@@ -239,7 +239,7 @@ fn builder_types_constants_params_and_text_round_trip() -> Result<()> {
     b.set_constexpr("BLOCK", "64")?;
     let x = b.param_ptr("x", DType::F32)?;
     let out = b.param_ptr("out", DType::I64)?;
-    let offs = b.arange(Value::from_raw(0), 64)?;
+    let offs = b.arange(None, 64)?;
     let p = b.ptr_offset(x, offs)?;
     let v = b.load(p, None, None)?;
     let k = b.const_float(DType::F32, 100.0)?;
@@ -372,5 +372,40 @@ fn scan_trans_and_device_print() -> Result<()> {
     }
     let mut bad = Builder::new("bad_print")?;
     assert_eq!(bad.device_print("two\nlines", &[]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    Ok(())
+}
+
+#[test]
+fn cancel_launches_stops_a_running_host_launch() -> Result<()> {
+    for name in ["interp", "cpu"] {
+        let dev = Device::open(Some(name))?;
+        let kernel = Kernel::compile(&dev, &vadd()?)?;
+        let n = 300;
+        let bx = dev.wrap_vec(random(n, 6))?;
+        let by = dev.wrap_vec(random(n, 7))?;
+        let mut out = dev.wrap_vec(vec![0f32; n])?;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let result = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    metile::cancel_launches();
+                }
+            });
+            // 2^30 instances (axis 1 only repeats axis 0, so offsets never overflow): far more than
+            // finish in the test's lifetime, only the cancel ends it.
+            let args = [Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut out), Arg::I32(n as i32)];
+            let r = kernel.launch([1 << 22, 256, 1], &args).and_then(|_| dev.synchronize());
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            r
+        });
+        let e = result.unwrap_err();
+        assert!(e.kind() == ErrorKind::Device && e.message.contains("cancelled"), "{name}: {e}");
+        metile::cancel_launches(); // before a launch: it runs to the end
+        let (hx, hy) = (random(n, 6), random(n, 7));
+        kernel.launch(grid(n), &[Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut out), Arg::I32(n as i32)])?;
+        dev.synchronize()?;
+        assert_sum(out.as_slice::<f32>(), &hx, &hy);
+    }
     Ok(())
 }

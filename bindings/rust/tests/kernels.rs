@@ -195,12 +195,36 @@ fn gemm_with_bounds() -> Result<()> {
     Ok(())
 }
 
+// Without set_loc, each op records the line of the test that built it (#[track_caller]).
+#[test]
+fn errors_name_the_callers_line_automatically() {
+    let mut b = Builder::new("bad").unwrap();
+    let x = b.arange(None, 8).unwrap();
+    let y = b.arange(None, 16).unwrap();
+    let line = line!() + 1;
+    let e = b.add(x, y).unwrap_err();
+    assert_eq!(e.kind(), metile::ErrorKind::InvalidProgram);
+    assert!(e.message.contains(&format!("{}:{line}", file!())), "{}", e.message);
+    // Inside a loop body too: the body's own line, not for_range's.
+    let mut b = Builder::new("bad_loop").unwrap();
+    let (lo, hi, one) = (b.const_i32(0).unwrap(), b.const_i32(4).unwrap(), b.const_i32(1).unwrap());
+    let e = b.for_range(lo, hi, one, &[], |b, _, _| {
+        let x = b.arange(None, 8)?;
+        let y = b.arange(None, 16)?;
+        let line = line!() + 1;
+        let e = b.add(x, y).unwrap_err();
+        assert!(e.message.contains(&format!("{}:{line}", file!())), "{}", e.message);
+        Err(e)
+    });
+    assert!(e.is_err());
+}
+
 #[test]
 fn errors_carry_status_and_location() {
     let mut b = Builder::new("bad").unwrap();
     b.set_loc("bad.rs", 42).unwrap();
-    let x = b.arange(metile::Value::from_raw(0), 8).unwrap();
-    let y = b.arange(metile::Value::from_raw(0), 16).unwrap();
+    let x = b.arange(None, 8).unwrap();
+    let y = b.arange(None, 16).unwrap();
     let e = b.add(x, y).unwrap_err();
     assert_eq!(e.status, metile::sys::METILE_ERROR_INVALID_PROGRAM);
     assert!(e.message.contains("bad.rs:42"), "{}", e.message);
@@ -232,7 +256,7 @@ fn prepared_launch_with_options_runs_again() -> Result<()> {
     let dev = device();
     let mut b = Builder::new("inc")?;
     let x = b.param_ptr("x", DType::F32)?;
-    let offs = b.arange(metile::Value::from_raw(0), 64)?;
+    let offs = b.arange(None, 64)?;
     let p = b.ptr_offset(x, offs)?;
     let v = b.load(p, None, None)?;
     let one = b.const_f32(1.0)?;
@@ -314,5 +338,89 @@ fn histogram_with_atomics() -> Result<()> {
     let mut pids: Vec<i32> = c[1..].to_vec();
     pids.sort();
     assert_eq!(pids, (0..grid as i32).collect::<Vec<_>>());
+    Ok(())
+}
+
+// A host view synchronizes the buffer's device first: launches that are still running (on
+// asynchronous devices) finish before as_slice reads, with no explicit synchronize, and the
+// buffer keeps its device even after the caller's Device handle is dropped.
+#[test]
+fn as_slice_waits_for_pending_launches() -> Result<()> {
+    const BLOCK: i64 = 256;
+    let n = 1 << 16;
+    let mut b = Builder::new("incr")?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let pid = b.program_id(0)?;
+    let block = b.const_i32(BLOCK as i32)?;
+    let start = b.mul(pid, block)?;
+    let offs = b.arange(start, BLOCK)?;
+    let px = b.ptr_offset(x, offs)?;
+    let xv = b.load(px, None, None)?;
+    let one = b.const_f32(1.0)?;
+    let next = b.add(xv, one)?;
+    b.store(px, next, None)?;
+    let program = b.finish()?;
+    for name in metile::devices_available()? {
+        let dev = Device::open(Some(&name))?;
+        let kernel = Kernel::compile(&dev, &program)?;
+        let mut buf = dev.alloc(n * 4)?;
+        let grid = (n as i64 / BLOCK) as u32;
+        for _ in 0..20 {
+            kernel.launch([grid, 1, 1], &[Arg::BufferMut(&mut buf)])?;
+        }
+        drop(kernel);
+        drop(dev);
+        assert!(buf.as_slice::<f32>().iter().all(|&v| v == 20.0), "{name}: a launch had not finished");
+    }
+    Ok(())
+}
+
+// A 16x16x16 dot of a = 1 + 2^-12 (not a TF32 value: it rounds to 1) and b = 1 on interp, which
+// rounds as each mode says: "ieee" keeps the 2^-12, "tf32" drops it, per dot or per compile.
+fn dot_of_ones(precision: Option<metile::sys::metile_dot_precision>, options: &metile::CompileOptions) -> Result<f32> {
+    let mut b = Builder::new("dot_prec")?;
+    let a = b.param_ptr("a", DType::F32)?;
+    let bb = b.param_ptr("b", DType::F32)?;
+    let c = b.param_ptr("c", DType::F32)?;
+    let zero = b.const_i32(0)?;
+    let ld = b.const_i32(16)?;
+    let ta = b.tile_load(a, zero, zero, ld, [16, 16], None)?;
+    let tb = b.tile_load(bb, zero, zero, ld, [16, 16], None)?;
+    let acc = b.zeros(&[16, 16])?;
+    let d = match precision {
+        Some(p) => b.dot_with_precision(ta, tb, acc, p)?,
+        None => b.dot(ta, tb, acc)?,
+    };
+    b.tile_store(c, zero, zero, ld, d, None)?;
+    let program = b.finish()?;
+    let dev = Device::open(Some("interp"))?;
+    let kernel = Kernel::compile_with(&dev, &program, options)?;
+    let ba = dev.buffer_from(&vec![1.0f32 + 1.0 / 4096.0; 256])?;
+    let bb = dev.buffer_from(&vec![1.0f32; 256])?;
+    let mut bc = dev.alloc(256 * 4)?;
+    kernel.launch([1, 1, 1], &[Arg::Buffer(&ba), Arg::Buffer(&bb), Arg::BufferMut(&mut bc)])?;
+    dev.synchronize()?;
+    Ok(bc.as_slice::<f32>()[0])
+}
+
+#[test]
+fn dot_precision_per_dot_and_per_compile() -> Result<()> {
+    use metile::sys::{METILE_DOT_PRECISION_DEFAULT, METILE_DOT_PRECISION_IEEE, METILE_DOT_PRECISION_TF32,
+                      METILE_DOT_PRECISION_TF32X3};
+    let defaults = metile::CompileOptions::default();
+    assert_eq!(defaults.dot_precision, METILE_DOT_PRECISION_DEFAULT);
+    let exact = 16.0 * (1.0 + 1.0 / 4096.0);
+    assert_eq!(dot_of_ones(Some(METILE_DOT_PRECISION_IEEE), &defaults)?, exact);
+    assert_eq!(dot_of_ones(Some(METILE_DOT_PRECISION_TF32), &defaults)?, 16.0);
+    assert_eq!(dot_of_ones(Some(METILE_DOT_PRECISION_TF32X3), &defaults)?, exact);
+    assert_eq!(dot_of_ones(None, &defaults)?, exact);
+    let tf32 = metile::CompileOptions { dot_precision: METILE_DOT_PRECISION_TF32, ..Default::default() };
+    assert_eq!(dot_of_ones(None, &tf32)?, 16.0);
+    // A dot's own precision wins over the compile's.
+    assert_eq!(dot_of_ones(Some(METILE_DOT_PRECISION_IEEE), &tf32)?, exact);
+    // allow_tf32 contradicting dot_precision is refused, naming both.
+    let both = metile::CompileOptions { allow_tf32: Some(false), ..tf32 };
+    let e = dot_of_ones(None, &both).unwrap_err();
+    assert!(e.message.contains("allow_tf32") && e.message.contains("dot_precision"), "{}", e.message);
     Ok(())
 }

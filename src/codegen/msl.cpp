@@ -65,6 +65,50 @@ const BuiltinParam kBuiltins[] = {
     {gpu::Builtin::simdgroup_index, "sgitg", "uint", metal_sim::MslBuiltin::simdgroup_index_in_threadgroup},
 };
 
+const BuiltinParam& builtin_param(metal_sim::MslBuiltin attr) {
+  for (const BuiltinParam& b : kBuiltins)
+    if (b.attr == attr) return b;
+  fail(METILE_ERROR_INTERNAL, "msl", "no parameter for builtin ", metal_sim::builtin_name(attr));
+}
+
+using metal_sim::MslArg;
+
+// Every scalar parameter (the user's and the extents the bounds guard adds) is a member of one
+// `constant` struct bound after the pointers, so a kernel's scalars take one of Metal's 31
+// buffer bindings, not one each. The mt_ prefix is reserved: user names never take it.
+constexpr const char* kPackedStruct = "mt_scalars";
+constexpr const char* kPackedParam = "mt_s";
+
+/** The kernel's parameters as its signature lists them (see MslSignature): pointers at
+ * [[buffer(i)]] in parameter order with the scalars' members among them, the packed struct
+ * after the pointers, threadgroup arrays, builtins. Fails when the buffers exceed Metal's 31. */
+std::vector<MslArg> signature_args(const KernelInterface& k) {
+  std::vector<MslArg> out;
+  int buffers = 0, pointers = 0, scalars = 0;
+  for (const KernelInterface::Param& p : k.params) {
+    if (p.is_ptr) {
+      out.push_back(MslArg::buffer(p.name, buffers++, p.dtype, !p.written));
+      ++pointers;
+    } else {
+      out.push_back(MslArg::member(p.name, p.dtype));
+      ++scalars;
+    }
+  }
+  if (scalars > 0) out.push_back(MslArg::packed(kPackedParam, buffers++, kPackedStruct));
+  if (buffers > metal_sim::kMaxBinding + 1)
+    fail(METILE_ERROR_UNSUPPORTED, "metal", "kernel '", k.name, "' needs ", buffers,
+         " buffer bindings (", pointers, " pointer parameters",
+         scalars > 0 ? " and one for all its scalars" : "", "), over Metal's ",
+         metal_sim::kMaxBinding + 1, "; pointer parameters include the ones metile adds (the "
+         "bounds-check error flag, split_k's ticket counters and workspace)");
+  int group = 0;
+  for (const KernelInterface::Shared& s : k.shared)
+    out.push_back(MslArg::threadgroup(s.name, group++, s.dtype, static_cast<uint64_t>(s.size)));
+  for (const BuiltinParam& b : kBuiltins)
+    if (k.builtins.count(b.ir)) out.push_back(MslArg::builtin_arg(b.param, b.attr));
+  return out;
+}
+
 bool native_simd(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::i32 || t == DType::u32;
 }
@@ -113,20 +157,37 @@ class MslDialect final : public GpuDialect {
   }
 
   void open_kernel(SourceWriter& w, const KernelInterface& k) const override {
-    std::vector<std::string> params;
-    int buffer = 0, group = 0;
-    for (const KernelInterface::Param& p : k.params) {
-      const std::string& t = c.storage(p.dtype);
-      if (p.is_ptr)
-        params.push_back(pointer(p.dtype, AddrSpace::device, !p.written) + " " + p.name + " [[buffer(" + std::to_string(buffer++) + ")]]");
-      else
-        params.push_back("constant " + t + "& " + p.name + " [[buffer(" + std::to_string(buffer++) + ")]]");
+    std::vector<MslArg> args = signature_args(k);
+    std::vector<std::string> params, members;
+    for (const MslArg& a : args) {
+      const std::string binding = "(" + std::to_string(a.binding) + ")]]";
+      switch (a.kind) {
+        case MslArg::Kind::buffer:
+          params.push_back(pointer(a.dtype, AddrSpace::device, a.is_const) + " " + a.name + " [[buffer" + binding);
+          break;
+        case MslArg::Kind::member:
+          members.push_back(c.storage(a.dtype) + " " + a.name + ";");
+          break;
+        case MslArg::Kind::packed:
+          params.push_back("constant " + a.struct_name + "& " + a.name + " [[buffer" + binding);
+          break;
+        case MslArg::Kind::threadgroup:
+          params.push_back("threadgroup " + c.storage(a.dtype) + "* " + a.name + " [[threadgroup" + binding);
+          break;
+        case MslArg::Kind::builtin:
+          params.push_back(std::string(builtin_param(a.builtin).type) + " " + a.name + " [[" +
+                           metal_sim::builtin_name(a.builtin) + "]]");
+          break;
+        case MslArg::Kind::scalar:
+          break;  // signature_args packs every scalar
+      }
     }
-    for (const KernelInterface::Shared& s : k.shared)
-      params.push_back("threadgroup " + c.storage(s.dtype) + "* " + s.name + " [[threadgroup(" + std::to_string(group++) + ")]]");
-    for (const BuiltinParam& b : kBuiltins)
-      if (k.builtins.count(b.ir))
-        params.push_back(std::string(b.type) + " " + b.param + " [[" + metal_sim::builtin_name(b.attr) + "]]");
+    if (!members.empty()) {
+      w.open("struct " + std::string(kPackedStruct));
+      for (const std::string& m : members) w.line(m);
+      w.close(";");
+      w.line();
+    }
     if (params.empty()) {
       w.open("[[kernel]] void " + k.name + "()");
       return;
@@ -134,6 +195,9 @@ class MslDialect final : public GpuDialect {
     w.line("[[kernel]] void " + k.name + "(");
     for (size_t i = 0; i + 1 < params.size(); ++i) w.line("    " + params[i] + ",");
     w.open("    " + params.back() + ")");
+    for (const MslArg& a : args)
+      if (a.kind == MslArg::Kind::member)
+        w.line("const " + c.storage(a.dtype) + " " + a.name + " = " + kPackedParam + "." + a.name + ";");
   }
 
   std::string builtin(gpu::Builtin which, int axis) const override {
@@ -287,14 +351,7 @@ MslKernel emit_msl(const gpu::Function& f) {
     if (op.kind == gpu::GpuOpKind::MMA && op.attr_str("atom") == "tensor_ops") out.language = "metal4.0";
   });
   out.signature.kernel = k.name;
-  int buffer = 0, group = 0;
-  for (const KernelInterface::Param& p : k.params)
-    out.signature.args.push_back(p.is_ptr ? metal_sim::MslArg::buffer(p.name, buffer++, p.dtype, !p.written)
-                                          : metal_sim::MslArg::scalar(p.name, buffer++, p.dtype));
-  for (const KernelInterface::Shared& s : k.shared)
-    out.signature.args.push_back(metal_sim::MslArg::threadgroup(s.name, group++, s.dtype, static_cast<uint64_t>(s.size)));
-  for (const BuiltinParam& b : kBuiltins)
-    if (k.builtins.count(b.ir)) out.signature.args.push_back(metal_sim::MslArg::builtin_arg(b.param, b.attr));
+  out.signature.args = signature_args(k);
   return out;
 }
 

@@ -1,8 +1,9 @@
 /** \file msl.h
  * Metal Shading Language from GPU IR: the MSL dialect of the GPU emitter (gpu_emit.h). The
- * kernel takes device buffers at [[buffer(i)]] in parameter order, scalars as `constant T&`,
- * threadgroup arrays as [[threadgroup(k)]] arguments (their sizes are in the signature, so the
- * runtime provides them) and the builtins it reads. Used by metal-sim and the metal device.
+ * kernel takes device buffers at [[buffer(i)]] in parameter order, every scalar as a member of
+ * one `constant` struct bound after them (so scalars take one binding of Metal's 31), threadgroup
+ * arrays as [[threadgroup(k)]] arguments (their sizes are in the signature, so the runtime
+ * provides them) and the builtins it reads. Used by metal-sim and the metal device.
  */
 #pragma once
 

@@ -156,18 +156,25 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
+struct mt_scalars {
+  int M;
+  int N;
+  int K;
+};
+
 [[kernel]] void matmul_bounded_f16(
     device const half* A [[buffer(0)]],
     device const half* B [[buffer(1)]],
     device float* C [[buffer(2)]],
-    constant int& M [[buffer(3)]],
-    constant int& N [[buffer(4)]],
-    constant int& K [[buffer(5)]],
+    constant mt_scalars& mt_s [[buffer(3)]],
     threadgroup half* a_smem [[threadgroup(0)]],
     threadgroup half* b_smem [[threadgroup(1)]],
     threadgroup float* c_smem [[threadgroup(2)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]]) {
+  const int M = mt_s.M;
+  const int N = mt_s.N;
+  const int K = mt_s.K;
   const int pid_x = int(tgpig.x);
   const int pid_y = int(tgpig.y);
   const int tid = int(tiitg);

@@ -154,15 +154,20 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
+struct mt_scalars {
+  int N;
+};
+
 [[kernel]] void softmax(
     device const float* X [[buffer(0)]],
     device float* Out [[buffer(1)]],
-    constant int& N [[buffer(2)]],
+    constant mt_scalars& mt_s [[buffer(2)]],
     threadgroup float* scratch_f32 [[threadgroup(0)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
     uint sgitg [[simdgroup_index_in_threadgroup]]) {
+  const int N = mt_s.N;
   const int pid_x = int(tgpig.x);
   const int tid = int(tiitg);
   const int lane = int(tiisg);

@@ -154,13 +154,18 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
+struct mt_scalars {
+  int N;
+};
+
 [[kernel]] void vector_add(
     device const float* X [[buffer(0)]],
     device const float* Y [[buffer(1)]],
     device float* Out [[buffer(2)]],
-    constant int& N [[buffer(3)]],
+    constant mt_scalars& mt_s [[buffer(3)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]]) {
+  const int N = mt_s.N;
   const int tid = int(tiitg);
   const int pid_x = int(tgpig.x);
   int offs[4];

@@ -22,8 +22,7 @@ DType dtype_named(const std::string& name, const std::string& param) {
   fail(METILE_ERROR_COMPILE, "metal stand-in", "parameter '", param, "': unknown type '", name, "'");
 }
 
-/** `device const float* X [[buffer(0)]]` and the like. */
-MslArg parse_param(const std::string& text) {
+MslArg parse_param_alone(const std::string& msl, const std::string& text) {
   size_t open = text.find("[[");
   size_t close = text.find("]]", open);
   if (open == std::string::npos || close == std::string::npos)
@@ -56,6 +55,8 @@ MslArg parse_param(const std::string& text) {
   if (attr.rfind("buffer(", 0) == 0) {
     bool reference = !words.empty() && words.back() == "&";
     std::string t = element();
+    if (reference && msl.find("struct " + t + " {") != std::string::npos)
+      return MslArg::packed(name, index("buffer("), t);
     if (reference) return MslArg::scalar(name, index("buffer("), dtype_named(t, name));
     if (t.rfind("atomic<", 0) == 0)
       return MslArg::atomic_buffer(name, index("buffer("), dtype_named(t.substr(7, t.size() - 8), name));
@@ -68,6 +69,35 @@ MslArg parse_param(const std::string& text) {
   std::optional<metal_sim::MslBuiltin> b = metal_sim::parse_builtin(attr);
   if (!b) fail(METILE_ERROR_COMPILE, "metal stand-in", "parameter '", name, "': unknown attribute [[", attr, "]]");
   return MslArg::builtin_arg(name, *b);
+}
+
+/** The fields of `struct NAME { T a; U b; };` in `msl`, as members (in order). */
+std::vector<MslArg> struct_members(const std::string& msl, const std::string& name) {
+  const std::string head = "struct " + name + " {";
+  size_t at = msl.find(head);
+  size_t end = at == std::string::npos ? at : msl.find('}', at);
+  if (end == std::string::npos)
+    fail(METILE_ERROR_COMPILE, "metal stand-in", "no definition of struct '", name, "'");
+  std::vector<MslArg> out;
+  std::string body = msl.substr(at + head.size(), end - at - head.size());
+  for (size_t b = 0, e; (e = body.find(';', b)) != std::string::npos; b = e + 1) {
+    std::string field = trim(body.substr(b, e - b));
+    size_t space = field.find_last_of(" \t");
+    if (space == std::string::npos)
+      fail(METILE_ERROR_COMPILE, "metal stand-in", "struct '", name, "': cannot read field '", field, "'");
+    std::string member = field.substr(space + 1);
+    out.push_back(MslArg::member(member, dtype_named(trim(field.substr(0, space)), member)));
+  }
+  return out;
+}
+
+/** `device const float* X [[buffer(0)]]` and the like; a `constant S& x` of a struct S adds its
+ * fields as members before it. */
+void parse_param(const std::string& msl, const std::string& text, std::vector<MslArg>* args) {
+  args->push_back(parse_param_alone(msl, text));
+  if (args->back().kind != MslArg::Kind::packed) return;
+  std::vector<MslArg> members = struct_members(msl, args->back().struct_name);
+  args->insert(args->end() - 1, members.begin(), members.end());
 }
 
 }  // namespace
@@ -87,7 +117,7 @@ std::vector<metal_sim::MslSignature> kernel_signatures(const std::string& msl) {
     for (; i < msl.size(); ++i) {
       char c = msl[i];
       if ((c == ',' || c == ')') && depth == 0) {
-        if (!trim(param).empty()) sig.args.push_back(parse_param(param));
+        if (!trim(param).empty()) parse_param(msl, param, &sig.args);
         param.clear();
         if (c == ')') break;
         continue;

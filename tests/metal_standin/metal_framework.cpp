@@ -302,8 +302,26 @@ std::string run(const Dispatch& d) {
                d.max_threads, ")");
   std::vector<uint64_t> counts;
   std::vector<metal_sim::SimArg> args;
+  uint64_t packed_bytes = 0;
+  const std::vector<uint64_t> offsets = sig.packed_layout(&packed_bytes);
+  const std::vector<uint8_t>* packed = nullptr;  // the setBytes of the packed struct
   for (const metal_sim::MslArg& a : sig.args) {
+    if (a.kind != metal_sim::MslArg::Kind::packed) continue;
+    auto it = d.bytes.find(static_cast<NSUInteger>(a.binding));
+    if (it == d.bytes.end() || it->second.size() != packed_bytes)
+      return cat("setBytes at index ", a.binding, " ('", a.name, "', ", packed_bytes,
+                 " bytes) is missing or of the wrong length");
+    packed = &it->second;
+  }
+  for (size_t i = 0; i < sig.args.size(); ++i) {
+    const metal_sim::MslArg& a = sig.args[i];
     auto index = static_cast<NSUInteger>(a.binding);
+    if (a.kind == metal_sim::MslArg::Kind::member) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, packed->data() + offsets[i], dtype_size(a.dtype));
+      args.push_back(metal_sim::SimArg::scalar(bits));
+      continue;
+    }
     if (a.kind == metal_sim::MslArg::Kind::threadgroup) {
       auto it = d.threadgroup_lengths.find(index);
       if (it == d.threadgroup_lengths.end() || it->second == 0 || it->second % 16 != 0)

@@ -170,6 +170,22 @@ TEST(MetalSimPrepare, ChecksTheKernelAgainstItsSignature) {
   expect(s, "parameter 0 'x' is named 'y' in the signature");
 }
 
+TEST(MetalSimPrepare, PackedMembersAreNotKernelParameters) {
+  const std::string src =
+      "struct S { int n; };\n"
+      "kernel void k(device float* x [[buffer(0)]], constant S& s [[buffer(1)]]) {}\n";
+  MslSignature sig{"k",
+                   {MslArg::buffer("x", 0, DType::f32, false), MslArg::member("n", DType::i32),
+                    MslArg::packed("s", 1, "S")}};
+  EXPECT_NO_THROW(prepare_msl(src, "k.metal", &sig));
+  sig.args.back().binding = 2;
+  auto [status, message] = error_of([&] { prepare_msl(src, "k.metal", &sig); });
+  EXPECT_EQ(status, METILE_ERROR_COMPILE);
+  EXPECT_NE(message.find("parameter 1 's' has [[buffer(1)]] but the signature expects [[buffer(2)]]"),
+            std::string::npos)
+      << message;
+}
+
 MslSignature sample_signature() {
   return {"k",
           {MslArg::buffer("x", 0, DType::f16, true), MslArg::buffer("y", 1, DType::bf16, false),
@@ -218,6 +234,55 @@ TEST(MetalSimSignature, RejectsMalformedSignatures) {
   s = sample_signature();
   s.kernel = "2k";
   expect([&] { validate(s); }, "kernel name '2k' is not an identifier");
+}
+
+// Scalars packed into one struct: the members sit among the launch arguments, the struct is
+// the kernel parameter; each member at its C offset (aligned to its size).
+MslSignature packed_signature() {
+  return {"k",
+          {MslArg::member("flag", DType::boolean), MslArg::buffer("x", 0, DType::f32, true),
+           MslArg::member("n", DType::i64), MslArg::member("h", DType::f16),
+           MslArg::member("m", DType::i32), MslArg::packed("mt_s", 1, "mt_scalars")}};
+}
+
+TEST(MetalSimSignature, PackedScalarsPrintParseAndLayOut) {
+  MslSignature s = packed_signature();
+  std::string text = print_signature(s);
+  EXPECT_EQ(text, "kernel k\nmember flag bool\nbuffer x 0 f32 const\nmember n i64\nmember h f16\n"
+                  "member m i32\npacked mt_s 1 mt_scalars\n");
+  EXPECT_EQ(parse_signature(text), s);
+  EXPECT_EQ(s.launch_arg_count(), 5u);
+  uint64_t bytes = 0;
+  EXPECT_EQ(s.packed_layout(&bytes), (std::vector<uint64_t>{0, 0, 8, 16, 20, 0}));
+  EXPECT_EQ(bytes, 24u);
+  std::string t = make_trampoline(s);
+  EXPECT_NE(t.find("static_cast<const float*>(a[1]),\n      *static_cast<const mt_scalars*>(a[5]));"),
+            std::string::npos)
+      << t;
+}
+
+TEST(MetalSimSignature, RejectsMalformedPackedScalars) {
+  auto expect = [](const std::function<void()>& f, const std::string& what) {
+    auto [status, message] = error_of(f);
+    EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(message.find(what), std::string::npos) << message;
+  };
+  expect([] { parse_signature("kernel k\nmember n i32 4\n"); }, "expected `member NAME TYPE`");
+  expect([] { parse_signature("kernel k\npacked s 0\n"); }, "too few fields");
+  expect([] { parse_signature("kernel k\nmember n i32\n"); }, "members without a packed argument");
+  expect([] { parse_signature("kernel k\npacked s 0 S\n"); }, "a packed argument without members");
+  MslSignature s = packed_signature();
+  s.args.push_back(MslArg::packed("s2", 2, "other"));
+  expect([&] { validate(s); }, "more than one packed argument");
+  s = packed_signature();
+  s.args.back().struct_name = "x";
+  expect([&] { validate(s); }, "struct name 'x' is not a fresh identifier");
+  s = packed_signature();
+  s.args.back().binding = 0;
+  expect([&] { validate(s); }, "[[buffer(0)]] is already taken");
+  s = packed_signature();
+  for (int i = 0; i < 600; ++i) s.args.push_back(MslArg::member("v" + std::to_string(i), DType::i64));
+  expect([&] { validate(s); }, "its scalars take 4824 bytes, over Metal's limit of 4096");
 }
 
 TEST(MetalSimSignature, TrampolineCastsEveryArgument) {

@@ -33,16 +33,19 @@ TEST(MslEmit, VectorAddInterface) {
   EXPECT_EQ(k.threads_per_group, 256);
   const metal_sim::MslSignature& s = k.signature;
   EXPECT_EQ(s.kernel, "vector_add");
-  ASSERT_GE(s.args.size(), 4u);
+  ASSERT_GE(s.args.size(), 5u);
   EXPECT_EQ(s.args[0], MslArg::buffer("X", 0, DType::f32, true));
   EXPECT_EQ(s.args[1], MslArg::buffer("Y", 1, DType::f32, true));
   EXPECT_EQ(s.args[2], MslArg::buffer("Out", 2, DType::f32, false));
-  EXPECT_EQ(s.args[3], MslArg::scalar("N", 3, DType::i32));
+  EXPECT_EQ(s.args[3], MslArg::member("N", DType::i32));  // the launch's 4th argument
+  EXPECT_EQ(s.args[4], MslArg::packed("mt_s", 3, "mt_scalars"));
   metal_sim::validate(s);
   EXPECT_TRUE(has(k.source, "[[kernel]] void vector_add(")) << k.source;
   EXPECT_TRUE(has(k.source, "device const float* X [[buffer(0)]]")) << k.source;
   EXPECT_TRUE(has(k.source, "device float* Out [[buffer(2)]]")) << k.source;
-  EXPECT_TRUE(has(k.source, "constant int& N [[buffer(3)]]")) << k.source;
+  EXPECT_TRUE(has(k.source, "struct mt_scalars {\n  int N;\n};")) << k.source;
+  EXPECT_TRUE(has(k.source, "constant mt_scalars& mt_s [[buffer(3)]]")) << k.source;
+  EXPECT_TRUE(has(k.source, "const int N = mt_s.N;")) << k.source;
   EXPECT_TRUE(has(k.source, "uint3 tgpig [[threadgroup_position_in_grid]]")) << k.source;
   EXPECT_TRUE(has(k.source, "uint tiitg [[thread_index_in_threadgroup]]")) << k.source;
   // One 16-byte access per thread when the whole chunk is in bounds, a masked tail otherwise.
@@ -114,8 +117,8 @@ TEST(MslEmit, ScalarParametersAndReservedNames) {
   MslKernel m = emit(k.finish());
   // Parameters named like MSL functions or prelude helpers are renamed; the signature follows.
   EXPECT_TRUE(has(m.source, "device float* exp1 [[buffer(0)]]")) << m.source;
-  EXPECT_TRUE(has(m.source, "constant float& max1 [[buffer(1)]]")) << m.source;
-  EXPECT_TRUE(has(m.source, "constant float& umt_fmax [[buffer(2)]]")) << m.source;
+  EXPECT_TRUE(has(m.source, "  float max1;\n  float umt_fmax;\n")) << m.source;
+  EXPECT_TRUE(has(m.source, "const float umt_fmax = mt_s.umt_fmax;")) << m.source;
   EXPECT_EQ(m.signature.args[0].name, "exp1");
   KernelBuilder e("exp");  // a kernel named like an MSL function
   V eo = e.ptr("Out");

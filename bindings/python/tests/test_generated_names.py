@@ -36,7 +36,7 @@ NAMES = [
     "metile_stack_bytes", "metile_entry", "mt_wrap_add", "N_arg", "tid", "lane", "sg", "tgpig",
     "tiitg", "threadIdx", "blockIdx", "blockDim", "warpSize", "_Bool", "__restrict", "fmaxf",
     "make_float4", "sqrt", "exp", "select", "fmax", "rsqrt", "abs", "isnan", "as_type",
-    "simd_sum", "N", "i", "r", "c", "j", "m", "v", "t", "v1", "x_vec",
+    "simd_sum", "N", "i", "r", "c", "j", "m", "v", "t", "v1", "x_vec", "mt_s", "mt_scalars",
 ]
 # Metal binds every pointer, its hidden extent and every scalar to one of 31 buffer slots: X and
 # Out take 4, a group of 6 pointers and 6 scalars 18.

@@ -31,6 +31,7 @@ using metal::ObjcBool;
 using metal::ObjcRuntime;
 using metal::Sel;
 
+constexpr size_t kMaxPackedWords = metal_sim::kMaxPackedBytes / 8;  // validate() checks the size
 constexpr NSUInteger kStorageModeShared = 0;  // MTLResourceStorageModeShared (0 << 4)
 constexpr NSUInteger kStatusCompleted = 4;    // MTLCommandBufferStatusCompleted
 constexpr NSUInteger kStatusError = 5;        // MTLCommandBufferStatusError
@@ -45,18 +46,28 @@ MslKernel kernel_source(const gpu::Function& f) { return emit_msl(f); }
 
 /** How one signature entry is bound at launch. */
 struct Binding {
-  enum class Kind : uint8_t { buffer, scalar, threadgroup } kind;
-  NSUInteger index;  // [[buffer(i)]] or [[threadgroup(i)]]
-  NSUInteger bytes;  // scalar size, or threadgroup memory length (a multiple of 16)
+  enum class Kind : uint8_t { buffer, scalar, packed, member, threadgroup } kind;
+  NSUInteger index;  // [[buffer(i)]] or [[threadgroup(i)]]; member: its offset in the struct
+  NSUInteger bytes;  // scalar, member or packed struct size, or threadgroup memory length
+                     // (a multiple of 16)
 };
 
 std::vector<Binding> bindings_of(const std::string& signature_text, std::string* kernel_name) {
   metal_sim::MslSignature sig = metal_sim::parse_signature(signature_text);
   *kernel_name = sig.kernel;
   std::vector<Binding> out;
-  for (const metal_sim::MslArg& a : sig.args) {
+  uint64_t packed_bytes = 0;
+  const std::vector<uint64_t> offsets = sig.packed_layout(&packed_bytes);
+  for (size_t i = 0; i < sig.args.size(); ++i) {
+    const metal_sim::MslArg& a = sig.args[i];
     auto index = static_cast<NSUInteger>(a.binding);
     switch (a.kind) {
+      case metal_sim::MslArg::Kind::packed:
+        out.push_back({Binding::Kind::packed, index, static_cast<NSUInteger>(packed_bytes)});
+        break;
+      case metal_sim::MslArg::Kind::member:
+        out.push_back({Binding::Kind::member, static_cast<NSUInteger>(offsets[i]), dtype_size(a.dtype)});
+        break;
       case metal_sim::MslArg::Kind::buffer: out.push_back({Binding::Kind::buffer, index, 0}); break;
       case metal_sim::MslArg::Kind::scalar:
         out.push_back({Binding::Kind::scalar, index, dtype_size(a.dtype)});
@@ -317,7 +328,8 @@ MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
     fail(METILE_ERROR_INVALID_ARGUMENT, "metal", "the artifact is not a metal kernel (kind \"",
          artifact_kind_name(a.kind), "\")");
   bindings_ = bindings_of(sig->second, &name_);
-  for (const Binding& b : bindings_) launch_args_ += b.kind != Binding::Kind::threadgroup;
+  for (const Binding& b : bindings_)
+    launch_args_ += b.kind != Binding::Kind::threadgroup && b.kind != Binding::Kind::packed;
   const ObjcRuntime& rt = dev_->rt_;
   AutoreleasePool pool(rt);
   id error = nullptr;
@@ -371,7 +383,7 @@ std::unique_ptr<PreparedLaunch> MetalKernel::prepare(const Grid& grid, std::vect
          " launch arguments for ", launch_args_, " parameters");
   size_t next = 0;
   for (const Binding& b : bindings_) {
-    if (b.kind == Binding::Kind::threadgroup) continue;
+    if (b.kind == Binding::Kind::threadgroup || b.kind == Binding::Kind::packed) continue;
     const LaunchArg& a = args[next++];
     bool is_buffer = b.kind == Binding::Kind::buffer;
     if (is_buffer != (a.buffer != nullptr))
@@ -400,8 +412,16 @@ void MetalKernel::encode(const Grid& grid, const std::vector<LaunchArg>& args) c
     fail(METILE_ERROR_DEVICE, "metal", name_, ": computeCommandEncoder returned nil");
   rt.send(Sel::setComputePipelineState, enc, pipeline_);
   size_t next = 0;
+  uint64_t packed[kMaxPackedWords] = {};  // the members, before setBytes copies them
+  const Binding* pack = nullptr;
   for (const Binding& b : bindings_) {
     switch (b.kind) {
+      case Binding::Kind::member:  // the value sits in the low bytes (little-endian)
+        std::memcpy(reinterpret_cast<char*>(packed) + b.index, &args[next++].bits, b.bytes);
+        break;
+      case Binding::Kind::packed:
+        pack = &b;
+        break;
       case Binding::Kind::buffer: {
         const LaunchArg& a = args[next++];
         rt.send(Sel::setBuffer, enc, static_cast<MetalBuffer*>(a.buffer->underlying())->handle(),
@@ -418,6 +438,7 @@ void MetalKernel::encode(const Grid& grid, const std::vector<LaunchArg>& args) c
         break;
     }
   }
+  if (pack != nullptr) rt.send(Sel::setBytes, enc, static_cast<const void*>(packed), pack->bytes, pack->index);
   rt.send(Sel::dispatchThreadgroups, enc, MTLSize{grid.dims[0], grid.dims[1], grid.dims[2]},
           MTLSize{threads_, 1, 1});
   rt.send(Sel::endEncoding, enc);

@@ -56,7 +56,9 @@ class SimDeviceKernel final : public Kernel {
            " launch arguments for ", sig.launch_arg_count(), " parameters");
     size_t next = 0;
     for (const MslArg& a : sig.args) {
-      if (a.kind != MslArg::Kind::buffer && a.kind != MslArg::Kind::scalar) continue;
+      if (a.kind != MslArg::Kind::buffer && a.kind != MslArg::Kind::scalar &&
+          a.kind != MslArg::Kind::member)
+        continue;
       if ((a.kind == MslArg::Kind::buffer) != (args[next].buffer != nullptr))
         fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", sig.kernel, ": argument '", a.name,
              a.kind == MslArg::Kind::buffer ? "' needs a buffer" : "' is a scalar, not a buffer");

@@ -317,15 +317,17 @@ class Preparer {
       }
     }
     int line = toks_[open].line;
-    if (params.size() != sig_->args.size())
+    std::vector<const MslArg*> kernel_params;  // members live inside the packed parameter
+    for (const MslArg& a : sig_->args)
+      if (a.kind != MslArg::Kind::member) kernel_params.push_back(&a);
+    if (params.size() != kernel_params.size())
       error(line, cat("kernel '", sig_->kernel, "' has ", params.size(),
-                      " parameters but its signature lists ", sig_->args.size()));
+                      " parameters but its signature lists ", kernel_params.size()));
     for (size_t p = 0; p < params.size(); ++p)
-      check_parameter(p, params[p].first, params[p].second);
+      check_parameter(p, *kernel_params[p], params[p].first, params[p].second);
   }
 
-  void check_parameter(size_t index, size_t b, size_t e) {
-    const MslArg& arg = sig_->args[index];
+  void check_parameter(size_t index, const MslArg& arg, size_t b, size_t e) {
     const Attribute* attr = nullptr;
     std::string_view name;
     bool star = false, amp = false, is_const = false;
@@ -351,8 +353,11 @@ class Preparer {
         shape_ok = star && is_const == arg.is_const;
         break;
       case MslArg::Kind::scalar:
+      case MslArg::Kind::packed:
         expected = cat("buffer(", arg.binding, ")");
         shape_ok = amp;
+        break;
+      case MslArg::Kind::member:
         break;
       case MslArg::Kind::threadgroup:
         expected = cat("threadgroup(", arg.binding, ")");
@@ -370,7 +375,8 @@ class Preparer {
     if (found != cat("[[", expected, "]]"))
       error(line, cat(what, " has ", found, " but the signature expects [[", expected, "]]"));
     if (!shape_ok) {
-      const char* shape = arg.kind == MslArg::Kind::scalar    ? "a `constant T&` reference"
+      const char* shape = arg.kind == MslArg::Kind::scalar || arg.kind == MslArg::Kind::packed
+                              ? "a `constant T&` reference"
                           : arg.kind == MslArg::Kind::builtin ? "a value"
                           : arg.is_const                      ? "a `device const T*` pointer"
                                                               : "a non-const pointer";

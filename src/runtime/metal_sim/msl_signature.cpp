@@ -1,5 +1,6 @@
 #include "runtime/metal_sim/msl_signature.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <sstream>
@@ -68,6 +69,10 @@ const char* kind_word(MslArg::Kind k) {
       return "threadgroup";
     case MslArg::Kind::builtin:
       return "builtin";
+    case MslArg::Kind::packed:
+      return "packed";
+    case MslArg::Kind::member:
+      return "member";
   }
   return "";
 }
@@ -123,11 +128,43 @@ MslArg MslArg::builtin_arg(std::string name, MslBuiltin which) {
   return a;
 }
 
+MslArg MslArg::packed(std::string name, int binding, std::string struct_name) {
+  MslArg a;
+  a.kind = Kind::packed;
+  a.name = std::move(name);
+  a.binding = binding;
+  a.struct_name = std::move(struct_name);
+  return a;
+}
+
+MslArg MslArg::member(std::string name, DType dtype) {
+  MslArg a;
+  a.kind = Kind::member;
+  a.name = std::move(name);
+  a.dtype = dtype;
+  return a;
+}
+
 size_t MslSignature::launch_arg_count() const {
   size_t n = 0;
   for (const MslArg& a : args)
-    n += a.kind == MslArg::Kind::buffer || a.kind == MslArg::Kind::scalar;
+    n += a.kind == MslArg::Kind::buffer || a.kind == MslArg::Kind::scalar ||
+         a.kind == MslArg::Kind::member;
   return n;
+}
+
+std::vector<uint64_t> MslSignature::packed_layout(uint64_t* bytes) const {
+  std::vector<uint64_t> offsets(args.size(), 0);
+  uint64_t end = 0, align = 1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind != MslArg::Kind::member) continue;
+    uint64_t size = dtype_size(args[i].dtype);
+    offsets[i] = (end + size - 1) / size * size;
+    end = offsets[i] + size;
+    align = std::max(align, size);
+  }
+  *bytes = (end + align - 1) / align * align;
+  return offsets;
 }
 
 uint64_t MslSignature::threadgroup_arg_bytes() const {
@@ -159,13 +196,26 @@ void validate(const MslSignature& s) {
          "' is not an identifier");
   std::set<std::string> names;
   std::set<int> buffers, threadgroups;
+  size_t packs = 0, members = 0;
   for (const MslArg& a : s.args) {
     if (!is_identifier(a.name)) bad(s, cat("argument name '", a.name, "' is not an identifier"));
     if (!names.insert(a.name).second) bad(s, cat("two arguments are named '", a.name, "'"));
     if (a.kind == MslArg::Kind::builtin) continue;
+    if (a.kind == MslArg::Kind::member) {
+      ++members;
+      if (a.dtype == DType::invalid) bad(s, cat("member '", a.name, "' has no element type"));
+      continue;
+    }
+    if (a.kind == MslArg::Kind::packed) {
+      if (++packs > 1) bad(s, "more than one packed argument");
+      if (!is_identifier(a.struct_name) || names.count(a.struct_name) || a.struct_name == s.kernel)
+        bad(s, cat("packed argument '", a.name, "': struct name '", a.struct_name,
+                   "' is not a fresh identifier"));
+    } else if (a.dtype == DType::invalid) {
+      bad(s, cat("argument '", a.name, "' has no element type"));
+    }
     if (a.binding < 0 || a.binding > kMaxBinding)
       bad(s, cat("argument '", a.name, "': binding ", a.binding, " is outside 0..", kMaxBinding));
-    if (a.dtype == DType::invalid) bad(s, cat("argument '", a.name, "' has no element type"));
     std::set<int>& space = a.kind == MslArg::Kind::threadgroup ? threadgroups : buffers;
     if (!space.insert(a.binding).second)
       bad(s, cat("argument '", a.name,
@@ -177,6 +227,12 @@ void validate(const MslSignature& s) {
     if (a.kind == MslArg::Kind::threadgroup && (a.count == 0 || a.count > kThreadgroupMemoryLimit))
       bad(s, cat("threadgroup argument '", a.name, "' has ", a.count, " elements"));
   }
+  if ((members == 0) != (packs == 0))
+    bad(s, members == 0 ? "a packed argument without members" : "members without a packed argument");
+  uint64_t packed_bytes = 0;
+  s.packed_layout(&packed_bytes);
+  if (packed_bytes > kMaxPackedBytes)
+    bad(s, cat("its scalars take ", packed_bytes, " bytes, over Metal's limit of ", kMaxPackedBytes));
 }
 
 std::string print_signature(const MslSignature& s) {
@@ -185,6 +241,14 @@ std::string print_signature(const MslSignature& s) {
   for (const MslArg& a : s.args) {
     if (a.kind == MslArg::Kind::builtin) {
       os << "builtin " << a.name << " " << builtin_name(a.builtin) << "\n";
+      continue;
+    }
+    if (a.kind == MslArg::Kind::packed) {
+      os << "packed " << a.name << " " << a.binding << " " << a.struct_name << "\n";
+      continue;
+    }
+    if (a.kind == MslArg::Kind::member) {
+      os << "member " << a.name << " " << dtype_name(a.dtype) << "\n";
       continue;
     }
     os << (a.atomic ? "atomic" : kind_word(a.kind)) << " " << a.name << " " << a.binding << " "
@@ -233,12 +297,23 @@ MslSignature parse_signature(std::string_view text) {
       s.args.push_back(MslArg::builtin_arg(w[1], *b));
       continue;
     }
+    if (w[0] == "member") {
+      auto dtype = parse_dtype(w[2]);
+      if (w.size() != 3 || !dtype) malformed("expected `member NAME TYPE`");
+      s.args.push_back(MslArg::member(w[1], *dtype));
+      continue;
+    }
     if (w.size() < 4) malformed("too few fields");
     int binding = 0;
     try {
       binding = std::stoi(w[2]);
     } catch (const std::exception&) {
       malformed("the binding is not a number");
+    }
+    if (w[0] == "packed") {
+      if (w.size() != 4) malformed("expected `packed NAME BINDING STRUCT`");
+      s.args.push_back(MslArg::packed(w[1], binding, w[3]));
+      continue;
     }
     auto dtype = parse_dtype(w[3]);
     if (!dtype) malformed(cat("unknown element type '", w[3], "'"));
@@ -257,7 +332,7 @@ MslSignature parse_signature(std::string_view text) {
       }
       s.args.push_back(MslArg::threadgroup(w[1], binding, *dtype, count));
     } else {
-      malformed("expected buffer|atomic|scalar|threadgroup|builtin with its fields");
+      malformed("expected buffer|atomic|scalar|packed|member|threadgroup|builtin with its fields");
     }
   }
   if (line_no == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "empty signature");
@@ -274,9 +349,12 @@ std::string make_trampoline(const MslSignature& s) {
         "metal_sim_thread* t, void* const* a) {\n"
      << "  ::metal::detail::current = t;\n"
      << "  " << s.kernel << "(";
+  bool first = true;
   for (size_t i = 0; i < s.args.size(); ++i) {
     const MslArg& a = s.args[i];
-    os << (i == 0 ? "\n      " : ",\n      ");
+    if (a.kind == MslArg::Kind::member) continue;  // inside the packed struct
+    os << (first ? "\n      " : ",\n      ");
+    first = false;
     std::string type = cpp_type_name(a.dtype);
     switch (a.kind) {
       case MslArg::Kind::buffer:
@@ -285,6 +363,11 @@ std::string make_trampoline(const MslSignature& s) {
         break;
       case MslArg::Kind::scalar:
         os << "*static_cast<const " << type << "*>(a[" << i << "])";
+        break;
+      case MslArg::Kind::packed:
+        os << "*static_cast<const " << a.struct_name << "*>(a[" << i << "])";
+        break;
+      case MslArg::Kind::member:
         break;
       case MslArg::Kind::threadgroup:
         os << "static_cast<" << type << "*>(a[" << i << "])";

@@ -153,10 +153,17 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                         std::chrono::duration<double>(plan.limit_s));
   std::vector<uint64_t> scalars(signature_.args.size());
+  uint64_t packed_bytes = 0;
+  const std::vector<uint64_t> offsets = signature_.packed_layout(&packed_bytes);
+  std::vector<uint64_t> packed((packed_bytes + 7) / 8);  // 8-aligned, as the struct needs
   size_t next = 0;
   for (size_t i = 0; i < signature_.args.size(); ++i) {
     const MslArg& a = signature_.args[i];
     void* slot = nullptr;
+    if (a.kind == MslArg::Kind::member)  // the value sits in the low bytes (little-endian)
+      std::memcpy(reinterpret_cast<char*>(packed.data()) + offsets[i], &args[next++].bits,
+                  dtype_size(a.dtype));
+    if (a.kind == MslArg::Kind::packed) slot = packed.data();
     if (a.kind == MslArg::Kind::buffer) {
       slot = args[next++].pointer;
       if (slot == nullptr)

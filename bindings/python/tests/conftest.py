@@ -18,7 +18,12 @@ if "METILE_LIBRARY" not in os.environ:
     _lib = os.path.join(_HERE, "..", "..", "..", "build", "libmetile.so")
     if os.path.exists(_lib):
         os.environ["METILE_LIBRARY"] = os.path.abspath(_lib)
-os.environ.setdefault("METILE_CACHE_DIR", tempfile.mkdtemp(prefix="metile-pytest-cache-"))
+# A fresh cache for every run (inside $METILE_CACHE_DIR when it is set): the autotune tests
+# expect to time their configurations, which a record from an earlier run would skip.
+_cache_parent = os.environ.get("METILE_CACHE_DIR") or None
+if _cache_parent:
+    os.makedirs(_cache_parent, exist_ok=True)
+os.environ["METILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="metile-pytest-cache-", dir=_cache_parent)
 os.environ.setdefault("METILE_AUTOTUNE_QUIET", "0")
 
 import metile  # noqa: E402

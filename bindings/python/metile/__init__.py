@@ -41,6 +41,7 @@ for _mod, _names in {
                     "static_assert trans",
     "_lang_tl": "clamp div_rn fdiv fma full_like ones_like range sqrt_rn static_range "
                 "umulhi zeros_like rand randn randint randint4x device_assert",
+    "_block_ptr": "advance make_block_ptr make_tensor_descriptor",
     "_trace": "Value",
 }.items():
     for _name in _names.split():

@@ -9,6 +9,7 @@ outside kernels, e.g. for grid sizes.
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import ctypes
 
 import numpy as np
@@ -315,12 +316,16 @@ def _cache_hints(op, hints):
 
 
 def load(ptr: Value, mask: Operand | None = None, other: Operand | None = None,
-         **hints: object) -> Value:
+         boundary_check: collections.abc.Sequence[int] | int = (),
+         padding_option: str | None = None, **hints: object) -> Value:
     """Reads through `ptr` (ptr + offsets). Masked-off lanes touch no memory and are inactive
     (reductions, `dot` and stores skip them; docs/semantics.md), or, with `other`, active with
     the value `other`. Triton's `cache_modifier`, `eviction_policy` and `volatile` are accepted
-    as hints."""
+    as hints. A block pointer (make_block_ptr) reads its block, masked by `boundary_check`
+    (the dimensions to check), reading `padding_option`'s value ('zero', 'nan') outside."""
     _cache_hints("load", hints)
+    if _block_ptr(ptr, "load", mask, other, boundary_check, padding_option):
+        return ptr.load(boundary_check, padding_option)
     t = current()
     p = _pointer(ptr, "load")
     m = _mask(mask)
@@ -331,16 +336,37 @@ def load(ptr: Value, mask: Operand | None = None, other: Operand | None = None,
     return t.emit(_ffi.metile_builder_load, p.id, m.id if m is not None else 0, o)
 
 
-def store(ptr: Value, value: Operand, mask: Operand | None = None, **hints: object) -> None:
+def store(ptr: Value, value: Operand, mask: Operand | None = None,
+          boundary_check: collections.abc.Sequence[int] | int = (), **hints: object) -> None:
     """Writes `value` through `ptr` (cast to the pointee type); masked-off lanes are skipped.
-    Triton's `cache_modifier` and `eviction_policy` are accepted as hints."""
+    Triton's `cache_modifier` and `eviction_policy` are accepted as hints. A block pointer
+    (make_block_ptr) writes its block, skipping what `boundary_check`'s dimensions leave out."""
     _cache_hints("store", hints)
+    if _block_ptr(ptr, "store", mask, None, boundary_check, None):
+        ptr.store(value, boundary_check)
+        return
     t = current()
     p = _pointer(ptr, "store")
     value = _plain(value)
     v = value if isinstance(value, Value) else t.const(value, p.dtype)
     m = _mask(mask)
     t.call(_ffi.metile_builder_store, p.id, v.id, m.id if m is not None else 0)
+
+
+def _block_ptr(ptr, what, mask, other, boundary_check, padding_option) -> bool:
+    """Whether `ptr` is a block pointer; the arguments only one kind of pointer takes are
+    errors with the other."""
+    from ._block_ptr import BlockPointer  # a late import: _block_ptr builds on this module
+
+    if isinstance(ptr, BlockPointer):
+        if mask is not None or other is not None:
+            raise TracingError(f"{user_location()}: {what} of a block pointer takes boundary_check "
+                               "(and padding_option), not mask/other")
+        return True
+    if boundary_check or padding_option is not None:
+        raise TracingError(f"{user_location()}: {what}: boundary_check and padding_option need a "
+                           f"block pointer (metile.make_block_ptr), got {_describe(_plain(ptr))}")
+    return False
 
 
 def _bounds(bounds, what):

@@ -435,6 +435,9 @@ def _leaves(v, path=()):
     if isinstance(v, (list, tuple)):
         for i, e in enumerate(v):
             yield from _leaves(e, path + (i,))
+    elif hasattr(v, "_loop_fields"):  # a block pointer: its offsets (paths name the field)
+        for f in v._loop_fields:
+            yield from _leaves(getattr(v, f), path + (f,))
     elif isinstance(v, Value) or _weak(v):
         yield path, v
 
@@ -442,6 +445,8 @@ def _leaves(v, path=()):
 def _structure(v):
     if isinstance(v, (list, tuple)):
         return (type(v), tuple(_structure(e) for e in v))
+    if hasattr(v, "_loop_fields"):
+        return (type(v), tuple(_structure(getattr(v, f)) for f in v._loop_fields))
     return None
 
 
@@ -454,17 +459,19 @@ def _replace(v, values, path=()):
         return v
     if isinstance(v, tuple):
         return tuple(_replace(e, values, path + (i,)) for i, e in enumerate(v))
+    if hasattr(v, "_loop_fields"):
+        return v._with(**{f: _replace(getattr(v, f), values, path + (f,)) for f in v._loop_fields})
     return values.get(path, v)
 
 
 def _get(v, path):
     for i in path:
-        v = v[i]
+        v = getattr(v, i) if isinstance(i, str) else v[i]
     return v
 
 
 def _label(name, path) -> str:
-    return name + "".join(f"[{i}]" for i in path)
+    return name + "".join(f".{i}" if isinstance(i, str) else f"[{i}]" for i in path)
 
 
 class LoopRuntime:

@@ -19,7 +19,8 @@ METAL = ("metal", "metal-sim")
 def weighted_sum_kernel(tmp_path, inputs):
     """out[i] = alpha * sum_k (k + 1) * in_k[i] + beta, for i < n: `inputs` + 1 pointers."""
     names = [f"in{k}" for k in range(inputs)]
-    terms = " + ".join(f"{k + 1}.0 * metile.load({p} + offs, mask=mask)" for k, p in enumerate(names))
+    terms = " + ".join(f"{k + 1}.0 * metile.load({p} + offs, mask=mask)"
+                       for k, p in enumerate(names))
     src = (
         "import metile\n\n\n@metile.kernel\n"
         f"def weighted_sum({', '.join(names)}, out, n, alpha, beta, BLOCK: metile.constexpr):\n"

@@ -20,7 +20,7 @@ device_assert device_print div_rn dot erf exp exp2 fdiv float16 float32 floor fm
 int32 int64 int8 jit load log log2 math max max_contiguous maximum min minimum multiple_of
 next_power_of_2 num_programs permute program_id rand randint randint4x randn range reshape
 rsqrt sigmoid sin sqrt sqrt_rn static_assert static_range store sum tanh trans uint32 uint8
-umulhi where zeros zeros_like bfloat16
+umulhi where zeros zeros_like bfloat16 make_block_ptr advance make_tensor_descriptor
 """.split()
 MATH_NAMES = ("abs ceil clamp cos div_rn erf exp exp2 fdiv floor fma log log2 maximum minimum "
               "rsqrt sigmoid sin sqrt sqrt_rn tanh umulhi cdiv").split()

@@ -15,7 +15,8 @@ Where a tutorial idiom does not work yet, the test says so:
 - The layer norm backward's fused dx kernel needs run-time control flow on device values (a
   `while tl.atomic_cas(...) == 1` spin lock and `if count == 0:`): a strict xfail that flips
   when metile supports them.
-- Block pointers (`tl.make_block_ptr`, `tl.advance`, tutorial 08) do not exist yet; no test.
+
+Block pointers and tensor descriptors (tutorial 08's idiom) are in test_block_pointers.py.
 """
 
 import numpy as np

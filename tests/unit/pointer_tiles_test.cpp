@@ -185,6 +185,83 @@ TEST(PointerTiles, LeavesWhatItCannotProve) {
   EXPECT_EQ(count(out, "tile_load %B"), 1) << out;
 }
 
+// A block pointer (make_block_ptr / advance in Python): the loop carries a scalar column offset
+// from 0 by 16, the pointer tile is rebuilt from it each iteration, and the boundary check
+// masks 0 <= index < bound on both axes.
+const char* kBlockPointer = R"(kernel @bp(%A: ptr<f32>, %M: i32, %K: i32, %SA: i32) {
+  %c0 = const {value = 0} : i32
+  %c1 = const {value = 1} : i32
+  %c16 = const {value = 16} : i32
+  %cm1 = const {value = -1} : i32
+  %pm = program_id {axis = 0} : i32
+  %m0 = mul %pm, %c16 : i32
+  %ar = arange %c0 {size = 16} : tile<16xi32>
+  %rm = add %m0, %ar : tile<16xi32>
+  %rm2 = reshape %rm : tile<16x1xi32>
+  %am1 = mul %rm2, %SA : tile<16x1xi32>
+  %amb = broadcast %am1 : tile<16x16xi32>
+  %z = const {value = 0.0} : f32
+  %acc0 = broadcast %z : tile<16x16xf32>
+  %nk = floordiv %K, %c16 : i32
+  %oko, %oacc = for %k = %c0 to %nk step %c1 iter_args(%ko = %c0, %acc = %acc0) -> (i32, tile<16x16xf32>) {
+    %rk = add %ko, %ar : tile<16xi32>
+    %rk2 = reshape %rk : tile<1x16xi32>
+    %akb = broadcast %rk2 : tile<16x16xi32>
+    %aoff = add %amb, %akb : tile<16x16xi32>
+    %ap = ptr_offset %A, %aoff : tile<16x16xptr<f32>>
+    %g0 = ge %rm2, %c0 : tile<16x1xbool>
+    %l0 = lt %rm2, %M : tile<16x1xbool>
+    %g1 = ge %rk2, %c0 : tile<1x16xbool>
+    %l1 = lt %rk2, %K : tile<1x16xbool>
+    %mr = bitand %g0, %l0 : tile<16x1xbool>
+    %mc = bitand %g1, %l1 : tile<1x16xbool>
+    %mrb = broadcast %mr : tile<16x16xbool>
+    %mcb = broadcast %mc : tile<16x16xbool>
+    %am = bitand %mrb, %mcb : tile<16x16xbool>
+    %a = load %ap, %am, %z : tile<16x16xf32>
+    %sum = add %acc, %a : tile<16x16xf32>
+    %ko1 = add %ko, %c16 : i32
+    yield %ko1, %sum
+  }
+}
+)";
+
+TEST(PointerTiles, BlockPointersAdvancedByACarriedOffsetAreTiles) {
+  std::string text = kBlockPointer;
+  std::string out = run(text);
+  EXPECT_EQ(count(out, "tile_load %A, "), 1) << out;
+  EXPECT_EQ(count(out, "= load "), 0) << out;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    return run(t.replace(t.find(from), from.size(), to));
+  };
+  // The row offset carried unchanged too (Python carries each offset of a block pointer).
+  std::string carried = text;
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"%oko, %oacc = for", "%oro, %oko, %oacc = for"},
+           {"iter_args(%ko = %c0, %acc = %acc0) -> (i32, tile<16x16xf32>) {",
+            "iter_args(%ro = %m0, %ko = %c0, %acc = %acc0) -> (i32, i32, tile<16x16xf32>) {\n"
+            "    %rmc = add %ro, %ar : tile<16xi32>\n"
+            "    %rm2c = reshape %rmc : tile<16x1xi32>\n"
+            "    %am1c = mul %rm2c, %SA : tile<16x1xi32>\n"
+            "    %ambc = broadcast %am1c : tile<16x16xi32>"},
+           {"%aoff = add %amb,", "%aoff = add %ambc,"},
+           {"%g0 = ge %rm2,", "%g0 = ge %rm2c,"},
+           {"%l0 = lt %rm2,", "%l0 = lt %rm2c,"},
+           {"yield %ko1, %sum", "yield %ro, %ko1, %sum"}})
+    carried.replace(carried.find(from), from.size(), to);
+  out = run(carried);
+  EXPECT_EQ(count(out, "tile_load %A, "), 1) << out;
+  // An offset that may be negative: from -1, or advanced by a run-time amount of unknown sign.
+  out = with("iter_args(%ko = %c0,", "iter_args(%ko = %cm1,");
+  EXPECT_EQ(count(out, "tile_load "), 0) << out;
+  out = with("%ko1 = add %ko, %c16", "%ko1 = add %ko, %M");
+  EXPECT_EQ(count(out, "tile_load "), 0) << out;
+  // A lower bound other than 0 is not a tile's bound.
+  out = with("%g1 = ge %rk2, %c0", "%g1 = ge %rk2, %c1");
+  EXPECT_EQ(count(out, "tile_load "), 0) << out;
+}
+
 TEST(PointerTiles, RowsTakenModuloAreLeftAlone) {
   // Triton's `offs_am = (pid_m * BM + arange(BM)) % M`: rows that wrap are not a tile.
   std::string text = gemm("%rm2 = reshape %rm ", "%rm2 = reshape %rmod ");

@@ -61,6 +61,21 @@ def test_block_pointer_matmul_matches_float64(device, m, n, k, b_transposed):
     assert err < 1e-5, err
 
 
+def test_block_pointer_matmul_becomes_tile_loads():
+    """The compiler's pointer_tiles pass stages a block pointer's block as it stages tile_load:
+    its offsets start at 0 and advance by BLOCK_K, so 0 <= index holds and the bounds are the
+    tile's."""
+    m = n = k = 64
+    a, b, c = (np.zeros((m, k), np.float16), np.zeros((k, n), np.float16),
+               np.zeros((m, n), np.float32))
+    with tl.use_device("interp"):
+        kern = matmul_block_ptr[(2, 2)].compile(a, b, c, m, n, k, k, 1, n, 1, n, 1,
+                                                 BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+        opt = kern.source("tile_ir_opt")
+    assert opt.count("tile_load ") == 2 and opt.count("tile_store ") == 1, opt
+    assert " load " not in opt and "ptr_offset" not in opt, opt
+
+
 @tl.jit
 def shifted_copy(x_ptr, out_ptr, n, shift, BLOCK: tl.constexpr, PAD: tl.constexpr):
     pid = tl.program_id(0)

@@ -14,9 +14,11 @@
 //     advances by a loop-invariant `m * stride_r` (m rows) or a constant m (m columns), m >= 0,
 //     in a loop with a constant step that divides m;
 //   - its mask is absent or a conjunction of `rows[:, None] < bound` and `cols[None, :] < bound`
-//     with scalar bounds (an axis without one is unbounded), and a load's `other` is absent or 0;
+//     with scalar bounds (an axis without one is unbounded) and of `rows[:, None] >= 0` /
+//     `cols[None, :] >= 0` (true here: see below), and a load's `other` is absent or 0;
 //   - the tile's first row and column are provably >= 0 (sums, products, minima of constants,
-//     program ids, loop counters from such starts), where a masked-in lane of the pointer form
+//     program ids, loop counters from such starts, loop-carried scalars that start >= 0 and
+//     grow by amounts >= 0: block pointers' offsets), where a masked-in lane of the pointer form
 //     and the matrix element of the tile form coincide.
 // Everything else (strides not 1 in the inner dimension at compile time, masks that are not
 // bounds, `%` on the row or column indices, offsets of unknown sign) is left as written. The
@@ -192,12 +194,24 @@ class PointerTiles {
                is_signed(p_.type(v).dtype) == is_signed(p_.type(d->operands[0]).dtype);
       case OpKind::FOR: {
         const LoopArg& a = args_.at(v);
+        if (a.index > 0) return advances_nonnegatively(v, a, depth);
         auto step = int_const(a.step);
-        return a.index == 0 && step && *step > 0 && nonnegative(a.start, depth + 1);
+        return step && *step > 0 && nonnegative(a.start, depth + 1);
       }
       default:
         return false;
     }
+  }
+
+  // A carried scalar (a block pointer's offset) that starts >= 0 and each iteration yields
+  // itself (an offset the loop does not advance) or itself plus an amount >= 0.
+  bool advances_nonnegatively(ValueId v, const LoopArg& a, int depth) const {
+    if (a.next == v) return nonnegative(a.init, depth + 1);
+    const OperandDef* n = def(a.next);
+    if (n == nullptr || n->kind != OpKind::ADD || !nonnegative(a.init, depth + 1)) return false;
+    for (int s = 0; s < 2; ++s)
+      if (n->operands[s] == v && nonnegative(n->operands[1 - s], depth + 1)) return true;
+    return false;
   }
 
   // ---- matching -------------------------------------------------------------------------------
@@ -323,7 +337,9 @@ class PointerTiles {
     return true;
   }
 
-  // The mask as bounds: conjunctions of rows[:, None] < b and cols[None, :] < b.
+  // The mask as bounds: conjunctions of rows[:, None] < b and cols[None, :] < b; a conjunct
+  // rows[:, None] >= 0 (a block pointer's boundary check) holds already, since match() has
+  // proven each index's start >= 0.
   bool bounds(ValueId mask, const Affine& a, std::vector<ValueId>& rows, std::vector<ValueId>& cols,
               int depth = 0) const {
     if (mask == kNoValue) return true;
@@ -337,6 +353,13 @@ class PointerTiles {
       case OpKind::BROADCAST:
         return p_.type(d->operands[0]).is_tile() &&
                bounds(d->operands[0], a, rows, cols, depth + 1);
+      case OpKind::GE:
+      case OpKind::LE: {
+        const int idx = d->kind == OpKind::GE ? 0 : 1;
+        const OperandDef* r = def(d->operands[idx]);
+        return zero(d->operands[1 - idx]) && r != nullptr && r->kind == OpKind::RESHAPE &&
+               (r->operands[0] == a.row.vec || r->operands[0] == a.col.vec);
+      }
       case OpKind::LT:
       case OpKind::GT: {
         const int idx = d->kind == OpKind::LT ? 0 : 1;

@@ -1,5 +1,6 @@
 """The Triton-style GEMM (pointer arithmetic) against the tile_load GEMM, torch (cuBLAS) and
-Triton, one run, one GPU (issue 37 item 5: within 5% of the tile_load form at 4096^3).
+Triton, one run, one GPU (issue 37 item 5: within 5% of the tile_load form at 4096^3), and the
+same GEMM with block pointers (`mm_block_ptr`, issue 37 item 4).
 
     python3 bench/gemm_pointer_tiles.py [--quick] [--device cuda] [--out FILE]
 
@@ -34,7 +35,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python", "tests"))
 sys.path.insert(0, HERE)
 import metile  # noqa: E402
 from gpu_timing import time_per_call  # noqa: E402
-from kernels import mm_pointers, mm_tiles  # noqa: E402
+from kernels import mm_block_ptr, mm_pointers, mm_tiles  # noqa: E402
 
 # Triton tutorial 03's CUDA configurations: (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps).
 CONFIGS = [(128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
@@ -116,6 +117,7 @@ def main():
         "pointer, pass off": (metile.kernel(mm_pointers.fn),
                               lambda: (ma, mb, mc, m, n, k, k, 1, n, 1, n, 1), True),
         "tile_load": (mm_tiles, lambda: (ma, mb, mc, m, n, k), False),
+        "block_ptr": (mm_block_ptr, lambda: (ma, mb, mc, m, n, k, k, 1, n, 1, n, 1), False),
     }
     rows = []
     for form, (kern, margs, off) in forms.items():
@@ -185,7 +187,8 @@ def main():
         if "tflops" in r and r["tflops"] > best.get(r["form"], {}).get("tflops", 0):
             best[r["form"]] = r
     base = best.get("tile_load", {}).get("tflops")
-    for form in ("pointer", "tile_load", "pointer, pass off", "torch (cuBLAS)", "triton"):
+    for form in ("pointer", "block_ptr", "tile_load", "pointer, pass off", "torch (cuBLAS)",
+                 "triton"):
         r = best.get(form)
         if r is None:
             continue

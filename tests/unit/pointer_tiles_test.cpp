@@ -262,6 +262,49 @@ TEST(PointerTiles, BlockPointersAdvancedByACarriedOffsetAreTiles) {
   EXPECT_EQ(count(out, "tile_load "), 0) << out;
 }
 
+// The carried_offsets pass (src/passes/tile/index_carried_offsets.cpp) on kBlockPointer: the row
+// offset carried unchanged reads its initial value, the column offset advanced by 16 in a loop
+// from 0 by 16 reads `0 + k * 1`; the carry itself stays.
+TEST(CarriedOffsets, OffsetsAdvancedByTheStepReadTheLoopIndex) {
+  std::string text = kBlockPointer;
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"%nk = floordiv %K, %c16 : i32", "%nk = mul %K, %c1 : i32"},
+           {"for %k = %c0 to %nk step %c1", "for %k = %c0 to %nk step %c16"},
+           {"%oko, %oacc = for", "%oro, %oko, %oacc = for"},
+           {"iter_args(%ko = %c0,", "iter_args(%ro = %m0, %ko = %c0,"},
+           {"-> (i32, tile<16x16xf32>)", "-> (i32, i32, tile<16x16xf32>)"},
+           {"    %rk = add %ko, %ar", "    %rr = add %ro, %c1 : i32\n    %rk = add %ko, %ar"},
+           {"yield %ko1, %sum", "yield %ro, %ko1, %sum"}})
+    text.replace(text.find(from), from.size(), to);
+  Program p = parse(text);
+  CompileOptions o;
+  TileHiddenArgs hidden;
+  TilePassContext ctx{o, false, hidden};
+  run_tile_pass("carried_offsets", p, ctx);
+  const std::string out = print(p, false);
+  EXPECT_NE(out.find(R"(iter_args(%18 = %5, %19 = %0, %20 = %12) -> (i32, i32, tile<16x16xf32>) {
+    %21 = const {value = 1} : i32
+    %22 = mul %17, %21 : i32
+    %23 = add %0, %22 : i32
+    %24 = add %5, %1 : i32
+    %25 = add %23, %6 : tile<16xi32>)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("%41 = add %19, %2 : i32\n    yield %5, %41, %40"), std::string::npos) << out;
+  // A step known at run time only, a start other than 0, an advance read at run time: the
+  // body reads the carried value as before.
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"step %c16", "step %SA"}, {"for %k = %c0 to", "for %k = %c1 to"},
+           {"%ko1 = add %ko, %c16", "%ko1 = add %ko, %M"}}) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    Program q = parse(t);
+    run_tile_pass("carried_offsets", q, ctx);
+    EXPECT_NE(print(q, false).find("= add %19, %6 : tile<16xi32>"), std::string::npos)
+        << from << "\n" << print(q, false);
+  }
+}
+
 TEST(PointerTiles, RowsTakenModuloAreLeftAlone) {
   // Triton's `offs_am = (pid_m * BM + arange(BM)) % M`: rows that wrap are not a tile.
   std::string text = gemm("%rm2 = reshape %rm ", "%rm2 = reshape %rmod ");

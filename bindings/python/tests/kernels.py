@@ -354,6 +354,28 @@ def mm_pointers(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
 
 
 @metile.kernel
+def mm_block_ptr(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                 stride_cm, stride_cn, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                 BLOCK_K: metile.constexpr):
+    """mm_pointers with block pointers (Triton's tutorial 08 idiom)."""
+    row, col = metile.program_id(0) * BLOCK_M, metile.program_id(1) * BLOCK_N
+    a_block = metile.make_block_ptr(a_ptr, (M, K), (stride_am, stride_ak), (row, 0),
+                                    (BLOCK_M, BLOCK_K), (1, 0))
+    b_block = metile.make_block_ptr(b_ptr, (K, N), (stride_bk, stride_bn), (0, col),
+                                    (BLOCK_K, BLOCK_N), (1, 0))
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for _ in metile.tile_range(0, K, BLOCK_K):
+        a = metile.load(a_block, boundary_check=(0, 1))
+        b = metile.load(b_block, boundary_check=(0, 1))
+        acc = metile.dot(a, b, acc)
+        a_block = metile.advance(a_block, (0, BLOCK_K))
+        b_block = metile.advance(b_block, (BLOCK_K, 0))
+    c_block = metile.make_block_ptr(c_ptr, (M, N), (stride_cm, stride_cn), (row, col),
+                                    (BLOCK_M, BLOCK_N), (1, 0))
+    metile.store(c_block, acc, boundary_check=(0, 1))
+
+
+@metile.kernel
 def mm_tiles(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
              BLOCK_K: metile.constexpr):
     row = metile.program_id(0) * BLOCK_M

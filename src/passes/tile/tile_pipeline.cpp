@@ -23,6 +23,7 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   run("activity");  // semantics first: later passes see explicit selects and masks
   // After activity (a masked-off lane of a load reads 0 then, as outside a tile_load's matrix);
   // before every pass that treats tile loads as tiles (bounds, split_k, keep_rows, whole_tiles).
+  run("carried_offsets");  // before pointer_tiles, which reads tile coordinates off the index
   run("pointer_tiles");
   // After activity: it merges loops whose inactive lanes are explicit selects.
   if (options.fuse_reductions) run("fuse_reductions");

@@ -19,17 +19,14 @@ def test_do_bench_budgets_are_milliseconds():
         calls.append(1)
         time.sleep(0.02)                  # a 20 ms "op"
 
-    t0 = time.perf_counter()
     ms = testing.do_bench(slow, warmup=25, rep=100)
-    took = time.perf_counter() - t0
     assert 15 < ms < 200
     # 1 + 5 estimating calls, then about 25/20 warmup and 100/20 timed calls: well under the
     # 125 calls (2.5 s) that counting warmup and rep as calls took.
     assert len(calls) <= 6 + 2 + 6
-    assert took < 1.5
 
 
-def test_do_bench_modes_and_quantiles(device):
+def test_do_bench_modes_and_quantiles(device, bench_flush):
     x = metile.Buffer(np.ones(4096, np.float32))
 
     @metile.kernel

@@ -63,7 +63,7 @@ def scale_kernel(X, N, BLOCK: metile.constexpr):
     metile.store(X + offs, metile.load(X + offs, mask=offs < N) * 1.0, mask=offs < N)
 
 
-def test_do_bench_times_prepared_launches_and_callables(device):
+def test_do_bench_times_prepared_launches_and_callables(device, bench_flush):
     x = metile.Buffer(np.ones(4096, np.float32))
     run = scale_kernel[(16,)].prepare(x, 4096, BLOCK=256)
     ms = metile.testing.do_bench(run, warmup=1, rep=5)

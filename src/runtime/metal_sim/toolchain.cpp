@@ -132,7 +132,10 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
   if (shared_object) {
     // Reports the frames over 16 KiB (as warnings): build_msl sizes the fiber stacks from them.
     argv.insert(argv.end(), {"-shared", "-o", out.string(), "-Wframe-larger-than=16384",
-                             "-Wno-error=frame-larger-than"});
+                             "-Wno-error=frame-larger-than",
+                             // The shim needs libc and libm only; not linking libstdc++ takes
+                             // a quarter off a small kernel's build (the linker reads its symbols).
+                             "-nostdlib++"});
   } else {
     argv.push_back("-fsyntax-only");
   }

@@ -85,8 +85,12 @@ if /usr/bin/python3 -c 'import xdist' 2>/dev/null && [ "$jobs" -gt 1 ]; then
   pytest_args+=(-n "$jobs")
 fi
 
+# The two pytest steps share one compile cache (new with the build tree): the stand-in `metal`
+# compiles the MSL that metal-sim compiled in the first, and finds its shared objects there.
+pytest_cache=$build/pytest-cache
+
 step_pytest() (
-  export METILE_LIBRARY=$prefix/lib/libmetile.so
+  export METILE_LIBRARY=$prefix/lib/libmetile.so METILE_TEST_CACHE_DIR=$pytest_cache
   /usr/bin/python3 -m pytest bindings/python/tests "${pytest_args[@]}"
 )
 
@@ -102,6 +106,7 @@ step_pytest_metal() (
   standin=$build/tests/metal_standin
   [ -e "$standin/libmetile_standin_metal.so" ] || { echo "no stand-in Metal.framework (not x86-64)"; exit 0; }
   export METILE_LIBRARY=$prefix/lib/libmetile.so METILE_TEST_DEVICES=metal
+  export METILE_TEST_CACHE_DIR=$pytest_cache
   export METILE_OBJC_LIBRARY=$standin/libmetile_standin_objc.so
   export METILE_METAL_FRAMEWORK=$standin/libmetile_standin_metal.so
   /usr/bin/python3 -m pytest bindings/python/tests "${pytest_args[@]}" -k "metal and not sim"

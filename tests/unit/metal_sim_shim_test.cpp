@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
+#include "cache/cache.h"
+#include "cache_fake_device.h"
 #include "metal_sim_test_util.h"
 #include "runtime/metal_sim/msl_prepare.h"
+#include "runtime/metal_sim/toolchain.h"
 
 namespace metile::metal_sim {
 namespace METILE_UNITY_ID {
@@ -312,6 +316,63 @@ TEST(MetalSimCompile, MslErrorsComeBackWithClangsLog) {
   EXPECT_NE(message.find("bad.metal:5:10: error: use of undeclared identifier 'undeclared_value'"),
             std::string::npos)
       << message;
+}
+
+// The same translation unit is built once: the second build_msl reads the shared object and
+// its stack size from the compile cache's directory; an entry that does not verify is rebuilt;
+// with the disk cache off nothing is kept.
+TEST(MetalSimCompile, SameMslIsBuiltOnceThroughTheCompileCache) {
+  METAL_SIM_REQUIRE_CLANG();
+  test::TempDir dir;
+  Cache& cache = global_cache();
+  cache.set_dir(dir.path());
+  cache.set_enabled(true);
+  struct Restore {
+    ~Restore() {
+      global_cache().set_dir(std::nullopt);
+      global_cache().set_enabled(true);
+    }
+  } restore;
+  MslSignature sig{"twice", {MslArg::buffer("y", 0, DType::f32, false)}};
+  const char* msl = "kernel void twice(device float* y [[buffer(0)]]) { y[0] *= 2.0f; }\n";
+  auto entries = [&] {
+    std::vector<std::string> found;
+    for (const auto& f : test::all_files(dir.path()))
+      if (f.size() > 4 && f.substr(f.size() - 4) == ".mtc") found.push_back(f);
+    return found;
+  };
+
+  uint64_t runs = clang_runs(), first_stack = 0, stack = 0;
+  std::vector<uint8_t> first = build_msl(msl, sig, &first_stack);
+  EXPECT_EQ(clang_runs(), runs + 1);
+  ASSERT_EQ(entries().size(), 1u);
+  EXPECT_EQ(build_msl(msl, sig, &stack), first);
+  EXPECT_EQ(stack, first_stack);
+  EXPECT_EQ(clang_runs(), runs + 1) << "the second build ran clang";
+
+  // Another kernel name is another translation unit.
+  MslSignature other{"thrice", {MslArg::buffer("y", 0, DType::f32, false)}};
+  build_msl("kernel void thrice(device float* y [[buffer(0)]]) { y[0] *= 3.0f; }\n", other);
+  EXPECT_EQ(clang_runs(), runs + 2);
+  EXPECT_EQ(entries().size(), 2u);
+
+  // A flipped byte fails the entry's HMAC: rebuilt, and the entry published again.
+  for (const std::string& f : entries()) {
+    std::fstream io(dir.path() + "/" + f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(80);
+    io.put('\x5a');
+  }
+  EXPECT_EQ(build_msl(msl, sig, &stack), first);
+  EXPECT_EQ(clang_runs(), runs + 3);
+  EXPECT_EQ(build_msl(msl, sig), first);
+  EXPECT_EQ(clang_runs(), runs + 3);
+
+  cache.clear();
+  cache.set_enabled(false);
+  build_msl(msl, sig);
+  build_msl(msl, sig);
+  EXPECT_EQ(clang_runs(), runs + 5);
+  EXPECT_TRUE(entries().empty());
 }
 
 TEST(MetalSimCompile, ParameterTypesMustMatchTheSignature) {

@@ -20,10 +20,18 @@ if "METILE_LIBRARY" not in os.environ:
         os.environ["METILE_LIBRARY"] = os.path.abspath(_lib)
 # A fresh cache for every run (inside $METILE_CACHE_DIR when it is set): the autotune tests
 # expect to time their configurations, which a record from an earlier run would skip.
-_cache_parent = os.environ.get("METILE_CACHE_DIR") or None
-if _cache_parent:
-    os.makedirs(_cache_parent, exist_ok=True)
-os.environ["METILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="metile-pytest-cache-", dir=_cache_parent)
+# METILE_TEST_CACHE_DIR names the cache to use as it is: scripts/test.sh gives its two pytest
+# steps (every device, then the stand-in `metal`) one new directory, so the stand-in finds
+# metal-sim's builds of the same MSL there.
+if os.environ.get("METILE_TEST_CACHE_DIR"):
+    os.makedirs(os.environ["METILE_TEST_CACHE_DIR"], exist_ok=True)
+    os.environ["METILE_CACHE_DIR"] = os.environ["METILE_TEST_CACHE_DIR"]
+else:
+    _cache_parent = os.environ.get("METILE_CACHE_DIR") or None
+    if _cache_parent:
+        os.makedirs(_cache_parent, exist_ok=True)
+    os.environ["METILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="metile-pytest-cache-",
+                                                      dir=_cache_parent)
 os.environ.setdefault("METILE_AUTOTUNE_QUIET", "0")
 
 import metile  # noqa: E402

@@ -3,6 +3,7 @@
 launch leaves the process usable: the next launch runs normally."""
 
 import os
+import queue
 import subprocess
 import sys
 import textwrap
@@ -80,9 +81,12 @@ def test_timeout_env_stops_a_launch(device, monkeypatch):
 
 
 _CHILD = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
     import numpy as np
     sys.path.insert(0, {path!r})
+    # Python's own Ctrl-C handling, whatever this process inherited: a shell runs background
+    # jobs with SIGINT ignored, and Python then leaves it ignored (metile does not install).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import metile
     metile.set_device({device!r})
 
@@ -117,16 +121,27 @@ def test_ctrl_c_stops_a_launch_in_a_subprocess(name, tmp_path):
     script.write_text(_CHILD.format(path=root, device=name))
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in p.stdout], daemon=True).start()
+
+    def next_line():
+        # A launch that missed the signal runs for hours: fail with the child's stderr instead.
+        try:
+            return lines.get(timeout=120).split()
+        except queue.Empty:
+            p.kill()
+            pytest.fail(f"the child printed nothing for 120 s; its stderr:\n{p.stderr.read()}")
+
     try:
-        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        assert next_line() == ["ready"], p.stderr.read()
         time.sleep(0.5)                                # inside the long launch by now
         sent = time.monotonic()
         p.send_signal(2)
-        line = p.stdout.readline().split()
+        line = next_line()
         assert line and line[0] in ("interrupted", "cancelled"), (line, p.stderr.read())
         latency = float(line[1]) - sent
         assert latency < 5.0, latency                  # the target is 100 ms; the machine is shared
-        assert p.stdout.readline().split() == ["after", "2.0"]
+        assert next_line() == ["after", "2.0"]
     finally:
         p.kill()
         p.wait()

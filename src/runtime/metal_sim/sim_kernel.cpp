@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <optional>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <regex>
 
+#include "cache/cache.h"
 #include "codegen/prelude/metal_sim_abi.h"
 #include "runtime/host/cancel.h"
 #include "runtime/host/process.h"
@@ -49,6 +52,49 @@ std::vector<std::pair<std::string, std::string_view>> include_files() {
 
 std::string file_name(const MslSignature& s) { return s.kernel + ".metal"; }
 
+// Shared objects are kept in the compile cache's directory under the hash of everything clang
+// reads (the translation unit, the shim, clang itself; the library's build identity covers the
+// flags), so the same MSL is compiled once: by the metal-sim device for two programs that lower
+// alike, or by it and the Linux stand-in Metal.framework (tests/metal_standin), across
+// processes. The entry is an artifact of its own kind of key; the disk level's rules apply (off
+// with METILE_CACHE=0, HMAC-checked, pruned with the kernels).
+std::string build_key(const Clang& clang, const std::string& tu,
+                      const std::vector<std::pair<std::string, std::string_view>>& includes) {
+  KeyMaterial m;
+  m.build_identity = global_cache().identity().build_identity;
+  m.device_identity = cat("metal-sim clang build\n", clang.command, "\n", clang.version);
+  std::string text = tu;
+  for (const auto& [name, contents] : includes) text += cat("\n#file ", name, " ", contents.size(), "\n", contents);
+  m.program_text = std::move(text);
+  return compute_cache_key(m);
+}
+
+// The bytes, and the stack a thread needs in `*frames`, of an earlier build.
+std::optional<std::vector<uint8_t>> find_build(const std::string& key, uint64_t* frames) {
+  auto hit = global_cache().find_on_disk(key);
+  if (!hit) return std::nullopt;
+  const Artifact& a = hit->entry.artifact;
+  auto measured = a.sources.find(Stage::msl_signature);
+  if (a.kind != ArtifactKind::shared_object || a.bytes.empty() || measured == a.sources.end())
+    return std::nullopt;
+  try {
+    *frames = parse_signature(measured->second).stack_bytes;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return a.bytes;
+}
+
+void store_build(const std::string& key, const std::vector<uint8_t>& bytes,
+                 const MslSignature& measured, double seconds) {
+  CachedArtifact entry;
+  entry.artifact.kind = ArtifactKind::shared_object;
+  entry.artifact.bytes = bytes;
+  entry.artifact.sources[Stage::msl_signature] = print_signature(measured);
+  entry.build_seconds = seconds;
+  global_cache().store_on_disk(key, entry);
+}
+
 }  // namespace
 
 std::string translation_unit(std::string_view msl, const MslSignature& signature) {
@@ -76,17 +122,29 @@ std::vector<uint8_t> build_msl(std::string_view msl, const MslSignature& signatu
     fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel,
          ": its [[threadgroup(i)]] arguments need ", tg_bytes, " bytes, over Apple's ",
          kThreadgroupMemoryLimit, "-byte threadgroup memory limit");
-  ClangRun run =
-      run_clang(clang_or_fail(), tu, file_name(signature) + ".cpp", include_files(), true);
+  const Clang& clang = clang_or_fail();
+  const auto includes = include_files();
+  const std::string key = build_key(clang, tu, includes);
+  uint64_t frames = 0;
+  if (auto bytes = find_build(key, &frames)) {
+    if (stack_bytes) *stack_bytes = frames;
+    return std::move(*bytes);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ClangRun run = run_clang(clang, tu, file_name(signature) + ".cpp", includes, true);
   if (!run.ok)
     fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel,
          ": clang failed to compile the MSL:\n", run.log);
-  uint64_t frames = reported_frames(run.log);
+  frames = reported_frames(run.log);
   if (frames > kMaxThreadStackBytes)
     fail(METILE_ERROR_COMPILE, "metal-sim", signature.kernel, ": one thread needs ", frames,
          " bytes of stack (its tiles' per-thread registers), over metal-sim's limit of ",
          kMaxThreadStackBytes, "; use smaller tiles or more threads");
   if (stack_bytes) *stack_bytes = frames;
+  MslSignature measured = signature;
+  measured.stack_bytes = frames;
+  store_build(key, run.output, measured,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return run.output;
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,8 @@ namespace metile::metal_sim {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::atomic<uint64_t> g_clang_runs{0};
 
 void write_file(const fs::path& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary);
@@ -98,6 +101,8 @@ const ClangProbe& probe_clang() {
   return probe;
 }
 
+uint64_t clang_runs() { return g_clang_runs.load(std::memory_order_relaxed); }
+
 ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view source_name,
                    const std::vector<std::pair<std::string, std::string_view>>& include_files,
                    bool shared_object) {
@@ -139,6 +144,7 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
   } else {
     argv.push_back("-fsyntax-only");
   }
+  g_clang_runs.fetch_add(1, std::memory_order_relaxed);
   host::ProcessResult r = host::run_process(argv, host::compile_timeout_s());
   if (!r.started || r.timed_out || r.signal != 0)
     fail(METILE_ERROR_COMPILE, "metal-sim", r.timed_out ? "timed out: " : "", r.failure,

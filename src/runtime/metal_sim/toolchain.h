@@ -48,4 +48,8 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
                    const std::vector<std::pair<std::string, std::string_view>>& include_files,
                    bool shared_object);
 
+/** How many times run_clang has started clang in this process (build_msl's shared objects come
+ *  from the compile cache when the same translation unit was built before). */
+uint64_t clang_runs();
+
 }  // namespace metile::metal_sim

@@ -1,0 +1,110 @@
+"""Decode attention (examples/python/decode_attention.py) over splits x BLOCK_N x num_warps on
+cuda: GB/s of the KV cache read, registers per thread, threads; torch's copy of a tensor of the
+cache's size in the same run. python3 bench/decode_sweep.py [--seq 32768] [--kv-heads 8]"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
+import decode_attention as D  # noqa: E402
+import metile  # noqa: E402
+
+
+def per_call(fn, reps=20):
+    fn()
+    metile.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        metile.synchronize()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=32768)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--splits", default="16,32,64,128")
+    ap.add_argument("--block-n", default="16,32,64")
+    ap.add_argument("--warps", default="1,2,4,8")
+    a = ap.parse_args()
+    metile.set_device("cuda")
+    b, h, kvh, seq, dim = a.batch, a.heads, a.kv_heads, a.seq, a.dim
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((b, h, dim), dtype=np.float32).astype(np.float16)
+    k, v = ((rng.standard_normal((b, kvh, seq, dim), dtype=np.float32) * 0.5).astype(np.float16)
+            for _ in range(2))
+    bufs = []
+    for x in (q, k, v):
+        buf = metile.Buffer.zeros(x.shape, "f16")
+        buf.numpy()[...] = x
+        bufs.append(buf)
+    mq, mk, mv = bufs
+    mo = metile.Buffer.zeros((b, h, dim), "f16")
+    cache = 2 * k.nbytes
+    ref = D.reference(q, k, v)
+    copy = None
+    try:
+        import torch
+        src = torch.empty(cache // 2, dtype=torch.float16, device="cuda")
+        dst = torch.empty_like(src)
+        fn = lambda: dst.copy_(src)  # noqa: E731
+        fn(); torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        copy = 2 * cache / ((time.perf_counter() - t0) / 20) / 1e9
+    except Exception as e:  # noqa: BLE001
+        print("no torch copy:", e)
+    print(json.dumps({"shape": [b, h, kvh, seq, dim], "cache_bytes": cache, "copy_gbs": copy}))
+    scale = D.LOG2E / math.sqrt(dim)
+    for splits in map(int, a.splits.split(",")):
+        for bn in map(int, a.block_n.split(",")):
+            for w in map(int, a.warps.split(",")):
+                sp, chunk = D.split_plan(seq, splits, bn)
+                acc, m, s = D.workspace(b, h, dim, sp)
+                row = {"splits": sp, "block_n": bn, "num_warps": w}
+                try:
+                    def run():
+                        D.decode_attention_partial[(b * h, sp)](
+                            mq, mk, mv, mo, acc, m, s, seq, chunk, scale, HEADS=h, KV_HEADS=kvh,
+                            HEAD_DIM=dim, BLOCK_N=bn, SPLIT=sp > 1, num_warps=w)
+                        if sp > 1:
+                            D.decode_attention_merge[(b * h,)](acc, m, s, mo, sp, HEAD_DIM=dim,
+                                                               SPLITS_P2=metile.next_power_of_2(sp))
+                    mo.numpy()[...] = np.nan
+                    run()
+                    metile.synchronize()
+                    err = float(np.abs(mo.numpy().astype(np.float64) - ref).max())
+                    t = per_call(run)
+                    spec = list(D.decode_attention_partial._programs.values())[-1]
+                    ck = list(spec.kernels.values())[-1]
+                    row.update(err=err, ms=t * 1e3, gbs=cache / t / 1e9, **{
+                        k2: ck.info[k2] for k2 in ("registers_per_thread", "threads_per_group",
+                                                   "threadgroup_memory_bytes")})
+                    if copy:
+                        row["of_copy"] = row["gbs"] / copy
+                    if os.environ.get("DUMP"):
+                        base = os.path.join(os.environ["DUMP"], f"s{sp}_bn{bn}_w{w}")
+                        for stage, ext in (("cuda", "cu"), ("gpu_ir_opt", "gpu")):
+                            with open(f"{base}.{ext}", "w") as f:
+                                f.write(ck.source(stage))
+                except Exception as e:  # noqa: BLE001
+                    row["error"] = str(e).splitlines()[0][:200]
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -27,7 +27,7 @@
 #include <sstream>
 
 #include "cache/cache.h"
-#include "cache/sha256.h"
+#include "support/sha256.h"
 #include "handles.h"
 #include "driver/compile.h"
 

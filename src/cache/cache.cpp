@@ -12,12 +12,13 @@
 #include <cstring>
 #include <filesystem>
 
-#include "cache/sha256.h"
 #include "cache/trust.h"
+#include "runtime/host/build_store.h"
 #include "support/embedded.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "support/log.h"
+#include "support/sha256.h"
 
 namespace metile {
 
@@ -474,8 +475,50 @@ void Cache::clear() {
     fail(METILE_ERROR_IO, "cache", "cannot remove cache entry ", first_error);
 }
 
+namespace {
+
+// The host toolchains' store (runtime/host/build_store.h) on this cache's disk level: records
+// as autotune records, artifacts under a key of their own domain (the build identity and the
+// caller's key text; no program, so no kernel's key).
+class CacheBuildStore final : public host::BuildStore {
+ public:
+  explicit CacheBuildStore(Cache& cache) : cache_(cache) {}
+  std::optional<std::string> find_record(std::string_view key) override {
+    return cache_.find_autotune(key);
+  }
+  void store_record(std::string_view key, std::string_view text) override {
+    cache_.store_autotune(key, text);
+  }
+  std::optional<Artifact> find_artifact(std::string_view key) override {
+    auto hit = cache_.find_on_disk(artifact_key(key));
+    if (!hit) return std::nullopt;
+    return std::move(hit->entry.artifact);
+  }
+  void store_artifact(std::string_view key, const Artifact& artifact,
+                      double build_seconds) override {
+    cache_.store_on_disk(artifact_key(key), CachedArtifact{artifact, build_seconds});
+  }
+
+ private:
+  std::string artifact_key(std::string_view key) const {
+    KeyMaterial m;
+    m.build_identity = cache_.identity().build_identity;
+    m.device_identity = "host build";
+    m.program_text = std::string(key);
+    return compute_cache_key(m);
+  }
+  Cache& cache_;
+};
+
+}  // namespace
+
 Cache& global_cache() {
-  static Cache* cache = new Cache();  // never destroyed: kernels may be compiled during exit
+  // Never destroyed: kernels may be compiled during exit.
+  static Cache* cache = [] {
+    auto* c = new Cache();
+    host::set_build_store(new CacheBuildStore(*c));
+    return c;
+  }();
   return *cache;
 }
 

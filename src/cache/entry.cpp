@@ -6,8 +6,8 @@
 #include <climits>
 #include <cstring>
 
-#include "cache/sha256.h"
 #include "support/error.h"
+#include "support/sha256.h"
 
 namespace metile {
 

@@ -25,6 +25,11 @@
 #include "standin_objc.h"
 #include "support/error.h"
 
+namespace metile {
+class Cache;
+Cache& global_cache();  // cache/cache.h (whose Device would clash with the stand-in's)
+}  // namespace metile
+
 namespace {
 
 using namespace metile;
@@ -176,6 +181,11 @@ Library* compile_library(const std::string& msl, NSUInteger language, id* error)
                         "(Metal 4 headers need languageVersion 4.0)");
     return nullptr;
   }
+  // Apple's compiler keeps the libraries it built; the stand-in keeps its shared objects where
+  // metal-sim does (this module's static copy of the library installs its store on first use of
+  // its cache), so it finds metal-sim's builds of the same MSL.
+  static const bool store_installed = (metile::global_cache(), true);
+  (void)store_installed;
   auto lib = make<Library>("StandinLibrary");
   try {
     for (metal_sim::MslSignature& sig : standin::kernel_signatures(msl)) {

@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "cache/sha256.h"
 #include "cache/trust.h"
 #include "frontend/builder.h"
 #include "runtime/device.h"
 #include "support/error.h"
+#include "support/sha256.h"
 
 namespace metile::test {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "cache/entry.h"
-#include "cache/sha256.h"
+#include "support/sha256.h"
 
 namespace metile {
 namespace METILE_UNITY_ID {

@@ -15,11 +15,11 @@
 #include <optional>
 #include <sstream>
 
-#include "cache/cache.h"
-#include "cache/sha256.h"
+#include "runtime/host/build_store.h"
 #include "runtime/host/process.h"
 #include "support/env.h"
 #include "support/error.h"
+#include "support/sha256.h"
 
 namespace metile::cpu {
 
@@ -182,7 +182,8 @@ Toolchain current_toolchain() {
   auto it = known.find(tc.command);
   if (it == known.end()) {
     std::string record_key = probe_record_key(tc.command);
-    auto record = record_key.empty() ? std::nullopt : global_cache().find_autotune(record_key);
+    host::BuildStore* store = host::build_store();
+    auto record = record_key.empty() || !store ? std::nullopt : store->find_record(record_key);
     size_t newline = record ? record->find('\n') : std::string::npos;
     if (newline != std::string::npos) {
       it = known.emplace(tc.command, std::make_pair(record->substr(0, newline),
@@ -193,8 +194,9 @@ Toolchain current_toolchain() {
       argv.push_back("--version");
       std::string version = run_command(argv, &out) == 0 ? first_line(out) : "";
       std::string target = resolve_native(tc.command);
-      if (!record_key.empty() && !version.empty() && version.find('\n') == std::string::npos)
-        global_cache().store_autotune(record_key, version + "\n" + target);
+      if (store && !record_key.empty() && !version.empty() &&
+          version.find('\n') == std::string::npos)
+        store->store_record(record_key, version + "\n" + target);
       it = known.emplace(tc.command, std::make_pair(version, target)).first;
     }
   }

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <regex>
 
-#include "cache/cache.h"
 #include "codegen/prelude/metal_sim_abi.h"
+#include "runtime/host/build_store.h"
 #include "runtime/host/cancel.h"
 #include "runtime/host/process.h"
 #include "runtime/host/parallel_for.h"
@@ -52,28 +52,25 @@ std::vector<std::pair<std::string, std::string_view>> include_files() {
 
 std::string file_name(const MslSignature& s) { return s.kernel + ".metal"; }
 
-// Shared objects are kept in the compile cache's directory under the hash of everything clang
-// reads (the translation unit, the shim, clang itself; the library's build identity covers the
-// flags), so the same MSL is compiled once: by the metal-sim device for two programs that lower
-// alike, or by it and the Linux stand-in Metal.framework (tests/metal_standin), across
-// processes. The entry is an artifact of its own kind of key; the disk level's rules apply (off
-// with METILE_CACHE=0, HMAC-checked, pruned with the kernels).
+// Shared objects are kept in the build store (host/build_store.h: the compile cache's
+// directory) under everything clang reads (the translation unit, the shim, clang itself; the
+// store's key adds the library's build identity, which covers the flags), so the same MSL is
+// compiled once: by the metal-sim device for two programs that lower alike, or by it and the
+// Linux stand-in Metal.framework (tests/metal_standin), across processes.
 std::string build_key(const Clang& clang, const std::string& tu,
                       const std::vector<std::pair<std::string, std::string_view>>& includes) {
-  KeyMaterial m;
-  m.build_identity = global_cache().identity().build_identity;
-  m.device_identity = cat("metal-sim clang build\n", clang.command, "\n", clang.version);
-  std::string text = tu;
-  for (const auto& [name, contents] : includes) text += cat("\n#file ", name, " ", contents.size(), "\n", contents);
-  m.program_text = std::move(text);
-  return compute_cache_key(m);
+  std::string key = cat("metal-sim clang build 1\n", clang.command, "\n", clang.version, "\n", tu);
+  for (const auto& [name, contents] : includes)
+    key += cat("\n#file ", name, " ", contents.size(), "\n", contents);
+  return key;
 }
 
 // The bytes, and the stack a thread needs in `*frames`, of an earlier build.
 std::optional<std::vector<uint8_t>> find_build(const std::string& key, uint64_t* frames) {
-  auto hit = global_cache().find_on_disk(key);
+  host::BuildStore* store = host::build_store();
+  auto hit = store ? store->find_artifact(key) : std::nullopt;
   if (!hit) return std::nullopt;
-  const Artifact& a = hit->entry.artifact;
+  const Artifact& a = *hit;
   auto measured = a.sources.find(Stage::msl_signature);
   if (a.kind != ArtifactKind::shared_object || a.bytes.empty() || measured == a.sources.end())
     return std::nullopt;
@@ -87,12 +84,13 @@ std::optional<std::vector<uint8_t>> find_build(const std::string& key, uint64_t*
 
 void store_build(const std::string& key, const std::vector<uint8_t>& bytes,
                  const MslSignature& measured, double seconds) {
-  CachedArtifact entry;
-  entry.artifact.kind = ArtifactKind::shared_object;
-  entry.artifact.bytes = bytes;
-  entry.artifact.sources[Stage::msl_signature] = print_signature(measured);
-  entry.build_seconds = seconds;
-  global_cache().store_on_disk(key, entry);
+  host::BuildStore* store = host::build_store();
+  if (!store) return;
+  Artifact a;
+  a.kind = ArtifactKind::shared_object;
+  a.bytes = bytes;
+  a.sources[Stage::msl_signature] = print_signature(measured);
+  store->store_artifact(key, a, seconds);
 }
 
 }  // namespace

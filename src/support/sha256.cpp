@@ -1,4 +1,4 @@
-#include "cache/sha256.h"
+#include "support/sha256.h"
 
 #include <algorithm>
 

@@ -1,6 +1,9 @@
-"""Decode attention (examples/python/decode_attention.py) over splits x BLOCK_N x num_warps on
-cuda: GB/s of the KV cache read, registers per thread, threads; torch's copy of a tensor of the
-cache's size in the same run. python3 bench/decode_sweep.py [--seq 32768] [--kv-heads 8]"""
+"""Decode attention (examples/python/decode_attention.py) over splits x BLOCK_N x num_warps:
+GB/s of the KV cache read, max error against float64, registers per thread, threads; on cuda
+torch's copy of a tensor of the cache's size in the same run. One JSON line per configuration.
+DUMP=DIR writes each configuration's CUDA/MSL/C++ source and GPU IR there.
+
+    python3 bench/decode_sweep.py [--device cuda] [--seq 32768] [--kv-heads 8] [--warps 1,2,4,8]"""
 import argparse
 import json
 import math
@@ -38,8 +41,9 @@ def main():
     ap.add_argument("--splits", default="16,32,64,128")
     ap.add_argument("--block-n", default="16,32,64")
     ap.add_argument("--warps", default="1,2,4,8")
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
-    metile.set_device("cuda")
+    metile.set_device(a.device)
     b, h, kvh, seq, dim = a.batch, a.heads, a.kv_heads, a.seq, a.dim
     rng = np.random.default_rng(1)
     q = rng.standard_normal((b, h, dim), dtype=np.float32).astype(np.float16)
@@ -56,6 +60,8 @@ def main():
     ref = D.reference(q, k, v)
     copy = None
     try:
+        if a.device != "cuda":
+            raise RuntimeError("the copy reference is measured on cuda only")
         import torch
         src = torch.empty(cache // 2, dtype=torch.float16, device="cuda")
         dst = torch.empty_like(src)
@@ -67,7 +73,7 @@ def main():
         torch.cuda.synchronize()
         copy = 2 * cache / ((time.perf_counter() - t0) / 20) / 1e9
     except Exception as e:  # noqa: BLE001
-        print("no torch copy:", e)
+        print("no torch copy:", e, file=sys.stderr)
     print(json.dumps({"shape": [b, h, kvh, seq, dim], "cache_bytes": cache, "copy_gbs": copy}))
     scale = D.LOG2E / math.sqrt(dim)
     for splits in map(int, a.splits.split(",")):
@@ -97,8 +103,10 @@ def main():
                     if copy:
                         row["of_copy"] = row["gbs"] / copy
                     if os.environ.get("DUMP"):
+                        os.makedirs(os.environ["DUMP"], exist_ok=True)
                         base = os.path.join(os.environ["DUMP"], f"s{sp}_bn{bn}_w{w}")
-                        for stage, ext in (("cuda", "cu"), ("gpu_ir_opt", "gpu")):
+                        code = {"cuda": "cuda", "metal": "msl", "metal-sim": "msl"}.get(a.device, "cpp")
+                        for stage, ext in ((code, code), ("tile_ir_opt", "tile")):
                             with open(f"{base}.{ext}", "w") as f:
                                 f.write(ck.source(stage))
                 except Exception as e:  # noqa: BLE001

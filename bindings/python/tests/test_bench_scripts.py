@@ -47,3 +47,18 @@ def test_cuda_rows_quick_run_on_interp(tmp_path):
     for r in rows:
         assert "error" not in r, r
         assert r["max_abs_err"] < 1e-3, r
+
+
+def test_decode_sweep_runs_on_cpu(tmp_path):
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "decode_sweep.py"), "--device", "cpu",
+                        "--batch", "1", "--heads", "4", "--kv-heads", "2", "--seq", "100",
+                        "--dim", "16", "--splits", "1,3", "--block-n", "16", "--warps", "1"],
+                       check=True, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, DUMP=str(tmp_path)))
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert rows[0]["shape"] == [1, 4, 2, 100, 16] and rows[0]["copy_gbs"] is None
+    assert [(x["splits"], x["block_n"]) for x in rows[1:]] == [(1, 16), (3, 16)]
+    for x in rows[1:]:
+        assert "error" not in x and x["err"] < 1e-2 and x["gbs"] > 0, x
+    assert sorted(os.listdir(tmp_path)) == ["s1_bn16_w1.cpp", "s1_bn16_w1.tile",
+                                            "s3_bn16_w1.cpp", "s3_bn16_w1.tile"]

@@ -94,6 +94,42 @@ TEST(WholeTiles, LoopsItCannotShowWholeStayAsWritten) {
     EXPECT_EQ(run(text, {"whole_tiles"}), print(parse(text), false)) << text;
 }
 
+// A loop over [16, 64] blocks of K (rows i .. i+15 of a matrix of `R` rows, columns `C0` .. C0+63
+// of `C`), summed into a carried tile: decode attention's K/V loop without its softmax.
+std::string block_loop(const std::string& row = "%5", const std::string& col = "%C0",
+                       const std::string& rows = "%R") {
+  return "kernel @blocks(%K: ptr<f16>, %N: i32, %R: i32, %C: i32, %C0: i32) {\n"
+         "  %2 = const {value = 0} : i32\n"
+         "  %3 = const {value = 16} : i32\n"
+         "  %4 = const {value = 0.0} : f32\n"
+         "  %6 = broadcast %4 : tile<16x64xf32>\n"
+         "  %7 = const {value = 64} : i32\n"
+         "  %20 = for %5 = %2 to %N step %3 iter_args(%21 = %6) -> (tile<16x64xf32>) {\n"
+         "    %8 = tile_load %K, " + row + ", " + col + ", %7, " + rows + ", %C : tile<16x64xf16>\n"
+         "    %9 = cast %8 : tile<16x64xf32>\n"
+         "    %10 = add %21, %9 : tile<16x64xf32>\n"
+         "    yield %10\n"
+         "  }\n"
+         "}\n";
+}
+
+TEST(WholeTiles, BoundedTileLoadsOfWholeTilesLoseTheirBounds) {
+  const std::string out = run(block_loop(), {"whole_tiles"});
+  ASSERT_EQ(count(out, "\\n *%\\w+ = for "), 2) << out;
+  const size_t second = out.rfind(" for ");
+  const std::string whole = out.substr(0, second), rest = out.substr(second);
+  // The whole tiles read [16, 64] blocks without bounds; the rest keeps R and C.
+  EXPECT_EQ(count(whole, "tile_load %K, %\\w+, %C0, %\\w+ :"), 1) << out;
+  EXPECT_EQ(count(rest, "tile_load %K, %\\w+, %C0, %\\w+, %R, %C :"), 1) << out;
+  // In front: the first block's rows and columns start at >= 0, the last whole block ends
+  // below R (its last row: last + 15) and the columns below C (C0 + 63).
+  EXPECT_EQ(count(whole, "const \\{value = 15\\} : i64"), 1) << out;
+  EXPECT_EQ(count(whole, "const \\{value = 63\\} : i64"), 1) << out;
+  // Bounds that change with the iteration: nothing to check once, the loop stays as written.
+  const std::string moving = block_loop("%5", "%C0", "%5");
+  EXPECT_EQ(run(moving, {"whole_tiles"}), print(parse(moving), false));
+}
+
 TEST(WholeTiles, MetileGpuOffSwitchesItOff) {
   const std::string text = row_loop();
   EXPECT_EQ(run(text, {"whole_tiles"}, {"whole_tiles"}), print(parse(text), false));

@@ -353,7 +353,8 @@ void Bounds::tile_access(Op& op) {
   const ValueId stride = to_i64(op.operands[3]);
   const ValueId zero = constant(DType::i64, 0), one = constant(DType::i64, 1);
   const ValueId positive = bool_op(OpKind::GT, stride, zero);
-  const ValueId divisor = emit(OpKind::SELECT, {positive, stride, one}, Type::scalar(DType::i64));
+  // max(stride, 1): positive, so the divisions below can move out of loops (positive_integers).
+  const ValueId divisor = emit(OpKind::MAXIMUM, {stride, one}, Type::scalar(DType::i64));
   ValueId rows = emit(OpKind::FLOORDIV, {avail, divisor}, Type::scalar(DType::i64));
   if (bounded) {
     // A strided view's span ends at its last element, so its last row may be shorter than the

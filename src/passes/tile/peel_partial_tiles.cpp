@@ -6,13 +6,16 @@
 // the same order; no access outside a buffer that the guarded program did not make.
 //
 // A loop qualifies when its step is a positive constant, its induction variable is i32 and its
-// body holds no region, dot, tile_load/tile_store, atomic or SIMT op (GEMM and attention loops
-// keep their one body: doubling them costs registers and compile time). In its body a boolean
-// tile is "whole" when it is a comparison (<, <=, >, >=) between an index of the form
-// iv + arange(a0, B) + invariant scalars and a loop-invariant scalar, or the `bitand` of whole
-// tiles. Over the first n = (end - start) / step iterations (the whole tiles) such an index lies
-// in [start + c + a0, last + c + a0 + B - 1] (last = start + (n - 1) * step, c the scalars'
-// sum), so each comparison holds on every lane of every one of them exactly when one scalar
+// body holds no region, dot, atomic or SIMT op (GEMM and attention loops keep their one body:
+// doubling them costs registers and compile time). In its body a boolean tile is "whole" when
+// it is a comparison (<, <=, >, >=) between an index of the form iv + arange(a0, B) + invariant
+// scalars and a loop-invariant scalar, or the `bitand` of whole tiles. A bounded tile_load or
+// tile_store (decode attention's K and V blocks) is whole when its row and column coordinates
+// are such indices without the arange and its bounds loop-invariant: its [R, C] block then lies
+// in [0, rows) x [0, cols) on every whole tile, and the copy uses the unbounded form.
+// Over the first n = (end - start) / step iterations (the whole tiles) such an index lies in
+// [start + c + a0, last + c + a0 + B - 1] (last = start + (n - 1) * step, c the scalars' sum),
+// so each comparison holds on every lane of every one of them exactly when one scalar
 // comparison of that range's end holds; so does the index staying inside i32 (no wrap-around).
 // Computed in i64 once in front of the loop, their conjunction `whole` decides the split:
 //
@@ -63,6 +66,15 @@ struct Def {
   std::optional<int64_t> int_value;  // integer const
 };
 
+// A tile_load or tile_store with its bounds operands (rows, cols): the first bound's index.
+std::optional<size_t> tile_bounds(const Op& op) {
+  const size_t first = op.kind == OpKind::TILE_LOAD ? 4 : op.kind == OpKind::TILE_STORE ? 5 : 0;
+  if (first == 0 || op.operands.size() != first + 2) return std::nullopt;
+  return first;
+}
+
+bool bounded_tile(const Op& op) { return tile_bounds(op).has_value(); }
+
 bool qualifies(const Program& p, const Op& loop, const std::unordered_map<ValueId, Def>& defs) {
   if (p.type(loop.operands[0]).dtype != DType::i32 || !p.type(loop.operands[0]).is_scalar())
     return false;
@@ -73,10 +85,11 @@ bool qualifies(const Program& p, const Op& loop, const std::unordered_map<ValueI
   bool masked = false;
   for (const Op& op : body.ops) {
     if (!op.regions.empty() || has_trait(op.kind, kSimt) || has_trait(op.kind, kAtomic) ||
-        op.kind == OpKind::DOT || op.kind == OpKind::TILE_LOAD || op.kind == OpKind::TILE_STORE)
+        op.kind == OpKind::DOT)
       return false;
     masked = masked || (op.kind == OpKind::LOAD && op.operands.size() > 1) ||
-             (op.kind == OpKind::STORE && op.operands.size() > 2) || op.kind == OpKind::SELECT;
+             (op.kind == OpKind::STORE && op.operands.size() > 2) || op.kind == OpKind::SELECT ||
+             bounded_tile(op);
   }
   return masked;
 }
@@ -144,6 +157,10 @@ class Peel {
         changed = true;
       } else if (op.kind == OpKind::STORE && op.operands.size() > 2 && whole(op.operands[2])) {
         op.operands.resize(2);
+        changed = true;
+      } else if (auto first = tile_bounds(op); first && whole_tile(op, *first)) {
+        op.operands.resize(*first);  // the unbounded form: every element of the tile
+        std::erase_if(op.attrs, [](const Attr& a) { return a.name == "bounds"; });
         changed = true;
       } else if (op.kind == OpKind::SELECT && p_.type(op.operands[0]).is_tile() &&
                  whole(op.operands[0])) {
@@ -359,21 +376,47 @@ class Peel {
     return true;
   }
 
+  // Adds the scalar conditions under which a bounded tile access covers only rows and columns
+  // inside its bounds on every whole tile (the lowering's per-element `0 <= row < rows`,
+  // `0 <= col < cols`); false when a coordinate is not an index this pass follows.
+  bool whole_tile(const Op& op, size_t first_bound) {
+    const Shape& shape = p_.type(op.kind == OpKind::TILE_LOAD ? op.result() : op.operands[4]).shape;
+    std::optional<Index> at[2];
+    std::optional<ValueId> limit[2];
+    for (int d : {0, 1}) {
+      at[d] = index(op.operands[1 + d]);
+      const ValueId b = op.operands[first_bound + d];
+      limit[d] = bound(b, p_.type(b).dtype);
+      if (!at[d] || at[d]->aranges != 0 || !limit[d]) return false;
+      at[d]->width = shape.dims[d] - 1;
+    }
+    const Type flag = Type::scalar(DType::boolean);
+    for (int d : {0, 1}) {
+      const auto [lo, hi] = range(*at[d]);
+      conditions_.insert(emit(OpKind::GE, {lo, constant(0)}, flag));
+      conditions_.insert(emit(OpKind::LT, {hi, *limit[d]}, flag));
+    }
+    return true;
+  }
+
   // The index's least value (first tile, lane 0) and greatest (last whole tile, last lane), in
-  // i64, once per index; adds the condition that both are i32 values (no wrap-around).
+  // i64, once per index; adds the condition that both are i32 values (no wrap-around). An index
+  // without the induction variable is the same on every tile.
   std::pair<ValueId, ValueId> range(Index ix) {
     std::sort(ix.terms.begin(), ix.terms.end());
-    ix.terms.push_back(static_cast<ValueId>(ix.width));  // the key: the terms, then the width
+    ix.terms.push_back(static_cast<ValueId>(ix.width));  // the key: the terms, the width, ivs
+    ix.terms.push_back(static_cast<ValueId>(ix.ivs));
     auto [it, added] = ranges_.try_emplace(ix.terms);
     if (!added) return it->second;
-    ix.terms.pop_back();
+    ix.terms.resize(ix.terms.size() - 2);
     ValueId c = kNoValue;
     for (ValueId term : ix.terms) {
       const ValueId t = emit(OpKind::CAST, {term}, i64());
       c = c == kNoValue ? t : emit(OpKind::ADD, {c, t}, i64());
     }
-    const ValueId lo = c == kNoValue ? start_ : emit(OpKind::ADD, {start_, c}, i64());
-    const ValueId last = c == kNoValue ? last_ : emit(OpKind::ADD, {last_, c}, i64());
+    const ValueId first = ix.ivs == 1 ? start_ : constant(0), final = ix.ivs == 1 ? last_ : constant(0);
+    const ValueId lo = c == kNoValue ? first : emit(OpKind::ADD, {first, c}, i64());
+    const ValueId last = c == kNoValue ? final : emit(OpKind::ADD, {final, c}, i64());
     const ValueId hi = ix.width == 0 ? last : emit(OpKind::ADD, {last, constant(ix.width)}, i64());
     const Type flag = Type::scalar(DType::boolean);
     conditions_.insert(emit(OpKind::GE, {lo, constant(INT32_MIN)}, flag));

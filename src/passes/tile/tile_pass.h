@@ -8,6 +8,8 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "ir/tile_ir.h"
@@ -75,16 +77,38 @@ struct TilePassInfo {
 #include "passes/tile/tile_passes.def"
 
 /**
+ * The integer values that are positive wherever they are defined: positive integer constants and
+ * `maximum(x, c)` with c one of them (the divisor of the bounds pass's row counts).
+ */
+inline std::unordered_set<ValueId> positive_integers(const Program& p) {
+  std::unordered_set<ValueId> out;
+  walk(p.body, [&](const Op& op) {
+    if (op.results.size() != 1 || is_float(p.type(op.result()).dtype)) return;
+    if (op.kind == OpKind::CONST) {
+      const auto* v = std::get_if<int64_t>(op.find_attr("value"));
+      if (v != nullptr && *v > 0) out.insert(op.result());
+    } else if (op.kind == OpKind::MAXIMUM && (out.count(op.operands[0]) || out.count(op.operands[1]))) {
+      out.insert(op.result());
+    }
+  });
+  return out;
+}
+
+/**
  * Whether `op` may run where the program does not run it, or more often (hoisted out of a loop,
  * copied in front of one): pure, no SIMT collective, no region, and unable to fault (integer
- * division, remainder, shifts and powers can, on the values a skipped iteration would not see).
+ * division, remainder, shifts and powers can, on the values a skipped iteration would not see;
+ * a division by one of `positive` (positive_integers) cannot).
  */
-inline bool runs_anywhere(const Program& p, const Op& op) {
+inline bool runs_anywhere(const Program& p, const Op& op,
+                          const std::unordered_set<ValueId>* positive = nullptr) {
   if (!has_trait(op.kind, kPure) || has_trait(op.kind, kSimt) || !op.regions.empty()) return false;
   switch (op.kind) {
     case OpKind::DIV:
     case OpKind::FLOORDIV:
     case OpKind::MOD:
+      return is_float(p.type(op.result()).dtype) ||
+             (positive != nullptr && positive->count(op.operands[1]) != 0);
     case OpKind::SHL:
     case OpKind::SHR:
     case OpKind::POW:

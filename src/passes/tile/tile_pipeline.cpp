@@ -37,6 +37,9 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   // check it moves out of the loop. Host devices leave it to
   // their C++ compiler: a hoisted tile would become an array kept across the loop there.
   if (!whole_tiles_in_order) run("hoist");
+  // After hoist (a loop-invariant scale is then outside the body); before whole_tiles, so both
+  // of its loops carry the tile. Host devices: see the pass.
+  if (!whole_tiles_in_order) run("defer_reductions");
   // After bounds and hoist: the guards' limits are then loop-invariant scalars in front of the
   // loop, which is what its one check per loop compares with.
   run("whole_tiles");

@@ -3,9 +3,11 @@
 // against float64 on every device in bindings/python/tests/test_attention.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "passes/tile/tile_pass.h"
+#include "passes/tile/tile_pipeline.h"
 #include "target/options.h"
 
 namespace metile {
@@ -71,6 +73,22 @@ TEST(DeferReductions, SumsItCannotDeferStayAsWritten) {
       sums("%3", "%2", "    %19 = add %13, %6 : tile<32xf32>\n    %22 = add %14, %7 : f32\n"),
   };
   for (const std::string& text : cases) EXPECT_EQ(run(text), print(parse(text), false)) << text;
+}
+
+TEST(DeferReductions, RunsOnGpusUnlessMetileGpuOffNamesIt) {
+  const Program p = parse(sums());
+  auto reduces_in_loop = [&](const CompileOptions& o, bool host) {
+    const std::string out = print(*run_tile_pipeline(p, o, false, host).program, false);
+    const size_t loop = out.find(" = for ");
+    return out.substr(loop, out.find("  }\n", loop) - loop).find("reduce_sum") != std::string::npos;
+  };
+  CompileOptions o;
+  EXPECT_FALSE(reduces_in_loop(o, false));
+  EXPECT_TRUE(reduces_in_loop(o, true)) << "host devices keep the loop as written";
+  o.gpu_off = {"defer_reductions"};
+  EXPECT_TRUE(reduces_in_loop(o, false));
+  EXPECT_NE(std::find(kGpuOffPieces.begin(), kGpuOffPieces.end(), "defer_reductions"),
+            kGpuOffPieces.end());
 }
 
 }  // namespace METILE_UNITY_ID

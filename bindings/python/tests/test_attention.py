@@ -1,7 +1,8 @@
 """Attention written in metile's tile language (examples/python/flash_attention.py and
 decode_attention.py) against float64 numpy on every device: flash attention forward (causal or
 not, head_dim 64 and 128, f32/f16/bf16, sequence lengths that are not a multiple of the block)
-and decode attention (MHA, GQA, MQA; single-pass and split-KV with the merge kernel)."""
+and decode attention (MHA, GQA, MQA; single-pass and split-KV with the merge kernel; a paged
+KV cache read through block tables)."""
 
 import os
 import sys
@@ -15,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "examples", "python"))
 import decode_attention  # noqa: E402
 import flash_attention  # noqa: E402
+import paged_decode_attention  # noqa: E402
 
 # Relative to the largest |reference| value; f16/bf16 round the inputs (the reference sees the
 # rounded inputs) and the probabilities fed to the second dot, f32 runs TF32 on GPU matrix units.
@@ -109,6 +111,38 @@ def test_decode_attention_reuses_a_workspace_and_rejects_one_too_small(device):
         _check(_values(out), decode_attention.reference(*vals), "f32")
     with pytest.raises(ValueError, match="scratch holds 8 partials; 4 splits of this batch need 16"):
         decode_attention.decode(q, k, v, out, splits=4, scratch=decode_attention.workspace(1, 4, 64, 2))
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2)], ids=["mha", "gqa"])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_paged_decode_attention(device, fast, heads, kv_heads, splits, dtype):
+    """Sequences of different lengths (a last page partly used) on shuffled pages of one pool."""
+    rng = np.random.default_rng(7)
+    batch, max_seq = (3, 300) if fast else (2, 70)
+    q = rng.standard_normal((batch, heads, 64)).astype(np.float32)
+    k, v, tables, lens = paged_decode_attention.random_cache(
+        batch, kv_heads, max_seq, 64, 16, np.float16 if dtype == "f16" else np.float32, rng)
+    out = metile.Buffer.zeros((batch, heads, 64), dtype=dtype)
+    paged_decode_attention.decode(metile.Buffer(data=q.astype(k.dtype)), metile.Buffer(data=k),
+                                  metile.Buffer(data=v), metile.Buffer(data=tables),
+                                  metile.Buffer(data=lens), out, splits=splits)
+    ref = paged_decode_attention.reference(q.astype(k.dtype), k, v, tables, lens)
+    _check(_values(out), ref, dtype)
+
+
+def test_paged_decode_attention_rejects_bad_lengths_and_pages(device):
+    q = np.zeros((2, 4, 64), np.float32)
+    kv = np.zeros((4, 2, 16, 64), np.float32)
+    tables = np.arange(4, dtype=np.int32).reshape(2, 2)
+    out = np.zeros_like(q)
+    for lens in ([0, 5], [5, 33], [5]):
+        with pytest.raises(ValueError, match=r"seq_lens must hold 2 lengths in 1\.\.32"):
+            paged_decode_attention.decode(q, kv, kv, tables, np.array(lens, np.int32), out)
+    with pytest.raises(ValueError, match=r"page size \(12\) must be a power of two"):
+        paged_decode_attention.decode(q, np.zeros((4, 2, 12, 64), np.float32),
+                                      np.zeros((4, 2, 12, 64), np.float32), tables,
+                                      np.array([5, 6], np.int32), out)
 
 
 def test_decode_attention_rejects_heads_not_a_multiple_of_kv_heads(device):

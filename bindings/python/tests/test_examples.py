@@ -14,7 +14,8 @@ EXAMPLES = os.path.join(ROOT, "examples", "python")
                                          ("softmax.py", ["16", "300"]),
                                          ("gemm.py", ["96", "80", "70"]),
                                          ("flash_attention.py", ["2", "50", "64", "--causal"]),
-                                         ("decode_attention.py", ["1", "4", "2", "300", "64"])])
+                                         ("decode_attention.py", ["1", "4", "2", "300", "64"]),
+                                         ("paged_decode_attention.py", ["2", "4", "2", "200", "64"])])
 def test_example(device, script, args, tmp_path):
     env = dict(os.environ, METILE_DEVICE=device.name, METILE_CACHE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args],

@@ -16,11 +16,10 @@ namespace metile {
 
 /** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
  * each to its LowerOptions switch). */
-inline constexpr std::array<std::string_view, 19> kGpuOffPieces = {
+inline constexpr std::array<std::string_view, 18> kGpuOffPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma", "split_k",
     "double_buffer", "stage_counter", "whole_tiles", "last_first",
-    "kmajor_b", "early_copy", "persistent", "one_align", "pointer_tiles", "prefetch_loads",
-    "defer_reductions"};
+    "kmajor_b", "early_copy", "persistent", "one_align", "pointer_tiles", "defer_reductions"};
 
 struct CompileOptions {
   int num_threads = 0;

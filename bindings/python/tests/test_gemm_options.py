@@ -58,7 +58,7 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
                        match=r'METILE_GPU_OFF: unknown piece "bogus" \(async_copy, ldmatrix, '
                              r'aligned_body, pipeline, preload, serpentine, tma, split_k, '
                              r'double_buffer, stage_counter, whole_tiles, last_first, kmajor_b, early_copy, '
-                             r'persistent, one_align, pointer_tiles, prefetch_loads, defer_reductions\)'):
+                             r'persistent, one_align, pointer_tiles, defer_reductions\)'):
         run(64, 64, 32, num_stages=4)
 
 

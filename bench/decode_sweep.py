@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--block-n", default="16,32,64")
     ap.add_argument("--warps", default="1,2,4,8")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--grouped", action="store_true",
+                    help="decode_attention_grouped: one program per KV head and its query heads")
     a = ap.parse_args()
     metile.set_device(a.device)
     b, h, kvh, seq, dim = a.batch, a.heads, a.kv_heads, a.seq, a.dim
@@ -84,10 +86,16 @@ def main():
                 row = {"splits": sp, "block_n": bn, "num_warps": w}
                 try:
                     def run():
-                        D.decode_attention_partial[(b * h, sp)](
-                            mq, mk, mv, mo, acc, m, s, seq, chunk, scale, HEADS=h, KV_HEADS=kvh,
-                            HEAD_DIM=dim, BLOCK_N=bn, SPLIT=sp > 1, num_warps=w)
-                        if sp > 1:
+                        if a.grouped:
+                            D.decode_attention_grouped[(b * kvh, sp)](
+                                mq, mk, mv, acc, m, s, seq, chunk, scale, HEADS=h, KV_HEADS=kvh,
+                                HEAD_DIM=dim, BLOCK_N=bn, GROUP_P2=max(16, metile.next_power_of_2(h // kvh)),
+                                num_warps=w)
+                        else:
+                            D.decode_attention_partial[(b * h, sp)](
+                                mq, mk, mv, mo, acc, m, s, seq, chunk, scale, HEADS=h, KV_HEADS=kvh,
+                                HEAD_DIM=dim, BLOCK_N=bn, SPLIT=sp > 1, num_warps=w)
+                        if sp > 1 or a.grouped:
                             D.decode_attention_merge[(b * h,)](acc, m, s, mo, sp, HEAD_DIM=dim,
                                                                SPLITS_P2=metile.next_power_of_2(sp))
                     mo.numpy()[...] = np.nan
@@ -95,7 +103,8 @@ def main():
                     metile.synchronize()
                     err = float(np.abs(mo.numpy().astype(np.float64) - ref).max())
                     t = per_call(run)
-                    spec = list(D.decode_attention_partial._programs.values())[-1]
+                    kern = D.decode_attention_grouped if a.grouped else D.decode_attention_partial
+                    spec = list(kern._programs.values())[-1]
                     ck = list(spec.kernels.values())[-1]
                     row.update(err=err, ms=t * 1e3, gbs=cache / t / 1e9, **{
                         k2: ck.info[k2] for k2 in ("registers_per_thread", "threads_per_group",

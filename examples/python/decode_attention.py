@@ -61,6 +61,47 @@ def decode_attention_partial(Q, K, V, Out, Acc, Max, Sum, seq, chunk, qk_scale_l
 
 
 @metile.kernel
+def decode_attention_grouped(Q, K, V, Acc, Max, Sum, seq, chunk, qk_scale_log2,
+                             HEADS: metile.constexpr, KV_HEADS: metile.constexpr,
+                             HEAD_DIM: metile.constexpr, BLOCK_N: metile.constexpr,
+                             GROUP_P2: metile.constexpr):
+    """GQA/MQA: one program per (batch, KV head, split) serves the HEADS // KV_HEADS query heads
+    that share the KV head (rows of a [GROUP_P2, HEAD_DIM] query tile, the rows past the group
+    masked), so each K/V block is read once for all of them; its partials go where
+    decode_attention_partial's would."""
+    bk = metile.program_id(0)                  # batch * KV_HEADS + kv head
+    split = metile.program_id(1)
+    group = HEADS // KV_HEADS
+    g = metile.arange(0, GROUP_P2)
+    live = g < group
+    heads = (bk // KV_HEADS) * HEADS + (bk % KV_HEADS) * group + g
+    d = metile.arange(0, HEAD_DIM)
+    q = metile.load(Q + heads[:, None] * HEAD_DIM + d[None, :], mask=live[:, None], other=0.0)
+    kv_base = bk * seq * HEAD_DIM
+    start = split * chunk
+    end = metile.minimum(start + chunk, seq)
+
+    m_i = metile.full((GROUP_P2,), -float("inf"), "f32")
+    l_i = metile.zeros((GROUP_P2,), "f32")
+    acc = metile.zeros((GROUP_P2, HEAD_DIM), "f32")
+    for n in metile.tile_range(start, end, BLOCK_N):
+        k = metile.tile_load(K + kv_base, n, 0, HEAD_DIM, (BLOCK_N, HEAD_DIM), bounds=(end, HEAD_DIM))
+        v = metile.tile_load(V + kv_base, n, 0, HEAD_DIM, (BLOCK_N, HEAD_DIM), bounds=(end, HEAD_DIM))
+        s = metile.dot(q, metile.trans(k)) * qk_scale_log2
+        s = metile.where((n + metile.arange(0, BLOCK_N) < end)[None, :], s, -float("inf"))
+        m_new = metile.maximum(m_i, metile.max(s, axis=1))
+        alpha = metile.exp2(m_i - m_new)
+        p = metile.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + metile.sum(p, axis=1)
+        acc = metile.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    part = heads * metile.num_programs(1) + split
+    metile.store(Acc + part[:, None] * HEAD_DIM + d[None, :], acc, mask=live[:, None])
+    metile.store(Max + part, m_i, mask=live)
+    metile.store(Sum + part, l_i, mask=live)
+
+
+@metile.kernel
 def decode_attention_merge(Acc, Max, Sum, Out, splits,
                            HEAD_DIM: metile.constexpr, SPLITS_P2: metile.constexpr):
     bh = metile.program_id(0)
@@ -89,10 +130,11 @@ def workspace(batch, heads, dim, splits):
             metile.Buffer.zeros((parts,)))
 
 
-def decode(q, k, v, out, splits=1, block_n=32, scratch=None):
+def decode(q, k, v, out, splits=1, block_n=32, scratch=None, grouped=False):
     """q, out: [batch, heads, dim]; k, v: [batch, kv_heads, seq, dim] (numpy arrays or Buffers).
     splits > 1 runs the split-KV form with its merge kernel; `scratch` (from workspace() with
-    the same splits) saves allocating the partials on every call."""
+    the same splits) saves allocating the partials on every call. grouped=True runs
+    decode_attention_grouped (one K/V read per group of query heads) and the merge kernel."""
     batch, heads, dim = q.shape
     kv_heads, seq = k.shape[1], k.shape[2]
     if heads % kv_heads:
@@ -104,6 +146,17 @@ def decode(q, k, v, out, splits=1, block_n=32, scratch=None):
         raise ValueError(f"scratch holds {acc.shape[0]} partials; {asked} splits of this batch "
                          f"need {batch * heads * splits} (use workspace() with the same splits)")
     scale = LOG2E / math.sqrt(dim)
+    if grouped:
+        # The query tile has at least 16 rows: the dots' matrix atoms are 16 rows high. Metal's
+        # 32 KB of threadgroup memory holds the staged operands of 16-key blocks (8 at 128 dims).
+        if metile.get_device().name.startswith("metal"):
+            block_n = min(block_n, 16 if dim <= 64 else 8)
+        decode_attention_grouped[(batch * kv_heads, splits)](
+            q, k, v, acc, m, s, seq, chunk, scale, HEADS=heads, KV_HEADS=kv_heads, HEAD_DIM=dim,
+            BLOCK_N=block_n, GROUP_P2=max(16, metile.next_power_of_2(heads // kv_heads)))
+        decode_attention_merge[(batch * heads,)](acc, m, s, out, splits, HEAD_DIM=dim,
+                                                 SPLITS_P2=metile.next_power_of_2(splits))
+        return
     decode_attention_partial[(batch * heads, splits)](
         q, k, v, out, acc, m, s, seq, chunk, scale, HEADS=heads, KV_HEADS=kv_heads,
         HEAD_DIM=dim, BLOCK_N=block_n, SPLIT=splits > 1)

@@ -93,6 +93,20 @@ def test_decode_attention(device, fast, heads, kv_heads, splits, dtype):
     _check(_values(out), decode_attention.reference(*vals), dtype)
 
 
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2), (4, 1)], ids=["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_decode_attention_grouped(device, fast, heads, kv_heads, splits, dtype):
+    """One program per KV head serving its group of query heads (a 16-row query tile, rows past
+    the group masked): the same results as one program per query head."""
+    batch, seq = (2, 777) if fast else (1, 101)
+    (q, k, v), vals = _inputs([(batch, heads, 64), (batch, kv_heads, seq, 64),
+                               (batch, kv_heads, seq, 64)], dtype)
+    out = metile.Buffer.zeros((batch, heads, 64), dtype=dtype)
+    decode_attention.decode(q, k, v, out, splits=splits, grouped=True)
+    _check(_values(out), decode_attention.reference(*vals), dtype)
+
+
 def test_decode_attention_head_dim_128_more_splits_than_blocks(device):
     """More splits asked for than the cache has blocks: the count is capped, nothing is lost."""
     (q, k, v), vals = _inputs([(1, 2, 128), (1, 1, 40, 128), (1, 1, 40, 128)], "f32")

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import kernels
 
 BENCH = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench"))
@@ -49,10 +51,12 @@ def test_cuda_rows_quick_run_on_interp(tmp_path):
         assert r["max_abs_err"] < 1e-3, r
 
 
-def test_decode_sweep_runs_on_cpu(tmp_path):
+@pytest.mark.parametrize("grouped", [[], ["--grouped"]], ids=["per_head", "grouped"])
+def test_decode_sweep_runs_on_cpu(tmp_path, grouped):
     r = subprocess.run([sys.executable, os.path.join(BENCH, "decode_sweep.py"), "--device", "cpu",
                         "--batch", "1", "--heads", "4", "--kv-heads", "2", "--seq", "100",
-                        "--dim", "16", "--splits", "1,3", "--block-n", "16", "--warps", "1"],
+                        "--dim", "16", "--splits", "1,3", "--block-n", "16", "--warps", "1",
+                        *grouped],
                        check=True, capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, DUMP=str(tmp_path)))
     rows = [json.loads(line) for line in r.stdout.splitlines()]

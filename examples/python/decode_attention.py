@@ -139,6 +139,10 @@ def decode(q, k, v, out, splits=1, block_n=32, scratch=None, grouped=False):
     kv_heads, seq = k.shape[1], k.shape[2]
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    if grouped and metile.get_device().name.startswith("metal"):
+        # Metal's 32 KB of threadgroup memory holds the grouped kernel's staged operands for
+        # blocks of 16 keys (8 at 128 dims).
+        block_n = min(block_n, 16 if dim <= 64 else 8)
     asked = splits
     splits, chunk = split_plan(seq, splits, block_n)
     acc, m, s = scratch if scratch is not None else workspace(batch, heads, dim, splits)
@@ -147,10 +151,7 @@ def decode(q, k, v, out, splits=1, block_n=32, scratch=None, grouped=False):
                          f"need {batch * heads * splits} (use workspace() with the same splits)")
     scale = LOG2E / math.sqrt(dim)
     if grouped:
-        # The query tile has at least 16 rows: the dots' matrix atoms are 16 rows high. Metal's
-        # 32 KB of threadgroup memory holds the staged operands of 16-key blocks (8 at 128 dims).
-        if metile.get_device().name.startswith("metal"):
-            block_n = min(block_n, 16 if dim <= 64 else 8)
+        # The query tile has at least 16 rows: the dots' matrix atoms are 16 rows high.
         decode_attention_grouped[(batch * kv_heads, splits)](
             q, k, v, acc, m, s, seq, chunk, scale, HEADS=heads, KV_HEADS=kv_heads, HEAD_DIM=dim,
             BLOCK_N=block_n, GROUP_P2=max(16, metile.next_power_of_2(heads // kv_heads)))

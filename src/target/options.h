@@ -15,7 +15,7 @@
 namespace metile {
 
 /** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
- * each to its LowerOptions switch). */
+ * each to its LowerOptions switch; run_tile_pass skips a Tile IR pass a piece names). */
 inline constexpr std::array<std::string_view, 18> kGpuOffPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma", "split_k",
     "double_buffer", "stage_counter", "whole_tiles", "last_first",

@@ -534,8 +534,6 @@ void peel_block(Program& p, Block& block, const std::unordered_map<ValueId, Def>
 }  // namespace
 
 void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
-  const auto& off = ctx.options.gpu_off;
-  if (std::find(off.begin(), off.end(), "whole_tiles") != off.end()) return;
   std::unordered_map<ValueId, Def> defs;
   walk(program.body, [&](const Op& op) {
     if (op.results.size() != 1) return;
@@ -548,6 +546,7 @@ void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
   // Last-first re-reads: GPUs only (host devices' caches hold a row; interp and check_bounds
   // report the first bad access, which the order decides), and only when nothing the program
   // reads is written by it (distinct pointer parameters do not alias, as keep_rows assumes).
+  const auto& off = ctx.options.gpu_off;
   bool last_first = !ctx.whole_tiles_in_order && !ctx.device_checks_accesses &&
                     !ctx.options.check_bounds &&
                     std::find(off.begin(), off.end(), "last_first") == off.end();

@@ -27,7 +27,6 @@
 // pointer would (docs/semantics.md "tile_load").
 // Why a Tile IR pass: every device gets the one rewrite; GPU lowering stages tile_load operands
 // through threadgroup memory once per tile, where pointer tiles cost a pointer per element.
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -628,9 +627,7 @@ class PointerTiles {
 
 }  // namespace
 
-void recognize_pointer_tiles(Program& program, const TilePassContext& ctx) {
-  const auto& off = ctx.options.gpu_off;
-  if (std::find(off.begin(), off.end(), "pointer_tiles") != off.end()) return;
+void recognize_pointer_tiles(Program& program, const TilePassContext&) {
   PointerTiles(program).run();
 }
 

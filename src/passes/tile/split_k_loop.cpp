@@ -258,8 +258,6 @@ class SplitK {
 
 void split_k_loop(Program& program, const TilePassContext& ctx) {
   if (ctx.whole_tiles_in_order || ctx.device_checks_accesses || ctx.options.split_k <= 1) return;
-  for (const std::string& off : ctx.options.gpu_off)
-    if (off == "split_k") return;
   // SIMT programs (not a num_threads option alone): their threads may exchange partial state.
   bool simt = false;
   walk(program.body, [&](const Op& o) { simt = simt || has_trait(o.kind, kSimt); });

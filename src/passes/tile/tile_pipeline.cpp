@@ -16,12 +16,8 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
   TilePipelineResult result;
   TilePassContext ctx{options, device_checks_accesses, result.hidden, whole_tiles_in_order};
   auto run = [&](std::string_view name) {
-    // METILE_GPU_OFF pieces named after a pass switch it off like disabled_passes.
     const auto& off = options.disabled_passes;
-    const auto& gpu_off = options.gpu_off;
-    if (std::find(off.begin(), off.end(), name) == off.end() &&
-        std::find(gpu_off.begin(), gpu_off.end(), name) == gpu_off.end())
-      run_tile_pass(name, *out, ctx);
+    if (std::find(off.begin(), off.end(), name) == off.end()) run_tile_pass(name, *out, ctx);
   };
   run("dot_precision");  // before split_k copies dots: each copy keeps its precision
   run("activity");  // semantics first: later passes see explicit selects and masks

@@ -1,6 +1,8 @@
 // The Tile IR pass table, expanded from tile_passes.def.
 #include "passes/tile/tile_pass.h"
 
+#include <algorithm>
+
 #include "support/error.h"
 
 namespace metile {
@@ -26,8 +28,10 @@ const std::vector<TilePassInfo>& tile_passes() {
 }
 
 void run_tile_pass(std::string_view name, Program& program, const TilePassContext& ctx) {
+  const auto& off = ctx.options.gpu_off;  // METILE_GPU_OFF names some passes (kGpuOffPieces)
   for (const TilePassInfo& p : tile_passes())
     if (p.name == name) {
+      if (std::find(off.begin(), off.end(), name) != off.end()) return;
       p.run(program, ctx);
       verify(program);
       return;

@@ -89,8 +89,7 @@ def main():
                         if a.grouped:
                             D.decode_attention_grouped[(b * kvh, sp)](
                                 mq, mk, mv, acc, m, s, seq, chunk, scale, HEADS=h, KV_HEADS=kvh,
-                                HEAD_DIM=dim, BLOCK_N=bn, GROUP_P2=max(16, metile.next_power_of_2(h // kvh)),
-                                num_warps=w)
+                                HEAD_DIM=dim, BLOCK_N=bn, GROUP_P2=D.group_rows(h, kvh), num_warps=w)
                         else:
                             D.decode_attention_partial[(b * h, sp)](
                                 mq, mk, mv, mo, acc, m, s, seq, chunk, scale, HEADS=h, KV_HEADS=kvh,

@@ -23,6 +23,25 @@ import metile
 LOG2E = 1.4426950408889634
 
 
+def attend_block(q, k, v, keep, m_i, l_i, acc, qk_scale_log2):
+    """One [BLOCK_N, HEAD_DIM] block of keys `k` and values `v` folded into one query's online
+    softmax: returns the new running max, sum of weights and unnormalized output. `keep` marks
+    the block's keys that exist; the others weigh 0. Called from the kernels while tracing."""
+    s = metile.sum(k.to("f32") * q[None, :], axis=1) * qk_scale_log2
+    s = metile.where(keep, s, -float("inf"))
+    m_new = metile.maximum(m_i, metile.max(s))
+    alpha = metile.exp2(m_i - m_new)
+    p = metile.exp2(s - m_new)
+    return (m_new, l_i * alpha + metile.sum(p),
+            acc * alpha + metile.sum(p[:, None] * v.to("f32"), axis=0))
+
+
+def group_rows(heads, kv_heads):
+    """decode_attention_grouped's GROUP_P2: the query heads of one KV head, at least 16 rows (the
+    dots' matrix atoms are 16 rows high)."""
+    return max(16, metile.next_power_of_2(heads // kv_heads))
+
+
 @metile.kernel
 def decode_attention_partial(Q, K, V, Out, Acc, Max, Sum, seq, chunk, qk_scale_log2,
                              HEADS: metile.constexpr, KV_HEADS: metile.constexpr,
@@ -43,14 +62,8 @@ def decode_attention_partial(Q, K, V, Out, Acc, Max, Sum, seq, chunk, qk_scale_l
     for n in metile.tile_range(start, end, BLOCK_N):
         k = metile.tile_load(K + kv_base, n, 0, HEAD_DIM, (BLOCK_N, HEAD_DIM), bounds=(end, HEAD_DIM))
         v = metile.tile_load(V + kv_base, n, 0, HEAD_DIM, (BLOCK_N, HEAD_DIM), bounds=(end, HEAD_DIM))
-        s = metile.sum(k.to("f32") * q[None, :], axis=1) * qk_scale_log2
-        s = metile.where(n + metile.arange(0, BLOCK_N) < end, s, -float("inf"))
-        m_new = metile.maximum(m_i, metile.max(s))
-        alpha = metile.exp2(m_i - m_new)
-        p = metile.exp2(s - m_new)
-        l_i = l_i * alpha + metile.sum(p)
-        acc = acc * alpha + metile.sum(p[:, None] * v.to("f32"), axis=0)
-        m_i = m_new
+        m_i, l_i, acc = attend_block(q, k, v, n + metile.arange(0, BLOCK_N) < end, m_i, l_i, acc,
+                                     qk_scale_log2)
     if SPLIT:
         part = bh * metile.num_programs(1) + split
         metile.store(Acc + part * HEAD_DIM + d, acc)
@@ -151,10 +164,9 @@ def decode(q, k, v, out, splits=1, block_n=32, scratch=None, grouped=False):
                          f"need {batch * heads * splits} (use workspace() with the same splits)")
     scale = LOG2E / math.sqrt(dim)
     if grouped:
-        # The query tile has at least 16 rows: the dots' matrix atoms are 16 rows high.
         decode_attention_grouped[(batch * kv_heads, splits)](
             q, k, v, acc, m, s, seq, chunk, scale, HEADS=heads, KV_HEADS=kv_heads, HEAD_DIM=dim,
-            BLOCK_N=block_n, GROUP_P2=max(16, metile.next_power_of_2(heads // kv_heads)))
+            BLOCK_N=block_n, GROUP_P2=group_rows(heads, kv_heads))
         decode_attention_merge[(batch * heads,)](acc, m, s, out, splits, HEAD_DIM=dim,
                                                  SPLITS_P2=metile.next_power_of_2(splits))
         return

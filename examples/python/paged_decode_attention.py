@@ -45,14 +45,8 @@ def paged_decode_partial(Q, K, V, Tables, Lens, Acc, Max, Sum, max_pages, pages_
         keys = seq - j * PAGE                  # tokens of this page that the sequence holds
         k = metile.tile_load(K + base, 0, 0, HEAD_DIM, (PAGE, HEAD_DIM), bounds=(keys, HEAD_DIM))
         v = metile.tile_load(V + base, 0, 0, HEAD_DIM, (PAGE, HEAD_DIM), bounds=(keys, HEAD_DIM))
-        s = metile.sum(k.to("f32") * q[None, :], axis=1) * qk_scale_log2
-        s = metile.where(metile.arange(0, PAGE) < keys, s, -float("inf"))
-        m_new = metile.maximum(m_i, metile.max(s))
-        alpha = metile.exp2(m_i - m_new)
-        p = metile.exp2(s - m_new)
-        l_i = l_i * alpha + metile.sum(p)
-        acc = acc * alpha + metile.sum(p[:, None] * v.to("f32"), axis=0)
-        m_i = m_new
+        m_i, l_i, acc = decode_attention.attend_block(q, k, v, metile.arange(0, PAGE) < keys, m_i,
+                                                      l_i, acc, qk_scale_log2)
     part = bh * metile.num_programs(1) + split
     metile.store(Acc + part * HEAD_DIM + d, acc)
     metile.store(Max + part + metile.arange(0, 1), metile.full((1,), m_i, "f32"))

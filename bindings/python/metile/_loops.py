@@ -583,7 +583,12 @@ class LoopRuntime:
         if (y.dtype, y.is_ptr) == (init.dtype, init.is_ptr) and _same_shape(y.shape, init.shape):
             return y  # a T dimension meeting a size: the builder checks it against T
         shape = _unify_shapes(init.shape, y.shape)
-        if y.is_ptr != init.is_ptr or shape is None or (not weak and y.dtype != init.dtype):
+        # A scalar that the body widens to a tile is traced again as a tile of its own dtype
+        # first: `acc_f32 + x_f16` is f16 while acc is a scalar (a tile's dtype wins) but f32
+        # once acc is a tile, so only a dtype that still differs at the same shape is an error.
+        widens = shape is not None and not _same_shape(shape, init.shape)
+        if y.is_ptr != init.is_ptr or shape is None or (
+                not weak and y.dtype != init.dtype and not widens):
             hint = (f"cast the update back (`{label} = (...).to(\"{init.dtype}\")`) or "
                     f"initialize it as {y.dtype}" if y.dtype != init.dtype else
                     "a carried value must keep its shape")

@@ -169,6 +169,27 @@ def test_a_genuine_dtype_change_is_an_error_at_the_assignment(device):
 
 
 @metile.kernel
+def f32_scalar_sums_f16(X, Out, N, BLOCK: metile.constexpr):
+    acc = metile.scalar(0.0)
+    for i in metile.tile_range(0, N, BLOCK):
+        acc = acc + metile.load(X + i + metile.arange(0, BLOCK)).to("f16")
+    metile.store(Out + metile.arange(0, BLOCK), acc)
+
+
+def test_a_scalar_widened_to_a_tile_keeps_its_dtype(device):
+    # While acc is a scalar, acc + x_f16 is f16 (a tile's dtype wins over a scalar's); once the
+    # loop carries acc as a tile it is f32 + f16 = f32, so the sums stay in f32.
+    x = (1 + np.arange(256) % 7 * 2.0**-10).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    f32_scalar_sums_f16[(1,)](x, out, 256, BLOCK=16)
+    ref = x.astype(np.float16).astype(np.float64).reshape(-1, 16).sum(0)
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    text = f32_scalar_sums_f16[(1,)].trace(x, out, 256, BLOCK=16).text
+    loop = next(l for l in text.splitlines() if " = for " in l)
+    assert "-> (tile<16xf32>)" in loop, loop
+
+
+@metile.kernel
 def undefined_before(X, Out, N, BLOCK: metile.constexpr):
     for i in metile.tile_range(0, N, BLOCK):
         last = metile.load(X + i + metile.arange(0, BLOCK))

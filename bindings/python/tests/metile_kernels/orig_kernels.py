@@ -287,36 +287,107 @@ def affine_qmv(X, W, Scales, Biases, Out, K, N, GROUP_SIZE: metile.constexpr,
         metile.store(Out + first + o, metile.simd_sum(acc[o]), mask=lane == 0)
 
 
-def _qmv_accumulate(X, W, Scales, Biases, K, row, col0, lane, GROUP_SIZE, BITS, PER_SG):
+def _qmv_accumulate(X, sets, K, row, col0, lane, GROUP_SIZE, BITS, PER_SG, DT):
     # The original keeps the packed-word loop in a helper the kernel calls: the loop's
-    # carried list lives in the helper's frame.
+    # carried list lives in the helper's frame. `sets` holds (W, Scales, Biases) triples that
+    # share the loop (SwiGLU's gate and up projections); acc[j * PER_SG + o] is set j's output
+    # o. DT is the decode dtype: with "f16" the products are f16 and the f32 scalar
+    # accumulators widen to f32 tiles.
     per_word = 32 // BITS
     words = K // per_word
-    acc = [metile.scalar(0.0) for _ in range(PER_SG)]
+    acc = [metile.scalar(0.0) for _ in range(len(sets) * PER_SG)]
     for w in metile.tile_range(lane, words, 32):
-        xs = [metile.load(X + row * K + w * per_word + e) for e in range(per_word)]
-        for o in range(PER_SG):
-            col = col0 + o
-            packed = metile.load(W + col * words + w)
-            g = col * (K // GROUP_SIZE) + w // (GROUP_SIZE // per_word)
-            s = metile.load(Scales + g)
-            b = metile.load(Biases + g)
-            for e in range(per_word):
-                q = metile.cast((packed >> (e * BITS)) & ((1 << BITS) - 1), "f32")
-                acc[o] += xs[e] * (q * s + b)
+        xs = [metile.cast(metile.load(X + row * K + w * per_word + e), DT)
+              for e in range(per_word)]
+        for j, (W, Scales, Biases) in enumerate(sets):
+            for o in range(PER_SG):
+                col = col0 + o
+                packed = metile.load(W + col * words + w)
+                g = col * (K // GROUP_SIZE) + w // (GROUP_SIZE // per_word)
+                s = metile.cast(metile.load(Scales + g), DT)
+                b = metile.cast(metile.load(Biases + g), DT)
+                for e in range(per_word):
+                    q = metile.cast((packed >> (e * BITS)) & ((1 << BITS) - 1), DT)
+                    acc[j * PER_SG + o] += xs[e] * (q * s + b)
     return acc
+
+
+def _qmv_outputs(BLOCK, PER_SG):
+    thread = metile.thread_id()
+    lane = thread % 32
+    first = metile.program_id(0) * (BLOCK // 32) * PER_SG + (thread // 32) * PER_SG
+    return thread // 32, lane, first
+
+
+def _decode_dtype(HALF):
+    return "f16" if HALF else "f32"
 
 
 @metile.kernel
 def affine_qmv_helper(X, W, Scales, Biases, Out, K, N, GROUP_SIZE: metile.constexpr,
-                      BITS: metile.constexpr, BLOCK: metile.constexpr, PER_SG: metile.constexpr):
-    thread = metile.thread_id()
-    lane = thread % 32
-    first = metile.program_id(0) * (BLOCK // 32) * PER_SG + (thread // 32) * PER_SG
-    acc = _qmv_accumulate(X, W, Scales, Biases, K, first // N, first % N, lane, GROUP_SIZE,
-                          BITS, PER_SG)
+                      BITS: metile.constexpr, BLOCK: metile.constexpr, PER_SG: metile.constexpr,
+                      HALF: metile.constexpr = False):
+    _, lane, first = _qmv_outputs(BLOCK, PER_SG)
+    acc = _qmv_accumulate(X, [(W, Scales, Biases)], K, first // N, first % N, lane,
+                          GROUP_SIZE, BITS, PER_SG, _decode_dtype(HALF))
     for o in range(PER_SG):
         metile.store(Out + first + o, metile.simd_sum(acc[o]), mask=lane == 0)
+
+
+@metile.kernel
+def affine_qmv_residual(X, W, Scales, Biases, Residual, Out, K, N,
+                        GROUP_SIZE: metile.constexpr, BITS: metile.constexpr,
+                        BLOCK: metile.constexpr, PER_SG: metile.constexpr,
+                        HALF: metile.constexpr = False):
+    # The residual add fused into the store: only lane 0 reads and writes.
+    _, lane, first = _qmv_outputs(BLOCK, PER_SG)
+    acc = _qmv_accumulate(X, [(W, Scales, Biases)], K, first // N, first % N, lane,
+                          GROUP_SIZE, BITS, PER_SG, _decode_dtype(HALF))
+    writer = lane == 0
+    for o in range(PER_SG):
+        r = metile.load(Residual + first + o, mask=writer)
+        metile.store(Out + first + o, metile.simd_sum(acc[o]) + r, mask=writer)
+
+
+def _silu_times(gate, up):
+    return gate / (1.0 + metile.fast_exp(0.0 - gate)) * up
+
+
+@metile.kernel
+def affine_qmv_swiglu(X, GW, GS, GB, UW, US, UB, Out, K, N, GROUP_SIZE: metile.constexpr,
+                      BITS: metile.constexpr, BLOCK: metile.constexpr,
+                      PER_SG: metile.constexpr, HALF: metile.constexpr = False):
+    # silu(x W_gate^T) * (x W_up^T): both projections' accumulators in one carried list.
+    _, lane, first = _qmv_outputs(BLOCK, PER_SG)
+    acc = _qmv_accumulate(X, [(GW, GS, GB), (UW, US, UB)], K, first // N, first % N, lane,
+                          GROUP_SIZE, BITS, PER_SG, _decode_dtype(HALF))
+    for o in range(PER_SG):
+        y = _silu_times(metile.simd_sum(acc[o]), metile.simd_sum(acc[PER_SG + o]))
+        metile.store(Out + first + o, y, mask=lane == 0)
+
+
+@metile.kernel
+def affine_qmv_swiglu_staged(X, GW, GS, GB, UW, US, UB, Out, K, N,
+                             GROUP_SIZE: metile.constexpr, BITS: metile.constexpr,
+                             BLOCK: metile.constexpr, PER_SG: metile.constexpr,
+                             HALF: metile.constexpr = False):
+    # The two projections one after the other (two loops), each simdgroup's sums staged in
+    # threadgroup memory across a barrier before the epilogue reads them back.
+    sg, lane, first = _qmv_outputs(BLOCK, PER_SG)
+    outputs = (BLOCK // 32) * PER_SG
+    dt = _decode_dtype(HALF)
+    stage = metile.shared(2 * 32 * outputs, dtype=dt)
+    for j, triple in enumerate([(GW, GS, GB), (UW, US, UB)]):
+        acc = _qmv_accumulate(X, [triple], K, first // N, first % N, lane, GROUP_SIZE, BITS,
+                              PER_SG, dt)
+        for o in range(PER_SG):
+            slot = (j * outputs + sg * PER_SG + o) * 32 + lane
+            metile.store(stage + slot, metile.simd_sum(acc[o]))
+    metile.barrier()
+    for o in range(PER_SG):
+        slot = (sg * PER_SG + o) * 32 + lane
+        y = _silu_times(metile.load(stage + slot), metile.load(stage + outputs * 32 + slot))
+        metile.store(Out + first + o, y, mask=lane == 0)
 
 
 @metile.kernel

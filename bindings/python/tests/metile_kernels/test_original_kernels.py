@@ -2,7 +2,8 @@
 compared with float64 numpy references: on interp and cpu for all of them, on metal-sim for
 those without `dot`. The attention, decode and quantized matvec kernels loop with per-thread
 tile_range bounds and carry list elements (`acc[o]`) and scalars that become T-element tiles;
-affine_qmv_helper keeps its loop in a helper function, as the original does."""
+the affine_qmv family keeps its loop in a helper function, as the original does, and runs on
+every device (no dot)."""
 
 import os
 import sys
@@ -214,27 +215,57 @@ def test_fft_matches_numpy(dev, log_n, batch):
                                atol=tol * np.abs(ref).max())
 
 
-@pytest.mark.parametrize("kernel", ["affine_qmv", "affine_qmv_helper"])
-@pytest.mark.parametrize("bits,rows,n,k", [(4, 1, 16, 256), (8, 2, 8, 128), (4, 2, 6, 96)])
-def test_affine_qmv(dev, kernel, bits, rows, n, k):
-    group, block, per_sg = 32, 64, 2
-    r = rng(bits * 100 + n)
+def _packed(q, bits):
     per_word = 32 // bits
-    q = r.integers(0, 1 << bits, (n, k))
-    packed = np.zeros((n, k // per_word), np.uint64)
+    packed = np.zeros((q.shape[0], q.shape[1] // per_word), np.uint64)
     for e in range(per_word):
         packed |= q[:, e::per_word].astype(np.uint64) << np.uint64(e * bits)
-    w = packed.astype(np.uint32)
-    scales = r.uniform(0.01, 0.1, (n, k // group)).astype(np.float32)
-    biases = r.uniform(-0.5, 0.5, (n, k // group)).astype(np.float32)
+    return packed.astype(np.uint32)
+
+
+QMV = ["affine_qmv", "affine_qmv_helper", "affine_qmv_residual", "affine_qmv_swiglu",
+       "affine_qmv_swiglu_staged"]
+
+
+@pytest.mark.parametrize("kernel", QMV)
+@pytest.mark.parametrize("bits,rows,n,k", [(4, 1, 16, 256), (8, 2, 8, 128), (4, 2, 6, 96)])
+@pytest.mark.parametrize("half", [False, True])
+def test_affine_qmv(device, kernel, bits, rows, n, k, half):
+    # No dot: these run on every device. With half=True the weights and x are decoded to f16
+    # (products in f16) and the f32 scalar accumulators widen to f32 tiles in the loop.
+    if half and kernel == "affine_qmv":
+        pytest.skip("the inline form decodes in f32 only")
+    group, block, per_sg = 32, 64, 2
+    r = rng(bits * 100 + n)
+
+    def weights():
+        q = r.integers(0, 1 << bits, (n, k))
+        scales = r.uniform(0.01, 0.1, (n, k // group)).astype(np.float32)
+        biases = r.uniform(-0.5, 0.5, (n, k // group)).astype(np.float32)
+        deq = q * np.repeat(scales, group, 1).astype(np.float64) + np.repeat(biases, group, 1)
+        return (_packed(q, bits), scales, biases), deq
+
     x = r.standard_normal((rows, k)).astype(np.float32)
     out = np.zeros(rows * n, np.float32)
     programs = rows * n // ((block // 32) * per_sg)
-    getattr(K, kernel)[(programs,)](x, w, scales, biases, out, k, n, GROUP_SIZE=group,
-                                    BITS=bits, BLOCK=block, PER_SG=per_sg)
-    deq = q * np.repeat(scales, group, 1).astype(np.float64) + np.repeat(biases, group, 1)
-    np.testing.assert_allclose(out.reshape(rows, n), x.astype(np.float64) @ deq.T, rtol=1e-4,
-                               atol=1e-3)
+    hints = dict(GROUP_SIZE=group, BITS=bits, BLOCK=block, PER_SG=per_sg)
+    if kernel != "affine_qmv":
+        hints["HALF"] = half
+    x64 = x.astype(np.float64)
+    gate, deq_g = weights()
+    proj = x64 @ deq_g.T
+    if kernel in ("affine_qmv", "affine_qmv_helper"):
+        args, ref = gate, proj
+    elif kernel == "affine_qmv_residual":
+        res = r.standard_normal(rows * n).astype(np.float32)
+        args, ref = gate + (res,), proj + res.reshape(rows, n)
+    else:
+        up, deq_u = weights()
+        args, ref = gate + up, proj / (1 + np.exp(-proj)) * (x64 @ deq_u.T)
+    getattr(K, kernel)[(programs,)](x, *args, out, k, n, **hints)
+    scale = max(1.0, np.abs(ref).max())
+    np.testing.assert_allclose(out.reshape(rows, n), ref, rtol=0,
+                               atol=(5e-3 if half else 1e-5) * scale)
 
 
 @pytest.mark.parametrize("causal", [False, True])

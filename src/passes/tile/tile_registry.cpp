@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "support/error.h"
+#include "target/options.h"
 
 namespace metile {
 

@@ -186,23 +186,25 @@ def bench_decode(args, torch, rows):
             t = time_per_call(lambda: dst.copy_(src), torch.cuda.synchronize, 20)
             row["copy_gbs"] = 2 * cache_bytes / t / 1e9   # a copy reads and writes
         best = None
-        for splits, block_n in ((s, bn) for s in SPLITS for bn in BLOCK_NS):
+        configs = ((g, s, bn) for g in (False, True) for s in SPLITS for bn in BLOCK_NS)
+        for grouped, splits, block_n in configs:
             scratch = decode_attention.workspace(batch, heads, dim, splits)
-            run = lambda splits=splits, bn=block_n, w=scratch: decode_attention.decode(  # noqa: E731
-                mq, mk, mv, mo, splits, bn, scratch=w)
+            run = lambda splits=splits, bn=block_n, w=scratch, g=grouped: decode_attention.decode(  # noqa: E731
+                mq, mk, mv, mo, splits, bn, scratch=w, grouped=g)
             mo.numpy()[...] = np.nan
             run()
             metile.synchronize()
             err = float(np.abs(mo.numpy().astype(np.float64) - ref).max())
             if not err < 1e-2:
-                print("WRONG decode splits", splits, "block_n", block_n, "max err", err, flush=True)
+                print("WRONG decode splits", splits, "block_n", block_n, "grouped", grouped,
+                      "max err", err, flush=True)
                 continue
             t = time_per_call(run, metile.synchronize, 10, 3)
             if best is None or t < best[0]:
-                best = (t, splits, err, block_n)
+                best = (t, splits, err, block_n, grouped)
         if best is not None:
             row.update(metile_gbs=cache_bytes / best[0] / 1e9, metile_splits=best[1], metile_err=best[2],
-                       metile_block_n=best[3])
+                       metile_block_n=best[3], metile_grouped=best[4])
     except Exception:
         traceback.print_exc()
     print(json.dumps(row), flush=True)

@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--grouped", action="store_true",
                     help="decode_attention_grouped: one program per KV head and its query heads")
+    ap.add_argument("--planned", action="store_true",
+                    help="only decode() with the launch plan() picks (what a caller gets)")
     a = ap.parse_args()
     metile.set_device(a.device)
     b, h, kvh, seq, dim = a.batch, a.heads, a.kv_heads, a.seq, a.dim
@@ -77,6 +79,21 @@ def main():
     except Exception as e:  # noqa: BLE001
         print("no torch copy:", e, file=sys.stderr)
     print(json.dumps({"shape": [b, h, kvh, seq, dim], "cache_bytes": cache, "copy_gbs": copy}))
+    if a.planned:
+        grouped, splits, bn = D.plan(b, h, kvh, seq)
+        scratch = D.workspace(b, h, dim, splits)
+        run = lambda: D.decode(mq, mk, mv, mo, scratch=scratch)  # noqa: E731
+        mo.numpy()[...] = np.nan
+        run()
+        metile.synchronize()
+        err = float(np.abs(mo.numpy().astype(np.float64) - ref).max())
+        t = per_call(run)
+        row = {"planned": True, "grouped": grouped, "splits": splits, "block_n": bn, "err": err,
+               "ms": t * 1e3, "gbs": cache / t / 1e9}
+        if copy:
+            row["of_copy"] = row["gbs"] / copy
+        print(json.dumps(row), flush=True)
+        return 0
     scale = D.LOG2E / math.sqrt(dim)
     for splits in map(int, a.splits.split(",")):
         for bn in map(int, a.block_n.split(",")):

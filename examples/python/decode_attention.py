@@ -143,15 +143,36 @@ def workspace(batch, heads, dim, splits):
             metile.Buffer.zeros((parts,)))
 
 
-def decode(q, k, v, out, splits=1, block_n=32, scratch=None, grouped=False):
+# Two programs per SM of an H100/H200 (132 SMs) keep enough K/V bytes in flight: with the
+# grouped kernel at 64-key blocks the cache streams at 94-100% of copy bandwidth for MHA and
+# 83-97% for GQA 32/8 (8k and 32k tokens, bench/results/decode_h100.md).
+GPU_PROGRAMS = 2 * 132
+SPLIT_KEYS = 4096  # and no split longer than this, so long caches still spread out
+
+
+def plan(batch, heads, kv_heads, seq):
+    """(grouped, splits, block_n) that decode() uses on the current device when not given."""
+    if metile.get_device().name == "cuda":
+        return True, max(GPU_PROGRAMS // (batch * kv_heads), metile.cdiv(seq, SPLIT_KEYS), 1), 64
+    # Host devices run a program per head on their own cores; Metal is not measured yet, so
+    # it keeps the per-head kernel.
+    return False, 1, 32
+
+
+def decode(q, k, v, out, splits=None, block_n=None, scratch=None, grouped=None):
     """q, out: [batch, heads, dim]; k, v: [batch, kv_heads, seq, dim] (numpy arrays or Buffers).
     splits > 1 runs the split-KV form with its merge kernel; `scratch` (from workspace() with
     the same splits) saves allocating the partials on every call. grouped=True runs
-    decode_attention_grouped (one K/V read per group of query heads) and the merge kernel."""
+    decode_attention_grouped (one K/V read per group of query heads) and the merge kernel.
+    What is left as None comes from plan()."""
     batch, heads, dim = q.shape
     kv_heads, seq = k.shape[1], k.shape[2]
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    auto = plan(batch, heads, kv_heads, seq)
+    grouped = auto[0] if grouped is None else grouped
+    splits = auto[1] if splits is None else splits
+    block_n = auto[2] if block_n is None else block_n
     if grouped and metile.get_device().name.startswith("metal"):
         # Metal's 32 KB of threadgroup memory holds the grouped kernel's staged operands for
         # blocks of 16 keys (8 at 128 dims).
@@ -192,13 +213,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("shape", type=int, nargs="*", default=[2, 8, 2, 1000, 64],
                     help="BATCH HEADS KV_HEADS SEQ HEAD_DIM")
-    ap.add_argument("--splits", type=int, default=4)
+    ap.add_argument("--splits", type=int, default=None, help="default: plan()'s choice")
     ap.add_argument("--f16", action="store_true")
     a = ap.parse_args()
     if len(a.shape) != 5:
         ap.error("give all five of BATCH HEADS KV_HEADS SEQ HEAD_DIM")
     batch, heads, kv_heads, seq, dim = a.shape
-    splits = a.splits
+    grouped, splits, _ = plan(batch, heads, kv_heads, seq)
+    splits = a.splits or splits
     dtype = np.float16 if a.f16 else np.float32
     print(f"device: {metile.get_device().name}")
     q = np.random.randn(batch, heads, dim).astype(dtype)
@@ -209,7 +231,8 @@ def main():
     metile.synchronize()
     ms = (time.perf_counter() - t0) * 1e3
     err = np.abs(out - reference(q, k, v)).max()
-    print(f"batch {batch}, heads {heads}/{kv_heads}, seq {seq}, dim {dim}, splits {splits}, "
+    print(f"batch {batch}, heads {heads}/{kv_heads}, seq {seq}, dim {dim}, splits {splits}"
+          f"{' (grouped)' if grouped else ''}, "
           f"{np.dtype(dtype).name}: {ms:.1f} ms (first call), max |error| {err:.2e}")
     return 0 if err < (1e-2 if dtype == np.float16 else 1e-4) else 1
 

@@ -89,7 +89,7 @@ def test_decode_attention(device, fast, heads, kv_heads, splits, dtype):
     (q, k, v), vals = _inputs([(batch, heads, 64), (batch, kv_heads, seq, 64),
                                (batch, kv_heads, seq, 64)], dtype)
     out = metile.Buffer.zeros((batch, heads, 64), dtype=dtype)
-    decode_attention.decode(q, k, v, out, splits=splits)
+    decode_attention.decode(q, k, v, out, splits=splits, grouped=False)
     _check(_values(out), decode_attention.reference(*vals), dtype)
 
 
@@ -105,6 +105,19 @@ def test_decode_attention_grouped(device, fast, heads, kv_heads, splits, dtype):
     out = metile.Buffer.zeros((batch, heads, 64), dtype=dtype)
     decode_attention.decode(q, k, v, out, splits=splits, grouped=True)
     _check(_values(out), decode_attention.reference(*vals), dtype)
+
+
+@pytest.mark.parametrize("heads,kv_heads,seq", [(4, 4, 300), (8, 2, 1000)], ids=["mha", "gqa"])
+def test_decode_attention_plans_its_own_launch(device, heads, kv_heads, seq):
+    """Left to plan(): the grouped kernel with enough splits to fill a GPU on cuda, one program
+    per head elsewhere; the result is the same."""
+    (q, k, v), vals = _inputs([(2, heads, 128), (2, kv_heads, seq, 128),
+                               (2, kv_heads, seq, 128)], "f16")
+    out = metile.Buffer.zeros((2, heads, 128), dtype="f16")
+    grouped, splits, block_n = decode_attention.plan(2, heads, kv_heads, seq)
+    assert (grouped, splits > 1) == ((True, True) if device.name == "cuda" else (False, False))
+    decode_attention.decode(q, k, v, out)
+    _check(_values(out), decode_attention.reference(*vals), "f16")
 
 
 def test_decode_attention_head_dim_128_more_splits_than_blocks(device):

@@ -76,8 +76,10 @@ struct Checker {
   // FP8 values are storage only: arithmetic on them goes through f32 (docs/semantics.md).
   void refuse_f8(size_t i) const {
     DType d = operand(i).dtype;
-    if (is_f8(d) && !operand(i).is_ptr)
-      bad("does not take ", dtype_name(d), " operands: FP8 is a storage type (cast to f32 first)");
+    if (!is_f8(d) || operand(i).is_ptr) return;
+    if (op.kind == OpKind::DOT)
+      bad("does not take ", dtype_name(d), " operands yet (cast them to f16, bf16 or f32 first)");
+    bad("does not take ", dtype_name(d), " operands: FP8 is a storage type (cast to f32 first)");
   }
   void need_value(size_t i, const char* what) const {
     if (operand(i).is_ptr) bad(what, " must not be a pointer, got ", operand(i).str());

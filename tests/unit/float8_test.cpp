@@ -7,7 +7,12 @@
 #include <cmath>
 #include <string>
 
+#include "codegen/msl.h"
 #include "frontend/builder.h"
+#include "passes/pipeline.h"
+#include "runtime/backends.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_device.h"
 #include "support/error.h"
 #include "support/float8.h"
 
@@ -111,6 +116,10 @@ TEST(Float8, VerifierRefusesArithmeticOnFp8) {
   expect_invalid(head + "  %4 = exp %3 : tile<8xf8e4m3>" + loc, "exp: does not take f8e4m3 operands");
   expect_invalid(head + "  %4 = reduce_max %3 {axis = -1} : f8e4m3" + loc,
                  "reduce_max: does not take f8e4m3 operands");
+  expect_invalid(head + "  %4 = const {value = 0.0} : f32\n  %5 = broadcast %4 : tile<8x8xf32>\n"
+                        "  %6 = reshape %3 : tile<1x8xf8e4m3>\n  %7 = reshape %3 : tile<8x1xf8e4m3>\n"
+                        "  %8 = dot %7, %6, %5 : tile<8x8xf32>" + loc,
+                 "dot: does not take f8e4m3 operands yet (cast them to f16, bf16 or f32 first)");
   expect_invalid("kernel @k(%s: f8e5m2) {\n}\n",
                  "parameter s is an f8e5m2 scalar: FP8 parameters must be pointers");
   expect_invalid("kernel @k(%X: ptr<f8e4m3>) {\n  %0 = const {value = 500.0} : f8e4m3" + loc,
@@ -137,6 +146,30 @@ TEST(Float8, BuilderComputesFp8ArithmeticInF32) {
   } catch (const Error& e) {
     EXPECT_TRUE(has(e.what(), "FP8 parameters must be pointers")) << e.what();
   }
+}
+
+// MSL has no FP8 type: the kernel reads and writes bytes and converts with the prelude's
+// float8.h (metal-sim runs it in bindings/python/tests/test_float8.py).
+TEST(Float8, MslConvertsBytesThroughThePrelude) {
+  const std::string src =
+      emit_msl(run_gpu_pipeline(parse(kRoundTrip), apple_gpu_target(), CompileOptions{}, "metal-sim").function)
+          .source;
+  EXPECT_TRUE(has(src, "device const uchar*")) << src;
+  EXPECT_TRUE(has(src, "mt_f8e4m3_to_f32(")) << src;
+  EXPECT_TRUE(has(src, "mt_f32_to_f8e5m2(")) << src;
+  EXPECT_TRUE(has(src, "MT_FN unsigned char mt_f32_to_f8(")) << "float8.h is pasted";
+}
+
+// The CUDA source compiles with NVRTC (software conversion, no cuda_fp8.h); on a GPU the Python
+// test runs it on the cuda device.
+TEST(Float8, CudaSourceCompilesWithNvrtc) {
+  std::string why;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  Artifact a = cuda_build_program(parse(kRoundTrip), CompileOptions{}, "sm_90");
+  EXPECT_EQ(a.kind, ArtifactKind::cubin);
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_TRUE(has(src, "mt_f8e4m3_to_f32(")) << src;
+  EXPECT_TRUE(has(src, "mt_f32_to_f8e5m2(")) << src;
 }
 
 }  // namespace METILE_UNITY_ID

@@ -228,7 +228,8 @@ METILE_API metile_status metile_buffer_to_dlpack_versioned(metile_buffer* b, met
     METILE_CHECK_ARG(out);
     auto* t = export_buffer<DLManagedTensorVersioned>(b, dtype, ndim, shape, fn);
     // The FP8 type codes came with DLPack 1.1; every other dtype is described by 1.0.
-    t->version = {kDLPackMajor, is_f8(static_cast<DType>(dtype)) ? kDLPackMinorFloat8 : kDLPackMinor};
+    const bool f8 = is_f8(static_cast<DType>(dtype));
+    t->version = {kDLPackMajor, f8 ? kDLPackMinorFloat8 : kDLPackMinor};
     t->flags = 0;  // writable, not a copy
     *out = t;
   });

@@ -79,8 +79,8 @@ ValueId Builder::param(const std::string& name, const Type& type) {
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name,
          " must be a scalar or a device pointer, got ", type.str());
   if (!type.is_ptr && is_f8(type.dtype))
-    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name, " is an ",
-         dtype_name(type.dtype), " scalar: FP8 parameters must be pointers (pass an f32 scalar and cast it)");
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name, " is an ", dtype_name(type.dtype),
+         " scalar: FP8 parameters must be pointers (pass an f32 scalar and cast it)");
   for (const Param& prm : p_.params)
     if (prm.name == name)
       fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name, " is declared twice");

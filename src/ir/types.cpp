@@ -54,7 +54,9 @@ std::optional<IntRange> int_range(DType t) {
   if (i == nullptr || is_float(t)) return std::nullopt;
   return IntRange{i->lo, i->hi};
 }
-bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_f8(t); }
+bool is_float(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_f8(t);
+}
 bool is_f8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
 bool is_int(DType t) {
   return t == DType::i32 || t == DType::u32 || t == DType::i64 || t == DType::i8 ||

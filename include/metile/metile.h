@@ -117,7 +117,7 @@ typedef enum metile_dtype {
   METILE_DTYPE_F8E4M3 = 10,
   /** FP8 E5M2: 1 sign, 5 exponent (bias 15), 2 mantissa bits, IEEE-like (infinities, NaNs; max
    * 57344). A storage type like METILE_DTYPE_F8E4M3. Casts to either FP8 type round to nearest
-   * even and saturate to the finite range (docs/semantics.md). */
+   * even and saturate finite overflow to the largest finite value (docs/semantics.md). */
   METILE_DTYPE_F8E5M2 = 11,
   METILE_DTYPE_FORCE32 = 0x7fffffff
 } metile_dtype;

@@ -21,13 +21,16 @@ inline unsigned int mt_f32_bits(float f) { return __builtin_bit_cast(unsigned in
 inline float mt_bits_f32(unsigned int u) { return __builtin_bit_cast(float, u); }
 #endif
 
-// f32 -> FP8, round to nearest even. Magnitudes beyond the largest finite code (`max_code`),
-// infinities included, saturate to it; NaN gives S.1..1 with the sign kept.
-MT_FN unsigned char mt_f32_to_f8(float f, unsigned int m, int bias, unsigned int max_code) {
+// f32 -> FP8, round to nearest even. Finite magnitudes beyond the largest finite code
+// (`max_code`) saturate to it; an infinity stays one where the format has them (`ieee`, whose
+// infinity is the code after `max_code`) and saturates where it has not; NaN gives S.1..1 with
+// the sign kept.
+MT_FN unsigned char mt_f32_to_f8(float f, unsigned int m, int bias, unsigned int max_code, bool ieee) {
   unsigned int u = mt_f32_bits(f);
   unsigned int sign = (u >> 24) & 0x80u;
   unsigned int a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return (unsigned char)(sign | 0x7fu);
+  if (ieee && a == 0x7f800000u) return (unsigned char)(sign | (max_code + 1u));
   int e = int(a >> 23) - 127;  // the exponent of a normal f32 (f32 subnormals round to zero)
   int emin = 1 - bias;         // the format's smallest normal exponent
   // Keep m bits below the leading one, or fewer for a subnormal result (units of 2^(emin - m)).
@@ -58,8 +61,8 @@ MT_FN float mt_f8_to_f32(unsigned int b, unsigned int m, int bias, bool ieee) {
   return mt_bits_f32(sign | ((unsigned int)(int(exp) + 127 - bias) << 23) | (mant << (23u - m)));
 }
 
-MT_FN unsigned char mt_f32_to_f8e4m3(float f) { return mt_f32_to_f8(f, 3u, 7, 0x7eu); }
-MT_FN unsigned char mt_f32_to_f8e5m2(float f) { return mt_f32_to_f8(f, 2u, 15, 0x7bu); }
+MT_FN unsigned char mt_f32_to_f8e4m3(float f) { return mt_f32_to_f8(f, 3u, 7, 0x7eu, false); }
+MT_FN unsigned char mt_f32_to_f8e5m2(float f) { return mt_f32_to_f8(f, 2u, 15, 0x7bu, true); }
 MT_FN float mt_f8e4m3_to_f32(unsigned char b) { return mt_f8_to_f32(b, 3u, 7, false); }
 MT_FN float mt_f8e5m2_to_f32(unsigned char b) { return mt_f8_to_f32(b, 2u, 15, true); }
 MT_FN float mt_round_f8e4m3(float f) { return mt_f8e4m3_to_f32(mt_f32_to_f8e4m3(f)); }

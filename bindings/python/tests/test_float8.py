@@ -28,9 +28,9 @@ def decode(code: int, fmt: str) -> float:
     m = code & ((1 << m_bits) - 1)
     top = (1 << e_bits) - 1
     if fmt == "f8e4m3" and e == top and m == (1 << m_bits) - 1:
-        return math.nan
+        return math.copysign(math.nan, sign)
     if fmt == "f8e5m2" and e == top:
-        return sign * math.inf if m == 0 else math.nan
+        return sign * math.inf if m == 0 else math.copysign(math.nan, sign)
     if e == 0:
         return sign * m * 2.0 ** (1 - bias - m_bits)
     return sign * (1 + m / 2 ** m_bits) * 2.0 ** (e - bias)
@@ -41,11 +41,14 @@ def table(fmt: str) -> np.ndarray:
 
 
 def encode(x: float, fmt: str) -> int:
-    """The code a cast gives: the nearest finite value (ties to the even code), magnitudes beyond
-    the largest finite value (infinities too) saturate to it, NaN is S.1..1 with its sign."""
+    """The code a cast gives: the nearest finite value (ties to the even code), finite magnitudes
+    beyond the largest finite value saturate to it, an infinity stays one in E5M2 and saturates
+    in E4M3, NaN is S.1..1 with its sign."""
     sign = 0x80 if math.copysign(1.0, x) < 0 else 0
     if math.isnan(x):
         return sign | 0x7F
+    if math.isinf(x) and fmt == "f8e5m2":
+        return sign | 0x7C
     values = table(fmt)[:128]
     finite = [c for c in range(128) if math.isfinite(values[c])]
     a = abs(x)
@@ -102,9 +105,9 @@ def run_convert(src, dst):
     return (dst.numpy() if isinstance(dst, metile.Buffer) else dst).copy()
 
 
-def on_interp(fn, *args):
+def on_interp(fn):
     with metile.use_device("interp"):
-        return fn(*args)
+        return fn()
 
 
 def assert_same_values(got, want, what):
@@ -134,13 +137,15 @@ def test_f32_encodes_with_round_to_nearest_even_and_saturation(device, fmt):
     got = run_convert(x, metile.Buffer.zeros(len(x), fmt))
     for v, g, w in zip(x, got, want):
         assert g == w, f"{fmt}({v!r} = {np.float32(v).view(np.uint32):#010x}): {g:#04x}, want {w:#04x}"
-    np.testing.assert_array_equal(got, on_interp(run_convert, x, metile.Buffer.zeros(len(x), fmt)))
+    np.testing.assert_array_equal(
+        got, on_interp(lambda: run_convert(x, metile.Buffer.zeros(len(x), fmt))))
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_f16_and_bf16_encode_like_their_f32_values(device, fmt):
     x = f32_cases(fmt)
-    h = x.astype(np.float16)  # exact for most cases; the f16 value is what is converted
+    with np.errstate(over="ignore"):  # 1e6 and beyond become f16 infinities
+        h = x.astype(np.float16)  # the f16 value is what is converted
     want = np.array([encode(float(v), fmt) for v in h], np.uint8)
     got = run_convert(h, metile.Buffer.zeros(len(h), fmt))
     np.testing.assert_array_equal(got, want)
@@ -176,8 +181,13 @@ def test_load_compute_in_f32_store_fp8(device, fmt, factor):
     out = metile.Buffer.zeros(n, fmt)
     scale[(1,)](f8_buffer(codes, fmt), out, n, factor, BLOCK=256)
     f = float(np.float32(factor))
-    want = [encode(float(np.float32(decode(int(c), fmt) * f)), fmt) for c in codes]
-    np.testing.assert_array_equal(out.numpy(), np.array(want, np.uint8))
+    want = np.array([encode(float(np.float32(decode(int(c), fmt) * f)), fmt) for c in codes],
+                    np.uint8)
+    got = out.numpy()
+    # The sign of a NaN that arithmetic makes is the device's (GPUs give a positive one).
+    nan = np.isnan(table(fmt)[codes])
+    np.testing.assert_array_equal(got[~nan], want[~nan])
+    np.testing.assert_array_equal(got[nan] & 0x7F, 0x7F)
 
 
 @metile.kernel

@@ -237,6 +237,21 @@ def test_an_f32_scalar_stores_into_fp8(device):
     assert x.numpy()[0] == encode(float(np.float32(3.3)), "f8e4m3")
 
 
+@metile.kernel
+def fp8_dot(X, Out):
+    r = metile.arange(0, 16)
+    a = metile.load(X + r[:, None] * 16 + r[None, :])
+    metile.store(Out + r[:, None] * 16 + r[None, :], metile.dot(a, a))
+
+
+def test_an_fp8_dot_is_refused_with_a_clear_error():
+    with metile.use_device("interp"):
+        x = metile.Buffer.zeros(256, "f8e4m3")
+        with pytest.raises(metile.InvalidProgramError,
+                           match=r"test_float8.py:\d+.*dot: does not take f8e4m3 operands yet"):
+            fp8_dot[(1,)](x, np.zeros(256, np.float32))
+
+
 @pytest.mark.parametrize("fmt,code", [("f8e4m3", 10), ("f8e5m2", 12)])
 @pytest.mark.parametrize("versioned", [False, True])
 def test_dlpack_export_and_import(fmt, code, versioned):

@@ -191,6 +191,33 @@ def test_load_compute_in_f32_store_fp8(device, fmt, factor):
 
 
 @metile.kernel
+def moves(X, T, S, C, BLOCK: metile.constexpr):
+    r = metile.arange(0, BLOCK)
+    tile = metile.tile_load(X, 0, 0, BLOCK, (BLOCK, BLOCK))
+    metile.tile_store(T, 0, 0, BLOCK, metile.trans(tile), (BLOCK, BLOCK))
+    a = metile.load(X + r)
+    b = metile.load(X + BLOCK + r)
+    metile.store(S + r, metile.where(r % 3 == 0, a, b))
+    c = metile.load(X + r)
+    for i in range(1, 4):
+        c = metile.where(r >= i, metile.load(X + i * BLOCK + r), c)  # an FP8 loop-carried value
+    metile.store(C + r, c)
+
+
+def test_fp8_values_move_through_tiles_selects_and_loops(device):
+    n = 16
+    codes = np.random.randint(0, 256, n * n).astype(np.uint8)
+    t, s, c = (metile.Buffer.zeros(k, "f8e5m2") for k in (n * n, n, n))
+    moves[(1,)](f8_buffer(codes, "f8e5m2"), t, s, c, BLOCK=n)
+    # Moves keep every code but the E5M2 NaN payloads.
+    keep = np.where(np.isnan(table("f8e5m2")[codes]), (codes & 0x80) | 0x7F, codes).reshape(n, n)
+    r = np.arange(n)
+    np.testing.assert_array_equal(t.numpy().reshape(n, n), keep.T)
+    np.testing.assert_array_equal(s.numpy(), np.where(r % 3 == 0, keep[0], keep[1]))
+    np.testing.assert_array_equal(c.numpy(), keep[np.minimum(r, 3), r])
+
+
+@metile.kernel
 def arithmetic(X, Out, N, BLOCK: metile.constexpr):
     offs = metile.arange(0, BLOCK)
     m = offs < N

@@ -95,7 +95,12 @@ class CudaDialect final : public GpuDialect {
     if (atoms.count("wgmma")) s += "\n" + std::string(embedded_file("cuda_wgmma.h"));
     if (atoms.count("tma")) s += "\n" + std::string(embedded_file("cuda_tma.h"));
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
-    s += "\n" + std::string(embedded_file("float8.h"));
+    // FP8 conversions in software (the same bits as every device; NVRTC has no cuda_fp8.h
+    // without the toolkit's include path) over CUDA's bit casts.
+    if (atoms.count("float8"))
+      s += "\nMT_FN uint mt_f32_bits(float f) { return __float_as_uint(f); }\n"
+           "MT_FN float mt_bits_f32(uint u) { return __uint_as_float(u); }\n" +
+           std::string(embedded_file("float8.h"));
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
       s += std::string(embedded_file("swizzle.h"));

@@ -152,7 +152,10 @@ class MslDialect final : public GpuDialect {
     s += "using namespace metal;\n\n";
     s += embedded_file("msl_prelude.h");
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
-    s += "\n" + std::string(embedded_file("float8.h"));
+    if (atoms.count("float8"))  // FP8 conversions over MSL's bit casts
+      s += "\ninline uint mt_f32_bits(float f) { return as_type<uint>(f); }\n"
+           "inline float mt_bits_f32(uint u) { return as_type<float>(u); }\n" +
+           std::string(embedded_file("float8.h"));
     if (swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
     return s + "\n";
   }

@@ -1,11 +1,12 @@
 /** \file float8.h
  * FP8 conversions, the one implementation of docs/semantics.md's FP8 rules: the interp device
- * includes this file and the cpu, MSL and CUDA preludes paste it (embedded like swizzle.h), so
- * every device gives the same bits. Written in the subset of C++ that host C++, MSL and CUDA all
+ * includes this file and the cpu, MSL and CUDA code generators paste it (embedded like
+ * swizzle.h), so every device gives the same bits. Written in the subset of C++ that host C++, MSL and CUDA all
  * accept, in integer arithmetic on f32 bit patterns, so no rounding mode, subnormal flushing or
- * fast-math setting of a device can change a result. A prelude defines MT_FN (its function
- * qualifiers), mt_f32_bits(float) and mt_bits_f32(unsigned int) before pasting it; host C++
- * without MT_FN gets plain inline definitions.
+ * fast-math setting of a device can change a result. Generated code that uses FP8 defines MT_FN
+ * (its function qualifiers), mt_f32_bits(float) and mt_bits_f32(unsigned int) and pastes this
+ * file after them (cpu_cpp.cpp, msl.cpp, cuda.cpp); host C++ without MT_FN gets plain inline
+ * definitions.
  *
  * Formats: a sign bit, 7 - m exponent bits with bias `bias`, m mantissa bits.
  *   f8e4m3 (m = 3, bias 7): the "fn" variant: no infinities, NaN only as S.1111.111, max 448.

@@ -67,10 +67,6 @@ MT_INLINE uint16_t mt_f32_to_f16(float f) {
 MT_INLINE float mt_round_f16(float f) { return mt_f16_to_f32(mt_f32_to_f16(f)); }
 MT_INLINE float mt_round_bf16(float f) { return mt_bf16_to_f32(mt_f32_to_bf16(f)); }
 
-// FP8 (mt_f32_to_f8e4m3, mt_f8e4m3_to_f32, mt_round_f8e4m3, the same for e5m2): float8.h, which
-// src/codegen/cpu_cpp.cpp pastes after this prelude.
-#define MT_FN MT_INLINE
-
 // ---- streaming stores ----------------------------------------------------------------------
 // Copies n bytes to dst with non-temporal stores (no read of the destination's lines, no
 // eviction of the cache's working set) where the target has them; mt_stream_fence orders them

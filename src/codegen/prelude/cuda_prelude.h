@@ -34,11 +34,6 @@ MT_FN ushort mt_f32_to_bf16(float f) {
 MT_FN float mt_round_f16(float x) { return mt_f16_to_f32(mt_f32_to_f16(x)); }
 MT_FN float mt_round_bf16(float x) { return mt_bf16_to_f32(mt_f32_to_bf16(x)); }
 
-// FP8: float8.h, pasted after this prelude (software conversion: the same bits as every other
-// device, and no cuda_fp8.h, which NVRTC cannot include without the toolkit's headers).
-MT_FN uint mt_f32_bits(float f) { return __float_as_uint(f); }
-MT_FN float mt_bits_f32(uint u) { return __uint_as_float(u); }
-
 // ---- integers: two's complement wrap-around (signed overflow is undefined in C++) -----------
 
 MT_FN int mt_wrap_add(int a, int b) { return int(uint(a) + uint(b)); }

@@ -5,9 +5,6 @@
 
 #define MT_FN inline
 typedef ulong mt_u64;
-// Bit casts for float8.h (FP8 conversions), pasted after this prelude.
-inline uint mt_f32_bits(float f) { return as_type<uint>(f); }
-inline float mt_bits_f32(uint u) { return as_type<float>(u); }
 
 // ---- integers: two's complement wrap-around (signed overflow is undefined in C++) -----------
 

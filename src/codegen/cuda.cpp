@@ -33,7 +33,7 @@ const Dialect& cuda_dialect() {
     set(DType::boolean, "bool", "bool");
     set(DType::i8, "signed char", "signed char");
     set(DType::u8, "uchar", "uchar");
-    set(DType::f8e4m3, "float", "uchar");  // FP8: float values, the prelude's float8.h
+    set(DType::f8e4m3, "float", "uchar");  // FP8: float values, float8.h converts
     set(DType::f8e5m2, "float", "uchar");
     auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
       size_t i = static_cast<size_t>(t);

@@ -32,7 +32,7 @@ const Dialect& msl_dialect() {
     x.compute_type[static_cast<size_t>(DType::f16)] = "half";
     x.compute_type[static_cast<size_t>(DType::bf16)] = "float";
     x.round_to[static_cast<size_t>(DType::bf16)] = "bfloat({})";
-    // MSL has no FP8 type: float values, byte patterns in memory, the prelude's float8.h.
+    // MSL has no FP8 type: float values, byte patterns in memory, float8.h converts.
     auto f8 = [&](DType t, const char* name) {
       const size_t i = static_cast<size_t>(t);
       x.value_type[i] = x.compute_type[i] = "float";

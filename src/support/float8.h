@@ -1,12 +1,12 @@
 /** \file float8.h
  * FP8 conversions, the one implementation of docs/semantics.md's FP8 rules: the interp device
  * includes this file and the cpu, MSL and CUDA code generators paste it (embedded like
- * swizzle.h), so every device gives the same bits. Written in the subset of C++ that host C++, MSL and CUDA all
- * accept, in integer arithmetic on f32 bit patterns, so no rounding mode, subnormal flushing or
- * fast-math setting of a device can change a result. Generated code that uses FP8 defines MT_FN
- * (its function qualifiers), mt_f32_bits(float) and mt_bits_f32(unsigned int) and pastes this
- * file after them (cpu_cpp.cpp, msl.cpp, cuda.cpp); host C++ without MT_FN gets plain inline
- * definitions.
+ * swizzle.h), so every device gives the same bits. Written in the subset of C++ that host C++,
+ * MSL and CUDA all accept, in integer arithmetic on f32 bit patterns, so no rounding mode,
+ * subnormal flushing or fast-math setting of a device can change a result. Generated code that
+ * uses FP8 defines MT_FN (its function qualifiers), mt_f32_bits(float) and
+ * mt_bits_f32(unsigned int) and pastes this file after them (cpu_cpp.cpp, msl.cpp, cuda.cpp);
+ * host C++ without MT_FN gets plain inline definitions.
  *
  * Formats: a sign bit, 7 - m exponent bits with bias `bias`, m mantissa bits.
  *   f8e4m3 (m = 3, bias 7): the "fn" variant: no infinities, NaN only as S.1111.111, max 448.
@@ -26,7 +26,8 @@ inline float mt_bits_f32(unsigned int u) { return __builtin_bit_cast(float, u); 
 // (`max_code`) saturate to it; an infinity stays one where the format has them (`ieee`, whose
 // infinity is the code after `max_code`) and saturates where it has not; NaN gives S.1..1 with
 // the sign kept.
-MT_FN unsigned char mt_f32_to_f8(float f, unsigned int m, int bias, unsigned int max_code, bool ieee) {
+MT_FN unsigned char mt_f32_to_f8(float f, unsigned int m, int bias, unsigned int max_code,
+                                 bool ieee) {
   unsigned int u = mt_f32_bits(f);
   unsigned int sign = (u >> 24) & 0x80u;
   unsigned int a = u & 0x7fffffffu;

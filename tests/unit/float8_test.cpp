@@ -19,7 +19,9 @@
 namespace metile {
 namespace METILE_UNITY_ID {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 float bits(uint32_t u) { return __builtin_bit_cast(float, u); }
 
@@ -111,13 +113,17 @@ TEST(Float8, VerifierRefusesArithmeticOnFp8) {
       "  %3 = load %2 : tile<8xf8e4m3>\n";
   const std::string loc = " loc(\"f8.py\":7)\n}\n";
   expect_invalid(head + "  %4 = add %3, %3 : tile<8xf8e4m3>" + loc,
-                 "f8.py:7: add: does not take f8e4m3 operands: FP8 is a storage type (cast to f32 first)");
-  expect_invalid(head + "  %4 = lt %3, %3 : tile<8xbool>" + loc, "lt: does not take f8e4m3 operands");
-  expect_invalid(head + "  %4 = exp %3 : tile<8xf8e4m3>" + loc, "exp: does not take f8e4m3 operands");
+                 "f8.py:7: add: does not take f8e4m3 operands: FP8 is a storage type "
+                 "(cast to f32 first)");
+  expect_invalid(head + "  %4 = lt %3, %3 : tile<8xbool>" + loc,
+                 "lt: does not take f8e4m3 operands");
+  expect_invalid(head + "  %4 = exp %3 : tile<8xf8e4m3>" + loc,
+                 "exp: does not take f8e4m3 operands");
   expect_invalid(head + "  %4 = reduce_max %3 {axis = -1} : f8e4m3" + loc,
                  "reduce_max: does not take f8e4m3 operands");
   expect_invalid(head + "  %4 = const {value = 0.0} : f32\n  %5 = broadcast %4 : tile<8x8xf32>\n"
-                        "  %6 = reshape %3 : tile<1x8xf8e4m3>\n  %7 = reshape %3 : tile<8x1xf8e4m3>\n"
+                        "  %6 = reshape %3 : tile<1x8xf8e4m3>\n"
+                        "  %7 = reshape %3 : tile<8x1xf8e4m3>\n"
                         "  %8 = dot %7, %6, %5 : tile<8x8xf32>" + loc,
                  "dot: does not take f8e4m3 operands yet (cast them to f16, bf16 or f32 first)");
   expect_invalid("kernel @k(%s: f8e5m2) {\n}\n",
@@ -151,9 +157,9 @@ TEST(Float8, BuilderComputesFp8ArithmeticInF32) {
 // MSL has no FP8 type: the kernel reads and writes bytes and converts with the prelude's
 // float8.h (metal-sim runs it in bindings/python/tests/test_float8.py).
 TEST(Float8, MslConvertsBytesThroughThePrelude) {
-  const std::string src =
-      emit_msl(run_gpu_pipeline(parse(kRoundTrip), apple_gpu_target(), CompileOptions{}, "metal-sim").function)
-          .source;
+  const gpu::Function f =
+      run_gpu_pipeline(parse(kRoundTrip), apple_gpu_target(), CompileOptions{}, "metal-sim").function;
+  const std::string src = emit_msl(f).source;
   EXPECT_TRUE(has(src, "device const uchar*")) << src;
   EXPECT_TRUE(has(src, "mt_f8e4m3_to_f32(")) << src;
   EXPECT_TRUE(has(src, "mt_f32_to_f8e5m2(")) << src;

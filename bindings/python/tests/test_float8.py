@@ -136,7 +136,8 @@ def test_f32_encodes_with_round_to_nearest_even_and_saturation(device, fmt):
     want = np.array([encode(float(v), fmt) for v in x], np.uint8)
     got = run_convert(x, metile.Buffer.zeros(len(x), fmt))
     for v, g, w in zip(x, got, want):
-        assert g == w, f"{fmt}({v!r} = {np.float32(v).view(np.uint32):#010x}): {g:#04x}, want {w:#04x}"
+        bits = np.float32(v).view(np.uint32)
+        assert g == w, f"{fmt}({v!r} = {bits:#010x}): {g:#04x}, want {w:#04x}"
     np.testing.assert_array_equal(
         got, on_interp(lambda: run_convert(x, metile.Buffer.zeros(len(x), fmt))))
 

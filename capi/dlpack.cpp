@@ -31,6 +31,8 @@ DLDataType to_dl(DType d) {
     case DType::u32:
     case DType::u8: return {kDLUInt, bits, 1};
     case DType::boolean: return {kDLBool, 8, 1};
+    case DType::f8e4m3: return {kDLFloat8_e4m3fn, 8, 1};
+    case DType::f8e5m2: return {kDLFloat8_e5m2, 8, 1};
     default: break;
   }
   fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", "invalid dtype");
@@ -225,7 +227,9 @@ METILE_API metile_status metile_buffer_to_dlpack_versioned(metile_buffer* b, met
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);
     auto* t = export_buffer<DLManagedTensorVersioned>(b, dtype, ndim, shape, fn);
-    t->version = {kDLPackMajor, kDLPackMinor};
+    // The FP8 type codes came with DLPack 1.1; every other dtype is described by 1.0.
+    const bool f8 = is_f8(static_cast<DType>(dtype));
+    t->version = {kDLPackMajor, f8 ? kDLPackMinorFloat8 : kDLPackMinor};
     t->flags = 0;  // writable, not a copy
     *out = t;
   });

@@ -11,6 +11,7 @@ function(metile_embed_files out_var dir)
   add_custom_command(OUTPUT ${gen}
     COMMAND ${CMAKE_COMMAND} -DDIR=${dir} "-DEXTRA=${extra}" -DOUT=${gen} -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed.cmake
     DEPENDS ${files} ${ARGN} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed.cmake
-    COMMENT "Embedding device preludes")
+    COMMENT "Embedding device preludes"
+    VERBATIM)  # quotes the "|" between extra files for the shell
   set(${out_var} ${gen} PARENT_SCOPE)
 endfunction()

@@ -112,12 +112,20 @@ typedef enum metile_dtype {
   METILE_DTYPE_BOOL = 7, /**< one byte in memory, 0 or 1 */
   METILE_DTYPE_I8 = 8,
   METILE_DTYPE_U8 = 9,
+  /** FP8 E4M3 "fn": 1 sign, 4 exponent (bias 7), 3 mantissa bits; finite (max 448), NaN only as
+   * S.1111.111. A storage type: load, store, cast and select it; arithmetic casts to f32 first. */
+  METILE_DTYPE_F8E4M3 = 10,
+  /** FP8 E5M2: 1 sign, 5 exponent (bias 15), 2 mantissa bits, IEEE-like (infinities, NaNs; max
+   * 57344). A storage type like METILE_DTYPE_F8E4M3. Casts to either FP8 type round to nearest
+   * even and saturate finite overflow to the largest finite value (docs/semantics.md). */
+  METILE_DTYPE_F8E5M2 = 11,
   METILE_DTYPE_FORCE32 = 0x7fffffff
 } metile_dtype;
 
 /** Size in bytes of one element; 0 for an invalid dtype. */
 METILE_API size_t metile_dtype_size(metile_dtype dtype);
-/** "f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8"; "invalid" otherwise. Static. */
+/** "f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8", "f8e4m3", "f8e5m2"; "invalid"
+ * otherwise. Static. */
 METILE_API const char *metile_dtype_name(metile_dtype dtype);
 
 typedef enum metile_address_space {

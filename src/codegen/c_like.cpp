@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "support/error.h"
+#include "support/float8.h"
 #include "support/half.h"
 #include "support/text.h"
 
@@ -181,6 +182,8 @@ std::string spell_float_literal(const Dialect& d, DType dtype, double v) {
   float f = static_cast<float>(v);
   if (dtype == DType::f16) f = f16_to_float(float_to_f16(f));
   if (dtype == DType::bf16) f = bf16_to_float(float_to_bf16(f));
+  if (dtype == DType::f8e4m3) f = mt_round_f8e4m3(f);
+  if (dtype == DType::f8e5m2) f = mt_round_f8e5m2(f);
   std::string s;
   if (std::isnan(f)) {
     s = d.nan_f32;

@@ -11,6 +11,8 @@
 // numbering (%12 is v12) so the C++ reads side by side with METILE_DEBUG=tile_ir.
 #include "codegen/cpu_cpp.h"
 
+#include <algorithm>
+
 #include "codegen/cpu_cpp_emitter.h"
 #include "support/embedded.h"
 #include "support/error.h"
@@ -89,6 +91,9 @@ CpuSource CpuEmitter::run() {
   bool swizzles = false;
   walk(p.body, [&](const Op& op) { swizzles = swizzles || op.kind == OpKind::TILE_SWIZZLE; });
   if (swizzles) w.raw(embedded_file("swizzle.h")).line();
+  // FP8 conversions, over the prelude's bit casts; only kernels with FP8 values carry them.
+  if (std::any_of(p.values.begin(), p.values.end(), [](const Type& t) { return is_f8(t.dtype); }))
+    w.raw("#define MT_FN MT_INLINE\n").raw(embedded_file("float8.h")).line();
   bool prints = false;
   walk(p.body, [&](const Op& op) { prints = prints || op.kind == OpKind::DEVICE_PRINT; });
   if (prints)

@@ -1,6 +1,7 @@
-// The C++ dialect of the cpu backend: f16/bf16 are `float` values holding exactly representable
-// numbers and 16-bit patterns in memory, bool is a byte in memory, exp/exp2 are the prelude's
-// vectorizable versions and the other math functions are libm's (as the interp device uses).
+// The C++ dialect of the cpu backend: f16/bf16/FP8 are `float` values holding exactly
+// representable numbers and 16- or 8-bit patterns in memory, bool is a byte in memory, exp/exp2
+// are the prelude's vectorizable versions and the other math functions are libm's (as the interp
+// device uses).
 #include "codegen/cpu_cpp.h"
 
 namespace metile {
@@ -25,6 +26,8 @@ const Dialect& cpu_dialect() {
     set(DType::boolean, "bool", "uint8_t", "");
     set(DType::i8, "int8_t", "int8_t", "((int8_t){})");
     set(DType::u8, "uint8_t", "uint8_t", "((uint8_t){})");
+    set(DType::f8e4m3, "float", "uint8_t", "");
+    set(DType::f8e5m2, "float", "uint8_t", "");
     auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
       size_t i = static_cast<size_t>(t);
       x.load_from_storage[i] = load;
@@ -35,6 +38,8 @@ const Dialect& cpu_dialect() {
     // A bool in memory is a byte; any non-zero byte reads as true.
     narrow(DType::boolean, "({} != 0)", "(uint8_t)({})", "");
     narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
+    narrow(DType::f8e4m3, "mt_f8e4m3_to_f32({})", "mt_f32_to_f8e4m3({})", "mt_round_f8e4m3({})");
+    narrow(DType::f8e5m2, "mt_f8e5m2_to_f32({})", "mt_f32_to_f8e5m2({})", "mt_round_f8e5m2({})");
     set_math_functions(x, MathColumn::host_cpp);
     x.inf_f32 = "__builtin_inff()";
     x.nan_f32 = "__builtin_nanf(\"\")";

@@ -33,6 +33,8 @@ const Dialect& cuda_dialect() {
     set(DType::boolean, "bool", "bool");
     set(DType::i8, "signed char", "signed char");
     set(DType::u8, "uchar", "uchar");
+    set(DType::f8e4m3, "float", "uchar");  // FP8: float values, float8.h converts
+    set(DType::f8e5m2, "float", "uchar");
     auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
       size_t i = static_cast<size_t>(t);
       x.load_from_storage[i] = load;
@@ -41,6 +43,8 @@ const Dialect& cuda_dialect() {
     };
     narrow(DType::f16, "mt_f16_to_f32({})", "mt_f32_to_f16({})", "mt_round_f16({})");
     narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
+    narrow(DType::f8e4m3, "mt_f8e4m3_to_f32({})", "mt_f32_to_f8e4m3({})", "mt_round_f8e4m3({})");
+    narrow(DType::f8e5m2, "mt_f8e5m2_to_f32({})", "mt_f32_to_f8e5m2({})", "mt_round_f8e5m2({})");
     set_math_functions(x, MathColumn::cuda);
     auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
     lit(DType::i32, "{}");
@@ -91,6 +95,12 @@ class CudaDialect final : public GpuDialect {
     if (atoms.count("wgmma")) s += "\n" + std::string(embedded_file("cuda_wgmma.h"));
     if (atoms.count("tma")) s += "\n" + std::string(embedded_file("cuda_tma.h"));
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
+    // FP8 conversions in software (the same bits as every device; NVRTC has no cuda_fp8.h
+    // without the toolkit's include path) over CUDA's bit casts.
+    if (atoms.count("float8"))
+      s += "\nMT_FN uint mt_f32_bits(float f) { return __float_as_uint(f); }\n"
+           "MT_FN float mt_bits_f32(uint u) { return __uint_as_float(u); }\n" +
+           std::string(embedded_file("float8.h"));
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
       s += std::string(embedded_file("swizzle.h"));

@@ -710,6 +710,8 @@ std::string Emitter::run(KernelInterface* k) {
       k->tensor_maps[map] = op.attr_str("spec");
     }
   });
+  auto fp8 = [](const gpu::Value& v) { return is_f8(v.dtype); };
+  if (std::any_of(f_.values.begin(), f_.values.end(), fp8)) atoms.insert("float8");
   k->loop_registers = loop_live_registers(f_);
   w_.raw(d_.prelude(swizzle, atoms));
   gpu::walk(f_.body, [&](const gpu::Op& op) {

@@ -79,7 +79,8 @@ class GpuDialect {
   virtual std::vector<std::string> reserved() const = 0;
   /**
    * Text before the kernel (headers, helper functions); `swizzle` when tile_swizzle is used,
-   * `atoms` the MatrixAtom names of the kernel's mma ops.
+   * `atoms` the MatrixAtom names of the kernel's mma ops, with "tma" for TMA copies and "float8"
+   * when FP8 values occur (the conversions of src/support/float8.h).
    */
   virtual std::string prelude(bool swizzle, const std::set<std::string>& atoms) const = 0;
   /** Writes the entry point's head and opens its body. */

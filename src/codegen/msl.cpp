@@ -32,6 +32,17 @@ const Dialect& msl_dialect() {
     x.compute_type[static_cast<size_t>(DType::f16)] = "half";
     x.compute_type[static_cast<size_t>(DType::bf16)] = "float";
     x.round_to[static_cast<size_t>(DType::bf16)] = "bfloat({})";
+    // MSL has no FP8 type: float values, byte patterns in memory, float8.h converts.
+    auto f8 = [&](DType t, const char* name) {
+      const size_t i = static_cast<size_t>(t);
+      x.value_type[i] = x.compute_type[i] = "float";
+      x.storage_type[i] = "uchar";
+      x.load_from_storage[i] = std::string("mt_") + name + "_to_f32({})";
+      x.store_to_storage[i] = std::string("mt_f32_to_") + name + "({})";
+      x.round_to[i] = std::string("mt_round_") + name + "({})";
+    };
+    f8(DType::f8e4m3, "f8e4m3");
+    f8(DType::f8e5m2, "f8e5m2");
     set_math_functions(x, MathColumn::msl);
     auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
     lit(DType::i32, "{}");
@@ -141,6 +152,10 @@ class MslDialect final : public GpuDialect {
     s += "using namespace metal;\n\n";
     s += embedded_file("msl_prelude.h");
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
+    if (atoms.count("float8"))  // FP8 conversions over MSL's bit casts
+      s += "\ninline uint mt_f32_bits(float f) { return as_type<uint>(f); }\n"
+           "inline float mt_bits_f32(uint u) { return as_type<float>(u); }\n" +
+           std::string(embedded_file("float8.h"));
     if (swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
     return s + "\n";
   }

@@ -11,6 +11,8 @@ namespace metile {
 
 namespace {
 int category(DType d) { return d == DType::boolean ? 0 : is_int(d) ? 1 : 2; }
+// FP8 is a storage type: arithmetic on it computes in f32, as numpy computes exp(i32) in f64.
+DType arithmetic_dtype(DType d) { return is_f8(d) ? DType::f32 : d; }
 }  // namespace
 
 Builder::Builder(std::string name) {
@@ -76,6 +78,9 @@ ValueId Builder::param(const std::string& name, const Type& type) {
   if (type.is_tile() || (type.is_ptr && type.space != AddrSpace::device))
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name,
          " must be a scalar or a device pointer, got ", type.str());
+  if (!type.is_ptr && is_f8(type.dtype))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name, " is an ", dtype_name(type.dtype),
+         " scalar: FP8 parameters must be pointers (pass an f32 scalar and cast it)");
   for (const Param& prm : p_.params)
     if (prm.name == name)
       fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "parameter ", name, " is declared twice");
@@ -275,6 +280,7 @@ ValueId Builder::unary(OpKind kind, ValueId x) {
   // Like numpy, a float-only op on an integer or bool value computes in f32 (exp(i32) is f32).
   if (has_trait(kind, kFloatOnly) && !type(x).is_ptr && !is_float(type(x).dtype))
     x = cast(x, DType::f32);
+  if (!type(x).is_ptr) x = to_dtype(x, arithmetic_dtype(type(x).dtype));
   return emit1(kind, {x});
 }
 
@@ -286,7 +292,7 @@ ValueId Builder::binary(OpKind kind, ValueId x, ValueId y) {
   if (kind == OpKind::ADD && type(y).is_ptr && !type(x).is_ptr) std::swap(x, y);
   if (kind == OpKind::ADD && type(x).is_ptr) return ptr_offset(x, y);
   if (type(x).is_ptr || type(y).is_ptr) bad(kind, "pointers support only `ptr + offsets`");
-  DType d = promote(x, y);
+  DType d = arithmetic_dtype(promote(x, y));
   x = to_dtype(x, d);
   y = to_dtype(y, d);
   Shape s = broadcast_shape(kind, {x, y});
@@ -434,6 +440,8 @@ ValueId Builder::dot(ValueId a, ValueId b, ValueId acc, DotPrecision precision) 
 ValueId Builder::reduce(OpKind kind, ValueId x, int axis) {
   if (!has_trait(kind, kReduce))
     fail(METILE_ERROR_INVALID_ARGUMENT, "builder", op_name(kind), " is not a reduction");
+  check_value(kind, x, "the operand");
+  if (!type(x).is_ptr) x = to_dtype(x, arithmetic_dtype(type(x).dtype));
   return emit1(kind, {x}, {{"axis", int64_t{axis}}});
 }
 
@@ -443,6 +451,7 @@ ValueId Builder::scan(OpKind kind, ValueId x, int axis, bool reverse) {
   check_value(kind, x, "the operand");
   // As Triton does: a running count of bools is an i32 count.
   if (type(x).dtype == DType::boolean && !type(x).is_ptr) x = cast(x, DType::i32);
+  if (!type(x).is_ptr) x = to_dtype(x, arithmetic_dtype(type(x).dtype));
   return emit1(kind, {x}, {{"axis", int64_t{axis}}, {"reverse", int64_t{reverse ? 1 : 0}}});
 }
 

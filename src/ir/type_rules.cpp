@@ -73,6 +73,14 @@ struct Checker {
     }
     return s;
   }
+  // FP8 values are storage only: arithmetic on them goes through f32 (docs/semantics.md).
+  void refuse_f8(size_t i) const {
+    DType d = operand(i).dtype;
+    if (!is_f8(d) || operand(i).is_ptr) return;
+    if (op.kind == OpKind::DOT)
+      bad("does not take ", dtype_name(d), " operands yet (cast them to f16, bf16 or f32 first)");
+    bad("does not take ", dtype_name(d), " operands: FP8 is a storage type (cast to f32 first)");
+  }
   void need_value(size_t i, const char* what) const {
     if (operand(i).is_ptr) bad(what, " must not be a pointer, got ", operand(i).str());
   }
@@ -107,6 +115,8 @@ Type Checker::binary() const {
   const Type &a = operand(0), &b = operand(1);
   need_value(0, "lhs");
   need_value(1, "rhs");
+  refuse_f8(0);
+  refuse_f8(1);
   if (a.dtype != b.dtype)
     bad("operand dtypes differ: ", dtype_name(a.dtype), " vs ", dtype_name(b.dtype),
         " (cast one first)");
@@ -125,6 +135,7 @@ Type Checker::binary() const {
 Type Checker::unary() const {
   const Type& a = operand(0);
   need_value(0, "operand");
+  refuse_f8(0);
   if (has_trait(op.kind, kFloatOnly) && !is_float(a.dtype))
     bad("needs a float operand, got ", dtype_name(a.dtype), " (cast it first)");
   if (op.kind == OpKind::NOT && !(is_int(a.dtype) || a.dtype == DType::boolean))
@@ -233,6 +244,7 @@ std::vector<Type> Checker::memory() const {
 Type Checker::reduce() const {
   const Type& a = operand(0);
   need_value(0, "operand");
+  refuse_f8(0);
   if (!numeric(a.dtype)) bad("needs a numeric operand, got ", dtype_name(a.dtype));
   int64_t axis = op.attr_int("axis");
   if (axis == -1) return Type::scalar(a.dtype);
@@ -245,6 +257,7 @@ Type Checker::scan() const {
   const Type& a = operand(0);
   need_value(0, "operand");
   if (!a.is_tile()) bad("needs a 1-D or 2-D tile, got ", a.str());
+  refuse_f8(0);
   if (!numeric(a.dtype)) bad("needs a numeric operand, got ", dtype_name(a.dtype));
   int64_t axis = op.attr_int("axis"), reverse = op.attr_int("reverse");
   if (axis < 0 || axis >= a.shape.rank)
@@ -353,6 +366,7 @@ std::vector<Type> Checker::run() const {
       const Type &a = operand(0), &b = operand(1), &c = operand(2);
       for (size_t i = 0; i < 3; ++i) {
         need_value(i, "operand");
+        refuse_f8(i);
         if (operand(i).shape.rank != 2) bad("operands must be 2-D tiles, got ", operand(i).str());
       }
       if (!same_dim(a.shape.dims[1], b.shape.dims[0]) || !same_dim(a.shape.dims[0], c.shape.dims[0]) ||

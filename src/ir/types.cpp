@@ -26,6 +26,8 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::boolean, "bool", 1, 0, 1},
     {DType::i8, "i8", 1, INT8_MIN, INT8_MAX},
     {DType::u8, "u8", 1, 0, UINT8_MAX},
+    {DType::f8e4m3, "f8e4m3", 1, 0, 0},
+    {DType::f8e5m2, "f8e5m2", 1, 0, 0},
 };
 const DTypeInfo* info(DType t) {
   for (const auto& d : kDTypes)
@@ -52,7 +54,10 @@ std::optional<IntRange> int_range(DType t) {
   if (i == nullptr || is_float(t)) return std::nullopt;
   return IntRange{i->lo, i->hi};
 }
-bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+bool is_float(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_f8(t);
+}
+bool is_f8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
 bool is_int(DType t) {
   return t == DType::i32 || t == DType::u32 || t == DType::i64 || t == DType::i8 ||
          t == DType::u8;
@@ -67,12 +72,15 @@ bool int_fits(DType t, int64_t v) {
 }
 
 bool float_fits(DType t, double v) {
-  if (!std::isfinite(v)) return true;
+  if (!std::isfinite(v)) return t != DType::f8e4m3 || std::isnan(v);  // e4m3 has no infinity
   float f = static_cast<float>(v);
   switch (t) {
     case DType::f32: return std::isfinite(f);
     case DType::f16: return std::isfinite(f) && std::isfinite(f16_to_float(float_to_f16(f)));
     case DType::bf16: return std::isfinite(f) && std::isfinite(bf16_to_float(float_to_bf16(f)));
+    // A cast saturates; a constant beyond the finite range is refused as for f16.
+    case DType::f8e4m3: return std::fabs(v) <= 448.0;
+    case DType::f8e5m2: return std::fabs(v) <= 57344.0;
     default: return false;
   }
 }

@@ -25,12 +25,17 @@ enum class DType : uint8_t {
   boolean = METILE_DTYPE_BOOL,
   i8 = METILE_DTYPE_I8,
   u8 = METILE_DTYPE_U8,
+  f8e4m3 = METILE_DTYPE_F8E4M3,
+  f8e5m2 = METILE_DTYPE_F8E5M2,
 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 std::optional<DType> parse_dtype(std::string_view s);
-bool is_float(DType t);
+bool is_float(DType t);  // f32, f16, bf16 and the FP8 types
+/** FP8 (f8e4m3, f8e5m2): storage-only floats. Ops move and convert them (load, store, cast,
+ * select, broadcast, ...); arithmetic, comparisons, reductions and dots refuse them. */
+bool is_f8(DType t);
 bool is_int(DType t);  // integers, not bool
 bool is_signed(DType t);
 bool is_valid_dtype(int v);

@@ -179,6 +179,9 @@ void verify(const Program& p) {
     if (t.is_tile() || (t.is_ptr && t.space != AddrSpace::device))
       fail(METILE_ERROR_INVALID_PROGRAM, "verify", "parameter ", prm.name,
            " must be a scalar or a device pointer, got ", t.str());
+    if (!t.is_ptr && is_f8(t.dtype))
+      fail(METILE_ERROR_INVALID_PROGRAM, "verify", "parameter ", prm.name, " is an ", dtype_name(t.dtype),
+           " scalar: FP8 parameters must be pointers (pass an f32 scalar and cast it)");
     v.define(prm.value, nullptr);
   }
   v.block(p.body, nullptr, 0);

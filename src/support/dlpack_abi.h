@@ -46,8 +46,10 @@ struct DLManagedTensorVersioned {
 };
 
 inline constexpr uint32_t kDLPackMajor = 1, kDLPackMinor = 0;  // what metile writes and reads
+inline constexpr uint32_t kDLPackMinorFloat8 = 1;                // the version of the FP8 codes
 inline constexpr uint64_t kDLFlagReadOnly = 1, kDLFlagIsCopied = 2;
 inline constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
 inline constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6;
+inline constexpr uint8_t kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12;
 
 }  // namespace metile::dlpack

@@ -102,6 +102,35 @@ TEST(DLPackVersioned, ExportDescribesTheBufferAndKeepsItAlive) {
   }
 }
 
+// FP8 buffers carry DLPack 1.1's codes (kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12, 8 bits), and
+// a versioned tensor of them says 1.1; an FP8 tensor imports like any other (its bytes).
+TEST(DLPackVersioned, Fp8BuffersCarryTheFloat8Codes) {
+  metile_device* d = open("interp");
+  metile_buffer* b = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&b, d, 16), METILE_OK);
+  int64_t shape[1] = {16};
+  void* out = nullptr;
+  ASSERT_EQ(metile_buffer_to_dlpack_versioned(b, METILE_DTYPE_F8E4M3, 1, shape, &out), METILE_OK)
+      << last_error();
+  auto* v = static_cast<DLManagedTensorVersioned*>(out);
+  EXPECT_EQ(v->version.minor, 1u);
+  EXPECT_EQ(v->dl_tensor.dtype.code, 10);
+  EXPECT_EQ(v->dl_tensor.dtype.bits, 8);
+  metile_buffer* again = nullptr;
+  ASSERT_EQ(metile_buffer_from_dlpack_versioned(&again, d, v), METILE_OK) << last_error();
+  size_t size = 0;
+  metile_buffer_size(again, &size);
+  EXPECT_EQ(size, 16u);
+  metile_buffer_release(again);  // runs the export's deleter
+  ASSERT_EQ(metile_buffer_to_dlpack(b, METILE_DTYPE_F8E5M2, 1, shape, &out), METILE_OK);
+  auto* legacy = static_cast<DLManagedTensor*>(out);
+  EXPECT_EQ(legacy->dl_tensor.dtype.code, 12);
+  EXPECT_EQ(legacy->dl_tensor.dtype.bits, 8);
+  legacy->deleter(legacy);
+  metile_buffer_release(b);
+  metile_device_release(d);
+}
+
 TEST(DLPackVersioned, ImportUsesTheMemoryInPlaceAndRunsTheDeleterOnce) {
   metile_device* d = open("interp");
   std::vector<float> host = {1, 2, 3, 4};

@@ -58,6 +58,8 @@ TEST(Dtype, NamesAndSizes) {
       {METILE_DTYPE_U32, 5, "u32", 4}, {METILE_DTYPE_I64, 6, "i64", 8},
       {METILE_DTYPE_BOOL, 7, "bool", 1}, {METILE_DTYPE_I8, 8, "i8", 1},
       {METILE_DTYPE_U8, 9, "u8", 1},
+      {METILE_DTYPE_F8E4M3, 10, "f8e4m3", 1},
+      {METILE_DTYPE_F8E5M2, 11, "f8e5m2", 1},
   };
   for (const Row& r : rows) {
     EXPECT_EQ(static_cast<int>(r.d), r.pin) << r.name;
@@ -68,7 +70,7 @@ TEST(Dtype, NamesAndSizes) {
 
 TEST(Dtype, InvalidAndUnknownValues) {
   // 257 and 513 alias valid dtypes when truncated to a byte; they must still be unknown.
-  for (int v : {0, 10, 11, 255, 256, 257, 258, 513, 1000, 0x7fffffff}) {
+  for (int v : {0, 12, 13, 255, 256, 257, 258, 513, 1000, 0x7fffffff}) {
     EXPECT_STREQ(metile_dtype_name(static_cast<metile_dtype>(v)), "invalid") << v;
     EXPECT_EQ(metile_dtype_size(static_cast<metile_dtype>(v)), 0u) << v;
   }
@@ -363,7 +365,7 @@ TEST_F(BuilderErrors, UnknownValuesOpsAndDtypes) {
                          METILE_ERROR_INVALID_ARGUMENT, "not a unary op"));
   EXPECT_TRUE(fails_with(metile_builder_reduce(b_, METILE_OP_ADD, a, -1, &r),
                          METILE_ERROR_INVALID_ARGUMENT, "not a reduction"));
-  for (int d : {0, 10, 257}) {
+  for (int d : {0, 12, 257}) {
     SCOPED_TRACE(d);
     EXPECT_TRUE(fails_with(metile_builder_const_int(b_, static_cast<metile_dtype>(d), 1, &r),
                            METILE_ERROR_INVALID_ARGUMENT, "invalid dtype"));
@@ -414,7 +416,7 @@ TEST_F(BuilderErrors, BadParameters) {
   tile.shape[0] = 16;
   EXPECT_TRUE(fails_with(metile_builder_param(b_, "t", &tile, &v), METILE_ERROR_INVALID_ARGUMENT,
                          "scalar or pointer"));
-  for (int d : {0, 10, 257}) {
+  for (int d : {0, 12, 257}) {
     SCOPED_TRACE(d);
     metile_type t = pointer(static_cast<metile_dtype>(d));
     EXPECT_TRUE(fails_with(metile_builder_param(b_, "p", &t, &v), METILE_ERROR_INVALID_ARGUMENT,

@@ -67,7 +67,7 @@ void fuzz_export(Reader& r) {
   size_t bytes = 1 + (lo | hi << 8) % 4096;
   metile_buffer* b = nullptr;
   if (metile_buffer_alloc(&b, interp(), bytes) != METILE_OK) __builtin_trap();
-  metile_dtype dtype = static_cast<metile_dtype>(r.byte() % 12);  // some invalid
+  metile_dtype dtype = static_cast<metile_dtype>(r.byte() % 14);  // some invalid
   int32_t ndim = static_cast<int32_t>(r.byte() % 12) - 1;         // -1 .. 10
   bool versioned = r.byte() & 1;
   int64_t shape[16] = {};

@@ -51,7 +51,7 @@ func TestVersionDTypesOpsAndDeviceInfo(t *testing.T) {
 	for dt, want := range map[DType]struct {
 		name string
 		size int
-	}{F32: {"f32", 4}, F16: {"f16", 2}, BF16: {"bf16", 2}, I64: {"i64", 8}, Bool: {"bool", 1}, U8: {"u8", 1}, I32: {"i32", 4}, U32: {"u32", 4}, I8: {"i8", 1}, DType(99): {"invalid", 0}} {
+	}{F32: {"f32", 4}, F16: {"f16", 2}, BF16: {"bf16", 2}, I64: {"i64", 8}, Bool: {"bool", 1}, U8: {"u8", 1}, I32: {"i32", 4}, U32: {"u32", 4}, I8: {"i8", 1}, F8E4M3: {"f8e4m3", 1}, F8E5M2: {"f8e5m2", 1}, DType(99): {"invalid", 0}} {
 		if dt.String() != want.name || dt.Size() != want.size {
 			t.Errorf("dtype %d: %q %d, want %q %d", int(dt), dt.String(), dt.Size(), want.name, want.size)
 		}

@@ -22,6 +22,10 @@ const HeaderVersionNumber = uint32(C.METILE_VERSION_NUMBER)
 const (
 	I8 DType = 8
 	U8 DType = 9
+	// F8E4M3 and F8E5M2 are FP8 storage types (arithmetic on them computes in f32): E4M3 "fn"
+	// (finite, max 448) and E5M2 (IEEE-like, max 57344).
+	F8E4M3 DType = 10
+	F8E5M2 DType = 11
 )
 
 // Size returns the size in bytes of one element (0 for an invalid dtype).

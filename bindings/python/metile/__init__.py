@@ -58,6 +58,9 @@ LIBRARY_PATH = _ffi.LIBRARY_PATH
 # dtype names, usable wherever a dtype is expected
 float32, float16, bfloat16 = "f32", "f16", "bf16"
 int32, uint32, int64, int8, uint8, bool_ = "i32", "u32", "i64", "i8", "u8", "bool"
+# FP8 (storage types: arithmetic on them computes in f32); float8e4nv / float8e5 are Triton's names
+float8e4m3 = float8e4nv = "f8e4m3"
+float8e5m2 = float8e5 = "f8e5m2"
 
 
 def astype(x: "Value", dtype: str) -> "Value":

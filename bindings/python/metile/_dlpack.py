@@ -23,6 +23,7 @@ KDL_METAL = 8
 KDL_CUDA_MANAGED = 13
 
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_BOOL = 0, 1, 2, 4, 6
+KDL_FLOAT8_E4M3FN, KDL_FLOAT8_E5M2 = 10, 12  # DLPack 1.1 (torch.float8_e4m3fn, float8_e5m2)
 
 FLAG_READ_ONLY = 1
 VERSION = (1, 0)  # the versioned ABI metile writes and reads
@@ -30,7 +31,8 @@ VERSION = (1, 0)  # the versioned ABI metile writes and reads
 # metile dtype name <-> (code, bits)
 _DL = {"f32": (KDL_FLOAT, 32), "f16": (KDL_FLOAT, 16), "bf16": (KDL_BFLOAT, 16),
        "i32": (KDL_INT, 32), "u32": (KDL_UINT, 32), "i64": (KDL_INT, 64), "bool": (KDL_BOOL, 8),
-       "i8": (KDL_INT, 8), "u8": (KDL_UINT, 8)}
+       "i8": (KDL_INT, 8), "u8": (KDL_UINT, 8), "f8e4m3": (KDL_FLOAT8_E4M3FN, 8),
+       "f8e5m2": (KDL_FLOAT8_E5M2, 8)}
 _FROM_DL = {v: k for k, v in _DL.items()}
 
 

@@ -33,6 +33,8 @@ ENUMS = {
         "METILE_DTYPE_BOOL": 7,
         "METILE_DTYPE_I8": 8,
         "METILE_DTYPE_U8": 9,
+        "METILE_DTYPE_F8E4M3": 10,
+        "METILE_DTYPE_F8E5M2": 11,
         "METILE_DTYPE_FORCE32": 0x7fffffff,
     },
     "metile_address_space": {

@@ -221,7 +221,8 @@ def where(cond: Operand, x: Operand, y: Operand) -> Value:
 
 
 def cast(x: Operand, dtype: DTypeLike) -> Value:
-    """x converted to `dtype` ("f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8")."""
+    """x converted to `dtype` ("f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8",
+    "f8e4m3", "f8e5m2"; to FP8 rounds to nearest even and saturates)."""
     t = current()
     name = _dtypes.normalize(dtype, "cast")
     x = t.literal(_plain(x))

@@ -167,6 +167,8 @@ class Trace:
         if isinstance(x, bool):
             return self.const(int(x), "bool")
         ld = like.dtype if like is not None and not like.is_ptr else None
+        if ld in _dtypes.FLOAT8:
+            ld = "f32"  # arithmetic on FP8 computes in f32: 0.1 stays 0.1, 1000.0 fits
         if isinstance(x, int):
             if ld in _dtypes.FLOATS:
                 return self.const(x, ld)

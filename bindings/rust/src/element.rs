@@ -22,11 +22,15 @@ pub enum DType {
     I8 = 8,
     /// 8-bit unsigned integer.
     U8 = 9,
+    /// FP8 E4M3 "fn" (finite, max 448): a storage type, viewed as `u8` bytes.
+    F8E4M3 = 10,
+    /// FP8 E5M2 (IEEE-like, max 57344): a storage type, viewed as `u8` bytes.
+    F8E5M2 = 11,
 }
 
 impl DType {
-    const ALL: [DType; 9] = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32, DType::I64,
-                             DType::Bool, DType::I8, DType::U8];
+    const ALL: [DType; 11] = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32, DType::I64,
+                              DType::Bool, DType::I8, DType::U8, DType::F8E4M3, DType::F8E5M2];
 
     /// The dtype of a `metile_dtype` value; `None` for one this crate does not know.
     pub fn from_raw(raw: i32) -> Option<DType> {

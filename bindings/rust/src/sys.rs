@@ -27,6 +27,8 @@ pub const METILE_DTYPE_I64: metile_dtype = 6;
 pub const METILE_DTYPE_BOOL: metile_dtype = 7;
 pub const METILE_DTYPE_I8: metile_dtype = 8;
 pub const METILE_DTYPE_U8: metile_dtype = 9;
+pub const METILE_DTYPE_F8E4M3: metile_dtype = 10;
+pub const METILE_DTYPE_F8E5M2: metile_dtype = 11;
 pub const METILE_DTYPE_FORCE32: metile_dtype = 0x7fffffff;
 
 pub type metile_address_space = c_int;

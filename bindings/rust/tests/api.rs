@@ -61,6 +61,10 @@ fn version_dtypes_ops_and_device_info() -> Result<()> {
     assert_eq!((DType::BF16.name(), DType::BF16.size()), ("bf16", 2));
     assert_eq!((DType::I64.name(), DType::I64.size()), ("i64", 8));
     assert_eq!(DType::from_raw(9), Some(DType::U8));
+    assert_eq!((DType::F8E4M3.name(), DType::F8E4M3.size()), ("f8e4m3", 1));
+    assert_eq!((DType::F8E5M2.name(), DType::F8E5M2.size()), ("f8e5m2", 1));
+    assert_eq!(DType::from_raw(10), Some(DType::F8E4M3));
+    assert_eq!(DType::from_raw(11), Some(DType::F8E5M2));
     assert_eq!(DType::from_raw(99), None);
     assert_eq!(metile::op_name(metile::sys::METILE_OP_TILE_LOAD), "tile_load");
     assert_eq!(metile::op_name(12345), "invalid");

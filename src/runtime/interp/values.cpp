@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "support/error.h"
+#include "support/float8.h"
 #include "support/half.h"
 
 namespace metile::interp {
@@ -178,6 +179,8 @@ int64_t wrap_int(int64_t v, DType d) {
 float round_float(float v, DType d) {
   if (d == DType::f16) return f16_to_float(float_to_f16(v));
   if (d == DType::bf16) return bf16_to_float(float_to_bf16(v));
+  if (d == DType::f8e4m3) return mt_round_f8e4m3(v);
+  if (d == DType::f8e5m2) return mt_round_f8e5m2(v);
   return v;
 }
 
@@ -254,6 +257,10 @@ Elem read_elem(const uint8_t* p, DType d) {
       std::memcpy(&v, p, 8);
       return int_elem(v);
     }
+    case DType::f8e4m3:
+      return float_elem(mt_f8e4m3_to_f32(*p));
+    case DType::f8e5m2:
+      return float_elem(mt_f8e5m2_to_f32(*p));
     case DType::i8:
       return int_elem(static_cast<int8_t>(*p));
     case DType::u8:
@@ -284,6 +291,12 @@ void write_elem(uint8_t* p, DType d, Elem v) {
     }
     case DType::i64:
       std::memcpy(p, &v.i, 8);
+      return;
+    case DType::f8e4m3:
+      *p = mt_f32_to_f8e4m3(v.f);
+      return;
+    case DType::f8e5m2:
+      *p = mt_f32_to_f8e5m2(v.f);
       return;
     case DType::i8:
     case DType::u8:

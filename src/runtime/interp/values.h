@@ -3,9 +3,10 @@
  * element-wise ops (the contract is written out at the top of executor.cpp).
  *
  * A value is a row-major array of elements (one for a scalar). An element holds a float (f32,
- * f16, bf16; the latter two already rounded to their storage type), an integer (every integer
- * dtype and bool, normalized to its dtype: sign- or zero-extended to 64 bits, bool 0 or 1), or
- * a pointer (an element offset into a memory region, the region index kept alongside).
+ * f16, bf16, f8e4m3, f8e5m2; all but f32 already rounded to their storage type), an integer
+ * (every integer dtype and bool, normalized to its dtype: sign- or zero-extended to 64 bits, bool
+ * 0 or 1), or a pointer (an element offset into a memory region, the region index kept
+ * alongside).
  */
 #pragma once
 

@@ -45,6 +45,8 @@ const char* cpp_type_name(DType dtype) {
     case DType::i8:
       return "char";
     case DType::u8:
+    case DType::f8e4m3:  // MSL has no FP8 type: the kernel sees the bytes
+    case DType::f8e5m2:
       return "::metal::uchar";
     case DType::invalid:
       break;
@@ -184,6 +186,8 @@ const char* msl_type_name(DType dtype) {
     case DType::u32:
       return "uint";
     case DType::u8:
+    case DType::f8e4m3:
+    case DType::f8e5m2:
       return "uchar";
     default:
       return cpp_type_name(dtype);

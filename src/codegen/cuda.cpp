@@ -30,7 +30,7 @@ const Dialect& cuda_dialect() {
     set(DType::i32, "int", "int");
     set(DType::u32, "uint", "uint");
     set(DType::i64, "llong", "llong");
-    set(DType::boolean, "bool", "bool");
+    set(DType::boolean, "bool", "uchar");
     set(DType::i8, "signed char", "signed char");
     set(DType::u8, "uchar", "uchar");
     auto narrow = [&](DType t, const char* load, const char* store, const char* round) {
@@ -41,6 +41,8 @@ const Dialect& cuda_dialect() {
     };
     narrow(DType::f16, "mt_f16_to_f32({})", "mt_f32_to_f16({})", "mt_round_f16({})");
     narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
+    // A bool in memory is a byte; any non-zero byte reads as true.
+    narrow(DType::boolean, "({} != 0)", "((uchar)({}))", "");
     set_math_functions(x, MathColumn::cuda);
     auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
     lit(DType::i32, "{}");

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 
+#include "frontend/builder.h"
 #include "kernels/kernels.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_device.h"
@@ -126,6 +127,32 @@ TEST(CudaCodegenSource, IndependentBlockReductionsShareOneExchange) {
   const std::string& src = a.sources.at(Stage::cuda);
   EXPECT_EQ(count(src, "__syncthreads();"), 2u) << src;
   EXPECT_NE(src.find("scratch_f32[sg + 4] = "), std::string::npos) << src;
+}
+
+TEST(CudaCodegenSource, BoolsAreBytesAndAnyNonZeroByteLoadsAsTrue) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // A caller's bool buffer may hold bytes other than 0 and 1: each loaded byte is compared with
+  // 0 once, a stored bool is 0 or 1, a bool scalar arrives as a byte; the Python suite checks
+  // the values on the GPU (test_bool_bytes.py).
+  Builder b("bools");
+  ValueId m = b.param("M", Type::ptr(DType::boolean));
+  ValueId x = b.param("X", Type::ptr(DType::f32));
+  ValueId out = b.param("Out", Type::ptr(DType::boolean));
+  ValueId flag = b.param("flag", Type::scalar(DType::boolean));
+  ValueId offs = b.arange(kNoValue, 1024);
+  ValueId mv = b.load(b.ptr_offset(m, offs), kNoValue, kNoValue);
+  ValueId xp = b.ptr_offset(x, offs);
+  ValueId xv = b.load(xp, kNoValue, kNoValue);
+  b.store(xp, b.select(b.binary(OpKind::BITAND, mv, flag), xv, b.const_float(DType::f32, 0)), kNoValue);
+  b.store(b.ptr_offset(out, offs), b.unary(OpKind::NOT, mv), kNoValue);
+  Artifact a = cuda_build_program(b.finish(), CompileOptions{}, "sm_90");
+  EXPECT_EQ(a.kind, ArtifactKind::cubin);
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_NE(src.find("const uchar* __restrict__ M"), std::string::npos) << src;
+  EXPECT_NE(src.find("uchar flag_bits"), std::string::npos) << src;
+  EXPECT_NE(src.find("const bool flag = (flag_bits != 0);"), std::string::npos) << src;
+  EXPECT_NE(src.find("] != 0;"), std::string::npos) << src;
+  EXPECT_NE(src.find("(uchar)("), std::string::npos) << src;
 }
 
 }  // namespace

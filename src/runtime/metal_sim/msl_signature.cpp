@@ -40,8 +40,8 @@ const char* cpp_type_name(DType dtype) {
       return "::metal::uint";
     case DType::i64:
       return "long";
-    case DType::boolean:
-      return "bool";
+    case DType::boolean:  // bytes, as the MSL emitter stores bool (any non-zero byte is true)
+      return "::metal::uchar";
     case DType::i8:
       return "char";
     case DType::u8:
@@ -183,6 +183,8 @@ const char* msl_type_name(DType dtype) {
       return "bfloat";
     case DType::u32:
       return "uint";
+    case DType::boolean:
+      return "bool";
     case DType::u8:
       return "uchar";
     default:

@@ -112,14 +112,16 @@ class CudaDialect final : public GpuDialect {
 
   void open_kernel(SourceWriter& w, const KernelInterface& k) const override {
     std::vector<std::string> params;
-    std::vector<std::string> unpack;  // narrow-float scalars arrive as bits
+    // Narrow-float and bool scalars arrive in their storage type, as mt_arg_<name>: mt_ names are
+    // never a parameter's (c_identifier renames those), so no user name can collide with it.
+    std::vector<std::string> unpack;
     for (const KernelInterface::Param& p : k.params) {
       if (p.is_ptr) {
         params.push_back(pointer(p.dtype, AddrSpace::device, !p.written) + " __restrict__ " + p.name);
       } else if (!c.load_from_storage[static_cast<size_t>(p.dtype)].empty()) {
-        params.push_back(c.storage(p.dtype) + " " + p.name + "_bits");
+        params.push_back(c.storage(p.dtype) + " mt_arg_" + p.name);
         unpack.push_back("const " + c.value(p.dtype) + " " + p.name + " = " +
-                         spell_from_storage(c, p.dtype, p.name + "_bits") + ";");
+                         spell_from_storage(c, p.dtype, "mt_arg_" + p.name) + ";");
       } else {
         params.push_back(c.storage(p.dtype) + " " + p.name);
       }

@@ -109,7 +109,7 @@ typedef enum metile_dtype {
   METILE_DTYPE_I32 = 4,
   METILE_DTYPE_U32 = 5,
   METILE_DTYPE_I64 = 6,
-  METILE_DTYPE_BOOL = 7, /**< one byte in memory, 0 or 1 */
+  METILE_DTYPE_BOOL = 7, /**< one byte: any non-zero byte loads as true; stores write 0 or 1 */
   METILE_DTYPE_I8 = 8,
   METILE_DTYPE_U8 = 9,
   METILE_DTYPE_FORCE32 = 0x7fffffff

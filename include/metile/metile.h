@@ -109,7 +109,7 @@ typedef enum metile_dtype {
   METILE_DTYPE_I32 = 4,
   METILE_DTYPE_U32 = 5,
   METILE_DTYPE_I64 = 6,
-  METILE_DTYPE_BOOL = 7, /**< one byte in memory, 0 or 1 */
+  METILE_DTYPE_BOOL = 7, /**< one byte: any non-zero byte loads as true; stores write 0 or 1 */
   METILE_DTYPE_I8 = 8,
   METILE_DTYPE_U8 = 9,
   /** FP8 E4M3 "fn": 1 sign, 4 exponent (bias 7), 3 mantissa bits; finite (max 448), NaN only as

@@ -30,7 +30,7 @@ const Dialect& cuda_dialect() {
     set(DType::i32, "int", "int");
     set(DType::u32, "uint", "uint");
     set(DType::i64, "llong", "llong");
-    set(DType::boolean, "bool", "bool");
+    set(DType::boolean, "bool", "uchar");
     set(DType::i8, "signed char", "signed char");
     set(DType::u8, "uchar", "uchar");
     set(DType::f8e4m3, "float", "uchar");  // FP8: float values, float8.h converts
@@ -45,6 +45,8 @@ const Dialect& cuda_dialect() {
     narrow(DType::bf16, "mt_bf16_to_f32({})", "mt_f32_to_bf16({})", "mt_round_bf16({})");
     narrow(DType::f8e4m3, "mt_f8e4m3_to_f32({})", "mt_f32_to_f8e4m3({})", "mt_round_f8e4m3({})");
     narrow(DType::f8e5m2, "mt_f8e5m2_to_f32({})", "mt_f32_to_f8e5m2({})", "mt_round_f8e5m2({})");
+    // A bool in memory is a byte; any non-zero byte reads as true.
+    narrow(DType::boolean, "({} != 0)", "((uchar)({}))", "");
     set_math_functions(x, MathColumn::cuda);
     auto lit = [&](DType t, const char* p) { x.int_literal[static_cast<size_t>(t)] = p; };
     lit(DType::i32, "{}");
@@ -120,14 +122,16 @@ class CudaDialect final : public GpuDialect {
 
   void open_kernel(SourceWriter& w, const KernelInterface& k) const override {
     std::vector<std::string> params;
-    std::vector<std::string> unpack;  // narrow-float scalars arrive as bits
+    // Narrow-float and bool scalars arrive in their storage type, as mt_arg_<name>: mt_ names are
+    // never a parameter's (c_identifier renames those), so no user name can collide with it.
+    std::vector<std::string> unpack;
     for (const KernelInterface::Param& p : k.params) {
       if (p.is_ptr) {
         params.push_back(pointer(p.dtype, AddrSpace::device, !p.written) + " __restrict__ " + p.name);
       } else if (!c.load_from_storage[static_cast<size_t>(p.dtype)].empty()) {
-        params.push_back(c.storage(p.dtype) + " " + p.name + "_bits");
+        params.push_back(c.storage(p.dtype) + " mt_arg_" + p.name);
         unpack.push_back("const " + c.value(p.dtype) + " " + p.name + " = " +
-                         spell_from_storage(c, p.dtype, p.name + "_bits") + ";");
+                         spell_from_storage(c, p.dtype, "mt_arg_" + p.name) + ";");
       } else {
         params.push_back(c.storage(p.dtype) + " " + p.name);
       }

@@ -25,6 +25,11 @@ const Dialect& msl_dialect() {
     type(DType::u32, "uint");
     type(DType::i64, "long");
     type(DType::boolean, "bool");
+    // A bool in memory is a byte; any non-zero byte reads as true (a caller's buffer may hold
+    // other bytes than 0 and 1, which a `bool` load would pass on raw).
+    x.storage_type[static_cast<size_t>(DType::boolean)] = "uchar";
+    x.load_from_storage[static_cast<size_t>(DType::boolean)] = "({} != 0)";
+    x.store_to_storage[static_cast<size_t>(DType::boolean)] = "uchar({})";
     type(DType::i8, "char");
     type(DType::u8, "uchar");
     // half arithmetic is native (IEEE, correctly rounded); bfloat computes in float.
@@ -212,7 +217,8 @@ class MslDialect final : public GpuDialect {
     w.open("    " + params.back() + ")");
     for (const MslArg& a : args)
       if (a.kind == MslArg::Kind::member)
-        w.line("const " + c.storage(a.dtype) + " " + a.name + " = " + kPackedParam + "." + a.name + ";");
+        w.line("const " + c.value(a.dtype) + " " + a.name + " = " +
+               spell_from_storage(c, a.dtype, std::string(kPackedParam) + "." + a.name) + ";");
   }
 
   std::string builtin(gpu::Builtin which, int axis) const override {

@@ -23,6 +23,8 @@ namespace {
 
 using metile::fuzz::GenProgram;
 
+constexpr size_t kInputs = 4;  // X, I, Z, M before the outputs
+
 struct Outputs {
   std::string error;  // empty: ran
   std::vector<std::vector<float>> ys;
@@ -31,6 +33,27 @@ struct Outputs {
 int64_t input_int(int64_t i, uint64_t seed) { return static_cast<int64_t>((i * 13 + seed) % 101) - 50; }
 float input_float(int64_t i, uint64_t seed) {
   return static_cast<float>(static_cast<int64_t>((i * 7 + seed * 3) % 65) - 32) / 4.0f;
+}
+
+// Z's values: NaNs of both signs with payloads, quiet and signalling; subnormals; signed zeros;
+// the smallest normal; a few ordinary numbers so that specials meet numbers.
+float special_float(int64_t i, uint64_t seed) {
+  static const uint32_t bits[] = {
+      0x7fc00000u, 0xffc00000u, 0x7fc12345u, 0xffe00001u,  // quiet NaNs
+      0x7f800001u, 0xff800001u, 0x7fa5a5a5u, 0xffbfffffu,  // signalling NaNs
+      0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu, 0x00400000u, 0x00000100u,  // subnormals
+      0x00000000u, 0x80000000u, 0x00800000u,                                   // zeros, smallest normal
+      0x3fc00000u, 0xc0100000u, 0x40400000u, 0xbe800000u};                    // 1.5 -2.25 3 -0.25
+  const size_t n = sizeof(bits) / sizeof(bits[0]);
+  uint32_t b = bits[static_cast<size_t>(i * 5 + static_cast<int64_t>(seed % 1000)) % n];
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+// M's bytes: a bool in memory is a byte and any non-zero byte is true (docs/semantics.md).
+uint8_t bool_byte(int64_t i, uint64_t seed) {
+  static const uint8_t bytes[] = {0, 1, 2, 255, 128, 0, 3, 64, 1, 0, 0x7f};
+  return bytes[static_cast<size_t>(i * 3 + static_cast<int64_t>(seed % 1000)) % sizeof(bytes)];
 }
 
 std::string status_text(const char* what) {
@@ -62,8 +85,13 @@ Outputs run_on(const char* device, const std::string& text, int64_t size, int ou
     if (metile_kernel_compile(&k, dev, p, nullptr) != METILE_OK) { r.error = status_text("compile"); break; }
     auto* x = static_cast<float*>(buffer(static_cast<size_t>(size) * 4));
     auto* in = static_cast<int32_t*>(buffer(static_cast<size_t>(size) * 4));
-    if (!x || !in) { r.error = status_text("alloc"); break; }
-    for (int64_t i = 0; i < size; ++i) x[i] = input_float(i, seed), in[i] = static_cast<int32_t>(input_int(i, seed));
+    auto* z = static_cast<float*>(buffer(static_cast<size_t>(size) * 4));
+    auto* m = static_cast<uint8_t*>(buffer(static_cast<size_t>(size)));
+    if (!x || !in || !z || !m) { r.error = status_text("alloc"); break; }
+    for (int64_t i = 0; i < size; ++i) {
+      x[i] = input_float(i, seed), in[i] = static_cast<int32_t>(input_int(i, seed));
+      z[i] = special_float(i, seed), m[i] = bool_byte(i, seed);
+    }
     for (int i = 0; i < outputs; ++i)
       if (!buffer(static_cast<size_t>(size) * 4)) r.error = status_text("alloc");
     if (!r.error.empty()) break;
@@ -82,7 +110,7 @@ Outputs run_on(const char* device, const std::string& text, int64_t size, int ou
     }
     for (int i = 0; i < outputs; ++i) {
       void* data = nullptr;
-      metile_buffer_contents(bufs[2 + static_cast<size_t>(i)], &data);
+      metile_buffer_contents(bufs[kInputs + static_cast<size_t>(i)], &data);
       const float* y = static_cast<const float*>(data);
       r.ys.emplace_back(y, y + size);
     }
@@ -94,6 +122,8 @@ Outputs run_on(const char* device, const std::string& text, int64_t size, int ou
   return r;
 }
 
+// The contract's rules (docs/semantics.md): a NaN result is any NaN (sign and payload
+// unspecified); subnormals are kept, so exact values match bit for bit but for zeros' signs.
 bool same(float a, float b, bool fuzzy) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   if (a == b) return true;  // also -0 == +0: signed zeros of max/min are unspecified

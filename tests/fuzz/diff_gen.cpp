@@ -26,6 +26,8 @@ class Gen {
     int outputs = 2 + pick(3);
     ValueId x = b_.param("X", Type::ptr(DType::f32));
     ValueId in = b_.param("I", Type::ptr(DType::i32));
+    ValueId z = b_.param("Z", Type::ptr(DType::f32));
+    ValueId m = b_.param("M", Type::ptr(DType::boolean));
     std::vector<ValueId> ys;
     for (int i = 0; i < outputs; ++i) ys.push_back(b_.param("Y" + std::to_string(i), Type::ptr(DType::f32)));
     ValueId n = b_.param("n", Type::scalar(DType::i32));
@@ -36,6 +38,12 @@ class Gen {
     pool_.push_back({n, false});
     pool_.push_back({s, false});
     pool_.push_back({b_.grid(OpKind::PROGRAM_ID, 0), false});
+    // The special inputs (NaNs with payloads, signalling NaNs, subnormals, bool bytes other
+    // than 0 and 1), and X under a mask read from those bool bytes.
+    ValueId bools = b_.load(b_.ptr_offset(m, offs_), kNoValue, kNoValue);
+    pool_.push_back({b_.load(b_.ptr_offset(z, offs_), kNoValue, kNoValue), false});
+    pool_.push_back({bools, false});
+    pool_.push_back({b_.load(b_.ptr_offset(x, offs_), bools, konst(DType::f32, -0.5).id), false});
     int ops = 4 + pick(28);
     for (int i = 0; i < ops; ++i) step(0);
     GenProgram g;
@@ -155,6 +163,11 @@ class Gen {
       case OpKind::BITAND:
       case OpKind::BITOR:
       case OpKind::BITXOR: {
+        if (coin(30)) {  // logic on bools (loaded bytes other than 0 and 1 among them)
+          Val a = exact(0), c = exact(0);
+          pool_.push_back({b_.binary(k, a.id, c.id), false});
+          return;
+        }
         Val a = exact(1), c = coin(70) ? exact(1) : konst(dt(a), pick(100));
         pool_.push_back({b_.binary(k, a.id, b_.cast(c.id, dt(a))), false});
         return;

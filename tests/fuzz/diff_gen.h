@@ -5,7 +5,9 @@
  * every device must give the same answer:
  *
  * - integer divisors are made positive and shift amounts smaller than the width;
- * - inputs are exact (quarters and small integers); a value is "fuzzy" once an op whose result
+ * - inputs are exact: quarters and small integers (X, I), and special values (Z: NaNs of either
+ *   sign with payloads, quiet and signalling, subnormals, signed zeros; M: bool bytes other than
+ *   0 and 1, also used as a load mask); a value is "fuzzy" once an op whose result
  *   legitimately differs between devices touched it (transcendentals, division, products that
  *   may be contracted into FMAs, f16/bf16 arithmetic, sums whose order differs); fuzzy values
  *   never reach a discontinuous op (compare, floor, float -> int cast) and are compared with a
@@ -24,7 +26,7 @@ namespace metile::fuzz {
 struct GenProgram {
   Program program;
   int64_t size = 0;          // elements of every input and output buffer
-  int outputs = 0;           // output parameters Y0.. after X (f32) and I (i32)
+  int outputs = 0;           // output parameters Y0.. after X (f32), I (i32), Z (f32), M (bool)
   std::vector<bool> fuzzy;   // per output: compare with a tolerance
 };
 

@@ -40,8 +40,8 @@ const char* cpp_type_name(DType dtype) {
       return "::metal::uint";
     case DType::i64:
       return "long";
-    case DType::boolean:
-      return "bool";
+    case DType::boolean:  // bytes, as the MSL emitter stores bool (any non-zero byte is true)
+      return "::metal::uchar";
     case DType::i8:
       return "char";
     case DType::u8:
@@ -185,6 +185,8 @@ const char* msl_type_name(DType dtype) {
       return "bfloat";
     case DType::u32:
       return "uint";
+    case DType::boolean:
+      return "bool";
     case DType::u8:
     case DType::f8e4m3:
     case DType::f8e5m2:

@@ -14,7 +14,7 @@ is checked against float64 (max |error| / sum |w x| over K, reported as max_rel_
 --sweep: every config of SWEEP (block_n x block_k x num_warps x split_k) per shape, one JSON line
 each, and the best per shape at the end. Time per call = median over 5 repeats of (calls
 back-to-back, then synchronize) / calls after a warm-up, the same for every framework. Without
-torch (--quick --device cpu: a smoke run) only metile runs. One JSON line per row on stdout and
+torch (--quick --device cpu: a smoke run, the sweep cut to 3 configs) only metile runs. One JSON line per row on stdout and
 in --out; a table at the end.
 """
 
@@ -155,6 +155,8 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         record(dict(base, kernel="torch", error=repr(e)))
                 configs = ([None] + sweep_configs(m, dtype)) if args.sweep else [None]
+                if args.quick:
+                    configs = configs[:4]
                 best = None
                 for cfg in configs:
                     r = dict(base, kernel="gemv", copy_GBps=copy_gbs)

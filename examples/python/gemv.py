@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import time
+import weakref
 
 import numpy as np
 
@@ -140,17 +141,17 @@ def _arg(a, what):
     return a, tuple(a.shape), dtype
 
 
-_workspaces = {}
+_workspaces = weakref.WeakKeyDictionary()
 
 
 def _workspace(count):
     """An f32 buffer of at least `count` elements for split-K partials, kept per device (the
-    launches of one device run in order, so one buffer serves every call)."""
+    launches of one device run in order, so one buffer serves every call on it)."""
     dev = metile.get_device()
-    buf = _workspaces.get(id(dev))
+    buf = _workspaces.get(dev)
     if buf is None or buf.shape[0] < count:
-        buf = metile.Buffer.zeros((count,), "f32")
-        _workspaces[id(dev)] = buf
+        buf = metile.Buffer.zeros((count,), "f32", device=dev)
+        _workspaces[dev] = buf
     return buf
 
 

@@ -155,12 +155,8 @@ def _workspace(count):
     return buf
 
 
-def gemv(W, x, bias=None, out=None, block_n=None, block_k=None, split_k=None, num_warps=None):
-    """out = x . W^T (+ bias): W [N, K]; x [K] or [M, K] with 1 <= M <= 16; bias [N]; out [N]
-    or [M, N] (x's leading shape), allocated as a metile.Buffer of x's dtype when not given.
-    Arguments are metile Buffers, numpy arrays (f32/f16) or DLPack tensors (torch), contiguous.
-    block_n/block_k/num_warps/split_k default to default_config(); split_k=1 turns split-K
-    off. Returns out."""
+def _launches(W, x, bias, out, block_n, block_k, split_k, num_warps):
+    """gemv's arguments checked: (out, [(kernel, grid, args, kwargs), ...]) to run in order."""
     W, wshape, wdtype = _arg(W, "W")
     x, xshape, xdtype = _arg(x, "x")
     if len(wshape) != 2:
@@ -202,18 +198,42 @@ def gemv(W, x, bias=None, out=None, block_n=None, block_k=None, split_k=None, nu
     has_bias = bias is not None
     b = bias if has_bias else out
     grid_n = metile.cdiv(n, bn)
-    opts = {"num_threads": 32 * nw}
+    consts = dict(M=m, BLOCK_N=bn, BLOCK_K=bk, HAS_BIAS=has_bias, num_threads=32 * nw)
     if sk == 1:
-        gemv_kernel[(grid_n, 1)](W, x, b, out, out, n, k, chunk, M=m, BLOCK_N=bn, BLOCK_K=bk,
-                                 HAS_BIAS=has_bias, SPLIT=False, **opts)
-        return out
+        return out, [(gemv_kernel, (grid_n, 1), (W, x, b, out, out, n, k, chunk),
+                      dict(consts, SPLIT=False))]
     part = _workspace(sk * m * n)
-    gemv_kernel[(grid_n, sk)](W, x, b, out, part, n, k, chunk, M=m, BLOCK_N=bn, BLOCK_K=bk,
-                              HAS_BIAS=has_bias, SPLIT=True, **opts)
     merge_block = min(1024, metile.next_power_of_2(n))
-    gemv_merge[(metile.cdiv(n, merge_block), m)](part, b, out, n, sk, M=m, BLOCK=merge_block,
-                                                  HAS_BIAS=has_bias)
+    return out, [(gemv_kernel, (grid_n, sk), (W, x, b, out, part, n, k, chunk),
+                  dict(consts, SPLIT=True)),
+                 (gemv_merge, (metile.cdiv(n, merge_block), m), (part, b, out, n, sk),
+                  dict(M=m, BLOCK=merge_block, HAS_BIAS=has_bias))]
+
+
+def gemv(W, x, bias=None, out=None, block_n=None, block_k=None, split_k=None, num_warps=None):
+    """out = x . W^T (+ bias): W [N, K]; x [K] or [M, K] with 1 <= M <= 16; bias [N]; out [N]
+    or [M, N] (x's leading shape), allocated as a metile.Buffer of x's dtype when not given.
+    Arguments are metile Buffers, numpy arrays (f32/f16) or DLPack tensors (torch), contiguous.
+    block_n/block_k/num_warps/split_k default to default_config(); split_k=1 turns split-K
+    off. Returns out."""
+    out, launches = _launches(W, x, bias, out, block_n, block_k, split_k, num_warps)
+    for kernel, grid, args, kwargs in launches:
+        kernel[grid](*args, **kwargs)
     return out
+
+
+def prepare_gemv(W, x, bias=None, out=None, block_n=None, block_k=None, split_k=None,
+                 num_warps=None):
+    """gemv's launches checked and compiled once: (run, out), where run() computes out from what
+    W, x and bias hold at the time (the arguments are captured; for repeated calls on the same
+    buffers, as a decoding loop makes, without gemv's per-call checks)."""
+    out, launches = _launches(W, x, bias, out, block_n, block_k, split_k, num_warps)
+    prepared = [kernel[grid].prepare(*args, **kwargs) for kernel, grid, args, kwargs in launches]
+
+    def run():
+        for launch in prepared:
+            launch()
+    return run, out
 
 
 # ------------------------------------------------------------------------------ checking

@@ -65,6 +65,16 @@ def test_vector_x_default_config_and_mixed_dtypes(device):
     _check(metile.Buffer(data=out.numpy().reshape(1, 70)), (w64, x64, b64), "f16")
 
 
+def test_prepared_gemv_reads_the_buffers_each_run(device):
+    (w, x, b), (w64, x64, b64) = _inputs(2, K, N, "f16", bias=True)
+    run, y = G.prepare_gemv(w, x, b, split_k=2, **CONFIG)
+    for scale in (1.0, -2.0):
+        x.numpy()[...] = (x64 * scale).astype(np.float16)
+        run()
+        metile.synchronize()
+        _check(y, (w64, x64 * scale, b64), "f16")
+
+
 def test_numpy_arguments(device):
     rng = np.random.default_rng(1)
     w = rng.standard_normal((29, 130)).astype(np.float32)

@@ -142,7 +142,7 @@ def main():
                 except Exception as e:  # noqa: BLE001
                     record(dict(base, kernel="inputs", error=repr(e)))
                     continue
-                nbytes = (n * k + m * k + m * n) * G.ITEMSIZE[dtype]
+                nbytes = w.nbytes + x.nbytes + y.nbytes
                 calls = 2 if args.quick else max(20, min(500, int(4e9 // nbytes)))
                 torch_t = None
                 if torch is not None:

@@ -4,10 +4,11 @@ F.linear layout: W is [N, K] row-major; x may be a vector [K], giving y [N]).
 Contract: W, X, bias and the output are f32, f16 or bf16 (each its own dtype); products are
 summed in f32 and the output is rounded once to its dtype (by default X's). No matrix units:
 M is too small for them to pay, so each program owns BLOCK_N rows of W, reads them once in
-[BLOCK_N, BLOCK_K] tiles (K is W's contiguous axis: wide vector loads), multiplies each tile by
-every row of X's matching chunk and sums along K. The sum `acc = acc + sum(w * x, axis=1)` is
-carried as the unreduced tile and reduced once after the loop on GPUs (the defer_reductions
-pass), so the loop has no cross-thread exchange.
+[BLOCK_N, BLOCK_K] tiles (K is W's contiguous axis: on GPUs each thread reads runs of 4
+consecutive elements as one vector access, consecutive threads consecutive runs), multiplies
+each tile by every row of X's matching chunk and sums along K. The sum
+`acc = acc + sum(w * x, axis=1)` is carried as the unreduced tile and reduced once after the
+loop on GPUs (the defer_reductions pass), so the loop exchanges nothing between threads.
 
 Split-K: when N / BLOCK_N programs do not fill the device, the K range is cut into `split_k`
 parts; each part writes its f32 partial sums to a workspace and a second kernel adds the parts
@@ -30,7 +31,6 @@ import metile
 
 MAX_M = 16
 DTYPES = ("f32", "f16", "bf16")
-ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
 
 
 @metile.kernel

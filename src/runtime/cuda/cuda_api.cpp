@@ -66,7 +66,11 @@ void load_driver_once() {
             sym(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) && sym(lib, "cuMemsetD8_v2", d.cuMemsetD8) &&
             sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString) &&
             sym(lib, "cuEventCreate", d.cuEventCreate) && sym(lib, "cuEventRecord", d.cuEventRecord) &&
-            sym(lib, "cuEventDestroy_v2", d.cuEventDestroy) && sym(lib, "cuStreamWaitEvent", d.cuStreamWaitEvent);
+            sym(lib, "cuEventDestroy_v2", d.cuEventDestroy) && sym(lib, "cuStreamWaitEvent", d.cuStreamWaitEvent) &&
+            sym(lib, "cuStreamDestroy_v2", d.cuStreamDestroy) && sym(lib, "cuStreamQuery", d.cuStreamQuery) &&
+            sym(lib, "cuEventQuery", d.cuEventQuery) && sym(lib, "cuEventSynchronize", d.cuEventSynchronize) &&
+            sym(lib, "cuEventElapsedTime", d.cuEventElapsedTime) &&
+            sym(lib, "cuDevicePrimaryCtxReset_v2", d.cuDevicePrimaryCtxReset);
   if (!ok) {
     l.driver_why = std::string("the driver library lacks a needed function (") + dlerror() + ")";
     return;

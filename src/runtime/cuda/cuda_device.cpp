@@ -140,8 +140,9 @@ class CudaDevice : public Device {
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
     if (pageable_) {
       // The GPU reads pageable host memory coherently (HMM/ATS): use it in place.
+      // The caller's memory outlives a reset: generation 0 is never stale.
       auto buf = std::make_shared<CudaBuffer>(d_, reinterpret_cast<CUdeviceptr>(host), bytes,
-                                              false, host, generation());
+                                              false, host, 0);
       buf->device = this;
       return buf;
     }
@@ -245,6 +246,7 @@ class CudaDevice : public Device {
       std::lock_guard<std::mutex> lock(mu_);
       watched_.clear();  // their events die with the context
       used_streams_.clear();
+      stale_streams_.insert(created_streams_.begin(), created_streams_.end());
       created_streams_.clear();
       // Resetting the primary context tears down the running kernel, every allocation, module,
       // stream and event in it; what metile still holds is marked stale by the generation.
@@ -271,9 +273,10 @@ class CudaDevice : public Device {
     CUstream s = as_stream(stream);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (stale_streams_.erase(s) != 0) return;  // the reset destroyed it
       if (created_streams_.erase(s) == 0)
         fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", "stream ", stream, " is not one this ",
-             info_.label(), " device created (destroyed already, or made before a reset)");
+             info_.label(), " device created (or it was destroyed already)");
       used_streams_.erase(s);
     }
     make_current();
@@ -287,6 +290,7 @@ class CudaDevice : public Device {
     if (options.stream == 0) return stream_;
     CUstream s = as_stream(options.stream);
     std::lock_guard<std::mutex> lock(mu_);
+    if (stale_streams_.count(s) != 0) gone("this stream", info_.label());
     used_streams_.insert(s);
     return s;
   }
@@ -343,10 +347,11 @@ class CudaDevice : public Device {
   DeviceInfo info_;
   std::string identity_;
   std::atomic<uint64_t> generation_{1};
-  std::mutex mu_;  // guards the three below
+  std::mutex mu_;  // guards the four below
   std::vector<Watched> watched_;
   std::set<CUstream> used_streams_;     // launched on since the last synchronize()
   std::set<CUstream> created_streams_;  // by create_stream(), not yet destroyed
+  std::set<CUstream> stale_streams_;    // created before a reset, gone with it
 };
 
 CudaBuffer::~CudaBuffer() {
@@ -354,7 +359,8 @@ CudaBuffer::~CudaBuffer() {
 }
 
 bool CudaBuffer::live() const {
-  return device == nullptr || static_cast<CudaDevice*>(device)->generation() == generation_;
+  return generation_ == 0 || device == nullptr ||
+         static_cast<CudaDevice*>(device)->generation() == generation_;
 }
 
 void* CudaBuffer::contents() {

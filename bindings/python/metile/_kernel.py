@@ -71,6 +71,8 @@ def _run_options(who: str, timeout: Any, stream: Any, device) -> tuple[float, in
 def _set_run_options(handle, options: tuple[float, int]) -> int:
     o = _ffi.metile_launch_options(ctypes.sizeof(_ffi.metile_launch_options), *options)
     return _ffi.metile_launch_set_options(handle, ctypes.byref(o))
+
+
 _MAX_RETRACES = 64
 
 

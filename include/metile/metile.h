@@ -938,8 +938,9 @@ typedef struct metile_launch_options {
    * value (the default, -1) keeps METILE_TIMEOUT_S; NaN is METILE_ERROR_INVALID_ARGUMENT. A run
    * past it fails with METILE_ERROR_DEVICE naming the kernel and the limit, its outputs partly
    * written. On cuda, where a running kernel cannot be stopped, the limit is enforced while the
-   * host waits (metile_device_synchronize, metile_event_synchronize): past it the GPU's context is
-   * reset (see metile_device_synchronize).
+   * host waits (metile_device_synchronize, metile_event_synchronize), which then polls the GPU
+   * (ending up to 0.5 ms late) instead of blocking: past it the GPU's context is reset (see
+   * metile_device_synchronize).
    */
   double timeout_s;
   /** The stream to queue on (cuda): 0, the default, for the device's own; else a CUstream as an

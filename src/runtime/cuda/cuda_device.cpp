@@ -185,6 +185,7 @@ class CudaDevice : public Device {
       check(block(), what);
       return;
     }
+    // Polls back off to 0.5 ms: a wait ends at most that late, for little host time.
     auto pause = std::chrono::microseconds(20);
     for (;;) {
       CUresult r = query();
@@ -192,7 +193,7 @@ class CudaDevice : public Device {
       if (r != kErrorNotReady) check(r, what);
       if (std::optional<std::string> late = overdue()) reset_after(*late);
       std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+      pause = std::min(pause * 2, std::chrono::microseconds(500));
     }
     forget_finished();
   }

@@ -375,8 +375,13 @@ fn scan_trans_and_device_print() -> Result<()> {
     Ok(())
 }
 
+// metile::cancel_launches() stops every host launch in the process: the tests that stop launches
+// run one at a time, so a cancel meant for one does not stop another's.
+static STOPPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn cancel_launches_stops_a_running_host_launch() -> Result<()> {
+    let _one_at_a_time = STOPPING.lock().unwrap_or_else(|e| e.into_inner());
     for name in ["interp", "cpu"] {
         let dev = Device::open(Some(name))?;
         let kernel = Kernel::compile(&dev, &vadd()?)?;
@@ -412,6 +417,7 @@ fn cancel_launches_stops_a_running_host_launch() -> Result<()> {
 
 #[test]
 fn a_launch_past_its_timeout_fails_and_the_next_runs() -> Result<()> {
+    let _one_at_a_time = STOPPING.lock().unwrap_or_else(|e| e.into_inner());
     for name in ["interp", "cpu"] {
         let dev = Device::open(Some(name))?;
         let kernel = Kernel::compile(&dev, &vadd()?)?;

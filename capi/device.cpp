@@ -1,4 +1,6 @@
-// metile_device_* and metile_buffer_*.
+// metile_device_*, metile_stream_* and metile_buffer_*.
+#include <cstddef>
+
 #include "checked.h"
 #include "guard.h"
 #include "handles.h"
@@ -43,7 +45,8 @@ METILE_API metile_status metile_device_get_info(const metile_device* d, metile_d
     METILE_CHECK_ARG(out);
     auto dh = get(d, fn);
     const DeviceInfo& i = dh->impl->info();
-    if (out->struct_size < sizeof(metile_device_info))
+    // Callers built against an older header pass the struct without `ordinal`.
+    if (out->struct_size < offsetof(metile_device_info, ordinal))
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
            ": struct_size is too small (set it to sizeof(metile_device_info))");
     out->name = i.name.c_str();
@@ -54,6 +57,8 @@ METILE_API metile_status metile_device_get_info(const metile_device* d, metile_d
     out->threadgroup_memory_bytes = i.threadgroup_memory_bytes;
     out->unified_memory = i.unified_memory ? 1 : 0;
     out->asynchronous = i.asynchronous ? 1 : 0;
+    if (out->struct_size >= offsetof(metile_device_info, ordinal) + sizeof(int32_t))
+      out->ordinal = i.ordinal;
   });
 }
 
@@ -74,6 +79,20 @@ METILE_API metile_status metile_device_wait_stream(metile_device* d, uint64_t st
 
 METILE_API metile_status metile_device_signal_stream(metile_device* d, uint64_t stream) {
   return guard(__func__, [&](const char* fn) { get(d, fn)->impl->signal_stream(stream); });
+}
+
+METILE_API metile_status metile_stream_create(metile_device* d, uint64_t* out) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(out);
+    *out = get(d, fn)->impl->create_stream();
+  });
+}
+
+METILE_API metile_status metile_stream_destroy(metile_device* d, uint64_t stream) {
+  return guard(__func__, [&](const char* fn) {
+    if (stream == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": stream 0 is not one metile_stream_create made");
+    get(d, fn)->impl->destroy_stream(stream);
+  });
 }
 
 METILE_API metile_status metile_buffer_alloc(metile_buffer** out, metile_device* d, size_t bytes) {

@@ -84,7 +84,7 @@ T* export_buffer(metile_buffer* b, metile_dtype dtype, int32_t ndim, const int64
   // memory is valid device memory; kDLCUDAManaged is refused by torch.
   bool cuda = h->device->info().name == "cuda";
   t.data = cuda ? reinterpret_cast<void*>(h->impl->device_address()) : h->impl->contents();
-  t.device = {cuda ? kDLCUDA : kDLCPU, 0};
+  t.device = {cuda ? kDLCUDA : kDLCPU, cuda ? h->device->info().ordinal : 0};
   t.ndim = ndim;
   t.dtype = to_dl(d);
   t.shape = e->shape;
@@ -156,6 +156,10 @@ metile_buffer* import_tensor(metile_device* dev, const DLTensor& t, std::functio
   if (!device_memory && type != kDLCPU && type != kDLCUDAHost && type != kDLCUDAManaged)
     fail(METILE_ERROR_UNSUPPORTED, "dlpack", "cannot import memory of DLPack device type ",
          type, " on the ", device->info().name, " device");
+  // Another GPU's memory: kernels here would fault on it (managed memory migrates, so it may).
+  if (type == kDLCUDA && cuda && t.device.device_id != device->info().ordinal)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": the tensor is on cuda:", t.device.device_id,
+         ", the device is ", device->info().label(), " (move it, or use that device)");
   std::shared_ptr<Buffer> inner;
   if (bytes == 0) {
     // An empty tensor owns no bytes (its data may be NULL or point at nothing); buffers are never

@@ -26,6 +26,7 @@ const char* kind_name(HandleKind k) {
     case HandleKind::program: return "metile_program";
     case HandleKind::kernel: return "metile_kernel";
     case HandleKind::launch: return "metile_launch";
+    case HandleKind::event: return "metile_event";
   }
   return "handle";
 }

@@ -18,7 +18,7 @@
 
 namespace metile::capi {
 
-enum class HandleKind { device, buffer, builder, program, kernel, launch };
+enum class HandleKind { device, buffer, builder, program, kernel, launch, event };
 
 /** A reference to a handle's object for the duration of one API call. */
 template <typename T>
@@ -68,6 +68,12 @@ struct metile_launch {
   static constexpr auto kKind = metile::capi::HandleKind::launch;
   std::unique_ptr<metile::PreparedLaunch> impl;
   std::shared_ptr<metile::CompiledKernel> kernel;
+};
+
+struct metile_event {
+  static constexpr auto kKind = metile::capi::HandleKind::event;
+  std::unique_ptr<metile::Event> impl;
+  std::shared_ptr<metile::Device> device;
 };
 
 namespace metile::capi {

@@ -85,6 +85,12 @@ LaunchArg check_arg(const CompiledKernel& k, size_t i, const metile_arg& a,
            "): ", static_cast<const void*>(a.buffer),
            " is not a live metile_buffer (released, or another kind of handle)");
     }
+    // Devices address only their own buffers (another GPU's memory, a host device's copy).
+    const Device* owner = b->impl->underlying()->device;
+    if (owner != k.device.get() || b->impl->device != k.device.get())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "`: the buffer belongs to device ",
+           owner ? owner->info().label() : std::string("(none)"), ", the kernel ", p.name,
+           " runs on ", k.device->info().label());
     size_t elem = dtype_size(t.dtype);
     if (a.offset > b->impl->size() || a.offset % elem != 0)
       fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "`: offset ", a.offset,
@@ -354,8 +360,30 @@ METILE_API metile_status metile_launch_set_grid(metile_launch* l, const uint32_t
   });
 }
 
+METILE_API metile_status metile_launch_set_options(metile_launch* l, const metile_launch_options* o) {
+  return guard(__func__, [&](const char* fn) {
+    auto h = get(l, fn);
+    LaunchOptions opts;
+    if (o != nullptr) {
+      if (o->struct_size < sizeof(metile_launch_options))
+        fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn,
+             ": struct_size is too small (use METILE_LAUNCH_OPTIONS_INIT)");
+      if (std::isnan(o->timeout_s))
+        fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": timeout_s is NaN (seconds; 0: no limit; "
+             "negative: METILE_TIMEOUT_S)");
+      opts.timeout_s = o->timeout_s < 0 ? -1 : o->timeout_s;
+      opts.stream = o->stream;
+    }
+    h->impl->options = opts;
+  });
+}
+
 METILE_API metile_status metile_launch_run(metile_launch* l) {
-  return guard(__func__, [&](const char* fn) { get(l, fn)->impl->run(); });
+  return guard(__func__, [&](const char* fn) {
+    auto h = get(l, fn);
+    host::ScopedLaunchLimit limit(h->impl->options.timeout_s);
+    h->impl->run();
+  });
 }
 
 METILE_API metile_status metile_launch_release(metile_launch* l) {

@@ -162,9 +162,11 @@ typedef struct metile_device metile_device;
 
 /**
  * Opens a device by name: "interp", "cpu", "metal", "metal-sim" or "cuda". NULL or "" opens the
- * default: $METILE_DEVICE, else metal, else cuda, else cpu. Opening the same name twice returns
- * the same underlying device (retained). METILE_ERROR_DEVICE_UNAVAILABLE says why a device
- * cannot start; METILE_ERROR_INVALID_ARGUMENT for an unknown name.
+ * default: $METILE_DEVICE, else metal, else cuda, else cpu. A GPU other than the first is named
+ * by its index: "cuda:1" ("cuda" and "cuda:0" are the same device). Opening the same name twice
+ * returns the same underlying device (retained). METILE_ERROR_DEVICE_UNAVAILABLE says why a
+ * device cannot start (for "cuda:N" past the last GPU it names N and the number of GPUs);
+ * METILE_ERROR_INVALID_ARGUMENT for an unknown name, or an index on a device without one.
  */
 METILE_API metile_status metile_device_open(metile_device **out, const char *name);
 METILE_API metile_status metile_device_retain(metile_device *device);
@@ -187,12 +189,23 @@ typedef struct metile_device_info {
   uint64_t threadgroup_memory_bytes;
   int32_t unified_memory;    /**< host and device address the same buffers */
   int32_t asynchronous;      /**< launches return before the work is done */
+  /** The GPU's index on devices chosen by one ("cuda:N", the N), else 0. A caller's struct
+   * that ends before this field (an older header's) is filled up to its end. */
+  int32_t ordinal;
 } metile_device_info;
-#define METILE_DEVICE_INFO_INIT {sizeof(metile_device_info), 0, 0, 0, 0, 0, 0, 0, 0}
+#define METILE_DEVICE_INFO_INIT {sizeof(metile_device_info), 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 METILE_API metile_status metile_device_get_info(const metile_device *device,
                                                 metile_device_info *out);
-/** Waits until every launch issued on this device so far has finished. */
+/**
+ * Waits until every launch issued on this device so far has finished. On cuda, when a launch
+ * waited for has a time limit (metile_launch_options.timeout_s, METILE_TIMEOUT_S) and runs past
+ * it, the GPU's primary context is reset (a running kernel cannot be stopped any other way) and
+ * METILE_ERROR_DEVICE names the kernel and the limit. The device stays usable: later
+ * compiles and launches work, kernels compiled before are reloaded at their next launch, but
+ * every buffer allocated or imported before the reset (its memory is gone) and every stream
+ * and event created before it are invalid: using one is METILE_ERROR_INVALID_ARGUMENT saying so.
+ */
 METILE_API metile_status metile_device_synchronize(metile_device *device);
 
 /**
@@ -215,6 +228,38 @@ METILE_API metile_status metile_device_wait_stream(metile_device *device, uint64
  * consumer on `stream` reads an exported buffer (metile_buffer_to_dlpack*).
  */
 METILE_API metile_status metile_device_signal_stream(metile_device *device, uint64_t stream);
+/**
+ * A new stream of the device's (non-blocking on cuda: it does not wait for the legacy default
+ * stream), as an integer usable wherever a stream is taken here. Launches queue on it through
+ * metile_launch_options.stream. On devices without streams it is a token that launches accept
+ * and ignore (each launch finishes before it returns). Destroy it with metile_stream_destroy().
+ */
+METILE_API metile_status metile_stream_create(metile_device *device, uint64_t *out);
+/** Destroys a stream from metile_stream_create(); work queued on it still completes. */
+METILE_API metile_status metile_stream_destroy(metile_device *device, uint64_t stream);
+/** @} */
+
+/**
+ * \name Events: timing and waiting on a point in a device's queue (torch.cuda.Event's model)
+ * On cuda an event is a CUevent: record() marks the work queued so far on a stream, and the
+ * elapsed time is measured by the GPU. On devices without streams record() waits for the
+ * device's launches and reads the host's clock, so the time between two events is the host's
+ * wall time between the two records (launches included, as they run before returning).
+ * @{
+ */
+typedef struct metile_event metile_event;
+METILE_API metile_status metile_event_create(metile_event **out, metile_device *device);
+/** Marks the work queued so far on `stream` (0: the device's own stream). Re-recording moves it. */
+METILE_API metile_status metile_event_record(metile_event *event, uint64_t stream);
+/** Waits until the work the event marks is done (returns at once if never recorded). */
+METILE_API metile_status metile_event_synchronize(metile_event *event);
+/**
+ * Milliseconds between two recorded events of the same device (waits for `end`). Events never
+ * recorded, or of two devices: METILE_ERROR_INVALID_ARGUMENT.
+ */
+METILE_API metile_status metile_event_elapsed_ms(metile_event *start, metile_event *end,
+                                                 double *out_ms);
+METILE_API metile_status metile_event_release(metile_event *event);
 /** @} */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -863,8 +908,11 @@ typedef struct metile_arg {
  * metile_launch_set_grid) with the
  * arguments in parameter order. Asynchronous on GPU devices. Arguments are checked against
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
- * On interp and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0: no
- * limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly written).
+ * On interp, cpu and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0:
+ * no limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly
+ * written); on cuda the limit is enforced when the host waits (metile_launch_options.timeout_s).
+ * A buffer of another device (another GPU included) is METILE_ERROR_INVALID_ARGUMENT naming the
+ * parameter and both devices.
  */
 METILE_API metile_status metile_kernel_launch(metile_kernel *kernel, const uint32_t grid[3],
                                               const metile_arg *args, size_t num_args);
@@ -889,6 +937,29 @@ METILE_API metile_status metile_launch_set_arg(metile_launch *launch, size_t ind
 METILE_API metile_status metile_launch_set_arg_memory(metile_launch *launch, size_t index,
                                                       void *host, size_t bytes);
 METILE_API metile_status metile_launch_set_grid(metile_launch *launch, const uint32_t grid[3]);
+
+/** A launch's own settings; METILE_LAUNCH_OPTIONS_INIT gives the defaults. */
+typedef struct metile_launch_options {
+  size_t struct_size;
+  /**
+   * Time limit of each run in seconds, instead of $METILE_TIMEOUT_S: 0 means none, a negative
+   * value (the default, -1) keeps METILE_TIMEOUT_S; NaN is METILE_ERROR_INVALID_ARGUMENT. A run
+   * past it fails with METILE_ERROR_DEVICE naming the kernel and the limit, its outputs partly
+   * written. On cuda, where a running kernel cannot be stopped, the limit is enforced while the
+   * host waits (metile_device_synchronize, metile_event_synchronize), which then polls the GPU
+   * (ending up to 0.5 ms late) instead of blocking: past it the GPU's context is reset (see
+   * metile_device_synchronize).
+   */
+  double timeout_s;
+  /** The stream to queue on (cuda): 0, the default, for the device's own; else a CUstream as an
+   * integer (1: legacy default, 2: per-thread default) or one from metile_stream_create(). */
+  uint64_t stream;
+} metile_launch_options;
+#define METILE_LAUNCH_OPTIONS_INIT {sizeof(metile_launch_options), -1.0, 0}
+
+/** Sets the options every later run of `launch` uses (NULL: the defaults). */
+METILE_API metile_status metile_launch_set_options(metile_launch *launch,
+                                                   const metile_launch_options *options);
 METILE_API metile_status metile_launch_run(metile_launch *launch);
 METILE_API metile_status metile_launch_release(metile_launch *launch);
 

@@ -22,6 +22,8 @@ std::shared_ptr<Device> make_cpu_device();
 /** cuda: needs the NVIDIA driver and NVRTC, opened with dlopen (src/runtime/cuda). */
 std::string probe_cuda_device();
 std::shared_ptr<Device> make_cuda_device();
+/** cuda:N; METILE_ERROR_DEVICE_UNAVAILABLE naming N and the count when there is no such GPU. */
+std::shared_ptr<Device> make_cuda_device_nth(int ordinal);
 
 /** metal: Metal.framework and the Objective-C runtime, opened with dlopen (src/runtime/metal). */
 std::string probe_metal_device();

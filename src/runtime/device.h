@@ -37,6 +37,11 @@ struct DeviceInfo {
   /** Runs each program's tiles in order on one host thread (interp, cpu), so a whole-tile
    * reduction is a plain loop; GPUs spread a tile over threads. Tile IR passes choose forms by it. */
   bool whole_tiles_in_order = false;
+  /** The GPU's index among the machine's (cuda:N) where devices are chosen by index. */
+  int ordinal = 0;
+  bool indexed = false;
+  /** "cuda:1", "cpu": the name open_device() knows it by. */
+  std::string label() const { return indexed ? name + ":" + std::to_string(ordinal) : name; }
 };
 
 /** Device memory that the host can address: one allocation both sides use, no copies. */
@@ -67,6 +72,16 @@ struct Grid {
   uint64_t count() const { return uint64_t{dims[0]} * dims[1] * dims[2]; }
 };
 
+/** A launch's own settings (metile_launch_set_options). */
+struct LaunchOptions {
+  /** Its time limit in seconds (0: none); negative: METILE_TIMEOUT_S. Devices read it through
+   * host::current_launch_limit(), which the C API sets around run(). */
+  double timeout_s = -1;
+  /** The stream it is queued on: 0 for the device's own, else a CUstream as an integer. Devices
+   * without streams ignore it: their launches finish before run() returns. */
+  uint64_t stream = 0;
+};
+
 /** A launch whose arguments were checked once; run() may be called many times. */
 class PreparedLaunch {
  public:
@@ -78,7 +93,26 @@ class PreparedLaunch {
   std::vector<LaunchArg> args;
   /** Keeps buffers alive while the launch exists. */
   std::vector<std::shared_ptr<Buffer>> keep_alive;
+  LaunchOptions options;
 };
+
+/**
+ * A point in a device's queue of work (metile_event_*): recorded on a stream, waited for, and
+ * timed against another. The default (host_event.cpp) is for devices without streams: record()
+ * waits for the device's launches and notes the host's clock.
+ */
+class Event {
+ public:
+  virtual ~Event() = default;
+  /** Marks the work queued on `stream` so far (0: the device's own stream). */
+  virtual void record(uint64_t stream) = 0;
+  /** Waits until the marked work is done (at once when never recorded). */
+  virtual void synchronize() = 0;
+  /** Milliseconds from `start`'s mark to this one's; both recorded on the same device. */
+  virtual double elapsed_ms_since(Event& start) = 0;
+};
+/** The event of a device without streams (host_event.cpp). */
+std::unique_ptr<Event> make_host_event(Device& device);
 
 class Kernel {
  public:
@@ -122,6 +156,14 @@ class Device {
   }
   /** The stream this device queues launches on, as an integer; 0 when it has none. */
   virtual uint64_t stream() const { return 0; }
+  /**
+   * A new stream of this device's, as an integer (never 0). Devices without streams return a
+   * token that launches accept and ignore: each launch finishes before it returns.
+   */
+  virtual uint64_t create_stream();
+  /** Destroys a stream create_stream() made, after the work queued on it. */
+  virtual void destroy_stream(uint64_t stream) { (void)stream; }
+  virtual std::unique_ptr<Event> create_event();
   /** Device kind + architecture + toolchain identity for cache keys; "" disables disk caching. */
   virtual std::string cache_identity() const { return {}; }
   virtual Artifact build(const Program& program, const CompileOptions& options) = 0;
@@ -135,9 +177,15 @@ struct DeviceEntry {
   /** Returns "" when the device can start here, else the reason it cannot. */
   std::string (*probe)();
   std::shared_ptr<Device> (*create)();
+  /** Devices chosen by index ("cuda:1"): opens that one, or throws naming the index and the
+   * count. Null for devices that have no index. */
+  std::shared_ptr<Device> (*create_nth)(int ordinal) = nullptr;
 };
 const std::vector<DeviceEntry>& device_registry();
-/** Opens (once per process) the named device; "" = default. Throws DEVICE_UNAVAILABLE. */
+/**
+ * Opens (once per process) the named device; "" = default. A GPU is chosen by index:
+ * "cuda:1" (for "cuda", "cuda:0"). Throws DEVICE_UNAVAILABLE.
+ */
 std::shared_ptr<Device> open_device(const std::string& name);
 
 }  // namespace metile

@@ -138,6 +138,7 @@ class HiddenLaunch final : public PreparedLaunch {
   void run() override {
     h_->check_before(grid, args);
     h_->reset(flag_.get());
+    inner_->options = options;  // the stream and limit are the user's launch's
     inner_->run();
     h_->check(flag_.get());
   }

@@ -628,3 +628,81 @@ func TestCancelLaunchesStopsARunningHostLaunch(t *testing.T) {
 		checkSum(t, got, hx, hy)
 	}
 }
+
+func TestLaunchTimeoutStreamsAndEvents(t *testing.T) {
+	for _, name := range []string{"interp", "cpu"} {
+		d, err := OpenDevice(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := Compile(d, vadd(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 300
+		hx, hy := random(n, 41), random(n, 42)
+		bx, _ := d.BufferFromFloat32(hx)
+		by, _ := d.BufferFromFloat32(hy)
+		bo, _ := d.Alloc(4 * n)
+		// 2^30 instances: only the 0.2 s limit ends it.
+		long, err := k.Prepare([3]uint32{1 << 22, 256, 1}, BufferArg(bx), BufferArg(by), BufferArg(bo), I32Arg(int32(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := long.SetOptions(math.NaN(), 0); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("%s: NaN timeout: %v", name, err)
+		}
+		if err := long.SetOptions(0.2, 0); err != nil {
+			t.Fatal(err)
+		}
+		err = long.Run()
+		var e *Error
+		if !errors.Is(err, ErrDevice) || !errors.As(err, &e) || !strings.Contains(e.Message, "did not finish within 0.2 s (the launch's timeout)") {
+			t.Fatalf("%s: %v", name, err)
+		}
+		long.Close()
+		stream, err := d.CreateStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := k.Prepare(grid1(n), BufferArg(bx), BufferArg(by), BufferArg(bo), I32Arg(int32(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SetOptions(-1, stream); err != nil {
+			t.Fatal(err)
+		}
+		start, _ := d.NewEvent()
+		end, _ := d.NewEvent()
+		if _, err := start.ElapsedMs(end); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("%s: unrecorded events: %v", name, err)
+		}
+		if err := start.Record(0); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Run(); err != nil {
+			t.Fatal(err)
+		}
+		end.Record(0)
+		if err := end.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if ms, err := start.ElapsedMs(end); err != nil || ms < 0 {
+			t.Fatalf("%s: elapsed %v %v", name, ms, err)
+		}
+		l.Close()
+		start.Close()
+		end.Close()
+		if err := d.DestroyStream(stream); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := bo.Float32s()
+		checkSum(t, got, hx, hy)
+		if info, _ := d.Info(); info.Ordinal != 0 {
+			t.Fatalf("%s: ordinal %d", name, info.Ordinal)
+		}
+	}
+	if _, err := OpenDevice("cpu:1"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("cpu:1: %v", err)
+	}
+}

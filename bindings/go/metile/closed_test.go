@@ -66,6 +66,20 @@ func TestMethodsAfterCloseReturnErrors(t *testing.T) {
 
 	closed("Launch.Run", l.Run())
 	closed("Launch.SetGrid", l.SetGrid(grid1(16)))
+	closed("Launch.SetOptions", l.SetOptions(1, 0))
+	ev, err := d.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev2, _ := d.NewEvent()
+	ev.Close()
+	closed("Event.Record", ev.Record(0))
+	closed("Event.Synchronize", ev.Synchronize())
+	_, err = ev.ElapsedMs(ev2)
+	closed("Event.ElapsedMs", err)
+	_, err = ev2.ElapsedMs(nil)
+	closed("Event.ElapsedMs(nil)", err)
+	ev2.Close()
 	closed("Launch.SetArg", l.SetArg(3, I32Arg(1)))
 
 	_, err = p.Text()
@@ -97,6 +111,11 @@ func TestMethodsAfterCloseReturnErrors(t *testing.T) {
 	closed("Device.Stream", err)
 	closed("Device.WaitStream", d.WaitStream(0))
 	closed("Device.SignalStream", d.SignalStream(0))
+	_, err = d.CreateStream()
+	closed("Device.CreateStream", err)
+	closed("Device.DestroyStream", d.DestroyStream(1))
+	_, err = d.NewEvent()
+	closed("Device.NewEvent", err)
 	_, err = d.Clone()
 	closed("Device.Clone", err)
 	_, err = d.BufferFromFloat32([]float32{1})

@@ -45,6 +45,7 @@ type DeviceInfo struct {
 	ThreadgroupMemoryBytes          uint64
 	UnifiedMemory                   bool // host and device address the same buffers
 	Asynchronous                    bool // launches return before the work is done
+	Ordinal                         int  // the GPU's index ("cuda:N"); 0 on devices without one
 }
 
 // Info returns the device's properties.
@@ -65,6 +66,7 @@ func (d *Device) Info() (DeviceInfo, error) {
 		ThreadgroupMemoryBytes: uint64(info.threadgroup_memory_bytes),
 		UnifiedMemory:          info.unified_memory != 0,
 		Asynchronous:           info.asynchronous != 0,
+		Ordinal:                int(info.ordinal),
 	}, nil
 }
 
@@ -104,4 +106,22 @@ func (d *Device) WaitStream(stream uint64) error {
 func (d *Device) SignalStream(stream uint64) error {
 	var msg *C.char
 	return check(C.go_metile_device_signal_stream(&msg, d.raw, C.uint64_t(stream)), msg)
+}
+
+// CreateStream returns a new stream of the device's (a CUstream as an integer on cuda; on devices
+// without streams a token launches accept and ignore). Launches queue on it through
+// Launch.SetOptions; destroy it with DestroyStream.
+func (d *Device) CreateStream() (uint64, error) {
+	var out C.uint64_t
+	var msg *C.char
+	if err := check(C.go_metile_stream_create(&msg, d.raw, &out), msg); err != nil {
+		return 0, err
+	}
+	return uint64(out), nil
+}
+
+// DestroyStream destroys a stream from CreateStream; the work queued on it still runs.
+func (d *Device) DestroyStream(stream uint64) error {
+	var msg *C.char
+	return check(C.go_metile_stream_destroy(&msg, d.raw, C.uint64_t(stream)), msg)
 }

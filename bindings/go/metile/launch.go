@@ -230,6 +230,20 @@ func (l *Launch) SetGrid(grid [3]uint32) error {
 	return check(C.go_metile_launch_set_grid(&msg, l.raw, &cgrid[0]), msg)
 }
 
+// SetOptions sets how later runs go: timeoutS, the time limit in seconds (0: none; negative:
+// $METILE_TIMEOUT_S), past which a run fails naming the kernel (on cuda: when the host next waits
+// for it, and the GPU is reset); stream, the CUDA stream to queue on (0: the device's own).
+func (l *Launch) SetOptions(timeoutS float64, stream uint64) error {
+	var o C.metile_launch_options
+	o.struct_size = C.size_t(unsafe.Sizeof(o))
+	o.timeout_s = C.double(timeoutS)
+	o.stream = C.uint64_t(stream)
+	var msg *C.char
+	err := check(C.go_metile_launch_set_options(&msg, l.raw, &o), msg)
+	runtime.KeepAlive(l)
+	return err
+}
+
 // Run runs the launch (asynchronous on GPUs).
 func (l *Launch) Run() error {
 	var msg *C.char

@@ -59,6 +59,48 @@ static inline metile_status go_metile_device_signal_stream(char **err, metile_de
   return s;
 }
 
+static inline metile_status go_metile_stream_create(char **err, metile_device * device, uint64_t * out) {
+  metile_status s = metile_stream_create(device, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_stream_destroy(char **err, metile_device * device, uint64_t stream) {
+  metile_status s = metile_stream_destroy(device, stream);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_event_create(char **err, metile_event * * out, metile_device * device) {
+  metile_status s = metile_event_create(out, device);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_event_record(char **err, metile_event * event, uint64_t stream) {
+  metile_status s = metile_event_record(event, stream);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_event_synchronize(char **err, metile_event * event) {
+  metile_status s = metile_event_synchronize(event);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_event_elapsed_ms(char **err, metile_event * start, metile_event * end, double * out_ms) {
+  metile_status s = metile_event_elapsed_ms(start, end, out_ms);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_event_release(char **err, metile_event * event) {
+  metile_status s = metile_event_release(event);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_buffer_alloc(char **err, metile_buffer * * out, metile_device * device, size_t bytes) {
   metile_status s = metile_buffer_alloc(out, device, bytes);
   if (s != METILE_OK) *err = strdup(metile_last_error());
@@ -451,6 +493,12 @@ static inline metile_status go_metile_launch_set_arg_memory(char **err, metile_l
 
 static inline metile_status go_metile_launch_set_grid(char **err, metile_launch * launch, const uint32_t * grid) {
   metile_status s = metile_launch_set_grid(launch, grid);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_launch_set_options(char **err, metile_launch * launch, const metile_launch_options * options) {
+  metile_status s = metile_launch_set_options(launch, options);
   if (s != METILE_OK) *err = strdup(metile_last_error());
   return s;
 }

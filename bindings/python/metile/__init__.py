@@ -43,6 +43,7 @@ for _mod, _names in {
                 "umulhi zeros_like rand randn randint randint4x device_assert",
     "_block_ptr": "advance make_block_ptr make_tensor_descriptor",
     "_trace": "Value",
+    "_stream": "Event Stream",
 }.items():
     for _name in _names.split():
         _LAZY[_name] = (_mod, _name)

@@ -223,6 +223,10 @@ class Buffer:
         first when launches are asynchronous, so results of earlier launches are visible."""
         if self.device.asynchronous:
             self.device.synchronize()
+            # After a cuda reset (a launch past its time limit) the memory is gone: the library
+            # says so rather than letting the view read freed pages.
+            check(_ffi.metile_buffer_contents(self._handle, ctypes.byref(ctypes.c_void_p())),
+                  "Buffer.numpy")
         if self._view is None:
             self._memory.__array_interface__ = self.__array_interface__
             self._view = np.asarray(self._memory)
@@ -237,7 +241,7 @@ class Buffer:
     def __dlpack_device__(self) -> tuple[int, int]:
         # cuda buffers are managed memory, which consumers take as plain device memory.
         if self.device.name == "cuda":
-            return (_dlpack.KDL_CUDA, 0)
+            return (_dlpack.KDL_CUDA, self.device.ordinal)
         return (_dlpack.KDL_CPU, 0)
 
     def __dlpack__(self, *, stream: int | None = None,

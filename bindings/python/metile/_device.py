@@ -36,6 +36,9 @@ class Device:
         self.threadgroup_memory_bytes = info.threadgroup_memory_bytes
         self.unified_memory = bool(info.unified_memory)
         self.asynchronous = bool(info.asynchronous)
+        # The GPU's index on devices chosen by one (cuda:N); `label` is the name to open it by.
+        self.ordinal = info.ordinal
+        self.label = f"{self.name}:{self.ordinal}" if self.name == "cuda" else self.name
 
     def synchronize(self) -> None:
         """Waits for every launch issued on this device so far."""
@@ -63,7 +66,7 @@ class Device:
               "Device.signal_stream")
 
     def __repr__(self):
-        return f"<metile.Device {self.name} ({self.description}, {self.architecture})>"
+        return f"<metile.Device {self.label} ({self.description}, {self.architecture})>"
 
     def __del__(self):
         if _ffi is not None and getattr(self, "_handle", None):
@@ -72,7 +75,8 @@ class Device:
 
 
 def open_device(name: str | None = None) -> Device:
-    """Opens (once per process) the named device; None or "" opens the default."""
+    """Opens (once per process) the named device; None or "" opens the default. A GPU other than
+    the first is named by index: "cuda:1"."""
     key = name or ""
     with _lock:
         dev = _open.get(key)
@@ -83,10 +87,19 @@ def open_device(name: str | None = None) -> Device:
         if st:
             raise error_for(st)
         dev = Device(h)
-        # The default and its explicit name are the same Device object.
-        dev = _open.setdefault(dev.name, dev)
+        # The default and its explicit names ("cuda", "cuda:0") are the same Device object.
+        dev = _open.setdefault(dev.label, dev)
+        if dev.ordinal == 0:
+            dev = _open.setdefault(dev.name, dev)
         _open[key] = dev
         return dev
+
+
+def _resolve(device: Union[str, Device, None]) -> Device:
+    """`device` as a Device: None is the current one."""
+    if device is None:
+        return get_device()
+    return device if isinstance(device, Device) else open_device(device)
 
 
 def devices() -> list[str]:

@@ -55,6 +55,10 @@ class metile_launch(Structure):
     pass
 
 
+class metile_event(Structure):
+    pass
+
+
 # ---------------------------------------------------------------------------------- structs
 class metile_type(Structure):
     _fields_ = [
@@ -77,6 +81,7 @@ class metile_device_info(Structure):
         ("threadgroup_memory_bytes", c_uint64),
         ("unified_memory", c_int32),
         ("asynchronous", c_int32),
+        ("ordinal", c_int32),
     ]
 
 
@@ -134,13 +139,22 @@ class metile_cache_stats(Structure):
     ]
 
 
+class metile_launch_options(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("timeout_s", c_double),
+        ("stream", c_uint64),
+    ]
+
+
 STRUCTS = [metile_type, metile_device_info, metile_compile_options, metile_kernel_info,
-           metile_arg, metile_cache_stats]
+           metile_arg, metile_cache_stats, metile_launch_options]
 
 # ------------------------------------------------------------------------------- functions
 _P = POINTER
 _dev, _buf, _bld = _P(metile_device), _P(metile_buffer), _P(metile_builder)
 _prog, _kern, _launch = _P(metile_program), _P(metile_kernel), _P(metile_launch)
+_event = _P(metile_event)
 _st = metile_status
 _val = metile_value
 
@@ -163,6 +177,13 @@ FUNCTIONS = [
     ("metile_device_stream", _st, [_dev, _P(c_uint64)]),
     ("metile_device_wait_stream", _st, [_dev, c_uint64]),
     ("metile_device_signal_stream", _st, [_dev, c_uint64]),
+    ("metile_stream_create", _st, [_dev, _P(c_uint64)]),
+    ("metile_stream_destroy", _st, [_dev, c_uint64]),
+    ("metile_event_create", _st, [_P(_event), _dev]),
+    ("metile_event_record", _st, [_event, c_uint64]),
+    ("metile_event_synchronize", _st, [_event]),
+    ("metile_event_elapsed_ms", _st, [_event, _event, _P(c_double)]),
+    ("metile_event_release", _st, [_event]),
     # buffers
     ("metile_buffer_alloc", _st, [_P(_buf), _dev, c_size_t]),
     ("metile_buffer_wrap", _st, [_P(_buf), _dev, c_void_p, c_size_t]),
@@ -243,6 +264,7 @@ FUNCTIONS = [
     ("metile_launch_set_arg", _st, [_launch, c_size_t, _P(metile_arg)]),
     ("metile_launch_set_arg_memory", _st, [_launch, c_size_t, c_void_p, c_size_t]),
     ("metile_launch_set_grid", _st, [_launch, _P(c_uint32)]),
+    ("metile_launch_set_options", _st, [_launch, _P(metile_launch_options)]),
     ("metile_launch_run", _st, [_launch]),
     ("metile_launch_release", _st, [_launch]),
     ("metile_cancel_launches", None, []),

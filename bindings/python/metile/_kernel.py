@@ -45,6 +45,34 @@ _CONSTS = (int, float, bool, str, type(None))
 _U32x3 = ctypes.c_uint32 * 3
 _run = _ffi.metile_launch_run
 _LaunchPtr = ctypes.POINTER(_ffi.metile_launch)
+# Launch keywords that are not compile options: they change how each run goes, not the kernel.
+_RUN_OPTIONS = ("timeout", "stream")
+_DEFAULT_RUN = (-1.0, 0)  # metile_launch_options' defaults: METILE_TIMEOUT_S, the device's stream
+
+
+def _run_options(who: str, timeout: Any, stream: Any, device) -> tuple[float, int]:
+    """(timeout_s, stream handle) of a launch's `timeout=` and `stream=` keywords; `who` names
+    the launch in errors."""
+    from ._stream import stream_handle
+    if timeout is None:
+        seconds = -1.0
+    elif isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) \
+            or not float(timeout) >= 0:
+        raise InvalidArgumentError(f"{who}: timeout={timeout!r} must be None "
+                                   "(METILE_TIMEOUT_S) or seconds >= 0 (0: no limit)")
+    else:
+        seconds = float(timeout)
+    try:
+        return seconds, stream_handle(stream, device)
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{who}: {e}") from None
+
+
+def _set_run_options(handle, options: tuple[float, int]) -> int:
+    o = _ffi.metile_launch_options(ctypes.sizeof(_ffi.metile_launch_options), *options)
+    return _ffi.metile_launch_set_options(handle, ctypes.byref(o))
+
+
 _MAX_RETRACES = 64
 
 
@@ -191,6 +219,14 @@ class PreparedLaunch:
 
     run = __call__
 
+    def set_options(self, timeout: Any = None, stream: Any = None) -> None:
+        """The time limit (seconds; 0: none; None: METILE_TIMEOUT_S) and the stream of every
+        later run (see Launcher.__call__)."""
+        st = _set_run_options(self._handle, _run_options(self.context, timeout, stream,
+                                                         self.device))
+        if st:
+            raise error_for(st, self.context, self.file)
+
     def __del__(self):
         if _ffi is not None and getattr(self, "_handle", None):
             _ffi.metile_launch_release(self._handle)
@@ -241,6 +277,8 @@ class KernelFunction:
         n = len(self.runtime)
         self._positional = n if self.param_names[:n] == self.runtime else -1
         self._keywords = frozenset(self.constexprs) | frozenset(_OPTIONS) | frozenset(HINTS)
+        # timeout= and stream=, unless the kernel has parameters of those names
+        self._run_keywords = frozenset(_RUN_OPTIONS) - frozenset(self.param_names)
         self._const_defaults = {c: self.defaults[c] for c in self.constexprs
                                 if c in self.defaults}
         self._lock = threading.RLock()  # tracing and compiling from several threads
@@ -474,8 +512,8 @@ def _classify(kernel_name, name, v, dev):
     if isinstance(v, Buffer):
         if dev is not None and v.device is not dev:
             raise InvalidArgumentError(
-                f"kernel {kernel_name}: argument `{name}` is a buffer on device {v.device.name} "
-                f"but the launch runs on {dev.name}")
+                f"kernel {kernel_name}: argument `{name}` is a buffer on device {v.device.label} "
+                f"but the launch runs on {dev.label}")
         return ("ptr", v.metile_dtype), v._arg, v, None
     if isinstance(v, np.ndarray):
         what = f"kernel {kernel_name}: argument `{name}`"
@@ -686,7 +724,7 @@ class _CachedLaunch:
     and on asynchronous devices until the next call binds another or clear_cache()."""
 
     __slots__ = ("_handle", "compiled", "device", "grid", "bound", "ptrs", "scalars", "context",
-                 "file", "asynchronous", "written", "names", "kernel_name")
+                 "file", "asynchronous", "written", "names", "kernel_name", "options")
 
     def __init__(self, launch: PreparedLaunch, grid: tuple, ptrs: list, scalars: list,
                  names: list, kernel_name: str) -> None:
@@ -700,11 +738,17 @@ class _CachedLaunch:
         self.context, self.file = launch.context, launch.file
         self.names, self.kernel_name = names, kernel_name
         self.written = frozenset(i for i, n in enumerate(names) if n in launch.written)
+        self.options = None  # set by the first run
 
-    def run(self, args: tuple, grid: tuple) -> bool:
+    def run(self, args: tuple, grid: tuple, options: tuple = _DEFAULT_RUN) -> bool:
         """Binds `args` and launches; False (nothing launched) when an array cannot be used in
         place here, so the caller prepares a launch that copies it."""
         h = self._handle
+        if options != self.options:
+            st = _set_run_options(h, options)
+            if st:
+                raise error_for(st, self.context, self.file)
+            self.options = options
         if grid != self.grid:
             st = _set_grid(h, _U32x3(*grid))
             if st:
@@ -806,11 +850,22 @@ class Launcher:
         self.grid = grid
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Launches over the grid. Besides the kernel's arguments, constexprs and compile
+        options: `timeout=` seconds (0: none; default METILE_TIMEOUT_S) after which the launch
+        fails naming the kernel (on cuda: when the host next waits for it, and the GPU is reset),
+        and `stream=` (cuda) the stream to queue on: a metile.Stream, a torch or CuPy stream, or
+        a CUstream int."""
         k = self.kernel
+        run = None
+        if kwargs and not k._run_keywords.isdisjoint(kwargs):
+            kwargs = dict(kwargs)
+            run = (kwargs.pop("timeout", None) if "timeout" in k._run_keywords else None,
+                   kwargs.pop("stream", None) if "stream" in k._run_keywords else None)
         if len(args) != k._positional or (kwargs and not kwargs.keys() <= k._keywords):
             runtime, consts, options = k.bind(args, kwargs)
             args, kwargs = tuple(runtime), {**consts, **options}
         dev = _current_device() or _device.get_device()
+        run = _DEFAULT_RUN if run is None else _run_options(f"kernel {k.fn.__name__}", *run, dev)
         grid = self.grid
         if callable(grid):
             meta = dict(zip(k.runtime, args))
@@ -824,7 +879,7 @@ class Launcher:
         except TypeError:  # an unhashable keyword value
             key = entry = None
         if entry is not None:
-            if g[0] and g[1] and g[2] and entry.run(args, g):
+            if g[0] and g[1] and g[2] and entry.run(args, g, run):
                 return
             if not (g[0] and g[1] and g[2]):
                 return
@@ -832,6 +887,10 @@ class Launcher:
         if launch is None:
             return
         if key is None or (launch.copy_in and launch.device.asynchronous):
+            if run != _DEFAULT_RUN:
+                st = _set_run_options(launch._handle, run)
+                if st:
+                    raise error_for(st, launch.context, launch.file)
             launch()  # prepared for this call only: it copies arrays, or has no key
             return
         ptrs = [i for i, (n, v) in enumerate(zip(k.runtime, args))
@@ -839,8 +898,13 @@ class Launcher:
         scalars = [i for i in range(len(args)) if i not in ptrs]
         entry = _CachedLaunch(launch, g, ptrs, scalars, k.runtime, k.fn.__name__)
         del launch
-        if not entry.run(args, g):
-            self._prepare(args, kwargs, g)()
+        if not entry.run(args, g, run):
+            launch = self._prepare(args, kwargs, g)
+            if run != _DEFAULT_RUN:
+                st = _set_run_options(launch._handle, run)
+                if st:
+                    raise error_for(st, launch.context, launch.file)
+            launch()
             return
         launches = k._launches
         if len(launches) >= _CACHE_SIZE:
@@ -852,11 +916,16 @@ class Launcher:
 
     def prepare(self, *args: Any, **kwargs: Any) -> PreparedLaunch:
         """Traces and compiles (if needed) and returns a PreparedLaunch: calling it launches
-        with these arguments, skipping all per-call checks. It does not launch by itself."""
+        with these arguments, skipping all per-call checks. It does not launch by itself.
+        `timeout=` and `stream=` apply to each of its runs (see __call__)."""
+        k = self.kernel
+        run = {n: kwargs.pop(n) for n in list(kwargs) if n in k._run_keywords}
         launch = self._prepare(args, kwargs)
         if launch is None:
             raise InvalidArgumentError(f"kernel {self.kernel.fn.__name__}: cannot prepare a "
                                        "launch over an empty grid")
+        if run:
+            launch.set_options(**run)
         return launch
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:

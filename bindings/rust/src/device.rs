@@ -16,6 +16,7 @@ unsafe impl Sync for Device {}
 
 impl Device {
     /// Opens a device by name; `None` opens the default ($METILE_DEVICE, else metal, cuda, cpu).
+    /// A GPU other than the first is named by index: "cuda:1".
     pub fn open(name: Option<&str>) -> Result<Device> {
         let name = name.map(c_string).transpose()?;
         let mut raw = ptr::null_mut();
@@ -63,6 +64,7 @@ impl Device {
                 threadgroup_memory_bytes: info.threadgroup_memory_bytes,
                 unified_memory: info.unified_memory != 0,
                 asynchronous: info.asynchronous != 0,
+                ordinal: info.ordinal,
             }
         })
     }
@@ -86,6 +88,21 @@ impl Device {
     /// consumer on `stream` reads an exported buffer). Synchronizes on devices without streams.
     pub fn signal_stream(&self, stream: u64) -> Result<()> {
         check(unsafe { sys::metile_device_signal_stream(self.raw, stream) })
+    }
+
+    /// A new stream of the device's (a `CUstream` as an integer on cuda; on devices without
+    /// streams a token launches accept and ignore). Launches queue on it through
+    /// [`Launch::set_options`](crate::Launch::set_options); destroy it with
+    /// [`destroy_stream`](Device::destroy_stream).
+    pub fn create_stream(&self) -> Result<u64> {
+        let mut s = 0;
+        check(unsafe { sys::metile_stream_create(self.raw, &mut s) })?;
+        Ok(s)
+    }
+
+    /// Destroys a stream from [`create_stream`](Device::create_stream); its queued work still runs.
+    pub fn destroy_stream(&self, stream: u64) -> Result<()> {
+        check(unsafe { sys::metile_stream_destroy(self.raw, stream) })
     }
 
     /// A buffer over `data`, which it owns: where the device addresses host memory directly
@@ -167,6 +184,8 @@ pub struct DeviceInfo {
     pub unified_memory: bool,
     /// Launches return before the work is done.
     pub asynchronous: bool,
+    /// The GPU's index ("cuda:N" opens GPU N); 0 on devices not chosen by index.
+    pub ordinal: i32,
 }
 
 impl Clone for Device {

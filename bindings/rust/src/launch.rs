@@ -97,6 +97,18 @@ impl<'a> Launch<'a> {
     pub fn set_grid(&mut self, grid: [u32; 3]) -> Result<()> {
         check(unsafe { sys::metile_launch_set_grid(self.raw, grid.as_ptr()) })
     }
+
+    /// Settings of later runs: `timeout_s`, the time limit in seconds (`Some(0.0)`: none; `None`:
+    /// $METILE_TIMEOUT_S), past which a run fails naming the kernel (on cuda: when the host next
+    /// waits, and the GPU is reset); `stream`, the CUDA stream to queue on (0: the device's own).
+    pub fn set_options(&mut self, timeout_s: Option<f64>, stream: u64) -> Result<()> {
+        let options = sys::metile_launch_options {
+            struct_size: std::mem::size_of::<sys::metile_launch_options>(),
+            timeout_s: timeout_s.unwrap_or(-1.0),
+            stream,
+        };
+        check(unsafe { sys::metile_launch_set_options(self.raw, &options) })
+    }
 }
 
 impl fmt::Debug for Launch<'_> {

@@ -136,6 +136,8 @@ pub const METILE_ARG_KIND_FORCE32: metile_arg_kind = 0x7fffffff;
 #[repr(C)]
 pub struct metile_device { _private: [u8; 0] }
 #[repr(C)]
+pub struct metile_event { _private: [u8; 0] }
+#[repr(C)]
 pub struct metile_buffer { _private: [u8; 0] }
 #[repr(C)]
 pub struct metile_builder { _private: [u8; 0] }
@@ -170,6 +172,7 @@ pub struct metile_device_info {
     pub threadgroup_memory_bytes: u64,
     pub unified_memory: i32,
     pub asynchronous: i32,
+    pub ordinal: i32,
 }
 
 #[repr(C)]
@@ -216,6 +219,14 @@ pub struct metile_arg {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
+pub struct metile_launch_options {
+    pub struct_size: usize,
+    pub timeout_s: f64,
+    pub stream: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
 pub struct metile_cache_stats {
     pub struct_size: usize,
     pub memory_hits: u64,
@@ -244,6 +255,13 @@ extern "C" {
     pub fn metile_device_stream(device: *mut metile_device, out: *mut u64) -> metile_status;
     pub fn metile_device_wait_stream(device: *mut metile_device, stream: u64) -> metile_status;
     pub fn metile_device_signal_stream(device: *mut metile_device, stream: u64) -> metile_status;
+    pub fn metile_stream_create(device: *mut metile_device, out: *mut u64) -> metile_status;
+    pub fn metile_stream_destroy(device: *mut metile_device, stream: u64) -> metile_status;
+    pub fn metile_event_create(out: *mut *mut metile_event, device: *mut metile_device) -> metile_status;
+    pub fn metile_event_record(event: *mut metile_event, stream: u64) -> metile_status;
+    pub fn metile_event_synchronize(event: *mut metile_event) -> metile_status;
+    pub fn metile_event_elapsed_ms(start: *mut metile_event, end: *mut metile_event, out_ms: *mut f64) -> metile_status;
+    pub fn metile_event_release(event: *mut metile_event) -> metile_status;
     pub fn metile_buffer_alloc(out: *mut *mut metile_buffer, device: *mut metile_device, bytes: usize) -> metile_status;
     pub fn metile_buffer_wrap(out: *mut *mut metile_buffer, device: *mut metile_device, host: *mut c_void, bytes: usize) -> metile_status;
     pub fn metile_buffer_retain(buffer: *mut metile_buffer) -> metile_status;
@@ -315,6 +333,7 @@ extern "C" {
     pub fn metile_launch_set_arg(launch: *mut metile_launch, index: usize, arg: *const metile_arg) -> metile_status;
     pub fn metile_launch_set_arg_memory(launch: *mut metile_launch, index: usize, host: *mut c_void, bytes: usize) -> metile_status;
     pub fn metile_launch_set_grid(launch: *mut metile_launch, grid: *const u32) -> metile_status;
+    pub fn metile_launch_set_options(launch: *mut metile_launch, options: *const metile_launch_options) -> metile_status;
     pub fn metile_launch_run(launch: *mut metile_launch) -> metile_status;
     pub fn metile_launch_release(launch: *mut metile_launch) -> metile_status;
     pub fn metile_cancel_launches();

@@ -379,8 +379,13 @@ fn scan_trans_and_device_print() -> Result<()> {
     Ok(())
 }
 
+// metile::cancel_launches() stops every host launch in the process: the tests that stop launches
+// run one at a time, so a cancel meant for one does not stop another's.
+static STOPPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn cancel_launches_stops_a_running_host_launch() -> Result<()> {
+    let _one_at_a_time = STOPPING.lock().unwrap_or_else(|e| e.into_inner());
     for name in ["interp", "cpu"] {
         let dev = Device::open(Some(name))?;
         let kernel = Kernel::compile(&dev, &vadd()?)?;
@@ -411,5 +416,47 @@ fn cancel_launches_stops_a_running_host_launch() -> Result<()> {
         dev.synchronize()?;
         assert_sum(out.as_slice::<f32>(), &hx, &hy);
     }
+    Ok(())
+}
+
+#[test]
+fn a_launch_past_its_timeout_fails_and_the_next_runs() -> Result<()> {
+    let _one_at_a_time = STOPPING.lock().unwrap_or_else(|e| e.into_inner());
+    for name in ["interp", "cpu"] {
+        let dev = Device::open(Some(name))?;
+        let kernel = Kernel::compile(&dev, &vadd()?)?;
+        let n = 300;
+        let (hx, hy) = (random(n, 8), random(n, 9));
+        let bx = dev.wrap_vec(hx.clone())?;
+        let by = dev.wrap_vec(hy.clone())?;
+        let mut out = dev.wrap_vec(vec![0f32; n])?;
+        {
+            // 2^30 instances: only the 0.2 s limit ends it.
+            let args = vec![Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut out), Arg::I32(n as i32)];
+            let mut launch = kernel.prepare([1 << 22, 256, 1], args)?;
+            assert_eq!(launch.set_options(Some(f64::NAN), 0).unwrap_err().kind(), ErrorKind::InvalidArgument);
+            launch.set_options(Some(0.2), 0)?;
+            let e = launch.run().unwrap_err();
+            assert!(e.kind() == ErrorKind::Device && e.message.contains("did not finish within 0.2 s (the launch's timeout)"),
+                    "{name}: {e}");
+        }
+        let stream = dev.create_stream()?;
+        let args = vec![Arg::Buffer(&bx), Arg::Buffer(&by), Arg::BufferMut(&mut out), Arg::I32(n as i32)];
+        let mut launch = kernel.prepare(grid(n), args)?;
+        launch.set_options(None, stream)?;
+        let (start, end) = (metile::Event::new(&dev)?, metile::Event::new(&dev)?);
+        assert_eq!(start.elapsed_ms(&end).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        start.record(0)?;
+        launch.run()?;
+        end.record(0)?;
+        end.synchronize()?;
+        assert!(start.elapsed_ms(&end)? >= 0.0, "{name}");
+        drop(launch);
+        dev.destroy_stream(stream)?;
+        assert_sum(out.as_slice::<f32>(), &hx, &hy);
+        assert_eq!(dev.info()?.ordinal, 0);
+    }
+    let e = Device::open(Some("cpu:1")).unwrap_err();
+    assert!(e.kind() == ErrorKind::InvalidArgument && e.message.contains("not chosen by index"), "{e}");
     Ok(())
 }

@@ -28,7 +28,7 @@ fn every_header_function_is_called_by_the_safe_api() {
         include_str!("../src/lib.rs"), include_str!("../src/error.rs"), include_str!("../src/element.rs"),
         include_str!("../src/device.rs"), include_str!("../src/buffer.rs"), include_str!("../src/dlpack.rs"),
         include_str!("../src/builder.rs"), include_str!("../src/program.rs"), include_str!("../src/kernel.rs"),
-        include_str!("../src/launch.rs"), include_str!("../src/cache.rs"),
+        include_str!("../src/launch.rs"), include_str!("../src/cache.rs"), include_str!("../src/event.rs"),
     ]
     .concat();
     let mut wrong = Vec::new();

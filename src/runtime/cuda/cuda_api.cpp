@@ -45,7 +45,12 @@ Loaded& loaded() {
 void load_driver_once() {
   Loaded& l = loaded();
   std::string tried;
-  void* lib = open_first({"libcuda.so.1", "libcuda.so"}, &tried);
+  // METILE_CUDA_DRIVER names another driver library: tests/cuda_standin's, which CI runs on.
+  std::vector<std::string> names;
+  std::string custom = env_string("METILE_CUDA_DRIVER");
+  if (!custom.empty()) names.push_back(custom);
+  names.insert(names.end(), {"libcuda.so.1", "libcuda.so"});
+  void* lib = open_first(names, &tried);
   if (lib == nullptr) {
     l.driver_why = "the NVIDIA driver library was not found (tried " + tried + ")";
     return;
@@ -66,7 +71,11 @@ void load_driver_once() {
             sym(lib, "cuMemGetInfo_v2", d.cuMemGetInfo) && sym(lib, "cuMemsetD8_v2", d.cuMemsetD8) &&
             sym(lib, "cuGetErrorName", d.cuGetErrorName) && sym(lib, "cuGetErrorString", d.cuGetErrorString) &&
             sym(lib, "cuEventCreate", d.cuEventCreate) && sym(lib, "cuEventRecord", d.cuEventRecord) &&
-            sym(lib, "cuEventDestroy_v2", d.cuEventDestroy) && sym(lib, "cuStreamWaitEvent", d.cuStreamWaitEvent);
+            sym(lib, "cuEventDestroy_v2", d.cuEventDestroy) && sym(lib, "cuStreamWaitEvent", d.cuStreamWaitEvent) &&
+            sym(lib, "cuStreamDestroy_v2", d.cuStreamDestroy) && sym(lib, "cuStreamQuery", d.cuStreamQuery) &&
+            sym(lib, "cuEventQuery", d.cuEventQuery) && sym(lib, "cuEventSynchronize", d.cuEventSynchronize) &&
+            sym(lib, "cuEventElapsedTime", d.cuEventElapsedTime) &&
+            sym(lib, "cuDevicePrimaryCtxReset_v2", d.cuDevicePrimaryCtxReset);
   if (!ok) {
     l.driver_why = std::string("the driver library lacks a needed function (") + dlerror() + ")";
     return;

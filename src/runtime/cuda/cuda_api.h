@@ -40,6 +40,8 @@ inline constexpr int kFuncAttrMaxDynamicShared = 8;
 inline constexpr int kFuncAttrNumRegs = 4;  // CU_FUNC_ATTRIBUTE_NUM_REGS
 inline constexpr unsigned kMemAttachGlobal = 1;
 inline constexpr unsigned kEventDisableTiming = 2;
+inline constexpr unsigned kStreamNonBlocking = 1;
+inline constexpr CUresult kErrorNotReady = 600;  // CUDA_ERROR_NOT_READY: queued work still runs
 
 /** Driver entry points; every pointer is non-null once load_driver() succeeded. */
 struct Driver {
@@ -72,6 +74,13 @@ struct Driver {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+  // Streams and events of the user's, and the watchdog of launches with a time limit.
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuDevicePrimaryCtxReset)(CUdevice);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   // TMA tensor maps (CUDA >= 12.0; null on older drivers: kernels then run without TMA).
   // (map, data type, rank, base, dims, strides of dims 1.., box, element strides, interleave,

@@ -1,7 +1,14 @@
 #include "runtime/cuda/cuda_device.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "codegen/cuda.h"
 #include "ir/gpu_ir.h"
@@ -9,6 +16,7 @@
 #include "runtime/backends.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/tma_map.h"
+#include "runtime/host/cancel.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "target/gpu_target.h"
@@ -21,23 +29,25 @@ namespace {
 
 class CudaDevice;
 
+/** Everything made in the GPU's context before a reset (cuda watchdog) is gone with it. */
+[[noreturn]] void gone(const char* what, const std::string& label) {
+  fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", what, " was made before the ", label,
+       " device was reset (a launch ran past its time limit): its memory is gone; make a new one");
+}
+
 class CudaBuffer : public Buffer {
  public:
-  CudaBuffer(const Driver* d, CUdeviceptr p, size_t n, bool owned, void* host)
-      : d_(d), ptr_(p), size_(n), owned_(owned), host_(host) {}
-  ~CudaBuffer() override {
-    if (owned_) d_->cuMemFree(ptr_);
-  }
-  void* contents() override {
-    // The host may touch the pages from now on: prefetch them back before the next launch.
-    host_dirty = true;
-    return owned_ ? reinterpret_cast<void*>(ptr_) : host_;
-  }
+  CudaBuffer(const Driver* d, CUdeviceptr p, size_t n, bool owned, void* host, uint64_t generation)
+      : d_(d), ptr_(p), size_(n), owned_(owned), host_(host), generation_(generation) {}
+  ~CudaBuffer() override;
+  void* contents() override;
   uint64_t device_address() override { return ptr_; }
   size_t size() const override { return size_; }
   bool shares_memory() const override { return !owned_; }
   /** Managed memory this device allocated (the only kind prefetching applies to). */
   bool owned() const { return owned_; }
+  /** False once the device was reset after it was made. */
+  bool live() const;
   bool host_dirty = true;
 
  private:
@@ -46,18 +56,26 @@ class CudaBuffer : public Buffer {
   size_t size_;
   bool owned_;
   void* host_;
+  uint64_t generation_;
 };
 
 class CudaDevice : public Device {
  public:
-  CudaDevice() {
+  explicit CudaDevice(int ordinal) {
     std::string why;
     d_ = load_driver(&why);
     if (d_ == nullptr) fail(METILE_ERROR_DEVICE_UNAVAILABLE, "cuda", why);
-    check(d_->cuDeviceGet(&dev_, 0), "cuDeviceGet");
+    int count = 0;
+    check(d_->cuDeviceGetCount(&count), "cuDeviceGetCount");
+    if (ordinal < 0 || ordinal >= count)
+      fail(METILE_ERROR_DEVICE_UNAVAILABLE, "cuda", "cuda:", ordinal, " does not exist: this machine has ",
+           count, count == 1 ? " CUDA device (cuda:0)" : cat(" CUDA devices (cuda:0 to cuda:", count - 1, ")"));
+    check(d_->cuDeviceGet(&dev_, ordinal), "cuDeviceGet");
     check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
     make_current();
     check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate");
+    info_.ordinal = ordinal;
+    info_.indexed = true;
     char name[256] = {};
     d_->cuDeviceGetName(name, sizeof name, dev_);
     int major = 0, minor = 0, threads = 0, smem = 0, pageable = 0, version = 0;
@@ -87,12 +105,19 @@ class CudaDevice : public Device {
 
   void make_current() const {
     // The driver keeps the current context per OS thread; every entry point may be on a new one.
+    // A reset keeps the primary context's handle, so the generation tells a stale one apart.
     thread_local CUcontext current = nullptr;
-    if (current != ctx_) {
+    thread_local uint64_t current_generation = 0;
+    uint64_t g = generation();
+    if (current != ctx_ || current_generation != g) {
       check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
       current = ctx_;
+      current_generation = g;
     }
   }
+
+  /** Bumped by each reset: what was made in an older generation is gone. */
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
   std::shared_ptr<Buffer> alloc(size_t bytes) override {
     make_current();
@@ -104,7 +129,7 @@ class CudaDevice : public Device {
            free_bytes, " bytes free");
     CUdeviceptr p = 0;
     check(d_->cuMemAllocManaged(&p, bytes, kMemAttachGlobal), "cuMemAllocManaged");
-    auto buf = std::make_shared<CudaBuffer>(d_, p, bytes, true, nullptr);
+    auto buf = std::make_shared<CudaBuffer>(d_, p, bytes, true, nullptr, generation());
     CUresult r = d_->cuMemsetD8(p, 0, bytes);
     if (r == 0) r = d_->cuStreamSynchronize(nullptr);
     check(r, "zeroing a new buffer");
@@ -115,8 +140,9 @@ class CudaDevice : public Device {
   std::shared_ptr<Buffer> wrap(void* host, size_t bytes) override {
     if (pageable_) {
       // The GPU reads pageable host memory coherently (HMM/ATS): use it in place.
+      // The caller's memory outlives a reset: generation 0 is never stale.
       auto buf = std::make_shared<CudaBuffer>(d_, reinterpret_cast<CUdeviceptr>(host), bytes,
-                                              false, host);
+                                              false, host, 0);
       buf->device = this;
       return buf;
     }
@@ -129,14 +155,145 @@ class CudaDevice : public Device {
                                              bool host_accessible) override {
     // Kernels use it in place; the host reads it only when it is managed memory.
     auto buf = std::make_shared<CudaBuffer>(
-        d_, address, bytes, false, host_accessible ? reinterpret_cast<void*>(address) : nullptr);
+        d_, address, bytes, false, host_accessible ? reinterpret_cast<void*>(address) : nullptr,
+        generation());
     buf->device = this;
     return buf;
   }
 
   void synchronize() override {
     make_current();
-    check(d_->cuStreamSynchronize(stream_), "cuStreamSynchronize");
+    std::vector<CUstream> streams{stream_};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      streams.insert(streams.end(), used_streams_.begin(), used_streams_.end());
+      used_streams_.clear();
+    }
+    for (CUstream s : streams)
+      wait([&] { return d_->cuStreamQuery(s); }, [&] { return d_->cuStreamSynchronize(s); },
+           "cuStreamSynchronize");
+  }
+
+  /**
+   * Waits until `query` stops answering CUDA_ERROR_NOT_READY (`block` does it in one call when no
+   * launch has a time limit). Past a watched launch's deadline the context is reset, since a
+   * running kernel cannot be stopped otherwise, and the launch's error is thrown.
+   */
+  template <typename Query, typename Block>
+  void wait(Query query, Block block, const char* what) {
+    if (!watching()) {
+      check(block(), what);
+      return;
+    }
+    // Polls back off to 0.5 ms: a wait ends at most that late, for little host time.
+    auto pause = std::chrono::microseconds(20);
+    for (;;) {
+      CUresult r = query();
+      if (r == 0) break;
+      if (r != kErrorNotReady) check(r, what);
+      if (std::optional<std::string> late = overdue()) reset_after(*late);
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(500));
+    }
+    forget_finished();
+  }
+
+  /** A launch with a time limit: an event after it, polled while the host waits. */
+  struct Watched {
+    CUevent done;
+    std::chrono::steady_clock::time_point deadline;
+    std::string error;
+  };
+
+  void watch(CUstream s, const host::LaunchLimit& limit, const std::string& kernel) {
+    forget_finished();
+    CUevent e = nullptr;
+    check(d_->cuEventCreate(&e, kEventDisableTiming), "cuEventCreate");
+    CUresult r = d_->cuEventRecord(e, s);
+    if (r != 0) d_->cuEventDestroy(e);
+    check(r, "cuEventRecord");
+    std::lock_guard<std::mutex> lock(mu_);
+    watched_.push_back({e, limit.deadline_from_now(),
+                        limit.exceeded(kernel) + "; the GPU cannot stop a running kernel, so the " +
+                            info_.label() + " device was reset: buffers, streams and events made "
+                            "before are gone"});
+  }
+
+  bool watching() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !watched_.empty();
+  }
+
+  void forget_finished() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(watched_, [&](const Watched& w) {
+      if (d_->cuEventQuery(w.done) != 0) return false;
+      d_->cuEventDestroy(w.done);
+      return true;
+    });
+  }
+
+  /** The error of a watched launch still running past its deadline. */
+  std::optional<std::string> overdue() {
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Watched& w : watched_)
+      if (now >= w.deadline && d_->cuEventQuery(w.done) == kErrorNotReady) return w.error;
+    return std::nullopt;
+  }
+
+  [[noreturn]] void reset_after(const std::string& error) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watched_.clear();  // their events die with the context
+      used_streams_.clear();
+      stale_streams_.insert(created_streams_.begin(), created_streams_.end());
+      created_streams_.clear();
+      // Resetting the primary context tears down the running kernel, every allocation, module,
+      // stream and event in it; what metile still holds is marked stale by the generation.
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+      CUresult r = d_->cuDevicePrimaryCtxReset(dev_);
+      if (r == 0) r = d_->cuDevicePrimaryCtxRetain(&ctx_, dev_);
+      if (r == 0) r = d_->cuCtxSetCurrent(ctx_);
+      if (r == 0) r = d_->cuStreamCreate(&stream_, 0);
+      check(r, "resetting the GPU after a launch ran past its time limit");
+    }
+    fail(METILE_ERROR_DEVICE, "cuda", error);
+  }
+
+  uint64_t create_stream() override {
+    make_current();
+    CUstream s = nullptr;
+    check(d_->cuStreamCreate(&s, kStreamNonBlocking), "cuStreamCreate");
+    std::lock_guard<std::mutex> lock(mu_);
+    created_streams_.insert(s);
+    return reinterpret_cast<uint64_t>(s);
+  }
+
+  void destroy_stream(uint64_t stream) override {
+    CUstream s = as_stream(stream);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stale_streams_.erase(s) != 0) return;  // the reset destroyed it
+      if (created_streams_.erase(s) == 0)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", "stream ", stream, " is not one this ",
+             info_.label(), " device created (or it was destroyed already)");
+      used_streams_.erase(s);
+    }
+    make_current();
+    check(d_->cuStreamDestroy(s), "cuStreamDestroy");
+  }
+
+  std::unique_ptr<Event> create_event() override;
+
+  /** The stream a launch with `options` queues on; noted so synchronize() waits for it. */
+  CUstream launch_stream(const LaunchOptions& options) {
+    if (options.stream == 0) return stream_;
+    CUstream s = as_stream(options.stream);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stale_streams_.count(s) != 0) gone("this stream", info_.label());
+    used_streams_.insert(s);
+    return s;
   }
 
   void wait_for_stream(uint64_t stream) override { order(as_stream(stream), stream_); }
@@ -167,16 +324,17 @@ class CudaDevice : public Device {
   /** Before a launch: moves managed memory this device allocated back to the GPU when the host
    * may have touched it. Any other buffer (a DLPack import of torch's memory, a host wrap) is
    * left alone: prefetching memory the driver does not manage is an error. */
-  void prefetch(Buffer* arg) {
+  void prefetch(Buffer* arg, CUstream stream) {
     auto* b = dynamic_cast<CudaBuffer*>(arg->underlying());
+    if (b != nullptr && !b->live()) gone("a buffer passed to a launch", info_.label());
     if (b == nullptr || b->device != this || !b->owned() || !b->host_dirty) return;
     b->host_dirty = false;
     if (d_->cuMemPrefetchAsync_v2) {
       check(d_->cuMemPrefetchAsync_v2(b->device_address(), b->size(), CUmemLocation{1, dev_}, 0,
-                                      stream_),
+                                      stream),
             "cuMemPrefetchAsync");
     } else if (d_->cuMemPrefetchAsync) {
-      check(d_->cuMemPrefetchAsync(b->device_address(), b->size(), dev_, stream_),
+      check(d_->cuMemPrefetchAsync(b->device_address(), b->size(), dev_, stream),
             "cuMemPrefetchAsync");
     }
   }
@@ -189,7 +347,83 @@ class CudaDevice : public Device {
   bool wgmma_ = true;  // cuda_wgmma_enabled() when the device opened
   DeviceInfo info_;
   std::string identity_;
+  std::atomic<uint64_t> generation_{1};
+  std::mutex mu_;  // guards the four below
+  std::vector<Watched> watched_;
+  std::set<CUstream> used_streams_;     // launched on since the last synchronize()
+  std::set<CUstream> created_streams_;  // by create_stream(), not yet destroyed
+  std::set<CUstream> stale_streams_;    // created before a reset, gone with it
 };
+
+CudaBuffer::~CudaBuffer() {
+  if (owned_ && live()) d_->cuMemFree(ptr_);
+}
+
+bool CudaBuffer::live() const {
+  return generation_ == 0 || device == nullptr ||
+         static_cast<CudaDevice*>(device)->generation() == generation_;
+}
+
+void* CudaBuffer::contents() {
+  if (!live()) gone("this buffer", static_cast<CudaDevice*>(device)->info().label());
+  // The host may touch the pages from now on: prefetch them back before the next launch.
+  host_dirty = true;
+  return owned_ ? reinterpret_cast<void*>(ptr_) : host_;
+}
+
+/** A CUevent with timing; waiting on it is watched like synchronize(). */
+class CudaEvent : public Event {
+ public:
+  explicit CudaEvent(CudaDevice& dev) : dev_(dev), generation_(dev.generation()) {
+    dev_.make_current();
+    check(dev_.d_->cuEventCreate(&e_, 0), "cuEventCreate");
+  }
+  ~CudaEvent() override {
+    if (live()) dev_.d_->cuEventDestroy(e_);
+  }
+  void record(uint64_t stream) override {
+    check_live();
+    dev_.make_current();
+    LaunchOptions on;
+    on.stream = stream;
+    check(dev_.d_->cuEventRecord(e_, dev_.launch_stream(on)), "cuEventRecord");
+    recorded_ = true;
+  }
+  void synchronize() override {
+    check_live();
+    if (!recorded_) return;
+    dev_.make_current();
+    dev_.wait([&] { return dev_.d_->cuEventQuery(e_); },
+              [&] { return dev_.d_->cuEventSynchronize(e_); }, "cuEventSynchronize");
+  }
+  double elapsed_ms_since(Event& start) override {
+    auto* s = dynamic_cast<CudaEvent*>(&start);
+    if (s == nullptr || &s->dev_ != &dev_)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "event", "the two events belong to different devices");
+    check_live();
+    s->check_live();
+    if (!recorded_ || !s->recorded_)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "event",
+           "elapsed time needs both events recorded (metile_event_record)");
+    synchronize();
+    s->synchronize();
+    float ms = 0;
+    check(dev_.d_->cuEventElapsedTime(&ms, s->e_, e_), "cuEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  bool live() const { return dev_.generation() == generation_; }
+  void check_live() const {
+    if (!live()) gone("this event", dev_.info().label());
+  }
+  CudaDevice& dev_;
+  uint64_t generation_;
+  CUevent e_ = nullptr;
+  bool recorded_ = false;
+};
+
+std::unique_ptr<Event> CudaDevice::create_event() { return std::make_unique<CudaEvent>(*this); }
 
 class CudaKernel;
 
@@ -220,25 +454,41 @@ class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel
         smem_(a.threadgroup_memory_bytes) {
     if (auto m = a.sources.find(Stage::cuda_tensor_maps); m != a.sources.end() && !parse_tma_maps(m->second, &maps_))
       fail(METILE_ERROR_INTERNAL, "cuda", "malformed tensor maps in the artifact of ", program_->name);
+    cubin_.assign(a.bytes.begin(), a.bytes.end());
+    // The emitter names the kernel after the program unless that name is taken in CUDA C++.
+    entry_ = a.entry.empty() ? program_->name : a.entry;
+    load_module();
+  }
+  int registers_per_thread() const override { return registers_; }
+  ~CudaKernel() override {
+    if (module_ && generation_ == dev_->generation()) dev_->d_->cuModuleUnload(module_);
+  }
+
+  /** The function to launch, loaded again into the context after a reset. */
+  CUfunction function() const {
+    std::lock_guard<std::mutex> lock(module_mutex_);
+    if (generation_ != dev_->generation()) load_module();
+    return fn_;
+  }
+
+  /** Loads the cubin into the device's context (module_mutex_ held, or in the constructor). */
+  void load_module() const {
     dev_->make_current();
     const Driver* d = dev_->d_;
-    check(d->cuModuleLoadData(&module_, a.bytes.data()), "cuModuleLoadData");
-    // The emitter names the kernel after the program unless that name is taken in CUDA C++.
-    const std::string& name = a.entry.empty() ? program_->name : a.entry;
-    check(d->cuModuleGetFunction(&fn_, module_, name.c_str()), "cuModuleGetFunction");
+    generation_ = dev_->generation();
+    module_ = nullptr;
+    fn_ = nullptr;
+    check(d->cuModuleLoadData(&module_, cubin_.data()), "cuModuleLoadData");
+    check(d->cuModuleGetFunction(&fn_, module_, entry_.c_str()), "cuModuleGetFunction");
     if (smem_ > 48 * 1024) {
       if (smem_ > dev_->info().threadgroup_memory_bytes)
-        fail(METILE_ERROR_UNSUPPORTED, "cuda", "kernel ", name, " needs ", smem_,
+        fail(METILE_ERROR_UNSUPPORTED, "cuda", "kernel ", entry_, " needs ", smem_,
              " bytes of shared memory; the device allows ", dev_->info().threadgroup_memory_bytes);
       check(d->cuFuncSetAttribute(fn_, kFuncAttrMaxDynamicShared, static_cast<int>(smem_)),
             "cuFuncSetAttribute(max dynamic shared memory)");
     }
     check(d->cuFuncGetAttribute(&registers_, kFuncAttrNumRegs, fn_),
           "cuFuncGetAttribute(registers per thread)");
-  }
-  int registers_per_thread() const override { return registers_; }
-  ~CudaKernel() override {
-    if (module_) dev_->d_->cuModuleUnload(module_);
   }
 
   std::unique_ptr<PreparedLaunch> prepare(const Grid& grid, std::vector<LaunchArg> args) override {
@@ -266,11 +516,15 @@ class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel
   std::vector<TmaMap> maps_;  // the TMA tensor maps the kernel takes after its parameters
   mutable std::mutex fallback_mutex_;
   mutable std::shared_ptr<CudaKernel> fallback_;
-  CUmodule module_ = nullptr;
-  CUfunction fn_ = nullptr;
+  std::string cubin_;
+  std::string entry_;
+  mutable std::mutex module_mutex_;
+  mutable uint64_t generation_ = 0;  // the device's when the module was loaded
+  mutable CUmodule module_ = nullptr;
+  mutable CUfunction fn_ = nullptr;
   int threads_;
   uint64_t smem_;
-  int registers_ = 0;
+  mutable int registers_ = 0;
 };
 
 void CudaLaunch::update() {
@@ -327,15 +581,19 @@ bool CudaLaunch::encode_maps() {
 void CudaLaunch::run() {
   CudaDevice* dev = k_->dev_;
   dev->make_current();
+  CUstream stream = dev->launch_stream(options);
   // prefetch() dispatches on the buffer's real kind: a DLPack import wraps device memory it
   // does not own, and only the device's own (managed) buffers are prefetched.
   for (const LaunchArg& a : args)
-    if (a.buffer) dev->prefetch(a.buffer);
-  check(dev->d_->cuLaunchKernel(run_->fn_, grid.dims[0], grid.dims[1], grid.dims[2],
+    if (a.buffer) dev->prefetch(a.buffer, stream);
+  check(dev->d_->cuLaunchKernel(run_->function(), grid.dims[0], grid.dims[1], grid.dims[2],
                                 static_cast<unsigned>(run_->threads_), 1, 1,
-                                static_cast<unsigned>(run_->smem_), dev->stream_, params_.data(),
+                                static_cast<unsigned>(run_->smem_), stream, params_.data(),
                                 nullptr),
         "cuLaunchKernel");
+  // A kernel cannot be stopped once it runs: its limit is enforced when the host waits for it.
+  host::LaunchLimit limit = host::current_launch_limit();
+  if (limit.seconds > 0) dev->watch(stream, limit, k_->program_->name);
 }
 
 std::shared_ptr<Kernel> CudaDevice::load(std::shared_ptr<const Program> program,
@@ -354,7 +612,13 @@ std::string probe_cuda_device() {
   return {};
 }
 
-std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>(); }
+std::shared_ptr<Device> make_cuda_device() { return std::make_shared<CudaDevice>(0); }
+
+std::shared_ptr<Device> make_cuda_device_nth(int ordinal) {
+  std::string why;
+  if (load_driver(&why) == nullptr) fail(METILE_ERROR_DEVICE_UNAVAILABLE, "cuda", "cuda:", ordinal, " is unavailable: ", why);
+  return std::make_shared<CudaDevice>(ordinal);
+}
 
 bool cuda_wgmma_enabled() { return env_string("METILE_CUDA_WGMMA") != "0"; }
 

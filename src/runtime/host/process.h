@@ -5,8 +5,9 @@
  * group (the compiler driver and the cc1plus/as/ld it started) is killed.
  *
  * The limit is METILE_TIMEOUT_S (seconds; fractions allowed). It bounds each host or NVRTC
- * compile (default kDefaultCompileTimeoutS when unset) and each interp or metal-sim launch (no
- * limit when unset). 0 means no limit, and so does any value above kLongestTimeoutS (inf too).
+ * compile (default kDefaultCompileTimeoutS when unset) and each launch (no limit when unset; a
+ * launch's own limit replaces it: cancel.h). 0 means no limit, and so does any value above
+ * kLongestTimeoutS (inf too).
  */
 #pragma once
 

@@ -215,8 +215,7 @@ void GroupRunner::finish(Thread& th) {
 void GroupRunner::abandon(Thread& th) { fiber_exit(th.fiber, main_); }
 
 std::string LaunchPlan::timeout_message(const std::string& where) const {
-  return cat(kernel, ": did not finish within ", limit_s, " s (METILE_TIMEOUT_S); stopped in ",
-             where);
+  return cat(limit.exceeded(kernel), "; stopped in ", where);
 }
 
 void GroupRunner::check_deadline(Thread& th) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codegen/prelude/metal_sim_abi.h"
+#include "runtime/host/cancel.h"
 #include "runtime/metal_sim/fiber.h"
 
 namespace metile::metal_sim {
@@ -33,11 +34,14 @@ struct LaunchPlan {
     uint64_t bytes;
   };
   std::vector<ThreadgroupArg> threadgroup_args;
-  /** METILE_TIMEOUT_S: threads check it whenever they wait (barriers, simd collectives) and the
-   * launch before each threadgroup; past it the launch stops with an error. */
-  double limit_s = 0;
+  /** The time limit (METILE_TIMEOUT_S or the launch's own): threads check it whenever they wait
+   * (barriers, simd collectives) and the launch before each threadgroup; past it the launch stops
+   * with an error. */
+  host::LaunchLimit limit;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  bool past_deadline() const { return limit_s > 0 && std::chrono::steady_clock::now() >= deadline; }
+  bool past_deadline() const {
+    return limit.seconds > 0 && std::chrono::steady_clock::now() >= deadline;
+  }
   /** The error for a launch stopped by its time limit, at `where`. */
   std::string timeout_message(const std::string& where) const;
 };

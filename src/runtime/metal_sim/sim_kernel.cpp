@@ -203,11 +203,8 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   plan.groups = groups;
   plan.threads = threads;
   plan.stack_bytes = signature_.stack_bytes;
-  plan.limit_s = host::launch_timeout_s();
-  if (plan.limit_s > 0)
-    plan.deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(plan.limit_s));
+  plan.limit = host::current_launch_limit();
+  plan.deadline = plan.limit.deadline_from_now();
   std::vector<uint64_t> scalars(signature_.args.size());
   uint64_t packed_bytes = 0;
   const std::vector<uint64_t> offsets = signature_.packed_layout(&packed_bytes);

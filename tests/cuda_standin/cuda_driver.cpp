@@ -1,0 +1,207 @@
+// A stand-in for the CUDA driver library (libcuda.so) that the cuda device opens when
+// METILE_CUDA_DRIVER names it: two GPUs in host memory, streams, events and modules as host
+// objects. Kernels do not run: a launch completes at once, except a kernel whose name contains
+// "hang", which never completes (its stream and the events recorded after it stay not ready)
+// until the primary context is reset. That is enough to test device selection, streams, events
+// and the watchdog on machines without a GPU. Test-only: never installed.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+
+namespace {
+
+constexpr int kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kInvalidHandle = 400,
+              kNotReady = 600;
+constexpr int kDevices = 2;
+
+struct Stream {
+  bool hung = false;
+};
+struct Event {
+  bool recorded = false;
+  bool hung = false;
+};
+struct Module {};
+struct Function {
+  std::string name;
+};
+
+std::mutex mu;
+std::set<void*> live;  // streams, events, modules and functions not yet destroyed
+int contexts[kDevices];
+Stream legacy;  // the NULL stream
+
+Stream* stream_of(void* s) { return s ? static_cast<Stream*>(s) : &legacy; }
+bool known(void* p) { return p == nullptr || live.count(p) != 0; }
+
+}  // namespace
+
+struct MemLocation {
+  int type, id;
+};
+
+extern "C" {
+
+int cuInit(unsigned) { return kSuccess; }
+int cuDriverGetVersion(int* v) { *v = 12040; return kSuccess; }
+int cuDeviceGetCount(int* n) { *n = kDevices; return kSuccess; }
+int cuDeviceGet(int* d, int ordinal) {
+  if (ordinal < 0 || ordinal >= kDevices) return kInvalidDevice;
+  *d = ordinal;
+  return kSuccess;
+}
+int cuDeviceGetName(char* name, int len, int d) {
+  std::snprintf(name, static_cast<size_t>(len), "stand-in GPU %d", d);
+  return kSuccess;
+}
+int cuDeviceGetAttribute(int* v, int attr, int) {
+  switch (attr) {
+    case 1: *v = 1024; break;     // max threads per block
+    case 75: *v = 9; break;       // compute capability
+    case 76: *v = 0; break;
+    case 97: *v = 232448; break;  // opt-in shared memory per block
+    default: *v = 0;
+  }
+  return kSuccess;
+}
+int cuDevicePrimaryCtxRetain(void** ctx, int d) {
+  *ctx = &contexts[d];
+  return kSuccess;
+}
+int cuDevicePrimaryCtxReset_v2(int) {
+  // Every kernel stops; what the context held is gone (the test process never uses it again).
+  std::lock_guard<std::mutex> lock(mu);
+  legacy.hung = false;
+  live.clear();
+  return kSuccess;
+}
+int cuCtxSetCurrent(void*) { return kSuccess; }
+int cuStreamCreate(void** s, unsigned) {
+  std::lock_guard<std::mutex> lock(mu);
+  *s = new Stream;
+  live.insert(*s);
+  return kSuccess;
+}
+int cuStreamDestroy_v2(void* s) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (s == nullptr || live.erase(s) == 0) return kInvalidHandle;
+  return kSuccess;  // leaked on purpose: a stale handle must not be reused by a new object
+}
+int cuStreamQuery(void* s) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(s)) return kInvalidHandle;
+  return stream_of(s)->hung ? kNotReady : kSuccess;
+}
+int cuStreamSynchronize(void* s) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(s)) return kInvalidHandle;
+  if (stream_of(s)->hung) std::abort();  // would wait forever: a test bug
+  return kSuccess;
+}
+int cuEventCreate(void** e, unsigned) {
+  std::lock_guard<std::mutex> lock(mu);
+  *e = new Event;
+  live.insert(*e);
+  return kSuccess;
+}
+int cuEventDestroy_v2(void* e) {
+  std::lock_guard<std::mutex> lock(mu);
+  return live.erase(e) ? kSuccess : kInvalidHandle;
+}
+int cuEventRecord(void* e, void* s) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(e) || !known(s)) return kInvalidHandle;
+  auto* ev = static_cast<Event*>(e);
+  ev->recorded = true;
+  ev->hung = stream_of(s)->hung;
+  return kSuccess;
+}
+int cuEventQuery(void* e) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(e)) return kInvalidHandle;
+  return static_cast<Event*>(e)->hung ? kNotReady : kSuccess;
+}
+int cuEventSynchronize(void* e) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(e)) return kInvalidHandle;
+  if (static_cast<Event*>(e)->hung) std::abort();
+  return kSuccess;
+}
+int cuEventElapsedTime(float* ms, void* start, void* end) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(start) || !known(end)) return kInvalidHandle;
+  if (!static_cast<Event*>(start)->recorded || !static_cast<Event*>(end)->recorded)
+    return kInvalidHandle;
+  *ms = 0.25f;
+  return kSuccess;
+}
+int cuStreamWaitEvent(void* s, void* e, unsigned) {
+  std::lock_guard<std::mutex> lock(mu);
+  return known(s) && known(e) ? kSuccess : kInvalidHandle;
+}
+int cuModuleLoadData(void** m, const void*) {
+  std::lock_guard<std::mutex> lock(mu);
+  *m = new Module;
+  live.insert(*m);
+  return kSuccess;
+}
+int cuModuleUnload(void* m) {
+  std::lock_guard<std::mutex> lock(mu);
+  return live.erase(m) ? kSuccess : kInvalidHandle;
+}
+int cuModuleGetFunction(void** f, void* m, const char* name) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(m)) return kInvalidHandle;
+  *f = new Function{name};
+  live.insert(*f);
+  return kSuccess;
+}
+int cuFuncSetAttribute(void*, int, int) { return kSuccess; }
+int cuFuncGetAttribute(int* v, int, void*) { *v = 32; return kSuccess; }
+int cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                   void* s, void**, void**) {
+  std::lock_guard<std::mutex> lock(mu);
+  // A function of a module loaded before a reset is gone with it.
+  if (!known(f) || f == nullptr || !known(s)) return kInvalidHandle;
+  if (static_cast<Function*>(f)->name.find("hang") != std::string::npos) stream_of(s)->hung = true;
+  return kSuccess;
+}
+int cuMemAllocManaged(unsigned long long* p, size_t n, unsigned) {
+  void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  if (m == nullptr) return 2;
+  *p = reinterpret_cast<unsigned long long>(m);
+  return kSuccess;
+}
+int cuMemFree_v2(unsigned long long p) {
+  std::free(reinterpret_cast<void*>(p));
+  return kSuccess;
+}
+int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  *free_bytes = size_t{1} << 32;
+  *total = size_t{1} << 33;
+  return kSuccess;
+}
+int cuMemsetD8_v2(unsigned long long p, unsigned char v, size_t n) {
+  std::memset(reinterpret_cast<void*>(p), v, n);
+  return kSuccess;
+}
+int cuMemPrefetchAsync_v2(unsigned long long, size_t, MemLocation, unsigned, void*) {
+  return kSuccess;
+}
+int cuGetErrorName(int r, const char** s) {
+  *s = r == kInvalidHandle ? "CUDA_ERROR_INVALID_HANDLE"
+       : r == kNotReady    ? "CUDA_ERROR_NOT_READY"
+       : r == kInvalidValue ? "CUDA_ERROR_INVALID_VALUE"
+                            : "CUDA_ERROR_STANDIN";
+  return kSuccess;
+}
+int cuGetErrorString(int, const char** s) {
+  *s = "the stand-in driver refused it";
+  return kSuccess;
+}
+
+}  // extern "C"

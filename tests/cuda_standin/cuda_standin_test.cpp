@@ -1,0 +1,191 @@
+// The cuda device on the stand-in driver (cuda_driver.cpp: two GPUs, kernels that complete at
+// once or, named "hang...", never): device indices, buffers of one GPU refused on the other,
+// launches on created streams, events, and the watchdog that resets a GPU whose launch runs past
+// its time limit, after which the device compiles and launches again while what it made before
+// is reported gone. Kernels are compiled for real by NVRTC; the test skips without it.
+#include <metile/metile.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Each instance stores 1 to X[0 .. 31]; the program's name is the CUDA kernel's.
+std::string ones(const std::string& name) {
+  return "kernel @" + name + R"((%X: ptr<f32>) {
+  %0 = const {value = 0} : i32
+  %1 = arange %0 {size = 32} : tile<32xi32>
+  %2 = ptr_offset %X, %1 : tile<32xptr<f32>>
+  %3 = const {value = 1.0} : f32
+  store %2, %3
+}
+)";
+}
+
+class CudaStandin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(metile_cache_set_enabled(0), METILE_OK);
+    if (metile_device_open(&gpu0_, "cuda") != METILE_OK) {
+      std::string why = metile_last_error();
+      ASSERT_TRUE(has(why, "NVRTC")) << "the stand-in driver did not load: " << why;
+      GTEST_SKIP() << why;
+    }
+  }
+  void TearDown() override { metile_device_release(gpu0_); }
+
+  metile_kernel* compile(metile_device* d, const std::string& name) {
+    metile_program* p = nullptr;
+    EXPECT_EQ(metile_program_parse(&p, ones(name).c_str()), METILE_OK) << metile_last_error();
+    metile_kernel* k = nullptr;
+    EXPECT_EQ(metile_kernel_compile(&k, d, p, nullptr), METILE_OK) << metile_last_error();
+    metile_program_release(p);
+    return k;
+  }
+  metile_launch* prepare(metile_kernel* k, metile_buffer* b) {
+    const uint32_t grid[3] = {4, 1, 1};
+    metile_arg a = METILE_ARG_BUFFER_INIT(b);
+    metile_launch* l = nullptr;
+    EXPECT_EQ(metile_launch_create(&l, k, grid, &a, 1), METILE_OK) << metile_last_error();
+    return l;
+  }
+
+  metile_device* gpu0_ = nullptr;
+};
+
+TEST_F(CudaStandin, DeviceIndices) {
+  metile_device* d = nullptr;
+  ASSERT_EQ(metile_device_open(&d, "cuda:2"), METILE_ERROR_DEVICE_UNAVAILABLE);
+  EXPECT_TRUE(has(metile_last_error(), "cuda:2 does not exist: this machine has 2 CUDA devices (cuda:0 to cuda:1)"))
+      << metile_last_error();
+  metile_device_info info = METILE_DEVICE_INFO_INIT;
+  ASSERT_EQ(metile_device_open(&d, "cuda:1"), METILE_OK) << metile_last_error();
+  ASSERT_EQ(metile_device_get_info(d, &info), METILE_OK);
+  EXPECT_EQ(info.ordinal, 1);
+  EXPECT_STREQ(info.name, "cuda");
+  EXPECT_STREQ(info.description, "stand-in GPU 1");
+  metile_device_release(d);
+  ASSERT_EQ(metile_device_open(&d, "cuda:0"), METILE_OK);
+  ASSERT_EQ(metile_device_get_info(d, &info), METILE_OK);
+  EXPECT_EQ(info.ordinal, 0);
+  EXPECT_STREQ(info.description, "stand-in GPU 0");
+  metile_device_release(d);
+}
+
+TEST_F(CudaStandin, ABufferOfOneGpuIsRefusedOnTheOther) {
+  metile_device* gpu1 = nullptr;
+  ASSERT_EQ(metile_device_open(&gpu1, "cuda:1"), METILE_OK);
+  metile_kernel* k = compile(gpu1, "ones");
+  metile_buffer* b = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&b, gpu0_, 128), METILE_OK);
+  const uint32_t grid[3] = {1, 1, 1};
+  metile_arg a = METILE_ARG_BUFFER_INIT(b);
+  ASSERT_EQ(metile_kernel_launch(k, grid, &a, 1), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "the buffer belongs to device cuda:0, the kernel ones runs on cuda:1"))
+      << metile_last_error();
+  metile_buffer* mine = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&mine, gpu1, 128), METILE_OK);
+  a.buffer = mine;
+  EXPECT_EQ(metile_kernel_launch(k, grid, &a, 1), METILE_OK) << metile_last_error();
+  EXPECT_EQ(metile_device_synchronize(gpu1), METILE_OK);
+  metile_buffer_release(mine);
+  metile_buffer_release(b);
+  metile_kernel_release(k);
+  metile_device_release(gpu1);
+}
+
+TEST_F(CudaStandin, StreamsAndEvents) {
+  metile_kernel* k = compile(gpu0_, "ones");
+  metile_buffer* b = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&b, gpu0_, 128), METILE_OK);
+  uint64_t s = 0, own = 0;
+  ASSERT_EQ(metile_stream_create(gpu0_, &s), METILE_OK);
+  ASSERT_EQ(metile_device_stream(gpu0_, &own), METILE_OK);
+  EXPECT_NE(s, 0u);
+  EXPECT_NE(s, own);
+  metile_launch* l = prepare(k, b);
+  metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
+  o.stream = s;
+  ASSERT_EQ(metile_launch_set_options(l, &o), METILE_OK);
+  metile_event *start = nullptr, *end = nullptr;
+  ASSERT_EQ(metile_event_create(&start, gpu0_), METILE_OK);
+  ASSERT_EQ(metile_event_create(&end, gpu0_), METILE_OK);
+  double ms = 0;
+  ASSERT_EQ(metile_event_elapsed_ms(start, end, &ms), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "both events recorded")) << metile_last_error();
+  ASSERT_EQ(metile_event_record(start, s), METILE_OK);
+  ASSERT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();
+  ASSERT_EQ(metile_event_record(end, s), METILE_OK);
+  ASSERT_EQ(metile_event_synchronize(end), METILE_OK);
+  ASSERT_EQ(metile_event_elapsed_ms(start, end, &ms), METILE_OK) << metile_last_error();
+  EXPECT_EQ(ms, 0.25);  // the stand-in's answer, passed through
+  EXPECT_EQ(metile_device_synchronize(gpu0_), METILE_OK);
+  metile_launch_release(l);
+  EXPECT_EQ(metile_stream_destroy(gpu0_, s), METILE_OK);
+  ASSERT_EQ(metile_stream_destroy(gpu0_, s), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "is not one this cuda:0 device created")) << metile_last_error();
+  metile_event_release(start);
+  metile_event_release(end);
+  metile_buffer_release(b);
+  metile_kernel_release(k);
+}
+
+// Last in this file: it resets cuda:0, after which only what is made anew works.
+TEST_F(CudaStandin, WatchdogResetsAGpuPastALaunchsLimitAndTheDeviceRunsAgain) {
+  metile_kernel* normal = compile(gpu0_, "ones");
+  metile_kernel* hang = compile(gpu0_, "hang_forever");
+  metile_buffer* old = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&old, gpu0_, 128), METILE_OK);
+  uint64_t old_stream = 0;
+  ASSERT_EQ(metile_stream_create(gpu0_, &old_stream), METILE_OK);
+  metile_event* old_event = nullptr;
+  ASSERT_EQ(metile_event_create(&old_event, gpu0_), METILE_OK);
+  metile_launch* l = prepare(hang, old);
+  metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
+  o.timeout_s = 0.3;
+  ASSERT_EQ(metile_launch_set_options(l, &o), METILE_OK);
+  ASSERT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();  // asynchronous
+  ASSERT_EQ(metile_device_synchronize(gpu0_), METILE_ERROR_DEVICE);
+  std::string e = metile_last_error();
+  EXPECT_TRUE(has(e, "kernel hang_forever did not finish within 0.3 s (the launch's timeout)")) << e;
+  EXPECT_TRUE(has(e, "the cuda:0 device was reset")) << e;
+  metile_launch_release(l);
+
+  // What was made before is reported gone, not used.
+  void* p = nullptr;
+  ASSERT_EQ(metile_buffer_contents(old, &p), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "made before the cuda:0 device was reset")) << metile_last_error();
+  ASSERT_EQ(metile_event_record(old_event, 0), METILE_ERROR_INVALID_ARGUMENT);
+  metile_launch* stale = prepare(normal, old);
+  ASSERT_EQ(metile_launch_run(stale), METILE_ERROR_INVALID_ARGUMENT);
+  metile_launch_release(stale);
+  metile_buffer* fresh = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&fresh, gpu0_, 128), METILE_OK);
+  metile_launch* on_old_stream = prepare(normal, fresh);
+  o.timeout_s = -1;
+  o.stream = old_stream;
+  ASSERT_EQ(metile_launch_set_options(on_old_stream, &o), METILE_OK);
+  ASSERT_EQ(metile_launch_run(on_old_stream), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "this stream was made before")) << metile_last_error();
+  metile_launch_release(on_old_stream);
+  EXPECT_EQ(metile_stream_destroy(gpu0_, old_stream), METILE_OK);  // the reset destroyed it
+
+  // The device runs again: the kernel compiled before is loaded into the new context.
+  metile_launch* again = prepare(normal, fresh);
+  ASSERT_EQ(metile_launch_run(again), METILE_OK) << metile_last_error();
+  EXPECT_EQ(metile_device_synchronize(gpu0_), METILE_OK) << metile_last_error();
+  ASSERT_EQ(metile_buffer_contents(fresh, &p), METILE_OK);
+  metile_launch_release(again);
+  metile_event_release(old_event);
+  metile_buffer_release(fresh);
+  metile_buffer_release(old);
+  metile_kernel_release(hang);
+  metile_kernel_release(normal);
+}
+
+}  // namespace

@@ -1,0 +1,166 @@
+"""The cuda side of issue 32's items 3 and 4, on a GPU: cuda:N device selection (cuda:0
+explicit, the clear error past the last GPU, buffers of one GPU refused on another when there
+are two), launches on a chosen stream ordered with torch's work, events timed by the GPU, and
+the watchdog that stops a hung kernel past its `timeout=` by resetting the GPU's context, after
+which the device runs new launches. Not part of CI (no GPU there): it skips without metile's
+cuda device, the torch test without torch. Run it on a GPU machine:
+
+    METILE_LIBRARY=$PWD/build/libmetile.so python3 -m pytest tests/gpu/test_cuda_streams.py -q
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bindings",
+                          "python")
+sys.path.insert(0, PYTHON_DIR)
+import metile  # noqa: E402
+
+pytestmark = pytest.mark.skipif("cuda" not in metile.devices(), reason="needs a CUDA GPU")
+
+
+@metile.kernel
+def scale(X, Out, N, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    mask = offs < N
+    metile.store(Out + offs, metile.load(X + offs, mask=mask) * 3.0, mask=mask)
+
+
+def _gpu_count():
+    """The number of GPUs: the first index metile refuses."""
+    from metile._device import open_device
+    count = 1
+    while True:
+        try:
+            open_device(f"cuda:{count}")
+        except metile.DeviceUnavailableError:
+            return count
+        count += 1
+
+
+def test_cuda_0_is_the_default_gpu():
+    dev = metile.set_device("cuda:0")
+    assert dev is metile.set_device("cuda")
+    assert dev.ordinal == 0 and dev.label == "cuda:0"
+    n = 5000
+    x = np.random.rand(n).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    scale[(metile.cdiv(n, 256),)](x, out, n, BLOCK=256)
+    np.testing.assert_allclose(out, x.astype(np.float64) * 3, rtol=1e-6)
+
+
+def test_cuda_index_past_the_last_gpu():
+    count = _gpu_count()
+    with pytest.raises(metile.DeviceUnavailableError,
+                       match=rf"cuda:{count} does not exist: this machine has {count} CUDA device"):
+        metile.set_device(f"cuda:{count}")
+
+
+def test_second_gpu_refuses_buffers_of_the_first():
+    if _gpu_count() < 2:
+        pytest.skip("one GPU")
+    first = metile.Buffer(data=np.ones(256, np.float32), device="cuda:0")
+    dev = metile.set_device("cuda:1")
+    assert dev.ordinal == 1
+    out = metile.Buffer(shape=(256,), device=dev)
+    with pytest.raises(metile.InvalidArgumentError, match="belongs to device cuda:0"):
+        scale[(1,)](first, out, 256, BLOCK=256)
+    mine = metile.Buffer(data=np.ones(256, np.float32), device=dev)
+    scale[(1,)](mine, out, 256, BLOCK=256)
+    dev.synchronize()
+    np.testing.assert_array_equal(out.numpy(), 3)
+
+
+def test_launch_on_a_torch_stream_is_ordered_with_torch_work():
+    torch = pytest.importorskip("torch")
+    metile.set_device("cuda:0")
+    n = 1 << 22
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        for _ in range(3):  # enough queued work that an unordered launch would read stale data
+            x = torch.full((n,), 2.0, device="cuda")
+            x = x * 1.0 + torch.zeros_like(x)
+        out = torch.empty(n, device="cuda")
+        scale[(metile.cdiv(n, 1024),)](x, out, n, BLOCK=1024, stream=s)
+        y = out + 1.0
+    s.synchronize()
+    assert torch.all(y == 7.0).item()
+
+
+def test_launch_on_a_metile_stream_and_events():
+    dev = metile.set_device("cuda:0")
+    n = 1 << 20
+    x = metile.Buffer(data=np.random.rand(n).astype(np.float32))
+    out = metile.Buffer(shape=(n,))
+    s = metile.Stream()
+    start, end = metile.Event(), metile.Event()
+    start.record(s)
+    for _ in range(20):
+        scale[(metile.cdiv(n, 1024),)](x, out, n, BLOCK=1024, stream=s)
+    end.record(s)
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert ms > 0
+    dev.synchronize()
+    np.testing.assert_allclose(out.numpy(), x.numpy().astype(np.float64) * 3, rtol=1e-6)
+    # The stream as an int (CUstream) works too.
+    scale[(metile.cdiv(n, 1024),)](x, out, n, BLOCK=1024, stream=s.cuda_stream)
+    s.synchronize()
+
+
+_WATCHDOG = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    sys.path.insert(0, {path!r})
+    import metile
+    dev = metile.set_device("cuda:0")
+
+    @metile.kernel
+    def spin(Out, N, BLOCK: metile.constexpr):
+        acc = metile.zeros((BLOCK,), dtype=metile.float32)
+        for i in metile.tile_range(0, N, 1):
+            acc += 1.0
+        metile.store(Out + (metile.program_id(0) % 4) * BLOCK + metile.arange(0, BLOCK), acc)
+
+    old = metile.Buffer(shape=(32,))
+    spin[(4,)](old, 3, BLOCK=8)
+    dev.synchronize()
+    t0 = time.monotonic()
+    try:
+        spin[(2**31 - 1,)](old, 2**31 - 1, BLOCK=8, timeout=2)  # hours of work: hung
+        dev.synchronize()
+        print("finished?!")
+    except metile.DeviceError as e:
+        print("stopped", round(time.monotonic() - t0, 1), str(e).replace(chr(10), " "))
+    try:
+        old.numpy()
+        print("old buffer readable?!")
+    except metile.InvalidArgumentError as e:
+        print("old buffer:", str(e).replace(chr(10), " "))
+    out = metile.Buffer(shape=(32,))
+    spin[(4,)](out, 5, BLOCK=8)
+    dev.synchronize()
+    print("after", float(out.numpy()[0]))
+""")
+
+
+def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path):
+    script = tmp_path / "watchdog.py"  # a file: tracing reads the kernel's source
+    script.write_text(_WATCHDOG.format(path=os.path.abspath(PYTHON_DIR)))
+    env = dict(os.environ)
+    env.pop("METILE_TIMEOUT_S", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0, r.stdout + r.stderr
+    stopped = [line for line in lines if line.startswith("stopped")]
+    assert stopped and "kernel spin did not finish within 2 s (the launch's timeout)" in stopped[0], \
+        r.stdout + r.stderr
+    assert "was reset" in stopped[0]
+    assert any(line.startswith("old buffer:") and "reset" in line for line in lines), r.stdout
+    assert "after 5.0" in lines, r.stdout + r.stderr

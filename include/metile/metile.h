@@ -205,6 +205,7 @@ METILE_API metile_status metile_device_get_info(const metile_device *device,
  * compiles and launches work, kernels compiled before are reloaded at their next launch, but
  * every buffer allocated or imported before the reset (its memory is gone) and every stream
  * and event created before it are invalid: using one is METILE_ERROR_INVALID_ARGUMENT saying so.
+ * Known limit: on an H100 the reset did not return while the kernel kept spinning.
  */
 METILE_API metile_status metile_device_synchronize(metile_device *device);
 

@@ -13,7 +13,8 @@ F.linear(x, W) (for M = 1 the faster of it and torch.mv(W, x); cuBLAS), and `Ten
 (the bandwidth this GPU reaches in this run). GB/s = bytes of W + x + y / time; of_copy = metile
 GB/s / copy GB/s; vs_torch = torch time / metile time (> 1: metile faster). Every metile result
 is checked against float64 (max |error| / sum |w x| over K, reported as max_rel_err).
---sweep: every config of SWEEP (block_n x block_k x num_warps x split_k) per shape, one JSON line
+--sweep: every config of SWEEP (block_n x block_k x num_warps x split_k; DOT_SWEEP for the
+"dot" method from two rows of x) per shape, one JSON line
 each, and the best per shape at the end. Time per call = median over 5 repeats of (calls
 back-to-back, then synchronize) / calls after a warm-up, the same for every framework. Without
 torch (--quick --device cpu: a smoke run, the sweep cut to 3 configs) only metile runs. One
@@ -42,16 +43,23 @@ SHAPES = [(4096, 4096), (8192, 8192), (16384, 16384), (4096, 14336), (14336, 409
 QUICK_SHAPES = [(300, 200), (70, 520)]
 SWEEP = {"block_n": (1, 2, 4, 8), "block_k": (256, 512, 1024), "num_warps": (4, 8),
          "split_k": (1, 2, 4)}
+DOT_SWEEP = {"block_n": (32, 64, 128), "block_k": (64, 128, 256), "num_warps": (4,),
+             "split_k": (1, 2, 4, 8)}
+CONFIG_KEYS = ("block_n", "block_k", "num_warps", "split_k", "method")
 
 
 def sweep_configs(m, dtype):
-    """The SWEEP configs worth compiling: 4 to 16 W elements per thread (the canonical layout
-    gives a thread 4 consecutive elements per chunk), at most 128 f32 accumulators per thread."""
+    """The SWEEP configs worth compiling for the "fma" method: 4 to 16 W elements per thread
+    (the canonical layout gives a thread 4 consecutive elements per chunk), at most 128 f32
+    accumulators per thread; for two rows of x and more with a 16-bit W, DOT_SWEEP's for the
+    "dot" method."""
     out = []
     for bn, bk, nw, sk in itertools.product(*SWEEP.values()):
         per_thread = bn * bk // (32 * nw)
         if 4 <= per_thread <= 16 and m * per_thread <= 128:
-            out.append({"block_n": bn, "block_k": bk, "num_warps": nw, "split_k": sk})
+            out.append(dict(zip(CONFIG_KEYS, (bn, bk, nw, sk, "fma"))))
+    if m >= 2 and dtype != "f32":
+        out += [dict(zip(CONFIG_KEYS, c + ("dot",))) for c in itertools.product(*DOT_SWEEP.values())]
     return out
 
 
@@ -163,8 +171,7 @@ def main():
                 for cfg in configs:
                     r = dict(base, kernel="gemv", copy_GBps=copy_gbs)
                     kw = cfg or {}
-                    chosen = dict(zip(("block_n", "block_k", "num_warps", "split_k"),
-                                      G.default_config(n, k, m, dtype)))
+                    chosen = dict(zip(CONFIG_KEYS, G.default_config(n, k, m, dtype)))
                     chosen.update(kw)
                     r["config"] = chosen
                     r["default"] = cfg is None
@@ -192,20 +199,21 @@ def main():
                     record(dict(best, kernel="best"))
                 del w, x, y, ts
     print("\nwhole run: %.1f s" % (time.perf_counter() - started))
-    print("%-5s %-12s %3s %-22s %8s %9s %9s %9s %8s %8s %9s" % (
-        "dtype", "N x K", "M", "config (bn,bk,w,sk)", "us", "GB/s", "torch", "copy", "of copy",
+    print("%-5s %-12s %3s %-26s %8s %9s %9s %9s %8s %8s %9s" % (
+        "dtype", "N x K", "M", "config (bn,bk,w,sk,how)", "us", "GB/s", "torch", "copy", "of copy",
         "vs torch", "rel err"))
     for r in rows:
         if r["kernel"] not in ("gemv", "best") or (args.sweep and r["kernel"] != "best"):
             continue
         shape = "%dx%d" % (r["N"], r["K"])
         c = r["config"]
-        cfg = "%d,%d,%d,%d" % (c["block_n"], c["block_k"], c["num_warps"], c["split_k"])
+        cfg = "%d,%d,%d,%d,%s" % (c["block_n"], c["block_k"], c["num_warps"], c["split_k"],
+                                  c["method"])
         if "error" in r:
-            print("%-5s %-12s %3d %-22s FAILED: %s" % (r["dtype"], shape, r["M"], cfg,
+            print("%-5s %-12s %3d %-26s FAILED: %s" % (r["dtype"], shape, r["M"], cfg,
                                                       r["error"].splitlines()[-1][:100]))
             continue
-        print("%-5s %-12s %3d %-22s %8.1f %9.0f %9s %9s %8s %8s %9.1e" % (
+        print("%-5s %-12s %3d %-26s %8.1f %9.0f %9s %9s %8s %8s %9.1e" % (
             r["dtype"], shape, r["M"], cfg, r["metile_us"], r["metile_GBps"],
             "%.0f" % r["torch_GBps"] if "torch_GBps" in r else "-",
             "%.0f" % r["copy_GBps"] if r.get("copy_GBps") else "-",

@@ -2,13 +2,15 @@
 F.linear layout: W is [N, K] row-major; x may be a vector [K], giving y [N]).
 
 Contract: W, X, bias and the output are f32, f16 or bf16 (each its own dtype); products are
-summed in f32 and the output is rounded once to its dtype (by default X's). No matrix units:
-M is too small for them to pay, so each program owns BLOCK_N rows of W, reads them once in
-[BLOCK_N, BLOCK_K] tiles (K is W's contiguous axis: on GPUs each thread reads runs of 4
-consecutive elements as one vector access, consecutive threads consecutive runs), multiplies
-each tile by every row of X's matching chunk and sums along K. The sum
-`acc = acc + sum(w * x, axis=1)` is carried as the unreduced tile and reduced once after the
-loop on GPUs (the defer_reductions pass), so the loop exchanges nothing between threads.
+summed in f32 and the output is rounded once to its dtype (by default X's). Each program owns
+BLOCK_N rows of W and reads them once in [BLOCK_N, BLOCK_K] tiles (K is W's contiguous axis).
+Two methods:
+- "fma" (gemv_kernel), for one or two rows of x: no matrix units. Each W tile is multiplied by
+  every row of X's matching chunk and summed along K. The sum `acc = acc + sum(w * x, axis=1)`
+  is carried as the unreduced tile and reduced once after the loop on GPUs (the
+  defer_reductions pass), so the loop exchanges nothing between threads.
+- "dot" (gemv_dot_kernel), for more rows: each W element would cost M FMAs, so the tile goes
+  through the matrix units against X's rows padded with zeros to 16 (the atoms' height).
 
 Split-K: when N / BLOCK_N programs do not fill the device, the K range is cut into `split_k`
 parts; each part writes its f32 partial sums to a workspace and a second kernel adds the parts
@@ -16,6 +18,7 @@ in part order, adds the bias and rounds: the same bits on every run (no atomics)
 M x N x split_k x 8 bytes of extra traffic.
 
 Run: python3 examples/python/gemv.py [N K [M]] [--dtype f32|f16|bf16] [--bias] [--split-k S]
+                                   [--method fma|dot]
 """
 
 import argparse
@@ -30,6 +33,9 @@ import _path  # noqa: F401  (source checkouts)
 import metile
 
 MAX_M = 16
+M_TILE = 16   # the "dot" method's rows of x, padded: the matrix atoms' height
+DOT_MIN_M = 3  # rows of x from which GPUs take the "dot" method by default
+METHODS = ("fma", "dot")
 DTYPES = ("f32", "f16", "bf16")
 
 
@@ -62,6 +68,34 @@ def gemv_kernel(W, X, Bias, Y, Part, N, K, k_chunk, M: metile.constexpr,
             if HAS_BIAS:
                 y = y + metile.load(Bias + rows, mask=live, other=0.0).to("f32")
             metile.store(Y + m * N + rows, y.to(Y.dtype), mask=live)
+
+
+@metile.kernel
+def gemv_dot_kernel(W, X, Bias, Y, Part, N, K, M, k_chunk, BLOCK_N: metile.constexpr,
+                    BLOCK_K: metile.constexpr, M_TILE: metile.constexpr,
+                    HAS_BIAS: metile.constexpr, SPLIT: metile.constexpr):
+    """gemv_kernel's rows with the matrix units: Y^T's tile [BLOCK_N, M_TILE] = W's rows times
+    X's M rows (padded with zeros to M_TILE, the atoms' height) transposed, so each element of W
+    costs a share of one matrix instruction instead of M FMAs."""
+    pid = metile.program_id(0)
+    split = metile.program_id(1)
+    n0 = pid * BLOCK_N
+    k_start = split * k_chunk
+    k_end = metile.minimum(k_start + k_chunk, K)
+    acc = metile.zeros((BLOCK_N, M_TILE), "f32")
+    for k in metile.tile_range(k_start, k_end, BLOCK_K):
+        w = metile.tile_load(W, n0, k, K, (BLOCK_N, BLOCK_K), bounds=(N, k_end))
+        x = metile.tile_load(X, 0, k, K, (M_TILE, BLOCK_K), bounds=(M, k_end))
+        acc = metile.dot(w, metile.trans(x), acc)
+    rows = n0 + metile.arange(0, BLOCK_N)
+    ms = metile.arange(0, M_TILE)
+    live = (rows[:, None] < N) & (ms[None, :] < M)
+    if SPLIT:
+        metile.store(Part + (split * M + ms[None, :]) * N + rows[:, None], acc, mask=live)
+    else:
+        if HAS_BIAS:
+            acc = acc + metile.load(Bias + rows, mask=rows < N, other=0.0).to("f32")[:, None]
+        metile.store(Y + ms[None, :] * N + rows[:, None], acc.to(Y.dtype), mask=live)
 
 
 @metile.kernel
@@ -98,23 +132,29 @@ def compute_units(device=None):
 
 
 def default_config(n, k, m, dtype, device=None):
-    """(block_n, block_k, num_warps, split_k) for W [n, k] of `dtype` times m rows of x. GPUs:
-    4 warps; W tiles of 16 elements a thread for one row of x, fewer as rows add accumulators
-    (each row carries a [BLOCK_N, BLOCK_K] f32 tile through the K loop); split-K until the
-    programs number about 4 per SM. Host devices: small tiles, no split."""
+    """(block_n, block_k, num_warps, split_k, method) for W [n, k] of `dtype` times m rows of x.
+    GPUs: 4 warps. One or two rows of a 16-bit W, or f32: "fma", W tiles of 16 elements a thread
+    for one row of x, 8 for two (each row carries a [BLOCK_N, BLOCK_K] f32 tile through the K
+    loop). More rows of a 16-bit W: "dot", 64 rows of W a program against the rows of x padded
+    to 16 (the matrix units' height). Split-K until the programs number about 4 per SM. Host
+    devices: small tiles, no split, "fma"."""
     device = device or metile.get_device()
     if device.name != "cuda" and not device.name.startswith("metal"):
-        return 4, 256, 4, 1
+        return 4, 256, 4, 1, "fma"
     num_warps = 4
-    per_thread = 16 if m == 1 else 8 if m <= 4 else 4
-    block_k = 512 if dtype != "f32" else 256
-    block_n = max(1, per_thread * 32 * num_warps // block_k)
+    method = "dot" if m >= DOT_MIN_M and dtype != "f32" else "fma"
+    if method == "dot":
+        block_n, block_k = 64, 128
+    else:
+        per_thread = 16 if m == 1 else 8 if m <= 4 else 4
+        block_k = 512 if dtype != "f32" else 256
+        block_n = max(1, per_thread * 32 * num_warps // block_k)
     programs = metile.cdiv(n, block_n)
     want = 4 * compute_units(device)
     split = 1
     while programs * split < want and k // (split * 2) >= 2 * block_k:
         split *= 2
-    return block_n, block_k, num_warps, split
+    return block_n, block_k, num_warps, split, method
 
 
 def _dtype_of(a, what):
@@ -155,7 +195,7 @@ def _workspace(count):
     return buf
 
 
-def _launches(W, x, bias, out, block_n, block_k, split_k, num_warps):
+def _launches(W, x, bias, out, block_n, block_k, split_k, num_warps, method):
     """gemv's arguments checked: (out, [(kernel, grid, args, kwargs), ...]) to run in order."""
     W, wshape, wdtype = _arg(W, "W")
     x, xshape, xdtype = _arg(x, "x")
@@ -181,7 +221,10 @@ def _launches(W, x, bias, out, block_n, block_k, split_k, num_warps):
         out, oshape, _ = _arg(out, "out")
         if oshape != yshape:
             raise ValueError(f"gemv: out must have shape {yshape}, got {oshape}")
-    bn, bk, nw, sk = default_config(n, k, m, wdtype)
+    bn, bk, nw, sk, how = default_config(n, k, m, wdtype)
+    how = how if method is None else method
+    if how not in METHODS:
+        raise ValueError(f"gemv: method must be one of {', '.join(METHODS)}, got {method!r}")
     bn = bn if block_n is None else block_n
     bk = bk if block_k is None else block_k
     nw = nw if num_warps is None else num_warps
@@ -198,36 +241,42 @@ def _launches(W, x, bias, out, block_n, block_k, split_k, num_warps):
     has_bias = bias is not None
     b = bias if has_bias else out
     grid_n = metile.cdiv(n, bn)
-    consts = dict(M=m, BLOCK_N=bn, BLOCK_K=bk, HAS_BIAS=has_bias, num_threads=32 * nw)
+    if how == "dot":
+        kernel, args = gemv_dot_kernel, (W, x, b, out, out, n, k, m, chunk)
+        consts = dict(M_TILE=M_TILE, BLOCK_N=bn, BLOCK_K=bk, HAS_BIAS=has_bias,
+                      num_threads=32 * nw)
+    else:
+        kernel, args = gemv_kernel, (W, x, b, out, out, n, k, chunk)
+        consts = dict(M=m, BLOCK_N=bn, BLOCK_K=bk, HAS_BIAS=has_bias, num_threads=32 * nw)
     if sk == 1:
-        return out, [(gemv_kernel, (grid_n, 1), (W, x, b, out, out, n, k, chunk),
-                      dict(consts, SPLIT=False))]
+        return out, [(kernel, (grid_n, 1), args, dict(consts, SPLIT=False))]
     part = _workspace(sk * m * n)
     merge_block = min(1024, metile.next_power_of_2(n))
-    return out, [(gemv_kernel, (grid_n, sk), (W, x, b, out, part, n, k, chunk),
-                  dict(consts, SPLIT=True)),
+    args = args[:4] + (part,) + args[5:]
+    return out, [(kernel, (grid_n, sk), args, dict(consts, SPLIT=True)),
                  (gemv_merge, (metile.cdiv(n, merge_block), m), (part, b, out, n, sk),
                   dict(M=m, BLOCK=merge_block, HAS_BIAS=has_bias))]
 
 
-def gemv(W, x, bias=None, out=None, block_n=None, block_k=None, split_k=None, num_warps=None):
+def gemv(W, x, bias=None, out=None, block_n=None, block_k=None, split_k=None, num_warps=None,
+         method=None):
     """out = x . W^T (+ bias): W [N, K]; x [K] or [M, K] with 1 <= M <= 16; bias [N]; out [N]
     or [M, N] (x's leading shape), allocated as a metile.Buffer of x's dtype when not given.
     Arguments are metile Buffers, numpy arrays (f32/f16) or DLPack tensors (torch), contiguous.
-    block_n/block_k/num_warps/split_k default to default_config(); split_k=1 turns split-K
-    off. Returns out."""
-    out, launches = _launches(W, x, bias, out, block_n, block_k, split_k, num_warps)
+    block_n/block_k/num_warps/split_k/method default to default_config(); split_k=1 turns
+    split-K off; method "fma" (gemv_kernel) or "dot" (gemv_dot_kernel). Returns out."""
+    out, launches = _launches(W, x, bias, out, block_n, block_k, split_k, num_warps, method)
     for kernel, grid, args, kwargs in launches:
         kernel[grid](*args, **kwargs)
     return out
 
 
 def prepare_gemv(W, x, bias=None, out=None, block_n=None, block_k=None, split_k=None,
-                 num_warps=None):
+                 num_warps=None, method=None):
     """gemv's launches checked and compiled once: (run, out), where run() computes out from what
     W, x and bias hold at the time (the arguments are captured; for repeated calls on the same
     buffers, as a decoding loop makes, without gemv's per-call checks)."""
-    out, launches = _launches(W, x, bias, out, block_n, block_k, split_k, num_warps)
+    out, launches = _launches(W, x, bias, out, block_n, block_k, split_k, num_warps, method)
     prepared = [kernel[grid].prepare(*args, **kwargs) for kernel, grid, args, kwargs in launches]
 
     def run():
@@ -282,6 +331,7 @@ def main():
     ap.add_argument("--dtype", default="f16", choices=DTYPES)
     ap.add_argument("--bias", action="store_true")
     ap.add_argument("--split-k", type=int, default=None)
+    ap.add_argument("--method", default=None, choices=METHODS)
     a = ap.parse_args()
     if len(a.shape) not in (2, 3):
         ap.error("give N K [M]")
@@ -293,7 +343,7 @@ def main():
     x, x64 = make(rng.standard_normal((m, k)), a.dtype)
     b, b64 = make(rng.standard_normal(n), a.dtype) if a.bias else (None, None)
     t0 = time.perf_counter()
-    y = gemv(w, x, b, split_k=a.split_k)
+    y = gemv(w, x, b, split_k=a.split_k, method=a.method)
     metile.synchronize()
     ms = (time.perf_counter() - t0) * 1e3
     scale = np.abs(x64) @ np.abs(w64).T + (0 if b64 is None else np.abs(b64))

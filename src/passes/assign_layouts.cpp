@@ -6,7 +6,9 @@
 // Canonical layout. A 1-D tile of N elements, or a 2-D tile's row-major flattening, is
 // blocked-cyclic: thread t owns chunks of V consecutive elements at t*V + c*threads*V, so
 // consecutive threads touch consecutive memory (coalesced) and each chunk is one vector access.
-// V = 4 when every thread gets a whole chunk, else smaller. In SIMT kernels a T-element tile is
+// V = 4 when every thread gets a whole chunk, else smaller; on targets that ask for it
+// (GpuTarget::chunk_bytes) V = 8 in programs whose narrowest tile in global memory has 16-bit
+// elements, so each chunk of those is one 16-byte access (canonical_chunk). In SIMT kernels a T-element tile is
 // the identity (thread i holds element i), which is how thread_id, lanes and shuffles are defined.
 //
 // Dots. The plan of (M x K) @ (K x N) + acc: the target's atom for the operand dtype (bf16
@@ -113,7 +115,7 @@ int64_t Assigner::threads() {
   } else {
     bool reduces = false;  // then the target's elements per thread (GpuTarget explains)
     walk(p.body, [&](const Op& op) { reduces = reduces || has_trait(op.kind, kReduce); });
-    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : 4;
+    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : canonical_chunk(p, target);
     n = std::clamp<int64_t>(round_up(max_tile_numel(p) / per_thread, target.simd_width),
                             target.simd_width, 256);
   }
@@ -192,7 +194,7 @@ bool Assigner::slice_layouts(const Op& o) {
   if (has_trait(o.kind, kReduce) && o.attr_int("axis") != -1 && p.type(o.operands[0]).is_tile()) {
     const Shape& s = p.type(o.operands[0]).shape;
     const gpu::LayoutId from = assigned[o.operands[0]] != gpu::kUniform
-        ? assigned[o.operands[0]] : f.add_layout(canonical_layout(s.numel(), f.threads, p.num_threads));
+        ? assigned[o.operands[0]] : f.add_layout(canonical_layout(s.numel(), f.threads, p.num_threads, out.chunk));
     std::optional<lowering::InPlaceReduce> plan = lowering::plan_in_place_reduce(
         f.layout(from), f.threads, f.simd_width, s,
         static_cast<int>(o.attr_int("axis")), p.type(o.result()).shape.numel());
@@ -272,6 +274,7 @@ void Assigner::run() {
   f.name = p.name;
   f.simd_width = target.simd_width;
   f.threads = static_cast<int>(threads());
+  out.chunk = canonical_chunk(p, target);
   assigned.assign(p.values.size(), gpu::kUniform);
   producer.assign(p.values.size(), nullptr);
   users.assign(p.values.size(), {});
@@ -413,16 +416,35 @@ void append_atom_mode(const metile::Layout& mode, const std::function<int64_t(in
 
 int64_t staging_pad(DType t) { return std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(t))); }
 
-gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt) {
+gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt, int64_t chunk) {
   int64_t v = 1;
   if (!(simt > 0 && n == simt))  // SIMT kernels: T elements are the identity whatever the rank
-    for (int64_t w : {4, 2})
+    for (int64_t w = chunk; w >= 2; w /= 2)
       if (n % w == 0 && n >= threads * w) {
         v = w;
         break;
       }
   int64_t chunks = (n + threads * v - 1) / (threads * v);
   return gpu::tile_layout(n, make_layout(threads, v), make_layout(tup(v, chunks), tup(1, threads * v)));
+}
+
+int64_t canonical_chunk(const Program& program, const GpuTarget& target) {
+  if (target.chunk_bytes == 0) return 4;
+  size_t narrowest = 0;  // bytes of the narrowest element a tile load or store moves
+  auto see = [&](const Type& t) {
+    if (!t.is_tile() || (t.is_ptr ? t.space != AddrSpace::device : t.dtype == DType::boolean)) return;
+    size_t s = dtype_size(t.dtype);
+    narrowest = narrowest == 0 ? s : std::min(narrowest, s);
+  };
+  walk(program.body, [&](const Op& o) {
+    if (o.kind != OpKind::LOAD && o.kind != OpKind::STORE && o.kind != OpKind::TILE_LOAD &&
+        o.kind != OpKind::TILE_STORE)
+      return;
+    for (ValueId v : o.operands) see(program.type(v));
+    for (ValueId v : o.results) see(program.type(v));
+  });
+  if (narrowest == 0) return 4;
+  return std::clamp<int64_t>(target.chunk_bytes / static_cast<int64_t>(narrowest), 4, 8);
 }
 
 LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,
@@ -439,7 +461,8 @@ std::string print_layouts(const Program& program, const LayoutAssignment& layout
     if (!t.is_tile()) return "uniform";
     gpu::LayoutId l = layouts.of.at(v);
     return l != gpu::kUniform ? cat("#", l, " ", f.layout(l).str())
-                              : canonical_layout(t.shape.numel(), f.threads, program.num_threads).str();
+                              : canonical_layout(t.shape.numel(), f.threads, program.num_threads,
+                                                 layouts.chunk).str();
   };
   OpNote note = [&](const Op& op) {
     std::vector<ValueId> vs = op.results;

@@ -43,6 +43,8 @@ struct LayoutAssignment {
   /** Tile IR value -> layout; kUniform: the canonical layout of its shape (canonical_layout). */
   std::vector<gpu::LayoutId> of;
   std::map<const Op*, DotChoice> dots;  // by the program's dot ops
+  /** Elements per chunk of the canonical layouts (canonical_chunk). */
+  int64_t chunk = 4;
 };
 
 /**
@@ -59,10 +61,19 @@ LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,
                                 const LowerOptions& options);
 
 /**
- * The canonical layout of an n-element tile over `threads` threads (see assign_layouts.cpp);
- * simt: the SIMT thread count T (0 without SIMT ops), whose T-element tiles are the identity.
+ * The canonical layout of an n-element tile over `threads` threads (see assign_layouts.cpp) in
+ * chunks of at most `chunk` elements; simt: the SIMT thread count T (0 without SIMT ops), whose
+ * T-element tiles are the identity.
  */
-gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt);
+gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt, int64_t chunk = 4);
+
+/**
+ * Elements per chunk of `program`'s canonical layouts on `target`: 4, or up to 8 where
+ * target.chunk_bytes asks for more to span that many bytes of the narrowest tile the program
+ * loads or stores in global memory. One value for the whole program, so element-wise ops
+ * between tiles of different dtypes meet in one layout.
+ */
+int64_t canonical_chunk(const Program& program, const GpuTarget& target);
 
 /**
  * The matrix atom of `target` for a dot of these types and sizes (nullptr: none) and the dtype

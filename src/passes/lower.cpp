@@ -29,6 +29,7 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
                    const LayoutAssignment& layouts)
     : p(program), target(t), options(o), f(layouts.function), assigned(layouts.of) {
   simt = p.num_threads;
+  chunk = layouts.chunk;
   map.assign(p.values.size(), kNoValue);
   for (const auto& [dot, c] : layouts.dots) {
     static_cast<DotChoice&>(dot_plans[dot]) = c;
@@ -43,7 +44,7 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
 }
 
 LayoutId Lowering::layout_for(const Shape& s) {
-  return f.add_layout(canonical_layout(s.numel(), f.threads, simt));
+  return f.add_layout(canonical_layout(s.numel(), f.threads, simt, chunk));
 }
 
 LayoutId Lowering::layout_of(ValueId tile_value) {

@@ -79,6 +79,7 @@ class Lowering {
   GpuBuilder b{f, &f.body};
   GpuBuilder pb{f, &prologue};
   int64_t simt = 0;  // the SIMT thread count T, 0 for kernels without SIMT ops
+  int64_t chunk = 4;  // elements per chunk of the canonical layouts (canonical_chunk)
   std::vector<ValueId> map;  // Tile IR value -> GPU value
   int64_t role_lo = 0, role_hi = INT64_MAX;  // threads of the enclosing simdgroup roles
   int loop_depth = 0;            // names induction variables i, j, k...

@@ -64,6 +64,7 @@ const GpuTarget& nvidia_gpu_target() {
     g.threadgroup_memory_bytes = 48 * 1024;
     g.vector_bytes = 16;
     g.vector_needs_alignment = true;
+    g.chunk_bytes = 16;
     g.async_copies = true;  // cp.async (sm_80+, the matrix atoms' floor too)
     // H100, seed softmax 16384x1024: 1.67 TB/s with 256 threads (4 each), 2.17 with 128
     // (bench/results/cuda_rows_h100.md, run 4); at 4096 columns 256 threads of 16 stay best.

@@ -72,6 +72,13 @@ struct GpuTarget {
   /** Widest single memory access per thread, in bytes (16: float4). */
   int vector_bytes = 16;
   /**
+   * Bytes a thread's chunk of the canonical layout aims to span for the kernel's narrowest
+   * tile in global memory, so that 16-bit loads are whole 16-byte accesses (8 elements a
+   * chunk; never fewer than 4 elements nor more than 8). 0: chunks of 4 elements whatever the
+   * dtype (MSL's vectors stop at 4 elements, so wider chunks would gain nothing there).
+   */
+  int chunk_bytes = 0;
+  /**
    * Vector accesses need the address aligned to the vector size. When false the dialect has
    * element-aligned vector types (MSL packed_float4) and needs no run-time alignment check.
    */

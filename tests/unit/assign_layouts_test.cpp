@@ -56,6 +56,23 @@ kernel @add_one(%X: ptr<f32>, %Out: ptr<f32>, %N: i32) {
                   "%6 = load %5, %4 : tile<1024xf32> // tile<1024> thr=128:4 reg=(4,2):(1,512)"));
 }
 
+TEST(AssignLayouts, SixteenBitTilesTakeChunksOfSixteenBytesWhereTheTargetAsks) {
+  // The same kernel on f16 data: on nvidia (chunk_bytes 16) a thread's chunk is 8 elements,
+  // one 16-byte access, and the thread count follows (1024 / 8 = 128); the i32 index and bool
+  // mask tiles share that layout. On apple (MSL vectors stop at 4) chunks stay at 4.
+  std::string f16 = kAddOne;
+  for (size_t at; (at = f16.find("f32")) != std::string::npos;) f16.replace(at, 3, "f16");
+  std::string nv = assign_layouts_on_text(f16, nvidia_gpu_target());
+  EXPECT_TRUE(has(nv, "// threads 128,")) << nv;
+  EXPECT_TRUE(has(nv, "%6 = load %5, %4 : tile<1024xf16> // tile<1024> thr=128:8 reg=8:1")) << nv;
+  EXPECT_TRUE(has(nv, "%4 = lt %3, %N : tile<1024xbool> // tile<1024> thr=128:8 reg=8:1")) << nv;
+  EXPECT_TRUE(has(assign_layouts_on_text(f16, apple_gpu_target()),
+                  "%6 = load %5, %4 : tile<1024xf16> // tile<1024> thr=256:4 reg=4:1"));
+  // f32 data keeps chunks of 4 on nvidia too.
+  EXPECT_TRUE(has(assign_layouts_on_text(kAddOne, nvidia_gpu_target()),
+                  "%6 = load %5, %4 : tile<1024xf32> // tile<1024> thr=256:4 reg=4:1"));
+}
+
 // A 32x32 K-loop GEMM with a bias-row epilogue (kernels::gemm with bias).
 const char* const kGemmBias = R"(kernel @matmul_bias(%A: ptr<f32>, %B: ptr<f32>, %C: ptr<f32>, %Bias: ptr<f32>, %M: i32, %N: i32, %K: i32) constexprs(BLOCK_M = "32", BLOCK_N = "32", BLOCK_K = "32") {
   %0 = program_id {axis = 0} : i32

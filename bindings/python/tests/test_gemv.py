@@ -46,6 +46,28 @@ def test_gemv_matches_float64(device, dtype, m, split_k):
     _check(y, vals, dtype)
 
 
+@pytest.mark.parametrize("split_k", [1, 3])
+@pytest.mark.parametrize("m", [1, 5, 16])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_dot_method_matches_float64(device, dtype, m, split_k):
+    """The matrix-unit method: W's rows against x's rows padded to 16, ragged N and K."""
+    (w, x, b), vals = _inputs(m, K, N, dtype, bias=m != 5)
+    y = G.gemv(w, x, b, split_k=split_k, method="dot", block_n=16, block_k=64, num_warps=2)
+    assert y.shape == (m, N) and y.metile_dtype == dtype
+    _check(y, vals, dtype)
+
+
+def test_default_method_by_rows():
+    """GPUs take the matrix units from three rows of a 16-bit W; f32 and host devices never."""
+    class Gpu:
+        name, architecture = "cuda", "sm_90"
+    assert [G.default_config(4096, 4096, m, "f16", Gpu())[4] for m in (1, 2, 3, 16)] == \
+        ["fma", "fma", "dot", "dot"]
+    assert G.default_config(4096, 4096, 16, "f32", Gpu())[4] == "fma"
+    with metile.use_device("interp"):
+        assert G.default_config(4096, 4096, 16, "f16")[4] == "fma"
+
+
 def test_split_k_gives_the_same_bits_every_run(device):
     (w, x, b), _ = _inputs(4, 700, 50, "f32", bias=True)
     first = G.gemv(w, x, b, split_k=5, **CONFIG).numpy().copy()
@@ -103,6 +125,7 @@ def test_agrees_with_interp(device):
     (lambda w, x: G.gemv(w, x, block_n=3), "block_n must be a power of two, got 3"),
     (lambda w, x: G.gemv(w, x, num_warps=0), "num_warps must be a power of two, got 0"),
     (lambda w, x: G.gemv(w, x, split_k=0), "split_k must be a positive int, got 0"),
+    (lambda w, x: G.gemv(w, x, method="mma"), "method must be one of fma, dot, got 'mma'"),
     (lambda w, x: G.gemv(w, np.zeros((2, 30), np.int32)), "x has numpy dtype int32"),
     (lambda w, x: G.gemv(w, metile.Buffer.zeros((2, 30), "i32")), "x is i32"),
     (lambda w, x: G.gemv([[1.0]], x), "W must be a metile.Buffer, a numpy array or a DLPack"),

@@ -77,8 +77,6 @@ struct Checker {
   void refuse_f8(size_t i) const {
     DType d = operand(i).dtype;
     if (!is_f8(d) || operand(i).is_ptr) return;
-    if (op.kind == OpKind::DOT)
-      bad("does not take ", dtype_name(d), " operands yet (cast them to f16, bf16 or f32 first)");
     bad("does not take ", dtype_name(d), " operands: FP8 is a storage type (cast to f32 first)");
   }
   void need_value(size_t i, const char* what) const {
@@ -366,18 +364,32 @@ std::vector<Type> Checker::run() const {
       const Type &a = operand(0), &b = operand(1), &c = operand(2);
       for (size_t i = 0; i < 3; ++i) {
         need_value(i, "operand");
-        refuse_f8(i);
         if (operand(i).shape.rank != 2) bad("operands must be 2-D tiles, got ", operand(i).str());
       }
       if (!same_dim(a.shape.dims[1], b.shape.dims[0]) || !same_dim(a.shape.dims[0], c.shape.dims[0]) ||
           !same_dim(b.shape.dims[1], c.shape.dims[1]))
         bad("shapes do not chain: a ", a.shape.str(), ", b ", b.shape.str(), ", acc ",
             c.shape.str(), " (need MxK, KxN, MxN)");
-      if (a.dtype != b.dtype) bad("a and b dtypes differ: ", dtype_name(a.dtype), " vs ", dtype_name(b.dtype));
+      // FP8 dots: exact products, f32 sums (docs/semantics.md); the two formats mix, since each
+      // converts exactly to the f16 the fp8_dots pass computes in.
+      if (is_f8(a.dtype) || is_f8(b.dtype)) {
+        const bool a8 = is_f8(a.dtype);
+        const Type& other = a8 ? b : a;
+        if (!is_f8(other.dtype))
+          bad("operand ", a8 ? "b" : "a", " is ", other.str(), " but operand ", a8 ? "a" : "b",
+              " is ", (a8 ? a : b).str(), ": an FP8 dot takes f8e4m3 or f8e5m2 on both sides (cast ",
+              a8 ? "b" : "a", " to FP8, or both to f16)");
+        if (c.dtype != DType::f32)
+          bad("accumulator ", c.str(), " does not fit FP8 inputs (", dtype_name(a.dtype), " x ",
+              dtype_name(b.dtype), "): FP8 dots accumulate in f32");
+      } else {
+        refuse_f8(2);
+        if (a.dtype != b.dtype) bad("a and b dtypes differ: ", dtype_name(a.dtype), " vs ", dtype_name(b.dtype));
+      }
       bool fl = is_float(a.dtype);
       bool ok = fl ? (c.dtype == DType::f32 || c.dtype == a.dtype)
                    : ((a.dtype == DType::i8 || a.dtype == DType::u8) && c.dtype == DType::i32);
-      if (!ok)
+      if (!ok && !is_f8(a.dtype))
         bad("accumulator ", dtype_name(c.dtype), " does not fit ", dtype_name(a.dtype),
             " inputs (f32 or the input type for floats, i32 for 8-bit integers)");
       if (op.find_attr("input_precision") != nullptr) {

@@ -49,7 +49,7 @@ float run_masked_max(const std::vector<std::string>& disabled, std::vector<float
 
 TEST(TilePasses, RegistryNamesEveryPassAndRejectsUnknownOnes) {
   ASSERT_FALSE(tile_passes().empty());
-  ASSERT_EQ(tile_passes().size(), 12u);
+  ASSERT_EQ(tile_passes().size(), 13u);
   EXPECT_EQ(tile_passes()[0].name, "activity");
   EXPECT_EQ(tile_passes()[1].name, "carried_offsets");
   EXPECT_EQ(tile_passes()[2].name, "pointer_tiles");
@@ -61,7 +61,8 @@ TEST(TilePasses, RegistryNamesEveryPassAndRejectsUnknownOnes) {
   EXPECT_EQ(tile_passes()[8].name, "defer_reductions");
   EXPECT_EQ(tile_passes()[9].name, "whole_tiles");
   EXPECT_EQ(tile_passes()[10].name, "dot_precision");
-  EXPECT_EQ(tile_passes()[11].name, "loop_steps");
+  EXPECT_EQ(tile_passes()[11].name, "fp8_dots");
+  EXPECT_EQ(tile_passes()[12].name, "loop_steps");
   Program p = masked_max();
   CompileOptions o;
   TileHiddenArgs hidden;
@@ -72,7 +73,7 @@ TEST(TilePasses, RegistryNamesEveryPassAndRejectsUnknownOnes) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(e.what()).find(
-                  "known: activity, carried_offsets, pointer_tiles, fuse_reductions, bounds, split_k, keep_rows, hoist, defer_reductions, whole_tiles, dot_precision, loop_steps"),
+                  "known: activity, carried_offsets, pointer_tiles, fuse_reductions, bounds, split_k, keep_rows, hoist, defer_reductions, whole_tiles, dot_precision, fp8_dots, loop_steps"),
               std::string::npos)
         << e.what();
   }

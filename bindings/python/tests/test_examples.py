@@ -17,7 +17,8 @@ EXAMPLES = os.path.join(ROOT, "examples", "python")
                                          ("decode_attention.py", ["1", "4", "2", "300", "64"]),
                                          ("paged_decode_attention.py", ["2", "4", "2", "200", "64"]),
                                          ("gemv.py", ["300", "1000", "3", "--bias"]),
-                                         ("gemv.py", ["70", "520", "--dtype", "bf16", "--split-k", "3"])])
+                                         ("gemv.py", ["70", "520", "--dtype", "bf16", "--split-k", "3"]),
+                                         ("fp8_gemm.py", ["100", "70", "90", "--out", "bf16"])])
 def test_example(device, script, args, tmp_path):
     env = dict(os.environ, METILE_DEVICE=device.name, METILE_CACHE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args],

@@ -20,6 +20,7 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
     if (std::find(off.begin(), off.end(), name) == off.end()) run_tile_pass(name, *out, ctx);
   };
   run("dot_precision");  // before split_k copies dots: each copy keeps its precision
+  run("fp8_dots");  // the casts it adds are element-wise ops every later pass knows
   run("activity");  // semantics first: later passes see explicit selects and masks
   // After activity (a masked-off lane of a load reads 0 then, as outside a tile_load's matrix);
   // before every pass that treats tile loads as tiles (bounds, split_k, keep_rows, whole_tiles).
@@ -50,6 +51,15 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
       fail(METILE_ERROR_INVALID_ARGUMENT, "passes", out->where(op.loc),
            "a tile_range with per-thread bounds needs the \"activity\" pass (it is disabled)");
   });
+  // interp evaluates FP8 dots itself (the oracle of the fp8_dots pass); the other devices' dot
+  // paths start at f16.
+  if (!device_checks_accesses)
+    walk(out->body, [&](const Op& op) {
+      if (op.kind == OpKind::DOT && (is_f8(out->type(op.operands[0]).dtype) ||
+                                     is_f8(out->type(op.operands[1]).dtype)))
+        fail(METILE_ERROR_INVALID_ARGUMENT, "passes", out->where(op.loc),
+             "a dot on FP8 operands needs the \"fp8_dots\" pass on this device (it is disabled)");
+    });
   result.program = std::move(out);
   return result;
 }

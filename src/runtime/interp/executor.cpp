@@ -40,9 +40,9 @@
 //   cols), elements with !(0 <= row+i < rows && 0 <= col+j < cols) read 0 and are not
 //   accessed; tile_store skips them.
 // dot(a, b, acc)[i][j]: s = acc[i][j]; s += a[i][k]*b[k][j] for k = 0, 1, ... in order; products
-//   and sums in f32 for float inputs (the result rounded to acc's dtype at the end), in wrapping
-//   i32 for i8/u8 inputs. f32 inputs of a dot with input_precision "tf32" are rounded to TF32
-//   first; with "tf32x3" each term is lo(a)*hi(b) + hi(a)*lo(b) + hi(a)*hi(b), three sums
+//   and sums in f32 for float inputs, FP8 ones (exact products) included (the result rounded to
+//   acc's dtype at the end), in wrapping i32 for i8/u8 inputs. f32 inputs of a dot with
+//   input_precision "tf32" are rounded to TF32 first; with "tf32x3" each term is lo(a)*hi(b) + hi(a)*lo(b) + hi(a)*hi(b), three sums
 //   (hi = tf32(x), lo = tf32(x - hi); exec_math.cpp).
 // Reductions (sum, max, min) fold in row-major order from the identity (0, -inf/min, +inf/max)
 //   over the whole tile (axis -1) or along an axis of a 2-D tile; f16/bf16 accumulate in f32

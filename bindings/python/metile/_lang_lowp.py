@@ -162,7 +162,7 @@ def _operand(x, scale, fmt, side, k_axis):
     want = (other, k // SCALE_BLOCK)
     if not isinstance(s, Value) or s.dtype != "u8" or s.shape != want or k % SCALE_BLOCK:
         kk = (f"K = {k} is not a multiple of {SCALE_BLOCK}" if k % SCALE_BLOCK else
-              f"need u8 [{want[0]}, {want[1]}]: one E8M0 byte per {SCALE_BLOCK} K values of "
+              f"need u8[{want[0]},{want[1]}]: one E8M0 byte per {SCALE_BLOCK} K values of "
               f"each {'row' if k_axis == 1 else 'column'}")
         raise TracingError(f"{user_location()}: {op}: {side}_scale {_describe(s)} does not fit "
                            f"{side} {x.type_str()} in {fmt}: {kk}")

@@ -8,10 +8,10 @@ Weight layout (the original project's affine_qmv kernels, MLX's affine quantizat
 - `Scales`, `Biases`: [N, ceil(K / G)] of f16 or bf16 (one dtype for both), G = 32, 64 or 128:
   W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
 X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
-each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step, splits every
-byte into its even (low nibble) and odd (high nibble) column and multiplies them by X's even and
-odd elements: no interleave is needed because a dot product does not care about the order of its
-terms. Products are summed in f32, the output rounded once to X's dtype. No dense W is ever
+each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step and the
+[BLOCK_N, BLOCK_K / G] scales and biases they need, splits every byte into its even (low
+nibble) and odd (high nibble) column and multiplies them by X's even and odd elements: no
+interleave is needed because a dot product does not care about the order of its terms. Products are summed in f32, the output rounded once to X's dtype. No dense W is ever
 materialized.
 
 Run: python3 examples/python/int4_gemv.py [N K [M]] [--group 32|64|128] [--dtype f16|bf16]
@@ -32,6 +32,19 @@ DTYPES = ("f16", "bf16")
 GROUPS = (32, 64, 128)
 
 
+def group_tile(P, n0, k, N, groups, G, BLOCK_N, BLOCK_K):
+    """The f32 scale (or bias) of each byte of the [BLOCK_N, BLOCK_K / 2] tile of Wq at
+    (n0, k / 2): one load of the [BLOCK_N, BLOCK_K / G] groups the tile spans (one column when
+    the tile lies within a group), each repeated over its G / 2 bytes by a broadcast."""
+    if BLOCK_K <= G:
+        g = metile.tile_load(P, n0, k // G, groups, (BLOCK_N, 1), bounds=(N, groups))
+        return g.to("f32")
+    per = BLOCK_K // G
+    g = metile.tile_load(P, n0, k // G, groups, (BLOCK_N, per), bounds=(N, groups)).to("f32")
+    rep = metile.broadcast_to(metile.reshape(g, (BLOCK_N * per, 1)), (BLOCK_N * per, G // 2))
+    return metile.reshape(rep, (BLOCK_N, BLOCK_K // 2))
+
+
 @metile.kernel
 def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
                      G: metile.constexpr, BLOCK_N: metile.constexpr,
@@ -45,14 +58,14 @@ def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
     rows = n0 + metile.arange(0, BLOCK_N)
     live = rows < N
     acc = [metile.zeros((BLOCK_N,), "f32") for _ in range(M)]
+    # BLOCK_K and G divide one another (the host checks), so a tile spans whole groups or lies
+    # within one.
     for k in metile.tile_range(0, K, BLOCK_K):
         b = metile.tile_load(Wq, n0, k // 2, kb, (BLOCK_N, HALF), bounds=(N, kb)).to("i32")
         even = k + 2 * metile.arange(0, HALF)        # the K index of each byte's low nibble
         inside = even < K
-        g = (rows[:, None] * groups + (even // G)[None, :])
-        gm = live[:, None] & inside[None, :]
-        s = metile.load(Scales + g, mask=gm, other=0.0).to("f32")
-        z = metile.load(Biases + g, mask=gm, other=0.0).to("f32")
+        s = group_tile(Scales, n0, k, N, groups, G, BLOCK_N, BLOCK_K)
+        z = group_tile(Biases, n0, k, N, groups, G, BLOCK_N, BLOCK_K)
         w_lo = (b & 15).to("f32") * s + z
         w_hi = (b >> 4).to("f32") * s + z
         for m in range(M):      # unrolled while tracing: the weights are decoded once for all rows
@@ -107,10 +120,17 @@ def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
     return Wq, Scales, Biases, n, group
 
 
-def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k=None):
-    """out = x . W^T with W = q * scale + bias decoded from Wq/Scales/Biases (see the module
-    docstring): x [K] or [M, K] (1 <= M <= 16), f16 or bf16; out [N] or [M, N] of x's dtype.
-    `group` is found from Scales' shape unless given (it is ambiguous only for tiny K)."""
+def default_config(n, k, group, device=None):
+    """(block_n, block_k) for W [n, k]: on GPUs 16 bytes of Wq a thread (128 threads) in
+    [block_n, block_k / 2] tiles; host devices: small tiles."""
+    device = device or metile.get_device()
+    if device.name == "cuda" or device.name.startswith("metal"):
+        return 8, 512
+    return 4, 128
+
+
+def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k):
+    """int4_gemv's arguments checked: (out, kernel, grid, args, kwargs)."""
     x, xshape, xdt = _shape_dtype(x, "x")
     if xdt not in DTYPES or len(xshape) not in (1, 2):
         raise ValueError(f"int4_gemv: x must be f16 or bf16 [K] or [M, K], got {xdt} "
@@ -131,12 +151,32 @@ def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k
     elif tuple(out.shape) != yshape:
         raise ValueError(f"int4_gemv: out must have shape {list(yshape)}, got "
                          f"{list(out.shape)}")
-    gpu = metile.get_device().name not in ("interp", "cpu")
-    bn = block_n or 4
-    bk = block_k or (256 if gpu else 128)
-    int4_gemv_kernel[(metile.cdiv(n, bn),)](Wq, Scales, Biases, x, out, n, k, M=m, G=g,
-                                            BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
+    bn, bk = default_config(n, k, g)
+    bn, bk = block_n or bn, block_k or bk
+    if bk < 2 or bk & (bk - 1) or (bk % g and g % bk):
+        raise ValueError(f"int4_gemv: block_k must be a power of two that the group size {g} "
+                         f"divides or that divides it, got {bk}")
+    return out, int4_gemv_kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), \
+        dict(M=m, G=g, BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
+
+
+def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k=None):
+    """out = x . W^T with W = q * scale + bias decoded from Wq/Scales/Biases (see the module
+    docstring): x [K] or [M, K] (1 <= M <= 16), f16 or bf16; out [N] or [M, N] of x's dtype.
+    `group` is found from Scales' shape unless given (it is ambiguous only for tiny K)."""
+    out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
+                                              block_k)
+    kernel[grid](*args, **kwargs)
     return out
+
+
+def prepare_int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None,
+                      block_k=None):
+    """int4_gemv checked and compiled once: (run, out); run() recomputes out from what the
+    buffers hold (a decoding loop's repeated call, without the per-call checks)."""
+    out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
+                                              block_k)
+    return kernel[grid].prepare(*args, **kwargs), out
 
 
 # ------------------------------------------------------------------------------ checking

@@ -34,15 +34,18 @@ GROUPS = (32, 64, 128)
 
 def group_tile(P, n0, k, N, groups, G, BLOCK_N, BLOCK_K):
     """The f32 scale (or bias) of each byte of the [BLOCK_N, BLOCK_K / 2] tile of Wq at
-    (n0, k / 2): one load of the [BLOCK_N, BLOCK_K / G] groups the tile spans (one column when
-    the tile lies within a group), each repeated over its G / 2 bytes by a broadcast."""
+    (n0, k / 2): one column of BLOCK_N values when the tile lies within a group, else each
+    byte's own group gathered (repeated addresses: cache hits). The gather is chosen over
+    loading the [BLOCK_N, BLOCK_K / G] groups once and repeating each by a broadcast and a
+    reshape, which on GPUs moves the values between threads through shared memory."""
     if BLOCK_K <= G:
         g = metile.tile_load(P, n0, k // G, groups, (BLOCK_N, 1), bounds=(N, groups))
         return g.to("f32")
-    per = BLOCK_K // G
-    g = metile.tile_load(P, n0, k // G, groups, (BLOCK_N, per), bounds=(N, groups)).to("f32")
-    rep = metile.broadcast_to(metile.reshape(g, (BLOCK_N * per, 1)), (BLOCK_N * per, G // 2))
-    return metile.reshape(rep, (BLOCK_N, BLOCK_K // 2))
+    rows = n0 + metile.arange(0, BLOCK_N)
+    even = k + 2 * metile.arange(0, BLOCK_K // 2)
+    live = (rows < N)[:, None] & (even < groups * G)[None, :]
+    idx = rows[:, None] * groups + (even // G)[None, :]
+    return metile.load(P + idx, mask=live, other=0.0).to("f32")
 
 
 @metile.kernel
@@ -121,11 +124,14 @@ def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
 
 
 def default_config(n, k, group, device=None):
-    """(block_n, block_k) for W [n, k]: on GPUs 16 bytes of Wq a thread (128 threads) in
-    [block_n, block_k / 2] tiles; host devices: small tiles."""
+    """(block_n, block_k) for W [n, k]: on GPUs a [4, 512]-byte tile of Wq a step, 16 bytes a
+    thread of 128, the shape gemv.py's f16 GEMV uses: the layout pass then computes X's
+    chunks and the gathered scales in the tile's own layout, and the K loop exchanges nothing
+    between threads (taller tiles of one group each make it stage the broadcasts through
+    shared memory); host devices: small tiles. Not yet measured on a GPU."""
     device = device or metile.get_device()
     if device.name == "cuda" or device.name.startswith("metal"):
-        return 8, 512
+        return 4, 1024
     return 4, 128
 
 

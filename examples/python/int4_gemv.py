@@ -9,7 +9,7 @@ Weight layout (the original project's affine_qmv kernels, MLX's affine quantizat
   W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
 X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
 each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step and the
-[BLOCK_N, BLOCK_K / G] scales and biases they need, splits every byte into its even (low
+scales and biases of their groups (group_tile), splits every byte into its even (low
 nibble) and odd (high nibble) column and multiplies them by X's even and odd elements: no
 interleave is needed because a dot product does not care about the order of its terms. Products are summed in f32, the output rounded once to X's dtype. No dense W is ever
 materialized.

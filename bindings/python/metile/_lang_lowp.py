@@ -7,8 +7,9 @@ torch), and E8M0 scales one byte each. Every op here is a composition of existin
 (shifts, masks, integer-to-float casts, selects, broadcasts, reshapes, transposes), chosen over
 new IR ops because each is exact in integer arithmetic and the ops it uses already mean the
 same on every device, interp included: the decodes are bit-exact everywhere with no per-backend
-code. The low/high interleave is a broadcast along a new size-2 axis and a reshape, which the
-GPU lowering keeps in registers (a reshape moves no data there).
+code. The low/high interleave is a broadcast along a new size-2 axis and a reshape (a reshape
+moves no data on GPUs; the broadcast may stage values through shared memory where layouts
+differ).
 """
 
 from __future__ import annotations

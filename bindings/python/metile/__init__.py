@@ -35,6 +35,7 @@ for _mod, _names in {
              "program_id reshape rsqrt shared sigmoid simd_broadcast simd_lane_id "
              "simd_shuffle_xor simdgroup_role sin sqrt store tanh thread_id tile_load "
              "tile_range tile_store tile_swizzle where zeros",
+    "_lang_lowp": "dot_scaled e2m1_to_float e8m0_to_float unpack_e2m1 unpack_uint4",
     "_lang_compat": "fast_exp reverse_bits scalar simd_max simd_sum",
     "_lang_triton": "argmax argmin atomic_add atomic_cas atomic_max atomic_min atomic_xchg "
                     "cumprod cumsum device_print max_contiguous multiple_of permute "

@@ -84,3 +84,23 @@ def test_gemv_bench_quick_run_on_cpu(tmp_path, sweep):
         assert len(gemv) > 2 * 3 and [r["M"] for r in rows if r["kernel"] == "best"] == [1, 3]
     else:  # 2 quick shapes x 2 dtypes x M = 1, 4, 16
         assert len(gemv) == 12 and all(r["default"] for r in gemv)
+
+
+def test_low_precision_benches_skip_without_cuda_and_smoke_run_on_interp(tmp_path):
+    """bench/int4_gemv.py and bench/mxfp4_gemm.py measure cuda: without it they say so and exit
+    0; --quick runs each on interp with every row checked against float64."""
+    import metile
+    for name, args in (("int4_gemv.py", ["--groups", "32,128", "--dtypes", "bf16", "--m", "1,3"]),
+                       ("mxfp4_gemm.py", [])):
+        script = os.path.join(BENCH, name)
+        if "cuda" not in metile.devices():
+            r = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                               timeout=600)
+            assert r.returncode == 0 and "skipped: it measures cuda" in r.stdout, r.stdout
+        out = tmp_path / (name + ".jsonl")
+        subprocess.run([sys.executable, script, "--quick", "--device", "interp", "--out",
+                        str(out), *args], check=True, capture_output=True, timeout=600)
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(rows) == (4 if name == "int4_gemv.py" else 1)
+        for r in rows:
+            assert "error" not in r and r["max_rel_err"] < 1e-2 and r["metile_us"] > 0, r

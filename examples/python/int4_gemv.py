@@ -1,0 +1,231 @@
+"""Weight-only int4 GEMV (decode): Y[M, N] = X[M, K] . W[N, K]^T for M = 1..16, with W stored as
+affine uint4 codes in groups along K.
+
+Weight layout (the original project's affine_qmv kernels, MLX's affine quantization):
+- `Wq`: u8 [N, K / 2], two 4-bit codes q in [0, 15] a byte, the low nibble first (W[n, 2i] is
+  bits 0-3 of Wq[n, i], W[n, 2i + 1] bits 4-7). The original's u32 words holding eight codes,
+  low bits first, are the same bytes on a little-endian machine.
+- `Scales`, `Biases`: [N, ceil(K / G)] of f16 or bf16 (one dtype for both), G = 32, 64 or 128:
+  W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
+X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
+each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step and the
+scales and biases of their groups (group_tile), splits every byte into its even (low
+nibble) and odd (high nibble) column and multiplies them by X's even and odd elements: no
+interleave is needed because a dot product does not care about the order of its terms. Products are summed in f32, the output rounded once to X's dtype. No dense W is ever
+materialized.
+
+Run: python3 examples/python/int4_gemv.py [N K [M]] [--group 32|64|128] [--dtype f16|bf16]
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+import _path  # noqa: F401  (source checkouts)
+import metile
+from gemv import from_bf16_bits, make, values  # noqa: F401  (bf16 helpers shared with gemv)
+
+MAX_M = 16
+DTYPES = ("f16", "bf16")
+GROUPS = (32, 64, 128)
+
+
+def group_tile(P, n0, k, N, groups, G, BLOCK_N, BLOCK_K):
+    """The f32 scale (or bias) of each byte of the [BLOCK_N, BLOCK_K / 2] tile of Wq at
+    (n0, k / 2): one column of BLOCK_N values when the tile lies within a group, else each
+    byte's own group gathered (repeated addresses: cache hits). The gather is chosen over
+    loading the [BLOCK_N, BLOCK_K / G] groups once and repeating each by a broadcast and a
+    reshape, which on GPUs moves the values between threads through shared memory."""
+    if BLOCK_K <= G:
+        g = metile.tile_load(P, n0, k // G, groups, (BLOCK_N, 1), bounds=(N, groups))
+        return g.to("f32")
+    rows = n0 + metile.arange(0, BLOCK_N)
+    even = k + 2 * metile.arange(0, BLOCK_K // 2)
+    live = (rows < N)[:, None] & (even < groups * G)[None, :]
+    idx = rows[:, None] * groups + (even // G)[None, :]
+    return metile.load(P + idx, mask=live, other=0.0).to("f32")
+
+
+@metile.kernel
+def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
+                     G: metile.constexpr, BLOCK_N: metile.constexpr,
+                     BLOCK_K: metile.constexpr):
+    """Rows [pid * BLOCK_N, +BLOCK_N) of Y (all M rows of X)."""
+    pid = metile.program_id(0)
+    n0 = pid * BLOCK_N
+    HALF = BLOCK_K // 2
+    kb = K // 2                                  # bytes a row of Wq
+    groups = metile.cdiv(K, G)
+    rows = n0 + metile.arange(0, BLOCK_N)
+    live = rows < N
+    acc = [metile.zeros((BLOCK_N,), "f32") for _ in range(M)]
+    # BLOCK_K and G divide one another (the host checks), so a tile spans whole groups or lies
+    # within one.
+    for k in metile.tile_range(0, K, BLOCK_K):
+        b = metile.tile_load(Wq, n0, k // 2, kb, (BLOCK_N, HALF), bounds=(N, kb)).to("i32")
+        even = k + 2 * metile.arange(0, HALF)        # the K index of each byte's low nibble
+        inside = even < K
+        s = group_tile(Scales, n0, k, N, groups, G, BLOCK_N, BLOCK_K)
+        z = group_tile(Biases, n0, k, N, groups, G, BLOCK_N, BLOCK_K)
+        w_lo = (b & 15).to("f32") * s + z
+        w_hi = (b >> 4).to("f32") * s + z
+        for m in range(M):      # unrolled while tracing: the weights are decoded once for all rows
+            x_lo = metile.load(X + m * K + even, mask=inside, other=0.0).to("f32")
+            x_hi = metile.load(X + m * K + even + 1, mask=inside, other=0.0).to("f32")
+            acc[m] = acc[m] + metile.sum(w_lo * x_lo[None, :] + w_hi * x_hi[None, :], axis=1)
+    for m in range(M):
+        metile.store(Y + m * N + rows, acc[m].to(Y.dtype), mask=live)
+
+
+# ----------------------------------------------------------------------------- host side
+
+def _shape_dtype(a, what):
+    if not isinstance(a, metile.Buffer):
+        if hasattr(a, "__dlpack__"):
+            a = metile.from_dlpack(a)
+        elif isinstance(a, np.ndarray):
+            a = metile.Buffer(data=np.ascontiguousarray(a))
+        else:
+            raise TypeError(f"int4_gemv: {what} must be a metile.Buffer, a numpy array or a "
+                            f"DLPack tensor, got {type(a).__name__}")
+    return a, tuple(a.shape), a.metile_dtype
+
+
+def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
+    """(Wq, Scales, Biases, N, group size) checked against K; errors name the operand."""
+    Wq, wshape, wdt = _shape_dtype(Wq, "Wq")
+    if wdt != "u8" or len(wshape) != 2:
+        raise ValueError(f"{op}: Wq must be u8 [N, K/2] (two 4-bit codes a byte), got {wdt} "
+                         f"{list(wshape)}")
+    if k % 2:
+        raise ValueError(f"{op}: K = {k} is odd; packed 4-bit weights need an even K")
+    n = wshape[0]
+    if wshape[1] * 2 != k:
+        raise ValueError(f"{op}: Wq is {list(wshape)}, which packs K = {wshape[1] * 2}, but x "
+                         f"has K = {k}")
+    Scales, sshape, sdt = _shape_dtype(Scales, "Scales")
+    Biases, bshape, bdt = _shape_dtype(Biases, "Biases")
+    if sdt not in DTYPES or bdt != sdt:
+        raise ValueError(f"{op}: Scales and Biases must both be f16 or both bf16, got {sdt} and "
+                         f"{bdt}")
+    if len(sshape) != 2 or sshape[0] != n or sshape[1] < 1:
+        raise ValueError(f"{op}: Scales must be [N, K/G] = [{n}, ceil({k}/G)], got "
+                         f"{list(sshape)}")
+    group = next((g for g in GROUPS if -(-k // g) == sshape[1]), None)
+    if group is None:
+        raise ValueError(f"{op}: Scales {list(sshape)} gives no group size of {GROUPS} for "
+                         f"K = {k} (need [{n}, ceil(K/G)])")
+    if bshape != sshape:
+        raise ValueError(f"{op}: Biases must have Scales' shape {list(sshape)}, got "
+                         f"{list(bshape)}")
+    return Wq, Scales, Biases, n, group
+
+
+def default_config(n, k, group, device=None):
+    """(block_n, block_k) for W [n, k]: on GPUs a [4, 512]-byte tile of Wq a step, 16 bytes a
+    thread of 128, the shape gemv.py's f16 GEMV uses: the layout pass then computes X's
+    chunks and the gathered scales in the tile's own layout, and the K loop exchanges nothing
+    between threads (taller tiles of one group each make it stage the broadcasts through
+    shared memory); host devices: small tiles. Not yet measured on a GPU."""
+    device = device or metile.get_device()
+    if device.name == "cuda" or device.name.startswith("metal"):
+        return 4, 1024
+    return 4, 128
+
+
+def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k):
+    """int4_gemv's arguments checked: (out, kernel, grid, args, kwargs)."""
+    x, xshape, xdt = _shape_dtype(x, "x")
+    if xdt not in DTYPES or len(xshape) not in (1, 2):
+        raise ValueError(f"int4_gemv: x must be f16 or bf16 [K] or [M, K], got {xdt} "
+                         f"{list(xshape)}")
+    k = xshape[-1]
+    m = 1 if len(xshape) == 1 else xshape[0]
+    if not 1 <= m <= MAX_M:
+        raise ValueError(f"int4_gemv: x has {m} rows; take 1 to {MAX_M} (int4_gemm beyond)")
+    Wq, Scales, Biases, n, g = check_weights(Wq, Scales, Biases, k)
+    if group is not None:
+        if group not in GROUPS or -(-k // group) != Scales.shape[1]:
+            raise ValueError(f"int4_gemv: group {group} does not match Scales "
+                             f"{list(Scales.shape)} for K = {k}")
+        g = group
+    yshape = xshape[:-1] + (n,)
+    if out is None:
+        out = metile.Buffer.zeros(yshape, xdt)
+    elif tuple(out.shape) != yshape:
+        raise ValueError(f"int4_gemv: out must have shape {list(yshape)}, got "
+                         f"{list(out.shape)}")
+    bn, bk = default_config(n, k, g)
+    bn, bk = block_n or bn, block_k or bk
+    if bk < 2 or bk & (bk - 1) or (bk % g and g % bk):
+        raise ValueError(f"int4_gemv: block_k must be a power of two that the group size {g} "
+                         f"divides or that divides it, got {bk}")
+    return out, int4_gemv_kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), \
+        dict(M=m, G=g, BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
+
+
+def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k=None):
+    """out = x . W^T with W = q * scale + bias decoded from Wq/Scales/Biases (see the module
+    docstring): x [K] or [M, K] (1 <= M <= 16), f16 or bf16; out [N] or [M, N] of x's dtype.
+    `group` is found from Scales' shape unless given (it is ambiguous only for tiny K)."""
+    out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
+                                              block_k)
+    kernel[grid](*args, **kwargs)
+    return out
+
+
+def prepare_int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None,
+                      block_k=None):
+    """int4_gemv checked and compiled once: (run, out); run() recomputes out from what the
+    buffers hold (a decoding loop's repeated call, without the per-call checks)."""
+    out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
+                                              block_k)
+    return kernel[grid].prepare(*args, **kwargs), out
+
+
+# ------------------------------------------------------------------------------ checking
+
+def quantized(n, k, group, dtype, rng):
+    """Random (Wq, Scales, Biases) Buffers and W in float64 (from the rounded scales)."""
+    q = rng.integers(0, 16, (n, k), dtype=np.uint8)
+    groups = -(-k // group)
+    s, s64 = make(rng.uniform(0.01, 0.1, (n, groups)), dtype)
+    b, b64 = make(rng.uniform(-0.5, 0.5, (n, groups)), dtype)
+    wq = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+    w64 = q * np.repeat(s64, group, 1)[:, :k] + np.repeat(b64, group, 1)[:, :k]
+    return (metile.Buffer(data=wq), s, b), w64
+
+
+def tolerance(dtype, k):
+    """Bound on |error| / (sum over K of |w x|): the output's rounding plus f32 sums."""
+    return {"f16": 1e-3, "bf16": 8e-3}[dtype] + 1e-6 * k ** 0.5
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("shape", type=int, nargs="*", default=[300, 1000, 3], help="N K [M]")
+    ap.add_argument("--group", type=int, default=64, choices=GROUPS)
+    ap.add_argument("--dtype", default="f16", choices=DTYPES)
+    a = ap.parse_args()
+    if len(a.shape) not in (2, 3):
+        ap.error("give N K [M]")
+    n, k = a.shape[:2]
+    m = a.shape[2] if len(a.shape) == 3 else 1
+    print(f"device: {metile.get_device().name}")
+    rng = np.random.default_rng(0)
+    (wq, s, b), w64 = quantized(n, k, a.group, a.dtype, rng)
+    x, x64 = make(rng.standard_normal((m, k)), a.dtype)
+    t0 = time.perf_counter()
+    y = int4_gemv(wq, s, b, x, group=a.group)
+    metile.synchronize()
+    ms = (time.perf_counter() - t0) * 1e3
+    err = (np.abs(values(y) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
+    print(f"{m}x{k} . int4({n}x{k}, group {a.group})^T, {a.dtype}: {ms:.1f} ms (first call), "
+          f"max relative error {err:.2e}")
+    return 0 if err < tolerance(a.dtype, k) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,10 +18,10 @@ EXAMPLES = os.path.join(ROOT, "examples", "python")
                                          ("paged_decode_attention.py", ["2", "4", "2", "200", "64"]),
                                          ("gemv.py", ["300", "1000", "3", "--bias"]),
                                          ("gemv.py", ["70", "520", "--dtype", "bf16", "--split-k", "3"]),
-                                          ("fp8_gemm.py", ["100", "70", "90", "--out", "bf16"]),
-                                          ("int4_gemv.py", ["70", "260", "3", "--group", "32"]),
-                                          ("int4_gemm.py", ["40", "50", "200", "--dtype", "f16"]),
-                                          ("mxfp4_gemm.py", ["40", "50", "202"])])
+                                         ("fp8_gemm.py", ["100", "70", "90", "--out", "bf16"]),
+                                         ("int4_gemv.py", ["70", "260", "3", "--group", "32"]),
+                                         ("int4_gemm.py", ["40", "50", "200", "--dtype", "f16"]),
+                                         ("mxfp4_gemm.py", ["40", "50", "202"])])
 def test_example(device, script, args, tmp_path):
     env = dict(os.environ, METILE_DEVICE=device.name, METILE_CACHE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args],

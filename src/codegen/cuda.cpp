@@ -103,11 +103,30 @@ class CudaDialect final : public GpuDialect {
       s += "\nMT_FN uint mt_f32_bits(float f) { return __float_as_uint(f); }\n"
            "MT_FN float mt_bits_f32(uint u) { return __uint_as_float(u); }\n" +
            std::string(embedded_file("float8.h"));
+    if (atoms.count("cancel"))
+      // The host's stop word (docs/semantics.md, "Stopping a launch"): mapped host memory the
+      // host sets to 1. The thread that sees it answers 2 (so the host knows the launch stopped
+      // here) and traps, which ends the whole launch whatever its other threads are doing.
+      s += "\n__device__ __noinline__ void mt_cancel_check(unsigned int* word) {\n"
+           "  if (*(volatile unsigned int*)word != 0u) {\n"
+           "    *(volatile unsigned int*)word = 2u;\n"
+           "    __threadfence_system();\n"
+           "    __trap();\n"
+           "  }\n"
+           "}\n";
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
       s += std::string(embedded_file("swizzle.h"));
     }
     return s + "\n";
+  }
+
+  // Thread 0 of each block counts and checks: one check stops the whole launch (trap), and one
+  // reader per block keeps the reads of host memory few.
+  std::string cancel_prologue() const override { return "unsigned int mt_polls = 0u;"; }
+  std::string cancel_check(int64_t every) const override {
+    return "if (threadIdx.x == 0 && (++mt_polls & " + std::to_string(every - 1) +
+           "u) == 0u) mt_cancel_check(mt_cancel);";
   }
 
   std::string text_array(const std::string& name, const std::string& text) const override {
@@ -139,6 +158,9 @@ class CudaDialect final : public GpuDialect {
     // TMA tensor maps by value, after every other parameter (the runtime appends them).
     for (size_t i = 0; i < k.tensor_maps.size(); ++i)
       params.push_back("const __grid_constant__ mt_tensor_map mt_tmap" + std::to_string(i));
+    // The stop word last of all: the runtime appends it after the maps, and a kernel without
+    // it ignores the extra argument.
+    if (k.cancel) params.push_back("unsigned int* mt_cancel");
     // A matrix kernel asks for as many blocks per multiprocessor as its registers allow
     // (register_budget.h): without the bound ptxas spends up to 255 registers (the
     // fragment-layout epilogue's indices) and one block runs per multiprocessor, too few warps

@@ -952,9 +952,9 @@ typedef struct metile_launch_options {
    * blocking. Past it metile sets a stop word that every cuda kernel checks at its loop
    * back-edges (every 1024 turns); the kernel traps there and the GPU's context is reset (see
    * metile_device_synchronize). A kernel that reaches no such check within 1 s (one without
-   * loops, or spinning inside a single generated op) is left to the reset alone, which a GPU
-   * may not finish while the kernel runs (an H100 did not). On metal the limit is not enforced
-   * yet.
+   * loops, spinning inside a single generated op, or with wgmma dots, which get no checks) is
+   * left to the reset alone, which a GPU may not finish while the kernel runs (an H100 did
+   * not). On metal the limit is not enforced yet.
    */
   double timeout_s;
   /** The stream to queue on (cuda): 0, the default, for the device's own; else a CUstream as an

@@ -417,14 +417,12 @@ class CudaDevice : public Device {
     if (b != nullptr && !b->live()) gone("a buffer passed to a launch", info_.label());
     if (b == nullptr || b->device != this || !b->owned() || !b->host_dirty) return;
     b->host_dirty = false;
-    if (d_->cuMemPrefetchAsync_v2) {
-      check(d_->cuMemPrefetchAsync_v2(b->device_address(), b->size(), CUmemLocation{1, dev_}, 0,
-                                      stream),
-            "cuMemPrefetchAsync");
-    } else if (d_->cuMemPrefetchAsync) {
-      check(d_->cuMemPrefetchAsync(b->device_address(), b->size(), dev_, stream),
-            "cuMemPrefetchAsync");
-    }
+    CUresult r = 0;
+    if (d_->cuMemPrefetchAsync_v2)
+      r = d_->cuMemPrefetchAsync_v2(b->device_address(), b->size(), CUmemLocation{1, dev_}, 0, stream);
+    else if (d_->cuMemPrefetchAsync)
+      r = d_->cuMemPrefetchAsync(b->device_address(), b->size(), dev_, stream);
+    if (r != 0) failed(r, "cuMemPrefetchAsync");  // an earlier launch stopped: the reset, and why
   }
 
   const Driver* d_ = nullptr;

@@ -200,12 +200,12 @@ METILE_API metile_status metile_device_get_info(const metile_device *device,
 /**
  * Waits until every launch issued on this device so far has finished. On cuda, when a launch
  * waited for has a time limit (metile_launch_options.timeout_s, METILE_TIMEOUT_S) and runs past
- * it, the GPU's primary context is reset (a running kernel cannot be stopped any other way) and
- * METILE_ERROR_DEVICE names the kernel and the limit. The device stays usable: later
+ * it, the running kernel is stopped (its loops check a stop word and trap: see
+ * metile_launch_options), or was stopped by metile_cancel_launches, the GPU's primary context is
+ * reset and METILE_ERROR_DEVICE names the kernel and the reason. The device stays usable: later
  * compiles and launches work, kernels compiled before are reloaded at their next launch, but
  * every buffer allocated or imported before the reset (its memory is gone) and every stream
  * and event created before it are invalid: using one is METILE_ERROR_INVALID_ARGUMENT saying so.
- * Known limit: on an H100 the reset did not return while the kernel kept spinning.
  */
 METILE_API metile_status metile_device_synchronize(metile_device *device);
 
@@ -911,7 +911,8 @@ typedef struct metile_arg {
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
  * On interp, cpu and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0:
  * no limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly
- * written); on cuda the limit is enforced when the host waits (metile_launch_options.timeout_s).
+ * written); on cuda the limit is enforced when the host waits (metile_launch_options.timeout_s);
+ * on metal it is not enforced yet.
  * A buffer of another device (another GPU included) is METILE_ERROR_INVALID_ARGUMENT naming the
  * parameter and both devices.
  */
@@ -946,10 +947,14 @@ typedef struct metile_launch_options {
    * Time limit of each run in seconds, instead of $METILE_TIMEOUT_S: 0 means none, a negative
    * value (the default, -1) keeps METILE_TIMEOUT_S; NaN is METILE_ERROR_INVALID_ARGUMENT. A run
    * past it fails with METILE_ERROR_DEVICE naming the kernel and the limit, its outputs partly
-   * written. On cuda, where a running kernel cannot be stopped, the limit is enforced while the
-   * host waits (metile_device_synchronize, metile_event_synchronize), which then polls the GPU
-   * (ending up to 0.5 ms late) instead of blocking: past it the GPU's context is reset (see
-   * metile_device_synchronize).
+   * written. On cuda the limit is enforced while the host waits (metile_device_synchronize,
+   * metile_event_synchronize), which then polls the GPU (ending up to 0.5 ms late) instead of
+   * blocking. Past it metile sets a stop word that every cuda kernel checks at its loop
+   * back-edges (every 1024 turns); the kernel traps there and the GPU's context is reset (see
+   * metile_device_synchronize). A kernel that reaches no such check within 1 s (one without
+   * loops, spinning inside a single generated op, or with wgmma dots, which get no checks) is
+   * left to the reset alone, which a GPU may not finish while the kernel runs (an H100 did
+   * not). On metal the limit is not enforced yet.
    */
   double timeout_s;
   /** The stream to queue on (cuda): 0, the default, for the device's own; else a CUstream as an
@@ -965,12 +970,14 @@ METILE_API metile_status metile_launch_run(metile_launch *launch);
 METILE_API metile_status metile_launch_release(metile_launch *launch);
 
 /**
- * Stops the launches running now on cpu, interp and metal-sim (on any thread): each fails with
- * METILE_ERROR_DEVICE saying it was cancelled, its outputs partly written; launches started
+ * Stops the launches running now on cpu, interp, metal-sim and cuda (on any thread): each fails
+ * with METILE_ERROR_DEVICE saying it was cancelled, its outputs partly written; launches started
  * afterwards run normally. They stop at their next check: cpu between slices of about 10 ms
- * of program instances, interp every 256 ops, metal-sim before each threadgroup. Thread-safe
- * and async-signal-safe (a signal handler may call it); the Python binding calls it when
- * SIGINT arrives during a launch. GPU devices (metal, cuda) are not affected.
+ * of program instances, interp every 256 ops, metal-sim before each threadgroup, cuda kernels
+ * at a loop back-edge (every 1024 turns; the kernel traps, and the next wait or launch on the
+ * device reports the cancel and resets the GPU's context: see metile_device_synchronize).
+ * Thread-safe and async-signal-safe (a signal handler may call it); the Python binding calls it
+ * when SIGINT arrives during a launch. metal is not affected yet.
  */
 METILE_API void metile_cancel_launches(void);
 

@@ -103,11 +103,30 @@ class CudaDialect final : public GpuDialect {
       s += "\nMT_FN uint mt_f32_bits(float f) { return __float_as_uint(f); }\n"
            "MT_FN float mt_bits_f32(uint u) { return __uint_as_float(u); }\n" +
            std::string(embedded_file("float8.h"));
+    if (atoms.count("cancel"))
+      // The host's stop word (docs/semantics.md, "Stopping a launch"): mapped host memory the
+      // host sets to 1. When `turn` is 0 the thread reads it; when set, it answers 2 (so the
+      // host knows the launch stopped here) and traps, which ends the whole launch whatever its
+      // other threads are doing. Predicated instructions only, no branch: a divergent path in a
+      // K loop makes ptxas serialize the loop's wgmma.
+      s += "\n__device__ __forceinline__ void mt_cancel_check(unsigned int* word, unsigned int turn) {\n"
+           "  asm volatile(\"{\\n .reg .pred check, stop;\\n .reg .u32 v;\\n mov.u32 v, 0;\\n\"\n"
+           "               \" setp.eq.u32 check, %1, 0;\\n @check ld.volatile.global.u32 v, [%0];\\n\"\n"
+           "               \" setp.ne.u32 stop, v, 0;\\n @stop st.volatile.global.u32 [%0], 2;\\n\"\n"
+           "               \" @stop membar.sys;\\n @stop trap;\\n}\" :: \"l\"(word), \"r\"(turn));\n"
+           "}\n";
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
       s += std::string(embedded_file("swizzle.h"));
     }
     return s + "\n";
+  }
+
+  // Thread 0 of each block checks (its turn is 0 every `every` turns; others' never are): one
+  // check stops the whole launch (trap), and one reader per block keeps host reads few.
+  std::string cancel_prologue() const override { return "unsigned int mt_polls = 0u;"; }
+  std::string cancel_check(int64_t every) const override {
+    return "mt_cancel_check(mt_cancel, (++mt_polls & " + std::to_string(every - 1) + "u) | threadIdx.x);";
   }
 
   std::string text_array(const std::string& name, const std::string& text) const override {
@@ -139,6 +158,9 @@ class CudaDialect final : public GpuDialect {
     // TMA tensor maps by value, after every other parameter (the runtime appends them).
     for (size_t i = 0; i < k.tensor_maps.size(); ++i)
       params.push_back("const __grid_constant__ mt_tensor_map mt_tmap" + std::to_string(i));
+    // The stop word last of all: the runtime appends it after the maps, and a kernel without
+    // it ignores the extra argument.
+    if (k.cancel) params.push_back("unsigned int* mt_cancel");
     // A matrix kernel asks for as many blocks per multiprocessor as its registers allow
     // (register_budget.h): without the bound ptxas spends up to 255 registers (the
     // fragment-layout epilogue's indices) and one block runs per multiprocessor, too few warps

@@ -500,6 +500,12 @@ void Emitter::loop(const gpu::Op& op) {
   w_.close();
 }
 
+void Emitter::cancel_point(int64_t every) {
+  const std::string check = d_.cancel_check(every);
+  METILE_ASSERT(!check.empty(), "cancel_point reached a dialect that cannot stop a kernel");
+  w_.line(check);
+}
+
 void Emitter::standalone(const gpu::Op& op) {
   ValueId v = op.results.empty() ? kNoValue : op.result();
   switch (op.kind) {
@@ -600,6 +606,9 @@ void Emitter::standalone(const gpu::Op& op) {
     }
     case GpuOpKind::FOR:
       loop(op);
+      return;
+    case GpuOpKind::CANCEL_POINT:
+      cancel_point(op.attr_int("every"));
       return;
     case GpuOpKind::MMA:
       mma(op);
@@ -703,6 +712,7 @@ std::string Emitter::run(KernelInterface* k) {
       atoms.insert(op.attr_str("atom"));
       k->accumulator_registers = std::max(k->accumulator_registers, regs(op.result()));
     }
+    k->cancel = k->cancel || op.kind == GpuOpKind::CANCEL_POINT;
     if (op.kind == GpuOpKind::TMA_LOAD) {  // the maps' texts by index (gpu_emit_tma.cpp)
       atoms.insert("tma");
       const size_t map = static_cast<size_t>(op.attr_int("map"));
@@ -712,6 +722,7 @@ std::string Emitter::run(KernelInterface* k) {
   });
   auto fp8 = [](const gpu::Value& v) { return is_f8(v.dtype); };
   if (std::any_of(f_.values.begin(), f_.values.end(), fp8)) atoms.insert("float8");
+  if (k->cancel) atoms.insert("cancel");
   k->loop_registers = loop_live_registers(f_);
   w_.raw(d_.prelude(swizzle, atoms));
   gpu::walk(f_.body, [&](const gpu::Op& op) {
@@ -727,6 +738,7 @@ std::string Emitter::run(KernelInterface* k) {
   });
   if (!texts_.empty()) w_.line();
   d_.open_kernel(w_, *k);
+  if (k->cancel) w_.line(d_.cancel_prologue());
   block(f_.body);
   w_.close();
   return w_.str();

@@ -43,6 +43,9 @@ struct KernelInterface {
   int64_t loop_registers = 0;  // live through the busiest loop (register_budget.h; 0: no loop)
   /** TMA tensor maps (src/target/tma.h texts) by index: kernel parameters after `params`. */
   std::vector<std::string> tensor_maps;
+  /** The kernel has cancel_points: it takes the host's stop word `mt_cancel` (a pointer to a
+   * u32) after every other parameter. */
+  bool cancel = false;
 };
 
 /**
@@ -137,6 +140,15 @@ class GpuDialect {
   virtual std::string text_array(const std::string& name, const std::string& text) const = 0;
   /** Defines metile_device_print (src/codegen/prelude/device_print.h) for this language. */
   virtual std::string print_prelude() const = 0;
+  /**
+   * The statements opening a kernel that checks the host's stop word (KernelInterface::cancel):
+   * the per-thread counter `mt_polls` and whatever the check needs; "" where the dialect cannot
+   * stop a kernel (the emitter then refuses a cancel_point).
+   */
+  virtual std::string cancel_prologue() const { return ""; }
+  /** The statement of a cancel_point: every `every`-th time (a power of two) it reads the stop
+   * word `mt_cancel` and, when the host set it, stops the launch (gpu_ir.h, cancel_point). */
+  virtual std::string cancel_check(int64_t) const { return ""; }
   /** Marks a loop over registers for full unrolling. */
   virtual std::string unroll() const { return "#pragma unroll"; }
 };

@@ -85,6 +85,9 @@ class Emitter {
   void tma(const gpu::Op& op);
   std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);
+  /** A check of the host's stop word, every `every`-th time a thread gets here: the one place
+   * every loop's back-edge check is spelled (insert-cancel-points puts the op there). */
+  void cancel_point(int64_t every);
   void assign_all(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);
   void print(const gpu::Op& op, const std::string& r);
   std::map<std::string, std::string> texts_;  // device_print text -> its array's name

@@ -137,6 +137,8 @@ std::vector<std::string> name_values(const Function& f,
   return names;
 }
 
+Block* loop_back_edge(Op& op) { return op.kind == GpuOpKind::FOR ? &op.body() : nullptr; }
+
 uint64_t threadgroup_bytes(const Function& f) {
   uint64_t total = 0;
   for (const Op& op : f.body.ops)

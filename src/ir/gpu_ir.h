@@ -53,6 +53,11 @@
  *       count), where two uses of a tile disagree on its layout. scratch: a threadgroup array of
  *       x's dtype with room for the tile; tid: the thread index. The lower-convert-layout pass
  *       replaces it with stores, a barrier, loads and a barrier (emitters never see it).
+ *   cancel_point {every}: a loop back-edge. Each thread counts the times it gets there; every
+ *       `every`-th time (a power of two) the kernel reads the stop word the host may set while
+ *       it runs (the kernel's last parameter, added by the dialect) and, when it is set, the
+ *       launch stops (docs/semantics.md, "Stopping a launch"). Threads of a threadgroup reach
+ *       it together (loops are thread-uniform), so a dialect may synchronize there.
  *   async_commit: the copies issued since the last commit form a group.
  *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).
  */
@@ -231,6 +236,12 @@ std::string print(const Function& f);
 void verify(const Function& f);
 /** The same; on failure *failed is the op that failed (nullptr: the function as a whole). */
 void verify(const Function& f, const Op** failed);
+
+/**
+ * The block whose end is `op`'s loop back-edge (a for's body), or nullptr for an op that does
+ * not loop. insert-cancel-points puts a cancel_point there: a new loop op gets its row here.
+ */
+Block* loop_back_edge(Op& op);
 
 /** Total threadgroup memory the function allocates, in bytes (each array 16-byte aligned). */
 uint64_t threadgroup_bytes(const Function& f);

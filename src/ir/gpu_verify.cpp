@@ -407,6 +407,13 @@ struct Verifier {
         if (val(op.operands[0]).is_ptr || !is_int(val(op.operands[0]).dtype) || !scalar_per_thread(op.operands[0]))
           bad("takes one integer scalar");
         break;
+      case GpuOpKind::CANCEL_POINT: {
+        operands(0, 0);
+        results(0);
+        const int64_t every = op.attr_int("every");
+        if (every < 1 || (every & (every - 1)) != 0) bad("every must be a power of two");
+        break;
+      }
       case GpuOpKind::ASYNC_WAIT:
       case GpuOpKind::WGMMA_WAIT:
         operands(0, 0);

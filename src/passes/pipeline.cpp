@@ -36,6 +36,9 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
     run_gpu_pass("vectorize-access", f, ctx);  // 16-byte accesses over the cleaned-up addresses
   }
   run_gpu_pass("order-device-memory", f, ctx);  // program order between threads: at every opt level
+  // Loops check the host's stop word (time limits, metile_cancel_launches). cuda stops a kernel
+  // with `trap`; Metal's uniform early return is not built yet, so Metal kernels do not check.
+  if (device == "cuda") run_gpu_pass("insert-cancel-points", f, ctx);
   out.gpu_ir_opt = gpu::print(f);
   return out;
 }

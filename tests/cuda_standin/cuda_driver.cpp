@@ -2,24 +2,36 @@
 // METILE_CUDA_DRIVER names it: two GPUs in host memory, streams, events and modules as host
 // objects. Kernels do not run: a launch completes at once, except a kernel whose name contains
 // "hang", which never completes (its stream and the events recorded after it stay not ready)
-// until the primary context is reset. That is enough to test device selection, streams, events
-// and the watchdog on machines without a GPU. Test-only: never installed.
+// until the primary context is reset or, as a GPU kernel spinning in a loop does, until the host
+// sets its stop word (the launch's last parameter, found before the null entry metile puts after
+// it): then it answers 2 in the word and "traps", and every call that waits or launches fails
+// with CUDA_ERROR_LAUNCH_FAILED until the reset. A "hang_nopoll" kernel never reads its word.
+// That is enough to test device selection, streams, events, cancellation and the watchdog on
+// machines without a GPU. Test-only: never installed.
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <map>
 #include <string>
+#include <thread>
 
 namespace {
 
 constexpr int kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kInvalidHandle = 400,
-              kNotReady = 600;
+              kNotReady = 600, kAlreadyRegistered = 712, kLaunchFailed = 719;
+// Mapped host memory's device addresses are its host addresses plus this, so a runtime that
+// passed the host address would be caught.
+constexpr unsigned long long kMapOffset = 1ull << 46;
 constexpr int kDevices = 2;
 
 struct Stream {
   bool hung = false;
+  std::atomic<uint32_t>* word = nullptr;  // the hung kernel's stop word (null: it never reads one)
 };
 struct Event {
   bool recorded = false;
@@ -34,6 +46,24 @@ std::mutex mu;
 std::set<void*> live;  // streams, events, modules and functions not yet destroyed
 int contexts[kDevices];
 Stream legacy;  // the NULL stream
+std::set<Stream*> hung;  // streams running a hung kernel
+int sticky = kSuccess;   // a kernel trapped: the context is unusable until the reset
+std::map<void*, size_t> registered;  // cuMemHostRegister'd host ranges
+
+/** Hung kernels whose stop word is set stop: they answer 2 and trap (mu held). */
+void poll() {
+  for (auto it = hung.begin(); it != hung.end();) {
+    Stream* s = *it;
+    if (s->word == nullptr || s->word->load() == 0) {
+      ++it;
+      continue;
+    }
+    s->word->store(2);
+    s->hung = false;
+    sticky = kLaunchFailed;
+    it = hung.erase(it);
+  }
+}
 
 Stream* stream_of(void* s) { return s ? static_cast<Stream*>(s) : &legacy; }
 bool known(void* p) { return p == nullptr || live.count(p) != 0; }
@@ -76,6 +106,10 @@ int cuDevicePrimaryCtxReset_v2(int) {
   // Every kernel stops; what the context held is gone (the test process never uses it again).
   std::lock_guard<std::mutex> lock(mu);
   legacy.hung = false;
+  for (Stream* s : hung) s->hung = false;
+  hung.clear();
+  sticky = kSuccess;
+  registered.clear();
   live.clear();
   return kSuccess;
 }
@@ -94,13 +128,22 @@ int cuStreamDestroy_v2(void* s) {
 int cuStreamQuery(void* s) {
   std::lock_guard<std::mutex> lock(mu);
   if (!known(s)) return kInvalidHandle;
+  poll();
+  if (sticky != kSuccess) return sticky;
   return stream_of(s)->hung ? kNotReady : kSuccess;
 }
 int cuStreamSynchronize(void* s) {
-  std::lock_guard<std::mutex> lock(mu);
-  if (!known(s)) return kInvalidHandle;
-  if (stream_of(s)->hung) std::abort();  // would wait forever: a test bug
-  return kSuccess;
+  for (;;) {  // until the hung kernel stops (another thread may set its word)
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!known(s)) return kInvalidHandle;
+      poll();
+      if (sticky != kSuccess) return sticky;
+      if (!stream_of(s)->hung) return kSuccess;
+      if (stream_of(s)->word == nullptr) std::abort();  // would wait forever: a test bug
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 int cuEventCreate(void** e, unsigned) {
   std::lock_guard<std::mutex> lock(mu);
@@ -123,11 +166,15 @@ int cuEventRecord(void* e, void* s) {
 int cuEventQuery(void* e) {
   std::lock_guard<std::mutex> lock(mu);
   if (!known(e)) return kInvalidHandle;
+  poll();
+  if (sticky != kSuccess) return sticky;
   return static_cast<Event*>(e)->hung ? kNotReady : kSuccess;
 }
 int cuEventSynchronize(void* e) {
   std::lock_guard<std::mutex> lock(mu);
   if (!known(e)) return kInvalidHandle;
+  poll();
+  if (sticky != kSuccess) return sticky;
   if (static_cast<Event*>(e)->hung) std::abort();
   return kSuccess;
 }
@@ -163,12 +210,44 @@ int cuModuleGetFunction(void** f, void* m, const char* name) {
 int cuFuncSetAttribute(void*, int, int) { return kSuccess; }
 int cuFuncGetAttribute(int* v, int, void*) { *v = 32; return kSuccess; }
 int cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                   void* s, void**, void**) {
+                   void* s, void** params, void**) {
   std::lock_guard<std::mutex> lock(mu);
   // A function of a module loaded before a reset is gone with it.
   if (!known(f) || f == nullptr || !known(s)) return kInvalidHandle;
-  if (static_cast<Function*>(f)->name.find("hang") != std::string::npos) stream_of(s)->hung = true;
+  poll();
+  if (sticky != kSuccess) return sticky;
+  const std::string& name = static_cast<Function*>(f)->name;
+  if (name.find("hang") == std::string::npos) return kSuccess;
+  Stream* st = stream_of(s);
+  st->hung = true;
+  st->word = nullptr;
+  hung.insert(st);
+  if (name.find("nopoll") != std::string::npos || params == nullptr || params[0] == nullptr) return kSuccess;
+  size_t last = 0;
+  while (params[last + 1] != nullptr) ++last;
+  unsigned long long address = *static_cast<unsigned long long*>(params[last]);
+  for (const auto& [host, bytes] : registered) {
+    unsigned long long base = reinterpret_cast<unsigned long long>(host) + kMapOffset;
+    if (address >= base && address + 4 <= base + bytes)
+      st->word = reinterpret_cast<std::atomic<uint32_t>*>(address - kMapOffset);
+  }
   return kSuccess;
+}
+int cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (flags != 2 /* DEVICEMAP */ || bytes == 0) return kInvalidValue;
+  if (registered.count(p)) return kAlreadyRegistered;
+  registered[p] = bytes;
+  return kSuccess;
+}
+int cuMemHostGetDevicePointer_v2(unsigned long long* d, void* p, unsigned) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [host, bytes] : registered)
+    if (p >= host && static_cast<char*>(p) < static_cast<char*>(host) + bytes) {
+      *d = reinterpret_cast<unsigned long long>(p) + kMapOffset;
+      return kSuccess;
+    }
+  return kInvalidValue;
 }
 int cuMemAllocManaged(unsigned long long* p, size_t n, unsigned) {
   void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
@@ -196,6 +275,7 @@ int cuGetErrorName(int r, const char** s) {
   *s = r == kInvalidHandle ? "CUDA_ERROR_INVALID_HANDLE"
        : r == kNotReady    ? "CUDA_ERROR_NOT_READY"
        : r == kInvalidValue ? "CUDA_ERROR_INVALID_VALUE"
+       : r == kLaunchFailed ? "CUDA_ERROR_LAUNCH_FAILED"
                             : "CUDA_ERROR_STANDIN";
   return kSuccess;
 }

@@ -57,6 +57,35 @@ TEST_P(CudaCodegen, CompilesForSm90) {
   }
 }
 
+// Every loop checks the host's stop word at its back-edge (thread 0, every 1024 turns, without a
+// branch), traps when it is set, and the word is the kernel's last parameter; a kernel without
+// loops takes no word, nor does one with wgmma dots (a trap there would serialize them: ptxas's
+// C7518). sm_90a: the architecture-specific target compiles both.
+TEST(CudaCodegenSource, LoopsCheckTheStopWordAtTheirBackEdges) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  auto build = [](bool wg) {
+    for (const std::string& n : kernels::case_names())
+      if (n.rfind("gemm_f16", 0) == 0 && (n.find("_wg") != std::string::npos) == wg) {
+        kernels::Case c = kernels::make_case(n);
+        return cuda_build_program(c.program, {}, "sm_90a");
+      }
+    ADD_FAILURE() << "no f16 GEMM case" << (wg ? " with wgmma" : "");
+    return Artifact{};
+  };
+  Artifact a = build(false);
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_NE(src.find("mt_cancel_check(mt_cancel, (++mt_polls & 1023u) | threadIdx.x);"),
+            std::string::npos) << src;
+  EXPECT_NE(src.find("unsigned int* mt_cancel)"), std::string::npos) << "the last parameter:\n" << src;
+  EXPECT_NE(src.find("@stop trap;"), std::string::npos);
+  EXPECT_NE(a.sources.at(Stage::gpu_ir_opt).find("cancel_point every=1024"), std::string::npos);
+  Artifact wg = build(true);
+  EXPECT_NE(wg.sources.at(Stage::cuda).find("wgmma.mma_async"), std::string::npos);
+  EXPECT_EQ(wg.sources.at(Stage::cuda).find("mt_cancel"), std::string::npos);
+  Artifact plain = cuda_build_program(kernels::vector_add(256), {}, "sm_90a");
+  EXPECT_EQ(plain.sources.at(Stage::cuda).find("mt_cancel"), std::string::npos);
+}
+
 // One case per kernel and shape family keeps NVRTC time down; the full list runs on the GPU.
 std::vector<std::string> cases() {
   std::vector<std::string> out;

@@ -40,7 +40,8 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   std::vector<std::string> names;
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
   EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "fold-constants", "cse", "dce",
-                                             "vectorize-access", "order-device-memory"}));
+                                             "vectorize-access", "insert-cancel-points",
+                                             "order-device-memory"}));
   gpu::Function f = lower(kernels::vector_add(256));
   PassContext ctx{apple_gpu_target()};
   try {
@@ -112,6 +113,47 @@ TEST(GpuPasses, DceKeepsEffectsAndRemovesDeadLoops) {
   EXPECT_EQ(count(text, "= load "), 1) << text;
   EXPECT_EQ(count(text, "for "), 0) << text;
   EXPECT_EQ(count(text, "store "), 1) << text;
+}
+
+TEST(GpuPasses, InsertCancelPointsEndsEveryLoopBodyOnce) {
+  const std::string in =
+      "gpu_kernel @k(%o: ptr<f32>, %n: i32) threads=32 simd=32 {\n"
+      "  %z: i32 = const value=0\n"
+      "  %one: i32 = const value=1\n"
+      "  %f: f32 = const value=0.0\n"
+      "  for %i: i32 = %z to %n step %one iter(%a: f32 = %f) -> (%r) {\n"
+      "    for %j: i32 = %z to %n step %one {\n"
+      "      yield\n"
+      "    }\n"
+      "    %b: f32 = add %a, %f\n"
+      "    yield %b\n"
+      "  }\n"
+      "  store %o, %r\n"
+      "}\n";
+  const std::string out = run_gpu_passes_on_text(in, {"insert-cancel-points"}, nvidia_gpu_target("sm_90"));
+  EXPECT_EQ(count(out, "cancel_point every=1024\n"), 2) << out;
+  EXPECT_TRUE(has(out, "      cancel_point every=1024\n      yield\n")) << out;  // the inner body
+  EXPECT_TRUE(has(out, "    %b: f32 = add %a, %f\n    cancel_point every=1024\n    yield %b\n")) << out;
+  // Run again: still one per loop; and the printed form parses back to itself.
+  EXPECT_EQ(run_gpu_passes_on_text(out, {"insert-cancel-points"}, nvidia_gpu_target("sm_90")), out);
+}
+
+TEST(GpuPasses, CancelPointEveryMustBeAPowerOfTwo) {
+  const std::string in =
+      "gpu_kernel @k(%n: i32) threads=32 simd=32 {\n"
+      "  %z: i32 = const value=0\n"
+      "  %one: i32 = const value=1\n"
+      "  for %i: i32 = %z to %n step %one {\n"
+      "    cancel_point every=1000\n"
+      "    yield\n"
+      "  }\n"
+      "}\n";
+  try {
+    run_gpu_passes_on_text(in, {}, nvidia_gpu_target("sm_90"));
+    FAIL() << "accepted every=1000";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "every must be a power of two")) << e.what();
+  }
 }
 
 TEST(GpuPasses, VectorizeProvesContiguityThroughIndexMath) {

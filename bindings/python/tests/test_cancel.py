@@ -145,3 +145,62 @@ def test_ctrl_c_stops_a_launch_in_a_subprocess(name, tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+_CUDA_CHILD = textwrap.dedent("""
+    import sys, threading
+    sys.path.insert(0, {path!r})
+    import metile
+    from metile import _ffi
+    dev = metile.set_device("cuda")
+
+    @metile.kernel
+    def hang_spin(Out, N, BLOCK: metile.constexpr):  # "hang": the stand-in never finishes it
+        acc = metile.zeros((BLOCK,), dtype=metile.float32)
+        for i in metile.tile_range(0, N, 1):
+            acc += 1.0
+        metile.store(Out + (metile.program_id(0) % 4) * BLOCK + metile.arange(0, BLOCK), acc)
+
+    out = metile.Buffer(shape=(32,))
+    try:
+        hang_spin[(4,)](out, 1000, BLOCK=8, timeout=0.3)
+        dev.synchronize()
+        print("finished?!")
+    except metile.DeviceError as e:
+        print("timeout", " ".join(str(e).split()))
+    out = metile.Buffer(shape=(32,))
+    hang_spin[(4,)](out, 1000, BLOCK=8)  # no limit: the wait blocks until the cancel stops it
+    threading.Timer(0.2, _ffi.metile_cancel_launches).start()
+    try:
+        dev.synchronize()
+        print("finished?!")
+    except metile.DeviceError as e:
+        print("cancel", " ".join(str(e).split()))
+""")
+
+
+def test_cuda_kernels_stop_on_the_stand_in_driver(tmp_path):
+    """The cuda device on tests/cuda_standin's driver: a kernel spinning in its loop is stopped
+    through its stop word by a time limit and by metile_cancel_launches, each time with the
+    context reset."""
+    lib = os.environ.get("METILE_LIBRARY", "")
+    driver = os.path.join(os.path.dirname(lib), "tests", "cuda_standin", "libmetile_standin_cuda.so")
+    if not os.path.exists(driver):
+        pytest.skip("the stand-in CUDA driver is not built next to METILE_LIBRARY")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "child.py"
+    script.write_text(_CUDA_CHILD.format(path=root))
+    env = dict(os.environ, METILE_CUDA_DRIVER=driver)
+    env.pop("METILE_TIMEOUT_S", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    if "NVRTC" in r.stderr and r.returncode != 0:
+        pytest.skip("NVRTC is not installed")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout + r.stderr
+    assert lines[0].startswith("timeout") and \
+        "kernel hang_spin did not finish within 0.3 s (the launch's timeout) and was stopped" in lines[0] \
+        and "device was reset" in lines[0], lines[0]
+    assert lines[1].startswith("cancel") and "kernel hang_spin (the last launched) was cancelled" in lines[1] \
+        and "device was reset" in lines[1], lines[1]

@@ -75,7 +75,9 @@ void load_driver_once() {
             sym(lib, "cuStreamDestroy_v2", d.cuStreamDestroy) && sym(lib, "cuStreamQuery", d.cuStreamQuery) &&
             sym(lib, "cuEventQuery", d.cuEventQuery) && sym(lib, "cuEventSynchronize", d.cuEventSynchronize) &&
             sym(lib, "cuEventElapsedTime", d.cuEventElapsedTime) &&
-            sym(lib, "cuDevicePrimaryCtxReset_v2", d.cuDevicePrimaryCtxReset);
+            sym(lib, "cuDevicePrimaryCtxReset_v2", d.cuDevicePrimaryCtxReset) &&
+            sym(lib, "cuMemHostRegister_v2", d.cuMemHostRegister) &&
+            sym(lib, "cuMemHostGetDevicePointer_v2", d.cuMemHostGetDevicePointer);
   if (!ok) {
     l.driver_why = std::string("the driver library lacks a needed function (") + dlerror() + ")";
     return;

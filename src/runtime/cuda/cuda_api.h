@@ -41,6 +41,8 @@ inline constexpr int kFuncAttrNumRegs = 4;  // CU_FUNC_ATTRIBUTE_NUM_REGS
 inline constexpr unsigned kMemAttachGlobal = 1;
 inline constexpr unsigned kEventDisableTiming = 2;
 inline constexpr unsigned kStreamNonBlocking = 1;
+inline constexpr unsigned kHostRegisterDeviceMap = 2;  // CU_MEMHOSTREGISTER_DEVICEMAP
+inline constexpr CUresult kErrorHostMemoryAlreadyRegistered = 712;
 inline constexpr CUresult kErrorNotReady = 600;  // CUDA_ERROR_NOT_READY: queued work still runs
 
 /** Driver entry points; every pointer is non-null once load_driver() succeeded. */
@@ -88,6 +90,9 @@ struct Driver {
   CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*,
                                      const uint32_t*, const uint32_t*, int, int, int, int);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  // The stop words kernels check (runtime/host/cancel_words.h): host memory mapped into the GPU.
+  CUresult (*cuMemHostRegister)(void*, size_t, unsigned);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
 };
 
 struct Nvrtc {

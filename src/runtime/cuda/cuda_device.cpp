@@ -17,6 +17,7 @@
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/tma_map.h"
 #include "runtime/host/cancel.h"
+#include "runtime/host/cancel_words.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "target/gpu_target.h"
@@ -28,6 +29,10 @@ using namespace cuda;
 namespace {
 
 class CudaDevice;
+
+// How long a kernel asked to stop (its stop word set) may take to reach a check before the
+// watchdog resets the context anyway: a check comes every 1024 loop back-edges.
+constexpr auto kStopGrace = std::chrono::seconds(1);
 
 /** Everything made in the GPU's context before a reset (cuda watchdog) is gone with it. */
 [[noreturn]] void gone(const char* what, const std::string& label) {
@@ -74,6 +79,8 @@ class CudaDevice : public Device {
     check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
     make_current();
     check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate");
+    map_words();
+    word_ = words_.take();
     info_.ordinal = ordinal;
     info_.indexed = true;
     char name[256] = {};
@@ -114,6 +121,33 @@ class CudaDevice : public Device {
       current = ctx_;
       current_generation = g;
     }
+  }
+
+  /** Maps the stop words into the GPU's context (again after a reset, which unmaps them). */
+  void map_words() {
+    CUresult r = d_->cuMemHostRegister(words_.memory(), host::CancelWords::kBytes, kHostRegisterDeviceMap);
+    if (r != kErrorHostMemoryAlreadyRegistered) check(r, "cuMemHostRegister (the launches' stop words)");
+    check(d_->cuMemHostGetDevicePointer(&words_device_, words_.memory(), 0),
+          "cuMemHostGetDevicePointer (the launches' stop words)");
+  }
+
+  /**
+   * The GPU address of the stop word for a launch of `kernel` now. Launches share one word;
+   * once a cancel set it, later launches get a fresh one while the kernels before may still
+   * be reading the old one (it is released when synchronize() saw them finish).
+   */
+  CUdeviceptr launch_word(const std::string& kernel) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (words_.get(word_) != host::kWordRun) {
+      int fresh = words_.take();
+      if (fresh < 0)
+        fail(METILE_ERROR_DEVICE, "cuda", "kernel ", kernel, ": every stop word is taken by a launch "
+             "cancelled before: synchronize the ", info_.label(), " device");
+      retired_words_.push_back(word_);
+      word_ = fresh;
+    }
+    last_kernel_ = kernel;
+    return words_device_ + host::CancelWords::offset(word_);
   }
 
   /** Bumped by each reset: what was made in an older generation is gone. */
@@ -172,17 +206,21 @@ class CudaDevice : public Device {
     for (CUstream s : streams)
       wait([&] { return d_->cuStreamQuery(s); }, [&] { return d_->cuStreamSynchronize(s); },
            "cuStreamSynchronize");
+    std::lock_guard<std::mutex> lock(mu_);  // no kernel reads a retired word any more
+    for (int w : retired_words_) words_.release(w);
+    retired_words_.clear();
   }
 
   /**
    * Waits until `query` stops answering CUDA_ERROR_NOT_READY (`block` does it in one call when no
-   * launch has a time limit). Past a watched launch's deadline the context is reset, since a
-   * running kernel cannot be stopped otherwise, and the launch's error is thrown.
+   * launch has a time limit). Past a watched launch's deadline the running kernels are asked to
+   * stop (their stop word): one that reaches a check traps, the wait fails, and the context is
+   * reset (failed()); one that reaches none within kStopGrace is ended by the reset alone.
    */
   template <typename Query, typename Block>
   void wait(Query query, Block block, const char* what) {
     if (!watching()) {
-      check(block(), what);
+      if (CUresult r = block(); r != 0) failed(r, what);
       return;
     }
     // Polls back off to 0.5 ms: a wait ends at most that late, for little host time.
@@ -190,8 +228,8 @@ class CudaDevice : public Device {
     for (;;) {
       CUresult r = query();
       if (r == 0) break;
-      if (r != kErrorNotReady) check(r, what);
-      if (std::optional<std::string> late = overdue()) reset_after(*late);
+      if (r != kErrorNotReady) failed(r, what);
+      enforce_limits();
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(500));
     }
@@ -202,7 +240,10 @@ class CudaDevice : public Device {
   struct Watched {
     CUevent done;
     std::chrono::steady_clock::time_point deadline;
-    std::string error;
+    host::LaunchLimit limit;
+    std::string kernel;
+    bool asked = false;  // its deadline passed: the stop word was set at asked_at
+    std::chrono::steady_clock::time_point asked_at;
   };
 
   void watch(CUstream s, const host::LaunchLimit& limit, const std::string& kernel) {
@@ -213,10 +254,7 @@ class CudaDevice : public Device {
     if (r != 0) d_->cuEventDestroy(e);
     check(r, "cuEventRecord");
     std::lock_guard<std::mutex> lock(mu_);
-    watched_.push_back({e, limit.deadline_from_now(),
-                        limit.exceeded(kernel) + "; the GPU cannot stop a running kernel, so the " +
-                            info_.label() + " device was reset: buffers, streams and events made "
-                            "before are gone"});
+    watched_.push_back({e, limit.deadline_from_now(), limit, kernel, false, {}});
   }
 
   bool watching() {
@@ -233,16 +271,61 @@ class CudaDevice : public Device {
     });
   }
 
-  /** The error of a watched launch still running past its deadline. */
-  std::optional<std::string> overdue() {
+  /** Sets the stop word when a watched launch still runs past its deadline, and resets the
+   * context when the kernels have not stopped kStopGrace after that. */
+  void enforce_limits() {
     auto now = std::chrono::steady_clock::now();
+    std::optional<std::string> unstopped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Watched& w : watched_) {
+        if (now < w.deadline || d_->cuEventQuery(w.done) != kErrorNotReady) continue;
+        if (!w.asked) {
+          w.asked = true;
+          w.asked_at = now;
+          words_.stop(word_);  // whatever runs now stops: the reset would end it anyway
+        } else if (now - w.asked_at >= kStopGrace && !unstopped) {
+          unstopped = cat(w.limit.exceeded(w.kernel), " and did not stop when asked (within ",
+                          std::chrono::duration<double>(kStopGrace).count(),
+                          " s: it reached no loop back-edge that checks its stop word)");
+        }
+      }
+    }
+    if (unstopped) reset_after(*unstopped);
+  }
+
+  /** Why launches failed when the host had asked them to stop (a time limit, a cancel), else
+   * nothing: then the failure is the kernel's own. */
+  std::optional<std::string> stop_reason() {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Watched& w : watched_)
-      if (now >= w.deadline && d_->cuEventQuery(w.done) == kErrorNotReady) return w.error;
+      if (w.asked) return cat(w.limit.exceeded(w.kernel), " and was stopped");
+    bool stopped = words_.get(word_) != host::kWordRun;
+    for (int w : retired_words_) stopped = stopped || words_.get(w) == host::kWordStopped;
+    if (stopped)
+      return cat("kernel ", last_kernel_.empty() ? std::string("?") : last_kernel_,
+                 " (the last launched) was cancelled (metile_cancel_launches, e.g. Ctrl-C) and stopped");
     return std::nullopt;
   }
 
-  [[noreturn]] void reset_after(const std::string& error) {
+  /** A CUDA call of a wait or launch failed: a launch the host stopped resets the context and
+   * says why; any other failure is reported as it is. */
+  [[noreturn]] void failed(CUresult r, const char* what) {
+    if (std::optional<std::string> why = stop_reason()) {
+      const char* name = "?";
+      d_->cuGetErrorName(r, &name);
+      reset_after(cat(*why, " (", name, ")"));
+    }
+    check(r, what);
+    fail(METILE_ERROR_INTERNAL, "cuda", what, " failed with status 0");
+  }
+
+  /** Resets the GPU's context after launches that ran past their limit or were stopped
+   * (`why`), and throws METILE_ERROR_DEVICE saying so. */
+  [[noreturn]] void reset_after(const std::string& why) {
+    const std::string error =
+        cat(why, "; a stopped or hung kernel leaves the GPU's context unusable, so the ", info_.label(),
+            " device was reset: buffers, streams and events made before are gone");
     {
       std::lock_guard<std::mutex> lock(mu_);
       watched_.clear();  // their events die with the context
@@ -257,6 +340,11 @@ class CudaDevice : public Device {
       if (r == 0) r = d_->cuCtxSetCurrent(ctx_);
       if (r == 0) r = d_->cuStreamCreate(&stream_, 0);
       check(r, "resetting the GPU after a launch ran past its time limit");
+      map_words();
+      words_.release(word_);  // no kernel runs any more
+      for (int w : retired_words_) words_.release(w);
+      retired_words_.clear();
+      word_ = words_.take();
     }
     fail(METILE_ERROR_DEVICE, "cuda", error);
   }
@@ -329,14 +417,12 @@ class CudaDevice : public Device {
     if (b != nullptr && !b->live()) gone("a buffer passed to a launch", info_.label());
     if (b == nullptr || b->device != this || !b->owned() || !b->host_dirty) return;
     b->host_dirty = false;
-    if (d_->cuMemPrefetchAsync_v2) {
-      check(d_->cuMemPrefetchAsync_v2(b->device_address(), b->size(), CUmemLocation{1, dev_}, 0,
-                                      stream),
-            "cuMemPrefetchAsync");
-    } else if (d_->cuMemPrefetchAsync) {
-      check(d_->cuMemPrefetchAsync(b->device_address(), b->size(), dev_, stream),
-            "cuMemPrefetchAsync");
-    }
+    CUresult r = 0;
+    if (d_->cuMemPrefetchAsync_v2)
+      r = d_->cuMemPrefetchAsync_v2(b->device_address(), b->size(), CUmemLocation{1, dev_}, 0, stream);
+    else if (d_->cuMemPrefetchAsync)
+      r = d_->cuMemPrefetchAsync(b->device_address(), b->size(), dev_, stream);
+    if (r != 0) failed(r, "cuMemPrefetchAsync");  // an earlier launch stopped: the reset, and why
   }
 
   const Driver* d_ = nullptr;
@@ -348,7 +434,12 @@ class CudaDevice : public Device {
   DeviceInfo info_;
   std::string identity_;
   std::atomic<uint64_t> generation_{1};
-  std::mutex mu_;  // guards the four below
+  host::CancelWords words_;
+  CUdeviceptr words_device_ = 0;  // words_.memory() in the GPU's address space (this generation)
+  std::mutex mu_;  // guards the seven below
+  int word_ = -1;                   // the stop word launches get
+  std::vector<int> retired_words_;  // set by a cancel; kernels launched before may still read them
+  std::string last_kernel_;         // named by a cancel's error
   std::vector<Watched> watched_;
   std::set<CUstream> used_streams_;     // launched on since the last synchronize()
   std::set<CUstream> created_streams_;  // by create_stream(), not yet destroyed
@@ -442,6 +533,7 @@ class CudaLaunch : public PreparedLaunch {
   std::vector<uint64_t> storage_;
   std::vector<TensorMap> maps_;
   std::vector<void*> params_;
+  CUdeviceptr word_ = 0;  // the stop word's GPU address, set at each run
   /** The tensor maps of k_ for these arguments; false when TMA cannot read one of them. */
   bool encode_maps();
 };
@@ -538,12 +630,18 @@ void CudaLaunch::update() {
     params_[i] = &storage_[i];
   }
   run_ = k_.get();
-  if (k_->maps_.empty()) return;
-  if (!encode_maps()) {
-    run_ = &k_->without_tma();
-    return;
+  if (!k_->maps_.empty()) {
+    if (encode_maps()) {
+      for (TensorMap& m : maps_) params_.push_back(&m);
+    } else {
+      run_ = &k_->without_tma();
+    }
   }
-  for (TensorMap& m : maps_) params_.push_back(&m);
+  // The stop word after every other parameter (the kernel's last one when it checks it; else
+  // an extra the driver never reads), then a null entry: the driver reads only as many entries
+  // as the kernel has parameters, and the stand-in driver finds the word just before it.
+  params_.push_back(&word_);
+  params_.push_back(nullptr);
 }
 
 bool CudaLaunch::encode_maps() {
@@ -586,12 +684,12 @@ void CudaLaunch::run() {
   // does not own, and only the device's own (managed) buffers are prefetched.
   for (const LaunchArg& a : args)
     if (a.buffer) dev->prefetch(a.buffer, stream);
-  check(dev->d_->cuLaunchKernel(run_->function(), grid.dims[0], grid.dims[1], grid.dims[2],
-                                static_cast<unsigned>(run_->threads_), 1, 1,
-                                static_cast<unsigned>(run_->smem_), stream, params_.data(),
-                                nullptr),
-        "cuLaunchKernel");
-  // A kernel cannot be stopped once it runs: its limit is enforced when the host waits for it.
+  word_ = dev->launch_word(k_->program_->name);
+  CUresult r = dev->d_->cuLaunchKernel(run_->function(), grid.dims[0], grid.dims[1], grid.dims[2],
+                                       static_cast<unsigned>(run_->threads_), 1, 1,
+                                       static_cast<unsigned>(run_->smem_), stream, params_.data(), nullptr);
+  if (r != 0) dev->failed(r, "cuLaunchKernel");  // an earlier launch stopped: the reset, and why
+  // Its limit is enforced while the host waits for it (CudaDevice::wait).
   host::LaunchLimit limit = host::current_launch_limit();
   if (limit.seconds > 0) dev->watch(stream, limit, k_->program_->name);
 }

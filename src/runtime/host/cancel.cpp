@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "runtime/host/cancel_words.h"
 #include "runtime/host/process.h"
 #include "support/error.h"
 
@@ -16,7 +17,10 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 thread_local double t_launch_limit = -1;
 }  // namespace
 
-void cancel_launches() { g_cancel_epoch.fetch_add(1, std::memory_order_relaxed); }
+void cancel_launches() {
+  g_cancel_epoch.fetch_add(1, std::memory_order_relaxed);
+  stop_words_in_use();  // GPU kernels running now stop at their next check
+}
 
 std::chrono::steady_clock::time_point LaunchLimit::deadline_from_now() const {
   if (seconds <= 0) return std::chrono::steady_clock::time_point::max();

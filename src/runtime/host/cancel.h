@@ -2,7 +2,9 @@
  * Stopping launches: a metile_cancel_launches() call, which the Python binding makes when SIGINT
  * arrives, and time limits (METILE_TIMEOUT_S, or a launch's own timeout). The host devices (cpu,
  * interp, metal-sim) check between program instances (interp: every 256 ops too), so a launch
- * stops within one instance's run time of the request; cuda checks its limit while it waits.
+ * stops within one instance's run time of the request; cuda checks its limit while it waits and
+ * then, as cancel_launches() does at once, sets the stop word its kernels check in their loops
+ * (cancel_words.h).
  */
 #pragma once
 
@@ -14,7 +16,7 @@ namespace metile::host {
 
 /**
  * Makes every launch running now stop at its next check; launches started afterwards run
- * normally. Thread-safe and async-signal-safe (one lock-free atomic increment).
+ * normally. Thread-safe and async-signal-safe (lock-free atomics only).
  */
 void cancel_launches();
 

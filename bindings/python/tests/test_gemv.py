@@ -142,7 +142,7 @@ def test_bad_arguments_are_named(device, call, message):
 def test_cuda_k_loop_carries_the_unreduced_tile(tmp_path, monkeypatch, m):
     """The layouts on cuda (dumped on any device): each row's K loop carries the f32
     [BLOCK_N, BLOCK_K] product tile (defer_reductions), so the loop exchanges nothing between
-    threads, and the W tile is read with vector loads."""
+    threads, and the W tile is read with 16-byte vector loads."""
     monkeypatch.setenv("METILE_DEBUG", "layouts,cuda")
     monkeypatch.setenv("METILE_DEBUG_DIR", str(tmp_path))
     w = np.zeros((64, 1024), np.float16)
@@ -158,5 +158,6 @@ def test_cuda_k_loop_carries_the_unreduced_tile(tmp_path, monkeypatch, m):
     body = cuda.index("int(blockIdx.x)")        # the kernel, past the prelude's helpers
     # The K loops end where the reduction after them starts (its first shuffle).
     loop = cuda[cuda.index("  for (int i = ", body):cuda.index("__shfl_xor_sync", body)]
-    assert "const mt_vec<ushort, 4> tile_vec = *(const mt_vec<ushort, 4>*)(W" in loop
+    # 16-byte loads: the canonical layout gives a thread runs of 8 16-bit elements on cuda.
+    assert "const mt_vec<ushort, 8> tile_vec = *(const mt_vec<ushort, 8>*)(W" in loop
     assert "scratch" not in loop and "__syncthreads" not in loop and "mma" not in loop

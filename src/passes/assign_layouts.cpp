@@ -37,6 +37,7 @@ namespace metile {
 namespace {
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t wanted_chunk(const Program& program, const GpuTarget& target);  // defined below
 
 int64_t max_tile_numel(const Program& p) {
   int64_t n = 1;
@@ -115,7 +116,7 @@ int64_t Assigner::threads() {
   } else {
     bool reduces = false;  // then the target's elements per thread (GpuTarget explains)
     walk(p.body, [&](const Op& op) { reduces = reduces || has_trait(op.kind, kReduce); });
-    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : canonical_chunk(p, target);
+    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : wanted_chunk(p, target);
     n = std::clamp<int64_t>(round_up(max_tile_numel(p) / per_thread, target.simd_width),
                             target.simd_width, 256);
   }
@@ -274,7 +275,7 @@ void Assigner::run() {
   f.name = p.name;
   f.simd_width = target.simd_width;
   f.threads = static_cast<int>(threads());
-  out.chunk = canonical_chunk(p, target);
+  out.chunk = canonical_chunk(p, target, f.threads);
   assigned.assign(p.values.size(), gpu::kUniform);
   producer.assign(p.values.size(), nullptr);
   users.assign(p.values.size(), {});
@@ -428,23 +429,47 @@ gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt, int64_t c
   return gpu::tile_layout(n, make_layout(threads, v), make_layout(tup(v, chunks), tup(1, threads * v)));
 }
 
-int64_t canonical_chunk(const Program& program, const GpuTarget& target) {
-  if (target.chunk_bytes == 0) return 4;
-  size_t narrowest = 0;  // bytes of the narrowest element a tile load or store moves
-  auto see = [&](const Type& t) {
-    if (!t.is_tile() || (t.is_ptr ? t.space != AddrSpace::device : t.dtype == DType::boolean)) return;
-    size_t s = dtype_size(t.dtype);
-    narrowest = narrowest == 0 ? s : std::min(narrowest, s);
+namespace {
+
+// Calls see(type) for each tile a load or store moves between registers and global memory.
+template <class F>
+void each_memory_tile(const Program& program, F see) {
+  auto tile = [&](const Type& t) {
+    if (t.is_tile() && (t.is_ptr ? t.space == AddrSpace::device : t.dtype != DType::boolean)) see(t);
   };
   walk(program.body, [&](const Op& o) {
     if (o.kind != OpKind::LOAD && o.kind != OpKind::STORE && o.kind != OpKind::TILE_LOAD &&
         o.kind != OpKind::TILE_STORE)
       return;
-    for (ValueId v : o.operands) see(program.type(v));
-    for (ValueId v : o.results) see(program.type(v));
+    for (ValueId v : o.operands) tile(program.type(v));
+    for (ValueId v : o.results) tile(program.type(v));
   });
-  if (narrowest == 0) return 4;
-  return std::clamp<int64_t>(target.chunk_bytes / static_cast<int64_t>(narrowest), 4, 8);
+}
+
+// The chunk the narrowest memory tile's dtype asks for, before the thread count is known.
+int64_t wanted_chunk(const Program& program, const GpuTarget& target) {
+  if (target.chunk_bytes == 0) return 4;
+  int64_t narrowest = 0;
+  each_memory_tile(program, [&](const Type& t) {
+    int64_t s = static_cast<int64_t>(dtype_size(t.dtype));
+    narrowest = narrowest == 0 ? s : std::min(narrowest, s);
+  });
+  return narrowest == 0 ? 4 : std::clamp<int64_t>(target.chunk_bytes / narrowest, 4, 8);
+}
+
+}  // namespace
+
+int64_t canonical_chunk(const Program& program, const GpuTarget& target, int64_t threads) {
+  int64_t chunk = wanted_chunk(program, target);
+  // Every memory tile with whole chunks of 4 for every thread must take the wider chunk: one
+  // left with 4 (a row broadcast against a block) would meet the block's chunks of 8 only
+  // through threadgroup memory, where with 4 everywhere its elements sit in the threads that
+  // use them. (Smaller tiles have narrower chunks whatever this choice.)
+  each_memory_tile(program, [&](const Type& t) {
+    int64_t n = t.shape.numel();
+    if (n % (threads * 4) == 0 && n % (threads * chunk) != 0) chunk = 4;
+  });
+  return chunk;
 }
 
 LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,

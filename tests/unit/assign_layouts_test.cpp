@@ -68,6 +68,11 @@ TEST(AssignLayouts, SixteenBitTilesTakeChunksOfSixteenBytesWhereTheTargetAsks) {
   EXPECT_TRUE(has(nv, "%4 = lt %3, %N : tile<1024xbool> // tile<1024> thr=128:8 reg=8:1")) << nv;
   EXPECT_TRUE(has(assign_layouts_on_text(f16, apple_gpu_target()),
                   "%6 = load %5, %4 : tile<1024xf16> // tile<1024> thr=256:4 reg=4:1"));
+  // 256 threads asked: 1024 elements are chunks of 4 for each, not 8, so chunks stay 4.
+  LowerOptions o;
+  o.num_threads = 256;
+  EXPECT_TRUE(has(assign_layouts_on_text(f16, nvidia_gpu_target(), o),
+                  "%6 = load %5, %4 : tile<1024xf16> // tile<1024> thr=256:4 reg=4:1"));
   // f32 data keeps chunks of 4 on nvidia too.
   EXPECT_TRUE(has(assign_layouts_on_text(kAddOne, nvidia_gpu_target()),
                   "%6 = load %5, %4 : tile<1024xf32> // tile<1024> thr=256:4 reg=4:1"));

@@ -149,11 +149,11 @@ def test_cuda_k_loop_carries_the_unreduced_tile(tmp_path, monkeypatch, m):
     x = np.zeros((m, 1024), np.float16)
     with metile.use_device("interp"):
         kernel = metile.kernel(G.gemv_kernel.fn)
-        kernel[(16, 1)](w, x, w, x, x, 64, 1024, 1024, M=m, BLOCK_N=4, BLOCK_K=512,
+        kernel[(32, 1)](w, x, w, x, x, 64, 1024, 1024, M=m, BLOCK_N=2, BLOCK_K=1024,
                         HAS_BIAS=False, SPLIT=False, num_threads=128)
     layouts = (tmp_path / "gemv_kernel.layouts.txt").read_text()
     loops = [line for line in layouts.splitlines() if " = for " in line]
-    assert loops and all(line.count("tile<4x512xf32>") == m for line in loops), loops
+    assert loops and all(line.count("tile<2x1024xf32>") == m for line in loops), loops
     cuda = (tmp_path / "gemv_kernel.cuda.txt").read_text()
     body = cuda.index("int(blockIdx.x)")        # the kernel, past the prelude's helpers
     # The K loops end where the reduction after them starts (its first shuffle).

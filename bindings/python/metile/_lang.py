@@ -744,11 +744,6 @@ class persistent_range(tile_range):
         super().__init__(program_id(axis), total, num_programs(axis))
 
 
-# The Triton-habit methods (x.cumsum(), x.T, ...) live with their functions; loading them here
-# installs them whenever the language is (metile's names load lazily).
-from . import _lang_triton  # noqa: E402,F401
-
-
 # numpy meets a traced value: a numpy scalar operand (np.float32(2) * x) computes through the
 # matching operator; any other ufunc (np.exp(x)) cannot run at trace time and the error
 # names the metile op to call instead.

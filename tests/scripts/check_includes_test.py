@@ -50,5 +50,42 @@ class CheckIncludes(unittest.TestCase):
         self.assertIn("no such file", out)
 
 
+ROOT = os.path.join(os.path.dirname(SCRIPT), "..")
+
+
+class ArchitectureDoc(unittest.TestCase):
+    """docs/ARCHITECTURE.md states what the code holds: the layers, every pass, the checklist."""
+
+    def setUp(self):
+        with open(os.path.join(ROOT, "docs", "ARCHITECTURE.md")) as f:
+            self.doc = f.read()
+
+    def test_the_layer_table_is_the_checkers(self):
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import check_includes
+        doc = {}
+        for line in self.doc.split("## What may include what")[1].split("\n## ")[0].splitlines():
+            cells = line.split("|")
+            if len(cells) > 3 and cells[1].strip().isdigit():
+                for name in cells[2].split(","):
+                    doc[name.strip().split("`")[1]] = int(cells[1])
+        self.assertEqual(doc, {name: rank for rank, name, _ in check_includes.LAYERS})
+
+    def test_every_pass_is_named(self):
+        import re
+        for table, pattern in (("src/passes/tile/tile_passes.def", r'^TILE_PASS\("([^"]+)"'),
+                               ("src/passes/passes.def", r'^PASS\("([^"]+)"')):
+            with open(os.path.join(ROOT, table)) as f:
+                names = re.findall(pattern, f.read(), re.M)
+            self.assertTrue(names, table)
+            for n in names:
+                self.assertIn(f"`{n}`", self.doc, f"{n} ({table}) is not in docs/ARCHITECTURE.md")
+
+    def test_checklist_and_devices(self):
+        self.assertIn("## Checklist: add an op", self.doc)
+        for device in ("interp", "cpu", "cuda", "metal", "metal-sim"):
+            self.assertIn(f"`{device}`", self.doc)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -148,6 +148,34 @@ uint64_t MslSignature::threadgroup_arg_bytes() const {
   return total;
 }
 
+const char* cpp_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float";
+    case DType::f16:
+      return "::metal::half";
+    case DType::bf16:
+      return "::metal::bfloat";
+    case DType::i32:
+      return "int";
+    case DType::u32:
+      return "::metal::uint";
+    case DType::i64:
+      return "long";
+    case DType::boolean:  // bytes, as the MSL emitter stores bool (any non-zero byte is true)
+      return "::metal::uchar";
+    case DType::i8:
+      return "char";
+    case DType::u8:
+    case DType::f8e4m3:  // MSL has no FP8 type: the kernel sees the bytes
+    case DType::f8e5m2:
+      return "::metal::uchar";
+    case DType::invalid:
+      break;
+  }
+  return "";
+}
+
 const char* msl_type_name(DType dtype) {
   switch (dtype) {
     case DType::f16:

@@ -108,6 +108,10 @@ void validate(const MslSignature& signature);
 /** MSL spelling of an element type: float, half, bfloat, int, uint, long, bool, char, uchar. */
 const char* msl_type_name(DType dtype);
 
+/** The same type as C++ code after the MSL sees it (::metal::half, ...; qualified, so it does not
+ * depend on `using namespace metal`): metal-sim's trampoline spells its casts with it. */
+const char* cpp_type_name(DType dtype);
+
 /** One line per argument; parse_signature(print_signature(s)) == s. */
 std::string print_signature(const MslSignature& signature);
 /** Throws METILE_ERROR_INVALID_ARGUMENT on malformed text. */

@@ -65,7 +65,10 @@ def test_triton_habit_methods_are_there_whenever_a_kernel_traces():
     code = ("import sys, metile._kernel, metile._trace as t; "
             "assert 'metile._lang_triton' in sys.modules; "
             "print(t.Value.T.fget.__module__, t.Value.cumsum.__module__)")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    import os
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PKG.parent)] + sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         env=env)
     assert out.stdout.split() == ["metile._lang_triton", "metile._lang_triton"]
 
 

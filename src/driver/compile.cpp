@@ -70,7 +70,8 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   if (env_string("METILE_CHECK") == "1") options.check_bounds = true;
   // METILE_GPU_OFF: more passes (or pieces) not to run, for differential tests (the cache key
   // includes them).
-  for (std::string_view name : split_list(env_string("METILE_GPU_OFF")))
+  const std::string gpu_off = env_string("METILE_GPU_OFF");  // split_list's views point into it
+  for (std::string_view name : split_list(gpu_off))
     if (!options.disables(name)) options.disabled_passes.emplace_back(name);
   check_pass_names(options.disabled_passes);
   if (options.check_bounds && options.unchecked)

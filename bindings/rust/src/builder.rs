@@ -50,6 +50,8 @@ macro_rules! unary_ops {
     };
 }
 
+include!("ops.rs");
+
 #[track_caller]
 fn opt(v: Option<Value>) -> sys::metile_value {
     v.map_or(0, |v| v.0)
@@ -198,18 +200,8 @@ impl Builder {
         self.out(|o| unsafe { sys::metile_builder_unary(raw, op, x.0, o) })
     }
 
-    binary_ops! {
-        add => METILE_OP_ADD, sub => METILE_OP_SUB, mul => METILE_OP_MUL, div => METILE_OP_DIV,
-        floordiv => METILE_OP_FLOORDIV, rem => METILE_OP_MOD, maximum => METILE_OP_MAXIMUM,
-        minimum => METILE_OP_MINIMUM, lt => METILE_OP_LT, le => METILE_OP_LE, gt => METILE_OP_GT,
-        ge => METILE_OP_GE, eq => METILE_OP_EQ, ne => METILE_OP_NE,
-    }
-
-    unary_ops! {
-        neg => METILE_OP_NEG, exp => METILE_OP_EXP, log => METILE_OP_LOG, sqrt => METILE_OP_SQRT,
-        rsqrt => METILE_OP_RSQRT, abs => METILE_OP_ABS, tanh => METILE_OP_TANH,
-        sigmoid => METILE_OP_SIGMOID,
-    }
+    // One method per element-wise op of the op table (ops.rs, generated from src/ir/ops.def).
+    elementwise_ops!();
 
     /// `where(cond, x, y)`.
     #[track_caller]

@@ -211,3 +211,55 @@ def test_bad_control_flow_is_a_tracing_error_naming_the_line(kernel, args, patte
     with tl.use_device("interp"):
         with pytest.raises(tl.TracingError, match=pattern):
             kernel[(1,)](x, out, **args)
+
+
+@tl.jit
+def nested_in_a_loop(X, Out, Sel, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for k in tl.range(0, N):
+        x = tl.load(X + k * BLOCK + offs)
+        s = tl.load(Sel + k)
+        if s > 0:
+            j = 0
+            while j < s:
+                acc = acc + x
+                j += 1
+        else:
+            acc = tl.maximum(acc, x)
+    tl.store(Out + offs, acc)
+
+
+def test_if_and_while_nested_in_a_tile_range_loop(device):
+    n = 6
+    x = np.random.standard_normal(n * 16).astype(np.float32)
+    sel = np.array([2, 0, 1, 3, -1, 1], np.int32)
+    out = np.zeros(16, np.float32)
+    if not expect_unsupported(device, lambda: nested_in_a_loop[(1,)](x, out, sel, n, BLOCK=16)):
+        return
+    acc = np.zeros(16)
+    for k in range(n):
+        xs = x[k * 16:(k + 1) * 16].astype(np.float64)
+        acc = acc + sel[k] * xs if sel[k] > 0 else np.maximum(acc, xs)
+    np.testing.assert_allclose(out, acc, rtol=1e-5, atol=1e-5)
+
+
+@tl.jit
+def masked_values_through_an_if(X, Out, Flag, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < N)  # inactive lanes past N
+    if tl.load(Flag) > 0:
+        y = x * 2.0
+    else:
+        y = x + 1.0
+    tl.store(Out, tl.max(y, axis=0))  # the max of the active lanes only
+
+
+def test_inactive_lanes_stay_inactive_through_an_if(device):
+    x = -np.random.rand(16).astype(np.float32) - 1  # all negative: a 0 lane would win the max
+    out = np.zeros(1, np.float32)
+    for flag, f in ((1, lambda v: v * 2), (0, lambda v: v + 1)):
+        if not expect_unsupported(device, lambda: masked_values_through_an_if[(1,)](
+                x, out, np.array([flag], np.int32), 10, BLOCK=16)):
+            return
+        np.testing.assert_allclose(out[0], f(x[:10].astype(np.float64)).max(), rtol=1e-6)

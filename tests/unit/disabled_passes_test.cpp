@@ -29,7 +29,8 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   std::string why = refusal({"cse", "bogus"});
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;
-  EXPECT_NE(why.find("GPU IR passes: fold-constants, cse, dce, vectorize-access, order-device-memory;"),
+  EXPECT_NE(why.find("GPU IR passes: fold-constants, cse, dce, vectorize-access, "
+                     "insert-cancel-points, order-device-memory;"),
             std::string::npos) << why;
   EXPECT_NE(why.find("pieces: async_copy, ldmatrix, "), std::string::npos) << why;
   why = refusal({"lower-convert-layout"});
@@ -50,6 +51,17 @@ TEST(DisabledPasses, GpuIrPassesAreSkippedByName) {
   CompileOptions o0;
   o0.opt_level = 0;
   EXPECT_EQ(none.gpu_ir_opt, run_gpu_pipeline(p, apple_gpu_target(), o0, "metal-sim").gpu_ir_opt);
+}
+
+TEST(DisabledPasses, CancelPointsAreSkippedByName) {
+  // cuda's K loop gets a cancel_point at its back-edge unless the list names the pass.
+  Program p = kernels::gemm(kernels::gemm_config(DType::f16, 64, 64, 32));
+  const GpuTarget t = nvidia_gpu_target("sm_80");
+  EXPECT_NE(run_gpu_pipeline(p, t, CompileOptions{}, "cuda").gpu_ir_opt.find("cancel_point"),
+            std::string::npos);
+  CompileOptions off;
+  off.disabled_passes = {"insert-cancel-points"};
+  EXPECT_EQ(run_gpu_pipeline(p, t, off, "cuda").gpu_ir_opt.find("cancel_point"), std::string::npos);
 }
 
 TEST(DisabledPasses, LoweringPiecesAreSwitchedByTheSameList) {

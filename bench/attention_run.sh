@@ -9,19 +9,14 @@ set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
 configs=${3:-128,64,256}
-here=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"  # here, use_debs, release_build, summary
 mb=/tmp/mb
 mkdir -p "$out"
 export METILE_LIBRARY=$mb/libmetile.so METILE_CACHE_DIR=/tmp/metile-cache PYTHONUNBUFFERED=1
-prefix=()
-if [ -n "$debs" ]; then
-  mkdir -p /tmp/deps && for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
-  prefix=(-DCMAKE_PREFIX_PATH=/tmp/deps/usr)
-  export CPATH=/tmp/deps/usr/include LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-fi
+use_debs "$debs"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 t0=$SECONDS
-{ cmake -S "$here" -B $mb -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" && ninja -C $mb -j"$(nproc)" metile; } \
+release_build "$here" $mb metile \
   > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "build $((SECONDS - t0)) s"
 t0=$SECONDS

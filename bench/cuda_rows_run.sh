@@ -8,15 +8,11 @@ set -uo pipefail
 out=${1:?output directory}
 debs=${2:?debs directory}
 before=${3:-}
-here=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out" /tmp/deps
-for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
-export CPATH=/tmp/deps/usr/include LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-export PYTHONUNBUFFERED=1 METILE_CACHE_DIR=/tmp/metile-cache
-build() {  # src dir
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr > /dev/null &&
-    ninja -C "$2" -j8 metile
-}
+. "$(dirname "$0")/lib.sh"  # here, use_debs, release_build
+mkdir -p "$out"
+use_debs "$debs"
+export METILE_CACHE_DIR=/tmp/metile-cache
+build() { release_build "$1" "$2" metile; }  # src dir
 t0=$SECONDS
 [ -n "$before" ] && { build "$before" /tmp/mb0 > "$out/build0.log" 2>&1 & }
 build "$here" /tmp/mb > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }

@@ -4,19 +4,14 @@
 # bench/gemm_vs_cublas.py (BENCH_ARGS: its extra arguments).
 #   bench/gemm_gpu_run.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds googletest/benchmark .deb files for an image without them; they are unpacked
-# under /tmp/deps (never over /) and found through CMAKE_PREFIX_PATH.
+# by bench/lib.sh (use_debs) and found through CMAKE_PREFIX_PATH.
 set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
-here=$(cd "$(dirname "$0")/.." && pwd)
-prefix=""
-if [ -n "$debs" ]; then
-  mkdir -p /tmp/deps
-  for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
-  prefix="-DCMAKE_PREFIX_PATH=/tmp/deps/usr"
-fi
+. "$(dirname "$0")/lib.sh"  # here, use_debs, release_build
+use_debs "$debs"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-cmake -S "$here" -B /tmp/mb -G Ninja -DCMAKE_BUILD_TYPE=Release $prefix > "$out/cmake.log" 2>&1 ||
+cmake -S "$here" -B /tmp/mb -G Ninja -DCMAKE_BUILD_TYPE=Release "${deps_prefix[@]}" > "$out/cmake.log" 2>&1 ||
   { tail -30 "$out/cmake.log"; exit 1; }
 targets="metile_unit metile"
 [ -n "${SKIP_TESTS:-}" ] && targets=metile  # the bench alone

@@ -7,21 +7,14 @@
 set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
-here=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"  # here, use_debs, release_build, summary
 mb=${MB:-/tmp/mb_tma}
 mkdir -p "$out"
-prefix=()
-if [ -n "$debs" ]; then
-  mkdir -p /tmp/deps && for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
-  prefix=(-DCMAKE_PREFIX_PATH=/tmp/deps/usr)
-  export CPATH=/tmp/deps/usr/include LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-fi
+use_debs "$debs"
 t0=$SECONDS
-(cmake -S "$here" -B $mb -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" &&
-  ninja -C $mb -j"$(nproc)" metile metile_unit) > "$out/build.log" 2>&1
+release_build "$here" $mb metile metile_unit > "$out/build.log" 2>&1
 echo "build rc=$? $((SECONDS - t0))s"; tail -1 "$out/build.log"
 export METILE_LIBRARY=$mb/libmetile.so METILE_CACHE_DIR=/tmp/metile-cache-tma PYTHONUNBUFFERED=1
-summary() { echo "$1: rc=$2 $((SECONDS - t0))s $(grep -E 'PASSED|FAILED|passed|failed' "$3" | tail -1 | cut -c1-100)"; }
 timeout 90 $mb/tests/metile_unit --gtest_filter='*cuda_*:CudaRuntime*:GpuTma*:TmaMap*' --gtest_brief=1 > "$out/unit.log" 2>&1
 summary "unit cuda + TMA" $? "$out/unit.log"
 grep -E '^\[  FAILED' "$out/unit.log" | head -10

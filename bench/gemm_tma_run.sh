@@ -9,20 +9,13 @@
 set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
-here=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"  # here, use_debs, release_build, summary
 mb=${MB:-/tmp/mb_tma}  # its own build folder: a warm machine may hold another tree's /tmp/mb
 mkdir -p "$out"
-prefix=()
-if [ -n "$debs" ]; then
-  mkdir -p /tmp/deps && for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
-  prefix=(-DCMAKE_PREFIX_PATH=/tmp/deps/usr)
-  export CPATH=/tmp/deps/usr/include LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-fi
-(cmake -S "$here" -B $mb -G Ninja -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" &&
-  ninja -C $mb -j"$(nproc)" metile metile_unit) > "$out/build.log" 2>&1
+use_debs "$debs"
+release_build "$here" $mb metile metile_unit > "$out/build.log" 2>&1
 echo "build rc=$?"; tail -1 "$out/build.log"
 export METILE_LIBRARY=$mb/libmetile.so METILE_CACHE_DIR=/tmp/metile-cache-tma PYTHONUNBUFFERED=1
-summary() { echo "$1: rc=$2 $(grep -E 'PASSED|FAILED|passed|failed' "$3" | tail -1 | cut -c1-100)"; }
 $mb/tests/metile_unit --gtest_filter='*cuda_*:CudaRuntime*:GpuTma*:TmaMap*' --gtest_brief=1 > "$out/unit_tma.log" 2>&1
 summary "unit, TMA on" $? "$out/unit_tma.log"
 grep -E '^\[  FAILED' "$out/unit_tma.log" | head -10

@@ -6,16 +6,12 @@
 set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
-here=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out" /tmp/deps
-if [ -n "$debs" ]; then
-  for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
-  export CPATH=/tmp/deps/usr/include LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-fi
-export PYTHONUNBUFFERED=1 METILE_CACHE_DIR=/tmp/metile-cache
+. "$(dirname "$0")/lib.sh"  # here, use_debs, release_build
+mkdir -p "$out"
+use_debs "$debs"
+export METILE_CACHE_DIR=/tmp/metile-cache
 t0=$SECONDS
-{ cmake -S "$here" -B /tmp/mb -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr &&
-    ninja -C /tmp/mb -j16 metile; } > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+release_build "$here" /tmp/mb metile > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "build: $((SECONDS - t0)) s"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export METILE_LIBRARY=/tmp/mb/libmetile.so

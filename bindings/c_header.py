@@ -101,13 +101,22 @@ def parse_header():
     return parse(HEADER.read_text())
 
 
-def write_or_check(out, text, regen):
+def write_or_check(out, text, regen, source="include/metile/metile.h"):
     """Writes `text` to `out`, or with --check on the command line compares them: prints a diff
-    and returns 1 when the checked-in file is stale. `regen` is the command that rewrites it."""
+    and returns 1 when the checked-in file is stale. `regen` is the command that rewrites it,
+    `source` the file it is generated from."""
     rel = out.relative_to(ROOT)
     if "--check" not in sys.argv:
         out.write_text(text)
         return 0
+    have = out.read_text() if out.exists() else ""
+    if have != text:
+        sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), text.splitlines(True),
+                                                   f"{rel} (checked in)", f"from {source}"))
+        print(f"{rel} is out of date with {source}: run {regen}")
+        return 1
+    print(f"{rel} matches {source}")
+    return 0
     have = out.read_text() if out.exists() else ""
     if have != text:
         sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), text.splitlines(True),

@@ -283,6 +283,67 @@ METILE_API metile_status metile_builder_for_end(metile_builder* b, const metile_
   });
 }
 
+METILE_API metile_status metile_builder_if_begin(metile_builder* b, metile_value cond) {
+  return guard(__func__, [&](const char* fn) { B(b, fn)->if_begin(cond); });
+}
+
+METILE_API metile_status metile_builder_if_else(metile_builder* b, const metile_value* yields,
+                                                size_t n) {
+  return guard(__func__, [&](const char* fn) {
+    if (n > 0) METILE_CHECK_ARG(yields);
+    B(b, fn)->if_else(std::vector<ValueId>(yields, yields + n));
+  });
+}
+
+METILE_API metile_status metile_builder_if_end(metile_builder* b, const metile_value* yields,
+                                               size_t n, metile_value* out_results) {
+  return guard(__func__, [&](const char* fn) {
+    if (n > 0) {
+      METILE_CHECK_ARG(yields);
+      METILE_CHECK_ARG(out_results);
+    }
+    auto r = B(b, fn)->if_end(std::vector<ValueId>(yields, yields + n));
+    for (size_t i = 0; i < n; ++i) out_results[i] = r[i];
+  });
+}
+
+METILE_API metile_status metile_builder_while_begin(metile_builder* b, const metile_value* inits,
+                                                    size_t n, metile_value* out_carried) {
+  return guard(__func__, [&](const char* fn) {
+    if (n > 0) {
+      METILE_CHECK_ARG(inits);
+      METILE_CHECK_ARG(out_carried);
+    }
+    auto r = B(b, fn)->while_begin(std::vector<ValueId>(inits, inits + n));
+    for (size_t i = 0; i < n; ++i) out_carried[i] = r[i];
+  });
+}
+
+METILE_API metile_status metile_builder_while_do(metile_builder* b, metile_value cond,
+                                                 const metile_value* values, size_t n,
+                                                 metile_value* out_args) {
+  return guard(__func__, [&](const char* fn) {
+    if (n > 0) {
+      METILE_CHECK_ARG(values);
+      METILE_CHECK_ARG(out_args);
+    }
+    auto r = B(b, fn)->while_do(cond, std::vector<ValueId>(values, values + n));
+    for (size_t i = 0; i < n; ++i) out_args[i] = r[i];
+  });
+}
+
+METILE_API metile_status metile_builder_while_end(metile_builder* b, const metile_value* yields,
+                                                  size_t n, metile_value* out_results) {
+  return guard(__func__, [&](const char* fn) {
+    if (n > 0) {
+      METILE_CHECK_ARG(yields);
+      METILE_CHECK_ARG(out_results);
+    }
+    auto r = B(b, fn)->while_end(std::vector<ValueId>(yields, yields + n));
+    for (size_t i = 0; i < n; ++i) out_results[i] = r[i];
+  });
+}
+
 METILE_API metile_status metile_builder_role_begin(metile_builder* b, int32_t role,
                                                    int32_t num_roles, int32_t first_sg,
                                                    int32_t num_sgs) {

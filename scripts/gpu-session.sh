@@ -5,7 +5,7 @@
 #   bash scripts/gpu-session.sh OUTDIR [DEBS_DIR] [STEPS]
 #
 # DEBS_DIR holds Debian .deb files (libffi-dev, zlib1g-dev, libgtest-dev, libbenchmark-dev) for
-# an image without those headers; they are unpacked under /tmp/deps, never over /.
+# an image without those headers; bench/lib.sh (use_debs) unpacks them, never over /.
 # STEPS (default "build tests pytest torch bench") picks the steps; the build stays in /tmp/mb,
 # so a second call on the same machine can run "bench" alone. Each step runs even after another
 # failed; every log lands in OUTDIR and the last lines are a summary table.
@@ -13,7 +13,7 @@ set -uo pipefail
 out=${1:?output directory}
 debs=${2:-}
 steps=${3:-build tests pytest torch bench}
-here=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/../bench/lib.sh"  # here, use_debs, release_build
 mb=/tmp/mb
 mkdir -p "$out"
 export METILE_LIBRARY=$mb/libmetile.so METILE_CACHE_DIR=/tmp/metile-cache PYTHONUNBUFFERED=1
@@ -29,15 +29,10 @@ run_step() {  # name timeout command...
 }
 
 step_build() {
-  local prefix=()
-  if [ -n "$debs" ]; then
-    mkdir -p /tmp/deps && for f in "$debs"/*.deb; do dpkg -x "$f" /tmp/deps; done
-    prefix=(-DCMAKE_PREFIX_PATH=/tmp/deps/usr)
-    export CPATH=/tmp/deps/usr/include LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu
-  fi
+  use_debs "$debs"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  cmake -S "$here" -B $mb -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETILE_BUILD_BENCH=ON "${prefix[@]}" &&
-    ninja -C $mb -j"$(nproc)" metile metile_unit metile_capi_test
+  deps_prefix+=(-DMETILE_BUILD_BENCH=ON)
+  release_build "$here" $mb metile metile_unit metile_capi_test
 }
 
 step_tests() {
@@ -66,7 +61,7 @@ step_bench() {
 }
 
 export out debs here mb
-export -f step_build step_tests step_pytest step_torch step_bench
+export -f use_debs release_build step_build step_tests step_pytest step_torch step_bench
 for s in $steps; do
   case $s in
     build) run_step build 400 step_build ;;

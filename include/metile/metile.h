@@ -413,6 +413,8 @@ typedef enum metile_op {
   METILE_OP_FOR = 90,
   METILE_OP_YIELD = 91,
   METILE_OP_SIMDGROUP_ROLE = 92,
+  METILE_OP_IF = 93,
+  METILE_OP_WHILE = 94,
   /* SIMT view */
   METILE_OP_THREAD_ID = 100,
   METILE_OP_SIMD_LANE_ID = 101,
@@ -636,6 +638,46 @@ METILE_API metile_status metile_builder_for_begin(metile_builder *b, metile_valu
  */
 METILE_API metile_status metile_builder_for_end(metile_builder *b, const metile_value *yields,
                                                 size_t n, metile_value *out_results);
+/**
+ * Opens `if cond` on a bool scalar `cond` (uniform per program: every thread of a program takes
+ * the same branch). Ops built until metile_builder_if_else() (or metile_builder_if_end() when
+ * there is no else) form the then branch.
+ */
+METILE_API metile_status metile_builder_if_begin(metile_builder *b, metile_value cond);
+/**
+ * Ends the then branch of the innermost `if` with the `yields[n]` it gives; the ops built until
+ * metile_builder_if_end() form the else branch.
+ */
+METILE_API metile_status metile_builder_if_else(metile_builder *b, const metile_value *yields,
+                                                size_t n);
+/**
+ * Closes the innermost `if`. After metile_builder_if_else(), `yields[n]` are the else branch's
+ * values (the same number and types as the then branch's); without it the if has no results and
+ * n must be 0. Writes the if's results to `out_results[n]`.
+ */
+METILE_API metile_status metile_builder_if_end(metile_builder *b, const metile_value *yields,
+                                               size_t n, metile_value *out_results);
+/**
+ * Opens `while` with `n` carried values starting at `inits`; writes the carried values as seen by
+ * the condition to `out_carried[n]`. Ops built until metile_builder_while_do() compute the
+ * condition (they run once more than the body).
+ */
+METILE_API metile_status metile_builder_while_begin(metile_builder *b, const metile_value *inits,
+                                                    size_t n, metile_value *out_carried);
+/**
+ * Ends the condition: the loop goes on while the bool scalar `cond` (uniform per program) is
+ * true, passing `values[n]` (the carried types) to the body, or out of the loop as its results
+ * when false. Writes the body's view of them to `out_args[n]`.
+ */
+METILE_API metile_status metile_builder_while_do(metile_builder *b, metile_value cond,
+                                                 const metile_value *values, size_t n,
+                                                 metile_value *out_args);
+/**
+ * Closes the innermost `while`; `yields[n]` are the next carried values (the inits' types).
+ * Writes the values after the loop to `out_results[n]`.
+ */
+METILE_API metile_status metile_builder_while_end(metile_builder *b, const metile_value *yields,
+                                                  size_t n, metile_value *out_results);
 /**
  * Opens a region whose side effects run only for the threads of simdgroup range `role` of
  * `num_roles` (even split), or, when num_sgs > 0, of simdgroups [first_sg, first_sg + num_sgs).

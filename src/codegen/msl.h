@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ir/gpu_ir.h"
-#include "runtime/metal_sim/msl_signature.h"
+#include "codegen/msl_signature.h"
 
 namespace metile {
 

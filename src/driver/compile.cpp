@@ -7,6 +7,7 @@
 #include "cache/cache.h"
 #include "driver/stage_text.h"
 #include "support/debug_dump.h"
+#include "passes/pass.h"
 #include "passes/tile/tile_pipeline.h"
 #include "runtime/hidden_args.h"
 #include "support/env.h"
@@ -67,18 +68,12 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   auto start = Clock::now();
   CompileOptions options = requested;
   if (env_string("METILE_CHECK") == "1") options.check_bounds = true;
-  // METILE_GPU_OFF (kGpuOffPieces): differential tests of the GPU lowering's pieces (the cache
-  // key includes them).
-  const std::string gpu_off = env_string("METILE_GPU_OFF");
-  for (std::string_view name : split_list(gpu_off)) {
-    if (std::find(kGpuOffPieces.begin(), kGpuOffPieces.end(), name) == kGpuOffPieces.end()) {
-      std::string known;
-      for (std::string_view k : kGpuOffPieces) known += (known.empty() ? "" : ", ") + std::string(k);
-      fail(METILE_ERROR_INVALID_ARGUMENT, "compile", "METILE_GPU_OFF: unknown piece \"", name,
-           "\" (", known, ")");
-    }
-    options.gpu_off.emplace_back(name);
-  }
+  // METILE_GPU_OFF: more passes (or pieces) not to run, for differential tests (the cache key
+  // includes them).
+  const std::string gpu_off = env_string("METILE_GPU_OFF");  // split_list's views point into it
+  for (std::string_view name : split_list(gpu_off))
+    if (!options.disables(name)) options.disabled_passes.emplace_back(name);
+  check_pass_names(options.disabled_passes);
   if (options.check_bounds && options.unchecked)
     fail(METILE_ERROR_INVALID_ARGUMENT, "compile", program->name,
          ": check_bounds and unchecked exclude each other");

@@ -96,7 +96,7 @@ const Type& Builder::type(ValueId v) const {
   return p_.type(v);
 }
 
-Block& Builder::current() { return open_.empty() ? p_.body : open_.back().body(); }
+Block& Builder::current() { return open_.empty() ? p_.body : open_.back().regions.back(); }
 
 std::vector<ValueId> Builder::emit(OpKind kind, std::vector<ValueId> operands,
                                    std::vector<Attr> attrs, const Type* declared) {
@@ -544,6 +544,162 @@ std::vector<ValueId> Builder::for_end(const std::vector<ValueId>& yields) {
   std::vector<ValueId> results = done.results;
   current().ops.push_back(std::move(done));
   return results;
+}
+
+// Pointer provenance (ir/pointer_provenance.h), which bounds every access, does not follow
+// values through if and while: they carry offsets, and the pointer is formed after them.
+void Builder::no_pointer(OpKind kind, ValueId v) const {
+  if (type(v).is_ptr)
+    bad(kind, "cannot carry a pointer (", type(v).str(), "); carry the integer offset and add it to the pointer after");
+}
+
+void Builder::open_region(Op op) {
+  if (open_.size() >= static_cast<size_t>(kMaxRegionDepth))
+    bad(op.kind, "regions nest deeper than ", kMaxRegionDepth, " levels");
+  op.loc = loc_;
+  open_.push_back(std::move(op));
+}
+
+void Builder::leave_block(const Block& b) {
+  for (ValueId a : b.args) in_scope_[a] = false;
+  walk(b, [&](const Op& o) {
+    for (ValueId r : o.results) in_scope_[r] = false;
+  });
+}
+
+std::vector<ValueId> Builder::check_yields(OpKind kind, const std::vector<ValueId>& yields,
+                                           const std::vector<Type>& want, const char* what) {
+  if (yields.size() != want.size())
+    bad(kind, what, " gives ", yields.size(), " values, expected ", want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    check_value(OpKind::YIELD, yields[i], "a yielded value");
+    no_pointer(kind, yields[i]);
+    if (!same_modulo_threads(type(yields[i]), want[i]))
+      bad(kind, what, " value ", i, " has type ", type(yields[i]).str(), ", expected ",
+          want[i].str(), "; cast or broadcast it so both agree");
+  }
+  return yields;
+}
+
+void Builder::push_yield(std::vector<ValueId> values) {
+  Op y;
+  y.kind = OpKind::YIELD;
+  y.operands = std::move(values);
+  y.loc = loc_;
+  current().ops.push_back(std::move(y));
+}
+
+Op& Builder::open_op(OpKind kind, size_t regions, const char* call) {
+  check_open();
+  if (open_.empty() || open_.back().kind != kind || open_.back().regions.size() != regions)
+    fail(METILE_ERROR_INVALID_PROGRAM, "builder", p_.where(loc_), call, " without an open ",
+         op_name(kind), open_.empty() ? "" : cat(" (the innermost open region is a ",
+                                                 op_name(open_.back().kind), ")"));
+  return open_.back();
+}
+
+std::vector<ValueId> Builder::close_region(const std::vector<Type>& types) {
+  Op done = std::move(open_.back());
+  open_.pop_back();
+  leave_block(done.regions.back());
+  for (const Type& t : types) done.results.push_back(p_.new_value(t));
+  in_scope_.resize(p_.values.size(), false);
+  for (ValueId r : done.results) in_scope_[r] = true;
+  std::vector<ValueId> results = done.results;
+  current().ops.push_back(std::move(done));
+  return results;
+}
+
+void Builder::if_begin(ValueId cond) {
+  check_open();
+  check_value(OpKind::IF, cond, "the condition");
+  const Type& t = type(cond);
+  if (t.is_tile() || t.is_ptr || t.dtype != DType::boolean)
+    bad(OpKind::IF, "the condition must be a bool scalar (uniform per program), got ", t.str(),
+        t.is_tile() ? "; for a tile condition select values with where()" : "");
+  Op op;
+  op.kind = OpKind::IF;
+  op.operands = {cond};
+  op.regions.emplace_back();
+  open_region(std::move(op));
+}
+
+void Builder::if_else(const std::vector<ValueId>& then_yields) {
+  Op& op = open_op(OpKind::IF, 1, "if_else");
+  for (ValueId v : then_yields) {
+    check_value(OpKind::YIELD, v, "a yielded value");
+    no_pointer(OpKind::IF, v);
+  }
+  push_yield(then_yields);
+  leave_block(op.regions[0]);
+  op.regions.emplace_back();
+}
+
+std::vector<ValueId> Builder::if_end(const std::vector<ValueId>& else_yields) {
+  check_open();
+  if (!open_.empty() && open_.back().kind == OpKind::IF && open_.back().regions.size() == 1) {
+    if (!else_yields.empty())
+      bad(OpKind::IF, "without an else branch the if has no results, but ", else_yields.size(),
+          " values were given");
+    push_yield({});
+    leave_block(open_.back().regions[0]);
+    open_.back().regions.emplace_back();
+  }
+  Op& op = open_op(OpKind::IF, 2, "if_end");
+  std::vector<Type> want;
+  for (ValueId v : op.regions[0].ops.back().operands) want.push_back(type(v));
+  push_yield(check_yields(OpKind::IF, else_yields, want, "the else branch"));
+  return close_region(want);
+}
+
+std::vector<ValueId> Builder::while_begin(const std::vector<ValueId>& inits) {
+  check_open();
+  for (ValueId v : inits) {
+    check_value(OpKind::WHILE, v, "an init value");
+    no_pointer(OpKind::WHILE, v);
+  }
+  Op op;
+  op.kind = OpKind::WHILE;
+  op.operands = inits;
+  Block before;
+  for (ValueId v : inits) before.args.push_back(p_.new_value(type(v)));
+  in_scope_.resize(p_.values.size(), false);
+  for (ValueId a : before.args) in_scope_[a] = true;
+  std::vector<ValueId> args = before.args;
+  op.regions.push_back(std::move(before));
+  open_region(std::move(op));
+  return args;
+}
+
+std::vector<ValueId> Builder::while_do(ValueId cond, const std::vector<ValueId>& passed) {
+  Op& op = open_op(OpKind::WHILE, 1, "while_do");
+  check_value(OpKind::WHILE, cond, "the condition");
+  const Type& t = type(cond);
+  if (t.is_tile() || t.is_ptr || t.dtype != DType::boolean)
+    bad(OpKind::WHILE, "the condition must be a bool scalar (uniform per program), got ", t.str(),
+        t.is_tile() ? "; reduce it to a scalar first (e.g. max over the tile)" : "");
+  std::vector<Type> want;
+  for (ValueId v : op.operands) want.push_back(type(v));
+  std::vector<ValueId> values{cond};
+  for (ValueId v : check_yields(OpKind::WHILE, passed, want, "the condition block"))
+    values.push_back(v);
+  push_yield(std::move(values));
+  leave_block(op.regions[0]);
+  Block after;
+  for (const Type& w : want) after.args.push_back(p_.new_value(w));
+  in_scope_.resize(p_.values.size(), false);
+  for (ValueId a : after.args) in_scope_[a] = true;
+  std::vector<ValueId> args = after.args;
+  op.regions.push_back(std::move(after));
+  return args;
+}
+
+std::vector<ValueId> Builder::while_end(const std::vector<ValueId>& yields) {
+  Op& op = open_op(OpKind::WHILE, 2, "while_end");
+  std::vector<Type> want;
+  for (ValueId v : op.operands) want.push_back(type(v));
+  push_yield(check_yields(OpKind::WHILE, yields, want, "the body"));
+  return close_region(want);
 }
 
 void Builder::role_begin(int role, int num_roles, int first_sg, int num_sgs) {

@@ -59,6 +59,16 @@ class Builder {
   std::pair<ValueId, std::vector<ValueId>> for_begin(ValueId start, ValueId end, ValueId step,
                                                      const std::vector<ValueId>& inits);
   std::vector<ValueId> for_end(const std::vector<ValueId>& yields);
+  /** Structured `if` on a bool scalar: then ops follow if_begin, else ops follow if_else. */
+  void if_begin(ValueId cond);
+  void if_else(const std::vector<ValueId>& then_yields);
+  /** Returns the if's results (none when there was no if_else). */
+  std::vector<ValueId> if_end(const std::vector<ValueId>& else_yields);
+  /** Structured `while`: returns the carried values inside the condition block. */
+  std::vector<ValueId> while_begin(const std::vector<ValueId>& inits);
+  /** Ends the condition block; returns the body's arguments (the passed values). */
+  std::vector<ValueId> while_do(ValueId cond, const std::vector<ValueId>& passed);
+  std::vector<ValueId> while_end(const std::vector<ValueId>& yields);
   void role_begin(int role, int num_roles, int first_sg, int num_sgs);
   void role_end();
   /** THREAD_ID / SIMD_LANE_ID (returns the value) or BARRIER (returns kNoValue). */
@@ -77,6 +87,19 @@ class Builder {
   void check_open() const;
   void check_value(OpKind kind, ValueId v, const char* what) const;
   Block& current();
+  /** Opens a region op (checks the nesting depth). */
+  void open_region(Op op);
+  void no_pointer(OpKind kind, ValueId v) const;
+  /** Takes the values of a finished block out of scope. */
+  void leave_block(const Block& b);
+  /** Checks `yields` against `want` types (what names the op), for a yield closing a block. */
+  std::vector<ValueId> check_yields(OpKind kind, const std::vector<ValueId>& yields,
+                                    const std::vector<Type>& want, const char* what);
+  void push_yield(std::vector<ValueId> values);
+  /** Pops the innermost open op, appends it with results of `types` and returns them. */
+  std::vector<ValueId> close_region(const std::vector<Type>& types);
+  /** The innermost open op, which must be of `kind` with `regions` blocks open (else an error). */
+  Op& open_op(OpKind kind, size_t regions, const char* call);
   /** Types, appends and returns the op's results; `declared` types ops that take one. */
   std::vector<ValueId> emit(OpKind kind, std::vector<ValueId> operands, std::vector<Attr> attrs,
                             const Type* declared = nullptr);

@@ -25,7 +25,7 @@ enum Trait : uint32_t {
   kMemory = 1u << 6,     // reads or writes memory
   kSideEffect = 1u << 7,  // writes or allocates memory, synchronizes, prints: never removed or merged
   kReduce = 1u << 8,      // a reduction (sum, max, min) to a scalar or along an axis
-  kRegion = 1u << 9,  // owns one block
+  kRegion = 1u << 9,  // owns blocks: one, or two for if and while (num_regions)
   kTerminator = 1u << 10,  // ends its block (yield)
   kSimt = 1u << 11,  // needs the SIMT thread count T
   kAtomic = 1u << 12,  // an atomic read-modify-write through a pointer (tile); gives the old values
@@ -55,6 +55,12 @@ inline std::string_view op_name(OpKind kind) { return op_info(kind).name; }
 inline bool has_trait(OpKind kind, uint32_t t) { return (op_info(kind).traits & t) != 0; }
 inline bool is_elementwise(OpKind kind) {
   return has_trait(kind, kElementwise | kBinary | kCompare | kUnary);
+}
+/** Blocks a region op owns: two for IF (then, else) and WHILE (before, after), else one; 0 for
+ * ops without the kRegion trait. */
+inline size_t num_regions(OpKind kind) {
+  if (!has_trait(kind, kRegion)) return 0;
+  return kind == OpKind::IF || kind == OpKind::WHILE ? 2 : 1;
 }
 std::optional<OpKind> parse_op_name(std::string_view name);
 /** True when `pin` is the value of some op (used to validate C API input). */

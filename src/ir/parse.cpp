@@ -206,11 +206,12 @@ struct Parser {
     Op o;
     o.kind = *kind;
     if (o.kind == OpKind::FOR) return for_op(std::move(o), results, start);
+    if (o.kind == OpKind::WHILE) return while_op(std::move(o), results, start);
     if (peek_inline("%")) {
       do o.operands.push_back(operand());
       while (accept(","));
     }
-    if (accept("{")) {
+    if (o.kind != OpKind::IF && accept("{")) {  // an if's `{` opens its then block
       if (!accept("}")) {
         do {
           std::string an = ident();
@@ -234,7 +235,67 @@ struct Parser {
       scopes.emplace_back();
       block(o.regions[0]);
       scopes.pop_back();
+      if (o.kind == OpKind::IF) {
+        expect("else");
+        o.regions.emplace_back();
+        scopes.emplace_back();
+        block(o.regions[1]);
+        scopes.pop_back();
+      }
     }
+    for (size_t i = 0; i < results.size(); ++i) {
+      ValueId v = prog.new_value(types[i]);
+      o.results.push_back(v);
+      bind(results[i], v, start);
+    }
+    return o;
+  }
+
+  // while (%a = %init, ...) : types loc(...) { condition block } do (%b, ...) { body }
+  Op while_op(Op o, const std::vector<std::string>& results, int start) {
+    expect("(");
+    std::vector<std::string> carried;
+    if (!accept(")")) {
+      do {
+        carried.push_back(value_name());
+        expect("=");
+        o.operands.push_back(operand());
+      } while (accept(","));
+      expect(")");
+    }
+    std::vector<Type> types;
+    if (accept(":")) {
+      do types.push_back(type());
+      while (accept(","));
+    }
+    if (types.size() != carried.size() || results.size() != carried.size())
+      bad_at(start, "while: ", carried.size(), " carried values, ", types.size(), " types and ",
+             results.size(), " results must agree");
+    o.loc = loc();
+    auto region = [&](const std::vector<std::string>& args) {
+      Block b;
+      scopes.emplace_back();
+      for (size_t i = 0; i < args.size(); ++i) {
+        b.args.push_back(prog.new_value(prog.type(o.operands[i])));
+        bind(args[i], b.args.back(), start);
+      }
+      block(b);
+      scopes.pop_back();
+      o.regions.push_back(std::move(b));
+    };
+    region(carried);
+    expect("do");
+    expect("(");
+    std::vector<std::string> passed;
+    if (!accept(")")) {
+      do passed.push_back(value_name());
+      while (accept(","));
+      expect(")");
+    }
+    if (passed.size() != carried.size())
+      bad_at(start, "while: the body takes ", passed.size(), " arguments, the loop carries ",
+             carried.size());
+    region(passed);
     for (size_t i = 0; i < results.size(); ++i) {
       ValueId v = prog.new_value(types[i]);
       o.results.push_back(v);

@@ -94,6 +94,16 @@ struct Printer {
         types(op.results);
         out << ")";
       }
+    } else if (op.kind == OpKind::WHILE) {
+      // while (%arg = %init, ...) : types { condition block } do (%arg, ...) { body }
+      out << " (";
+      for (size_t i = 0; i < op.operands.size(); ++i)
+        out << (i ? ", " : "") << name(op.regions[0].args.at(i)) << " = " << name(op.operands[i]);
+      out << ")";
+      if (!op.results.empty()) {
+        out << " : ";
+        types(op.results);
+      }
     } else {
       if (!op.operands.empty()) out << " ";
       list(op.operands);
@@ -107,8 +117,19 @@ struct Printer {
     std::string n = note != nullptr && *note ? (*note)(op) : std::string();
     if (!op.regions.empty()) {
       out << " {" << (n.empty() ? "" : " // " + n) << "\n";
-      block(op.body(), indent + 1);
+      block(op.regions[0], indent + 1);
       out << pad << "}";
+      if (op.kind == OpKind::IF) {
+        out << " else {\n";
+        block(op.regions.at(1), indent + 1);
+        out << pad << "}";
+      } else if (op.kind == OpKind::WHILE) {
+        out << " do (";
+        list(op.regions.at(1).args);
+        out << ") {\n";
+        block(op.regions[1], indent + 1);
+        out << pad << "}";
+      }
     } else if (!n.empty()) {
       out << " // " << n;
     }

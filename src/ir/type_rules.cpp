@@ -410,6 +410,23 @@ std::vector<Type> Checker::run() const {
       for (size_t i = 3; i < op.operands.size(); ++i) out.push_back(operand(i));
       return out;
     }
+    case OpKind::IF: {
+      if (operand(0) != Type::scalar(DType::boolean))
+        bad("condition must be a bool scalar (uniform per program), got ", operand(0).str());
+      if (op.regions.empty() || op.regions[0].ops.empty() || op.regions[0].ops.back().kind != OpKind::YIELD)
+        bad("then block must end with yield");
+      std::vector<Type> out;
+      for (ValueId v : op.regions[0].ops.back().operands) {
+        if (!ctx.program->valid(v)) bad("then block yields an undefined value");
+        out.push_back(ctx.program->type(v));
+      }
+      return out;
+    }
+    case OpKind::WHILE: {
+      std::vector<Type> out;
+      for (size_t i = 0; i < op.operands.size(); ++i) out.push_back(operand(i));
+      return out;
+    }
     case OpKind::YIELD:
       return {};
     case OpKind::SIMDGROUP_ROLE: {

@@ -72,9 +72,9 @@ struct Verifier {
         scope.push_back(r);
       }
     }
-    if (parent && parent->kind == OpKind::FOR &&
+    if (parent && ends_with_yield(parent->kind) &&
         (b.ops.empty() || b.ops.back().kind != OpKind::YIELD))
-      bad(*parent, "body must end with yield");
+      bad(*parent, parent->kind == OpKind::FOR ? "body" : "each block", " must end with yield");
     // Values defined in a region do not escape it.
     if (parent)
       for (ValueId v : scope) defined[v] = false;
@@ -85,8 +85,10 @@ struct Verifier {
       if (!p.valid(v) || !defined[v]) bad(op, "uses a value that is not defined before it here");
     const OpInfo& info = op_info(op.kind);
     if (op.kind == OpKind::YIELD) {
-      if (!parent || parent->kind != OpKind::FOR || !last)
-        bad(op, "must be the last op of a for body");
+      if (!parent || !ends_with_yield(parent->kind) || !last)
+        bad(op, "must be the last op of a for, if or while block");
+    }
+    if (op.kind == OpKind::YIELD && parent->kind == OpKind::FOR) {
       size_t n = parent->operands.size() - 3;
       if (op.operands.size() != n) bad(op, "yields ", op.operands.size(), " values, the loop carries ", n);
       for (size_t i = 0; i < n; ++i)
@@ -113,9 +115,11 @@ struct Verifier {
       if (i && *i == 0) zeros.insert(op.results[0]);
     }
     bool region = has_trait(op.kind, kRegion);
-    if (op.regions.size() != (region ? 1u : 0u))
-      bad(op, region ? "needs exactly one region" : "must not have a region");
+    if (op.regions.size() != num_regions(op.kind))
+      bad(op, !region ? "must not have a region"
+                      : num_regions(op.kind) == 1 ? "needs exactly one region" : "needs exactly two regions");
     if (!region) return;
+    if (op.kind == OpKind::IF || op.kind == OpKind::WHILE) return control(op, depth);
     const Block& body = op.body();
     if (op.kind == OpKind::FOR) {
       // A runtime step of 0 is each device's launch-time error; a constant one is caught here.
@@ -132,6 +136,52 @@ struct Verifier {
       bad(op, "body takes no arguments");
     }
     this->block(body, &op, depth + 1);
+  }
+
+  static bool ends_with_yield(OpKind k) {
+    return k == OpKind::FOR || k == OpKind::IF || k == OpKind::WHILE;
+  }
+
+  // The yield ending `b` gives values of `want` types (after a leading bool scalar condition
+  // when `cond`); `what` names the block in the message.
+  void yields(const Op& op, const Block& b, const std::vector<Type>& want, bool cond, const char* what) {
+    const Op& y = b.ops.back();
+    const size_t skip = cond ? 1 : 0;
+    if (y.operands.size() != want.size() + skip)
+      bad(op, what, " yields ", y.operands.size(), " values, expected ", want.size() + skip,
+          cond ? " (the condition, then the values passed on)" : "");
+    if (cond && p.type(y.operands[0]) != Type::scalar(DType::boolean))
+      bad(op, "condition must be a bool scalar (uniform per program), got ", p.type(y.operands[0]).str());
+    for (size_t i = 0; i < want.size(); ++i)
+      if (p.type(y.operands[skip + i]) != want[i])
+        bad(op, what, " value ", i, " has type ", p.type(y.operands[skip + i]).str(), ", expected ",
+            want[i].str());
+  }
+
+  // if: two blocks without arguments yielding the results. while: a before block (args: the
+  // carried types) yielding the condition and the passed values, and an after block (args: the
+  // passed values) yielding the next carried values; every type is the inits' type.
+  void control(const Op& op, int depth) {
+    std::vector<Type> want;
+    for (ValueId r : op.results) want.push_back(p.type(r));
+    if (op.kind == OpKind::IF) {
+      for (const Block& b : op.regions) {
+        if (!b.args.empty()) bad(op, "blocks take no arguments");
+        block(b, &op, depth + 1);
+        yields(op, b, want, false, &b == &op.regions[0] ? "then block" : "else block");
+      }
+      return;
+    }
+    for (const Block& b : op.regions) {
+      if (b.args.size() != want.size())
+        bad(op, "each block needs ", want.size(), " arguments (the carried values)");
+      for (size_t i = 0; i < want.size(); ++i)
+        if (p.valid(b.args[i]) && p.type(b.args[i]) != want[i])
+          bad(op, "block argument ", i, " has type ", p.type(b.args[i]).str(), ", expected ", want[i].str());
+      block(b, &op, depth + 1);
+    }
+    yields(op, op.regions[0], want, true, "condition block");
+    yields(op, op.regions[1], want, false, "body");
   }
 };
 

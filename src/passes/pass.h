@@ -31,6 +31,12 @@ struct PassInfo {
 
 /** Every registered pass, in passes.def order. */
 const std::vector<PassInfo>& gpu_passes();
+/**
+ * METILE_ERROR_INVALID_ARGUMENT naming the first name in `names` (CompileOptions::disabled_passes)
+ * that is no Tile IR pass, GPU IR pass or piece (kPassPieces), with the known ones; and for
+ * "lower-convert-layout", which every pipeline needs (no emitter reads a convert_layout).
+ */
+void check_pass_names(const std::vector<std::string>& names);
 /** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown name. */
 void run_gpu_pass(std::string_view name, gpu::Function& f, const PassContext& ctx);
 /**

@@ -27,18 +27,21 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
            "-element tiles): use smaller tiles");
   out.gpu_ir = gpu::print(f);
   PassContext ctx{target};
-  for (const std::string& off : options.gpu_off) ctx.one_align = ctx.one_align && off != "one_align";
+  ctx.one_align = !options.disables("one_align");
+  auto run = [&](std::string_view name) {  // CompileOptions::disabled_passes may name any but the first
+    if (!options.disables(name)) run_gpu_pass(name, f, ctx);
+  };
   run_gpu_pass("lower-convert-layout", f, ctx);  // at every opt level: emitters never see one
   if (options.opt_level > 0) {
-    run_gpu_pass("fold-constants", f, ctx);    // index math on literals, x + 0 from aranges
-    run_gpu_pass("cse", f, ctx);               // repeated coords, masks and addresses
-    run_gpu_pass("dce", f, ctx);               // what folding and merging left unused
-    run_gpu_pass("vectorize-access", f, ctx);  // 16-byte accesses over the cleaned-up addresses
+    run("fold-constants");    // index math on literals, x + 0 from aranges
+    run("cse");               // repeated coords, masks and addresses
+    run("dce");               // what folding and merging left unused
+    run("vectorize-access");  // 16-byte accesses over the cleaned-up addresses
   }
-  run_gpu_pass("order-device-memory", f, ctx);  // program order between threads: at every opt level
+  run("order-device-memory");  // program order between threads: at every opt level
   // Loops check the host's stop word (time limits, metile_cancel_launches). cuda stops a kernel
   // with `trap`; Metal's uniform early return is not built yet, so Metal kernels do not check.
-  if (device == "cuda") run_gpu_pass("insert-cancel-points", f, ctx);
+  if (device == "cuda") run("insert-cancel-points");
   out.gpu_ir_opt = gpu::print(f);
   return out;
 }
@@ -54,20 +57,19 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.num_stages = options.num_stages;
   lo.warps_m = options.warps_m;
   lo.warps_n = options.warps_n;
-  for (const std::string& off : options.gpu_off) {
-    if (off == "async_copy") lo.async_copy = false;
-    if (off == "ldmatrix") lo.ldmatrix = false;
-    if (off == "aligned_body") lo.aligned_body = false;
-    if (off == "pipeline") lo.num_stages = 1;
-    if (off == "preload") lo.preload = false;
-    if (off == "serpentine") lo.serpentine = false;
-    if (off == "tma") lo.tma = false;
-    if (off == "double_buffer") lo.double_buffer = false;
-    if (off == "stage_counter") lo.stage_counter = false;
-    if (off == "kmajor_b") lo.kmajor_b = false;
-    if (off == "early_copy") lo.early_copy = false;
-    if (off == "persistent") lo.persistent = false;
-  }
+  // The K-loop features inside lowering, switched off by name like the passes (kPassPieces).
+  lo.async_copy = !options.disables("async_copy");
+  lo.ldmatrix = !options.disables("ldmatrix");
+  lo.aligned_body = !options.disables("aligned_body");
+  if (options.disables("pipeline")) lo.num_stages = 1;
+  lo.preload = !options.disables("preload");
+  lo.serpentine = !options.disables("serpentine");
+  lo.tma = !options.disables("tma");
+  lo.double_buffer = !options.disables("double_buffer");
+  lo.stage_counter = !options.disables("stage_counter");
+  lo.kmajor_b = !options.disables("kmajor_b");
+  lo.early_copy = !options.disables("early_copy");
+  lo.persistent = !options.disables("persistent");
   GpuPipelineResult out = lower_and_optimize(program, target, options, lo, device);
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
   // known; where the whole kernel does not fit, the stages the target chose give way first

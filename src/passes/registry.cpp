@@ -2,7 +2,9 @@
 #include "passes/pass.h"
 
 #include "ir/gpu_parse.h"
+#include "passes/tile/tile_pass.h"
 #include "support/error.h"
+#include "target/options.h"
 
 namespace metile {
 
@@ -24,6 +26,32 @@ void run_gpu_pass(std::string_view name, gpu::Function& f, const PassContext& ct
   std::string known;
   for (const PassInfo& p : gpu_passes()) known += (known.empty() ? "" : ", ") + std::string(p.name);
   fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "unknown pass \"", name, "\" (known: ", known, ")");
+}
+
+void check_pass_names(const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    if (n == "lower-convert-layout")
+      fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "the GPU IR pass \"", n,
+           "\" cannot be disabled: no emitter reads a convert_layout");
+    std::string tile, gpu, pieces;
+    bool found = false;
+    for (const TilePassInfo& p : tile_passes()) {
+      found = found || p.name == n;
+      tile += (tile.empty() ? "" : ", ") + std::string(p.name);
+    }
+    for (const PassInfo& p : gpu_passes()) {
+      found = found || p.name == n;
+      if (p.name != "lower-convert-layout") gpu += (gpu.empty() ? "" : ", ") + std::string(p.name);
+    }
+    for (std::string_view p : kPassPieces) {
+      found = found || p == n;
+      pieces += (pieces.empty() ? "" : ", ") + std::string(p);
+    }
+    if (!found)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "unknown pass \"", n,
+           "\" to disable (METILE_GPU_OFF / disabled_passes; Tile IR passes: ", tile,
+           "; GPU IR passes: ", gpu, "; pieces: ", pieces, ")");
+  }
 }
 
 std::string run_gpu_passes_on_text(std::string_view text, const std::vector<std::string>& passes,

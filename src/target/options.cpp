@@ -15,7 +15,6 @@ std::string CompileOptions::key() const {
   if (num_stages != 0) os << ";num_stages=" << num_stages;
   if (split_k != 0) os << ";split_k=" << split_k;
   if (warps_m != 0) os << ";warps=" << warps_m << "x" << warps_n;
-  for (const std::string& g : gpu_off) os << ";gpu_off=" << g;
   if (!disabled_passes.empty()) {
     os << ";disabled_passes=";
     for (const std::string& p : disabled_passes) os << p << ',';

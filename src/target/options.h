@@ -14,12 +14,14 @@
 
 namespace metile {
 
-/** The GPU lowering pieces METILE_GPU_OFF may name (CompileOptions::gpu_off; pipeline.cpp maps
- * each to its LowerOptions switch; run_tile_pass skips a Tile IR pass a piece names). */
-inline constexpr std::array<std::string_view, 18> kGpuOffPieces = {
-    "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma", "split_k",
-    "double_buffer", "stage_counter", "whole_tiles", "last_first",
-    "kmajor_b", "early_copy", "persistent", "one_align", "pointer_tiles", "defer_reductions"};
+/** The pieces of a pass that CompileOptions::disabled_passes (and so METILE_GPU_OFF) may name
+ * beside the passes themselves: the K-loop features inside GPU lowering (pipeline.cpp maps each to
+ * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
+ * per access ("one_align") and whole_tiles' last-first order ("last_first"). */
+inline constexpr std::array<std::string_view, 14> kPassPieces = {
+    "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma",
+    "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
+    "last_first"};
 
 struct CompileOptions {
   int num_threads = 0;
@@ -28,9 +30,19 @@ struct CompileOptions {
   int dot_precision = 0;
   int opt_level = 1;
   bool no_cache = false;
-  /** Tile IR passes (names from src/passes/tile/tile_passes.def) not to run: differential tests
-   * and debugging only, since a disabled semantic pass changes results. */
+  /**
+   * What not to run, by name: Tile IR passes (src/passes/tile/tile_passes.def), GPU IR passes
+   * (src/passes/passes.def) and kPassPieces; METILE_GPU_OFF, a comma list of the same names, adds
+   * to it. Differential tests and debugging only, since a disabled semantic pass changes results.
+   * check_pass_names (passes/pass.h) refuses unknown names.
+   */
   std::vector<std::string> disabled_passes;
+  /** Whether disabled_passes names `name`. */
+  bool disables(std::string_view name) const {
+    for (const std::string& p : disabled_passes)
+      if (p == name) return true;
+    return false;
+  }
   /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)
    * instead of only keeping it inside; METILE_CHECK=1 turns it on for every compile. */
   bool check_bounds = false;
@@ -44,13 +56,8 @@ struct CompileOptions {
   int num_stages = 0;
   int warps_m = 0, warps_n = 0;
   /** Split-K parts of a GEMM's K loop (metile_compile_options.split_k: 0 = choose, 1 = off;
-   * the "split_k" Tile IR pass; METILE_GPU_OFF piece "split_k" is 1). */
+   * the "split_k" Tile IR pass; disabling that pass is 1). */
   int split_k = 0;
-  /**
-   * GPU lowering pieces switched off for differential tests (METILE_GPU_OFF, a comma list of
-   * kGpuOffPieces; "pipeline" is num_stages = 1): unknown names are refused.
-   */
-  std::vector<std::string> gpu_off;
   /** The precision of dots without their own: dot_precision, else allow_tf32's (1: tf32,
    * 0: ieee), else DotPrecision::device_default (which each backend resolves). */
   DotPrecision dot_default() const {

@@ -135,6 +135,8 @@ TEST(Op, EveryPinnedValueHasItsName) {
       {METILE_OP_FOR, "for"},
       {METILE_OP_YIELD, "yield"},
       {METILE_OP_SIMDGROUP_ROLE, "simdgroup_role"},
+      {METILE_OP_IF, "if"},
+      {METILE_OP_WHILE, "while"},
       {METILE_OP_THREAD_ID, "thread_id"},
       {METILE_OP_SIMD_LANE_ID, "simd_lane_id"},
       {METILE_OP_SIMD_SHUFFLE_XOR, "simd_shuffle_xor"},

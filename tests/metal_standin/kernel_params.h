@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/metal_sim/msl_signature.h"
+#include "codegen/msl_signature.h"
 
 namespace metile::standin {
 

@@ -71,7 +71,7 @@ TEST(GpuPersistent, SwitchedOffEachTileFillsItsOwnPipeline) {
   EXPECT_EQ(count(text, " opaque "), 0) << text;
   EXPECT_GT(text.find(" mbar_init "), text.find(" for ")) << "set up in each tile\n" << text;
   CompileOptions c;
-  c.gpu_off = {"persistent"};
+  c.disabled_passes = {"persistent"};
   const std::string piece_off = run_gpu_pipeline(*run_tile_pipeline(program, c, false).program,
                                                  nvidia_gpu_target("sm_90"), c, "cuda")
                                     .gpu_ir;

@@ -190,11 +190,11 @@ TEST(Verifier, YieldOutsideFor) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_PROGRAM);
-    EXPECT_TRUE(has(e.what(), "[verify] bad.py:9: yield: must be the last op of a for body"))
+    EXPECT_TRUE(has(e.what(), "[verify] bad.py:9: yield: must be the last op of a for, if or while block"))
         << e.what();
   }
   expect_invalid("%N: i32", "  yield %N" + kLoc,
-                 "bad.py:5: yield: must be the last op of a for body");
+                 "bad.py:5: yield: must be the last op of a for, if or while block");
 }
 
 }  // namespace

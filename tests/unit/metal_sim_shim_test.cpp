@@ -10,6 +10,7 @@
 #include "metal_sim_test_util.h"
 #include "runtime/metal_sim/msl_prepare.h"
 #include "runtime/metal_sim/toolchain.h"
+#include "runtime/metal_sim/trampoline.h"
 
 namespace metile::metal_sim {
 namespace METILE_UNITY_ID {

@@ -43,7 +43,7 @@ std::string run_split(const char* text, int split_k, TileHiddenArgs& hidden, boo
   Program p = parse(text);
   CompileOptions o;
   o.split_k = split_k;
-  o.gpu_off = std::move(off);
+  o.disabled_passes = std::move(off);
   TilePassContext ctx{o, !gpu, hidden, !gpu};
   run_tile_pass("split_k", p, ctx);
   return print(p, false);

@@ -92,6 +92,17 @@ TEST(HostProcess, CapturesOutputAndExitStatus) {
   EXPECT_EQ(echo.output, "$(id) ; x\n");
 }
 
+// run_command: the toolchains' status-and-output form of run_process (cpu compiler, xcrun).
+TEST(HostProcess, RunCommandGivesStatusAndOutput) {
+  std::string out;
+  EXPECT_EQ(host::run_command({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, &out), 3);
+  EXPECT_EQ(out, "out\nerr\n");
+  EXPECT_EQ(host::run_command({"/bin/sh", "-c", "kill -9 $$"}, &out), 128 + 9);
+  EXPECT_EQ(host::run_command({"/nonexistent/tool"}, &out), -1);
+  EXPECT_NE(out.find("cannot run /nonexistent/tool"), std::string::npos) << out;
+  EXPECT_EQ(host::run_command({"true"}, nullptr), 0);
+}
+
 TEST(HostProcess, TimeoutKillsTheWholeGroupAndCleansUp) {
   TempDir dir, tmp;
   ScopedEnv tmpdir("TMPDIR", tmp.path());

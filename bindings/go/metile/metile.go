@@ -666,6 +666,80 @@ func (b *Builder) ForRange(start, end, step Value, inits []Value, body func(iv V
 	return out
 }
 
+func cValues(vs []Value) []C.metile_value {
+	out := make([]C.metile_value, len(vs)+1)
+	for i, v := range vs {
+		out[i] = C.metile_value(v)
+	}
+	return out
+}
+
+func goValues(vs []C.metile_value, n int) []Value {
+	out := make([]Value, n)
+	for i := range out {
+		out[i] = Value(vs[i])
+	}
+	return out
+}
+
+// IfElse builds `if cond` on a bool scalar (uniform per program: every thread of a program
+// takes the same branch): each function builds its branch and returns the values it gives (the
+// same number and types in both); the if's results are returned.
+func (b *Builder) IfElse(cond Value, then func() []Value, otherwise func() []Value) []Value {
+	if !b.ok() {
+		return nil
+	}
+	var msg *C.char
+	b.value(C.go_metile_builder_if_begin(&msg, b.raw, C.metile_value(cond)), msg, 0)
+	if !b.ok() {
+		return nil
+	}
+	t := then()
+	ct := cValues(t)
+	var msg2 *C.char
+	b.value(C.go_metile_builder_if_else(&msg2, b.raw, &ct[0], C.size_t(len(t))), msg2, 0)
+	if !b.ok() {
+		return make([]Value, len(t))
+	}
+	e := otherwise()
+	ce := cValues(e)
+	results := make([]C.metile_value, len(e)+1)
+	var msg3 *C.char
+	b.value(C.go_metile_builder_if_end(&msg3, b.raw, &ce[0], C.size_t(len(e)), &results[0]), msg3, 0)
+	return goValues(results, len(e))
+}
+
+// While builds a `while` loop with carried values: cond receives the carried values and returns
+// the bool scalar condition (uniform per program) and the values passed on (the carried types);
+// body receives those and returns the next carried values. Returns the values after the loop.
+func (b *Builder) While(inits []Value, cond func(carried []Value) (Value, []Value), body func(passed []Value) []Value) []Value {
+	if !b.ok() {
+		return make([]Value, len(inits))
+	}
+	n := len(inits)
+	cin := cValues(inits)
+	carried := make([]C.metile_value, n+1)
+	var msg *C.char
+	b.value(C.go_metile_builder_while_begin(&msg, b.raw, &cin[0], C.size_t(n), &carried[0]), msg, 0)
+	if !b.ok() {
+		return make([]Value, n)
+	}
+	c, passed := cond(goValues(carried, n))
+	cp := cValues(passed)
+	args := make([]C.metile_value, len(passed)+1)
+	var msg2 *C.char
+	b.value(C.go_metile_builder_while_do(&msg2, b.raw, C.metile_value(c), &cp[0], C.size_t(len(passed)), &args[0]), msg2, 0)
+	if !b.ok() {
+		return make([]Value, n)
+	}
+	yields := body(goValues(args, len(passed)))
+	cy := cValues(yields)
+	results := make([]C.metile_value, len(yields)+1)
+	var msg3 *C.char
+	b.value(C.go_metile_builder_while_end(&msg3, b.raw, &cy[0], C.size_t(len(yields)), &results[0]), msg3, 0)
+	return goValues(results, len(yields))
+}
+
 // Program is a verified tile program.
 type Program struct{ raw *C.metile_program }
 

@@ -61,6 +61,8 @@ const (
 	OpFor            = 90
 	OpYield          = 91
 	OpSimdgroupRole  = 92
+	OpIf             = 93
+	OpWhile          = 94
 	OpThreadId       = 100
 	OpSimdLaneId     = 101
 	OpSimdShuffleXor = 102

@@ -347,6 +347,42 @@ static inline metile_status go_metile_builder_for_end(char **err, metile_builder
   return s;
 }
 
+static inline metile_status go_metile_builder_if_begin(char **err, metile_builder * b, metile_value cond) {
+  metile_status s = metile_builder_if_begin(b, cond);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_builder_if_else(char **err, metile_builder * b, const metile_value * yields, size_t n) {
+  metile_status s = metile_builder_if_else(b, yields, n);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_builder_if_end(char **err, metile_builder * b, const metile_value * yields, size_t n, metile_value * out_results) {
+  metile_status s = metile_builder_if_end(b, yields, n, out_results);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_builder_while_begin(char **err, metile_builder * b, const metile_value * inits, size_t n, metile_value * out_carried) {
+  metile_status s = metile_builder_while_begin(b, inits, n, out_carried);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_builder_while_do(char **err, metile_builder * b, metile_value cond, const metile_value * values, size_t n, metile_value * out_args) {
+  metile_status s = metile_builder_while_do(b, cond, values, n, out_args);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
+static inline metile_status go_metile_builder_while_end(char **err, metile_builder * b, const metile_value * yields, size_t n, metile_value * out_results) {
+  metile_status s = metile_builder_while_end(b, yields, n, out_results);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_builder_role_begin(char **err, metile_builder * b, int32_t role, int32_t num_roles, int32_t first_sg, int32_t num_sgs) {
   metile_status s = metile_builder_role_begin(b, role, num_roles, first_sg, num_sgs);
   if (s != METILE_OK) *err = strdup(metile_last_error());

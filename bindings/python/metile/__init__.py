@@ -16,7 +16,7 @@ CPU or the `interp` reference device.
 
 import numpy as _np  # noqa: F401  (every submodule uses it; "over numpy" is what import costs)
 
-from . import _ffi
+from . import _ffi, _ops
 
 # Public names resolve on first use (PEP 562): `import metile` loads the library and declares
 # nothing else, so a program that imports metile without tracing a kernel pays almost nothing.
@@ -30,11 +30,10 @@ for _mod, _names in {
                "InvalidArgumentError InvalidProgramError MetileError MetileIOError "
                "OutOfMemoryError PerformanceWarning TracingError UnsupportedError",
     "_kernel": "CompiledKernel KernelFunction Launcher PreparedLaunch Program jit kernel",
-    "_lang": "arange barrier broadcast_to cast cdiv ceil constexpr cos dot erf exp exp2 floor "
-             "full load log log2 maximum minimum next_power_of_2 num_programs persistent_range "
-             "program_id reshape rsqrt shared sigmoid simd_broadcast simd_lane_id "
-             "simd_shuffle_xor simdgroup_role sin sqrt store tanh thread_id tile_load "
-             "tile_range tile_store tile_swizzle where zeros",
+    "_lang": "arange barrier broadcast_to cast cdiv constexpr dot full load maximum minimum "
+             "next_power_of_2 num_programs persistent_range program_id reshape shared "
+             "simd_broadcast simd_lane_id simd_shuffle_xor simdgroup_role store thread_id "
+             "tile_load tile_range tile_store tile_swizzle where zeros",
     "_lang_lowp": "dot_scaled e2m1_to_float e8m0_to_float unpack_e2m1 unpack_uint4",
     "_lang_compat": "fast_exp reverse_bits scalar simd_max simd_sum",
     "_lang_triton": "argmax argmin atomic_add atomic_cas atomic_max atomic_min atomic_xchg "
@@ -52,7 +51,10 @@ _LAZY.update({"abs": ("_lang", "absolute"), "max": ("_lang", "reduce_max"),
               "min": ("_lang", "reduce_min"), "sum": ("_lang", "reduce_sum"),
               # Triton's name for the barrier between the threads of one program instance
               "debug_barrier": ("_lang", "barrier")})
-del _mod, _names, _name
+# The unary functions, one per op of the op table (_ops.py, generated from src/ir/ops.def).
+for _attr, (_name, _op) in _ops.UNARY_FUNCTIONS.items():
+    _LAZY.setdefault(_name, ("_lang", _attr))
+del _mod, _names, _name, _attr, _op
 
 __version__ = "0.1.0"
 LIBRARY_PATH = _ffi.LIBRARY_PATH

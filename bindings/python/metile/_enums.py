@@ -101,6 +101,8 @@ ENUMS = {
         "METILE_OP_FOR": 90,
         "METILE_OP_YIELD": 91,
         "METILE_OP_SIMDGROUP_ROLE": 92,
+        "METILE_OP_IF": 93,
+        "METILE_OP_WHILE": 94,
         "METILE_OP_THREAD_ID": 100,
         "METILE_OP_SIMD_LANE_ID": 101,
         "METILE_OP_SIMD_SHUFFLE_XOR": 102,

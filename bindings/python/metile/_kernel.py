@@ -20,7 +20,9 @@ from typing import Any, Callable, Union
 
 import numpy as np
 
-from . import _device, _dtypes, _ffi, _interrupt, _lang, _loops
+# _lang_triton installs the Triton-habit Value methods (x.cumsum(), x.T, ...) that live with their
+# functions: every trace starts here, so they are there whenever a kernel is traced.
+from . import _device, _dtypes, _ffi, _interrupt, _lang, _lang_triton, _loops  # noqa: F401
 from ._buffer import Buffer, from_dlpack
 from ._constexpr import constexpr
 from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarning, TracingError,

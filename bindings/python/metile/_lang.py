@@ -14,7 +14,7 @@ import ctypes
 
 import numpy as np
 
-from . import _dtypes, _ffi
+from . import _dtypes, _ffi, _ops
 from ._constexpr import constexpr
 from ._errors import InvalidArgumentError, TracingError
 from ._trace import DTypeLike, Operand, Shape, Value, current, user_location
@@ -174,20 +174,19 @@ def _make_unary(op, name, doc):
     return f
 
 
-exp = _make_unary(_ffi.METILE_OP_EXP, "exp", "Element-wise e**x.")
-log = _make_unary(_ffi.METILE_OP_LOG, "log", "Element-wise natural logarithm.")
-sqrt = _make_unary(_ffi.METILE_OP_SQRT, "sqrt", "Element-wise square root.")
-rsqrt = _make_unary(_ffi.METILE_OP_RSQRT, "rsqrt", "Element-wise 1 / sqrt(x).")
-absolute = _make_unary(_ffi.METILE_OP_ABS, "abs", "Element-wise absolute value.")
-tanh = _make_unary(_ffi.METILE_OP_TANH, "tanh", "Element-wise hyperbolic tangent.")
-sin = _make_unary(_ffi.METILE_OP_SIN, "sin", "Element-wise sine.")
-cos = _make_unary(_ffi.METILE_OP_COS, "cos", "Element-wise cosine.")
-exp2 = _make_unary(_ffi.METILE_OP_EXP2, "exp2", "Element-wise 2**x.")
-log2 = _make_unary(_ffi.METILE_OP_LOG2, "log2", "Element-wise base-2 logarithm.")
-floor = _make_unary(_ffi.METILE_OP_FLOOR, "floor", "Element-wise floor.")
-ceil = _make_unary(_ffi.METILE_OP_CEIL, "ceil", "Element-wise ceiling.")
-erf = _make_unary(_ffi.METILE_OP_ERF, "erf", "Element-wise error function.")
-sigmoid = _make_unary(_ffi.METILE_OP_SIGMOID, "sigmoid", "Element-wise 1 / (1 + exp(-x)).")
+# One function per unary op of the op table (_ops.py, generated from src/ir/ops.def): a new op
+# needs no edit here; a sentence for its docstring is optional.
+_UNARY_DOCS = {
+    "exp": "Element-wise e**x.", "log": "Element-wise natural logarithm.",
+    "sqrt": "Element-wise square root.", "rsqrt": "Element-wise 1 / sqrt(x).",
+    "abs": "Element-wise absolute value.", "tanh": "Element-wise hyperbolic tangent.",
+    "sin": "Element-wise sine.", "cos": "Element-wise cosine.", "exp2": "Element-wise 2**x.",
+    "log2": "Element-wise base-2 logarithm.", "floor": "Element-wise floor.",
+    "ceil": "Element-wise ceiling.", "erf": "Element-wise error function.",
+    "sigmoid": "Element-wise 1 / (1 + exp(-x)).",
+}
+for _attr, (_name, _op) in _ops.UNARY_FUNCTIONS.items():
+    globals()[_attr] = _make_unary(_op, _name, _UNARY_DOCS.get(_name, f"Element-wise {_name}."))
 
 
 def maximum(a: Operand, b: Operand) -> Value:
@@ -742,11 +741,6 @@ class persistent_range(tile_range):
 
     def __init__(self, total: Operand, axis: int = 0) -> None:
         super().__init__(program_id(axis), total, num_programs(axis))
-
-
-# The Triton-habit methods (x.cumsum(), x.T, ...) live with their functions; loading them here
-# installs them whenever the language is (metile's names load lazily).
-from . import _lang_triton  # noqa: E402,F401
 
 
 # numpy meets a traced value: a numpy scalar operand (np.float32(2) * x) computes through the

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _dtypes, _ffi, _lang
 from ._errors import TracingError
-from ._lang import _plain
+from ._lang import _describe, _plain, _static_int, reduce_max, reduce_min
 from typing import Sequence
 
-from ._trace import DTypeLike, Operand, Value, user_location
+from ._trace import DTypeLike, Operand, Value, current, user_location
 
 
 def static_assert(cond: object, msg: str = "") -> None:
@@ -49,8 +50,6 @@ def max_contiguous(x: Operand, values: int | Sequence[int]) -> Operand:
 
 
 def _arg_reduce(x, axis, pick, name):
-    from . import _dtypes, _lang
-    from ._trace import current
     x = _plain(x)
     if not isinstance(x, Value) or not x.shape:
         raise TracingError(f"{user_location()}: {name} needs a tile, got "
@@ -87,22 +86,18 @@ def _arg_reduce(x, axis, pick, name):
 def argmax(x: Value, axis: int | None = None) -> Value:
     """Index of the (first) maximum: of the whole tile (row-major) with axis=None, else along
     `axis`; i32."""
-    from ._lang import reduce_max
     return _arg_reduce(x, axis, lambda v, a: reduce_max(v, a if len(v.shape) == 2 else None),
                        "argmax")
 
 
 def argmin(x: Value, axis: int | None = None) -> Value:
     """Index of the (first) minimum, like argmax."""
-    from ._lang import reduce_min
     return _arg_reduce(x, axis, lambda v, a: reduce_min(v, a if len(v.shape) == 2 else None),
                        "argmin")
 
 
 # ------------------------------------------------------------------------------------- atomics
 def _atomic(op, name, ptr, cmp, val, mask):
-    from . import _ffi, _lang
-    from ._trace import current
     t = current()
     p = _lang._pointer(ptr, name)
 
@@ -155,7 +150,6 @@ def atomic_cas(pointer: Value, cmp: Operand, val: Operand, mask: Operand | None 
 
 # ------------------------------------------------------------------ scans, transpose, printing
 def _tile_arg(x, name):
-    from ._lang import _describe
     x = _plain(x)
     if not isinstance(x, Value) or not x.shape or x.is_ptr:
         raise TracingError(f"{user_location()}: {name} needs a 1-D or 2-D tile, got "
@@ -164,8 +158,6 @@ def _tile_arg(x, name):
 
 
 def _scan(op, name, x, axis, reverse, dtype):
-    from . import _ffi, _lang
-    from ._trace import current
     x = _tile_arg(x, name)
     if dtype is not None:
         x = _lang.cast(x, dtype)
@@ -199,7 +191,6 @@ def cumprod(input: Value, axis: int = 0, reverse: bool = False,
 def _dims(dims, name):
     if len(dims) == 1 and isinstance(_plain(dims[0]), (tuple, list)):
         dims = tuple(_plain(dims[0]))
-    from ._lang import _static_int
     return tuple(_static_int(d, f"{name} dims") for d in dims)
 
 
@@ -207,9 +198,6 @@ def permute(input: Value, *dims: int | Sequence[int]) -> Value:
     """The tile with its dimensions reordered: `dims` is a permutation of range(ndim) (as
     varargs or one tuple). Tiles have at most 2 dimensions, so (1, 0) transposes and the
     identity returns the tile."""
-    from . import _ffi
-    from ._lang import _describe
-    from ._trace import current
     x = _plain(input)
     d = _dims(dims, "permute")
     rank = len(x.shape) if isinstance(x, Value) else 0
@@ -223,9 +211,6 @@ def permute(input: Value, *dims: int | Sequence[int]) -> Value:
 
 def trans(input: Value, *dims: int | Sequence[int]) -> Value:
     """The transpose of a 2-D tile (Triton's tl.trans); with `dims`, the same as permute."""
-    from . import _ffi
-    from ._lang import _describe
-    from ._trace import current
     if dims:
         return permute(input, *dims)
     x = _plain(input)
@@ -243,8 +228,6 @@ def device_print(prefix: str, *args: Operand, hex: bool = False) -> None:
     text (no control characters, at most 256 bytes)."""
     import ctypes
 
-    from . import _ffi, _lang
-    from ._trace import current
     prefix = _plain(prefix)
     if not isinstance(prefix, str):
         raise TracingError(f"{user_location()}: device_print: the prefix must be a str, got "

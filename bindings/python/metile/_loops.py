@@ -261,6 +261,149 @@ class _Rewriter(ast.NodeTransformer):
         return out
 
 
+_IF = "__metile_if__"
+_WHILE = "__metile_while__"
+_EFFECTS = {"store", "tile_store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
+            "atomic_cas", "atomic_and", "atomic_or", "atomic_xor", "device_print", "print",
+            "debug_barrier", "barrier", "device_assert", "static_print"}
+
+
+def _exits(stmts, loops_ok: bool):
+    """The first return/yield (and break/continue outside a nested loop) in `stmts`, or None."""
+    for st in stmts:
+        for n in _walk_local(st):
+            if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)):
+                return n
+            if isinstance(n, (ast.Break, ast.Continue)) and not loops_ok and not _in_loop(st, n):
+                return n
+    return None
+
+
+def _walk_local(node):
+    """ast.walk without entering nested functions, classes and lambdas."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        for c in ast.iter_child_nodes(n):
+            if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                todo.append(c)
+
+
+def _in_loop(root, target) -> bool:
+    """Whether `target` sits in the body of a loop nested in `root` (a break that stays inside)."""
+    for n in _walk_local(root):
+        if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and n is not root:
+            if any(target is m for b in n.body for m in _walk_local(b)):
+                return True
+    return False
+
+
+def _names(stmts) -> list[str]:
+    return sorted(n for n in _stores(stmts) | _mutated(stmts) if not n.startswith("__metile"))
+
+
+class _ControlRewriter(ast.NodeTransformer):
+    """`if` and `while` statements into IfRuntime / LoopRuntime(WhileRange) calls (_control.py).
+    An `if` that returns, breaks or continues stays Python's: its test must be a Python value."""
+
+    def __init__(self, infos, filename):
+        self.infos = infos
+        self.filename = filename
+        self.count = 0
+
+    def visit_FunctionDef(self, node):
+        if getattr(self, "_top", None) is None:
+            self._top = node
+            self.generic_visit(node)
+        return node
+
+    def _tup(self, names, ctx):
+        return ast.Tuple(elts=[ast.Name(id=n, ctx=ctx()) for n in names], ctx=ctx())
+
+    def _attr(self, var, name):
+        return ast.Attribute(value=ast.Name(id=var, ctx=ast.Load()), attr=name, ctx=ast.Load())
+
+    def _call(self, var, name, *args):
+        return ast.Call(func=self._attr(var, name), args=list(args), keywords=[])
+
+    def _locals(self):
+        return ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[])
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        if _exits(node.body + node.orelse, loops_ok=False) is not None:
+            return node
+        names = _names(node.body + node.orelse)
+        var = f"__metile_c{self.count}"
+        self.count += 1
+        effects = any(isinstance(n, ast.Call) and (
+            (isinstance(n.func, ast.Name) and n.func.id in _EFFECTS) or
+            (isinstance(n.func, ast.Attribute) and n.func.attr in _EFFECTS))
+            for st in node.body + node.orelse for n in _walk_local(st))
+        make = ast.Assign(targets=[ast.Name(id=var, ctx=ast.Store())], value=ast.Call(
+            func=ast.Name(id=_IF, ctx=ast.Load()),
+            args=[node.test, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+                  self._locals(), ast.Constant(node.lineno), ast.Constant(effects)],
+            keywords=[]))
+        then = ast.If(test=self._attr(var, "then"), orelse=[], body=list(node.body) + [
+            ast.Expr(self._call(var, "end_then", self._locals()))])
+        other_body = []
+        if names:
+            other_body.append(ast.Assign(targets=[self._tup(names, ast.Store)],
+                                         value=self._attr(var, "restore")))
+        other_body += list(node.orelse) + [ast.Expr(self._call(var, "end_else", self._locals()))]
+        other = ast.If(test=self._attr(var, "other"), body=other_body, orelse=[])
+        out = [make, then, other]
+        if names:
+            out.append(ast.Assign(targets=[self._tup(names, ast.Store)],
+                                  value=self._attr(var, "results")))
+        for n in out:
+            ast.copy_location(n, node)
+            ast.fix_missing_locations(n)
+        return out
+
+    def visit_While(self, node):
+        self.generic_visit(node)
+        bad = _exits(node.body, loops_ok=False)
+        if bad is not None or node.orelse:
+            what = "an `else:` clause" if bad is None else f"`{type(bad).__name__.lower()}`"
+            raise TracingError(
+                f"{self.filename}:{getattr(bad, 'lineno', node.lineno)}: {what} in the `while` "
+                f"loop at line {node.lineno} is not supported: a kernel's while loop runs on the "
+                "device and leaves only when its condition is false; fold the exit into the "
+                "condition (a carried flag)")
+        names = _names(node.body)
+        idx = len(self.infos)
+        self.infos.append({"line": node.lineno, "assign_lines": {}, "target": None,
+                           "maybe": set()})
+        var = f"__metile_w{self.count}"
+        self.count += 1
+        rng = ast.Call(func=ast.Name(id=_WHILE, ctx=ast.Load()), args=[ast.Constant(node.lineno)],
+                       keywords=[])
+        make = ast.Assign(targets=[ast.Name(id=var, ctx=ast.Store())], value=ast.Call(
+            func=ast.Name(id=_RT, ctx=ast.Load()),
+            args=[rng, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+                  self._locals(), ast.Constant(idx)], keywords=[]))
+        out = [make]
+        body = []
+        if names:
+            out.append(ast.Assign(targets=[self._tup(names, ast.Store)], value=self._attr(var, "carried")))
+            body.append(ast.Assign(targets=[self._tup(names, ast.Store)], value=self._attr(var, "carried")))
+        body += list(node.body)
+        body.append(ast.Expr(self._call(var, "end", self._tup(names, ast.Load))))
+        test = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                             kw_defaults=[], kwarg=None, defaults=[]),
+                          body=node.test)
+        out.append(ast.While(test=self._call(var, "test", test), body=body, orelse=[]))
+        if names:
+            out.append(ast.Assign(targets=[self._tup(names, ast.Store)], value=self._attr(var, "results")))
+        for n in out:
+            ast.copy_location(n, node)
+            ast.fix_missing_locations(n)
+        return out
+
+
 def _resolver(fn):
     closure = {}
     if fn.__closure__:
@@ -355,9 +498,10 @@ def rewrite(fn):
                 (f.__module__ or "").split(".")[0] != "metile")
 
     loops = [n for n in ast.walk(fdef) if isinstance(n, ast.For) and is_tile_range(n)]
+    control = any(isinstance(n, (ast.If, ast.While)) for n in _walk_local(fdef))
     wrap = _WrapCalls(is_helper)
     fdef = wrap.visit(fdef)
-    if not loops and not wrap.count:
+    if not loops and not wrap.count and not control:
         return fn, []
     for loop in loops:
         if not isinstance(loop.target, ast.Name):
@@ -368,6 +512,7 @@ def rewrite(fn):
     live.block(fdef.body, set())
     infos: list[dict] = []
     fdef = _Rewriter(live.carried, live.maybe, infos).visit(fdef)
+    fdef = _ControlRewriter(infos, filename).visit(fdef)
     # The def is re-executed without decorators, defaults or annotations (they belong to the
     # original function), inside a factory that supplies the loop helper and closure values.
     fdef.decorator_list = []
@@ -380,7 +525,7 @@ def rewrite(fn):
     freevars = list(fn.__code__.co_freevars)
     factory = ast.FunctionDef(
         name="__metile_factory__",
-        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in [_RT, _CALL] + freevars],
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in [_RT, _CALL, _IF, _WHILE] + freevars],
                            vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
         body=[fdef, ast.Return(ast.Name(id=fdef.name, ctx=ast.Load()))],
         decorator_list=[], returns=None, type_comment=None)
@@ -395,8 +540,11 @@ def rewrite(fn):
             cells.append(cell.cell_contents)
         except ValueError:
             cells.append(None)
+    from ._control import IfRuntime, WhileRange
     new = ns["__metile_factory__"](lambda *a: LoopRuntime(*a, infos=infos, filename=filename),
-                                   _helper, *cells)
+                                   _helper,
+                                   lambda *a: IfRuntime(*a, filename=filename),
+                                   lambda line: WhileRange(filename, line), *cells)
     new.__defaults__ = fn.__defaults__
     new.__kwdefaults__ = fn.__kwdefaults__
     return new, infos
@@ -478,7 +626,11 @@ class LoopRuntime:
     """Runs one rewritten tile_range loop during a trace (see the module docstring)."""
 
     def __init__(self, rng, names, env, index, *, infos, filename):
-        if not isinstance(rng, _lang.tile_range):
+        from ._control import WhileRange
+        self.rng = rng
+        self.what = "while loop" if isinstance(rng, WhileRange) else "tile_range loop"
+        self.tested = False
+        if not isinstance(rng, (_lang.tile_range, WhileRange)):
             raise TracingError(f"{filename}:{infos[index]['line']}: this loop was compiled as a "
                                "metile.tile_range loop but its iterator is a "
                                f"{type(rng).__name__}")
@@ -500,7 +652,7 @@ class LoopRuntime:
             if v is _MISSING or isinstance(v, Poison):
                 line = self.info["assign_lines"].get(n, self.info["line"])
                 self.slots.append(("poison", Poison(
-                    f"{filename}:{line}: `{n}` is assigned in the tile_range loop at {loc} but "
+                    f"{filename}:{line}: `{n}` is assigned in the {self.what} at {loc} but "
                     "has no value before the loop; give it an initial value before the loop "
                     "(e.g. 0.0 or metile.zeros(...))")))
                 continue
@@ -517,11 +669,23 @@ class LoopRuntime:
             self.slots.append(("carry", (v, kinds, _structure(v))))
         self.iv, carried = rng.open(inits)
         self.inits = carried
-        it = iter(carried)
+        self._bind(carried)
+        self.results = None
+
+    def _bind(self, values):
+        it = iter(values)
         self.carried = tuple(
             _replace(extra[0], {path: next(it) for path, _ in extra[1]}) if kind == "carry"
             else extra for kind, extra in self.slots)
-        self.results = None
+
+    def test(self, cond):
+        """A rewritten `while`'s condition: traced once (`cond()` builds the condition block),
+        then the body is traced once with the values the condition passes on."""
+        if self.tested:
+            return False
+        self.tested = True
+        self._bind(self.rng.do(cond()))
+        return True
 
     def _init(self, label, v):
         t = self.trace
@@ -549,7 +713,7 @@ class LoopRuntime:
             if kinds[0][0] and _structure(y) != structure:
                 line = self.info["assign_lines"].get(n, self.info["line"])
                 raise TracingError(
-                    f"{self.filename}:{line}: `{n}` is carried through the tile_range loop at "
+                    f"{self.filename}:{line}: `{n}` is carried through the {self.what} at "
                     f"{self.filename}:{self.info['line']} as a {type(obj).__name__} of "
                     f"{len(structure[1])} but the body changes its structure; a carried list "
                     "keeps its length (assign its elements)")
@@ -557,7 +721,7 @@ class LoopRuntime:
                 yields.append(self._yield_value(n, path, next(it), weak, _get(y, path)))
         if any(v is None for v in yields):
             raise Retrace()  # every changed type is recorded: one more trace settles them all
-        out = iter(_lang.tile_range.close(yields))
+        out = iter(self.rng.close(yields))
         results = []
         for (kind, extra), y in zip(self.slots, values):
             if kind == "carry":
@@ -570,7 +734,7 @@ class LoopRuntime:
         t = self.trace
         line = self.info["assign_lines"].get(name, self.info["line"])
         where = f"{self.filename}:{line}"
-        loop = f"the tile_range loop at {self.filename}:{self.info['line']}"
+        loop = f"the {self.what} at {self.filename}:{self.info['line']}"
         label = _label(name, path)
         if isinstance(y, Poison):
             y.fail()

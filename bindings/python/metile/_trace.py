@@ -207,9 +207,10 @@ def set_active(t: Trace | None) -> Trace | None:
 
 
 _NO_BOOL = (
-    "a traced value (computed on the device) has no Python truth value, so Python `if`, "
-    "`while`, `and`, `or` and `not` cannot branch on it. Use metile.where(cond, a, b) to "
-    "select, a mask for load/store, and `&`, `|`, `~` to combine conditions")
+    "a traced value (computed on the device) has no Python truth value, so `and`, `or`, `not` "
+    "and an `if` whose body returns, breaks or continues cannot branch on it (a device `if` "
+    "or `while` without those can). Use metile.where(cond, a, b) to select, a mask for "
+    "load/store, and `&`, `|`, `~` to combine conditions")
 
 
 # Annotation spellings of the language functions' arguments: a traced value or a Python number,

@@ -104,3 +104,43 @@ def test_low_precision_benches_skip_without_cuda_and_smoke_run_on_interp(tmp_pat
         assert len(rows) == (4 if name == "int4_gemv.py" else 1)
         for r in rows:
             assert "error" not in r and r["max_rel_err"] < 1e-2 and r["metile_us"] > 0, r
+
+
+def _session_scripts():
+    import glob
+    root = os.path.dirname(BENCH)
+    return sorted(glob.glob(os.path.join(BENCH, "*_run.sh"))) + [
+        os.path.join(root, "scripts", "gpu-session.sh")]
+
+
+def test_session_scripts_share_one_preamble():
+    # The deps unpacking and the Release build live in bench/lib.sh; each script sources it.
+    lib = os.path.join(BENCH, "lib.sh")
+    for script in _session_scripts():
+        text = open(script).read()
+        subprocess.run(["bash", "-n", script], check=True)
+        assert "dpkg -x" not in text and "/tmp/deps" not in text, script
+        if "use_debs" in text or "release_build" in text or "summary " in text:
+            assert 'lib.sh"' in text, script
+    assert "dpkg -x" in open(lib).read()
+
+
+def test_use_debs_unpacks_and_points_the_build_at_them(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: fake-dev\nVersion: 1\nArchitecture: all\nMaintainer: x <x@y>\nDescription: x\n")
+    (pkg / "usr" / "include").mkdir(parents=True)
+    (pkg / "usr" / "include" / "fake.h").write_text("#define FAKE 1\n")
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    subprocess.run(["dpkg-deb", "--build", str(pkg), str(debs / "fake.deb")], check=True,
+                   capture_output=True)
+    deps = tmp_path / "deps"
+    script = (f'. "{BENCH}/lib.sh"; use_debs "{debs}"; echo "$CPATH"; echo "${{deps_prefix[@]}}"; '
+              f'use_debs ""; echo "$here"')
+    out = subprocess.run(["bash", "-c", script], env={**os.environ, "DEPS_DIR": str(deps)},
+                         check=True, capture_output=True, text=True).stdout.split("\n")
+    assert (deps / "usr" / "include" / "fake.h").read_text() == "#define FAKE 1\n"
+    assert out[:3] == [f"{deps}/usr/include", f"-DCMAKE_PREFIX_PATH={deps}/usr",
+                       os.path.dirname(BENCH)]

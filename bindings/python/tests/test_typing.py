@@ -124,7 +124,7 @@ for mod, names in ((os, ("system", "popen", "posix_spawn", "posix_spawnp", "fork
             setattr(mod, n, refuse)
 import metile
 lazy = sorted(m for m in sys.modules if m.startswith("metile.") and m not in
-              ("metile._ffi", "metile._enums", "metile._installed"))
+              ("metile._ffi", "metile._enums", "metile._ops", "metile._installed"))
 print("LOADED", lazy)
 for name in metile.__all__:
     getattr(metile, name)

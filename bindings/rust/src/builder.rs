@@ -50,6 +50,8 @@ macro_rules! unary_ops {
     };
 }
 
+include!("ops.rs");
+
 #[track_caller]
 fn opt(v: Option<Value>) -> sys::metile_value {
     v.map_or(0, |v| v.0)
@@ -198,18 +200,8 @@ impl Builder {
         self.out(|o| unsafe { sys::metile_builder_unary(raw, op, x.0, o) })
     }
 
-    binary_ops! {
-        add => METILE_OP_ADD, sub => METILE_OP_SUB, mul => METILE_OP_MUL, div => METILE_OP_DIV,
-        floordiv => METILE_OP_FLOORDIV, rem => METILE_OP_MOD, maximum => METILE_OP_MAXIMUM,
-        minimum => METILE_OP_MINIMUM, lt => METILE_OP_LT, le => METILE_OP_LE, gt => METILE_OP_GT,
-        ge => METILE_OP_GE, eq => METILE_OP_EQ, ne => METILE_OP_NE,
-    }
-
-    unary_ops! {
-        neg => METILE_OP_NEG, exp => METILE_OP_EXP, log => METILE_OP_LOG, sqrt => METILE_OP_SQRT,
-        rsqrt => METILE_OP_RSQRT, abs => METILE_OP_ABS, tanh => METILE_OP_TANH,
-        sigmoid => METILE_OP_SIGMOID,
-    }
+    // One method per element-wise op of the op table (ops.rs, generated from src/ir/ops.def).
+    elementwise_ops!();
 
     /// `where(cond, x, y)`.
     #[track_caller]
@@ -342,6 +334,60 @@ impl Builder {
         let mut results = vec![0; raw_yields.len()];
         check(unsafe {
             sys::metile_builder_for_end(self.raw, raw_yields.as_ptr(), raw_yields.len(), results.as_mut_ptr())
+        })?;
+        Ok(results.into_iter().map(Value).collect())
+    }
+
+    /// `if cond` on a bool scalar (uniform per program: every thread of a program takes the
+    /// same branch). Each closure builds its branch and returns the values it gives (the same
+    /// number and types in both); the if's results are returned.
+    #[track_caller]
+    pub fn if_else<T, E>(&mut self, cond: Value, then: T, otherwise: E) -> Result<Vec<Value>>
+    where
+        T: FnOnce(&mut Builder) -> Result<Vec<Value>>,
+        E: FnOnce(&mut Builder) -> Result<Vec<Value>>,
+    {
+        self.here();
+        check(unsafe { sys::metile_builder_if_begin(self.raw, cond.0) })?;
+        let t: Vec<sys::metile_value> = then(self)?.iter().map(|v| v.0).collect();
+        self.here();
+        check(unsafe { sys::metile_builder_if_else(self.raw, t.as_ptr(), t.len()) })?;
+        let e: Vec<sys::metile_value> = otherwise(self)?.iter().map(|v| v.0).collect();
+        self.here();
+        let mut results = vec![0; e.len()];
+        check(unsafe { sys::metile_builder_if_end(self.raw, e.as_ptr(), e.len(), results.as_mut_ptr()) })?;
+        Ok(results.into_iter().map(Value).collect())
+    }
+
+    /// A `while` loop with carried values: `cond(builder, carried)` returns the bool scalar
+    /// condition (uniform per program) and the values passed on (the carried types);
+    /// `body(builder, passed)` returns the next carried values. Returns the values after the loop.
+    #[track_caller]
+    pub fn while_loop<C, B>(&mut self, inits: &[Value], cond: C, body: B) -> Result<Vec<Value>>
+    where
+        C: FnOnce(&mut Builder, &[Value]) -> Result<(Value, Vec<Value>)>,
+        B: FnOnce(&mut Builder, &[Value]) -> Result<Vec<Value>>,
+    {
+        self.here();
+        let raw_inits: Vec<sys::metile_value> = inits.iter().map(|v| v.0).collect();
+        let mut carried = vec![0; inits.len()];
+        check(unsafe {
+            sys::metile_builder_while_begin(self.raw, raw_inits.as_ptr(), raw_inits.len(), carried.as_mut_ptr())
+        })?;
+        let carried: Vec<Value> = carried.into_iter().map(Value).collect();
+        let (c, passed) = cond(self, &carried)?;
+        self.here();
+        let raw_passed: Vec<sys::metile_value> = passed.iter().map(|v| v.0).collect();
+        let mut args = vec![0; raw_passed.len()];
+        check(unsafe {
+            sys::metile_builder_while_do(self.raw, c.0, raw_passed.as_ptr(), raw_passed.len(), args.as_mut_ptr())
+        })?;
+        let args: Vec<Value> = args.into_iter().map(Value).collect();
+        let yields: Vec<sys::metile_value> = body(self, &args)?.iter().map(|v| v.0).collect();
+        self.here();
+        let mut results = vec![0; yields.len()];
+        check(unsafe {
+            sys::metile_builder_while_end(self.raw, yields.as_ptr(), yields.len(), results.as_mut_ptr())
         })?;
         Ok(results.into_iter().map(Value).collect())
     }

@@ -568,7 +568,9 @@ void Bounds::rewrite(Op& op) {
       loop(op);
       return;
     case OpKind::SIMDGROUP_ROLE:
-      block(op.body());
+    case OpKind::IF:
+    case OpKind::WHILE:
+      for (Block& b : op.regions) block(b);
       break;
     default:
       if (op.results.size() == 1 && p_.type(op.result()).is_ptr) {

@@ -118,6 +118,20 @@ class Activity {
   void store(Op& op, ValueId region_act);
   void atomic(Op& op, ValueId region_act);
   void loop(Op& op, ValueId region_act);
+  void branch(Op& op, ValueId region_act);
+  void while_loop(Op& op, ValueId region_act);
+  /** Rewrites the yield ending `b` with `f(yield operands)`, emitting into `b`. */
+  template <typename F>
+  void at_yield(Block& b, F&& f) {
+    Op yield = std::move(b.ops.back());
+    b.ops.pop_back();
+    std::vector<Op>* saved = out_;
+    out_ = &b.ops;
+    loc_ = yield.loc;
+    f(yield.operands);
+    b.ops.push_back(std::move(yield));
+    out_ = saved;
+  }
 
   Program& p_;
   std::vector<ValueId> act_;  // by ValueId
@@ -290,6 +304,55 @@ void Activity::loop(Op& op, ValueId region_act) {
   out_->push_back(std::move(op));
 }
 
+// An if's result has the activity of the value its branch yielded: a result whose yield has
+// inactive lanes in either branch gets a bool result beside it carrying that activity.
+void Activity::branch(Op& op, ValueId region_act) {
+  for (Block& b : op.regions) block(b, region_act);
+  const size_t n = op.results.size();
+  std::vector<size_t> tracked;
+  for (size_t i = 0; i < n; ++i)
+    if (act(op.regions[0].ops.back().operands[i]) != kNoValue ||
+        act(op.regions[1].ops.back().operands[i]) != kNoValue)
+      tracked.push_back(i);
+  for (Block& b : op.regions)
+    at_yield(b, [&](std::vector<ValueId>& ys) {
+      for (size_t i : tracked) {
+        const Shape s = p_.type(ys[i]).shape;
+        const ValueId a = act_as(ys[i], s);
+        ys.push_back(a == kNoValue ? shaped(truth(), s) : a);
+      }
+    });
+  loc_ = op.loc;
+  for (size_t i : tracked) {
+    ValueId r = p_.new_value(Type::tile(DType::boolean, p_.type(op.results[i]).shape));
+    op.results.push_back(r);
+    set_act(op.results[i], r);
+  }
+  out_->push_back(std::move(op));
+}
+
+// A while's carried values are whole: a lane that a yielded (or passed) value leaves inactive
+// keeps the block argument's value, as a for loop keeps its previous value; an init's inactive
+// lanes enter as 0 (docs/semantics.md, "Control flow").
+void Activity::while_loop(Op& op, ValueId region_act) {
+  for (ValueId& init : op.operands)
+    if (act(init) != kNoValue) {
+      const DType d = p_.type(init).dtype;
+      init = fill(init, act(init), is_float(d) ? constant(d, 0.0) : constant(d, int64_t{0}));
+    }
+  for (size_t r = 0; r < 2; ++r) {
+    Block& b = op.regions[r];
+    block(b, region_act);
+    at_yield(b, [&](std::vector<ValueId>& ys) {
+      for (size_t i = r == 0 ? 1 : 0, k = 0; i < ys.size(); ++i, ++k)
+        ys[i] = fill(ys[i], act(ys[i]) == kNoValue ? kNoValue : act_as(ys[i], p_.type(ys[i]).shape),
+                     b.args[k]);
+    });
+  }
+  loc_ = op.loc;
+  out_->push_back(std::move(op));
+}
+
 void Activity::rewrite(Op& op, ValueId region_act) {
   switch (op.kind) {
     case OpKind::LOAD:
@@ -307,6 +370,12 @@ void Activity::rewrite(Op& op, ValueId region_act) {
       return;
     case OpKind::FOR:
       loop(op, region_act);
+      return;
+    case OpKind::IF:
+      branch(op, region_act);
+      return;
+    case OpKind::WHILE:
+      while_loop(op, region_act);
       return;
     case OpKind::SIMDGROUP_ROLE:
       block(op.body(), region_act);

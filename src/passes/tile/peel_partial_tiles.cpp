@@ -25,7 +25,7 @@
 //   for iv = split to end step s     { the body as written }  (carried values flow through)
 //
 // When `whole` fails (a row whose guards clip it, an index that would wrap) every iteration runs
-// the second loop, i.e. as written. Switched off by METILE_GPU_OFF=whole_tiles (every device).
+// the second loop, i.e. as written. Switched off by disabled_passes / METILE_GPU_OFF "whole_tiles" (every device).
 // Why: the guards and masks cost ~9 instructions per element in the row kernels (ncu on an H100,
 // bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
 //
@@ -546,10 +546,8 @@ void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
   // Last-first re-reads: GPUs only (host devices' caches hold a row; interp and check_bounds
   // report the first bad access, which the order decides), and only when nothing the program
   // reads is written by it (distinct pointer parameters do not alias, as keep_rows assumes).
-  const auto& off = ctx.options.gpu_off;
   bool last_first = !ctx.whole_tiles_in_order && !ctx.device_checks_accesses &&
-                    !ctx.options.check_bounds &&
-                    std::find(off.begin(), off.end(), "last_first") == off.end();
+                    !ctx.options.check_bounds && !ctx.options.disables("last_first");
   if (last_first) {
     const ParamAccess access = param_access(program);
     for (ValueId w : access.written) last_first = last_first && !access.read.count(w);

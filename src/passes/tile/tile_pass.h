@@ -121,9 +121,7 @@ inline bool runs_anywhere(const Program& p, const Op& op,
 /** Every registered Tile IR pass, in tile_passes.def order. */
 const std::vector<TilePassInfo>& tile_passes();
 /** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown
- * name. A pass that METILE_GPU_OFF names (ctx.options.gpu_off) does not run. */
+ * name. A pass ctx.options.disabled_passes names does not run. */
 void run_tile_pass(std::string_view name, Program& program, const TilePassContext& ctx);
-/** METILE_ERROR_INVALID_ARGUMENT unless every name in `names` is a registered Tile IR pass. */
-void check_tile_pass_names(const std::vector<std::string>& names);
 
 }  // namespace metile

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "passes/pass.h"
 #include "passes/tile/tile_pass.h"
 #include "support/error.h"
 #include "target/options.h"
@@ -11,14 +12,11 @@ namespace metile {
 
 TilePipelineResult run_tile_pipeline(const Program& program, const CompileOptions& options,
                                      bool device_checks_accesses, bool whole_tiles_in_order) {
-  check_tile_pass_names(options.disabled_passes);
+  check_pass_names(options.disabled_passes);
   auto out = std::make_shared<Program>(program);
   TilePipelineResult result;
   TilePassContext ctx{options, device_checks_accesses, result.hidden, whole_tiles_in_order};
-  auto run = [&](std::string_view name) {
-    const auto& off = options.disabled_passes;
-    if (std::find(off.begin(), off.end(), name) == off.end()) run_tile_pass(name, *out, ctx);
-  };
+  auto run = [&](std::string_view name) { run_tile_pass(name, *out, ctx); };
   run("dot_precision");  // before split_k copies dots: each copy keeps its precision
   run("fp8_dots");  // the casts it adds are element-wise ops every later pass knows
   run("activity");  // semantics first: later passes see explicit selects and masks

@@ -29,23 +29,14 @@ const std::vector<TilePassInfo>& tile_passes() {
 }
 
 void run_tile_pass(std::string_view name, Program& program, const TilePassContext& ctx) {
-  const auto& off = ctx.options.gpu_off;  // METILE_GPU_OFF names some passes (kGpuOffPieces)
   for (const TilePassInfo& p : tile_passes())
     if (p.name == name) {
-      if (std::find(off.begin(), off.end(), name) != off.end()) return;
+      if (ctx.options.disables(name)) return;
       p.run(program, ctx);
       verify(program);
       return;
     }
   unknown(name);
-}
-
-void check_tile_pass_names(const std::vector<std::string>& names) {
-  for (const std::string& n : names) {
-    bool found = false;
-    for (const TilePassInfo& p : tile_passes()) found = found || p.name == n;
-    if (!found) unknown(n);
-  }
 }
 
 }  // namespace metile

@@ -91,7 +91,7 @@ std::string resolve_native(const std::vector<std::string>& cmd) {
   std::string out;
   std::vector<std::string> argv = cmd;
   argv.insert(argv.end(), {"-march=native", "-Q", "--help=target"});
-  if (run_command(argv, &out) == 0) {
+  if (host::run_command(argv, &out) == 0) {
     std::istringstream in(out);
     std::string line;
     while (std::getline(in, line)) {
@@ -101,7 +101,7 @@ std::string resolve_native(const std::vector<std::string>& cmd) {
   }
   argv = cmd;
   argv.insert(argv.end(), {"-###", "-march=native", "-x", "c++", "-c", "/dev/null", "-o", "/dev/null"});
-  if (run_command(argv, &out) == 0) {
+  if (host::run_command(argv, &out) == 0) {
     size_t at = out.find("\"-target-cpu\" \"");
     if (at != std::string::npos) {
       at += std::strlen("\"-target-cpu\" \"");
@@ -148,13 +148,6 @@ const std::vector<std::string>& kernel_flags() {
   return flags;
 }
 
-int run_command(const std::vector<std::string>& argv, std::string* output) {
-  host::ProcessResult r = host::run_process(argv, host::compile_timeout_s());
-  if (output) *output = r.started ? r.output : r.failure;
-  if (!r.started || r.timed_out) return -1;
-  return r.signal ? 128 + r.signal : r.exit_status;
-}
-
 std::string Toolchain::identity() const {
   std::string s = "cpu;" + machine() + ";" + target + ";" + command[0] + ";" + version + ";";
   for (size_t i = 1; i < command.size(); ++i) s += command[i] + " ";
@@ -192,7 +185,7 @@ Toolchain current_toolchain() {
       std::string out;
       std::vector<std::string> argv = tc.command;
       argv.push_back("--version");
-      std::string version = run_command(argv, &out) == 0 ? first_line(out) : "";
+      std::string version = host::run_command(argv, &out) == 0 ? first_line(out) : "";
       std::string target = resolve_native(tc.command);
       if (store && !record_key.empty() && !version.empty() &&
           version.find('\n') == std::string::npos)

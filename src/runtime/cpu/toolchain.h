@@ -36,8 +36,4 @@ Toolchain current_toolchain();
 std::vector<uint8_t> compile_shared_object(const Toolchain& tc, const std::string& source,
                                            const std::string& kernel_name);
 
-/** Runs `argv` (host::run_process: no shell, METILE_TIMEOUT_S), capturing stdout and stderr
- * together; returns the exit status, or -1 when it could not run or timed out. */
-int run_command(const std::vector<std::string>& argv, std::string* output);
-
 }  // namespace metile::cpu

@@ -596,7 +596,7 @@ class CudaKernel : public Kernel, public std::enable_shared_from_this<CudaKernel
     std::lock_guard<std::mutex> lock(fallback_mutex_);
     if (!fallback_) {
       CompileOptions o = options_;
-      o.gpu_off.push_back("tma");
+      if (!o.disables("tma")) o.disabled_passes.push_back("tma");
       fallback_ = std::make_shared<CudaKernel>(dev_, program_, dev_->build(*program_, o), o);
     }
     return *fallback_;

@@ -81,6 +81,13 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+int run_command(const std::vector<std::string>& argv, std::string* output) {
+  ProcessResult r = run_process(argv, compile_timeout_s());
+  if (output) *output = r.started ? r.output : r.failure;
+  if (!r.started || r.timed_out) return -1;
+  return r.signal ? 128 + r.signal : r.exit_status;
+}
+
 std::string command_line(const std::vector<std::string>& argv) {
   std::string cmd;
   for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + a;

@@ -54,6 +54,11 @@ struct ProcessResult {
  * `timeout_s` seconds (0: no limit). Never throws for the tool's own failures. */
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s);
 
+/** A host tool's run the toolchains share (the cpu compiler, xcrun): run_process with the compile
+ * limit, stdout and stderr together in `*output` (or why it could not run); returns the exit
+ * status, 128 + the signal that ended it, or -1 when it could not run or timed out. */
+int run_command(const std::vector<std::string>& argv, std::string* output);
+
 /** "c++ -O3 ..." for messages. */
 std::string command_line(const std::vector<std::string>& argv);
 

@@ -158,6 +158,12 @@ void Instance::exec(const Op& op) {
     case OpKind::REDUCE_MIN:
       reduce(op);
       return;
+    case OpKind::IF:
+      branch(op);
+      return;
+    case OpKind::WHILE:
+      while_loop(op);
+      return;
     case OpKind::FOR:
       loop(op);
       return;
@@ -245,6 +251,36 @@ void Instance::loop(const Op& op) {
     if (__builtin_add_overflow(iv, step, &iv)) break;  // the next value is past any end
   }
   for (size_t i = 0; i < n; ++i) env_[op.results[i]] = std::move(carried[i]);
+}
+
+void Instance::branch(const Op& op) {
+  block(op.regions[scalar(op.operands[0]) != 0 ? 0 : 1]);
+  std::vector<Val> out = std::move(yielded_);
+  yielded_.clear();
+  for (size_t i = 0; i < op.results.size(); ++i) env_[op.results[i]] = std::move(out[i]);
+}
+
+void Instance::while_loop(const Op& op) {
+  const Block& before = op.regions[0];
+  const Block& after = op.regions[1];
+  const size_t n = op.operands.size();
+  std::vector<Val> carried(n);
+  for (size_t i = 0; i < n; ++i) carried[i] = val(op.operands[i]);
+  for (;;) {
+    for (size_t i = 0; i < n; ++i) env_[before.args[i]] = std::move(carried[i]);
+    block(before);
+    std::vector<Val> passed = std::move(yielded_);
+    yielded_.clear();
+    const bool go = at(passed[0], 0).i != 0;
+    if (!go) {
+      for (size_t i = 0; i < n; ++i) env_[op.results[i]] = std::move(passed[i + 1]);
+      return;
+    }
+    for (size_t i = 0; i < n; ++i) env_[after.args[i]] = std::move(passed[i + 1]);
+    block(after);
+    carried = std::move(yielded_);
+    yielded_.clear();
+  }
 }
 
 void Instance::role(const Op& op) {

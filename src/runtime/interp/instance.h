@@ -116,6 +116,8 @@ class Instance {
   void dot(const Op& op);
   void reduce(const Op& op);
   void loop(const Op& op);
+  void branch(const Op& op);
+  void while_loop(const Op& op);
   void role(const Op& op);
   void simt(const Op& op);
   void swizzle(const Op& op);

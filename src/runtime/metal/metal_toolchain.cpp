@@ -10,7 +10,7 @@
 #include <iterator>
 #include <mutex>
 
-#include "runtime/cpu/toolchain.h"
+#include "runtime/host/process.h"
 #include "support/env.h"
 #include "support/error.h"
 
@@ -30,9 +30,9 @@ const MetalToolchain& metal_toolchain() {
     std::string out;
     // Both tools must be found; `--find` fails fast where Xcode's command-line tools are absent.
     try {
-      if (cpu::run_command({xcrun, "-sdk", "macosx", "--find", "metal"}, &out) != 0) return;
-      if (cpu::run_command({xcrun, "-sdk", "macosx", "--find", "metallib"}, &out) != 0) return;
-      if (cpu::run_command({xcrun, "-sdk", "macosx", "metal", "--version"}, &out) != 0) return;
+      if (host::run_command({xcrun, "-sdk", "macosx", "--find", "metal"}, &out) != 0) return;
+      if (host::run_command({xcrun, "-sdk", "macosx", "--find", "metallib"}, &out) != 0) return;
+      if (host::run_command({xcrun, "-sdk", "macosx", "metal", "--version"}, &out) != 0) return;
     } catch (const Error&) {
       return;  // xcrun cannot be run at all
     }
@@ -66,8 +66,8 @@ std::vector<uint8_t> build_metallib(const MetalToolchain& tc, const std::string&
   std::vector<std::string> compile = {tc.xcrun, "-sdk", "macosx", "metal", "-O2", "-fno-fast-math"};
   if (!language.empty()) compile.push_back("-std=" + language);
   for (const std::string& a : {std::string("-c"), source.path(), std::string("-o"), air}) compile.push_back(a);
-  int rc = cpu::run_command(compile, &log);
-  if (rc == 0) rc = cpu::run_command({tc.xcrun, "-sdk", "macosx", "metallib", air, "-o", lib}, &log);
+  int rc = host::run_command(compile, &log);
+  if (rc == 0) rc = host::run_command({tc.xcrun, "-sdk", "macosx", "metallib", air, "-o", lib}, &log);
   std::vector<uint8_t> bytes;
   if (rc == 0) {
     std::ifstream in(lib, std::ios::binary);

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "runtime/device.h"
-#include "runtime/metal_sim/msl_signature.h"
+#include "codegen/msl_signature.h"
 
 namespace metile::metal_sim {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/metal_sim/msl_signature.h"
+#include "codegen/msl_signature.h"
 
 namespace metile::metal_sim {
 

@@ -21,6 +21,7 @@
 #include "runtime/metal_sim/group_runner.h"
 #include "runtime/metal_sim/msl_prepare.h"
 #include "runtime/metal_sim/toolchain.h"
+#include "runtime/metal_sim/trampoline.h"
 #include "support/embedded.h"
 #include "support/error.h"
 

@@ -1,8 +1,10 @@
 /** \file msl_signature.h
  * The parameter list of an MSL kernel as data. The MSL emitter knows it when it writes the kernel;
- * metal-sim needs it to generate the C++ trampoline that binds launch arguments and builtins to
- * the kernel function, to size threadgroup memory, and to check the kernel's own `[[...]]`
- * attributes. It travels inside the Artifact as text (print_signature / parse_signature).
+ * the devices that run MSL read it: metal-sim generates the C++ trampoline that binds launch
+ * arguments and builtins to the kernel function (runtime/metal_sim/trampoline.h), sizes
+ * threadgroup memory and checks the kernel's own `[[...]]` attributes; metal binds its arguments
+ * by it. It travels inside the Artifact as text (print_signature / parse_signature). It lives in
+ * codegen, below both devices; the namespace is its first reader's.
  */
 #pragma once
 
@@ -106,15 +108,13 @@ void validate(const MslSignature& signature);
 /** MSL spelling of an element type: float, half, bfloat, int, uint, long, bool, char, uchar. */
 const char* msl_type_name(DType dtype);
 
+/** The same type as C++ code after the MSL sees it (::metal::half, ...; qualified, so it does not
+ * depend on `using namespace metal`): metal-sim's trampoline spells its casts with it. */
+const char* cpp_type_name(DType dtype);
+
 /** One line per argument; parse_signature(print_signature(s)) == s. */
 std::string print_signature(const MslSignature& signature);
 /** Throws METILE_ERROR_INVALID_ARGUMENT on malformed text. */
 MslSignature parse_signature(std::string_view text);
-
-/**
- * C++ appended after the prepared MSL: exports metal_sim_abi_version and metal_sim_entry, which
- * calls the kernel with each argument cast to the signature's type.
- */
-std::string make_trampoline(const MslSignature& signature);
 
 }  // namespace metile::metal_sim

@@ -63,6 +63,15 @@ def sweep_configs(m, dtype):
     return out
 
 
+def parse_config(text):
+    """'4/512/4/1/fma' (a field '*' keeps the default's) -> the fields given, by CONFIG_KEYS."""
+    fields = text.split("/")
+    if len(fields) != len(CONFIG_KEYS):
+        raise SystemExit(f"--configs: {text!r} is not bn/bk/warps/split/method")
+    return {key: (v if key == "method" else int(v))
+            for key, v in zip(CONFIG_KEYS, fields) if v != "*"}
+
+
 def inputs(n, k, m, dtype, torch, rng):
     """(W, x, y) as metile Buffers (over torch's CUDA tensors when torch runs) and the torch
     tensors (or None), and float64 W and x for the reference."""
@@ -99,6 +108,9 @@ def main():
     ap.add_argument("--shapes", default=None, help="NxK,... instead of the five shapes")
     ap.add_argument("--dtypes", default="f16,bf16")
     ap.add_argument("--m", default="1,4,16", help="rows of x, a comma list")
+    ap.add_argument("--configs", default=None,
+                    help="time these configs beside the default instead of the sweep: "
+                         "'bn/bk/warps/split/method;...', '*' keeps the default's field")
     args = ap.parse_args()
     metile.set_device(args.device)
     shapes = QUICK_SHAPES if args.quick else SHAPES
@@ -165,6 +177,8 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         record(dict(base, kernel="torch", error=repr(e)))
                 configs = ([None] + sweep_configs(m, dtype)) if args.sweep else [None]
+                if args.configs:
+                    configs = [None] + [parse_config(c) for c in args.configs.split(";")]
                 if args.quick:
                     configs = configs[:4]
                 best = None

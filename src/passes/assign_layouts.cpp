@@ -474,7 +474,9 @@ int64_t canonical_chunk(const Program& program, const GpuTarget& target, int64_t
 
 LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,
                                 const LowerOptions& options) {
-  Assigner a(program, target, options);
+  GpuTarget narrow = target;
+  if (!options.wide_chunks) narrow.chunk_bytes = 0;
+  Assigner a(program, narrow, options);
   a.run();
   return std::move(a.out);
 }

@@ -93,6 +93,11 @@ struct LowerOptions {
    * tile's epilogue (METILE_GPU_OFF=persistent).
    */
   bool persistent = true;
+  /**
+   * Canonical layouts take the target's wider chunks (GpuTarget::chunk_bytes: 16-byte runs of
+   * 16-bit tiles on cuda). Off: 4 elements a chunk on every target (METILE_GPU_OFF=wide_chunks).
+   */
+  bool wide_chunks = true;
 };
 
 struct LayoutAssignment;

@@ -73,6 +73,11 @@ TEST(AssignLayouts, SixteenBitTilesTakeChunksOfSixteenBytesWhereTheTargetAsks) {
   o.num_threads = 256;
   EXPECT_TRUE(has(assign_layouts_on_text(f16, nvidia_gpu_target(), o),
                   "%6 = load %5, %4 : tile<1024xf16> // tile<1024> thr=256:4 reg=4:1"));
+  // wide_chunks off (METILE_GPU_OFF=wide_chunks): chunks of 4, so 256 threads.
+  LowerOptions narrow;
+  narrow.wide_chunks = false;
+  EXPECT_TRUE(has(assign_layouts_on_text(f16, nvidia_gpu_target(), narrow),
+                  "%6 = load %5, %4 : tile<1024xf16> // tile<1024> thr=256:4 reg=4:1"));
   // f32 data keeps chunks of 4 on nvidia too.
   EXPECT_TRUE(has(assign_layouts_on_text(kAddOne, nvidia_gpu_target()),
                   "%6 = load %5, %4 : tile<1024xf32> // tile<1024> thr=256:4 reg=4:1"));

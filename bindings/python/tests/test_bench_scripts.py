@@ -68,10 +68,12 @@ def test_decode_sweep_runs_on_cpu(tmp_path, grouped):
                                             "s3_bn16_w1.cpp", "s3_bn16_w1.tile"]
 
 
-@pytest.mark.parametrize("sweep", [[], ["--sweep"]], ids=["default", "sweep"])
+@pytest.mark.parametrize("sweep", [[], ["--sweep"], ["--configs", "2/*/*/1/fma;*/*/*/2/*"]],
+                         ids=["default", "sweep", "configs"])
 def test_gemv_bench_quick_run_on_cpu(tmp_path, sweep):
     """bench/gemv.py's smoke run: every row checked against float64, JSON lines in --out; the
-    sweep ends each shape with its best config."""
+    sweep ends each shape with its best config; --configs times the named ones beside the
+    default."""
     out = tmp_path / "gemv.jsonl"
     args = ["--shapes", "70x520", "--dtypes", "bf16", "--m", "1,3"] if sweep else []
     subprocess.run([sys.executable, os.path.join(BENCH, "gemv.py"), "--quick", "--device", "cpu",
@@ -80,7 +82,11 @@ def test_gemv_bench_quick_run_on_cpu(tmp_path, sweep):
     gemv = [r for r in rows if r["kernel"] == "gemv"]
     for r in gemv:
         assert "error" not in r and r["max_rel_err"] < 1e-2 and r["metile_GBps"] > 0, r
-    if sweep:
+    if sweep and sweep[0] == "--configs":  # the default, then the two named, per M
+        assert [(r["config"]["block_n"], r["config"]["split_k"]) for r in gemv[:3]] == \
+            [(4, 1), (2, 1), (4, 2)], gemv[:3]
+        assert len(gemv) == 6
+    elif sweep:
         assert len(gemv) > 2 * 3 and [r["M"] for r in rows if r["kernel"] == "best"] == [1, 3]
     else:  # 2 quick shapes x 2 dtypes x M = 1, 4, 16
         assert len(gemv) == 12 and all(r["default"] for r in gemv)

@@ -335,11 +335,14 @@ class CudaDevice : public Device {
       // Resetting the primary context tears down the running kernel, every allocation, module,
       // stream and event in it; what metile still holds is marked stale by the generation.
       generation_.fetch_add(1, std::memory_order_acq_rel);
+      // A trapped kernel's sticky error can come back from the first reset while the context
+      // is torn down; the reset is then asked once more before giving up.
       CUresult r = d_->cuDevicePrimaryCtxReset(dev_);
-      if (r == 0) r = d_->cuDevicePrimaryCtxRetain(&ctx_, dev_);
-      if (r == 0) r = d_->cuCtxSetCurrent(ctx_);
-      if (r == 0) r = d_->cuStreamCreate(&stream_, 0);
-      check(r, "resetting the GPU after a launch ran past its time limit");
+      if (r != 0) r = d_->cuDevicePrimaryCtxReset(dev_);
+      check(r, "cuDevicePrimaryCtxReset (resetting the GPU after a stopped launch)");
+      check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain (after a reset)");
+      check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent (after a reset)");
+      check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate (after a reset)");
       map_words();
       words_.release(word_);  // no kernel runs any more
       for (int w : retired_words_) words_.release(w);

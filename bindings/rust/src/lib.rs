@@ -100,3 +100,13 @@ pub fn devices_available() -> Result<Vec<String>> {
     let s = unsafe { owned_string(out) };
     Ok(s.split(',').filter(|x| !x.is_empty()).map(String::from).collect())
 }
+
+/// How many devices of `kind` this machine has: for "cuda" the GPUs (each opened as
+/// `Device::open(Some("cuda:N"))` for N below the count), for other kinds 1 when usable here;
+/// 0 when the kind cannot start here. An unknown kind, or one with an index, is an error.
+pub fn device_count(kind: &str) -> Result<i32> {
+    let kind = c_string(kind)?;
+    let mut out = 0;
+    check(unsafe { sys::metile_device_count(kind.as_ptr(), &mut out) })?;
+    Ok(out)
+}

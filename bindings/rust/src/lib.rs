@@ -68,7 +68,7 @@ pub use kernel::{CompileOptions, Kernel, KernelInfo};
 pub use launch::{Arg, Launch};
 pub use program::{Param, Program, Type};
 
-use error::{check, cstr, owned_string};
+use error::{c_string, check, cstr, owned_string};
 use std::ptr;
 
 /// The library's version, e.g. "0.1.0".

@@ -995,8 +995,9 @@ METILE_API metile_status metile_launch_set_grid(metile_launch *launch, const uin
 typedef struct metile_launch_options {
   size_t struct_size;
   /**
-   * Time limit of each run in seconds, instead of $METILE_TIMEOUT_S: 0 means none, a negative
-   * value (the default, -1) keeps METILE_TIMEOUT_S; NaN is METILE_ERROR_INVALID_ARGUMENT. A run
+   * Time limit of each run in seconds, instead of $METILE_TIMEOUT_S: 0 (or INFINITY) means none,
+   * a negative value (the default, -1) keeps METILE_TIMEOUT_S; NaN is
+   * METILE_ERROR_INVALID_ARGUMENT. A run
    * past it fails with METILE_ERROR_DEVICE naming the kernel and the limit, its outputs partly
    * written. On cuda the limit is enforced while the host waits (metile_device_synchronize,
    * metile_event_synchronize), which then polls the GPU (ending up to 0.5 ms late) instead of

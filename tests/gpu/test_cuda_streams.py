@@ -126,7 +126,7 @@ _WATCHDOG = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {path!r})
     import metile
-    dev = metile.set_device("cuda:0")
+    dev = metile.set_device({device!r})
 
     @metile.kernel
     def spin(Out, N, BLOCK: metile.constexpr):
@@ -160,9 +160,12 @@ _WATCHDOG = textwrap.dedent("""
 # The kernel spins in its loop; past the limit the watchdog sets its stop word, the loop's check
 # (every 1024 back-edges) traps, and the context is reset. Before the stop word, the reset alone
 # did not stop it on an H100 (2026-12-06: no return after 100 s).
-def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path):
+@pytest.mark.parametrize("device", ["cuda:0", "cuda:1"])
+def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path, device):
+    if int(device[-1]) >= _gpu_count():
+        pytest.skip("one GPU")
     script = tmp_path / "watchdog.py"  # a file: tracing reads the kernel's source
-    script.write_text(_WATCHDOG.format(path=os.path.abspath(PYTHON_DIR)))
+    script.write_text(_WATCHDOG.format(path=os.path.abspath(PYTHON_DIR), device=device))
     env = dict(os.environ)
     env.pop("METILE_TIMEOUT_S", None)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
@@ -172,7 +175,7 @@ def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path):
     stopped = [line for line in lines if line.startswith("stopped")]
     assert stopped and "kernel spin did not finish within 2 s (the launch's timeout)" in stopped[0], \
         r.stdout + r.stderr
-    assert "and was stopped" in stopped[0] and "was reset" in stopped[0], stopped[0]
+    assert "and was stopped" in stopped[0] and f"the {device} device was reset" in stopped[0], stopped[0]
     assert float(stopped[0].split()[1]) < 10, stopped[0]  # the limit, then microseconds
     assert any(line.startswith("old buffer:") and "reset" in line for line in lines), r.stdout
     assert "after 5.0" in lines, r.stdout + r.stderr

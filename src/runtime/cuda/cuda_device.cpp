@@ -424,7 +424,7 @@ class CudaDevice : public Device {
            info_.label());
     }
     if (owner == ctx_) return;
-    std::string label = "another GPU's context";
+    std::string label = "a context other than a GPU's primary one";
     {
       std::lock_guard<std::mutex> lock(g_contexts_mu);
       if (auto it = g_context_labels.find(owner); it != g_context_labels.end()) label = it->second;

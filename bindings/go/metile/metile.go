@@ -856,7 +856,8 @@ func F32Arg(v float32) Arg {
 
 // CancelLaunches stops the launches running now on cpu, interp and metal-sim, from any
 // goroutine: each fails with ErrDevice ("cancelled"), its outputs partly written; launches
-// started afterwards run normally. GPU devices are not affected.
+// started afterwards run normally. cuda kernels stop at a loop back-edge and the GPU is reset
+// (see the C header's metile_cancel_launches); metal is not affected.
 func CancelLaunches() {
 	C.metile_cancel_launches()
 }

@@ -88,7 +88,8 @@ pub fn op_name(op: sys::metile_op) -> String {
 
 /// Stops the launches running now on cpu, interp and metal-sim, from any thread: each fails
 /// with `ErrorKind::Device` ("cancelled"), its outputs partly written; later launches run
-/// normally. GPU devices are not affected. Safe to call from a signal handler.
+/// normally. cuda kernels stop at a loop back-edge and the GPU is reset (see the C header's
+/// `metile_cancel_launches`); metal is not affected. Safe to call from a signal handler.
 pub fn cancel_launches() {
     unsafe { sys::metile_cancel_launches() }
 }

@@ -40,6 +40,14 @@ METILE_API metile_status metile_devices_available(char** out) {
   });
 }
 
+METILE_API metile_status metile_device_count(const char* name, int32_t* out) {
+  return guard(__func__, [&](const char* fn) {
+    METILE_CHECK_ARG(name);
+    METILE_CHECK_ARG(out);
+    *out = device_count(name);
+  });
+}
+
 METILE_API metile_status metile_device_get_info(const metile_device* d, metile_device_info* out) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(out);

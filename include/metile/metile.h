@@ -178,6 +178,15 @@ METILE_API metile_status metile_device_release(metile_device *device);
  */
 METILE_API metile_status metile_devices_available(char **out);
 
+/**
+ * Writes to *out how many devices of the kind `name` this machine has: for "cuda", the GPUs the
+ * driver reports (cuda:0 to cuda:N-1, each opened by metile_device_open(&d, "cuda:1") and so
+ * on); for a kind without indices, 1 when it can start here. 0 when the kind cannot start here
+ * (no driver, no GPU, no compiler). METILE_ERROR_INVALID_ARGUMENT for NULL, an unknown name or a
+ * name with an index ("cuda:1").
+ */
+METILE_API metile_status metile_device_count(const char *name, int32_t *out);
+
 /** Device properties. Strings point into the device and live as long as it. */
 typedef struct metile_device_info {
   size_t struct_size;
@@ -953,8 +962,8 @@ typedef struct metile_arg {
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
  * On interp, cpu and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0:
  * no limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly
- * written); on cuda the limit is enforced when the host waits (metile_launch_options.timeout_s);
- * on metal it is not enforced yet.
+ * written); on cuda and metal the limit is enforced when the host waits
+ * (metile_launch_options.timeout_s).
  * A buffer of another device (another GPU included) is METILE_ERROR_INVALID_ARGUMENT naming the
  * parameter and both devices.
  */
@@ -986,8 +995,9 @@ METILE_API metile_status metile_launch_set_grid(metile_launch *launch, const uin
 typedef struct metile_launch_options {
   size_t struct_size;
   /**
-   * Time limit of each run in seconds, instead of $METILE_TIMEOUT_S: 0 means none, a negative
-   * value (the default, -1) keeps METILE_TIMEOUT_S; NaN is METILE_ERROR_INVALID_ARGUMENT. A run
+   * Time limit of each run in seconds, instead of $METILE_TIMEOUT_S: 0 (or INFINITY) means none,
+   * a negative value (the default, -1) keeps METILE_TIMEOUT_S; NaN is
+   * METILE_ERROR_INVALID_ARGUMENT. A run
    * past it fails with METILE_ERROR_DEVICE naming the kernel and the limit, its outputs partly
    * written. On cuda the limit is enforced while the host waits (metile_device_synchronize,
    * metile_event_synchronize), which then polls the GPU (ending up to 0.5 ms late) instead of
@@ -996,7 +1006,9 @@ typedef struct metile_launch_options {
    * metile_device_synchronize). A kernel that reaches no such check within 1 s (one without
    * loops, spinning inside a single generated op, or with wgmma dots, which get no checks) is
    * left to the reset alone, which a GPU may not finish while the kernel runs (an H100 did
-   * not). On metal the limit is not enforced yet.
+   * not). On metal the limit is likewise enforced while the host waits, but Metal cannot stop a
+   * committed command buffer: past the limit the wait fails naming the kernel and the limit, the
+   * kernel runs on, and the next metile_device_synchronize waits for it in full.
    */
   double timeout_s;
   /** The stream to queue on (cuda): 0, the default, for the device's own; else a CUstream as an

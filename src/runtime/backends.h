@@ -24,6 +24,8 @@ std::string probe_cuda_device();
 std::shared_ptr<Device> make_cuda_device();
 /** cuda:N; METILE_ERROR_DEVICE_UNAVAILABLE naming N and the count when there is no such GPU. */
 std::shared_ptr<Device> make_cuda_device_nth(int ordinal);
+/** The GPUs the driver reports (after probe_cuda_device() passed). */
+int cuda_device_count();
 
 /** metal: Metal.framework and the Objective-C runtime, opened with dlopen (src/runtime/metal). */
 std::string probe_metal_device();

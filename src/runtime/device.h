@@ -180,6 +180,8 @@ struct DeviceEntry {
   /** Devices chosen by index ("cuda:1"): opens that one, or throws naming the index and the
    * count. Null for devices that have no index. */
   std::shared_ptr<Device> (*create_nth)(int ordinal) = nullptr;
+  /** How many devices of this kind there are, once probe() passed (cuda: the GPUs). Null: 1. */
+  int (*count)() = nullptr;
 };
 const std::vector<DeviceEntry>& device_registry();
 /**
@@ -187,5 +189,8 @@ const std::vector<DeviceEntry>& device_registry();
  * "cuda:1" (for "cuda", "cuda:0"). Throws DEVICE_UNAVAILABLE.
  */
 std::shared_ptr<Device> open_device(const std::string& name);
+/** How many devices of kind `name` ("cuda", "cpu"; no index) can open here; 0 when the kind
+ * cannot start. Throws INVALID_ARGUMENT for an unknown name or one with an index. */
+int device_count(const std::string& name);
 
 }  // namespace metile

@@ -16,7 +16,7 @@ const std::vector<DeviceEntry>& device_registry() {
   static const std::vector<DeviceEntry> entries = {
       {"interp", probe_interp_device, make_interp_device},
       {"cpu", probe_cpu_device, make_cpu_device},
-      {"cuda", probe_cuda_device, make_cuda_device, make_cuda_device_nth},
+      {"cuda", probe_cuda_device, make_cuda_device, make_cuda_device_nth, cuda_device_count},
       {"metal", probe_metal_device, make_metal_device},
       {"metal-sim", probe_metal_sim_device, make_metal_sim_device},
   };
@@ -59,6 +59,16 @@ uint64_t Device::create_stream() {
   // Any distinct nonzero token: devices without streams ignore the stream a launch names.
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+int device_count(const std::string& name) {
+  const DeviceEntry* e = find(name);
+  if (e == nullptr)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "device", "unknown device kind \"", printable_ascii(name),
+         "\" (known: ", known_names(), name.find(':') != std::string::npos ? "; give the kind without an index" : "",
+         ")");
+  if (!e->probe().empty()) return 0;
+  return e->count ? e->count() : 1;
 }
 
 std::shared_ptr<Device> open_device(const std::string& requested) {

@@ -74,6 +74,9 @@ TEST(LaunchOptions, OwnTimeoutStopsALaunchOnEveryHostDevice) {
     opts.timeout_s = 0;  // no limit
     ASSERT_EQ(metile_launch_set_options(small, &opts), METILE_OK);
     ASSERT_EQ(metile_launch_run(small), METILE_OK) << device << ": " << last_error();
+    opts.timeout_s = INFINITY;  // no limit either
+    ASSERT_EQ(metile_launch_set_options(small, &opts), METILE_OK);
+    ASSERT_EQ(metile_launch_run(small), METILE_OK) << device << ": " << last_error();
     ASSERT_EQ(metile_launch_set_options(small, nullptr), METILE_OK);
     ASSERT_EQ(metile_launch_run(small), METILE_OK) << device << ": " << last_error();
     EXPECT_EQ(o.first(), 1.0f) << device;

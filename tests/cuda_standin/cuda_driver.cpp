@@ -1,6 +1,7 @@
 // A stand-in for the CUDA driver library (libcuda.so) that the cuda device opens when
-// METILE_CUDA_DRIVER names it: two GPUs in host memory, streams, events and modules as host
-// objects. Kernels do not run: a launch completes at once, except a kernel whose name contains
+// METILE_CUDA_DRIVER names it: GPUs in host memory (two, or $METILE_STANDIN_CUDA_DEVICES from 1
+// to 16), streams, events and modules as host objects. A stream belongs to the context current
+// when it was made; a launch or record on it under another context fails, as on a real driver. Kernels do not run: a launch completes at once, except a kernel whose name contains
 // "hang", which never completes (its stream and the events recorded after it stay not ready)
 // until the primary context is reset or, as a GPU kernel spinning in a loop does, until the host
 // sets its stop word (the launch's last parameter, found before the null entry metile puts after
@@ -27,9 +28,19 @@ constexpr int kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101, kInvalidHan
 // Mapped host memory's device addresses are its host addresses plus this, so a runtime that
 // passed the host address would be caught.
 constexpr unsigned long long kMapOffset = 1ull << 46;
-constexpr int kDevices = 2;
+constexpr int kMaxDevices = 16;
+
+int device_count() {
+  static const int n = [] {
+    const char* v = std::getenv("METILE_STANDIN_CUDA_DEVICES");
+    int parsed = v ? std::atoi(v) : 2;
+    return parsed >= 1 && parsed <= kMaxDevices ? parsed : 2;
+  }();
+  return n;
+}
 
 struct Stream {
+  void* ctx = nullptr;  // the context current when it was made
   bool hung = false;
   std::atomic<uint32_t>* word = nullptr;  // the hung kernel's stop word (null: it never reads one)
 };
@@ -44,7 +55,8 @@ struct Function {
 
 std::mutex mu;
 std::set<void*> live;  // streams, events, modules and functions not yet destroyed
-int contexts[kDevices];
+int contexts[kMaxDevices];
+thread_local void* current_ctx = nullptr;  // cuCtxSetCurrent's, per thread as in the driver
 Stream legacy;  // the NULL stream
 std::set<Stream*> hung;  // streams running a hung kernel
 int sticky = kSuccess;   // a kernel trapped: the context is unusable until the reset
@@ -65,8 +77,12 @@ void poll() {
   }
 }
 
-Stream* stream_of(void* s) { return s ? static_cast<Stream*>(s) : &legacy; }
-bool known(void* p) { return p == nullptr || live.count(p) != 0; }
+/** NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2): the current context's own stream. */
+bool is_default(void* s) { return reinterpret_cast<uintptr_t>(s) <= 2; }
+Stream* stream_of(void* s) { return is_default(s) ? &legacy : static_cast<Stream*>(s); }
+bool known(void* p) { return is_default(p) || live.count(p) != 0; }
+/** The stream belongs to the calling thread's current context (the default streams always do). */
+bool current(void* s) { return is_default(s) || static_cast<Stream*>(s)->ctx == current_ctx; }
 
 }  // namespace
 
@@ -78,9 +94,9 @@ extern "C" {
 
 int cuInit(unsigned) { return kSuccess; }
 int cuDriverGetVersion(int* v) { *v = 12040; return kSuccess; }
-int cuDeviceGetCount(int* n) { *n = kDevices; return kSuccess; }
+int cuDeviceGetCount(int* n) { *n = device_count(); return kSuccess; }
 int cuDeviceGet(int* d, int ordinal) {
-  if (ordinal < 0 || ordinal >= kDevices) return kInvalidDevice;
+  if (ordinal < 0 || ordinal >= device_count()) return kInvalidDevice;
   *d = ordinal;
   return kSuccess;
 }
@@ -113,11 +129,22 @@ int cuDevicePrimaryCtxReset_v2(int) {
   live.clear();
   return kSuccess;
 }
-int cuCtxSetCurrent(void*) { return kSuccess; }
+int cuCtxSetCurrent(void* ctx) {
+  current_ctx = ctx;
+  return kSuccess;
+}
 int cuStreamCreate(void** s, unsigned) {
   std::lock_guard<std::mutex> lock(mu);
-  *s = new Stream;
+  auto* st = new Stream;
+  st->ctx = current_ctx;
+  *s = st;
   live.insert(*s);
+  return kSuccess;
+}
+int cuStreamGetCtx(void* s, void** ctx) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(s)) return kInvalidHandle;
+  *ctx = is_default(s) ? current_ctx : static_cast<Stream*>(s)->ctx;
   return kSuccess;
 }
 int cuStreamDestroy_v2(void* s) {
@@ -157,7 +184,7 @@ int cuEventDestroy_v2(void* e) {
 }
 int cuEventRecord(void* e, void* s) {
   std::lock_guard<std::mutex> lock(mu);
-  if (!known(e) || !known(s)) return kInvalidHandle;
+  if (!known(e) || !known(s) || !current(s)) return kInvalidHandle;
   auto* ev = static_cast<Event*>(e);
   ev->recorded = true;
   ev->hung = stream_of(s)->hung;
@@ -213,7 +240,7 @@ int cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigned, un
                    void* s, void** params, void**) {
   std::lock_guard<std::mutex> lock(mu);
   // A function of a module loaded before a reset is gone with it.
-  if (!known(f) || f == nullptr || !known(s)) return kInvalidHandle;
+  if (!known(f) || f == nullptr || !known(s) || !current(s)) return kInvalidHandle;
   poll();
   if (sticky != kSuccess) return sticky;
   const std::string& name = static_cast<Function*>(f)->name;

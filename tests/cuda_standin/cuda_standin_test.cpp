@@ -1,4 +1,5 @@
-// The cuda device on the stand-in driver (cuda_driver.cpp: two GPUs, kernels that complete at
+// The cuda device on the stand-in driver (cuda_driver.cpp: two GPUs or
+// $METILE_STANDIN_CUDA_DEVICES, kernels that complete at
 // once or, named "hang...", never): device indices, buffers of one GPU refused on the other,
 // launches on created streams, events, and the watchdog that stops a kernel past its time limit
 // through its stop word (or, for a kernel that never checks it, by the reset alone) and resets
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -79,6 +81,87 @@ TEST_F(CudaStandin, DeviceIndices) {
   EXPECT_EQ(info.ordinal, 0);
   EXPECT_STREQ(info.description, "stand-in GPU 0");
   metile_device_release(d);
+}
+
+// ctest runs this twice: with the stand-in's two GPUs and with METILE_STANDIN_CUDA_DEVICES=4.
+TEST_F(CudaStandin, DeviceCountAndTheIndexPastTheLast) {
+  const char* env = std::getenv("METILE_STANDIN_CUDA_DEVICES");
+  const int gpus = env ? std::atoi(env) : 2;
+  int32_t n = -1;
+  ASSERT_EQ(metile_device_count("cuda", &n), METILE_OK) << metile_last_error();
+  EXPECT_EQ(n, gpus);
+  ASSERT_EQ(metile_device_count("interp", &n), METILE_OK);
+  EXPECT_EQ(n, 1);
+  metile_device* d = nullptr;
+  const std::string last = "cuda:" + std::to_string(gpus - 1);
+  ASSERT_EQ(metile_device_open(&d, last.c_str()), METILE_OK) << metile_last_error();
+  metile_device_info info = METILE_DEVICE_INFO_INIT;
+  ASSERT_EQ(metile_device_get_info(d, &info), METILE_OK);
+  EXPECT_EQ(info.ordinal, gpus - 1);
+  metile_device_release(d);
+  const std::string past = "cuda:" + std::to_string(gpus);
+  ASSERT_EQ(metile_device_open(&d, past.c_str()), METILE_ERROR_DEVICE_UNAVAILABLE);
+  EXPECT_TRUE(has(metile_last_error(), past + " does not exist: this machine has " + std::to_string(gpus) +
+                                           " CUDA devices (cuda:0 to " + last + ")"))
+      << metile_last_error();
+  for (const char* bad : {"gpu", "cuda:1", "", "cuda "}) {
+    ASSERT_EQ(metile_device_count(bad, &n), METILE_ERROR_INVALID_ARGUMENT) << bad;
+    EXPECT_TRUE(has(metile_last_error(), "unknown device kind")) << metile_last_error();
+  }
+  EXPECT_EQ(metile_device_count(nullptr, &n), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(metile_device_count("cuda", nullptr), METILE_ERROR_INVALID_ARGUMENT);
+  for (const char* bad : {"gpu", "cuda:-1", "cuda:x", "GPU:0"})
+    EXPECT_EQ(metile_device_open(&d, bad), METILE_ERROR_INVALID_ARGUMENT) << bad;
+}
+
+TEST_F(CudaStandin, AStreamOfOneGpuIsRefusedOnTheOther) {
+  metile_device* gpu1 = nullptr;
+  ASSERT_EQ(metile_device_open(&gpu1, "cuda:1"), METILE_OK);
+  metile_kernel* k = compile(gpu0_, "ones");
+  metile_buffer* b = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&b, gpu0_, 128), METILE_OK);
+  uint64_t s1 = 0;
+  ASSERT_EQ(metile_stream_create(gpu1, &s1), METILE_OK);
+  metile_launch* l = prepare(k, b);
+  metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
+  o.stream = s1;
+  ASSERT_EQ(metile_launch_set_options(l, &o), METILE_OK);
+  ASSERT_EQ(metile_launch_run(l), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "belongs to cuda:1, but this launch or event is on cuda:0"))
+      << metile_last_error();
+  metile_event* e0 = nullptr;
+  ASSERT_EQ(metile_event_create(&e0, gpu0_), METILE_OK);
+  ASSERT_EQ(metile_event_record(e0, s1), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "belongs to cuda:1")) << metile_last_error();
+  // Its own GPU's events and launches take it.
+  metile_event *start = nullptr, *end = nullptr;
+  ASSERT_EQ(metile_event_create(&start, gpu1), METILE_OK);
+  ASSERT_EQ(metile_event_create(&end, gpu1), METILE_OK);
+  ASSERT_EQ(metile_event_record(start, s1), METILE_OK) << metile_last_error();
+  ASSERT_EQ(metile_event_record(end, s1), METILE_OK) << metile_last_error();
+  double ms = 0;
+  ASSERT_EQ(metile_event_elapsed_ms(start, end, &ms), METILE_OK) << metile_last_error();
+  ASSERT_EQ(metile_event_record(e0, 0), METILE_OK);
+  ASSERT_EQ(metile_event_elapsed_ms(e0, end, &ms), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "different devices (cuda:0 and cuda:1)")) << metile_last_error();
+  // The default streams are every GPU's own; a destroyed stream is no stream at all.
+  o.stream = 2;
+  ASSERT_EQ(metile_launch_set_options(l, &o), METILE_OK);
+  EXPECT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();
+  ASSERT_EQ(metile_stream_destroy(gpu1, s1), METILE_OK);
+  o.stream = s1;
+  ASSERT_EQ(metile_launch_set_options(l, &o), METILE_OK);
+  ASSERT_EQ(metile_launch_run(l), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "is not a live CUDA stream (cuStreamGetCtx: CUDA_ERROR_INVALID_HANDLE)"))
+      << metile_last_error();
+  EXPECT_EQ(metile_device_synchronize(gpu0_), METILE_OK) << metile_last_error();
+  metile_event_release(e0);
+  metile_event_release(start);
+  metile_event_release(end);
+  metile_launch_release(l);
+  metile_buffer_release(b);
+  metile_kernel_release(k);
+  metile_device_release(gpu1);
 }
 
 TEST_F(CudaStandin, ABufferOfOneGpuIsRefusedOnTheOther) {

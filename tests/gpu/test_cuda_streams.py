@@ -1,12 +1,14 @@
 """The cuda side of issue 32's items 3 and 4, on a GPU: cuda:N device selection (cuda:0
-explicit, the clear error past the last GPU, buffers of one GPU refused on another when there
-are two), launches on a chosen stream ordered with torch's work, events timed by the GPU, and
+explicit, device_count, the clear error past the last GPU, buffers and streams of one GPU
+refused on another and launches and events on the second GPU when there are two), launches on a chosen stream ordered with torch's work, events timed by the GPU, and
 the watchdog that stops a hung kernel past its `timeout=` (its loop checks the stop word the
 watchdog sets, and traps) and resets the GPU's context, after which the device runs new
 launches. Not part of CI (no GPU there): it skips without metile's cuda device, the torch test
 without torch. Run it on a GPU machine:
 
     METILE_LIBRARY=$PWD/build/libmetile.so python3 -m pytest tests/gpu/test_cuda_streams.py -q
+
+The two-GPU tests skip on a machine with one GPU.
 """
 
 import os
@@ -33,15 +35,20 @@ def scale(X, Out, N, BLOCK: metile.constexpr):
 
 
 def _gpu_count():
-    """The number of GPUs: the first index metile refuses."""
-    from metile._device import open_device
-    count = 1
-    while True:
-        try:
-            open_device(f"cuda:{count}")
-        except metile.DeviceUnavailableError:
-            return count
-        count += 1
+    """The number of GPUs (metile.device_count, checked by test_device_count_is_the_first_index_refused)."""
+    return metile.device_count("cuda")
+
+
+def test_device_count_is_the_first_index_refused():
+    count = metile.device_count("cuda")
+    assert count >= 1
+    for i in range(count):
+        assert metile.set_device(f"cuda:{i}").ordinal == i
+    with pytest.raises(metile.DeviceUnavailableError):
+        metile.set_device(f"cuda:{count}")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        assert count == torch.cuda.device_count()
 
 
 def test_cuda_0_is_the_default_gpu():
@@ -119,7 +126,7 @@ _WATCHDOG = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {path!r})
     import metile
-    dev = metile.set_device("cuda:0")
+    dev = metile.set_device({device!r})
 
     @metile.kernel
     def spin(Out, N, BLOCK: metile.constexpr):
@@ -153,9 +160,12 @@ _WATCHDOG = textwrap.dedent("""
 # The kernel spins in its loop; past the limit the watchdog sets its stop word, the loop's check
 # (every 1024 back-edges) traps, and the context is reset. Before the stop word, the reset alone
 # did not stop it on an H100 (2026-12-06: no return after 100 s).
-def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path):
+@pytest.mark.parametrize("device", ["cuda:0", "cuda:1"])
+def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path, device):
+    if int(device[-1]) >= _gpu_count():
+        pytest.skip("one GPU")
     script = tmp_path / "watchdog.py"  # a file: tracing reads the kernel's source
-    script.write_text(_WATCHDOG.format(path=os.path.abspath(PYTHON_DIR)))
+    script.write_text(_WATCHDOG.format(path=os.path.abspath(PYTHON_DIR), device=device))
     env = dict(os.environ)
     env.pop("METILE_TIMEOUT_S", None)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
@@ -165,7 +175,72 @@ def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path):
     stopped = [line for line in lines if line.startswith("stopped")]
     assert stopped and "kernel spin did not finish within 2 s (the launch's timeout)" in stopped[0], \
         r.stdout + r.stderr
-    assert "and was stopped" in stopped[0] and "was reset" in stopped[0], stopped[0]
+    assert "and was stopped" in stopped[0] and f"the {device} device was reset" in stopped[0], stopped[0]
     assert float(stopped[0].split()[1]) < 10, stopped[0]  # the limit, then microseconds
     assert any(line.startswith("old buffer:") and "reset" in line for line in lines), r.stdout
     assert "after 5.0" in lines, r.stdout + r.stderr
+
+
+def test_streams_of_one_gpu_are_refused_on_the_other():
+    if _gpu_count() < 2:
+        pytest.skip("one GPU")
+    metile.set_device("cuda:1")
+    x = metile.Buffer(data=np.ones(256, np.float32))
+    out = metile.Buffer(shape=(256,))
+    s0 = metile.Stream("cuda:0")
+    with pytest.raises(metile.InvalidArgumentError, match="belongs to device cuda:0, the launch runs on cuda:1"):
+        scale[(1,)](x, out, 256, BLOCK=256, stream=s0)
+    # A bare CUstream: the library asks the driver for its context.
+    with pytest.raises(metile.InvalidArgumentError,
+                       match=rf"stream 0x{s0.cuda_stream:x} belongs to cuda:0, but this launch or event is on cuda:1"):
+        scale[(1,)](x, out, 256, BLOCK=256, stream=s0.cuda_stream)
+    e1 = metile.Event(device="cuda:1")
+    with pytest.raises(metile.InvalidArgumentError, match="belongs to cuda:0"):
+        e1.record(s0.cuda_stream)
+    torch = sys.modules.get("torch") or pytest.importorskip("torch")
+    t0 = torch.cuda.Stream(device=0)
+    with pytest.raises(metile.InvalidArgumentError, match="is on cuda:0, the launch runs on cuda:1"):
+        scale[(1,)](x, out, 256, BLOCK=256, stream=t0)
+    with pytest.raises(metile.InvalidArgumentError, match="belongs to cuda:0"):
+        scale[(1,)](x, out, 256, BLOCK=256, stream=t0.cuda_stream)
+
+
+def test_launches_streams_and_events_on_the_second_gpu():
+    if _gpu_count() < 2:
+        pytest.skip("one GPU")
+    n = 1 << 20
+    dev1 = metile.set_device("cuda:1")
+    x1 = metile.Buffer(data=np.random.rand(n).astype(np.float32))
+    out1 = metile.Buffer(shape=(n,))
+    dev0 = metile.set_device("cuda:0")
+    x0 = metile.Buffer(data=np.random.rand(n).astype(np.float32))
+    out0 = metile.Buffer(shape=(n,))
+    s1 = metile.Stream(dev1)
+    start, end = metile.Event(device=dev1), metile.Event(device=dev1)
+    with metile.use_device(dev1):
+        start.record(s1)
+        for _ in range(10):
+            scale[(metile.cdiv(n, 1024),)](x1, out1, n, BLOCK=1024, stream=s1)
+        end.record(s1)
+    scale[(metile.cdiv(n, 1024),)](x0, out0, n, BLOCK=1024)  # both GPUs busy at once
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+    metile.synchronize()
+    np.testing.assert_allclose(out1.numpy(), x1.numpy().astype(np.float64) * 3, rtol=1e-6)
+    np.testing.assert_allclose(out0.numpy(), x0.numpy().astype(np.float64) * 3, rtol=1e-6)
+    e0 = metile.Event(device=dev0)
+    e0.record()
+    with pytest.raises(metile.InvalidArgumentError, match=r"different devices \(cuda:0 and cuda:1\)"):
+        e0.elapsed_time(end)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan")])
+def test_bad_timeouts_are_refused_on_cuda(bad):
+    metile.set_device("cuda:0")
+    x = metile.Buffer(data=np.ones(256, np.float32))
+    out = metile.Buffer(shape=(256,))
+    with pytest.raises(metile.InvalidArgumentError, match="must be None"):
+        scale[(1,)](x, out, 256, BLOCK=256, timeout=bad)
+    scale[(1,)](x, out, 256, BLOCK=256, timeout=5.0)  # a limit it keeps
+    metile.synchronize("cuda:0")
+    np.testing.assert_array_equal(out.numpy(), 3)

@@ -2,6 +2,7 @@ package metile
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -704,5 +705,26 @@ func TestLaunchTimeoutStreamsAndEvents(t *testing.T) {
 	}
 	if _, err := OpenDevice("cpu:1"); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("cpu:1: %v", err)
+	}
+}
+
+func TestDeviceCountPerKind(t *testing.T) {
+	if n, err := DeviceCount("interp"); err != nil || n != 1 {
+		t.Fatalf("interp: %d %v", n, err)
+	}
+	names, _ := DevicesAvailable()
+	gpus, err := DeviceCount("cuda")
+	if err != nil || (gpus > 0) != strings.Contains(","+strings.Join(names, ",")+",", ",cuda,") {
+		t.Fatalf("cuda: %d %v (available %v)", gpus, err, names)
+	}
+	if gpus > 0 {
+		if _, err := OpenDevice(fmt.Sprintf("cuda:%d", gpus)); !errors.Is(err, ErrDeviceUnavailable) {
+			t.Fatalf("cuda:%d: %v", gpus, err)
+		}
+	}
+	for _, bad := range []string{"gpu", "cuda:1", ""} {
+		if _, err := DeviceCount(bad); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "unknown device kind") {
+			t.Fatalf("%q: %v", bad, err)
+		}
 	}
 }

@@ -111,6 +111,20 @@ func DevicesAvailable() ([]string, error) {
 	return strings.Split(s, ","), nil
 }
 
+// DeviceCount returns how many devices of kind this machine has: for "cuda" the GPUs (each
+// opened as OpenDevice("cuda:N") for N below the count), for other kinds 1 when usable here; 0
+// when the kind cannot start here. An unknown kind, or one with an index, is an error.
+func DeviceCount(kind string) (int, error) {
+	ckind := C.CString(kind)
+	defer C.free(unsafe.Pointer(ckind))
+	var out C.int32_t
+	var msg *C.char
+	if err := check(C.go_metile_device_count(&msg, ckind, &out), msg); err != nil {
+		return 0, err
+	}
+	return int(out), nil
+}
+
 // DType is an element type.
 type DType int
 
@@ -842,7 +856,8 @@ func F32Arg(v float32) Arg {
 
 // CancelLaunches stops the launches running now on cpu, interp and metal-sim, from any
 // goroutine: each fails with ErrDevice ("cancelled"), its outputs partly written; launches
-// started afterwards run normally. GPU devices are not affected.
+// started afterwards run normally. cuda kernels stop at a loop back-edge and the GPU is reset
+// (see the C header's metile_cancel_launches); metal is not affected.
 func CancelLaunches() {
 	C.metile_cancel_launches()
 }

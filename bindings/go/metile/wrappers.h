@@ -29,6 +29,12 @@ static inline metile_status go_metile_devices_available(char **err, char * * out
   return s;
 }
 
+static inline metile_status go_metile_device_count(char **err, const char * name, int32_t * out) {
+  metile_status s = metile_device_count(name, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_device_get_info(char **err, const metile_device * device, metile_device_info * out) {
   metile_status s = metile_device_get_info(device, out);
   if (s != METILE_OK) *err = strdup(metile_last_error());

@@ -25,7 +25,7 @@ _LAZY = {}
 for _mod, _names in {
     "_autotune": "AutotunedKernel Config autotune",
     "_buffer": "Buffer from_dlpack",
-    "_device": "Device devices get_device set_device synchronize use_device",
+    "_device": "Device device_count devices get_device set_device synchronize use_device",
     "_errors": "CompileError DeviceError DeviceUnavailableError InternalError "
                "InvalidArgumentError InvalidProgramError MetileError MetileIOError "
                "OutOfMemoryError PerformanceWarning TracingError UnsupportedError",

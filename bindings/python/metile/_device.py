@@ -110,6 +110,17 @@ def devices() -> list[str]:
     return [n for n in text.split(",") if n]
 
 
+def device_count(kind: str = "cuda") -> int:
+    """How many devices of `kind` this machine has: for "cuda" the GPUs (open each with
+    set_device("cuda:N") for N below the count), for other kinds 1 when usable here; 0 when the
+    kind cannot start here (no driver, no GPU)."""
+    if not isinstance(kind, str):
+        raise TypeError(f"device_count takes a device kind such as 'cuda', got {type(kind).__name__}")
+    out = ctypes.c_int32()
+    check(_ffi.metile_device_count(kind.encode(), ctypes.byref(out)), "device_count")
+    return out.value
+
+
 def get_device() -> Device:
     """The device launches and new buffers use in this thread (or asyncio task): set_device()'s,
     else the library default ($METILE_DEVICE, else metal, cuda, cpu, interp)."""

@@ -172,6 +172,7 @@ FUNCTIONS = [
     ("metile_device_retain", _st, [_dev]),
     ("metile_device_release", _st, [_dev]),
     ("metile_devices_available", _st, [_P(c_char_p)]),
+    ("metile_device_count", _st, [c_char_p, _P(c_int32)]),
     ("metile_device_get_info", _st, [_dev, _P(metile_device_info)]),
     ("metile_device_synchronize", _st, [_dev]),
     ("metile_device_stream", _st, [_dev, _P(c_uint64)]),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import math
 import os
 import re
 import threading
@@ -59,11 +60,12 @@ def _run_options(who: str, timeout: Any, stream: Any, device) -> tuple[float, in
     if timeout is None:
         seconds = -1.0
     elif isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) \
-            or not float(timeout) >= 0:
+            or not float(timeout) > 0:
         raise InvalidArgumentError(f"{who}: timeout={timeout!r} must be None "
-                                   "(METILE_TIMEOUT_S) or seconds >= 0 (0: no limit)")
+                                   "(METILE_TIMEOUT_S), seconds > 0, or math.inf (no limit)")
     else:
-        seconds = float(timeout)
+        # The C API's 0 is "no limit", whatever METILE_TIMEOUT_S says.
+        seconds = 0.0 if math.isinf(timeout) else float(timeout)
     try:
         return seconds, stream_handle(stream, device)
     except InvalidArgumentError as e:
@@ -222,7 +224,7 @@ class PreparedLaunch:
     run = __call__
 
     def set_options(self, timeout: Any = None, stream: Any = None) -> None:
-        """The time limit (seconds; 0: none; None: METILE_TIMEOUT_S) and the stream of every
+        """The time limit (seconds; math.inf: none; None: METILE_TIMEOUT_S) and the stream of every
         later run (see Launcher.__call__)."""
         st = _set_run_options(self._handle, _run_options(self.context, timeout, stream,
                                                          self.device))
@@ -853,8 +855,9 @@ class Launcher:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         """Launches over the grid. Besides the kernel's arguments, constexprs and compile
-        options: `timeout=` seconds (0: none; default METILE_TIMEOUT_S) after which the launch
-        fails naming the kernel (on cuda: when the host next waits for it, and the GPU is reset),
+        options: `timeout=` seconds (> 0; math.inf: none; default METILE_TIMEOUT_S) after which
+        the launch fails naming the kernel and the limit (on cuda and metal: when the host next
+        waits for it; cuda then resets the GPU, metal's kernel runs on),
         and `stream=` (cuda) the stream to queue on: a metile.Stream, a torch or CuPy stream, or
         a CUstream int."""
         k = self.kernel

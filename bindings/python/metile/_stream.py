@@ -57,7 +57,9 @@ def stream_handle(stream: Any, device: "_device.Device") -> int:
             raise InvalidArgumentError(
                 f"stream= takes None, an int CUstream, a metile.Stream or an object with "
                 f".cuda_stream (torch) or .ptr (CuPy); got {type(stream).__name__}")
-        index = getattr(getattr(stream, "device", None), "index", None)
+        # torch names the GPU as .device.index, CuPy as .device_id; the library checks the
+        # stream's context as well, for plain ints.
+        index = getattr(getattr(stream, "device", None), "index", getattr(stream, "device_id", None))
         if isinstance(index, int) and device.name == "cuda" and index != device.ordinal:
             raise InvalidArgumentError(f"stream {stream!r} is on cuda:{index}, the launch runs on "
                                        f"{device.label}")

@@ -64,7 +64,7 @@ def test_timeout_keyword_overrides_the_environment(device, monkeypatch):
     with pytest.raises(metile.DeviceError, match=r"within 0\.2 s \(the launch's timeout\)"):
         spin[(2**31 - 1,)](out, 1000, BLOCK=8, timeout=0.2)
     monkeypatch.setenv("METILE_TIMEOUT_S", "0.2")
-    spin[(4,)](out, 1000, BLOCK=8, timeout=0)  # 0: no limit, whatever the environment says
+    spin[(4,)](out, 1000, BLOCK=8, timeout=math.inf)  # no limit, whatever the environment says
     np.testing.assert_array_equal(out, 1000)
     with pytest.raises(metile.DeviceError, match=r"within 0\.2 s \(METILE_TIMEOUT_S\)"):
         spin[(2**31 - 1,)](out, 1000, BLOCK=8)
@@ -82,11 +82,40 @@ def test_prepared_launch_keeps_its_timeout(device, monkeypatch):
     _usable_after()
 
 
-@pytest.mark.parametrize("bad", [-1, float("nan"), "2", True])
+@pytest.mark.parametrize("bad", [0, 0.0, -0.0, -1, -math.inf, float("nan"), "2", True, [1.0]])
 def test_bad_timeout_is_refused(device, bad):
     out = np.zeros(32, np.float32)
-    with pytest.raises(metile.InvalidArgumentError, match=r"kernel spin: timeout=.* must be None"):
+    with pytest.raises(metile.InvalidArgumentError,
+                       match=r"kernel spin: timeout=.* must be None \(METILE_TIMEOUT_S\), seconds "
+                             r"> 0, or math.inf \(no limit\)"):
         spin[(4,)](out, 3, BLOCK=8, timeout=bad)
+    launch = spin[(4,)].prepare(out, 3, BLOCK=8)
+    with pytest.raises(metile.InvalidArgumentError, match="must be None"):
+        launch.set_options(timeout=bad)
+
+
+def test_timeout_on_metal_ends_the_wait_and_the_kernel_runs_on(device, monkeypatch):
+    """Metal cannot stop a committed command buffer: past its limit the wait fails naming the
+    kernel and the limit, and the next synchronize waits for the kernel, whose results are whole.
+    (On the Linux stand-in the kernel runs on metal-sim's engine, for about a second.)"""
+    if device.name != "metal":
+        pytest.skip("the metal device's wait")
+    monkeypatch.delenv("METILE_TIMEOUT_S", raising=False)
+    out = metile.Buffer(shape=(4 * 8,))
+    spin[(4,)](out, 3, BLOCK=8)  # compiled, and the queue idle
+    device.synchronize()
+    # About 1 s of work on the stand-in's CPU engine; far more programs on a Mac's GPU.
+    grid, n = ((512,), 40000) if "stand-in" in device.description else ((1 << 20,), 200000)
+    spin[grid](out, n, BLOCK=8, timeout=0.02)
+    with pytest.raises(metile.DeviceError,
+                       match=r"kernel spin did not finish within 0\.02 s \(the launch's timeout\); "
+                             r"Metal cannot stop a committed command buffer"):
+        device.synchronize()
+    device.synchronize()  # waits for the kernel in full
+    np.testing.assert_array_equal(out.numpy(), n)
+    spin[(4,)](out, 7, BLOCK=8, timeout=30)  # a limit it keeps
+    device.synchronize()
+    np.testing.assert_array_equal(out.numpy(), 7)
 
 
 def test_nan_timeout_is_refused_by_the_c_api(device):

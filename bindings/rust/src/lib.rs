@@ -68,7 +68,7 @@ pub use kernel::{CompileOptions, Kernel, KernelInfo};
 pub use launch::{Arg, Launch};
 pub use program::{Param, Program, Type};
 
-use error::{check, cstr, owned_string};
+use error::{c_string, check, cstr, owned_string};
 use std::ptr;
 
 /// The library's version, e.g. "0.1.0".
@@ -88,7 +88,8 @@ pub fn op_name(op: sys::metile_op) -> String {
 
 /// Stops the launches running now on cpu, interp and metal-sim, from any thread: each fails
 /// with `ErrorKind::Device` ("cancelled"), its outputs partly written; later launches run
-/// normally. GPU devices are not affected. Safe to call from a signal handler.
+/// normally. cuda kernels stop at a loop back-edge and the GPU is reset (see the C header's
+/// `metile_cancel_launches`); metal is not affected. Safe to call from a signal handler.
 pub fn cancel_launches() {
     unsafe { sys::metile_cancel_launches() }
 }
@@ -99,4 +100,14 @@ pub fn devices_available() -> Result<Vec<String>> {
     check(unsafe { sys::metile_devices_available(&mut out) })?;
     let s = unsafe { owned_string(out) };
     Ok(s.split(',').filter(|x| !x.is_empty()).map(String::from).collect())
+}
+
+/// How many devices of `kind` this machine has: for "cuda" the GPUs (each opened as
+/// `Device::open(Some("cuda:N"))` for N below the count), for other kinds 1 when usable here;
+/// 0 when the kind cannot start here. An unknown kind, or one with an index, is an error.
+pub fn device_count(kind: &str) -> Result<i32> {
+    let kind = c_string(kind)?;
+    let mut out = 0;
+    check(unsafe { sys::metile_device_count(kind.as_ptr(), &mut out) })?;
+    Ok(out)
 }

@@ -252,6 +252,7 @@ extern "C" {
     pub fn metile_device_retain(device: *mut metile_device) -> metile_status;
     pub fn metile_device_release(device: *mut metile_device) -> metile_status;
     pub fn metile_devices_available(out: *mut *mut c_char) -> metile_status;
+    pub fn metile_device_count(name: *const c_char, out: *mut i32) -> metile_status;
     pub fn metile_device_get_info(device: *const metile_device, out: *mut metile_device_info) -> metile_status;
     pub fn metile_device_synchronize(device: *mut metile_device) -> metile_status;
     pub fn metile_device_stream(device: *mut metile_device, out: *mut u64) -> metile_status;

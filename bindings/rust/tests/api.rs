@@ -506,3 +506,22 @@ fn a_launch_past_its_timeout_fails_and_the_next_runs() -> Result<()> {
     assert!(e.kind() == ErrorKind::InvalidArgument && e.message.contains("not chosen by index"), "{e}");
     Ok(())
 }
+
+#[test]
+fn device_count_per_kind() -> Result<()> {
+    assert_eq!(metile::device_count("interp")?, 1);
+    let available = metile::devices_available()?;
+    let gpus = metile::device_count("cuda")?;
+    assert_eq!(gpus > 0, available.iter().any(|d| d == "cuda"), "{gpus} {available:?}");
+    if gpus > 0 {
+        let last = Device::open(Some(&format!("cuda:{}", gpus - 1)))?;
+        assert_eq!(last.info()?.ordinal, gpus - 1);
+        let e = Device::open(Some(&format!("cuda:{gpus}"))).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DeviceUnavailable, "{e}");
+    }
+    for bad in ["gpu", "cuda:1", ""] {
+        let e = metile::device_count(bad).unwrap_err();
+        assert!(e.kind() == ErrorKind::InvalidArgument && e.message.contains("unknown device kind"), "{bad}: {e}");
+    }
+    Ok(())
+}

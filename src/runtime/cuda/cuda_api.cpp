@@ -85,6 +85,7 @@ void load_driver_once() {
   if (!sym(lib, "cuMemPrefetchAsync_v2", d.cuMemPrefetchAsync_v2))
     sym(lib, "cuMemPrefetchAsync", d.cuMemPrefetchAsync);
   sym(lib, "cuTensorMapEncodeTiled", d.cuTensorMapEncodeTiled);  // CUDA >= 12.0; else no TMA
+  sym(lib, "cuStreamGetCtx", d.cuStreamGetCtx);
   CUresult r = d.cuInit(0);
   if (r != 0) {
     const char* name = "?";

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -38,6 +40,16 @@ constexpr auto kStopGrace = std::chrono::seconds(1);
 [[noreturn]] void gone(const char* what, const std::string& label) {
   fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", what, " was made before the ", label,
        " device was reset (a launch ran past its time limit): its memory is gone; make a new one");
+}
+
+/** The GPU of each primary context metile opened, so an error can name a stream's device. */
+std::mutex g_contexts_mu;
+std::map<CUcontext, std::string> g_context_labels;
+
+std::string stream_text(uint64_t stream) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(stream));
+  return text;
 }
 
 class CudaBuffer : public Buffer {
@@ -83,6 +95,10 @@ class CudaDevice : public Device {
     word_ = words_.take();
     info_.ordinal = ordinal;
     info_.indexed = true;
+    {
+      std::lock_guard<std::mutex> lock(g_contexts_mu);
+      g_context_labels[ctx_] = cat("cuda:", ordinal);
+    }
     char name[256] = {};
     d_->cuDeviceGetName(name, sizeof name, dev_);
     int major = 0, minor = 0, threads = 0, smem = 0, pageable = 0, version = 0;
@@ -341,6 +357,10 @@ class CudaDevice : public Device {
       if (r != 0) r = d_->cuDevicePrimaryCtxReset(dev_);
       check(r, "cuDevicePrimaryCtxReset (resetting the GPU after a stopped launch)");
       check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain (after a reset)");
+      {
+        std::lock_guard<std::mutex> contexts(g_contexts_mu);
+        g_context_labels[ctx_] = info_.label();
+      }
       check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent (after a reset)");
       check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate (after a reset)");
       map_words();
@@ -381,10 +401,39 @@ class CudaDevice : public Device {
   CUstream launch_stream(const LaunchOptions& options) {
     if (options.stream == 0) return stream_;
     CUstream s = as_stream(options.stream);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stale_streams_.count(s) != 0) gone("this stream", info_.label());
+    }
+    check_owner(options.stream);
     std::lock_guard<std::mutex> lock(mu_);
-    if (stale_streams_.count(s) != 0) gone("this stream", info_.label());
     used_streams_.insert(s);
     return s;
+  }
+
+  /**
+   * Refuses a stream of another GPU by name: the driver would answer only "invalid handle", or
+   * queue nothing in order. 1 and 2 (the legacy and per-thread default streams) are every
+   * context's own.
+   */
+  void check_owner(uint64_t stream) {
+    if (stream <= 2 || d_->cuStreamGetCtx == nullptr) return;
+    CUcontext owner = nullptr;
+    if (CUresult r = d_->cuStreamGetCtx(as_stream(stream), &owner); r != 0) {
+      const char* name = "?";
+      d_->cuGetErrorName(r, &name);
+      fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", "stream ", stream_text(stream),
+           " is not a live CUDA stream (cuStreamGetCtx: ", name, "); this launch or event is on ",
+           info_.label());
+    }
+    if (owner == ctx_) return;
+    std::string label = "a context other than a GPU's primary one";
+    {
+      std::lock_guard<std::mutex> lock(g_contexts_mu);
+      if (auto it = g_context_labels.find(owner); it != g_context_labels.end()) label = it->second;
+    }
+    fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", "stream ", stream_text(stream), " belongs to ", label,
+         ", but this launch or event is on ", info_.label(), ": use one of ", info_.label(), "'s streams");
   }
 
   void wait_for_stream(uint64_t stream) override { order(as_stream(stream), stream_); }
@@ -719,6 +768,13 @@ std::shared_ptr<Device> make_cuda_device_nth(int ordinal) {
   std::string why;
   if (load_driver(&why) == nullptr) fail(METILE_ERROR_DEVICE_UNAVAILABLE, "cuda", "cuda:", ordinal, " is unavailable: ", why);
   return std::make_shared<CudaDevice>(ordinal);
+}
+
+int cuda_device_count() {
+  const Driver* d = load_driver(nullptr);
+  int count = 0;
+  if (d != nullptr) check(d->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  return count;
 }
 
 bool cuda_wgmma_enabled() { return env_string("METILE_CUDA_WGMMA") != "0"; }

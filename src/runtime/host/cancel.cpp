@@ -55,11 +55,14 @@ bool LaunchStop::should_stop() const {
   return limit_.seconds > 0 && std::chrono::steady_clock::now() >= deadline_;
 }
 
-std::string LaunchStop::why(const std::string& kernel) const {
+std::string LaunchStop::reason(const std::string& kernel) const {
   if (g_cancel_epoch.load(std::memory_order_relaxed) != epoch_)
-    return cat("kernel ", kernel, " was cancelled (metile_cancel_launches, e.g. Ctrl-C); its "
-               "outputs are partly written");
-  return limit_.exceeded(kernel) + "; its outputs are partly written";
+    return cat("kernel ", kernel, " was cancelled (metile_cancel_launches, e.g. Ctrl-C)");
+  return limit_.exceeded(kernel);
+}
+
+std::string LaunchStop::why(const std::string& kernel) const {
+  return reason(kernel) + "; its outputs are partly written";
 }
 
 }  // namespace metile::host

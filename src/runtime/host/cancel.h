@@ -55,8 +55,13 @@ class LaunchStop {
   LaunchStop();
   /** Cancelled since the launch started, or past its time limit (reads the clock). */
   bool should_stop() const;
-  /** Why should_stop() said so: "kernel K was cancelled ..." or "... did not finish within". */
+  /** Why should_stop() said so: "kernel K was cancelled ..." or "... did not finish within",
+   * then that its outputs are partly written. */
   std::string why(const std::string& kernel) const;
+  /** why() without the clause on the outputs, for a device whose kernel runs on (metal). */
+  std::string reason(const std::string& kernel) const;
+  /** It has a time limit (else only a cancel stops it). */
+  bool limited() const { return limit_.seconds > 0; }
 
  private:
   uint64_t epoch_;

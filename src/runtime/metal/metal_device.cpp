@@ -2,17 +2,22 @@
 // (objc_bridge.h). Kernels are the MSL the GPU pipeline emits; launches are encoded into one
 // command buffer each on the device's single queue and committed without waiting; synchronize()
 // waits for every command buffer committed since the last one and turns a failure into a status.
+// A launch's time limit is enforced by that wait: Metal cannot stop a committed command buffer,
+// so past the limit the wait ends with the error and the kernel runs on.
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include "codegen/msl.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
 #include "runtime/device.h"
+#include "runtime/host/cancel.h"
 #include "runtime/metal/metal_toolchain.h"
 #include "runtime/metal/objc_bridge.h"
 #include "support/error.h"
@@ -211,11 +216,23 @@ class MetalDevice final : public Device {
     }
     std::string error = take_deferred_error();
     AutoreleasePool pool(rt_);
-    for (Pending& p : done) {
-      rt_.send(Sel::waitUntilCompleted, p.command_buffer);
+    while (!done.empty()) {
+      Pending& p = done.front();
+      if (!wait_within_limit(p)) {
+        // It and the command buffers queued behind it stay pending: the next synchronize waits
+        // for them in full, so no later wait returns while the kernel may still write.
+        error = cat(p.stop.reason(p.kernel), "; Metal cannot stop a committed command buffer, so the "
+                    "kernel runs on and the next synchronize of the metal device waits for it",
+                    error.empty() ? "" : "; before it: ", error);
+        p.limited = false;
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_.insert(pending_.begin(), done.begin(), done.end());
+        break;
+      }
       std::string why = failure_of(p);
       if (error.empty()) error = why;
       rt_.release(p.command_buffer);
+      done.pop_front();
     }
     if (!error.empty()) fail(METILE_ERROR_DEVICE, "metal", error);
   }
@@ -248,8 +265,10 @@ class MetalDevice final : public Device {
 
   /** Commits an encoded command buffer (retained by the caller) and remembers it. */
   void committed(id command_buffer, const std::string& kernel) {
+    host::LaunchStop stop;  // the launch's limit (METILE_TIMEOUT_S, its own) counts from now
+    bool limited = stop.limited();
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back({command_buffer, kernel});
+    pending_.push_back({command_buffer, kernel, stop, limited});
     // Finished command buffers are released as launches go, so a program that never
     // synchronizes holds only the ones still in flight; a failure waits for synchronize().
     while (pending_.size() > 16) {
@@ -271,6 +290,8 @@ class MetalDevice final : public Device {
   struct Pending {
     id command_buffer;
     std::string kernel;
+    host::LaunchStop stop;
+    bool limited;  // synchronize() polls it against stop's deadline; cleared once reported
   };
 
   std::string failure_of(const Pending& p) const {
@@ -278,6 +299,24 @@ class MetalDevice final : public Device {
     AutoreleasePool pool(rt_);
     std::string why = rt_.describe(rt_.send<id>(Sel::error, p.command_buffer));
     return cat("kernel ", p.kernel, " failed: ", why.empty() ? "no error description" : why);
+  }
+
+  /** Waits for `p`'s command buffer; false when its launch's time limit passed first (or a
+   * cancel came while waiting for a limited launch). Without a limit the wait blocks in Metal. */
+  bool wait_within_limit(const Pending& p) {
+    if (!p.limited) {
+      rt_.send(Sel::waitUntilCompleted, p.command_buffer);
+      return true;
+    }
+    // Polls back off to 0.5 ms, as cuda's do: a wait ends at most that late.
+    auto pause = std::chrono::microseconds(20);
+    for (;;) {
+      NSUInteger s = rt_.send<NSUInteger>(Sel::status, p.command_buffer);
+      if (s == kStatusCompleted || s == kStatusError) return true;
+      if (p.stop.should_stop()) return false;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(500));
+    }
   }
 
   std::string take_deferred_error() {

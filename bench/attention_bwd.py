@@ -119,14 +119,14 @@ def triton_backward():
                  BN1: tl.constexpr, BM2: tl.constexpr, BN2: tl.constexpr):
         pid = tl.program_id(0)
         bh = tl.program_id(1).to(tl.int64)
-        step = bh * seq * HEAD_DIM
-        Q += step
-        K += step
-        V += step
-        dO += step
-        dQ += step
-        dK += step
-        dV += step
+        off = bh * seq * HEAD_DIM                              # this (batch, head)'s matrices
+        Q += off
+        K += off
+        V += off
+        dO += off
+        dQ += off
+        dK += off
+        dV += off
         Lse += bh * seq
         Delta += bh * seq
         rd = tl.arange(0, HEAD_DIM)
@@ -202,7 +202,9 @@ def metile_buffer(x, dtype):
 
 def values(buf):
     a = buf.numpy()
-    return (a.astype(np.uint32) << 16).view(np.float32) if buf.metile_dtype == "bf16" else a.astype(np.float32)
+    if buf.metile_dtype == "bf16":
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float32)
 
 
 def rel_err(got, ref):
@@ -228,7 +230,8 @@ def bench_row(args, torch, tri, dtype, dim, seq, causal, configs):
         tq, tk, tv, tdo = (torch.from_numpy(a).cuda().to(tdt) for a in x)
         from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            leaves = [t.detach().view(batch, heads, seq, dim).requires_grad_() for t in (tq, tk, tv)]
+            leaves = [t.detach().view(batch, heads, seq, dim).requires_grad_()
+                      for t in (tq, tk, tv)]
             tout = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
             g4 = tdo.view(batch, heads, seq, dim)
             fn = lambda: torch.autograd.grad(tout, leaves, g4, retain_graph=True)  # noqa: E731
@@ -295,9 +298,11 @@ def bench_row(args, torch, tri, dtype, dim, seq, causal, configs):
         run()
         sync()
         t = time_per_call(run, sync, calls, 3)
-        row.update(metile_tflops=flops / t / 1e12, metile_err=rel_err([values(g) for g in grads], ref),
+        row.update(metile_tflops=flops / t / 1e12,
+                   metile_err=rel_err([values(g) for g in grads], ref),
                    metile_dkdv=list(best["dkdv"][1]), metile_dq=list(best["dq"][1]),
-                   metile_ms={"all": t * 1e3, "dkdv": best["dkdv"][0] * 1e3, "dq": best["dq"][0] * 1e3})
+                   metile_ms={"all": t * 1e3, "dkdv": best["dkdv"][0] * 1e3,
+                              "dq": best["dq"][0] * 1e3})
     return row
 
 
@@ -325,7 +330,8 @@ def main():
                 tri = triton_backward()
             except ImportError:
                 print("Triton is absent: torch SDPA's backward is the peer", flush=True)
-    seqs = [int(s) for s in (args.seqs or ("128,200" if args.quick else "1024,4096,16384")).split(",")]
+    seqs = args.seqs or ("128,200" if args.quick else "1024,4096,16384")
+    seqs = [int(s) for s in seqs.split(",")]
     configs = parse_configs(args.configs) if args.configs else (
         [(32, 16, 128), (16, 16, 128)] if args.quick else CONFIGS)
     out = open(args.out, "a") if args.out else None
@@ -339,7 +345,8 @@ def main():
                     except Exception as e:
                         traceback.print_exc()
                         row = {"kernel": "flash_bwd", "dtype": dtype, "head_dim": dim, "seq": seq,
-                               "causal": causal, "error": str(e).splitlines()[0] if str(e) else repr(e)}
+                               "causal": causal,
+                               "error": str(e).splitlines()[0] if str(e) else repr(e)}
                     row["gpu"] = gpu
                     line = json.dumps(row)
                     print(line, flush=True)

@@ -10,8 +10,9 @@ Three kernels over [batch * heads, seq, HEAD_DIM] arrays (f32, f16 or bf16; f32 
   dq          one program per BLOCK queries walks the keys STEP rows at a time:
               dS = P * (dO V^T - Delta), dQ += dS K.
 dQ and dK take the softmax scale at the end. Causal programs start (dkdv) or stop (dq) their loop
-at the diagonal, so the blocks wholly above it are never visited, and mask the blocks that
-straddle it. Any seq works: rows past seq read zeros, are masked out of every sum and not stored.
+at the diagonal (a bound that depends on the program), so the blocks wholly above it are never
+visited; the mask (causal, and rows past seq) is applied to each block visited. Any seq works:
+rows past seq read zeros, take no part in any sum and are not stored.
 
 Run: python3 examples/python/flash_attention_bwd.py [BATCH*HEADS SEQ HEAD_DIM] [--causal] [--f16]
 """

@@ -115,6 +115,7 @@ def bench_flash(args, torch, rows):
              for _ in range(3)]
         mq, mk, mv = (metile_copy(a.reshape(batch * heads, seq, dim)) for a in x)
         mo = metile.Buffer.zeros((batch * heads, seq, dim), "f16")
+        mlse = metile.Buffer.zeros((batch * heads, seq), "f32")
         if torch is not None:
             tq, tk, tv = (torch.from_numpy(a).cuda() for a in x)
             to = torch.empty_like(tq)
@@ -141,7 +142,7 @@ def bench_flash(args, torch, rows):
                 for bm, bn, threads in configs[:2] if args.quick else configs:
                     def run(bm=bm, bn=bn, threads=threads):
                         flash_attention.flash_attention_fwd[(metile.cdiv(seq, bm), batch * heads)](
-                            mq, mk, mv, mo, seq, flash_attention.LOG2E / math.sqrt(dim),
+                            mq, mk, mv, mo, mlse, seq, flash_attention.LOG2E / math.sqrt(dim),
                             HEAD_DIM=dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, num_threads=threads)
                     try:
                         mo.numpy()[...] = np.nan

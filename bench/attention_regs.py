@@ -37,6 +37,7 @@ def main():
              for _ in range(3)]
         mq, mk, mv = (metile_copy(a) for a in x)
         mo = metile.Buffer.zeros((batch * heads, seq, dim), "f16")
+        mlse = metile.Buffer.zeros((batch * heads, seq), "f32")
         small = [np.ascontiguousarray(a[:2, :300]) for a in x]
         n = small[0].shape[1]
         for causal in (False, True):
@@ -45,16 +46,17 @@ def main():
             for bm, bn, threads in configs:
                 kw = dict(HEAD_DIM=dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, num_threads=threads)
                 so = np.zeros_like(small[0])
+                slse = np.zeros((2, n), np.float32)
                 launch = flash_attention.flash_attention_fwd[(metile.cdiv(n, bm), 2)]
-                launch(*small, so, n, flash_attention.LOG2E / math.sqrt(dim), **kw)
+                launch(*small, so, slse, n, flash_attention.LOG2E / math.sqrt(dim), **kw)
                 err = float(np.abs(so.astype(np.float64) - ref).max())
-                k = launch.compile(*small, so, n, 0.1, **kw)
+                k = launch.compile(*small, so, slse, n, 0.1, **kw)
                 cuda = metile.get_device().name == "cuda"
                 bounds = re.search(r"__launch_bounds__\(([0-9, ]*)\)", k.source("cuda")).group(1) if cuda else None
 
                 def run(bm=bm, kw=kw):
                     flash_attention.flash_attention_fwd[(metile.cdiv(seq, bm), batch * heads)](
-                        mq, mk, mv, mo, seq, flash_attention.LOG2E / math.sqrt(dim), **kw)
+                        mq, mk, mv, mo, mlse, seq, flash_attention.LOG2E / math.sqrt(dim), **kw)
                 run()
                 metile.synchronize()
                 t = time_per_call(run, metile.synchronize, max(1, min(20, int(5e12 / flops))), 3)

@@ -1,6 +1,7 @@
 """Attention written in metile's tile language (examples/python/flash_attention.py and
 decode_attention.py) against float64 numpy on every device: flash attention forward (causal or
-not, head_dim 64 and 128, f32/f16/bf16, sequence lengths that are not a multiple of the block)
+not, head_dim 64 and 128, f32/f16/bf16, sequence lengths that are not a multiple of the block;
+the output and the rows' log-sum-exp the backward pass starts from)
 and decode attention (MHA, GQA, MQA; single-pass and split-KV with the merge kernel; a paged
 KV cache read through block tables)."""
 
@@ -67,8 +68,10 @@ def test_flash_attention_forward(device, fast, dtype, causal, head_dim):
     block = flash_attention.default_block(head_dim)
     (q, k, v), vals = _inputs([(bh, seq, head_dim)] * 3, dtype)
     out = metile.Buffer.zeros((bh, seq, head_dim), dtype=dtype)
-    flash_attention.attention(q, k, v, out, causal, block_m=block, block_n=block)
-    _check(_values(out), flash_attention.reference(*vals, causal), dtype)
+    lse = flash_attention.attention(q, k, v, out, causal, block_m=block, block_n=block)
+    ref, ref_lse = flash_attention.reference(*vals, causal, with_lse=True)
+    _check(_values(out), ref, dtype)
+    _check(lse.numpy().astype(np.float64), ref_lse, "f32")   # f32: the scores' TF32 rounding
 
 
 def test_flash_attention_blocks_of_different_shapes(device):
@@ -77,8 +80,11 @@ def test_flash_attention_blocks_of_different_shapes(device):
     for seq, bm, bn in ((5, 16, 8), (1, 16, 16), (40, big, 16), (40, 8, big)):
         (q, k, v), vals = _inputs([(1, seq, 64)] * 3, "f32")
         out = metile.Buffer.zeros((1, seq, 64))
-        flash_attention.attention(q, k, v, out, True, block_m=bm, block_n=bn)
-        _check(_values(out), flash_attention.reference(*vals, True), "f32")
+        lse = metile.Buffer(data=np.full((1, seq), np.nan, np.float32))
+        flash_attention.attention(q, k, v, out, True, block_m=bm, block_n=bn, lse=lse)
+        ref, ref_lse = flash_attention.reference(*vals, True, with_lse=True)
+        _check(_values(out), ref, "f32")
+        _check(lse.numpy().astype(np.float64), ref_lse, "f32")
 
 
 @pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2), (4, 1)], ids=["mha", "gqa", "mqa"])

@@ -14,6 +14,7 @@ EXAMPLES = os.path.join(ROOT, "examples", "python")
                                          ("softmax.py", ["16", "300"]),
                                          ("gemm.py", ["96", "80", "70"]),
                                          ("flash_attention.py", ["2", "50", "64", "--causal"]),
+                                         ("flash_attention_bwd.py", ["2", "50", "64", "--causal"]),
                                          ("decode_attention.py", ["1", "4", "2", "300", "64"]),
                                          ("paged_decode_attention.py", ["2", "4", "2", "200", "64"]),
                                          ("gemv.py", ["300", "1000", "3", "--bias"]),

@@ -119,6 +119,29 @@ TEST(AllocateThreadgroupMemory, CopiesInFlightOrSeparateArgumentsKeepArraysApart
   EXPECT_TRUE(has(e, "k needs 16384 bytes of threadgroup memory; the target allows 10000")) << e;
 }
 
+// mbarriers (and TMA destinations) may still be signalled by the copy engine: never shared,
+// though the barriers' last use comes before the other array's first.
+TEST(AllocateThreadgroupMemory, MbarriersNeverShare) {
+  const std::string text = std::string(kHead) + R"(  %bar: ptr<i64, threadgroup> = alloc shape="1" stages=1024 layout="linear"
+  %b: ptr<f32, threadgroup> = alloc shape="2048" stages=1 layout="linear"
+  mbar_init %bar, %tid count=1 n=1
+  async_wait pending=0
+  barrier
+  %i: i32 x2 #2 = coord #2 %tid
+  %pb: ptr<f32, threadgroup> x2 #2 = ptr_offset %b, %i
+  %v: f32 x2 #2 = cast %i
+  store %pb, %v
+}
+)";
+  EXPECT_TRUE(has(error_of(text, cuda_with(10000)), "k needs 16384 bytes of threadgroup memory")) << text;
+  std::string plain = text;  // the same array as plain i64 storage shares
+  plain.replace(plain.find("  mbar_init %bar, %tid count=1 n=1\n"), 35, "  %z: i64 = const value=0\n  store %bar, %z\n");
+  const std::string out = run(plain, cuda_with(10000));
+  EXPECT_TRUE(has(out, "stages=1024 layout=\"linear\" offset=0\n  %b: ptr<f32, threadgroup> = alloc shape=\"2048\" "
+                       "stages=1 layout=\"linear\" offset=0\n"))
+      << out;
+}
+
 TEST(AllocateThreadgroupMemory, CannotBeDisabled) {
   try {
     check_pass_names({"allocate-threadgroup-memory"});

@@ -179,13 +179,16 @@ class CudaDialect final : public GpuDialect {
     }
     for (const std::string& u : unpack) w.line(u);
     if (k.shared.empty()) return;
-    // 1024: wgmma's swizzled arrays come first and need their blocks aligned (wgmma_layout.h).
+    // 1024: the base of the wgmma swizzles' arrays (SharedArray::alignment), which sit at
+    // multiples of it. Each array at the offset allocate-threadgroup-memory gave it, in address
+    // order.
     w.line("extern __shared__ __align__(1024) unsigned char mt_smem[];");
-    uint64_t offset = 0;
-    for (const KernelInterface::Shared& s : k.shared) {
+    std::vector<KernelInterface::Shared> arrays = k.shared;
+    std::stable_sort(arrays.begin(), arrays.end(), [](const auto& x, const auto& y) { return x.offset < y.offset; });
+    for (const KernelInterface::Shared& s : arrays) {
+      METILE_ASSERT(s.offset >= 0, "array ", s.name, " reached the emitter unplaced: run allocate-threadgroup-memory first");
       w.line(c.storage(s.dtype) + "* const " + s.name + " = reinterpret_cast<" + c.storage(s.dtype) +
-             "*>(mt_smem + " + std::to_string(offset) + ");");
-      offset += align_threadgroup(static_cast<uint64_t>(s.size) * dtype_size(s.dtype));
+             "*>(mt_smem + " + std::to_string(s.offset) + ");");
     }
   }
 

@@ -696,8 +696,10 @@ std::string Emitter::run(KernelInterface* k) {
   k->threads = f_.threads;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.builtin);
-    if (op.kind == GpuOpKind::ALLOC)
-      k->shared.push_back({name_[op.result()], dtype(op.result()), op.attr_int("size")});
+    if (op.kind == GpuOpKind::ALLOC) {
+      const gpu::SharedArray a = gpu::shared_array(f_, op);
+      k->shared.push_back({name_[op.result()], dtype(op.result()), a.stages * a.stage_elements(), a.offset});
+    }
   });
   for (size_t i = 0; i < f_.params.size(); ++i) {
     const gpu::Value& v = f_.value(f_.params[i].value);

@@ -32,7 +32,8 @@ struct KernelInterface {
   struct Shared {
     std::string name;
     DType dtype = DType::invalid;
-    int64_t size = 0;  // elements
+    int64_t size = 0;    // elements, all stages and padding included
+    int64_t offset = -1;  // bytes into the threadgroup's memory (allocate-threadgroup-memory)
   };
   std::string name;
   std::vector<Param> params;   // in Tile IR order

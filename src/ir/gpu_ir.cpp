@@ -139,15 +139,127 @@ std::vector<std::string> name_values(const Function& f,
 
 Block* loop_back_edge(Op& op) { return op.kind == GpuOpKind::FOR ? &op.body() : nullptr; }
 
+SharedArray SharedArray::padded(std::vector<int64_t> shape, int64_t pad, int64_t stages) {
+  SharedArray a;
+  a.shape = std::move(shape);
+  a.stages = stages;
+  a.layout = pad > 0 ? Layout::pad : Layout::linear;
+  a.layout_arg = pad;
+  return a;
+}
+
+SharedArray SharedArray::wgmma(std::vector<int64_t> shape, int64_t swizzle, int64_t stages) {
+  SharedArray a;
+  a.shape = std::move(shape);
+  a.stages = stages;
+  a.layout = Layout::wgmma;
+  a.layout_arg = swizzle;
+  return a;
+}
+
+int64_t SharedArray::stage_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (layout == Layout::pad) n += layout_arg * (n / shape.back());  // one pad per row
+  return n;
+}
+
+std::string SharedArray::layout_name() const {
+  switch (layout) {
+    case Layout::linear: return "linear";
+    case Layout::pad: return cat("pad", layout_arg);
+    case Layout::wgmma: return cat("wgmma", layout_arg);
+  }
+  return "";
+}
+
+void SharedArray::write(Op& alloc) const {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+  std::vector<Attr> attrs = {{"shape", s}, {"stages", stages}, {"layout", layout_name()}};
+  if (offset >= 0) attrs.push_back({"offset", offset});
+  alloc.attrs = std::move(attrs);
+}
+
+SharedArray shared_array(const Function& f, const Op& alloc, std::string* why) {
+  std::string problem;
+  SharedArray a;
+  auto text = [&](const char* name) -> std::string {
+    const AttrValue* v = alloc.find_attr(name);
+    if (v == nullptr || !std::holds_alternative<std::string>(*v)) {
+      if (problem.empty()) problem = cat("needs a text attribute ", name);
+      return "";
+    }
+    return std::get<std::string>(*v);
+  };
+  auto number = [&](const char* name, int64_t otherwise) -> int64_t {
+    const AttrValue* v = alloc.find_attr(name);
+    if (v == nullptr) return otherwise;
+    if (!std::holds_alternative<int64_t>(*v)) {
+      if (problem.empty()) problem = cat("attribute ", name, " must be an integer");
+      return otherwise;
+    }
+    return std::get<int64_t>(*v);
+  };
+  // "64x32": positive extents separated by x.
+  const std::string shape = text("shape");
+  for (size_t at = 0; problem.empty() && at <= shape.size();) {
+    size_t end = shape.find('x', at);
+    if (end == std::string::npos) end = shape.size();
+    const std::string part = shape.substr(at, end - at);
+    const bool digits = !part.empty() && part.size() < 12 &&
+                        part.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(part) <= 0) problem = cat("shape \"", shape, "\" must be positive extents joined by x");
+    else a.shape.push_back(std::stoll(part));
+    at = end + 1;
+  }
+  a.stages = number("stages", 1);
+  if (problem.empty() && a.stages <= 0) problem = "stages must be positive";
+  const std::string layout = text("layout");
+  auto suffix = [&](std::string_view head) -> int64_t {
+    const std::string rest = layout.substr(head.size());
+    if (rest.empty() || rest.size() > 6 || rest.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoll(rest);
+  };
+  if (!problem.empty()) {
+  } else if (layout == "linear") {
+    a.layout = SharedArray::Layout::linear;
+  } else if (layout.rfind("pad", 0) == 0 && suffix("pad") > 0) {
+    a.layout = SharedArray::Layout::pad;
+    a.layout_arg = suffix("pad");
+  } else if (layout.rfind("wgmma", 0) == 0 &&
+             (suffix("wgmma") == 128 || suffix("wgmma") == 64 || suffix("wgmma") == 32)) {
+    a.layout = SharedArray::Layout::wgmma;
+    a.layout_arg = suffix("wgmma");
+    const int64_t elem = static_cast<int64_t>(dtype_size(f.value(alloc.result()).dtype));
+    if (a.shape.size() != 2 || (a.shape[1] * elem) % a.layout_arg != 0)
+      problem = cat("a ", layout, " array needs two extents, rows of whole ", a.layout_arg, "-byte blocks");
+  } else {
+    problem = cat("layout \"", layout, "\" is none of linear, padN, wgmma128/64/32");
+  }
+  a.offset = number("offset", -1);
+  if (problem.empty() && alloc.find_attr("offset") != nullptr &&
+      (a.offset < 0 || static_cast<uint64_t>(a.offset) % a.alignment() != 0))
+    problem = cat("offset ", a.offset, " is not a multiple of the ", a.alignment(), "-byte alignment");
+  for (const Attr& at : alloc.attrs)
+    if (problem.empty() && at.name != "shape" && at.name != "stages" && at.name != "layout" && at.name != "offset")
+      problem = cat("unknown attribute ", at.name);
+  if (!problem.empty()) {
+    if (why != nullptr) *why = problem;
+    else fail(METILE_ERROR_INTERNAL, "gpu-ir", "alloc: ", problem);
+  }
+  return a;
+}
+
 uint64_t threadgroup_bytes(const Function& f) {
-  uint64_t total = 0;
+  uint64_t end = 0;
   for (const Op& op : f.body.ops)
     if (op.kind == GpuOpKind::ALLOC) {
-      uint64_t bytes = static_cast<uint64_t>(op.attr_int("size")) *
-                       dtype_size(f.value(op.result()).dtype);
-      total += align_threadgroup(bytes);
+      const SharedArray a = shared_array(f, op);
+      METILE_ASSERT(a.offset >= 0, "threadgroup_bytes before allocate-threadgroup-memory placed the arrays");
+      end = std::max(end, static_cast<uint64_t>(a.offset) + a.bytes(f.value(op.result()).dtype));
     }
-  return total;
+  return align_threadgroup(end);
 }
 
 // ----- GpuBuilder -----
@@ -301,10 +413,10 @@ ValueId GpuBuilder::atomic(OpKind k, ValueId ptrs, ValueId cmp, ValueId value, V
   return append(std::move(op)).result();
 }
 
-ValueId GpuBuilder::alloc(DType d, int64_t size, const std::string& stem) {
+ValueId GpuBuilder::alloc(DType d, const SharedArray& array, const std::string& stem) {
   Op op;
   op.kind = GpuOpKind::ALLOC;
-  op.attrs = {{"size", size}};
+  array.write(op);
   op.results = {new_value(d, kUniform, true, AddrSpace::threadgroup)};
   named(op.results[0], stem);
   return append(std::move(op)).result();

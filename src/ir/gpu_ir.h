@@ -20,7 +20,8 @@
  *   splat(x) -> r                         load(ptrs [, pred, other]) -> r
  *   store(ptrs, value [, pred])           vload/vstore: as load/store, {width} registers at a time
  *   atomic[op](ptrs, [cmp (cas),] value [, pred]) -> old values (0 where pred is false)
- *   alloc {size} -> threadgroup pointer   barrier [{device}: also orders device memory]
+ *   alloc {shape, stages, layout [, offset]} -> threadgroup pointer (gpu::SharedArray)
+ *   barrier [{device}: also orders device memory]
  *   shuffle_xor(x, mask)  shuffle(x, lane)  simd_reduce[op](x)  reg_reduce[op](x) -> thread
  *       (shuffle_xor also per register of a tile value: x of lane ^ mask, register by register)
  *   reg_reduce[op] {fold}(x) -> tile: register r of x folds into register fold[r] of the result
@@ -243,7 +244,48 @@ void verify(const Function& f, const Op** failed);
  */
 Block* loop_back_edge(Op& op);
 
-/** Total threadgroup memory the function allocates, in bytes (each array 16-byte aligned). */
+/**
+ * What a threadgroup array (an alloc op) holds: `stages` copies of a `shape` array of the
+ * result's dtype, each stored as `layout` says, and where it sits. Attributes:
+ *   shape="64x32"   the logical array of one stage (rows x columns, or one extent);
+ *   stages=3        copies one after another (a K loop's pipeline ring; 1 otherwise);
+ *   layout="..."    linear: row-major, dense;
+ *                   padN: row-major with N unused elements after each row (the padding that
+ *                     spreads a staged operand's rows over the banks);
+ *                   wgmmaS: the S-byte swizzle (128, 64 or 32; target/wgmma_layout.h) wgmma
+ *                     reads and TMA writes: blocks of S bytes of each row, 16-byte chunks XORed
+ *                     by row; aligned to 1024 bytes (the 128-byte swizzle's 8-row atom);
+ *   offset=4096     bytes from the start of the threadgroup's memory, set by the
+ *                   allocate-threadgroup-memory pass (absent before it runs).
+ */
+struct SharedArray {
+  enum class Layout : uint8_t { linear, pad, wgmma };
+  std::vector<int64_t> shape;
+  int64_t stages = 1;
+  Layout layout = Layout::linear;
+  int64_t layout_arg = 0;  // pad: elements after each row; wgmma: swizzle bytes
+  int64_t offset = -1;     // -1: not placed yet
+
+  static SharedArray linear(std::vector<int64_t> shape, int64_t stages = 1) { return padded(std::move(shape), 0, stages); }
+  /** Rows padded by `pad` elements (linear for 0). */
+  static SharedArray padded(std::vector<int64_t> shape, int64_t pad, int64_t stages = 1);
+  static SharedArray wgmma(std::vector<int64_t> shape, int64_t swizzle, int64_t stages = 1);
+  /** Elements one stage occupies, padding included; all stages: stages * stage_elements(). */
+  int64_t stage_elements() const;
+  uint64_t bytes(DType dtype) const { return static_cast<uint64_t>(stages * stage_elements()) * dtype_size(dtype); }
+  uint64_t alignment() const { return layout == Layout::wgmma ? 1024 : 16; }
+  /** "linear", "pad8", "wgmma128". */
+  std::string layout_name() const;
+  /** Sets the alloc's shape, stages, layout and (when placed) offset attributes. */
+  void write(Op& alloc) const;
+};
+/** The array an alloc describes; *why (when given) says what is wrong, else it throws. */
+SharedArray shared_array(const Function& f, const Op& alloc, std::string* why = nullptr);
+
+/**
+ * Threadgroup memory the function uses, in bytes: the end of its highest array, a multiple of
+ * 16 (the arrays' offsets come from the allocate-threadgroup-memory pass).
+ */
 uint64_t threadgroup_bytes(const Function& f);
 
 /**
@@ -275,7 +317,8 @@ class GpuBuilder {
   void store(ValueId ptrs, ValueId value, ValueId pred = kNoValue);
   /** Atomic `k` (a Tile IR ATOMIC_* op) per register; cmp only for ATOMIC_CAS. */
   ValueId atomic(OpKind k, ValueId ptrs, ValueId cmp, ValueId value, ValueId pred = kNoValue);
-  ValueId alloc(DType d, int64_t size, const std::string& stem);
+  /** A threadgroup array of `d` (an alloc op at the builder's block). */
+  ValueId alloc(DType d, const SharedArray& array, const std::string& stem);
   void barrier();
   ValueId shuffle_xor(ValueId x, ValueId mask);
   ValueId shuffle(ValueId x, ValueId lane);

@@ -240,7 +240,9 @@ struct Verifier {
         const Value& r = val(op.result());
         if (!r.is_ptr || r.space != AddrSpace::threadgroup || r.layout != kUniform)
           bad("result must be a uniform threadgroup pointer");
-        if (op.attr_int("size") <= 0) bad("size must be positive");
+        std::string why;
+        shared_array(f, op, &why);
+        if (!why.empty()) bad(why);
         break;
       }
       case GpuOpKind::BARRIER:

@@ -6,6 +6,7 @@
 
 #include "ir/param_access.h"
 #include "passes/lower_internal.h"
+#include "passes/pass.h"
 
 namespace metile {
 
@@ -437,7 +438,7 @@ gpu::Function Lowering::run() {
   for (const auto& [dtype, arr] : scratch_arrays) {
     gpu::Op a;
     a.kind = gpu::GpuOpKind::ALLOC;
-    a.attrs = {{"size", arr.second}};
+    gpu::SharedArray::linear({arr.second}).write(a);
     a.results = {arr.first};
     prologue.ops.push_back(std::move(a));
   }
@@ -458,6 +459,11 @@ gpu::Function lower_to_gpu(const Program& program, const LayoutAssignment& layou
   lowering::Lowering l(program, target, options, layouts);
   gpu::Function f = l.run();
   gpu::verify(f);
+  // Placed as lowered, so the function can be emitted as it is; the pipeline places the arrays
+  // again after its passes, which may remove some, and checks the limit there.
+  PassContext ctx{target};
+  ctx.check_threadgroup_limit = false;
+  allocate_threadgroup_memory(f, ctx);
   return f;
 }
 

@@ -183,9 +183,12 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
     plan.ld[1] = (plan.b_kmajor ? plan.kc : n) + pad;  // k-major B: n rows of k (lower_trans_operand.cpp)
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = (plan.b_kmajor ? n : plan.kc) * plan.ld[1];
-    plan.bufs[0] = pb.alloc(plan.stage, stages * plan.elems[0], "a_smem");
-    plan.bufs[1] = pb.alloc(plan.stage, stages * plan.elems[1], "b_smem");
-    if (plan.wgmma) place_first(2);
+    const std::vector<int64_t> shape[2] = {{m, plan.kc}, {plan.b_kmajor ? n : plan.kc, plan.b_kmajor ? plan.kc : n}};
+    for (int i = 0; i < 2; ++i) {
+      const gpu::SharedArray a = plan.wgmma ? gpu::SharedArray::wgmma(shape[i], plan.staged[i].swizzle, stages)
+                                            : gpu::SharedArray::padded(shape[i], pad, stages);
+      plan.bufs[i] = pb.alloc(plan.stage, a, i == 0 ? "a_smem" : "b_smem");
+    }
   }
   return {plan.bufs[0], plan.bufs[1]};
 }
@@ -204,7 +207,7 @@ void Lowering::dot(const Op& op) {
   const auto piped = pipelined_dots.find(&op);
   auto [a_buf, b_buf] = dot_buffers(op, piped != pipelined_dots.end() ? piped->second->stages : 1);
   const int64_t lda = plan.ld[0], ldb = plan.ld[1];
-  ValueId c_buf = acc_array ? pb.alloc(DType::f32, m * n, "c_smem") : kNoValue;
+  ValueId c_buf = acc_array ? pb.alloc(DType::f32, gpu::SharedArray::linear({m, n}), "c_smem") : kNoValue;
   ValueId tid = builtin(gpu::Builtin::thread_index);
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);

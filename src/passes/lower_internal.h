@@ -249,11 +249,8 @@ class Lowering {
   // --- lower_wgmma.cpp ---
   /** The tile_loads a wgmma dot stages, and the swizzled layout each is copied into. */
   std::map<const Op*, WgmmaTile> wgmma_staging;
-  size_t wgmma_first_allocs = 0;  // wgmma arrays moved to the front of the prologue so far
   /** The element offset of chunk (r, c) of tile_load `load` in its staging array. */
   ValueId staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld);
-  /** Puts the last `count` allocations first in threadgroup memory (1024-byte aligned). */
-  void place_first(size_t count);
   /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
    * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
   void wgmma_sync_for(const std::vector<const Op*>& dots);

@@ -123,7 +123,7 @@ void Lowering::shared(const Op& op) {
   // threads clear it together before the body runs (one barrier for all arrays).
   DType d = p.type(op.result()).dtype;
   int64_t size = op.attr_int("size");
-  ValueId buf = pb.alloc(d, size, "smem");
+  ValueId buf = pb.alloc(d, gpu::SharedArray::linear({size}), "smem");
   set(op.result(), buf);
   gpu::Block* saved = b.block();
   b.set_block(&init);

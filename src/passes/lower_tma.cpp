@@ -101,7 +101,7 @@ void Lowering::tma_plan(Pipeline& pl) {
 void Lowering::tma_prologue(Pipeline& pl) {
   tma_plan(pl);
   if (pl.arrivals == 0) return;
-  pl.bars = pb.alloc(DType::i64, pl.stages, "tma_bar");
+  pl.bars = pb.alloc(DType::i64, gpu::SharedArray::linear({1}, pl.stages), "tma_bar");
   gpu::Op g;
   g.kind = gpu::GpuOpKind::MBAR_INIT;
   g.operands = {pl.bars, builtin(gpu::Builtin::thread_index)};

@@ -119,14 +119,6 @@ ValueId Lowering::staging_offset(const Op& load, ValueId r, ValueId c, int64_t l
   return b.ew(OpKind::ADD, {b.ew(OpKind::ADD, {block, op(OpKind::MUL, r, w)}), swizzled});
 }
 
-void Lowering::place_first(size_t count) {
-  std::vector<gpu::Op>& ops = prologue.ops;
-  METILE_ASSERT(ops.size() >= wgmma_first_allocs + count, "place_first: fewer ops than allocations to move");
-  std::rotate(ops.begin() + static_cast<std::ptrdiff_t>(wgmma_first_allocs),
-              ops.end() - static_cast<std::ptrdiff_t>(count), ops.end());
-  wgmma_first_allocs += count;
-}
-
 void Lowering::wgmma_sync_for(const std::vector<const Op*>& dots) {
   for (const Op* d : dots)
     if (dot_plans.at(d).wgmma) {

@@ -16,6 +16,10 @@ namespace metile {
 struct PassContext {
   const GpuTarget& target;
   bool one_align = true;  // vectorize-access: one alignment test per access (METILE_GPU_OFF=one_align)
+  std::string_view device = "the target";  // allocate-threadgroup-memory's error: "cuda allows ..."
+  // allocate-threadgroup-memory: fail over the target's limit (false: place the arrays anyway,
+  // for a caller that lowers again with fewer pipeline stages when the total is over).
+  bool check_threadgroup_limit = true;
 };
 
 using GpuPassFn = void (*)(gpu::Function&, const PassContext&);

@@ -11,9 +11,10 @@ namespace metile {
 namespace {
 
 // Lowering and the passes for one choice of LowerOptions.
+// `last`: this lowering is the last try, so allocate-threadgroup-memory fails over the limit.
 GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& target,
                                      const CompileOptions& options, const LowerOptions& lo,
-                                     const std::string& device) {
+                                     const std::string& device, bool last) {
   GpuPipelineResult out;
   LayoutAssignment layouts = assign_layouts(program, target, lo);
   out.layouts = print_layouts(program, layouts);
@@ -28,6 +29,8 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   out.gpu_ir = gpu::print(f);
   PassContext ctx{target};
   ctx.one_align = !options.disables("one_align");
+  ctx.device = device;
+  ctx.check_threadgroup_limit = last;
   auto run = [&](std::string_view name) {  // CompileOptions::disabled_passes may name any but the first
     if (!options.disables(name)) run_gpu_pass(name, f, ctx);
   };
@@ -42,6 +45,8 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   // Loops check the host's stop word (time limits, metile_cancel_launches). cuda stops a kernel
   // with `trap`; Metal's uniform early return is not built yet, so Metal kernels do not check.
   if (device == "cuda") run("insert-cancel-points");
+  // Offsets for the arrays the passes above left, and the limit check: last, at every opt level.
+  run_gpu_pass("allocate-threadgroup-memory", f, ctx);
   out.gpu_ir_opt = gpu::print(f);
   return out;
 }
@@ -71,22 +76,19 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.early_copy = !options.disables("early_copy");
   lo.persistent = !options.disables("persistent");
   lo.wide_chunks = !options.disables("wide_chunks");
-  GpuPipelineResult out = lower_and_optimize(program, target, options, lo, device);
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
-  // known; where the whole kernel does not fit, the stages the target chose give way first
-  // (3 -> 2 -> none) rather than the compile. A num_stages the user asked for is kept.
+  // known; where the whole kernel does not fit even with arrays sharing memory
+  // (allocate-threadgroup-memory), the stages the target chose give way (3 -> 2 -> none) rather
+  // than the compile. A num_stages the user asked for is kept, and the pass's error names it.
+  // The stage count is fixed inside lowering (the K loop's ring, its waits and the copies'
+  // stage indices are built for it), so fewer stages means lowering again.
   const bool chosen = lo.num_stages == 0;
+  GpuPipelineResult out = lower_and_optimize(program, target, options, lo, device, !chosen);
   auto over = [&] { return gpu::threadgroup_bytes(out.function) > target.threadgroup_memory_bytes; };
   for (int stages = 2; chosen && stages >= 1 && over(); --stages) {
     lo.num_stages = stages;
-    out = lower_and_optimize(program, target, options, lo, device);
+    out = lower_and_optimize(program, target, options, lo, device, stages == 1);
   }
-  const uint64_t bytes = gpu::threadgroup_bytes(out.function);
-  if (bytes > target.threadgroup_memory_bytes)
-    fail(METILE_ERROR_UNSUPPORTED, "lower", program.name, " needs ", bytes,
-         " bytes of threadgroup memory; ", device, " allows ", target.threadgroup_memory_bytes,
-         !chosen && lo.num_stages > 1 ? cat(" (num_stages=", lo.num_stages, ": fewer stages need less)")
-                                      : std::string());
   return out;
 }
 

@@ -33,6 +33,9 @@ void check_pass_names(const std::vector<std::string>& names) {
     if (n == "lower-convert-layout")
       fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "the GPU IR pass \"", n,
            "\" cannot be disabled: no emitter reads a convert_layout");
+    if (n == "allocate-threadgroup-memory")
+      fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "the GPU IR pass \"", n,
+           "\" cannot be disabled: the emitters read the offsets it gives the threadgroup arrays");
     std::string tile, gpu, pieces;
     bool found = false;
     for (const TilePassInfo& p : tile_passes()) {
@@ -41,7 +44,7 @@ void check_pass_names(const std::vector<std::string>& names) {
     }
     for (const PassInfo& p : gpu_passes()) {
       found = found || p.name == n;
-      if (p.name != "lower-convert-layout") gpu += (gpu.empty() ? "" : ", ") + std::string(p.name);
+      if (p.name != "lower-convert-layout" && p.name != "allocate-threadgroup-memory") gpu += (gpu.empty() ? "" : ", ") + std::string(p.name);
     }
     for (std::string_view p : kPassPieces) {
       found = found || p == n;

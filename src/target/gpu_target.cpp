@@ -62,6 +62,7 @@ const GpuTarget& nvidia_gpu_target() {
     g.simd_width = 32;
     g.max_threads = 1024;
     g.threadgroup_memory_bytes = 48 * 1024;
+    g.threadgroup_arrays_alias = true;
     g.vector_bytes = 16;
     g.vector_needs_alignment = true;
     g.chunk_bytes = 16;

@@ -52,6 +52,12 @@ struct GpuTarget {
   int max_threads = 1024;
   uint64_t threadgroup_memory_bytes = 32768;
   /**
+   * The dialect places threadgroup arrays at byte offsets into one block (cuda's dynamic shared
+   * memory), so arrays that are never live together may share bytes (allocate-threadgroup-memory).
+   * Metal binds each array as an argument of its own: no sharing.
+   */
+  bool threadgroup_arrays_alias = false;
+  /**
    * Elements of one tile value a thread may hold (its share, kept in registers or an unrolled
    * array). Past this the compilers take minutes and the kernel spills or fails at launch (a
    * 2^24-element tile over 1024 threads needs 16384), so lowering refuses such tiles up front.

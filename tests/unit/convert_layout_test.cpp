@@ -21,7 +21,7 @@ const char* const kPairsToStrided = R"(gpu_kernel @k(%x: ptr<f32>, %o: ptr<f32>)
   #2 = tile<64> thr=32:2 reg=2:1
   #3 = tile<64> thr=32:1 reg=2:32
   %tid: i32 thread = builtin thread_index.x
-  %s: ptr<f32, threadgroup> = alloc size=64
+  %s: ptr<f32, threadgroup> = alloc shape="64" stages=1 layout="linear"
   %i: i32 x2 #2 = coord #2 %tid
   %xs: ptr<f32> x2 #2 = ptr_offset %x, %i
   %v: f32 x2 #2 = load %xs
@@ -38,7 +38,7 @@ TEST(ConvertLayout, ExpandsToAStoreBarrierLoadBarrierRoundTrip) {
   #2 = tile<64> thr=32:2 reg=2:1
   #3 = tile<64> thr=32:1 reg=2:32
   %tid: i32 thread = builtin thread_index.x
-  %s: ptr<f32, threadgroup> = alloc size=64
+  %s: ptr<f32, threadgroup> = alloc shape="64" stages=1 layout="linear"
   %i: i32 x2 #2 = coord #2 %tid
   %xs: ptr<f32> x2 #2 = ptr_offset %x, %i
   %v: f32 x2 #2 = load %xs
@@ -63,7 +63,7 @@ TEST(ConvertLayout, PaddingNeitherStoresNorLoads) {
   #2 = tile<48> thr=32:2 reg=2:1 padded
   #3 = tile<48> thr=32:1 reg=2:32 padded
   %tid: i32 thread = builtin thread_index.x
-  %s: ptr<i32, threadgroup> = alloc size=48
+  %s: ptr<i32, threadgroup> = alloc shape="48" stages=1 layout="linear"
   %i: i32 x2 #2 = coord #2 %tid
   %w: i32 x2 #3 = convert_layout %i, %s, %tid
   %j: i32 x2 #3 = coord #3 %tid
@@ -77,7 +77,7 @@ TEST(ConvertLayout, PaddingNeitherStoresNorLoads) {
   #2 = tile<48> thr=32:2 reg=2:1 padded
   #3 = tile<48> thr=32:1 reg=2:32 padded
   %tid: i32 thread = builtin thread_index.x
-  %s: ptr<i32, threadgroup> = alloc size=48
+  %s: ptr<i32, threadgroup> = alloc shape="48" stages=1 layout="linear"
   %i: i32 x2 #2 = coord #2 %tid
   %idx: i32 x2 #2 = coord #2 %tid
   %in_tile: bool x2 #2 = valid #2 %tid

@@ -222,12 +222,19 @@ TEST(GpuIr, VerifierChecksLayoutsCoverTheGroup) {
   expect_invalid(fx.f, [](Function& f) { f.threads = 128; }, "covers 256 threads, the group has 128");
 }
 
-TEST(GpuIr, ThreadgroupBytesRoundEachArray) {
+// threadgroup_bytes: the end of the highest array, to a multiple of 16; padded rows count.
+TEST(GpuIr, ThreadgroupBytesEndAtTheHighestArray) {
   Fixture fx;
   GpuBuilder b(fx.f, &fx.f.body);
-  b.alloc(DType::f32, 3, "a");   // 12 -> 16 bytes
-  b.alloc(DType::f16, 64, "b");  // 128 bytes
-  EXPECT_EQ(threadgroup_bytes(fx.f), 144u);
+  b.alloc(DType::f32, SharedArray::linear({3}), "a");  // 12 bytes
+  b.alloc(DType::f16, SharedArray::padded({4, 8}, 8, 2), "b");  // 2 stages of 4 rows of 16: 256 bytes
+  SharedArray a = SharedArray::linear({3});
+  a.offset = 256;
+  a.write(fx.f.body.ops[fx.f.body.ops.size() - 2]);
+  SharedArray p = SharedArray::padded({4, 8}, 8, 2);
+  p.offset = 0;
+  p.write(fx.f.body.ops.back());
+  EXPECT_EQ(threadgroup_bytes(fx.f), 272u);
   verify(fx.f);
 }
 

@@ -87,7 +87,7 @@ TEST(GpuLower, SimtKernelsUseTheIdentityLayout) {
   EXPECT_EQ(f.threads, 64);
   EXPECT_TRUE(has(text, "tile<64> thr=64:1 reg=1:0\n")) << text;
   EXPECT_EQ(count(text, "shuffle_xor"), 2 * 5) << text;  // re and im for 5 simd stages
-  EXPECT_TRUE(has(text, "alloc size=64")) << text;
+  EXPECT_TRUE(has(text, "alloc shape=\"64\"")) << text;
   EXPECT_TRUE(has(text, "barrier")) << text;
 
   Error e = error_of([] { lower(kernels::fft(64), 128); });
@@ -171,7 +171,7 @@ TEST(GpuLower, ColumnReductionCombinesOnePartialPerSimdgroup) {
   EXPECT_TRUE(has(text, "reg_reduce.sum %tile fold=\"0,1,2,3\"") || has(text, "reg_reduce.sum %tile fold=0,1,2,3")) << text;
   EXPECT_EQ(count(text, "shuffle_xor"), 1) << text;
   EXPECT_TRUE(has(text, "sg_slot")) << text;
-  EXPECT_TRUE(has(text, "alloc size=512")) << text;
+  EXPECT_TRUE(has(text, "alloc shape=\"512\"")) << text;
   EXPECT_EQ(count(text, "barrier"), 2) << text;
 }
 

@@ -53,8 +53,8 @@ const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %cou
   %big: f32 = const value=1e+20
   %ninf: f32 = const value=-inf
   %q: f32 = const value=nan
-  %a: ptr<f32, threadgroup> = alloc size=128
-  %b: ptr<f32, threadgroup> = alloc size=256
+  %a: ptr<f32, threadgroup> = alloc shape="128" stages=1 layout="linear" offset=0
+  %b: ptr<f32, threadgroup> = alloc shape="256" stages=1 layout="linear" offset=512
   %idx: i32 x2 #2 = coord #2 %tid
   %ok: bool x2 #3 = valid #3 %tid
   %xs: ptr<f32> x2 #2 = splat %x
@@ -226,10 +226,10 @@ TEST(GpuParse, BadTextIsRefusedAtItsLineAndColumn) {
       {header("  %t: i32 thread = builtin thread_index.w\n"), "line 3:41: unknown axis 'w' (x, y or z)"},
       {header("  %t: i32 thread = builtin warp_index.x\n"), "line 3:28: unknown builtin 'warp_index'"},
       {header("  %t: i32 thread = builtin simd_lane.x %n\n"), "line 3:20: a builtin takes no operands or attributes"},
-      {header("  %p: ptr<f32, threadgroup> = alloc size=64\n  %h: f32 = const value=1.0\n  %t: f32 x2 #2 = splat %h\n"
+      {header("  %p: ptr<f32, threadgroup> = alloc shape=\"64\" stages=1 layout=\"linear\"\n  %h: f32 = const value=1.0\n  %t: f32 x2 #2 = splat %h\n"
               "  %a: f32 x2 #2 = mma %p, %p, %t, %n m=4611686018427387904 n=4 warps_m=1 warps_n=1\n"),
        "line 6:3: the function does not verify: [gpu-verify] @k: mma: the accumulator does not hold m x n elements"},
-      {header("  %p: ptr<f32, threadgroup> = alloc size=64\n  %h: f32 = const value=1.0\n  %t: f32 x2 #2 = splat %h\n"
+      {header("  %p: ptr<f32, threadgroup> = alloc shape=\"64\" stages=1 layout=\"linear\"\n  %h: f32 = const value=1.0\n  %t: f32 x2 #2 = splat %h\n"
               "  %a: f32 x2 #2 = mma %p, %p, %t, %n m=8 n=8 warps_m=4611686018427387904 warps_n=4\n"),
        "line 6:3: the function does not verify: [gpu-verify] @k: mma: warps_m x warps_n warps do not make up"},
       {header("  %t: f32 thread = simd_reduce.prod %n\n"), "line 3:32: unknown reduction 'prod' (sum, max or min)"},

@@ -41,7 +41,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
   EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "fold-constants", "cse", "dce",
                                              "vectorize-access", "insert-cancel-points",
-                                             "order-device-memory"}));
+                                             "order-device-memory", "allocate-threadgroup-memory"}));
   gpu::Function f = lower(kernels::vector_add(256));
   PassContext ctx{apple_gpu_target()};
   try {

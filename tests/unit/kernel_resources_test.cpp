@@ -160,31 +160,42 @@ TEST(KernelResources, CudaChecksTheDevicesSharedMemoryLimit) {
 }
 
 // A TF32 128x128x32 GEMM with a bias + gelu epilogue on sm_80 (163 KiB): three K-loop stages fit the
-// pipeline's budget but not beside the epilogue's arrays, so the stages the target chose give
-// way (two fit); the same num_stages=3 asked for is refused, naming it; sm_90 keeps three.
-TEST(KernelResources, ChosenPipelineStagesGiveWayToTheLimit) {
+// pipeline's budget but not beside the epilogue's arrays, so the epilogue's arrays take the
+// stages' memory (allocate-threadgroup-memory) and the three stages stay, in less memory than two
+// stages with the arrays apart; a num_stages=3 asked for on a much smaller device is refused,
+// naming the largest arrays; sm_90 keeps three with the arrays apart.
+TEST(KernelResources, OverTheLimitTheEpilogueReusesThePipelinesMemory) {
   const kernels::Case c = kernels::make_case("gemm_tf32_big_bias_gelu/128x128x64");
   const GpuTarget sm80 = nvidia_gpu_target("sm_80");
-  auto bytes = [&](const GpuTarget& t, int stages) {
+  auto lowered = [&](const GpuTarget& t, int stages) {
     CompileOptions o;
     o.allow_tf32 = c.allow_tf32;
-  o.dot_precision = c.dot_precision;
     o.dot_precision = c.dot_precision;
     o.num_stages = stages;
-    return gpu::threadgroup_bytes(run_gpu_pipeline(c.program, t, o, "cuda").function);
+    return run_gpu_pipeline(c.program, t, o, "cuda").function;
   };
+  auto bytes = [&](const GpuTarget& t, int stages) { return gpu::threadgroup_bytes(lowered(t, stages)); };
   const uint64_t chosen = bytes(sm80, 0);
   EXPECT_LE(chosen, sm80.threadgroup_memory_bytes);
-  EXPECT_EQ(chosen, bytes(sm80, 2));
-  EXPECT_LT(bytes(sm80, 1), chosen) << "two stages, not none";
+  EXPECT_EQ(chosen, bytes(sm80, 3)) << "three stages, not two";
+  EXPECT_LT(chosen, bytes(sm80, 2)) << "two stages fit with the arrays apart";
+  // The staged operands start at 0, and an epilogue array there too.
+  const std::string ir = gpu::print(lowered(sm80, 0));
+  EXPECT_NE(ir.find("%a_smem: ptr<f32, threadgroup> = alloc shape=\"128x32\" stages=3 layout=\"pad4\" offset=0\n"),
+            std::string::npos) << ir;
+  EXPECT_NE(ir.find("layout=\"linear\" offset=0\n"), std::string::npos) << ir;
+  GpuTarget smaller = sm80;
+  smaller.threadgroup_memory_bytes = 80000;
   try {
-    bytes(sm80, 3);
-    ADD_FAILURE() << "num_stages=3 fits sm_80";
+    bytes(smaller, 3);
+    ADD_FAILURE() << "num_stages=3 fits in " << smaller.threadgroup_memory_bytes;
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
     const std::string what = e.what();
-    EXPECT_NE(what.find("matmul_gelu_bias needs 171520 bytes"), std::string::npos) << what;
-    EXPECT_NE(what.find("cuda allows 166912 (num_stages=3"), std::string::npos) << what;
+    EXPECT_NE(what.find("[allocate-threadgroup-memory] matmul_gelu_bias needs "),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("cuda allows 80000 (largest arrays: "), std::string::npos) << what;
+    EXPECT_NE(what.find("scratch_f32 65536 (f32 16384)"), std::string::npos) << what;
   }
   // Too small for any stage count: the error names no num_stages where none was asked for, or
   // where it was 1.

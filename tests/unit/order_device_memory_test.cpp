@@ -329,8 +329,8 @@ TEST(OrderDeviceMemory, AConflictWithWhatCameBeforeALoopIsOrderedOnceBeforeIt) {
 const char* const kStoreThenTma = R"(gpu_kernel @k(%x: ptr<f16>, %o: ptr<f16>, %n: i32) threads=32 simd=32 {
   #2 = tile<64> thr=32:2 reg=2:1
   %tid: i32 thread = builtin thread_index.x
-  %s: ptr<f16, threadgroup> = alloc size=4096
-  %bar: ptr<i64, threadgroup> = alloc size=1
+  %s: ptr<f16, threadgroup> = alloc shape="4096" stages=1 layout="linear"
+  %bar: ptr<i64, threadgroup> = alloc shape="1" stages=1 layout="linear"
   %i: i32 x2 #2 = coord #2 %tid
   %p: ptr<f16> x2 #2 = ptr_offset %X, %i
   %v: f16 x2 #2 = cast %i
@@ -350,8 +350,8 @@ std::string store_then_tma(const std::string& stored, int tma_param) {
 }
 
 TEST(OrderDeviceMemory, WritesBeforeATmaCopyOfTheBufferAreFencedForTheAsyncProxy) {
-  const std::string out =
-      run_gpu_passes_on_text(store_then_tma("%x", 0), {"order-device-memory"}, apple_gpu_target());
+  const std::string out = run_gpu_passes_on_text(
+      store_then_tma("%x", 0), {"order-device-memory", "allocate-threadgroup-memory"}, apple_gpu_target());
   EXPECT_NE(out.find("  barrier memory=1 async_proxy=1\n  tma_load"), std::string::npos) << out;
   // The TMA copy reads the other buffer: nothing to order.
   EXPECT_EQ(run_gpu_passes_on_text(store_then_tma("%x", 1), {"order-device-memory"},

@@ -116,6 +116,11 @@ struct CpuEmitter {
   void emit_role(const Op& op);
   void emit_for(const Op& op);
   void emit_yield(const Op& loop);
+  /** dst = src "at once" (a source that is also a destination is copied aside first). */
+  void assign(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);
+  /** Run-time if / while on a program-uniform scalar condition. */
+  void emit_if(const Op& op);
+  void emit_while(const Op& op);
 };
 
 }  // namespace metile::cpu_cpp

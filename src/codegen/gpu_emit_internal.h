@@ -85,6 +85,10 @@ class Emitter {
   void tma(const gpu::Op& op);
   std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);
+  void declare_vars(const std::vector<ValueId>& vs);
+  /** if and while (uniform conditions: every thread takes the same path). */
+  void branch(const gpu::Op& op);
+  void while_loop(const gpu::Op& op);
   /** A check of the host's stop word, every `every`-th time a thread gets here: the one place
    * every loop's back-edge check is spelled (insert-cancel-points puts the op there). */
   void cancel_point(int64_t every);

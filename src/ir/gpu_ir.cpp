@@ -137,7 +137,10 @@ std::vector<std::string> name_values(const Function& f,
   return names;
 }
 
-Block* loop_back_edge(Op& op) { return op.kind == GpuOpKind::FOR ? &op.body() : nullptr; }
+Block* loop_back_edge(Op& op) {
+  if (op.kind == GpuOpKind::FOR) return &op.body();
+  return op.kind == GpuOpKind::WHILE ? &op.regions.at(1) : nullptr;
+}
 
 uint64_t threadgroup_bytes(const Function& f) {
   uint64_t total = 0;

@@ -639,17 +639,17 @@ void CpuEmitter::emit_yield(const Op& loop) {
 
 // Variables (scalars, arrays) for values assigned on several paths: an if's results, a while's
 // carried and passed values. Uninitialized: every path assigns them before a read.
-static void declare_vars(CpuEmitter& e, const std::vector<ValueId>& vs) {
+void CpuEmitter::declare_vars(const std::vector<ValueId>& vs) {
   for (ValueId v : vs) {
-    if (e.plan[v].form == Form::scalar) e.w.line(e.ctype(e.type(v)) + " " + e.name(v) + ";");
-    else if (e.owns_storage(v)) e.declare_array(v);
+    if (plan[v].form == Form::scalar) w.line(ctype(type(v)) + " " + name(v) + ";");
+    else if (owns_storage(v)) declare_array(v);
   }
 }
 
 // The condition is a scalar, the same for the whole program instance.
 void CpuEmitter::emit_if(const Op& op) {
   w.comment(describe(op));
-  declare_vars(*this, op.results);
+  declare_vars(op.results);
   for (size_t i = 0; i < 2; ++i) {
     const Block& b = op.regions[i];
     w.open(i == 0 ? "if (" + elem(op.operands[0], {}) + ")" : std::string("else"));
@@ -667,8 +667,8 @@ void CpuEmitter::emit_while(const Op& op) {
   w.comment(describe(op));
   const Block& before = op.regions[0];
   const Block& after = op.regions[1];
-  declare_vars(*this, before.args);
-  declare_vars(*this, after.args);
+  declare_vars(before.args);
+  declare_vars(after.args);
   assign(before.args, op.operands);
   w.open("for (;;)");
   auto saved = memo;

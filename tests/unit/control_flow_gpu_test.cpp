@@ -2,7 +2,8 @@
 // out: the printed function parses back to the same text), the GPU IR verifier's rules for them,
 // the passes that walk their blocks (cse, dce, order-device-memory, insert-cancel-points), and
 // CUDA C++ from them compiled by NVRTC for sm_90a (cuda kernels cannot run without a GPU; the
-// Python tests run them, tests/... test_control_flow.py and test_triton_tutorials.py).
+// Python tests run them on a GPU: bindings/python/tests/test_control_flow.py and the layer-norm
+// backward of test_triton_tutorials.py; the suite kernel locked_sum runs in KernelSuite).
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,6 +1,7 @@
 /** \file gpu_emit_internal.h
- * The GPU IR walker shared by gpu_emit.cpp (analysis, statements, loops) and
- * gpu_emit_memory.cpp (vector accesses, async copies, mma): private to src/codegen.
+ * The GPU IR walker shared by gpu_emit.cpp (analysis, statements, loops),
+ * gpu_emit_memory.cpp (vector accesses, async copies, mma) and gpu_emit_control.cpp (if,
+ * while): private to src/codegen.
  */
 #pragma once
 

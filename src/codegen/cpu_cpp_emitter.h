@@ -116,6 +116,13 @@ struct CpuEmitter {
   void emit_role(const Op& op);
   void emit_for(const Op& op);
   void emit_yield(const Op& loop);
+  /** dst = src "at once" (a source that is also a destination is copied aside first). */
+  void assign(const std::vector<ValueId>& dst, const std::vector<ValueId>& src);
+  /** Variables for an if's results or a while's carried and passed values (assigned later). */
+  void declare_vars(const std::vector<ValueId>& vs);
+  /** Run-time if / while on a program-uniform scalar condition. */
+  void emit_if(const Op& op);
+  void emit_while(const Op& op);
 };
 
 }  // namespace metile::cpu_cpp

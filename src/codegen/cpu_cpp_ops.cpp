@@ -1,6 +1,7 @@
 // The cpu C++ of the ops that write statements rather than element expressions: stores and
 // atomics, dot, reductions (fused into the loop that fills their operand where possible),
-// shared memory, swizzles, simdgroup roles and `for` loops with their carried values.
+// shared memory, swizzles, simdgroup roles, `for` loops with their carried values and run-time
+// `if` / `while`.
 #include <cmath>
 
 #include "codegen/cpu_cpp_emitter.h"
@@ -21,6 +22,8 @@ void CpuEmitter::emit_block(const Block& b) {
 void CpuEmitter::emit_op(const Op& op) {
   switch (op.kind) {
     case OpKind::FOR: return emit_for(op);
+    case OpKind::IF: return emit_if(op);
+    case OpKind::WHILE: return emit_while(op);
     case OpKind::YIELD: return;  // written by emit_for
     case OpKind::SIMDGROUP_ROLE: return emit_role(op);
     case OpKind::STORE: return emit_store(op);
@@ -283,7 +286,13 @@ void CpuEmitter::emit_atomic(const Op& op) {
     return cond.empty() ? c : "(" + cond + ") ? " + c + " : (" + d.value(t) + ")0";
   };
   if (vp.form == Form::scalar) {
+    // A scalar atomic (a lock, a ticket) also orders the instance's memory, as on the GPU
+    // devices (lower_atomic.cpp): what it stored before is visible to an instance that sees the
+    // atomic's effect, and what it loads after sees what such instances stored. The fences keep
+    // the compiler from moving plain loads and stores across a relaxed atomic.
+    w.line("__atomic_thread_fence(__ATOMIC_SEQ_CST);");
     w.line(decl(type(v), vp.name) + " = " + call({}) + ";");
+    w.line("__atomic_thread_fence(__ATOMIC_SEQ_CST);");
     return;
   }
   if (owns_storage(v)) declare_array(v);
@@ -623,24 +632,74 @@ void CpuEmitter::emit_for(const Op& op) {
   }
 }
 
-// Carried values take their next values "at once": a source that is itself a carried value
-// overwritten by this yield is first copied aside.
 void CpuEmitter::emit_yield(const Op& loop) {
   const Block& body = loop.body();
-  const Op& yield = body.ops.back();
-  std::vector<std::string> src(yield.operands.size());
-  std::vector<bool> copy(yield.operands.size());
+  assign(std::vector<ValueId>(body.args.begin() + 1, body.args.end()), body.ops.back().operands);
+}
+
+// Variables (scalars, arrays) for values assigned on several paths: an if's results, a while's
+// carried and passed values. Uninitialized: every path assigns them before a read.
+void CpuEmitter::declare_vars(const std::vector<ValueId>& vs) {
+  for (ValueId v : vs) {
+    if (plan[v].form == Form::scalar) w.line(ctype(type(v)) + " " + name(v) + ";");
+    else if (owns_storage(v)) declare_array(v);
+  }
+}
+
+// The condition is a scalar, the same for the whole program instance.
+void CpuEmitter::emit_if(const Op& op) {
+  w.comment(describe(op));
+  declare_vars(op.results);
+  for (size_t i = 0; i < 2; ++i) {
+    const Block& b = op.regions[i];
+    w.open(i == 0 ? "if (" + elem(op.operands[0], {}) + ")" : std::string("else"));
+    auto saved = memo;
+    emit_block(b);
+    assign(op.results, b.ops.back().operands);
+    memo = std::move(saved);
+    w.close();
+  }
+}
+
+// for (;;) { before; passed = its values; if (!cond) break; after; carried = its yield }: the
+// results are the passed variables (cpu_plan.cpp).
+void CpuEmitter::emit_while(const Op& op) {
+  w.comment(describe(op));
+  const Block& before = op.regions[0];
+  const Block& after = op.regions[1];
+  declare_vars(before.args);
+  declare_vars(after.args);
+  assign(before.args, op.operands);
+  w.open("for (;;)");
+  auto saved = memo;
+  emit_block(before);
+  const Op& y = before.ops.back();
+  const std::string go = "mt_go" + std::to_string(++fresh);  // mt_: never a user's name
+  w.line("const bool " + go + " = " + elem(y.operands[0], {}) + ";");
+  assign(after.args, std::vector<ValueId>(y.operands.begin() + 1, y.operands.end()));
+  w.line("if (!" + go + ") break;");
+  emit_block(after);
+  assign(before.args, after.ops.back().operands);
+  memo = std::move(saved);
+  w.close();
+}
+
+// Values take their next values "at once": a source that is itself a destination overwritten
+// here is first copied aside.
+void CpuEmitter::assign(const std::vector<ValueId>& dst, const std::vector<ValueId>& from) {
+  std::vector<std::string> src(from.size());
+  std::vector<bool> copy(from.size());
   std::map<ValueId, size_t> written;
-  for (size_t k = 0; k < yield.operands.size(); ++k) {
-    ValueId c = body.args[k + 1], y = yield.operands[k];
+  for (size_t k = 0; k < from.size(); ++k) {
+    ValueId c = dst[k], y = from[k];
     copy[k] = plan[y].storage != plan[c].storage || plan[c].form == Form::scalar ? y != c : false;
     if (copy[k]) written[plan[c].storage] = k;
   }
   if (std::none_of(copy.begin(), copy.end(), [](bool b) { return b; })) return;
   w.comment("yield");
-  for (size_t k = 0; k < yield.operands.size(); ++k) {
+  for (size_t k = 0; k < from.size(); ++k) {
     if (!copy[k]) continue;
-    ValueId y = yield.operands[k];
+    ValueId y = from[k];
     auto hit = written.find(plan[y].storage);
     bool clobbered = hit != written.end() && hit->second != k;
     if (!clobbered) continue;
@@ -654,9 +713,9 @@ void CpuEmitter::emit_yield(const Op& loop) {
     }
     src[k] = tmp;
   }
-  for (size_t k = 0; k < yield.operands.size(); ++k) {
+  for (size_t k = 0; k < from.size(); ++k) {
     if (!copy[k]) continue;
-    ValueId c = body.args[k + 1], y = yield.operands[k];
+    ValueId c = dst[k], y = from[k];
     if (plan[c].form == Form::scalar) {
       w.line(name(c) + " = " + (src[k].empty() ? elem(y, {}) : src[k]) + ";");
     } else if (!src[k].empty()) {

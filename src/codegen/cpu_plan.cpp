@@ -173,8 +173,8 @@ struct Planner {
     for (const Param& prm : p.params) plan.values[prm.value].ir_name = "%" + prm.name;
     walk(p.body, [&](const Op& op) {
       for (ValueId r : op.results) name(r);
-      if (op.kind == OpKind::FOR)
-        for (ValueId a : op.body().args) name(a);
+      for (const Block& b : op.regions)
+        for (ValueId a : b.args) name(a);
     });
   }
 
@@ -292,6 +292,12 @@ struct Planner {
           plan.values[a].storage = a;
         }
       }
+      if (op->kind == OpKind::WHILE)  // carried (before) and passed (after) variables
+        for (const Block& b : op->regions)
+          for (ValueId a : b.args) {
+            plan.values[a].form = p.type(a).is_scalar() ? Form::scalar : Form::array;
+            plan.values[a].storage = a;
+          }
       for (ValueId r : op->results) {
         ValuePlan& vp = plan.values[r];
         vp.uses = static_cast<int>(uses[r].size());
@@ -304,6 +310,13 @@ struct Planner {
           ValueId carried = op->body().args[k + 1];
           plan.values[op->results[k]].form = plan.values[carried].form;
           plan.values[op->results[k]].storage = carried;
+        }
+      // A while's results are its passed variables after the loop.
+      if (op->kind == OpKind::WHILE)
+        for (size_t k = 0; k < op->results.size(); ++k) {
+          ValueId passed = op->regions[1].args[k];
+          plan.values[op->results[k]].form = plan.values[passed].form;
+          plan.values[op->results[k]].storage = passed;
         }
       if (op->kind == OpKind::RESHAPE && plan.values[op->results[0]].form == Form::array)
         plan.values[op->results[0]].storage = owner_of(op->operands[0]);

@@ -607,6 +607,12 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::FOR:
       loop(op);
       return;
+    case GpuOpKind::IF:
+      branch(op);
+      return;
+    case GpuOpKind::WHILE:
+      while_loop(op);
+      return;
     case GpuOpKind::CANCEL_POINT:
       cancel_point(op.attr_int("every"));
       return;
@@ -686,6 +692,12 @@ std::string Emitter::run(KernelInterface* k) {
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::FOR)
       for (size_t i = 1; i < op.body().args.size(); ++i) carried_names_.insert(name_[op.body().args[i]]);
+    // An if's results and a while's variables are assigned on several paths, too.
+    if (op.kind == GpuOpKind::IF)
+      for (ValueId r : op.results) carried_names_.insert(name_[r]);
+    if (op.kind == GpuOpKind::WHILE)
+      for (const gpu::Block& r : op.regions)
+        for (ValueId a : r.args) carried_names_.insert(name_[a]);
   });
   taken_.insert(reserved.begin(), reserved.end());
   decide();

@@ -1,6 +1,7 @@
 /** \file gpu_emit_internal.h
- * The GPU IR walker shared by gpu_emit.cpp (analysis, statements, loops) and
- * gpu_emit_memory.cpp (vector accesses, async copies, mma): private to src/codegen.
+ * The GPU IR walker shared by gpu_emit.cpp (analysis, statements, loops),
+ * gpu_emit_memory.cpp (vector accesses, async copies, mma) and gpu_emit_control.cpp (if,
+ * while): private to src/codegen.
  */
 #pragma once
 
@@ -85,6 +86,10 @@ class Emitter {
   void tma(const gpu::Op& op);
   std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);
+  void declare_vars(const std::vector<ValueId>& vs);
+  /** if and while (uniform conditions: every thread takes the same path). */
+  void branch(const gpu::Op& op);
+  void while_loop(const gpu::Op& op);
   /** A check of the host's stop word, every `every`-th time a thread gets here: the one place
    * every loop's back-edge check is spelled (insert-cancel-points puts the op there). */
   void cancel_point(int64_t every);

@@ -137,7 +137,10 @@ std::vector<std::string> name_values(const Function& f,
   return names;
 }
 
-Block* loop_back_edge(Op& op) { return op.kind == GpuOpKind::FOR ? &op.body() : nullptr; }
+Block* loop_back_edge(Op& op) {
+  if (op.kind == GpuOpKind::FOR) return &op.body();
+  return op.kind == GpuOpKind::WHILE ? &op.regions.at(1) : nullptr;
+}
 
 SharedArray SharedArray::padded(std::vector<int64_t> shape, int64_t pad, int64_t stages) {
   SharedArray a;

@@ -11,8 +11,8 @@
  * Per-register ops (elementwise, coord, valid, splat, load, store) act register by register.
  * Their operands either share the result's layout or are uniform/thread values, which stand
  * for the same value in every register. Control flow is structured and thread-uniform: `for`
- * bounds are uniform, and per-element predicates are data (operands of loads and stores), so
- * barriers and simd operations never sit in divergent code.
+ * bounds and `if` / `while` conditions are uniform, and per-element predicates are data
+ * (operands of loads and stores), so barriers and simd operations never sit in divergent code.
  *
  * Ops (operands -> results; attributes in braces):
  *   const {value} -> uniform              builtin[Builtin] {axis} -> uniform or thread
@@ -29,6 +29,11 @@
  *       fold and from are register lists, "0,0,1,1" (register_list / parse_register_list)
  *   swizzle {pattern, block}(pid_m, pid_n, grid_m, grid_n) -> (m, n)
  *   for(start, end, step, inits...) -> carried; block args (iv, carried...), ends in yield
+ *   if(cond) -> results: a uniform bool; a then and an else block (no args), each ending in a
+ *       yield of the results
+ *   while(inits...) -> passed: a before block (args: carried) ending in `yield cond, passed...`
+ *       (cond a uniform bool) and an after block (args: passed) ending in a yield of the next
+ *       carried values; the results are the passed values when cond is false
  *   print {head, label, rank}(pred, px, py, pz, i, j, value): where pred holds, one device_print
  *       line (src/codegen/prelude/device_print.h) per register: program (px, py, pz), element
  *       (i, j) of a rank-`rank` value (-1: the line has no value); head and label are its text
@@ -112,6 +117,12 @@ std::string_view builtin_name(Builtin b);
 /** threadgroup_position and threadgroups_per_grid: the same in every thread of a group. */
 inline bool is_group_builtin(Builtin b) {
   return b == Builtin::threadgroup_position || b == Builtin::threadgroups_per_grid;
+}
+
+/** Blocks a region op owns: two for IF (then, else) and WHILE (before, after), one for FOR. */
+inline size_t gpu_regions(GpuOpKind k) {
+  if (!has_gpu_trait(k, kGRegion)) return 0;
+  return k == GpuOpKind::IF || k == GpuOpKind::WHILE ? 2 : 1;
 }
 
 using LayoutId = uint32_t;
@@ -239,8 +250,8 @@ void verify(const Function& f);
 void verify(const Function& f, const Op** failed);
 
 /**
- * The block whose end is `op`'s loop back-edge (a for's body), or nullptr for an op that does
- * not loop. insert-cancel-points puts a cancel_point there: a new loop op gets its row here.
+ * The block whose end is `op`'s loop back-edge (a for's body, a while's after block), or
+ * nullptr for an op that does not loop. insert-cancel-points puts a cancel_point there: a new loop op gets its row here.
  */
 Block* loop_back_edge(Op& op);
 

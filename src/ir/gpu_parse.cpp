@@ -7,7 +7,11 @@
 //       ...
 //       yield %next, ...
 //     }
+//     [%r: TYPE, ... =] if %cond {  ...  yield %a, ...  } else {  ...  yield %b, ...  }
+//     [%r: TYPE, ... =] while [iter(%c: TYPE = %init, ...)] {  ...  yield %cond, %pass, ...
+//     } do (%a: TYPE, ...) {  ...  yield %next, ...  }
 //   }
+// (each `{` ends its line and each `}` starts one, as for `for`)
 //
 // TYPE is DTYPE, ptr<DTYPE> or ptr<DTYPE, threadgroup>, then ` thread` or ` xREGS #LAYOUT` for
 // non-uniform values. OP is a name from gpu_ops.def, or a Tile IR op name from ops.def for
@@ -194,7 +198,7 @@ class Parser {
     std::string name = value_name();
     auto it = scope_.find(name);
     if (it == scope_.end())
-      bad_at(p, "%", name, defined_.count(name) ? " is not visible here (it is defined in a loop body)"
+      bad_at(p, "%", name, defined_.count(name) ? " is not visible here (it is defined in a loop body or an if or while block)"
                                                 : " is not defined before this use");
     return it->second;
   }
@@ -366,14 +370,16 @@ class Parser {
       Pos p = here();
       op_pos_.push_back(p);  // pre-order, as walk() visits the ops
       if (accept_word("for")) loop(b, p, depth);
-      else plain(b, p, carried);
+      else plain(b, p, carried, depth);
     }
   }
 
   GpuOpKind op_kind(const std::string& name, Pos p, Op& op) {
     for (GpuOpKind k : kKinds) {
       // Element-wise ops and atomics print their Tile IR op; loops have their own syntax.
-      if (k == GpuOpKind::ELEMENTWISE || k == GpuOpKind::ATOMIC || k == GpuOpKind::FOR) continue;
+      if (k == GpuOpKind::ELEMENTWISE || k == GpuOpKind::ATOMIC || k == GpuOpKind::FOR ||
+          k == GpuOpKind::IF || k == GpuOpKind::WHILE)
+        continue;
       if (gpu_op_name(k) == name) return k;
     }
     if (name == "for") bad_at(p, "a loop starts its line ('for %iv: ... {'), it has no results");
@@ -480,7 +486,7 @@ class Parser {
     return i;
   }
 
-  void plain(Block& b, Pos p, const std::vector<ValueId>* carried) {
+  void plain(Block& b, Pos p, const std::vector<ValueId>* carried, int depth) {
     std::vector<Named> results;
     blanks();
     if (peek_char() == '%') {
@@ -491,7 +497,12 @@ class Parser {
     blanks();
     Pos np = here();
     Op op;
-    op.kind = op_kind(word("an op name"), np, op);
+    std::string name = word("an op name");
+    if (name == "if" || name == "while") {
+      control(b, p, name == "if", results, depth);
+      return;
+    }
+    op.kind = op_kind(name, np, op);
     suffix(op, results);
     blanks();
     if (peek_char() == '%') {
@@ -558,6 +569,71 @@ class Parser {
     block(body, depth + 1, &carried);
     close_scope();
     op.regions.push_back(std::move(body));
+    for (const Named& r : results) op.results.push_back(define(r));
+    b.ops.push_back(std::move(op));
+  }
+
+  // One block of an if or while, from after its `{` through its `}` (which ends the line only
+  // when `last`).
+  Block scoped_block(std::vector<Named> args, int depth, bool last) {
+    Block body;
+    open_scope();
+    for (const Named& a : args) body.args.push_back(define(a));
+    if (last) {
+      block(body, depth + 1, nullptr);
+    } else {
+      // The block ends at a line that starts with `}` and goes on (`} else {`, `} do (...) {`).
+      for (;;) {
+        skip_empty_lines();
+        if (pos_ >= src_.size()) expected("an op or '}'");
+        if (accept("}")) break;
+        Pos q = here();
+        op_pos_.push_back(q);
+        if (accept_word("for")) loop(body, q, depth + 1);
+        else plain(body, q, nullptr, depth + 1);
+      }
+    }
+    close_scope();
+    return body;
+  }
+
+  // `if %cond {` ... `} else {` ... `}`, or `while [iter(...)] {` ... `} do (...) {` ... `}`:
+  // the results were read before the op's name.
+  void control(Block& b, Pos p, bool is_if, const std::vector<Named>& results, int depth) {
+    if (depth >= kMaxLoopDepth) bad_at(p, "regions nest deeper than ", kMaxLoopDepth, " levels");
+    Op op;
+    op.kind = is_if ? GpuOpKind::IF : GpuOpKind::WHILE;
+    std::vector<Named> args;
+    if (is_if) {
+      op.operands.push_back(use());
+    } else if (accept_word("iter")) {
+      expect("(");
+      do {
+        args.push_back(typed_name());
+        expect("=");
+        op.operands.push_back(use());
+      } while (accept(","));
+      expect(")");
+    }
+    expect("{");
+    end_line();
+    op.regions.push_back(scoped_block(args, depth, false));
+    std::vector<Named> passed;
+    if (is_if) {
+      expect_word("else");
+    } else {
+      expect_word("do");
+      expect("(");
+      blanks();
+      if (peek_char() == '%') {
+        do passed.push_back(typed_name());
+        while (accept(","));
+      }
+      expect(")");
+    }
+    expect("{");
+    end_line();
+    op.regions.push_back(scoped_block(passed, depth, true));
     for (const Named& r : results) op.results.push_back(define(r));
     b.ops.push_back(std::move(op));
   }

@@ -68,6 +68,30 @@ struct Printer {
   void block(const Block& b, int indent) {
     for (const Op& op : b.ops) one(op, indent);
   }
+  // if %c { ... } else { ... }; while iter(%c: T = %init, ...) { ... } do (%a: T, ...) { ... }
+  void control(const Op& op, int indent, const std::string& pad) {
+    if (op.kind == GpuOpKind::IF) {
+      out << "if " << ref(op.operands[0]) << " {\n";
+      block(op.regions[0], indent + 1);
+      out << pad << "} else {\n";
+    } else {
+      out << "while";
+      if (!op.operands.empty()) {
+        out << " iter(";
+        for (size_t i = 0; i < op.operands.size(); ++i)
+          out << (i ? ", " : "") << typed(op.regions[0].args[i]) << " = " << ref(op.operands[i]);
+        out << ")";
+      }
+      out << " {\n";
+      block(op.regions[0], indent + 1);
+      out << pad << "} do (";
+      for (size_t i = 0; i < op.regions[1].args.size(); ++i)
+        out << (i ? ", " : "") << typed(op.regions[1].args[i]);
+      out << ") {\n";
+    }
+    block(op.regions[1], indent + 1);
+    out << pad << "}\n";
+  }
   void one(const Op& op, int indent) {
     std::string pad(static_cast<size_t>(indent) * 2, ' ');
     out << pad;
@@ -90,6 +114,10 @@ struct Printer {
     }
     for (size_t i = 0; i < op.results.size(); ++i) out << (i ? ", " : "") << typed(op.results[i]);
     if (!op.results.empty()) out << " = ";
+    if (op.kind == GpuOpKind::IF || op.kind == GpuOpKind::WHILE) {
+      control(op, indent, pad);
+      return;
+    }
     if (op.kind == GpuOpKind::ELEMENTWISE || op.kind == GpuOpKind::ATOMIC) out << op_name(op.tile_op);
     else out << gpu_op_name(op.kind);
     if (op.kind == GpuOpKind::BUILTIN) {

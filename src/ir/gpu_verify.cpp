@@ -425,6 +425,10 @@ struct Verifier {
       case GpuOpKind::FOR:
         loop(op);
         return;  // loop() defines the results after the body
+      case GpuOpKind::IF:
+      case GpuOpKind::WHILE:
+        control(op);
+        return;  // control() defines the results after the blocks
       case GpuOpKind::YIELD:
         bad("yield outside the end of a loop body");
     }
@@ -456,14 +460,81 @@ struct Verifier {
     for (ValueId r : op.results) define(r);
   }
 
+  // A uniform bool: every thread takes the same branch (barriers may sit in the blocks).
+  void uniform_bool(ValueId v, const char* what) const {
+    const Value& x = val(v);
+    if (x.layout != kUniform || x.is_ptr || x.dtype != DType::boolean) bad(what, " must be a uniform bool");
+  }
+
+  // The yield ending `b` gives values of the types of `want` (after a leading uniform bool
+  // condition when `cond`).
+  void yields(const Block& b, const std::vector<ValueId>& want, bool cond, const char* what) {
+    const Op& y = b.ops.back();
+    const size_t skip = cond ? 1 : 0;
+    if (y.operands.size() != want.size() + skip)
+      bad(what, " yields ", y.operands.size(), " values, expected ", want.size() + skip);
+    if (cond) uniform_bool(y.operands[0], "the condition");
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!same_type(val(y.operands[skip + i]), val(want[i]))) bad(what, " value ", i, " has the wrong type");
+  }
+
+  // A block of an if or while: its arguments and what it defines are not visible after it.
+  void scoped(const Block& b) {
+    for (ValueId a : b.args) define(a);
+    block(b, false, true);
+    for (ValueId a : b.args) defined[a] = false;
+    walk(b, [&](const Op& o) {
+      for (ValueId r : o.results) defined[r] = false;
+      for (const Block& r : o.regions)
+        for (ValueId a : r.args) defined[a] = false;
+    });
+  }
+
+  // if: a uniform bool condition, two blocks without arguments yielding the results. while: a
+  // before block (args: the carried values, typed as the inits) yielding a uniform bool and the
+  // passed values, and an after block (args: the passed values) yielding the next carried
+  // values; carried, passed and result types are the inits'.
+  void control(const Op& op) {
+    const Op* self = &op;
+    if (op.kind == GpuOpKind::IF) {
+      operands(1, 1);
+      use(op.operands[0]);
+      uniform_bool(op.operands[0], "the condition");
+      for (const Block& b : op.regions) {
+        if (!b.args.empty()) bad("if blocks take no arguments");
+        scoped(b);
+        current = self;
+        yields(b, op.results, false, &b == &op.regions[0] ? "the then block" : "the else block");
+      }
+    } else {
+      for (ValueId v : op.operands) use(v);
+      const size_t n = op.operands.size();
+      for (const Block& b : op.regions)
+        if (b.args.size() != n || op.results.size() != n)
+          bad("carries ", n, " values but has ", b.args.size(), " block arguments and ", op.results.size(), " results");
+      for (size_t i = 0; i < n; ++i) {
+        const Value& init = val(op.operands[i]);
+        if (!same_type(init, val(op.regions[0].args[i])) || !same_type(init, val(op.regions[1].args[i])) ||
+            !same_type(init, val(op.results[i])))
+          bad("carried value ", i, " changes type");
+      }
+      scoped(op.regions[0]);
+      current = self;
+      yields(op.regions[0], op.results, true, "the before block");
+      scoped(op.regions[1]);
+      current = self;
+      yields(op.regions[1], op.results, false, "the after block");
+    }
+    for (ValueId r : op.results) define(r);
+  }
+
   void block(const Block& b, bool top_level, bool loop_body) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
       const Op& op = b.ops[i];
       current = &op;
-      if (op.regions.size() != (has_gpu_trait(op.kind, kGRegion) ? 1u : 0u))
-        bad("has ", op.regions.size(), " regions");
+      if (op.regions.size() != gpu_regions(op.kind)) bad("has ", op.regions.size(), " regions");
       if (has_gpu_trait(op.kind, kGTerminator)) {
-        if (!loop_body || i + 1 != b.ops.size()) bad("yield must end a loop body");
+        if (!loop_body || i + 1 != b.ops.size()) bad("yield must end a loop body or an if or while block");
         for (ValueId v : op.operands) use(v);
         results(0);
         continue;
@@ -472,7 +543,7 @@ struct Verifier {
     }
     if (loop_body && (b.ops.empty() || b.ops.back().kind != GpuOpKind::YIELD)) {
       current = nullptr;
-      bad("loop body does not end in yield");
+      bad("loop body does not end in yield (nor does an if or while block)");
     }
   }
 

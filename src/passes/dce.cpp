@@ -1,5 +1,5 @@
 // dce: removes ops whose results are never used and that have no effect: pure ops, loads,
-// allocations, and loops whose body writes nothing. Needs: verified GPU IR. Guarantees: the
+// allocations, and loops and ifs whose blocks write nothing (never a while). Needs: verified GPU IR. Guarantees: the
 // same stores and barriers in the same order; repeats until nothing more can go.
 #include "passes/pass.h"
 
@@ -17,6 +17,8 @@ bool removable(const gpu::Op& op, const std::vector<int>& uses) {
   for (ValueId r : op.results)
     if (uses[r] != 0) return false;
   if (op.kind == gpu::GpuOpKind::FOR) return !writes(op.body());
+  // An if without effects is dropped too; a while stays (whether it ends is its effect).
+  if (op.kind == gpu::GpuOpKind::IF) return !writes(op.regions[0]) && !writes(op.regions[1]);
   return gpu::has_gpu_trait(op.kind, gpu::kGPure | gpu::kGRead);
 }
 

@@ -381,6 +381,12 @@ void Lowering::op(const Op& o) {
     case OpKind::SIMDGROUP_ROLE:
       role(o);
       return;
+    case OpKind::IF:
+      branch(o);
+      return;
+    case OpKind::WHILE:
+      while_loop(o);
+      return;
     case OpKind::THREAD_ID:
     case OpKind::SIMD_LANE_ID:
     case OpKind::SIMD_SHUFFLE_XOR:

@@ -3,7 +3,7 @@
  * roles, SIMT ops), lower_memory.cpp (loads, stores, tile copies, shared memory) and
  * lower_reduce.cpp (reductions and layout changes through threadgroup memory), lower_slice.cpp
  * (what lets reductions and broadcasts stay in registers), lower_scan.cpp
- * (cumsum, cumprod, trans) and lower_print.cpp (device_print).
+ * (cumsum, cumprod, trans), lower_print.cpp (device_print) and lower_control.cpp (if, while).
  *
  * A Tile IR tile value maps to a uniform GPU value (all elements equal, e.g. a broadcast
  * scalar), or to a value in some tile layout: the one layout assignment gave it
@@ -143,6 +143,17 @@ class Lowering {
    */
   std::pair<ValueId, ValueId> tile_access(ValueId ptr, std::vector<ValueId> ix, const Shape& shape,
                                           LayoutId l);
+
+  // --- lower_control.cpp ---
+  void branch(const Op& op);
+  void while_loop(const Op& op);
+  LayoutId carried_layout(ValueId tile_value);
+  std::vector<ValueId> fresh_values(const std::vector<ValueId>& like, const std::string& stem);
+  /** Lowers a Tile IR block of an if or while into `gb` (see lower_control.cpp). */
+  void region(const Block& tb, gpu::Block& gb, const std::vector<ValueId>& args,
+              const std::vector<LayoutId>& layouts, bool cond);
+  /** The GPU value of a bool scalar condition; UNSUPPORTED when it is not uniform. */
+  ValueId uniform_condition(ValueId cond);
 
   // --- lower_atomic.cpp ---
   void atomic(const Op& op);

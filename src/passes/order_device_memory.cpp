@@ -11,7 +11,9 @@
 // is ordered before other threads' accesses. Atomics among themselves need no order. A conflict
 // with what came before a loop gets its barrier before the loop. A TMA copy reads through the
 // async proxy, so writes before it also need a proxy fence (attribute async_proxy on the barrier).
-// Needs: verified GPU IR with uniform control flow (FOR is the only region). Guarantees: every
+// An if's two blocks each see what came before it, and what either leaves pending is pending
+// after it; a while is a loop whose turns run its before and after blocks.
+// Needs: verified GPU IR with uniform control flow (for, if and while). Guarantees: every
 // such pair, in one iteration or across a loop's back edge, has a device barrier between them;
 // nothing else changes.
 #include <algorithm>
@@ -402,11 +404,51 @@ struct Order {
         loop(blk.ops[i], pending);
         continue;
       }
+      if (op.kind == GpuOpKind::IF) {
+        Pending other = pending;
+        block(blk.ops[i].regions[0], pending);
+        block(blk.ops[i].regions[1], other);
+        pending.insert(other.begin(), other.end());
+        continue;
+      }
+      if (op.kind == GpuOpKind::WHILE) {
+        while_loop(blk.ops[i], pending);
+        continue;
+      }
       std::optional<Access> a = access(op);
       if (!a) continue;
       if (conflicts(pending, *a)) order_before(blk, i, pending, a->async_proxy);
       pending.insert(*a);
     }
+  }
+
+  // A while: each turn runs the before block, then the after block; it ends after a before
+  // block. Pointers its blocks define name other addresses in the next turn (unknown mappings
+  // across the back edge, as in loop()).
+  void while_loop(gpu::Op& op, Pending& pending) {
+    std::set<ValueId> inside;
+    for (const gpu::Block& r : op.regions) {
+      inside.insert(r.args.begin(), r.args.end());
+      gpu::walk(r, [&](const gpu::Op& o) {
+        inside.insert(o.results.begin(), o.results.end());
+        for (const gpu::Block& n : o.regions) inside.insert(n.args.begin(), n.args.end());
+      });
+    }
+    Pending in = pending;
+    for (;;) {
+      Pending out = in;
+      block(op.regions[0], out);
+      block(op.regions[1], out);
+      Pending next = in;
+      for (Access a : out) {
+        if (inside.count(a.key)) a.key = kNoValue;
+        next.insert(a);
+      }
+      if (next == in) break;
+      in = std::move(next);
+    }
+    block(op.regions[0], in);  // the last turn's before block
+    pending = std::move(in);
   }
 
   // The body sees what came before the loop and what its own previous iteration left pending;

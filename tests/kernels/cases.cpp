@@ -7,6 +7,7 @@
 #include <numbers>
 #include <random>
 
+#include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "support/error.h"
 
@@ -281,6 +282,40 @@ Case atomic_case(const std::string& kernel, const std::string& name, const Dims&
               {cdiv(n, kBlock), 1, 1}, {{sum}}, 1e-5, 1e-4};
 }
 
+// Run-time while and if (Triton's layer-norm backward idiom): each program sums its block, takes
+// a spin lock with atomic_cas in a while, and under it either starts the total (the first
+// program there, flagged in Lock[1]) or adds to it, then releases the lock. Lock ends {0, 1}.
+Program locked_sum(int block) {
+  KernelBuilder k("locked_sum");
+  V x = k.ptr("X"), out = k.ptr("Out"), lock = k.ptr("Lock", DType::i32);
+  V n = k.scalar("N");
+  k.constexpr_("BLOCK", block);
+  V offs = k.program_id(0) * block + k.arange(0, block);
+  V part = k.sum(k.load(x + offs, offs < n, 0.0));
+  Builder& b = k.raw();
+  b.while_begin({});
+  b.while_do((k.atomic_cas(lock, k.i32(0), k.i32(1), V{}) == 1).id, {});
+  b.while_end({});
+  V count = lock + 1;
+  b.if_begin((k.load(count) == 0).id);
+  k.atomic(OpKind::ATOMIC_XCHG, count, k.i32(1));
+  b.if_else({part.id});
+  V total = k.wrap(b.if_end({(k.load(out) + part).id}).at(0));
+  k.store(out + k.i32(0), total);
+  k.atomic(OpKind::ATOMIC_XCHG, lock, k.i32(0));
+  return k.finish();
+}
+
+Case control_case(const std::string& name, const Dims& dims, std::mt19937_64& rng) {
+  const int64_t n = dims.d[0];
+  std::vector<double> x = randn(rng, n);
+  double sum = 0;
+  for (double v : x) sum += v;
+  Arg lock{Arg::Kind::buffer, {DType::i32, {0.0, 0.0}}, true, 0};
+  return Case{name, locked_sum(kBlock), {input(x), output(1), lock, int_arg(n)},
+              {cdiv(n, kBlock), 1, 1}, {{sum}, {0.0, 1.0}}, 1e-5, 1e-4};
+}
+
 const std::vector<std::string>& names() {
   static const std::vector<std::string> n = {
       "vector_add/1000",
@@ -375,6 +410,7 @@ const std::vector<std::string>& names() {
       "histogram/5000",
       "histogram/1",
       "atomic_sum/3000",
+      "locked_sum/3000",
   };
   return n;
 }
@@ -398,6 +434,7 @@ Case make_case(const std::string& name) {
   if (kernel == "fft") return fft_case(name, parse_dims(name, shape, 2), rng);
   if (kernel == "histogram" || kernel == "atomic_sum")
     return atomic_case(kernel, name, parse_dims(name, shape, 1), rng);
+  if (kernel == "locked_sum") return control_case(name, parse_dims(name, shape, 1), rng);
   fail(METILE_ERROR_INVALID_ARGUMENT, "kernels", "unknown case ", name);
 }
 

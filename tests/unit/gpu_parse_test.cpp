@@ -90,7 +90,21 @@ const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %cou
     }
     yield %s1, %t
   }
-  print %m, %pid, %sm, %sn, %idx, %idx, %tiles head="x[\"i\"] = \\" label="v" rank=1
+  %pos: bool = gt %n, %c
+  %w: i32 = if %pos {
+    barrier
+    yield %n
+  } else {
+    yield %c
+  }
+  %wl: i32 = while iter(%wa: i32 = %w) {
+    %go: bool = lt %wa, %n
+    yield %go, %wa
+  } do (%wb: i32) {
+    %wn: i32 = add %wb, %c
+    yield %wn
+  }
+  print %m, %pid, %sm, %sn, %idx, %wl, %tiles head="x[\"i\"] = \\" label="v" rank=1
 }
 )";
 
@@ -239,7 +253,7 @@ TEST(GpuParse, BadTextIsRefusedAtItsLineAndColumn) {
        "simd_reduce: lanes must be a power of two below the simd width"},
       {header("  %t: i32 thread = builtin thread_index.x\n  %i: i32 x2 #2 = coord #3 %t\n"), "line 4:25: layout #3 is not declared"},
       {header("  %c: i32 = const value=1\n  for %i: i32 = %c to %n step %c {\n    %d: i32 = add %i, %c\n    yield\n  }\n  store %o, %d\n"),
-       "line 8:13: %d is not visible here (it is defined in a loop body)"},
+       "line 8:13: %d is not visible here (it is defined in a loop body or an if or while block)"},
       {header("  %c: i32 = const value=1\n  for %i: i32 = %c to %n step %c {\n    yield %c\n  }\n"),
        "line 5:5: yield passes 1 values; the loop carries 0"},
       {header("  %c: i32 = const value=1\n  for %i: i32 = %c to %n step %c iter(%s: i32 = %c) -> (%r, %r2) {\n    yield %s\n  }\n"),

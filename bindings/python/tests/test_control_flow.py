@@ -1,27 +1,10 @@
-"""Run-time `if` / `else` and `while` in kernels (docs/semantics.md, "Control flow"), against
-float64 numpy references. interp runs them; the compiled devices do not lower if/while yet and
-say so (UnsupportedError naming the op and the line): those cases are strict expected failures
-that flip when a device gains them."""
+"""Run-time `if` / `else` and `while` in kernels (docs/semantics.md, "Control flow") on every
+device (interp, cpu, metal-sim, metal and cuda lower them), against float64 numpy references."""
 
 import numpy as np
 import pytest
 
 import metile as tl
-
-
-def runs_control_flow(device):
-    if device.name != "interp":
-        pytest.xfail(f"{device.name} does not lower run-time if/while yet (UnsupportedError)")
-
-
-def expect_unsupported(device, fn):
-    """On a device without if/while the launch is a clear UnsupportedError naming the op."""
-    if device.name == "interp":
-        fn()
-        return True
-    with pytest.raises(tl.UnsupportedError, match=r"(if|while)"):
-        fn()
-    return False
 
 
 @tl.jit
@@ -46,8 +29,7 @@ def test_if_elif_else_on_a_loaded_scalar(device):
     x = np.random.rand(60).astype(np.float32)
     flag = np.array([1, 0, -2, 5], np.int32)
     out = np.zeros(60, np.float32)
-    if not expect_unsupported(device, lambda: branch_on_scalar[(4,)](x, out, flag, 60, BLOCK=16)):
-        return
+    branch_on_scalar[(4,)](x, out, flag, 60, BLOCK=16)
     want = np.zeros(60)
     for p in range(4):
         xs = x[p * 16:(p + 1) * 16].astype(np.float64)
@@ -78,8 +60,7 @@ def test_while_with_a_data_dependent_trip_count_and_a_carried_tile(device):
     trips = np.array([0, 1, 5, 12], np.int32)
     out = np.zeros_like(x)
     got_trips = trips.copy()
-    if not expect_unsupported(device, lambda: counted_while[(4,)](x, out, got_trips, BLOCK=32)):
-        return
+    counted_while[(4,)](x, out, got_trips, BLOCK=32)
     for p in range(4):
         acc = np.zeros(32)
         xs = x[p * 32:(p + 1) * 32].astype(np.float64)
@@ -109,8 +90,7 @@ def locked_sum(X, Total, Lock, Count, BLOCK: tl.constexpr):
 def test_spin_lock_with_atomic_cas_across_programs(device):
     x = np.random.rand(16 * 32).astype(np.float32)
     total, lock, count = np.zeros(1, np.float32), np.zeros(1, np.int32), np.zeros(1, np.int32)
-    if not expect_unsupported(device, lambda: locked_sum[(16,)](x, total, lock, count, BLOCK=32)):
-        return
+    locked_sum[(16,)](x, total, lock, count, BLOCK=32)
     np.testing.assert_allclose(total[0], x.astype(np.float64).sum(), rtol=1e-5)
     assert lock[0] == 0 and count[0] == 1
 
@@ -206,11 +186,10 @@ def shape_change_in_while(X, Out, BLOCK: tl.constexpr):
     (dtype_change_in_branches, {}, r"`w` is f32 after one branch of the `if` and i32"),
     (shape_change_in_while, {"BLOCK": 16}, r"test_control_flow.py:\d+: the type of `acc` in the while loop .* does not settle"),
 ])
-def test_bad_control_flow_is_a_tracing_error_naming_the_line(kernel, args, pattern):
+def test_bad_control_flow_is_a_tracing_error_naming_the_line(kernel, args, pattern, device):
     x, out = np.ones(16, np.float32), np.zeros(16, np.float32)
-    with tl.use_device("interp"):
-        with pytest.raises(tl.TracingError, match=pattern):
-            kernel[(1,)](x, out, **args)
+    with pytest.raises(tl.TracingError, match=pattern):
+        kernel[(1,)](x, out, **args)
 
 
 @tl.jit
@@ -235,8 +214,7 @@ def test_if_and_while_nested_in_a_tile_range_loop(device):
     x = np.random.standard_normal(n * 16).astype(np.float32)
     sel = np.array([2, 0, 1, 3, -1, 1], np.int32)
     out = np.zeros(16, np.float32)
-    if not expect_unsupported(device, lambda: nested_in_a_loop[(1,)](x, out, sel, n, BLOCK=16)):
-        return
+    nested_in_a_loop[(1,)](x, out, sel, n, BLOCK=16)
     acc = np.zeros(16)
     for k in range(n):
         xs = x[k * 16:(k + 1) * 16].astype(np.float64)
@@ -259,7 +237,64 @@ def test_inactive_lanes_stay_inactive_through_an_if(device):
     x = -np.random.rand(16).astype(np.float32) - 1  # all negative: a 0 lane would win the max
     out = np.zeros(1, np.float32)
     for flag, f in ((1, lambda v: v * 2), (0, lambda v: v + 1)):
-        if not expect_unsupported(device, lambda: masked_values_through_an_if[(1,)](
-                x, out, np.array([flag], np.int32), 10, BLOCK=16)):
-            return
+        masked_values_through_an_if[(1,)](x, out, np.array([flag], np.int32), 10, BLOCK=16)
         np.testing.assert_allclose(out[0], f(x[:10].astype(np.float64)).max(), rtol=1e-6)
+
+
+@tl.jit
+def exchanges_in_branches(X, Out, Flag, M: tl.constexpr, N: tl.constexpr):
+    # Reductions and broadcasts in the blocks move data between threads (threadgroup memory and
+    # barriers on the GPUs): legal because every thread of a program takes the same branch.
+    pid = tl.program_id(0)
+    rows = tl.arange(0, M)
+    cols = tl.arange(0, N)
+    x = tl.load(X + pid * M * N + rows[:, None] * N + cols[None, :])
+    total = 0.0
+    k = 0
+    while k < tl.load(Flag + pid):
+        if k % 2 == 0:
+            x = x - tl.max(x, axis=1)[:, None]
+            total += tl.sum(x)
+        else:
+            x = x * 0.5 + tl.sum(x, axis=0)[None, :] / M
+        k += 1
+    tl.store(Out + pid * M * N + rows[:, None] * N + cols[None, :], x + total)
+
+
+def test_reductions_and_broadcasts_inside_if_and_while(device):
+    M, N = 8, 32
+    x = np.random.standard_normal((3, M, N)).astype(np.float32)
+    trips = np.array([0, 3, 4], np.int32)
+    out = np.zeros_like(x)
+    exchanges_in_branches[(3,)](x, out, trips, M=M, N=N)
+    for p in range(3):
+        v, total = x[p].astype(np.float64), 0.0
+        for k in range(trips[p]):
+            if k % 2 == 0:
+                v = v - v.max(axis=1, keepdims=True)
+                total += v.sum()
+            else:
+                v = v * 0.5 + v.sum(axis=0, keepdims=True) / M
+        np.testing.assert_allclose(out[p], v + total, rtol=1e-4, atol=1e-4)
+
+
+@tl.jit
+def if_yields_a_dot(A, B, Out, Flag, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(A + offs[:, None] * BLOCK + offs[None, :])
+    b = tl.load(B + offs[:, None] * BLOCK + offs[None, :])
+    if tl.load(Flag) != 0:
+        c = tl.dot(a, b)
+    else:
+        c = a + b
+    tl.store(Out + offs[:, None] * BLOCK + offs[None, :], c)
+
+
+def test_if_yields_a_dot_accumulator_or_an_element_wise_tile(device):
+    a = np.random.rand(32, 32).astype(np.float32)
+    b = np.random.rand(32, 32).astype(np.float32)
+    out = np.zeros_like(a)
+    for flag in (1, 0):
+        if_yields_a_dot[(1,)](a, b, out, np.array([flag], np.int32), BLOCK=32)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        np.testing.assert_allclose(out, a64 @ b64 if flag else a64 + b64, rtol=1e-4, atol=1e-4)

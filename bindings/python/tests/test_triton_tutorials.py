@@ -372,11 +372,7 @@ def test_05_layer_norm_backward_dwdb_reduction(device):
     np.testing.assert_allclose(fdb, db.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-5)
 
 
-def test_05_layer_norm_backward(device, request):
-    if device.name != "interp":  # run-time if/while are lowered on interp only so far
-        request.applymarker(pytest.mark.xfail(
-            strict=True, raises=tl.UnsupportedError,
-            reason=f"{device.name} does not lower run-time if/while yet"))
+def test_05_layer_norm_backward(device):
     M, N, eps, groups = 12, 300, 1e-5, 4
     x = (np.random.standard_normal((M, N)) * 2 + 1).astype(np.float32)
     w = np.random.rand(N).astype(np.float32)

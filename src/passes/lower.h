@@ -93,6 +93,12 @@ struct LowerOptions {
    * tile's epilogue (METILE_GPU_OFF=persistent).
    */
   bool persistent = true;
+  /**
+   * FP8 wgmma dots add their wgmma partial sums into the f32 accumulator every kFp8PromoteK
+   * elements of K from a separate register tile (lower_wgmma_fp8.cpp). Off: fast accumulation,
+   * straight into the accumulator (METILE_GPU_OFF=fp8_promote).
+   */
+  bool fp8_promote = true;
 };
 
 struct LayoutAssignment;

@@ -184,7 +184,9 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = (plan.b_kmajor ? n : plan.kc) * plan.ld[1];
     plan.bufs[0] = pb.alloc(plan.stage, stages * plan.elems[0], "a_smem");
-    plan.bufs[1] = pb.alloc(plan.stage, stages * plan.elems[1], "b_smem");
+    // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; lower_wgmma_fp8.cpp).
+    const DType bt = plan.wgmma && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
+    plan.bufs[1] = pb.alloc(bt, stages * plan.elems[1], "b_smem");
     if (plan.wgmma) place_first(2);
   }
   return {plan.bufs[0], plan.bufs[1]};
@@ -257,6 +259,7 @@ void Lowering::dot(const Op& op) {
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // lower_wgmma_tf32.cpp
+      if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // lower_wgmma_fp8.cpp
       if (plan.tf32x3) g.attrs.push_back({"tf32x3", int64_t{1}});
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();

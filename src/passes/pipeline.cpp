@@ -70,6 +70,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.kmajor_b = !options.disables("kmajor_b");
   lo.early_copy = !options.disables("early_copy");
   lo.persistent = !options.disables("persistent");
+  lo.fp8_promote = !options.disables("fp8_promote");
   GpuPipelineResult out = lower_and_optimize(program, target, options, lo, device);
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
   // known; where the whole kernel does not fit, the stages the target chose give way first

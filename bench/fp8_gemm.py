@@ -30,8 +30,11 @@ from gpu_timing import time_per_call  # noqa: E402
 import fp8_gemm as F  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
+# The last two: four warpgroups of 64 x 128 each, so the two-level accumulation's second register
+# tile fits beside the accumulator (64 + 64 registers a thread).
 CONFIGS = [(128, 128, 64, 256, 3), (128, 128, 128, 256, 3), (128, 256, 64, 256, 3),
-           (256, 128, 64, 256, 3), (128, 128, 64, 128, 4)]
+           (256, 128, 64, 256, 3), (128, 128, 64, 128, 4), (256, 128, 128, 512, 3),
+           (128, 256, 128, 512, 3)]
 
 
 def unavailable():

@@ -121,9 +121,13 @@ TEST(GpuWgmmaFp8Lower, CudaSpellsFp8WgmmaWithTwoLevelAccumulation) {
   // The k steps move both starts by 32 bytes inside the 128-byte rows, then a block further.
   EXPECT_EQ(count(s, "mt_wgmma_desc(mma_a + 96,"), 1) << s;
   EXPECT_EQ(count(s, "mt_wgmma_desc(mma_b + 96,"), 1) << s;
+  // __launch_bounds__ counts mma_p beside the accumulator: 128 + 64 registers a thread, one
+  // block of 256 threads per multiprocessor (no minimum named), where 64 + 64 would ask for 4.
+  EXPECT_EQ(count(s, "__launch_bounds__(256)"), 1) << s;
   // Fast accumulation: straight into the accumulator, one group.
   const std::string fast = emitted(e4m3_nt(128, 128, 256, false), options(256, false, false)).source;
   EXPECT_EQ(count(fast, "mma_p"), 0) << fast;
+  EXPECT_EQ(count(fast, "__launch_bounds__(256, 2)"), 1) << fast;
   EXPECT_EQ(count(fast, "\"r\"(1));"), 8) << fast;
 }
 
@@ -147,7 +151,9 @@ TEST(GpuWgmmaFp8Lower, VariantsCompileThroughNvrtcForSm90a) {
   // fast accumulation; two promotions per op.
   for (const V& v : {V{e4, e4, 64, 64, 32, 128, true, false, true}, V{e5, e5, 64, 64, 64, 128, true, true, true},
                      V{e4, e5, 128, 128, 128, 128, true, true, true}, V{e5, e4, 128, 256, 64, 256, false, true, false},
-                     V{e4, e4, 128, 128, 256, 256, true, true, true}, V{e4, e4, 64, 256, 128, 256, false, false, true}}) {
+                     V{e4, e4, 128, 128, 256, 256, true, true, true}, V{e4, e4, 64, 256, 128, 256, false, false, true},
+                     // bench/fp8_gemm.py's four-warpgroup tiles
+                     V{e4, e4, 256, 128, 128, 512, true, true, true}, V{e4, e4, 128, 256, 128, 512, true, true, true}}) {
     const CudaKernelSource s = emitted(nt(v.a, v.b, v.bm, v.bn, v.bk, v.bounds), options(v.threads, v.tma, v.promote));
     const std::string what = std::string(dtype_name(v.a)) + " x " + dtype_name(v.b) + " " + std::to_string(v.bm) +
                              "x" + std::to_string(v.bn) + "x" + std::to_string(v.bk);

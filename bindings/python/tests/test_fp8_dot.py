@@ -172,7 +172,7 @@ def test_k_major_fast_accumulation_is_the_switch(device, monkeypatch):
     size = np.abs(va) @ np.abs(vb)
     if native_fp8(source):
         assert "mma_p" not in source
-        assert (np.abs(got - va @ vb) / size).max() < 2.0 ** -6
+        assert (np.abs(got - va @ vb) / size).max() < 2.0 ** -5
     else:
         assert (np.abs(got - va @ vb) / size).max() < k * 2.0 ** -24
 

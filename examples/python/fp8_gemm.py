@@ -34,6 +34,27 @@ def fp8_gemm_kernel(A, B, SA, SB, C, M, N, K, BLOCK_M: metile.constexpr,
                       (BLOCK_M, BLOCK_N), bounds=(M, N))
 
 
+@metile.kernel
+def fp8_gemm_nt_kernel(A, BT, SA, SB, C, M, N, K, BLOCK_M: metile.constexpr,
+                       BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
+    """The same GEMM with B given transposed, BT [N, K] (a column-major B, as cuBLAS and
+    torch._scaled_mm take it): dot(a, trans(bt)) reads both operands K-major, the form cuda's
+    FP8 wgmma atom takes on sm_90 (docs/semantics.md, "FP8 dots")."""
+    pid_m, pid_n = metile.program_id(0), metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        bt = metile.tile_load(BT, pid_n * BLOCK_N, k, K, (BLOCK_N, BLOCK_K), bounds=(N, K))
+        acc = metile.dot(a, metile.trans(bt), acc)
+    rows = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    sa = metile.load(SA + rows, mask=rows < M, other=0.0)
+    sb = metile.load(SB + cols, mask=cols < N, other=0.0)
+    acc = acc * sa[:, None] * sb[None, :]
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc.to(C.dtype),
+                      (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
 def default_config(device=None):
     """(BLOCK_M, BLOCK_N, BLOCK_K): 128x128x64 tiles on cuda, 64x64x32 elsewhere."""
     device = device or metile.get_device()
@@ -49,19 +70,23 @@ def _check(x, what, dtype, shape):
         raise ValueError(f"fp8_gemm: {what} must have shape {shape}, got {tuple(x.shape)}")
 
 
-def fp8_gemm(a, b, scale_a, scale_b, out_dtype="f16", out=None, config=None):
-    """C = diag(scale_a) (a @ b) diag(scale_b) for a: f8e4m3 [M, K], b: f8e4m3 [K, N],
-    scale_a: f32 [M], scale_b: f32 [N]; C of out_dtype (f16, bf16 or f32) [M, N], written to
-    `out` when given. Wrong dtypes or shapes raise TypeError / ValueError naming the argument."""
+def fp8_gemm(a, b, scale_a, scale_b, out_dtype="f16", out=None, config=None, b_transposed=False,
+             num_threads=None):
+    """C = diag(scale_a) (a @ b) diag(scale_b) for a: f8e4m3 [M, K], b: f8e4m3 [K, N] (or its
+    transpose [N, K] with b_transposed, the form cuda's FP8 wgmma takes), scale_a: f32 [M],
+    scale_b: f32 [N]; C of out_dtype (f16, bf16 or f32) [M, N], written to `out` when given.
+    Wrong dtypes or shapes raise TypeError / ValueError naming the argument."""
     _check(a, "a", "f8e4m3", None)
     if len(a.shape) != 2:
         raise ValueError(f"fp8_gemm: a must be 2-D [M, K], got shape {tuple(a.shape)}")
     m, k = a.shape
     _check(b, "b", "f8e4m3", None)
-    if len(b.shape) != 2 or b.shape[0] != k:
-        raise ValueError(f"fp8_gemm: b must be [K, N] with K = {k} (a's columns), got shape "
+    kdim = 1 if b_transposed else 0
+    if len(b.shape) != 2 or b.shape[kdim] != k:
+        form = "[N, K]" if b_transposed else "[K, N]"
+        raise ValueError(f"fp8_gemm: b must be {form} with K = {k} (a's columns), got shape "
                          f"{tuple(b.shape)}")
-    n = b.shape[1]
+    n = b.shape[1 - kdim]
     if 0 in (m, n, k):
         raise ValueError(f"fp8_gemm: empty dimension in a {tuple(a.shape)} @ b {tuple(b.shape)}")
     _check(scale_a, "scale_a (one per row of a)", "f32", (m,))
@@ -72,8 +97,10 @@ def fp8_gemm(a, b, scale_a, scale_b, out_dtype="f16", out=None, config=None):
         out = metile.Buffer.zeros((m, n), out_dtype)
     _check(out, "out", out_dtype, (m, n))
     bm, bn, bk = config or default_config()
-    fp8_gemm_kernel[(metile.cdiv(m, bm), metile.cdiv(n, bn))](
-        a, b, scale_a, scale_b, out, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    kernel = fp8_gemm_nt_kernel if b_transposed else fp8_gemm_kernel
+    hints = {} if num_threads is None else {"num_threads": num_threads}
+    kernel[(metile.cdiv(m, bm), metile.cdiv(n, bn))](
+        a, b, scale_a, scale_b, out, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **hints)
     return out
 
 

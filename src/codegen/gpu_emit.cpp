@@ -724,7 +724,9 @@ std::string Emitter::run(KernelInterface* k) {
     swizzle = swizzle || op.kind == GpuOpKind::SWIZZLE;
     if (op.kind == GpuOpKind::MMA) {
       atoms.insert(op.attr_str("atom"));
-      k->accumulator_registers = std::max(k->accumulator_registers, regs(op.result()));
+      // FP8's two-level accumulation keeps a second tile of partial sums beside it (mma_p).
+      const int64_t tiles = op.find_attr("promote") != nullptr ? 2 : 1;
+      k->accumulator_registers = std::max(k->accumulator_registers, tiles * regs(op.result()));
     }
     k->cancel = k->cancel || op.kind == GpuOpKind::CANCEL_POINT;
     if (op.kind == GpuOpKind::TMA_LOAD) {  // the maps' texts by index (gpu_emit_tma.cpp)

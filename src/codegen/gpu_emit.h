@@ -57,7 +57,8 @@ struct MmaSpec {
   std::string atom;            // MatrixAtom::name
   std::string a, b, acc, tid;  // identifiers (tid: the thread index)
   std::string c;               // the accumulator's threadgroup array, "" when the atom has none
-  DType ab = DType::invalid;   // the element type of a and b
+  DType ab = DType::invalid;   // the element type of a and b (wgmma FP8: of a)
+  DType bt = DType::invalid;   // the element type of b (differs from ab in e4m3 x e5m2 dots)
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
   bool tf32 = false;
@@ -68,6 +69,7 @@ struct MmaSpec {
   bool b_kmajor = false;       // mma.sync: b holds B transposed, n rows of k (ldmatrix without .trans)
   bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
   bool transposed = false;     // wgmma tf32: C^T = B^T A^T with B^T from registers (gpu_emit_wgmma_tf32.cpp)
+  int64_t promote = 0;         // wgmma FP8: k between promotions of the partial sums (0: fast accumulation)
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
 };

@@ -189,6 +189,7 @@ void Emitter::mma(const gpu::Op& op) {
   s.acc = name_[v];
   s.tid = strip_parens(expr(op.operands[3], "0"));
   s.ab = dtype(op.operands[0]);
+  s.bt = dtype(op.operands[1]);
   s.m = op.attr_int("m");
   s.n = op.attr_int("n");
   s.k = op.attr_int("k");
@@ -207,6 +208,7 @@ void Emitter::mma(const gpu::Op& op) {
   s.b_kmajor = op.find_attr("b_kmajor") != nullptr && op.attr_int("b_kmajor") != 0;
   s.wait = op.find_attr("wait") == nullptr || op.attr_int("wait") != 0;
   s.transposed = op.find_attr("transposed") != nullptr && op.attr_int("transposed") != 0;
+  s.promote = op.find_attr("promote") != nullptr ? op.attr_int("promote") : 0;
   w_.open("");
   d_.mma(w_, s);
   w_.close();

@@ -9,6 +9,11 @@
 // block apart (leading offset). A k step inside a 128-byte row moves the start address by its
 // bytes: the swizzle applies to address bits the offset leaves alone.
 //
+// tf32 and FP8 read B K-major as A (no transpose immediates; k8 and k32 steps: 32 bytes of a row
+// each). FP8 with promotion (lower_wgmma_fp8.cpp) issues each `promote`-element run of k steps
+// into a fresh register tile mma_p (scale-d 0 on its first step), waits for it and adds it into
+// the accumulator, so the op ends waited for, pipelined or not.
+//
 // All of one op's instructions form one group. In a pipelined K loop it stays in flight while the
 // thread issues the next copies; the wgmma_sync before the next barrier (and after the loop)
 // waits for it, so no stage is overwritten while a wgmma reads it. Elsewhere the op waits
@@ -49,21 +54,38 @@ void wgmma_commit_and_wait(SourceWriter& w, const std::string& acc, int64_t regs
          "[mma_r]) :: \"memory\");");
 }
 
+namespace {
+
+// The instruction's name for an operand type.
+std::string wgmma_type(DType t) {
+  switch (t) {
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::f32: return "tf32";
+    case DType::f8e4m3: return "e4m3";
+    case DType::f8e5m2: return "e5m2";
+    default: METILE_ASSERT(false, "wgmma takes f16, bf16, tf32 or FP8 operands"); return "";
+  }
+}
+
+}  // namespace
+
 void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
   if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (gpu_emit_wgmma_tf32.cpp)
   const int64_t elem = static_cast<int64_t>(dtype_size(s.ab));
-  METILE_ASSERT(s.ab == DType::f16 || s.ab == DType::bf16 || s.ab == DType::f32, "wgmma takes f16, bf16 or tf32 operands");
+  const DType bt = s.bt == DType::invalid ? s.ab : s.bt;
+  METILE_ASSERT(dtype_size(bt) == dtype_size(s.ab) && (bt == s.ab || is_f8(bt)), "wgmma: A and B types do not pair");
   const int64_t wg_m = s.warps_m / 4, wg_n = s.warps_n;
   METILE_ASSERT(wg_m >= 1 && s.warps_m % 4 == 0 && s.m % (64 * wg_m) == 0 && s.n % wg_n == 0,
                 "wgmma: warps do not make whole warpgroups over the tile");
   const int64_t rows = s.m / wg_m, nw = s.n / wg_n, blocks = rows / 64;
   const WgmmaTile ta = wgmma_tile(s.m, s.k, elem), tb = wgmma_b_tile(s.k, s.n, elem);
-  // tf32 (lower_wgmma_tf32.cpp): B K-major, read as A is; k8 steps, no transpose immediates.
+  // tf32 (lower_wgmma_tf32.cpp) and FP8 (lower_wgmma_fp8.cpp): B K-major, read as A is, no
+  // transpose immediates.
   const bool kmajor_b = wgmma_b_kmajor(elem);
   METILE_ASSERT(ta.swizzle != 0 && tb.swizzle != 0, "wgmma: operand rows fit no swizzle");
   const std::string hi_a = wgmma_descriptor_high(1, 8 * ta.swizzle / 16, ta.descriptor_mode());
   const std::string hi_b = wgmma_descriptor_high(kmajor_b ? 1 : tb.block_bytes() / 16, 8 * tb.swizzle / 16, tb.descriptor_mode());
-  const std::string t = s.ab == DType::bf16 ? "bf16" : s.ab == DType::f32 ? "tf32" : "f16";
   w.line("const int mma_wg = " + s.tid + " >> 7;");
   w.line("const uint mma_a = mt_smem_addr(" + s.a + ") + (mma_wg % " + std::to_string(wg_m) + ") * " +
          std::to_string(rows * ta.swizzle) + ";");
@@ -73,23 +95,40 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
   const int64_t regs = nw / 2;  // f32 accumulators per thread per m64 block
   std::string list;
   for (int64_t r = 0; r < regs; ++r) list += (r ? ", %" : "%") + std::to_string(r);
-  const int64_t step = kmajor_b ? 8 : 16;  // k per instruction
-  const std::string instr = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(nw) + "k" + std::to_string(step) + ".f32." + t + "." + t;
+  const int64_t step = 32 / elem;  // k per instruction: 32 bytes of a row (k16 f16/bf16, k8 tf32, k32 FP8)
+  const std::string instr = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(nw) + "k" + std::to_string(step) +
+                            ".f32." + wgmma_type(s.ab) + "." + wgmma_type(bt);
   const std::string body = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) + ", 0;\\n" + instr +
                            " {" + list + "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
                            (kmajor_b ? ", p, 1, 1;" : ", p, 1, 1, 0, 1;") + "\\n}\\n\"";
-  for (int64_t kk = 0; kk < s.k; kk += step)
-    for (int64_t i = 0; i < blocks; ++i) {
-      const int64_t a_off = (kk / ta.width()) * ta.block_bytes() + 64 * i * ta.swizzle + (kk % ta.width()) * elem;
-      const int64_t b_off = kmajor_b ? (kk / tb.width()) * tb.block_bytes() + (kk % tb.width()) * elem : kk * tb.swizzle;
-      w.open("");
-      w.line("const ullong mma_da = mt_wgmma_desc(mma_a + " + std::to_string(a_off) + ", " + hi_a + ");");
-      w.line("const ullong mma_db = mt_wgmma_desc(mma_b + " + std::to_string(b_off) + ", " + hi_b + ");");
-      w.line("asm volatile(" + body);
-      w.line("    : " + wgmma_accumulator_outputs(s.acc, i, regs));
-      w.line("    : \"l\"(mma_da), \"l\"(mma_db), \"r\"(1));");
-      w.close();
-    }
+  // FP8's two-level accumulation (lower_wgmma_fp8.cpp): every `promote` elements of K the wgmmas
+  // start from zero (scale-d 0) in mma_p, and mma_p is added into the f32 accumulator.
+  const int64_t promote = s.promote > 0 ? s.promote : s.k;
+  METILE_ASSERT(s.k % promote == 0 && promote % step == 0, "wgmma: promotion interval does not divide K");
+  const std::string into = s.promote > 0 ? "mma_p" : s.acc;
+  if (s.promote > 0) w.line("float mma_p[" + std::to_string(blocks * regs) + "];");
+  for (int64_t k0 = 0; k0 < s.k; k0 += promote) {
+    if (k0 > 0) w.line("mt_wgmma_fence();");  // mma_p was read by the additions above
+    for (int64_t kk = k0; kk < k0 + promote; kk += step)
+      for (int64_t i = 0; i < blocks; ++i) {
+        const int64_t a_off = (kk / ta.width()) * ta.block_bytes() + 64 * i * ta.swizzle + (kk % ta.width()) * elem;
+        const int64_t b_off = kmajor_b ? (kk / tb.width()) * tb.block_bytes() + (kk % tb.width()) * elem : kk * tb.swizzle;
+        w.open("");
+        w.line("const ullong mma_da = mt_wgmma_desc(mma_a + " + std::to_string(a_off) + ", " + hi_a + ");");
+        w.line("const ullong mma_db = mt_wgmma_desc(mma_b + " + std::to_string(b_off) + ", " + hi_b + ");");
+        w.line("asm volatile(" + body);
+        w.line("    : " + wgmma_accumulator_outputs(into, i, regs));
+        const bool fresh = s.promote > 0 && kk == k0;  // scale-d 0: mma_p = A B
+        w.line(std::string("    : \"l\"(mma_da), \"l\"(mma_db), \"r\"(") + (fresh ? "0" : "1") + "));");
+        w.close();
+      }
+    if (s.promote == 0) continue;
+    wgmma_commit_and_wait(w, "mma_p", blocks * regs);
+    w.line("#pragma unroll");
+    w.line("for (int mma_r = 0; mma_r < " + std::to_string(blocks * regs) + "; ++mma_r) " + s.acc +
+           "[mma_r] += mma_p[mma_r];");
+  }
+  if (s.promote > 0) return;  // waited for above
   if (!s.wait) {  // a pipelined loop waits at its next barrier (wgmma_sync)
     w.line("mt_wgmma_commit();");
     return;

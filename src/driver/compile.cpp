@@ -79,6 +79,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
          ": check_bounds and unchecked exclude each other");
   const bool device_checks = device->info().checks_accesses;
   const bool whole_tiles = device->info().whole_tiles_in_order;
+  const bool lowers_fp8 = device->info().lowers_fp8_dots;
   auto ck = std::make_shared<CompiledKernel>();
   ck->program = program;
   ck->options = options;
@@ -105,7 +106,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
       dump_sources(*ck);
       try {
         ck->kernel = load_kernel(*device, device,
-                                 run_tile_pipeline(*program, options, device_checks, whole_tiles),
+                                 run_tile_pipeline(*program, options, device_checks, whole_tiles, lowers_fp8),
                                  options, ck->artifact);
       } catch (const Error& e) {
         // An entry that verifies but no longer loads (say, a library it links was removed) is
@@ -128,7 +129,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   auto build_start = Clock::now();
   // Backends see the Tile IR pipeline's output; the kernel keeps the user's program (its
   // signature and text), and the pipeline's text is the artifact's "tile_ir_opt" stage.
-  TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks, whole_tiles);
+  TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks, whole_tiles, lowers_fp8);
   ck->artifact = device->build(*lowered.program, options);
   ck->artifact.sources[Stage::tile_ir_opt] = print(*lowered.program);
   double build_seconds = seconds_since(build_start);

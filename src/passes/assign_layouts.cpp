@@ -399,6 +399,9 @@ std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecisi
         return &a;
     return nullptr;
   };
+  // FP8 (cuda, where the fp8_dots Tile IR pass leaves dots to lowering): the operands stage as
+  // their exact f16 values (stage() casts them) unless choose_wgmma takes the FP8 wgmma atom.
+  if (is_f8(ab)) return {find(DType::f16), DType::f16};
   if (const MatrixAtom* a = find(ab)) return {a, ab};
   if (ab == DType::bf16)
     if (const MatrixAtom* a = find(DType::f32)) return {a, DType::f32};

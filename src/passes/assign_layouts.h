@@ -34,6 +34,9 @@ struct DotChoice {
   WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
   bool tf32x3 = false;  // the relaxed atom runs three MMAs on TF32 hi/lo parts (MatrixAtom::splits)
   bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (lower_wgmma_tf32.cpp)
+  /** wgmma FP8 (lower_wgmma_fp8.cpp): K elements per f32 promotion of the wgmma partial sums
+   * (0: fast accumulation, every k step into the accumulator itself). */
+  int64_t promote = 0;
 };
 
 struct LayoutAssignment {
@@ -78,7 +81,8 @@ int64_t canonical_chunk(const Program& program, const GpuTarget& target, int64_t
 
 /**
  * The matrix atom of `target` for a dot of these types and sizes (nullptr: none) and the dtype
- * its operands stage as (bf16 without an atom of its own widens to an exact f32 atom).
+ * its operands stage as (bf16 without an atom of its own widens to an exact f32 atom; FP8
+ * stages as f16, exactly, unless choose_wgmma later takes an FP8 warpgroup atom).
  */
 std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecision precision, DType ab,
                                              DType acc, int64_t m, int64_t n, int64_t k);

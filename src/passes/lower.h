@@ -98,6 +98,12 @@ struct LowerOptions {
    * 16-bit tiles on cuda). Off: 4 elements a chunk on every target (METILE_GPU_OFF=wide_chunks).
    */
   bool wide_chunks = true;
+  /**
+   * FP8 wgmma dots add their wgmma partial sums into the f32 accumulator every kFp8PromoteK
+   * elements of K from a separate register tile (lower_wgmma_fp8.cpp). Off: fast accumulation,
+   * straight into the accumulator (METILE_GPU_OFF=fp8_promote).
+   */
+  bool fp8_promote = true;
 };
 
 struct LayoutAssignment;

@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "passes/lower_internal.h"
+#include "passes/wgmma_fp8.h"
 #include "passes/wgmma_tf32.h"
 
 namespace metile::lowering {
@@ -63,20 +64,26 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   const int64_t groups = f.threads / 128;
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
-  if (plan.atom == nullptr || plan.direct[0] == nullptr || plan.kc != k) return false;
-  if (plan.b_kmajor) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
+  // FP8 (lower_wgmma_fp8.cpp): both operands copied K-major from their tile_loads, whose FP8
+  // dtypes replace the f16 staging planned for the warp-level atom.
+  const bool fp8 = is_f8(p.type(o.operands[0]).dtype);
+  DotChoice fp8_plan = plan;
+  if (fp8 && !wgmma_fp8_copies(p, o, target, options, fp8_plan)) return false;
+  const DotChoice& in = fp8 ? fp8_plan : plan;
+  if (in.atom == nullptr || in.direct[0] == nullptr || in.kc != k) return false;
+  if (in.b_kmajor) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
   // 3xTF32 would need each operand's residual staged beside it; mma.sync splits in registers.
-  if (plan.tf32x3) return false;
-  // tf32 (lower_wgmma_tf32.cpp): B K-major, copied from the N x K tile_load its trans reads.
-  const Op* kmajor_b = plan.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : nullptr;
+  if (in.tf32x3) return false;
+  // tf32 (lower_wgmma_tf32.cpp) and FP8: B K-major, copied from the N x K tile_load its trans reads.
+  const Op* kmajor_b = in.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : fp8 ? in.direct[1] : nullptr;
   if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
     return plan.direct[1] != nullptr && choose_wgmma_transposed(p, o, target, rows_reduced, f, plan);
-  if (plan.stage != DType::f32 && plan.direct[1] == nullptr) return false;
+  if (plan.stage != DType::f32 && in.direct[1] == nullptr) return false;
   const MatrixAtom* atom = nullptr;
   for (const MatrixAtom& a : target.warpgroup_atoms)
-    if (atom == nullptr && a.ab == plan.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+    if (atom == nullptr && a.ab == in.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
   if (atom == nullptr) return false;
-  const int64_t elem = static_cast<int64_t>(dtype_size(plan.stage));
+  const int64_t elem = static_cast<int64_t>(dtype_size(in.stage));
   const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem);
   // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned.
   if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * elem) % 1024 != 0 || (k * n * elem) % 1024 != 0) return false;
@@ -91,6 +98,7 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
     wg_n = wn;
   }
   if (wg_m == 0) return false;
+  if (fp8) plan = fp8_plan;
   plan.atom = atom;
   plan.wgmma = true;
   if (kmajor_b != nullptr) plan.direct[1] = kmajor_b;  // tf32: the trans is not lowered

@@ -104,37 +104,66 @@ bool choose_wgmma_transposed(const Program& p, const Op& o, const GpuTarget& tar
   return true;
 }
 
-const Op* wgmma_kmajor_b(const Program& p, const Op& dot, const LowerOptions& options) {
-  if (!options.async_copy || p.type(dot.operands[1]).dtype != DType::f32) return nullptr;
-  size_t at_dot = 0;
-  const Block* blk = block_of(p.body, &dot, &at_dot);
-  if (blk == nullptr) return nullptr;
-  std::vector<int> reads(p.values.size(), 0);
+namespace {
+
+// Where a dot is (its block and index there) and how often each value is read.
+struct DotSite {
+  const Block* blk = nullptr;
+  size_t at = 0;
+  std::vector<int> reads;
+};
+
+DotSite site_of(const Program& p, const Op& dot) {
+  DotSite s;
+  s.blk = block_of(p.body, &dot, &s.at);
+  s.reads.assign(p.values.size(), 0);
   walk(p.body, [&](const Op& o) {
-    for (ValueId x : o.operands) ++reads[x];
+    for (ValueId x : o.operands) ++s.reads[x];
   });
-  // The trans making B and the N x K tile_load it reads, both earlier in the dot's block.
-  const Op* trans = nullptr;
+  return s;
+}
+
+// The 2-D tile_load making v earlier in the dot's block, read once, with rows of whole 16-byte
+// chunks and nothing between it and the dot writing memory (assign_layouts' direct copies).
+const Op* copied_load(const Program& p, const DotSite& s, ValueId v) {
+  if (s.blk == nullptr || s.reads[v] != 1) return nullptr;
   const Op* load = nullptr;
   size_t at_load = 0;
-  for (size_t j = 0; j < at_dot; ++j) {
-    const Op& o = blk->ops[j];
-    if (o.kind == OpKind::TRANS && o.result() == dot.operands[1]) trans = &o;
-  }
-  if (trans == nullptr || reads[trans->result()] != 1 || reads[trans->operands[0]] != 1) return nullptr;
-  for (size_t j = 0; j < at_dot; ++j)
-    if (blk->ops[j].kind == OpKind::TILE_LOAD && blk->ops[j].result() == trans->operands[0]) {
-      load = &blk->ops[j];
+  for (size_t j = 0; j < s.at; ++j)
+    if (s.blk->ops[j].kind == OpKind::TILE_LOAD && s.blk->ops[j].result() == v) {
+      load = &s.blk->ops[j];
       at_load = j;
     }
   if (load == nullptr) return nullptr;
-  const Type& t = p.type(load->result());
-  if (t.dtype != DType::f32 || t.shape.rank != 2 || t.shape.dims[1] % 4 != 0) return nullptr;  // 16-byte chunks
-  for (size_t x = at_load + 1; x < at_dot; ++x) {
-    const OpKind k = blk->ops[x].kind;
+  const Type& t = p.type(v);
+  if (t.shape.rank != 2 || (t.shape.dims[1] * static_cast<int64_t>(dtype_size(t.dtype))) % 16 != 0) return nullptr;
+  for (size_t x = at_load + 1; x < s.at; ++x) {
+    const OpKind k = s.blk->ops[x].kind;
     if (!has_trait(k, kPure) && k != OpKind::TILE_LOAD && k != OpKind::LOAD) return nullptr;
   }
   return load;
+}
+
+}  // namespace
+
+const Op* wgmma_kmajor_b(const Program& p, const Op& dot, const LowerOptions& options) {
+  const DType bt = p.type(dot.operands[1]).dtype;
+  if (!options.async_copy || (bt != DType::f32 && !is_f8(bt))) return nullptr;
+  const DotSite s = site_of(p, dot);
+  if (s.blk == nullptr) return nullptr;
+  // The trans making B, earlier in the dot's block and read by the dot alone.
+  const Op* trans = nullptr;
+  for (size_t j = 0; j < s.at; ++j) {
+    const Op& o = s.blk->ops[j];
+    if (o.kind == OpKind::TRANS && o.result() == dot.operands[1]) trans = &o;
+  }
+  if (trans == nullptr || s.reads[trans->result()] != 1) return nullptr;
+  return copied_load(p, s, trans->operands[0]);
+}
+
+const Op* wgmma_copied_a(const Program& p, const Op& dot, const LowerOptions& options) {
+  if (!options.async_copy) return nullptr;
+  return copied_load(p, site_of(p, dot), dot.operands[0]);
 }
 
 }  // namespace metile

@@ -76,6 +76,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.early_copy = !options.disables("early_copy");
   lo.persistent = !options.disables("persistent");
   lo.wide_chunks = !options.disables("wide_chunks");
+  lo.fp8_promote = !options.disables("fp8_promote");
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
   // known; where the whole kernel does not fit even with arrays sharing memory
   // (allocate-threadgroup-memory), the stages the target chose give way (3 -> 2 -> none) rather

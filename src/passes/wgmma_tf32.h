@@ -1,6 +1,7 @@
 /** \file wgmma_tf32.h
  * tf32 dots on the warpgroup atom (lower_wgmma_tf32.cpp): wgmma reads 32-bit operands K-major
- * only, so an f32 dot takes it where its B is trans() of an N x K tile_load.
+ * only, so an f32 dot takes it where its B is trans() of an N x K tile_load. FP8 operands are
+ * K-major only too (lower_wgmma_fp8.cpp) and find their copies the same way.
  */
 #pragma once
 
@@ -11,12 +12,15 @@
 namespace metile {
 
 /**
- * The N x K tile_load that an f32 dot's B operand is the transpose of, when the dot may copy it
- * straight into K-major threadgroup memory (the trans and the load each read once, in the dot's
- * block, nothing between the load and the dot writing memory, rows of whole 16-byte chunks,
- * async copies on); nullptr otherwise.
+ * The N x K tile_load that an f32 or FP8 dot's B operand is the transpose of, when the dot may
+ * copy it straight into K-major threadgroup memory (the trans and the load each read once, in
+ * the dot's block, nothing between the load and the dot writing memory, rows of whole 16-byte
+ * chunks, async copies on); nullptr otherwise.
  */
 const Op* wgmma_kmajor_b(const Program& program, const Op& dot, const LowerOptions& options);
+/** The M x K tile_load a dot's A operand is, under the same rules (FP8: lower_wgmma_fp8.cpp,
+ * where assign_layouts' direct copies, made for the f16 staging, do not apply). */
+const Op* wgmma_copied_a(const Program& program, const Op& dot, const LowerOptions& options);
 
 /**
  * An f32 dot whose B is N-major (K x N as loaded) on the tf32 warpgroup atom as C^T = B^T A^T:

@@ -18,10 +18,10 @@ namespace metile {
  * beside the passes themselves: the K-loop features inside GPU lowering (pipeline.cpp maps each to
  * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
  * per access ("one_align") and whole_tiles' last-first order ("last_first"). */
-inline constexpr std::array<std::string_view, 15> kPassPieces = {
+inline constexpr std::array<std::string_view, 16> kPassPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma",
     "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
-    "last_first", "wide_chunks"};
+    "last_first", "wide_chunks", "fp8_promote"};
 
 struct CompileOptions {
   int num_threads = 0;

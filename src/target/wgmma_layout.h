@@ -50,13 +50,14 @@ inline WgmmaTile wgmma_tile(int64_t rows, int64_t cols, int64_t elem) {
   return {rows, cols, elem, wgmma_swizzle(cols, elem)};
 }
 
-// --- tf32 (src/passes/lower_wgmma_tf32.cpp) ---
-/** wgmma transposes 16-bit operands only: a 4-byte (tf32) B is staged K-major, N x K as A. */
-inline bool wgmma_b_kmajor(int64_t elem) { return elem == 4; }
-/** B's staged tile for a K x N operand: K x N (N-major), or N x K for tf32. */
+// --- tf32 and FP8 (src/passes/lower_wgmma_tf32.cpp, lower_wgmma_fp8.cpp) ---
+/** wgmma transposes 16-bit operands only: a 4-byte (tf32) or 1-byte (FP8) B is staged K-major,
+ * N x K as A. */
+inline bool wgmma_b_kmajor(int64_t elem) { return elem == 4 || elem == 1; }
+/** B's staged tile for a K x N operand: K x N (N-major), or N x K for tf32 and FP8. */
 inline WgmmaTile wgmma_b_tile(int64_t k, int64_t n, int64_t elem) {
   return wgmma_b_kmajor(elem) ? wgmma_tile(n, k, elem) : wgmma_tile(k, n, elem);
 }
-// --- end tf32 ---
+// --- end tf32 and FP8 ---
 
 }  // namespace metile

@@ -131,9 +131,11 @@ Program gemm(const GemmConfig& g) {
   if (g.bias) name += "_bias";
   if (g.trans_b) name += "_nt";
   if (g.dtype != DType::f32) name += std::string("_") + dtype_name(g.dtype);
+  const DType bt = g.b_dtype == DType::invalid ? g.dtype : g.b_dtype;
+  if (bt != g.dtype) name += std::string("_") + dtype_name(bt);
   if (g.persistent) name += "_persistent";
   KernelBuilder k(name);
-  V a = k.ptr("A", g.dtype), b = k.ptr("B", g.dtype), c = k.ptr("C");
+  V a = k.ptr("A", g.dtype), b = k.ptr("B", bt), c = k.ptr("C");
   V bias = g.bias ? k.ptr("Bias") : V{};
   V m = k.scalar("M"), n = k.scalar("N"), kk = k.scalar("K");
   k.constexpr_("BLOCK_M", g.block_m);

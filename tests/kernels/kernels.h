@@ -35,6 +35,7 @@ struct GemmConfig {
   std::string swizzle;  // "" or a tile_swizzle pattern
   int swizzle_block = 2;
   DType dtype = DType::f32;  // of A and B; C and the accumulator are f32
+  DType b_dtype = DType::invalid;  // of B where it differs from A's (FP8's e4m3 x e5m2)
   bool bias = false;         // C += bias[col]: a row broadcast in the epilogue (parameter Bias)
   // One program walks tiles pid, pid + num_programs, .. (persistent_range; row-major tile
   // order) instead of one program per tile: a loop over tiles around the K loop.

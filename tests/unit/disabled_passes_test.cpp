@@ -25,7 +25,7 @@ std::string refusal(const std::vector<std::string>& names) {
 
 TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   EXPECT_EQ(refusal({"split_k", "whole_tiles", "cse", "order-device-memory", "tma", "pipeline",
-                     "one_align", "last_first", "double_buffer"}), "");
+                     "one_align", "last_first", "double_buffer", "fp8_promote"}), "");
   std::string why = refusal({"cse", "bogus"});
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;

@@ -1,8 +1,8 @@
 // FP8 dots (docs/semantics.md, "FP8 dots"): the verifier's rules (FP8 on both sides, f32
 // accumulator; the other pairs refused naming the operand, its dtype and shape), the fp8_dots
-// Tile IR pass's text, and interp's own FP8 dot (the pass switched off) giving the bits the
-// pass's f16 dot gives. Every device against a float64 reference: bindings/python/tests/
-// test_fp8_dot.py.
+// Tile IR pass's text, interp's own FP8 dot (the pass switched off) giving the bits the pass's
+// f16 dot gives, and cuda's own FP8 dots (the FP8 wgmma atom, else f16 staging in lowering).
+// Every device against a float64 reference: bindings/python/tests/test_fp8_dot.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -146,17 +146,70 @@ TEST(Fp8Dot, OtherDevicesNeedThePass) {
   }
 }
 
-// cuda has no native FP8 matrix instruction in metile yet: on sm_90 the dot compiles (NVRTC, no
-// GPU needed) to the f16 matrix instruction with f32 accumulation, fed by the exact casts.
-TEST(Fp8Dot, CudaCompilesTheDotOnTheF16MatrixUnit) {
+// C = A @ B^T for a 64x64 A and a 64x64 B given N x K: both operands K-major, wgmma's FP8 form.
+std::string fp8_nt_kernel(const std::string& a, const std::string& b) {
+  return "kernel @fp8nt(%A: ptr<" + a + ">, %B: ptr<" + b + ">, %C: ptr<f32>) {\n"
+         "  %0 = const {value = 0} : i32\n"
+         "  %1 = const {value = 64} : i32\n"
+         "  %2 = tile_load %A, %0, %0, %1 : tile<64x64x" + a + ">\n"
+         "  %3 = tile_load %B, %0, %0, %1 : tile<64x64x" + b + ">\n"
+         "  %4 = trans %3 : tile<64x64x" + b + ">\n"
+         "  %5 = const {value = 0.0} : f32\n"
+         "  %6 = broadcast %5 : tile<64x64xf32>\n"
+         "  %7 = dot %2, %4, %6 : tile<64x64xf32> loc(\"f8.py\":9)\n"
+         "  tile_store %C, %0, %0, %1, %7\n"
+         "}\n";
+}
+
+// cuda's GPU lowering takes FP8 dots itself (DeviceInfo::lowers_fp8_dots): the pass leaves them,
+// and turning it off is no error there.
+TEST(Fp8Dot, ThePassLeavesDotsToALoweringThatTakesThem) {
+  CompileOptions o;
+  const Program p = parse(fp8_kernel("f8e4m3", "f8e5m2"));
+  const std::string widened = ": tile<16x32xf16>";  // A's cast
+  EXPECT_EQ(print(*run_tile_pipeline(p, o, false, false, true).program).find(widened), std::string::npos);
+  EXPECT_NE(print(*run_tile_pipeline(p, o, false, false, false).program).find(widened), std::string::npos);
+  o.disabled_passes = {"fp8_dots"};
+  EXPECT_NO_THROW(run_tile_pipeline(p, o, false, false, true));
+}
+
+// Where the FP8 wgmma form does not fit (here: B as loaded, K x N; 16 rows), cuda's lowering
+// stages the operands' exact f16 values for the f16 matrix instruction with f32 accumulation,
+// sm_90 included (NVRTC, no GPU needed).
+TEST(Fp8Dot, CudaCompilesOtherDotsOnTheF16MatrixUnit) {
   std::string why;
   if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
   CompileOptions o;
-  auto lowered = run_tile_pipeline(parse(fp8_kernel("f8e4m3", "f8e5m2")), o, false).program;
-  Artifact a = cuda_build_program(*lowered, o, "sm_90");
-  const std::string& src = a.sources.at(Stage::cuda);
-  EXPECT_NE(src.find("mt_mma_f16(&acc"), std::string::npos) << src;  // mma.sync m16n8k16 f16.f16
-  EXPECT_EQ(src.find("e4m3.e5m2"), std::string::npos) << src;
+  for (bool in_lowering : {false, true}) {  // the pass's casts, or lowering's own
+    auto lowered = run_tile_pipeline(parse(fp8_kernel("f8e4m3", "f8e5m2")), o, false, false, in_lowering).program;
+    Artifact a = cuda_build_program(*lowered, o, "sm_90");
+    const std::string& src = a.sources.at(Stage::cuda);
+    EXPECT_NE(src.find("mt_mma_f16(&acc"), std::string::npos) << src;  // mma.sync m16n8k16 f16.f16
+    EXPECT_EQ(src.find("e4m3.e5m2"), std::string::npos) << src;
+  }
+}
+
+// Both operands K-major on sm_90: the FP8 wgmma atom, each operand in its own format, with the
+// two-level accumulation unless fp8_promote is off (lower_wgmma_fp8.cpp).
+TEST(Fp8Dot, CudaCompilesKMajorDotsOnTheFp8WarpgroupAtom) {
+  std::string why;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  CompileOptions o;
+  o.num_threads = 128;
+  for (const char* a : {"f8e4m3", "f8e5m2"})
+    for (const char* b : {"f8e4m3", "f8e5m2"}) {
+      auto lowered = run_tile_pipeline(parse(fp8_nt_kernel(a, b)), o, false, false, true).program;
+      Artifact art = cuda_build_program(*lowered, o, "sm_90");
+      const std::string& src = art.sources.at(Stage::cuda);
+      const std::string instr = std::string("m64n64k32.f32.") + (a + 2) + "." + (b + 2);
+      EXPECT_NE(src.find(instr), std::string::npos) << instr << "\n" << src;
+      EXPECT_NE(src.find("+= mma_p[mma_r]"), std::string::npos) << src;
+    }
+  o.disabled_passes = {"fp8_promote"};
+  auto lowered = run_tile_pipeline(parse(fp8_nt_kernel("f8e4m3", "f8e4m3")), o, false, false, true).program;
+  const std::string src = cuda_build_program(*lowered, o, "sm_90").sources.at(Stage::cuda);
+  EXPECT_NE(src.find("m64n64k32.f32.e4m3.e4m3"), std::string::npos) << src;
+  EXPECT_EQ(src.find("mma_p"), std::string::npos) << src;
 }
 
 }  // namespace METILE_UNITY_ID

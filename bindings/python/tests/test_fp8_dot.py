@@ -1,8 +1,9 @@
 """FP8 dots (docs/semantics.md, "FP8 dots") on every device: e4m3 x e4m3, e5m2 x e5m2 and the
 mixed pairs, f32 accumulation. Inputs whose every partial sum is an f32 value give the float64
 reference exactly on every device, whatever order it sums in; random codes over each format's
-range stay within f32 rounding of it and match interp's. Unsupported pairs are refused naming
-the operand, its dtype and shape."""
+range stay within f32 rounding of it and match interp's. The K-major form (B given N x K) takes
+cuda's FP8 wgmma atom on sm_90, exact on small integers and within its documented tolerance
+elsewhere. Unsupported pairs are refused naming the operand, its dtype and shape."""
 
 import numpy as np
 import pytest
@@ -84,6 +85,96 @@ def test_full_range_codes_match_float64_and_interp(device, fa, fb):
     else:
         assert (np.abs(got - oracle) / np.maximum(np.abs(va) @ np.abs(vb), 1e-300)).max() < \
             k * 2.0 ** -23
+
+
+@metile.kernel
+def fp8_dot_nt(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr,
+               BK: metile.constexpr):
+    """C = A @ B^T with B given N x K: both operands K-major, which is the form cuda's FP8 wgmma
+    atom reads (sm_90; lower_wgmma_fp8.cpp). Every other device computes it as any FP8 dot."""
+    pm, pn = metile.program_id(0), metile.program_id(1)
+    acc = metile.zeros((BM, BN), dtype="f32")
+    for k in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, pm * BM, k, K, (BM, BK), bounds=(M, K))
+        b = metile.tile_load(B, pn * BN, k, K, (BN, BK), bounds=(N, K))
+        acc = metile.dot(a, metile.trans(b), acc)
+    metile.tile_store(C, pm * BM, pn * BN, N, acc, (BM, BN), bounds=(M, N))
+
+
+def run_nt(fa, fb, a_codes, bt_codes, bk=64, stages=0):
+    m, k = a_codes.shape
+    n = bt_codes.shape[0]
+    c = metile.Buffer.zeros((m, n))
+    launch = fp8_dot_nt[(metile.cdiv(m, 64), metile.cdiv(n, 128))]
+    args = (metile.Buffer(data=a_codes, dtype=fa), metile.Buffer(data=bt_codes, dtype=fb), c, m, n, k)
+    launch(*args, BM=64, BN=128, BK=bk, num_threads=128, num_stages=stages)
+    source = None
+    if metile.get_device().name == "cuda":
+        source = launch.compile(*args, BM=64, BN=128, BK=bk, num_threads=128,
+                                num_stages=stages).source("cuda")
+    return c.numpy().copy(), source
+
+
+def native_fp8(source):
+    """Whether cuda compiled the dot on the FP8 wgmma atom (an sm_90 GPU) or staged f16."""
+    return source is not None and "k32.f32.e" in source
+
+
+@pytest.mark.parametrize("fa,fb", PAIRS)
+def test_k_major_small_integers_are_exact_on_every_device(device, fa, fb):
+    # Values +-1, +-2, +-4: products are integers up to 16, 256 of them stay below 2^12, so
+    # every partial sum is exact even in the FP8 wgmma's own accumulator (about 14 bits kept).
+    m, n, k = 70, 130, 256
+    codes = {f: np.nonzero(np.isin(np.abs(values(f)), (1.0, 2.0, 4.0)))[0].astype(np.uint8)
+             for f in (fa, fb)}
+    a = np.random.choice(codes[fa], (m, k)).astype(np.uint8)
+    bt = np.random.choice(codes[fb], (n, k)).astype(np.uint8)
+    got, source = run_nt(fa, fb, a, bt)
+    np.testing.assert_array_equal(got, values(fa)[a] @ values(fb)[bt].T)
+    if source is not None and device.architecture.startswith("sm_90"):
+        assert native_fp8(source), "the K-major FP8 dot takes the FP8 wgmma atom on sm_90"
+        assert "+= mma_p[mma_r]" in source  # the two-level accumulation
+
+
+# Tolerance of cuda's FP8 wgmma path (docs/semantics.md, "FP8 dots"): the wgmma keeps about 14
+# significant bits while it sums a 128-element run of K, which is then added into f32.
+NATIVE_TOL = 2.0 ** -9
+
+
+@pytest.mark.parametrize("fa,fb", PAIRS)
+def test_k_major_full_range_codes_match_float64_and_interp(device, fa, fb):
+    m, n, k = 65, 129, 320
+    a = np.random.choice(finite_codes(fa), (m, k)).astype(np.uint8)
+    bt = np.random.choice(finite_codes(fb), (n, k)).astype(np.uint8)
+    va, vb = values(fa)[a], values(fb)[bt].T
+    got, source = run_nt(fa, fb, a, bt)
+    size = np.maximum(np.abs(va) @ np.abs(vb), 1e-300)
+    tol = NATIVE_TOL if native_fp8(source) else k * 2.0 ** -24
+    assert (np.abs(got - va @ vb) / size).max() < tol
+    with metile.use_device("interp"):
+        oracle, _ = run_nt(fa, fb, a, bt)
+    if device.name in ("interp", "cpu"):
+        np.testing.assert_array_equal(got, oracle)
+    else:
+        assert (np.abs(got - oracle) / size).max() < max(tol, k * 2.0 ** -23)
+
+
+def test_k_major_fast_accumulation_is_the_switch(device, monkeypatch):
+    # METILE_GPU_OFF=fp8_promote: cuda's FP8 wgmma accumulates straight into the accumulator
+    # (no mma_p); a long K then keeps fewer bits, which bench/fp8_gemm.py measures. Elsewhere
+    # the piece changes nothing. num_stages=2: a specialization no other test compiles.
+    monkeypatch.setenv("METILE_GPU_OFF", "fp8_promote")
+    m, n, k = 64, 128, 1024
+    a = np.random.choice(finite_codes("f8e4m3", 0.25, 4), (m, k)).astype(np.uint8)
+    bt = np.random.choice(finite_codes("f8e4m3", 0.25, 4), (n, k)).astype(np.uint8)
+    va, vb = values("f8e4m3")[a], values("f8e4m3")[bt].T
+    got, source = run_nt("f8e4m3", "f8e4m3", a, bt, bk=128, stages=2)
+    size = np.abs(va) @ np.abs(vb)
+    if native_fp8(source):
+        assert "mma_p" not in source
+        assert (np.abs(got - va @ vb) / size).max() < 2.0 ** -5
+    else:
+        assert (np.abs(got - va @ vb) / size).max() < k * 2.0 ** -24
 
 
 @metile.kernel

@@ -63,6 +63,9 @@ struct TilePassContext {
   /** The device runs each program's tiles in order on one host thread (DeviceInfo): a tile
    * reduction is a cheap loop there, while lane-wise work costs per element. */
   bool whole_tiles_in_order = false;
+  /** The device's GPU lowering takes FP8 dots itself (DeviceInfo::lowers_fp8_dots): fp8_dots
+   * leaves them alone. */
+  bool lowers_fp8_dots = false;
 };
 
 using TilePassFn = void (*)(Program&, const TilePassContext&);

@@ -11,11 +11,12 @@
 namespace metile {
 
 TilePipelineResult run_tile_pipeline(const Program& program, const CompileOptions& options,
-                                     bool device_checks_accesses, bool whole_tiles_in_order) {
+                                     bool device_checks_accesses, bool whole_tiles_in_order,
+                                     bool lowers_fp8_dots) {
   check_pass_names(options.disabled_passes);
   auto out = std::make_shared<Program>(program);
   TilePipelineResult result;
-  TilePassContext ctx{options, device_checks_accesses, result.hidden, whole_tiles_in_order};
+  TilePassContext ctx{options, device_checks_accesses, result.hidden, whole_tiles_in_order, lowers_fp8_dots};
   auto run = [&](std::string_view name) { run_tile_pass(name, *out, ctx); };
   run("dot_precision");  // before split_k copies dots: each copy keeps its precision
   run("fp8_dots");  // the casts it adds are element-wise ops every later pass knows
@@ -49,9 +50,9 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
       fail(METILE_ERROR_INVALID_ARGUMENT, "passes", out->where(op.loc),
            "a tile_range with per-thread bounds needs the \"activity\" pass (it is disabled)");
   });
-  // interp evaluates FP8 dots itself (the oracle of the fp8_dots pass); the other devices' dot
-  // paths start at f16.
-  if (!device_checks_accesses)
+  // interp evaluates FP8 dots itself (the oracle of the fp8_dots pass), cuda's lowering takes
+  // them (lower_wgmma_fp8.cpp); the other devices' dot paths start at f16.
+  if (!device_checks_accesses && !lowers_fp8_dots)
     walk(out->body, [&](const Op& op) {
       if (op.kind == OpKind::DOT && (is_f8(out->type(op.operands[0]).dtype) ||
                                      is_f8(out->type(op.operands[1]).dtype)))

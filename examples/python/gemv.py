@@ -35,6 +35,9 @@ import metile
 MAX_M = 16
 M_TILE = 16   # the "dot" method's rows of x, padded: the matrix atoms' height
 DOT_MIN_M = 3  # rows of x from which GPUs take the "dot" method by default
+# ... unless W is this small and x has at most 4 rows: at 4096^2 and M = 4 the dot method's
+# split-K over 64 programs measured 747 GB/s, the fma method 1049 (H100, bench/results/gemv_h100.md)
+DOT_MIN_SMALL_M, SMALL_W = 5, 4096 * 4096
 METHODS = ("fma", "dot")
 DTYPES = ("f32", "f16", "bf16")
 
@@ -135,14 +138,15 @@ def default_config(n, k, m, dtype, device=None):
     """(block_n, block_k, num_warps, split_k, method) for W [n, k] of `dtype` times m rows of x.
     GPUs: 4 warps. One or two rows of a 16-bit W, or f32: "fma", W tiles of 16 elements a thread
     for one row of x, 8 for two (each row carries a [BLOCK_N, BLOCK_K] f32 tile through the K
-    loop). More rows of a 16-bit W: "dot", 64 rows of W a program against the rows of x padded
-    to 16 (the matrix units' height). Split-K until the programs number about 4 per SM. Host
-    devices: small tiles, no split, "fma"."""
+    loop). More rows of a 16-bit W (five for W up to 4096^2): "dot", 64 rows of W a program
+    against the rows of x padded to 16 (the matrix units' height). Split-K until the programs
+    number about 4 per SM. Host devices: small tiles, no split, "fma"."""
     device = device or metile.get_device()
     if device.name != "cuda" and not device.name.startswith("metal"):
         return 4, 256, 4, 1, "fma"
     num_warps = 4
-    method = "dot" if m >= DOT_MIN_M and dtype != "f32" else "fma"
+    dot_from = DOT_MIN_SMALL_M if n * k <= SMALL_W else DOT_MIN_M
+    method = "dot" if m >= dot_from and dtype != "f32" else "fma"
     if method == "dot":
         block_n, block_k = 64, 128
     else:

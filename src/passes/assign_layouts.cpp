@@ -37,7 +37,7 @@ namespace metile {
 namespace {
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t wanted_chunk(const Program& program, const GpuTarget& target);  // defined below
+int64_t wanted_chunk(const Program& program, int64_t chunk_bytes);  // defined below
 
 int64_t max_tile_numel(const Program& p) {
   int64_t n = 1;
@@ -82,6 +82,8 @@ struct Assigner {
   std::vector<std::vector<const Op*>> users;  // Tile IR value -> the ops that read it
 
   int64_t threads();
+  /** The target's chunk bytes, or 0 (chunks of 4) with METILE_GPU_OFF=wide_chunks. */
+  int64_t chunk_bytes() const { return options.wide_chunks ? target.chunk_bytes : 0; }
   int64_t dot_warps() const;
   gpu::LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
   bool give_layout(ValueId v, gpu::LayoutId l);
@@ -116,7 +118,7 @@ int64_t Assigner::threads() {
   } else {
     bool reduces = false;  // then the target's elements per thread (GpuTarget explains)
     walk(p.body, [&](const Op& op) { reduces = reduces || has_trait(op.kind, kReduce); });
-    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : wanted_chunk(p, target);
+    const int64_t per_thread = reduces ? target.reduce_elements_per_thread : wanted_chunk(p, chunk_bytes());
     n = std::clamp<int64_t>(round_up(max_tile_numel(p) / per_thread, target.simd_width),
                             target.simd_width, 256);
   }
@@ -275,7 +277,7 @@ void Assigner::run() {
   f.name = p.name;
   f.simd_width = target.simd_width;
   f.threads = static_cast<int>(threads());
-  out.chunk = canonical_chunk(p, target, f.threads);
+  out.chunk = canonical_chunk(p, chunk_bytes(), f.threads);
   assigned.assign(p.values.size(), gpu::kUniform);
   producer.assign(p.values.size(), nullptr);
   users.assign(p.values.size(), {});
@@ -450,20 +452,20 @@ void each_memory_tile(const Program& program, F see) {
 }
 
 // The chunk the narrowest memory tile's dtype asks for, before the thread count is known.
-int64_t wanted_chunk(const Program& program, const GpuTarget& target) {
-  if (target.chunk_bytes == 0) return 4;
+int64_t wanted_chunk(const Program& program, int64_t chunk_bytes) {
+  if (chunk_bytes == 0) return 4;
   int64_t narrowest = 0;
   each_memory_tile(program, [&](const Type& t) {
     int64_t s = static_cast<int64_t>(dtype_size(t.dtype));
     narrowest = narrowest == 0 ? s : std::min(narrowest, s);
   });
-  return narrowest == 0 ? 4 : std::clamp<int64_t>(target.chunk_bytes / narrowest, 4, 8);
+  return narrowest == 0 ? 4 : std::clamp<int64_t>(chunk_bytes / narrowest, 4, 8);
 }
 
 }  // namespace
 
-int64_t canonical_chunk(const Program& program, const GpuTarget& target, int64_t threads) {
-  int64_t chunk = wanted_chunk(program, target);
+int64_t canonical_chunk(const Program& program, int64_t chunk_bytes, int64_t threads) {
+  int64_t chunk = wanted_chunk(program, chunk_bytes);
   // Every memory tile with whole chunks of 4 for every thread must take the wider chunk: one
   // left with 4 (a row broadcast against a block) would meet the block's chunks of 8 only
   // through threadgroup memory, where with 4 everywhere its elements sit in the threads that
@@ -477,9 +479,7 @@ int64_t canonical_chunk(const Program& program, const GpuTarget& target, int64_t
 
 LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,
                                 const LowerOptions& options) {
-  GpuTarget narrow = target;
-  if (!options.wide_chunks) narrow.chunk_bytes = 0;
-  Assigner a(program, narrow, options);
+  Assigner a(program, target, options);
   a.run();
   return std::move(a.out);
 }

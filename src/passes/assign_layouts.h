@@ -71,13 +71,13 @@ LayoutAssignment assign_layouts(const Program& program, const GpuTarget& target,
 gpu::Layout canonical_layout(int64_t n, int64_t threads, int64_t simt, int64_t chunk = 4);
 
 /**
- * Elements per chunk of `program`'s canonical layouts over `threads` threads on `target`: 4, or
- * up to 8 where target.chunk_bytes asks for more to span that many bytes of the narrowest tile
- * the program loads or stores in global memory and every such tile with whole chunks of 4 for
- * every thread also has whole chunks of that size. One value for the whole program, so element-wise ops between tiles of
- * different dtypes meet in one layout.
+ * Elements per chunk of `program`'s canonical layouts over `threads` threads: 4, or up to 8
+ * where `chunk_bytes` (GpuTarget::chunk_bytes) asks for more to span that many bytes of the
+ * narrowest tile the program loads or stores in global memory and every such tile with whole
+ * chunks of 4 for every thread also has whole chunks of that size. One value for the whole
+ * program, so element-wise ops between tiles of different dtypes meet in one layout.
  */
-int64_t canonical_chunk(const Program& program, const GpuTarget& target, int64_t threads);
+int64_t canonical_chunk(const Program& program, int64_t chunk_bytes, int64_t threads);
 
 /**
  * The matrix atom of `target` for a dot of these types and sizes (nullptr: none) and the dtype

@@ -187,7 +187,9 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
     // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; lower_wgmma_fp8.cpp).
     const DType bt = plan.wgmma && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
     for (int i = 0; i < 2; ++i) {
-      const gpu::SharedArray a = plan.wgmma ? gpu::SharedArray::wgmma(shape[i], plan.staged[i].swizzle, stages)
+      // wgmma arrays take the staged tile's shape: a tf32 or FP8 B is staged K-major, N x K.
+      const auto& t = plan.staged[i];
+      const gpu::SharedArray a = plan.wgmma ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
                                             : gpu::SharedArray::padded(shape[i], pad, stages);
       plan.bufs[i] = pb.alloc(i == 0 ? plan.stage : bt, a, i == 0 ? "a_smem" : "b_smem");
     }

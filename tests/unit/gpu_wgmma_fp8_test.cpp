@@ -138,8 +138,8 @@ TEST(GpuWgmmaFp8Lower, BothOperandsTakeTma) {
   EXPECT_EQ(count(text, "box_rows=128 box_cols=128"), 6) << text;
   // The golden lines: three stages of 128 x 128 bytes per operand, first in threadgroup memory,
   // and the op (pipelined: no wait of its own but the promotion's).
-  EXPECT_NE(text.find("  %a_smem: ptr<f8e4m3, threadgroup> = alloc size=49152\n"
-                      "  %b_smem: ptr<f8e4m3, threadgroup> = alloc size=49152\n"),
+  EXPECT_NE(text.find("  %a_smem: ptr<f8e4m3, threadgroup> = alloc shape=\"128x128\" stages=3 layout=\"wgmma128\" offset=0\n"
+                      "  %b_smem: ptr<f8e4m3, threadgroup> = alloc shape=\"128x128\" stages=3 layout=\"wgmma128\" offset=49152\n"),
             std::string::npos) << text;
   EXPECT_NE(text.find(" atom=\"wgmma\" atom_m=64 atom_n=8 atom_k=32 m=128 n=128 k=128 lda=128 ldb=128 "
                       "warps_m=8 warps_n=1 tf32=0 ldmatrix=0 wait=0 promote=128\n"),

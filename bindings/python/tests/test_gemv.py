@@ -58,10 +58,13 @@ def test_dot_method_matches_float64(device, dtype, m, split_k):
 
 
 def test_default_method_by_rows():
-    """GPUs take the matrix units from three rows of a 16-bit W; f32 and host devices never."""
+    """GPUs take the matrix units from three rows of a 16-bit W (five up to 4096^2); f32 and
+    host devices never."""
     class Gpu:
         name, architecture = "cuda", "sm_90"
-    assert [G.default_config(4096, 4096, m, "f16", Gpu())[4] for m in (1, 2, 3, 16)] == \
+    assert [G.default_config(8192, 8192, m, "f16", Gpu())[4] for m in (1, 2, 3, 16)] == \
+        ["fma", "fma", "dot", "dot"]
+    assert [G.default_config(4096, 4096, m, "f16", Gpu())[4] for m in (3, 4, 5, 16)] == \
         ["fma", "fma", "dot", "dot"]
     assert G.default_config(4096, 4096, 16, "f32", Gpu())[4] == "fma"
     with metile.use_device("interp"):

@@ -352,12 +352,18 @@ class CudaDevice : public Device {
       // Resetting the primary context tears down the running kernel, every allocation, module,
       // stream and event in it; what metile still holds is marked stale by the generation.
       generation_.fetch_add(1, std::memory_order_acq_rel);
-      // A trapped kernel's sticky error can come back from the first reset while the context
-      // is torn down; the reset is then asked once more before giving up.
-      CUresult r = d_->cuDevicePrimaryCtxReset(dev_);
-      if (r != 0) r = d_->cuDevicePrimaryCtxReset(dev_);
-      check(r, "cuDevicePrimaryCtxReset (resetting the GPU after a stopped launch)");
-      check(d_->cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain (after a reset)");
+      // A trapped kernel's sticky error can come back from the reset or from the first retain
+      // after it while the old context is torn down (seen on an H100: the retain returned
+      // CUDA_ERROR_LAUNCH_FAILED); the pair is asked again, a few times, before giving up.
+      d_->cuCtxSetCurrent(nullptr);  // this thread no longer names the broken context
+      CUresult reset = 0, retain = 0;
+      for (int attempt = 0; attempt < 4; ++attempt) {
+        if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+        reset = d_->cuDevicePrimaryCtxReset(dev_);
+        if (reset == 0 && (retain = d_->cuDevicePrimaryCtxRetain(&ctx_, dev_)) == 0) break;
+      }
+      check(reset, "cuDevicePrimaryCtxReset (resetting the GPU after a stopped launch)");
+      check(retain, "cuDevicePrimaryCtxRetain (after a reset)");
       {
         std::lock_guard<std::mutex> contexts(g_contexts_mu);
         g_context_labels[ctx_] = info_.label();

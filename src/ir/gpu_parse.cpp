@@ -216,6 +216,16 @@ class Parser {
     n.value = type();
     return n;
   }
+  // `(%a: T = %init, ...)` after a loop's `iter`: the carried args, their inits as operands.
+  void iter_args(Op& op, std::vector<Named>& args) {
+    expect("(");
+    do {
+      args.push_back(typed_name());
+      expect("=");
+      op.operands.push_back(use());
+    } while (accept(","));
+    expect(")");
+  }
   DType dtype() {
     blanks();
     Pos p = here();
@@ -538,13 +548,7 @@ class Parser {
     op.operands.push_back(use());
     std::vector<Named> args, results;
     if (accept_word("iter")) {
-      expect("(");
-      do {
-        args.push_back(typed_name());
-        expect("=");
-        op.operands.push_back(use());
-      } while (accept(","));
-      expect(")");
+      iter_args(op, args);
       expect("->");
       expect("(");
       do {
@@ -607,13 +611,7 @@ class Parser {
     if (is_if) {
       op.operands.push_back(use());
     } else if (accept_word("iter")) {
-      expect("(");
-      do {
-        args.push_back(typed_name());
-        expect("=");
-        op.operands.push_back(use());
-      } while (accept(","));
-      expect(")");
+      iter_args(op, args);
     }
     expect("{");
     end_line();

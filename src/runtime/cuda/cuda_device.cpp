@@ -9,7 +9,9 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "codegen/cuda.h"
@@ -45,6 +47,11 @@ constexpr auto kStopGrace = std::chrono::seconds(1);
 /** The GPU of each primary context metile opened, so an error can name a stream's device. */
 std::mutex g_contexts_mu;
 std::map<CUcontext, std::string> g_context_labels;
+
+void name_context(CUcontext ctx, std::string label) {
+  std::lock_guard<std::mutex> lock(g_contexts_mu);
+  g_context_labels[ctx] = std::move(label);
+}
 
 std::string stream_text(uint64_t stream) {
   char text[32];
@@ -95,10 +102,7 @@ class CudaDevice : public Device {
     word_ = words_.take();
     info_.ordinal = ordinal;
     info_.indexed = true;
-    {
-      std::lock_guard<std::mutex> lock(g_contexts_mu);
-      g_context_labels[ctx_] = cat("cuda:", ordinal);
-    }
+    name_context(ctx_, cat("cuda:", ordinal));
     char name[256] = {};
     d_->cuDeviceGetName(name, sizeof name, dev_);
     int major = 0, minor = 0, threads = 0, smem = 0, pageable = 0, version = 0;
@@ -364,10 +368,7 @@ class CudaDevice : public Device {
       }
       check(reset, "cuDevicePrimaryCtxReset (resetting the GPU after a stopped launch)");
       check(retain, "cuDevicePrimaryCtxRetain (after a reset)");
-      {
-        std::lock_guard<std::mutex> contexts(g_contexts_mu);
-        g_context_labels[ctx_] = info_.label();
-      }
+      name_context(ctx_, info_.label());
       check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent (after a reset)");
       check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate (after a reset)");
       map_words();

@@ -88,7 +88,11 @@ struct Assigner {
   gpu::LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
   bool give_layout(ValueId v, gpu::LayoutId l);
   bool rows_reduced(ValueId v) const;
+  bool only_broadcast(ValueId v) const;
+  bool give_load_layout(ValueId v, gpu::LayoutId l);
   bool slice_layouts(const Op& o);
+  /** After the fixed point: broadcasts left in the canonical layout take part in slice_layouts. */
+  bool canonical_broadcasts = false;
   /** Picks the dot operands that tile_loads in the same block can copy straight to staging. */
   void direct_copies(const Block& blk);
   void run();
@@ -188,6 +192,50 @@ bool Assigner::rows_reduced(ValueId v) const {
   return false;
 }
 
+// Whether every use of tile v ends, through element-wise ops and reshapes, in a broadcast that
+// adds elements: then v need only exist where the broadcast's threads read it.
+bool Assigner::only_broadcast(ValueId v) const {
+  if (users[v].empty()) return false;
+  for (const Op* u : users[v]) {
+    if (u->kind == OpKind::BROADCAST && p.type(u->result()).shape.numel() > p.type(v).shape.numel()) continue;
+    const bool passes = u->kind == OpKind::RESHAPE ||
+                        (follows_operands(u->kind) && p.type(u->result()).shape == p.type(v).shape);
+    if (!passes || !only_broadcast(u->result())) return false;
+  }
+  return true;
+}
+
+// A pointer load's layout is its pointers' (lowering loads where the addresses are): its address
+// chain (tiles of pointers read by nothing else) and the tile offsets, mask and fill in it that
+// are index math take the layout too.
+bool Assigner::give_load_layout(ValueId v, gpu::LayoutId l) {
+  const Op& load = *producer[v];
+  const Shape& shape = p.type(v).shape;
+  std::vector<const Op*> chain;
+  for (ValueId ptr = load.operands[0]; p.type(ptr).is_tile();) {
+    const Op* d = producer[ptr];
+    if (d == nullptr || d->kind != OpKind::PTR_OFFSET || users[ptr].size() != 1 ||
+        assigned[ptr] != gpu::kUniform || p.type(ptr).shape != shape)
+      return false;
+    chain.push_back(d);
+    ptr = d->operands[0];
+  }
+  if (chain.empty() || assigned[v] != gpu::kUniform) return false;
+  auto index_math = [&](ValueId x) {
+    const Op* d = producer[x];
+    return p.type(x).is_tile() && !p.type(x).is_ptr && p.type(x).shape == shape && d != nullptr &&
+           (d->kind == OpKind::BROADCAST || d->kind == OpKind::ARANGE || follows_operands(d->kind));
+  };
+  for (const Op* d : chain) {
+    assigned[d->result()] = l;
+    for (ValueId x : d->operands)
+      if (index_math(x)) give_layout(x, l);
+  }
+  for (size_t i = 1; i < load.operands.size(); ++i)
+    if (index_math(load.operands[i])) give_layout(load.operands[i], l);
+  return give_layout(v, l);
+}
+
 // One propagation step for reductions, broadcasts and index math: whether it assigned a layout.
 bool Assigner::slice_layouts(const Op& o) {
   bool changed = false;
@@ -204,11 +252,20 @@ bool Assigner::slice_layouts(const Op& o) {
     if (plan && plan->sg_bits.empty()) changed = give_layout(o.result(), f.add_layout(plan->part)) || changed;
   }
   // Index math (aranges, element-wise ops, broadcasts) feeding an element-wise op of an assigned
-  // layout is computed in that layout: masks and offsets are made where they are used.
+  // layout is computed in that layout: masks and offsets are made where they are used. So is a
+  // tile loaded only to be broadcast (a row's scale, a vector against a block): each thread reads
+  // the elements it needs, repeated addresses hitting in cache, where one thread an element and
+  // an exchange through threadgroup memory cost two barriers every time it is used.
   auto computed = [&](ValueId x) {
     const Op* d = producer[x];
     return d != nullptr && (d->kind == OpKind::BROADCAST || d->kind == OpKind::ARANGE ||
-                            follows_operands(d->kind));
+                            follows_operands(d->kind) ||
+                            (options.broadcast_loads && (d->kind == OpKind::TILE_LOAD || d->kind == OpKind::LOAD) &&
+                             only_broadcast(x)));
+  };
+  auto give = [&](ValueId x, gpu::LayoutId l) {
+    const Op* d = producer[x];
+    return d != nullptr && d->kind == OpKind::LOAD ? give_load_layout(x, l) : give_layout(x, l);
   };
   if (follows_operands(o.kind) && !o.results.empty() && assigned[o.result()] != gpu::kUniform) {
     for (ValueId x : o.operands) {
@@ -216,12 +273,16 @@ bool Assigner::slice_layouts(const Op& o) {
       while (producer[src] != nullptr && producer[src]->kind == OpKind::RESHAPE)
         src = producer[src]->operands[0];
       if (computed(src) && p.type(x).shape == p.type(o.result()).shape)
-        changed = give_layout(src, assigned[o.result()]) || changed;
+        changed = give(src, assigned[o.result()]) || changed;
     }
   }
   // A broadcast made in a tile layout: its source (through reshapes) is computed where the
-  // tile's threads need it, the layout a reduction over the broadcast axis would leave.
-  if (o.kind == OpKind::BROADCAST && assigned[o.result()] != gpu::kUniform) {
+  // tile's threads need it, the layout a reduction over the broadcast axis would leave. Once the
+  // fixed point is reached, broadcasts still in the canonical layout do the same.
+  gpu::LayoutId to_l = o.kind != OpKind::BROADCAST ? gpu::kUniform : assigned[o.result()];
+  if (o.kind == OpKind::BROADCAST && to_l == gpu::kUniform && canonical_broadcasts)
+    to_l = f.add_layout(canonical_layout(p.type(o.result()).shape.numel(), f.threads, p.num_threads, out.chunk));
+  if (to_l != gpu::kUniform) {
     const Shape &to = p.type(o.result()).shape, &from = p.type(o.operands[0]).shape;
     ValueId src = o.operands[0];
     while (producer[src] != nullptr && producer[src]->kind == OpKind::RESHAPE) src = producer[src]->operands[0];
@@ -229,9 +290,9 @@ bool Assigner::slice_layouts(const Op& o) {
         (from.rank == 1 || from.dims[0] == 1 || from.dims[1] == 1)) {
       const int axis = from.rank == 2 && from.dims[1] == 1 ? 1 : 0;  // the axis the source lacks
       std::optional<lowering::InPlaceReduce> plan = lowering::plan_in_place_reduce(
-          f.layout(assigned[o.result()]), f.threads, f.simd_width, to, axis, from.numel());
+          f.layout(to_l), f.threads, f.simd_width, to, axis, from.numel());
       if (plan && p.type(src).shape.numel() == from.numel())
-        changed = give_layout(src, f.add_layout(plan->part)) || changed;
+        changed = give(src, f.add_layout(plan->part)) || changed;
     }
   }
   return changed;
@@ -336,8 +397,10 @@ void Assigner::run() {
     if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_wgmma(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
       assigned[o.result()] = out.dots.at(&o).acc;
   });
-  // Forward propagation to a fixed point: epilogues and loop-carried accumulators.
-  for (bool changed = true; changed;) {
+  // Forward propagation to a fixed point: epilogues and loop-carried accumulators; then once more
+  // with the broadcasts left canonical.
+  for (bool changed = true; changed || !canonical_broadcasts;) {
+    if (!changed) canonical_broadcasts = true;
     changed = false;
     walk(p.body, [&](const Op& o) {
       changed = slice_layouts(o) || changed;

@@ -99,6 +99,12 @@ struct LowerOptions {
    */
   bool wide_chunks = true;
   /**
+   * A tile loaded only to be broadcast (a row's scale, a bias row) is loaded in the layout the
+   * broadcast reads, each thread the elements it needs. Off: loaded in the canonical layout and
+   * moved through threadgroup memory (METILE_GPU_OFF=broadcast_loads).
+   */
+  bool broadcast_loads = true;
+  /**
    * FP8 wgmma dots add their wgmma partial sums into the f32 accumulator every kFp8PromoteK
    * elements of K from a separate register tile (lower_wgmma_fp8.cpp). Off: fast accumulation,
    * straight into the accumulator (METILE_GPU_OFF=fp8_promote).

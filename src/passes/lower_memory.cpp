@@ -99,8 +99,8 @@ void Lowering::tile_load(const Op& op) {
   if (direct_loads.count(&op)) return;  // its dot copies it to threadgroup memory itself
   std::vector<ValueId> ix;
   for (size_t i = 1; i < op.operands.size(); ++i) ix.push_back(get(op.operands[i]));
-  auto [ptrs, pred] = tile_access(get(op.operands[0]), ix, p.type(op.result()).shape,
-                                 layout_for(p.type(op.result()).shape));
+  // In its assigned layout: a tile loaded only to be broadcast is read where it is used.
+  auto [ptrs, pred] = tile_access(get(op.operands[0]), ix, p.type(op.result()).shape, layout_of(op.result()));
   DType d = f.value(ptrs).dtype;
   ValueId r = pred == kNoValue ? b.load(ptrs) : b.load(ptrs, pred, zero(d));
   set(op.result(), b.named(r, "tile"));

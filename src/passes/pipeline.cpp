@@ -34,6 +34,8 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   auto run = [&](std::string_view name) {  // CompileOptions::disabled_passes may name any but the first
     if (!options.disables(name)) run_gpu_pass(name, f, ctx);
   };
+  // What lowering left unread goes before its layout conversions become stores and barriers.
+  if (options.opt_level > 0) run("dce");
   run_gpu_pass("lower-convert-layout", f, ctx);  // at every opt level: emitters never see one
   if (options.opt_level > 0) {
     run("fold-constants");    // index math on literals, x + 0 from aranges
@@ -76,6 +78,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.early_copy = !options.disables("early_copy");
   lo.persistent = !options.disables("persistent");
   lo.wide_chunks = !options.disables("wide_chunks");
+  lo.broadcast_loads = !options.disables("broadcast_loads");
   lo.fp8_promote = !options.disables("fp8_promote");
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
   // known; where the whole kernel does not fit even with arrays sharing memory

@@ -17,11 +17,12 @@ namespace metile {
 /** The pieces of a pass that CompileOptions::disabled_passes (and so METILE_GPU_OFF) may name
  * beside the passes themselves: the K-loop features inside GPU lowering (pipeline.cpp maps each to
  * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
- * per access ("one_align") and whole_tiles' last-first order ("last_first"). */
-inline constexpr std::array<std::string_view, 16> kPassPieces = {
+ * per access ("one_align"), whole_tiles' last-first order ("last_first") and layout assignment's
+ * choices ("wide_chunks", "broadcast_loads"). */
+inline constexpr std::array<std::string_view, 17> kPassPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma",
     "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
-    "last_first", "wide_chunks", "fp8_promote"};
+    "last_first", "wide_chunks", "fp8_promote", "broadcast_loads"};
 
 struct CompileOptions {
   int num_threads = 0;

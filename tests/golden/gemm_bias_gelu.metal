@@ -168,7 +168,6 @@ struct mt_scalars {
     constant mt_scalars& mt_s [[buffer(4)]],
     threadgroup float* a_smem [[threadgroup(0)]],
     threadgroup float* b_smem [[threadgroup(1)]],
-    threadgroup float* scratch_f32 [[threadgroup(2)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]]) {
   const int M = mt_s.M;
@@ -348,34 +347,44 @@ struct mt_scalars {
     #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = acc1[r];
   }
-  const int offs = t1 + tid;
-  const bool in_tile = tid < 32;
-  const float bias = ((offs < N) & in_tile) ? Bias[offs] : 0.0f;
-  if (in_tile) scratch_f32[tid] = bias;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  int idx2[8];
-  int t90[8];
+  int offs[4];
+  bool mask[4];
   #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    idx2[r] = (tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + r % 2 + ((r / 2) % 2) * 256 + ((r / 4)) * 8;
-    t90[r] = mt_mod(idx2[r], 32);
+  for (int r = 0; r < 4; ++r) {
+    offs[r] = t1 + (tid % 2) * 2 + ((tid / 8) % 2) * 4 + ((tid / 64)) * 16 + r % 2 + ((r / 2)) * 8;
+    mask[r] = offs[r] < N;
   }
-  float bias1[8];
+  float bias[4];
   #pragma unroll
-  for (int c = 0; c < 8; c += 2) {
-    const float2 bias1_vec = *(threadgroup packed_float2*)(scratch_f32 + t90[c]);
-    bias1[c] = bias1_vec[0];
-    bias1[c + 1] = bias1_vec[1];
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  #pragma unroll
-  for (int c = 0; c < 8; c += 2) {
-    if ((((t + mt_div(idx2[c], 32)) >= 0) & ((t + mt_div(idx2[c], 32)) < M)) & (((t1 + t90[c]) >= 0) & ((t1 + t90[c]) < N)) && (((t + mt_div(idx2[c + 1], 32)) >= 0) & ((t + mt_div(idx2[c + 1], 32)) < M)) & (((t1 + t90[c + 1]) >= 0) & ((t1 + t90[c + 1]) < N))) {
-      *(device packed_float2*)(C + ((t + mt_div(idx2[c], 32)) * N + t1 + t90[c])) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
+  for (int c = 0; c < 4; c += 2) {
+    if (mask[c] && mask[c + 1]) {
+      const float2 bias_vec = *(device const packed_float2*)(Bias + offs[c]);
+      bias[c] = bias_vec[0];
+      bias[c + 1] = bias_vec[1];
     } else {
       #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        if ((((t + mt_div(idx2[c + j], 32)) >= 0) & ((t + mt_div(idx2[c + j], 32)) < M)) & (((t1 + t90[c + j]) >= 0) & ((t1 + t90[c + j]) < N))) C[(t + mt_div(idx2[c + j], 32)) * N + t1 + t90[c + j]] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
+        bias[c + j] = mask[c + j] ? Bias[offs[c + j]] : 0.0f;
+      }
+    }
+  }
+  float bias1[8];
+  bias1[0] = bias[0];
+  bias1[1] = bias[1];
+  bias1[2] = bias[0];
+  bias1[3] = bias[1];
+  bias1[4] = bias[2];
+  bias1[5] = bias[3];
+  bias1[6] = bias[2];
+  bias1[7] = bias[3];
+  #pragma unroll
+  for (int c = 0; c < 8; c += 2) {
+    if ((((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) >= 0) & ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) < M)) & (((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) >= 0) & ((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) < N)) && (((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) >= 0) & ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) < M)) & (((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) >= 0) & ((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + 1) % 2 + (((c + 1) / 2) % 2) * 256 + (((c + 1) / 4)) * 8), 32)) < N))) {
+      *(device packed_float2*)(C + ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32)) * N + t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + c % 2 + ((c / 2) % 2) * 256 + ((c / 4)) * 8), 32))) = float2((acc[c] + bias1[c]) / (1.0f + exp(0.0f - (1.702f * (acc[c] + bias1[c])))), (acc[c + 1] + bias1[c + 1]) / (1.0f + exp(0.0f - (1.702f * (acc[c + 1] + bias1[c + 1])))));
+    } else {
+      #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        if ((((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) >= 0) & ((t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) < M)) & (((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) >= 0) & ((t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) < N))) C[(t + mt_div(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)) * N + t1 + mt_mod(((tid % 2) * 2 + ((tid / 2) % 4) * 32 + ((tid / 8) % 2) * 4 + ((tid / 16) % 2) * 128 + ((tid / 32) % 2) * 512 + ((tid / 64)) * 16 + (c + j) % 2 + (((c + j) / 2) % 2) * 256 + (((c + j) / 4)) * 8), 32)] = (acc[c + j] + bias1[c + j]) / (1.0f + exp(0.0f - (1.702f * (acc[c + j] + bias1[c + j]))));
       }
     }
   }

@@ -118,7 +118,8 @@ TEST(AssignLayouts, DotAccumulatorKeepsItsFragmentLayoutThroughTheLoopAndTheEpil
   // mma.sync m16n8k8 over 2x2 warps: lane bits 0-1 pick column pairs (stride 2), bits 2-4 rows
   // (stride 32 = one row), then the warp's 16-row and 16-column offsets; registers: the pair,
   // the row + 8 and the second atom of the warp's 16 columns. The loop-carried accumulator, the
-  // broadcast bias row and the epilogue's add share it; the loads keep the coalesced layout.
+  // broadcast bias row and the epilogue's add share it; the bias is loaded in the columns'
+  // slice of it (#3, no exchange), the operands keep the coalesced layout.
   EXPECT_EQ(assign_layouts_on_text(kGemmBias, nvidia_gpu_target()), R"(// threads 128, simd width 32
 kernel @matmul_bias(%A: ptr<f32>, %B: ptr<f32>, %C: ptr<f32>, %Bias: ptr<f32>, %M: i32, %N: i32, %K: i32) constexprs(BLOCK_M = "32", BLOCK_N = "32", BLOCK_K = "32") {
   %0 = program_id {axis = 0} : i32
@@ -138,12 +139,12 @@ kernel @matmul_bias(%A: ptr<f32>, %B: ptr<f32>, %C: ptr<f32>, %Bias: ptr<f32>, %
     yield %15
   }
   %16 = const {value = 0} : i32
-  %17 = arange %16 {size = 32} : tile<32xi32> // tile<32> thr=128:1 reg=1:0
-  %18 = add %5, %17 : tile<32xi32> // tile<32> thr=128:1 reg=1:0
-  %19 = lt %18, %N : tile<32xbool> // tile<32> thr=128:1 reg=1:0
-  %20 = ptr_offset %Bias, %18 : tile<32xptr<f32>> // tile<32> thr=128:1 reg=1:0
+  %17 = arange %16 {size = 32} : tile<32xi32> // #3 tile<32> thr=(4,16,2):(2,0,16) reg=(2,2):(1,8)
+  %18 = add %5, %17 : tile<32xi32> // #3 tile<32> thr=(4,16,2):(2,0,16) reg=(2,2):(1,8)
+  %19 = lt %18, %N : tile<32xbool> // #3 tile<32> thr=(4,16,2):(2,0,16) reg=(2,2):(1,8)
+  %20 = ptr_offset %Bias, %18 : tile<32xptr<f32>> // #3 tile<32> thr=(4,16,2):(2,0,16) reg=(2,2):(1,8)
   %21 = const {value = 0.0} : f32
-  %22 = load %20, %19, %21 : tile<32xf32> // tile<32> thr=128:1 reg=1:0
+  %22 = load %20, %19, %21 : tile<32xf32> // #3 tile<32> thr=(4,16,2):(2,0,16) reg=(2,2):(1,8)
   %23 = broadcast %22 : tile<32x32xf32> // #2 tile<1024> thr=(4,8,2,2):(2,32,512,16) reg=(2,2,2):(1,256,8)
   %24 = add %10, %23 : tile<32x32xf32> // #2 tile<1024> thr=(4,8,2,2):(2,32,512,16) reg=(2,2,2):(1,256,8)
   tile_store %C, %3, %5, %N, %24
@@ -189,6 +190,54 @@ TEST(AssignLayouts, LoweringRunsInTheAssignedLayouts) {
   std::string dumped = stage_text(Stage::layouts, p, CompileOptions{});
   EXPECT_TRUE(dumped.starts_with("// threads 128, simd width 32\nkernel @matmul_bias(")) << dumped;
   EXPECT_TRUE(has(dumped, "(simdgroup_matrix 8x8x8 f32, warps 2x2)")) << dumped;
+}
+
+// out[r, c] = X[r, c] * S[r]: the row scale is loaded only to be broadcast over the block.
+const char* const kRowScale = R"(kernel @row_scale(%X: ptr<f32>, %S: ptr<f32>, %Out: ptr<f32>) {
+  %0 = const {value = 0} : i32
+  %1 = arange %0 {size = 32} : tile<32xi32>
+  %2 = arange %0 {size = 64} : tile<64xi32>
+  %3 = ptr_offset %S, %1 : tile<32xptr<f32>>
+  %4 = load %3 : tile<32xf32>
+  %5 = reshape %4 : tile<32x1xf32>
+  %6 = broadcast %5 : tile<32x64xf32>
+  %7 = const {value = 64} : i32
+  %8 = mul %1, %7 : tile<32xi32>
+  %9 = reshape %8 : tile<32x1xi32>
+  %10 = broadcast %9 : tile<32x64xi32>
+  %11 = reshape %2 : tile<1x64xi32>
+  %12 = broadcast %11 : tile<32x64xi32>
+  %13 = add %10, %12 : tile<32x64xi32>
+  %14 = ptr_offset %X, %13 : tile<32x64xptr<f32>>
+  %15 = load %14 : tile<32x64xf32>
+  %16 = mul %15, %6 : tile<32x64xf32>
+  %17 = ptr_offset %Out, %13 : tile<32x64xptr<f32>>
+  store %17, %16
+}
+)";
+
+TEST(AssignLayouts, ATileLoadedOnlyToBeBroadcastIsLoadedWhereItIsUsed) {
+  // The block is canonical (2048 elements over 256 threads: 16 threads a row, each with a chunk
+  // of 4, twice); the scale takes the layout a row sum of the block would leave: each thread
+  // holds its own two rows' scales (repeated over the 16 threads of a row), so the
+  // broadcast is a renaming and nothing goes through threadgroup memory.
+  Program p = parse(kRowScale);
+  std::string text = assign_layouts_on_text(kRowScale, nvidia_gpu_target());
+  EXPECT_TRUE(has(text, "%15 = load %14 : tile<32x64xf32> // tile<2048> thr=256:4 reg=(4,2):(1,1024)")) << text;
+  EXPECT_TRUE(has(text, "%4 = load %3 : tile<32xf32> // #3 tile<32> thr=(16,16):(0,1) reg=2:16")) << text;
+  GpuPipelineResult r = run_gpu_pipeline(p, nvidia_gpu_target(), CompileOptions{}, "cuda");
+  EXPECT_FALSE(has(r.gpu_ir, "convert_layout")) << r.gpu_ir;
+  EXPECT_FALSE(has(r.gpu_ir_opt, "barrier")) << r.gpu_ir_opt;
+  // METILE_GPU_OFF=broadcast_loads: loaded canonically, one thread a scale, then exchanged.
+  CompileOptions off;
+  off.disabled_passes = {"broadcast_loads"};
+  EXPECT_TRUE(has(run_gpu_pipeline(p, nvidia_gpu_target(), off, "cuda").gpu_ir, "convert_layout"));
+  // A scale that is also stored as it is (a use other than broadcasts) keeps the canonical
+  // layout, and its broadcast goes through threadgroup memory as before.
+  std::string stored = kRowScale;
+  stored.insert(stored.rfind('}'), "  store %3, %4\n");
+  GpuPipelineResult s = run_gpu_pipeline(parse(stored), nvidia_gpu_target(), CompileOptions{}, "cuda");
+  EXPECT_TRUE(has(s.gpu_ir, "convert_layout")) << s.gpu_ir;
 }
 
 TEST(AssignLayouts, ImpossibleThreadCountsAreRefusedWithTheirReason) {

@@ -1,5 +1,7 @@
 // The stand-in Objective-C runtime (see standin_objc.h). All state is leaked on purpose: the
 // library that uses it may send messages from static destructors at process exit.
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +36,33 @@ Runtime& runtime() {
 
 std::atomic<long> live{0};
 std::atomic<long> unpooled{0};
-thread_local std::vector<void*> autoreleased;
+
+void free_pools(void* pools) { delete static_cast<std::vector<void*>*>(pools); }
+
+/**
+ * This thread's autorelease pools, in thread-specific data as libobjc keeps them, not in a C++
+ * thread_local: exit() runs the thread_local destructors before the static ones, and the library
+ * sends messages in pools from static destructors (the device cache releasing its devices), so a
+ * thread_local vector was written after exit had freed it. exit() leaves the main thread's
+ * thread-specific data alone; other threads free theirs when they end, after their
+ * thread_local destructors.
+ */
+std::vector<void*>& autoreleased() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    if (pthread_key_create(&k, free_pools) != 0) {
+      std::fprintf(stderr, "stand-in objc: pthread_key_create failed\n");
+      std::abort();
+    }
+    return k;
+  }();
+  auto* pools = static_cast<std::vector<void*>*>(pthread_getspecific(key));
+  if (pools == nullptr) {
+    pools = new std::vector<void*>();
+    pthread_setspecific(key, pools);
+  }
+  return *pools;
+}
 
 std::atomic_ref<long> refs_of(void* o) { return std::atomic_ref<long>(static_cast<standin_object*>(o)->refs); }
 
@@ -127,29 +155,32 @@ void standin_objc_release(void* o) {
 
 void* standin_objc_autorelease(void* o) {
   if (o == nullptr) return o;
-  if (autoreleased.empty()) {
+  std::vector<void*>& pools = autoreleased();
+  if (pools.empty()) {
     unpooled.fetch_add(1);  // leaked, as Cocoa leaks it
     return o;
   }
-  autoreleased.push_back(o);
+  pools.push_back(o);
   return o;
 }
 
 // A pool is a marker (nullptr) in this thread's list; popping releases everything above it.
 void* objc_autoreleasePoolPush(void) {
-  autoreleased.push_back(nullptr);
-  return reinterpret_cast<void*>(autoreleased.size());
+  std::vector<void*>& pools = autoreleased();
+  pools.push_back(nullptr);
+  return reinterpret_cast<void*>(pools.size());
 }
 
 void objc_autoreleasePoolPop(void* token) {
   size_t mark = reinterpret_cast<size_t>(token);
-  if (mark == 0 || mark > autoreleased.size() || autoreleased[mark - 1] != nullptr) {
+  std::vector<void*>& pools = autoreleased();
+  if (mark == 0 || mark > pools.size() || pools[mark - 1] != nullptr) {
     std::fprintf(stderr, "stand-in objc: autorelease pools popped out of order\n");
     std::abort();
   }
-  while (autoreleased.size() >= mark) {
-    void* o = autoreleased.back();
-    autoreleased.pop_back();
+  while (pools.size() >= mark) {
+    void* o = pools.back();
+    pools.pop_back();
     standin_objc_release(o);  // the marker itself is nullptr: a no-op
   }
 }

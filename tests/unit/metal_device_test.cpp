@@ -175,6 +175,48 @@ TEST_F(MetalDevice, ReleasesEveryObjectAndAutoreleasesInsidePools) {
   EXPECT_EQ(unpooled(), base_unpooled);
 }
 
+// At process exit the C++ thread_local destructors run first, then the device cache's
+// destructor: the metal device's destructor still waits for its command buffers and releases
+// them inside an autorelease pool. libobjc serves pools then (its per-thread state is not a C++
+// thread_local); the stand-in runtime once kept them in a thread_local vector, written after
+// exit had freed it (glibc aborted later, in malloc_consolidate). The child is a fresh process
+// (threadsafe style), so its device has a live queue thread, with glibc's per-thread cache off:
+// small freed blocks then go to the fastbins, whose links glibc checks, so a write after free
+// there aborts every time instead of now and then.
+TEST_F(MetalDevice, AutoreleasePoolsServeMessagesAtProcessExit) {
+  const std::string style = GTEST_FLAG_GET(death_test_style);
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const std::string saved = tunables ? tunables : "";
+  setenv("GLIBC_TUNABLES", (saved.empty() ? "" : saved + ":").append("glibc.malloc.tcache_count=0").c_str(), 1);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto k = dev_->load(nullptr, {}, msl_artifact(kAddOne, add_one_signature(), 64));
+        auto buf = dev_->alloc(256);
+        std::vector<LaunchArg> args(2);
+        args[0].buffer = buf.get();
+        args[1].bits = 64;
+        k->prepare(Grid{}, args)->run();  // left pending: the exit-time destructor waits for it
+        std::atexit([] {  // runs after the thread_local destructors, before the device cache's
+          const metal::ObjcRuntime& rt = *metal::ObjcRuntime::get(nullptr);
+          long before = live_objects();
+          {
+            metal::AutoreleasePool pool(rt);
+            metal::id path = rt.make_string("/tmp");
+            for (int i = 0; i < 64; ++i)  // autoreleased URLs, more than a fresh pool holds
+              rt.send<metal::id>(Sel::fileURLWithPath, rt.get_class("NSURL"), path);
+            rt.release(path);
+          }
+          if (live_objects() != before) std::_Exit(3);  // the pool released every URL
+        });
+        std::exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+  GTEST_FLAG_SET(death_test_style, style);
+  if (tunables) setenv("GLIBC_TUNABLES", saved.c_str(), 1);
+  else unsetenv("GLIBC_TUNABLES");
+}
+
 TEST_F(MetalDevice, CompileErrorCarriesTheCompilerLog) {
   std::string broken = kAddOne;
   broken.replace(broken.find("X[i] += 1.0f"), 12, "X[i] += undefined_name");

@@ -8,8 +8,8 @@ Weight layout (the original project's affine_qmv kernels, MLX's affine quantizat
 - `Scales`, `Biases`: [N, ceil(K / G)] of f16 or bf16 (one dtype for both), G = 32, 64 or 128:
   W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
 X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
-each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step and the
-scales and biases of their groups (group_tile), splits every byte into its even (low
+each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step as sub-tiles
+that each lie in one group, with that group's scales and biases, splits every byte into its even (low
 nibble) and odd (high nibble) column and multiplies them by X's even and odd elements: no
 interleave is needed because a dot product does not care about the order of its terms. Products are summed in f32, the output rounded once to X's dtype. No dense W is ever
 materialized.
@@ -32,22 +32,6 @@ DTYPES = ("f16", "bf16")
 GROUPS = (32, 64, 128)
 
 
-def group_tile(P, n0, k, N, groups, G, BLOCK_N, BLOCK_K):
-    """The f32 scale (or bias) of each byte of the [BLOCK_N, BLOCK_K / 2] tile of Wq at
-    (n0, k / 2): one column of BLOCK_N values when the tile lies within a group, else each
-    byte's own group gathered (repeated addresses: cache hits). The gather is chosen over
-    loading the [BLOCK_N, BLOCK_K / G] groups once and repeating each by a broadcast and a
-    reshape, which on GPUs moves the values between threads through shared memory."""
-    if BLOCK_K <= G:
-        g = metile.tile_load(P, n0, k // G, groups, (BLOCK_N, 1), bounds=(N, groups))
-        return g.to("f32")
-    rows = n0 + metile.arange(0, BLOCK_N)
-    even = k + 2 * metile.arange(0, BLOCK_K // 2)
-    live = (rows < N)[:, None] & (even < groups * G)[None, :]
-    idx = rows[:, None] * groups + (even // G)[None, :]
-    return metile.load(P + idx, mask=live, other=0.0).to("f32")
-
-
 @metile.kernel
 def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
                      G: metile.constexpr, BLOCK_N: metile.constexpr,
@@ -55,26 +39,34 @@ def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
     """Rows [pid * BLOCK_N, +BLOCK_N) of Y (all M rows of X)."""
     pid = metile.program_id(0)
     n0 = pid * BLOCK_N
-    HALF = BLOCK_K // 2
+    GK = min(G, BLOCK_K)                         # K values a sub-tile: within one group
     kb = K // 2                                  # bytes a row of Wq
     groups = metile.cdiv(K, G)
     rows = n0 + metile.arange(0, BLOCK_N)
     live = rows < N
     acc = [metile.zeros((BLOCK_N,), "f32") for _ in range(M)]
-    # BLOCK_K and G divide one another (the host checks), so a tile spans whole groups or lies
-    # within one.
+    # BLOCK_K and G divide one another (the host checks): a step is BLOCK_K // GK sub-tiles of
+    # [BLOCK_N, GK / 2] bytes, each inside one group, so its scales and biases are one column of
+    # BLOCK_N values broadcast along the rows (each thread reads its own rows' values) and
+    # nothing is gathered per byte.
     for k in metile.tile_range(0, K, BLOCK_K):
-        b = metile.tile_load(Wq, n0, k // 2, kb, (BLOCK_N, HALF), bounds=(N, kb)).to("i32")
-        even = k + 2 * metile.arange(0, HALF)        # the K index of each byte's low nibble
-        inside = even < K
-        s = group_tile(Scales, n0, k, N, groups, G, BLOCK_N, BLOCK_K)
-        z = group_tile(Biases, n0, k, N, groups, G, BLOCK_N, BLOCK_K)
-        w_lo = (b & 15).to("f32") * s + z
-        w_hi = (b >> 4).to("f32") * s + z
-        for m in range(M):      # unrolled while tracing: the weights are decoded once for all rows
-            x_lo = metile.load(X + m * K + even, mask=inside, other=0.0).to("f32")
-            x_hi = metile.load(X + m * K + even + 1, mask=inside, other=0.0).to("f32")
-            acc[m] = acc[m] + metile.sum(w_lo * x_lo[None, :] + w_hi * x_hi[None, :], axis=1)
+        part = [None] * M
+        for g in metile.static_range(BLOCK_K // GK):
+            k0 = k + g * GK
+            b = metile.tile_load(Wq, n0, k0 // 2, kb, (BLOCK_N, GK // 2), bounds=(N, kb)).to("i32")
+            even = k0 + 2 * metile.arange(0, GK // 2)    # the K index of each byte's low nibble
+            inside = even < K
+            s = metile.tile_load(Scales, n0, k0 // G, groups, (BLOCK_N, 1), bounds=(N, groups)).to("f32")
+            z = metile.tile_load(Biases, n0, k0 // G, groups, (BLOCK_N, 1), bounds=(N, groups)).to("f32")
+            w_lo = (b & 15).to("f32") * s + z
+            w_hi = (b >> 4).to("f32") * s + z
+            for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
+                x_lo = metile.load(X + m * K + even, mask=inside, other=0.0).to("f32")
+                x_hi = metile.load(X + m * K + even + 1, mask=inside, other=0.0).to("f32")
+                t = w_lo * x_lo[None, :] + w_hi * x_hi[None, :]
+                part[m] = t if part[m] is None else part[m] + t
+        for m in range(M):
+            acc[m] = acc[m] + metile.sum(part[m], axis=1)
     for m in range(M):
         metile.store(Y + m * N + rows, acc[m].to(Y.dtype), mask=live)
 
@@ -124,14 +116,13 @@ def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
 
 
 def default_config(n, k, group, device=None):
-    """(block_n, block_k) for W [n, k]: on GPUs a [4, 512]-byte tile of Wq a step, 16 bytes a
-    thread of 128, the shape gemv.py's f16 GEMV uses: the layout pass then computes X's
-    chunks and the gathered scales in the tile's own layout, and the K loop exchanges nothing
-    between threads (taller tiles of one group each make it stage the broadcasts through
-    shared memory); host devices: small tiles. Not yet measured on a GPU."""
+    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: four sub-tiles of
+    one group each a step, each [2048 / group, group / 2] = 1 KiB of Wq (8 bytes a thread of
+    128), so a thread has 32 bytes of weights in flight a step at every group size; host
+    devices: small tiles."""
     device = device or metile.get_device()
     if device.name == "cuda" or device.name.startswith("metal"):
-        return 4, 1024
+        return 2048 // group, 4 * group
     return 4, 128
 
 

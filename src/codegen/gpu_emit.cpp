@@ -280,7 +280,10 @@ std::string Emitter::coord(gpu::LayoutId id, const std::string& tid, const std::
   if (terms.empty()) return "0";
   std::string s;
   for (const std::string& t : terms) s += (s.empty() ? "" : " + ") + t;
-  return terms.size() == 1 ? s : "(" + s + ")";
+  // Callers splice the coordinate in as an operand: one term like "tid % 32" needs parentheses
+  // too (2 * tid % 32 is (2 * tid) % 32).
+  const bool whole = is_identifier(s) || is_number(s) || strip_parens(s) != s;
+  return whole ? s : "(" + s + ")";
 }
 
 std::string Emitter::deref(ValueId ptr, const std::string& r) const {

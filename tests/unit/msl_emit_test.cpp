@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "codegen/msl.h"
+#include "ir/tile_ir.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/pipeline.h"
@@ -52,6 +53,28 @@ TEST(MslEmit, VectorAddInterface) {
   EXPECT_TRUE(has(k.source, "*(device const packed_float4*)(X + offs[0])")) << k.source;
   EXPECT_TRUE(has(k.source, "if (mask[0] && mask[1] && mask[2] && mask[3])")) << k.source;
   EXPECT_TRUE(has(k.source, "if (mask[j]) Out[offs[j]] = ")) << k.source;
+}
+
+// 2 * c for the 32 columns of a 4x32 block, broadcast down its rows: 2 * arange takes the
+// columns' slice layout, whose coordinate is the single term tid % 32, spliced into the product
+// with its parentheses (2 * tid % 32 would be (2 * tid) % 32).
+TEST(MslEmit, ASingleTermCoordinateKeepsItsParenthesesInAnExpression) {
+  const Program p = parse(R"(kernel @twice(%Out: ptr<i32>) num_threads(128) {
+  %0 = const {value = 0} : i32
+  %1 = arange %0 {size = 32} : tile<32xi32>
+  %2 = const {value = 2} : i32
+  %3 = mul %2, %1 : tile<32xi32>
+  %4 = reshape %3 : tile<1x32xi32>
+  %5 = broadcast %4 : tile<4x32xi32>
+  %6 = arange %0 {size = 128} : tile<128xi32>
+  %7 = reshape %6 : tile<4x32xi32>
+  %8 = ptr_offset %Out, %7 : tile<4x32xptr<i32>>
+  store %8, %5
+}
+)");
+  MslKernel k = emit(p);
+  EXPECT_TRUE(has(k.source, "2 * (tid % 32)")) << k.source;
+  EXPECT_FALSE(has(k.source, "2 * tid % 32")) << k.source;
 }
 
 TEST(MslEmit, OptLevelZeroKeepsScalarAccesses) {

@@ -224,13 +224,11 @@ def cast(x: Operand, dtype: DTypeLike, fp_downcast_rounding: str | None = None,
     """x converted to `dtype` ("f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8",
     "f8e4m3", "f8e5m2"; to FP8 rounds to nearest even and saturates). With bitcast=True each
     element's bits are read as `dtype` instead, which must have x's width (f32/i32/u32,
-    f16/bf16, i8/u8/f8e4m3/f8e5m2, i64; not bool, not pointers). `fp_downcast_rounding` is
-    Triton's: None or "rtne" (round to nearest even, what every cast does)."""
+    f16/bf16, i8/u8/f8e4m3/f8e5m2, i64; not bool, not pointers). A pointer's dtype
+    (`x.to(Out.dtype)`) means its element type. `fp_downcast_rounding` is Triton's: None or
+    "rtne" (round to nearest even, what every cast does)."""
     t = current()
-    if isinstance(_plain(dtype), _dtypes.DType) and _plain(dtype).is_ptr():
-        raise TracingError(f"{user_location()}: cast: metile has no cast to the pointer dtype "
-                           f"pointer_type({str(_plain(dtype))}) (offset a pointer instead)")
-    name = _dtypes.normalize(dtype, "cast")
+    name = _dtypes.normalize(dtype, "cast")  # a pointer's dtype (`x.to(Out.dtype)`): its element
     if fp_downcast_rounding not in (None, "rtne"):
         raise TracingError(f"{user_location()}: cast: fp_downcast_rounding="
                            f"{fp_downcast_rounding!r} is not supported (None or 'rtne')")

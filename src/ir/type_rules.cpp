@@ -331,7 +331,7 @@ std::vector<Type> Checker::run() const {
       const Type& t = declared();
       need_value(0, "operand");
       const Type& a = operand(0);
-      if (t.is_ptr || a.is_ptr || !same_shape(t.shape, a.shape) || t.dtype == DType::invalid ||
+      if (t.is_ptr || !same_shape(t.shape, a.shape) || t.dtype == DType::invalid ||
           t.dtype == DType::boolean || a.dtype == DType::boolean ||
           dtype_size(t.dtype) != dtype_size(a.dtype))
         bad("cannot bitcast ", a.str(), " to ", t.str(),

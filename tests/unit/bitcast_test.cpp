@@ -62,7 +62,7 @@ TEST(Bitcast, VerifierNamesWidthBoolAndPointers) {
   expect_invalid(tile + "  %3 = cast %1 : tile<8xbool>\n  %4 = bitcast %3 : tile<8xi8>\n",
                  "cannot bitcast tile<8xbool> to tile<8xi8>");
   expect_invalid(tile + "  %3 = bitcast %2 : tile<4xi32>\n", "cannot bitcast tile<8xf32> to tile<4xi32>");
-  expect_invalid("  %0 = bitcast %X : i64\n", "cannot bitcast ptr<f32> to i64");
+  expect_invalid("  %0 = bitcast %X : i64\n", "bitcast: operand must not be a pointer, got ptr<f32>");
 }
 
 TEST(Bitcast, BuilderAndCApiNameBadInput) {

@@ -15,7 +15,9 @@
 namespace metile {
 namespace METILE_UNITY_ID {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 void expect_invalid(const std::string& body, const std::string& part) {
   const std::string text = "kernel @k(%X: ptr<f32>) {\n" + body + "}\n";
@@ -61,8 +63,10 @@ TEST(Bitcast, VerifierNamesWidthBoolAndPointers) {
                  "have the same width and neither be bool)");
   expect_invalid(tile + "  %3 = cast %1 : tile<8xbool>\n  %4 = bitcast %3 : tile<8xi8>\n",
                  "cannot bitcast tile<8xbool> to tile<8xi8>");
-  expect_invalid(tile + "  %3 = bitcast %2 : tile<4xi32>\n", "cannot bitcast tile<8xf32> to tile<4xi32>");
-  expect_invalid("  %0 = bitcast %X : i64\n", "bitcast: operand must not be a pointer, got ptr<f32>");
+  expect_invalid(tile + "  %3 = bitcast %2 : tile<4xi32>\n",
+                 "cannot bitcast tile<8xf32> to tile<4xi32>");
+  expect_invalid("  %0 = bitcast %X : i64\n",
+                 "bitcast: operand must not be a pointer, got ptr<f32>");
 }
 
 TEST(Bitcast, BuilderAndCApiNameBadInput) {

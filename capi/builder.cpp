@@ -139,6 +139,11 @@ METILE_API metile_status metile_builder_cast(metile_builder* b, metile_value x, 
   return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->cast(x, dtype_of(dtype, fn))); });
 }
 
+METILE_API metile_status metile_builder_bitcast(metile_builder* b, metile_value x, metile_dtype dtype,
+                                                metile_value* out) {
+  return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->bitcast(x, dtype_of(dtype, fn))); });
+}
+
 METILE_API metile_status metile_builder_broadcast(metile_builder* b, metile_value x, int32_t rank,
                                                   const int64_t* shape, metile_value* out) {
   return guard(__func__, [&](const char* fn) { OUT(B(b, fn)->broadcast(x, shape_of(rank, shape, fn, true))); });

@@ -366,6 +366,7 @@ typedef enum metile_op {
   METILE_OP_CAST = 5,
   METILE_OP_BROADCAST = 6,
   METILE_OP_RESHAPE = 7,
+  METILE_OP_BITCAST = 8, /**< each element's bits as another dtype of the same width */
   /* binary element-wise; operands are promoted and broadcast by the builder */
   METILE_OP_ADD = 10,
   METILE_OP_SUB = 11,
@@ -497,6 +498,13 @@ METILE_API metile_status metile_builder_arange(metile_builder *b, metile_value s
                                                int64_t size, metile_value *out);
 METILE_API metile_status metile_builder_cast(metile_builder *b, metile_value x,
                                              metile_dtype dtype, metile_value *out);
+/**
+ * Reinterprets each element's bits as `dtype` (Triton's bitcast): the operand's dtype and `dtype`
+ * have the same width (f32/i32/u32, f16/bf16, i8/u8/f8e4m3/f8e5m2; i64 alone); neither is bool,
+ * the operand is no pointer. The same dtype returns `x`.
+ */
+METILE_API metile_status metile_builder_bitcast(metile_builder *b, metile_value x,
+                                                metile_dtype dtype, metile_value *out);
 /**
  * Broadcasts a scalar or a tile (along size-1 dimensions) to `shape`. A dimension of -1 is T, the
  * SIMT thread count (the shape of THREAD_ID's result), fixed later by the kernel's arange sizes,

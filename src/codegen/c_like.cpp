@@ -259,6 +259,14 @@ std::string spell_cast(const Dialect& d, DType from, DType to, const std::string
   return cast_to(d, to, x);  // integer and bool conversions are modular in C
 }
 
+std::string spell_bitcast(const Dialect& d, DType from, DType to, const std::string& x) {
+  if (from == to) return x;
+  // Through memory's representation: a narrow float's value is its exact f32 value, so storing
+  // it gives back its bits, and loading the reinterpreted bits gives the other dtype's value.
+  const std::string bits = fill_pattern(d.bitcast, spell_to_storage(d, from, x), d.storage(to));
+  return spell_from_storage(d, to, bits);
+}
+
 std::string spell_from_storage(const Dialect& d, DType dtype, const std::string& x) {
   const std::string& p = d.load_from_storage[slot(dtype)];
   return p.empty() ? x : fill_pattern(p, x);

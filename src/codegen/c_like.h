@@ -57,6 +57,9 @@ struct Dialect {
   std::string inf_f32, nan_f32;
   /** "{type}({x})" style cast template with {t} and {} placeholders. */
   std::string cast = "(({t})({}))";
+  /** Reinterprets the bits of {} (a storage-type value) as the storage type {t} of the same
+   * width: the preludes' mt_bitcast (a memcpy) in C++ and CUDA, as_type in MSL. */
+  std::string bitcast = "mt_bitcast<{t}>({})";
   /** Qualifiers. */
   std::string kernel_qualifier;   // before the entry point: `extern "C"`, `kernel`, `__global__`
   std::string restrict_qualifier; // `__restrict`, `__restrict__`, "" (MSL)
@@ -92,6 +95,8 @@ std::string spell_binary(const Dialect& d, OpKind kind, DType dtype, const std::
 std::string spell_unary(const Dialect& d, OpKind kind, DType dtype, const std::string& x);
 std::string spell_select(const std::string& c, const std::string& a, const std::string& b);
 std::string spell_cast(const Dialect& d, DType from, DType to, const std::string& x);
+/** x's bits (in memory: its storage type) read as `to`, a dtype of the same width. */
+std::string spell_bitcast(const Dialect& d, DType from, DType to, const std::string& x);
 /** Conversion between a dtype's storage and value types. */
 std::string spell_from_storage(const Dialect& d, DType dtype, const std::string& x);
 std::string spell_to_storage(const Dialect& d, DType dtype, const std::string& x);

@@ -43,7 +43,7 @@ std::string CpuEmitter::elem(ValueId v, const Idx& idx) {
 // Ops whose op_elem reads every operand at the result's own element.
 bool CpuEmitter::same_index_operands(OpKind k) {
   return has_trait(k, kBinary | kCompare | kUnary) || k == OpKind::CAST ||
-         k == OpKind::SELECT || k == OpKind::PTR_OFFSET || k == OpKind::LOAD;
+         k == OpKind::BITCAST || k == OpKind::SELECT || k == OpKind::PTR_OFFSET || k == OpKind::LOAD;
 }
 
 // Declares the inline operands `op` reads at `idx` in post-order with an explicit stack, so
@@ -138,6 +138,7 @@ std::string CpuEmitter::op_elem(const Op& op, const Idx& idx) {
       return elem(src, {"(" + f + " / " + cols + ")", "(" + f + " % " + cols + ")"});
     }
     case OpKind::CAST: return spell_cast(d, in, type(op.results[0]).dtype, arg(0));
+    case OpKind::BITCAST: return spell_bitcast(d, in, type(op.results[0]).dtype, arg(0));
     case OpKind::SELECT: return spell_select(arg(0), arg(1), arg(2));
     case OpKind::PTR_OFFSET: return "(" + arg(0) + " + " + offset_of(op.operands[1], idx) + ")";
     case OpKind::LOAD: {

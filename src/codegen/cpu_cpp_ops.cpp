@@ -114,7 +114,7 @@ bool CpuEmitter::reads_only(ValueId x, ValueId v, const std::set<ValueId>& later
   if (plan[x].form != Form::inline_) return plan[x].storage != plan[v].storage;
   const Op& o = *def_op(x);
   bool aligned = has_trait(o.kind, kBinary | kCompare | kUnary) || o.kind == OpKind::CAST ||
-                 o.kind == OpKind::SELECT || o.kind == OpKind::ARANGE;
+                 o.kind == OpKind::BITCAST || o.kind == OpKind::SELECT || o.kind == OpKind::ARANGE;
   for (ValueId a : o.operands) {
     if (!aligned && (a == v || plan[a].form == Form::inline_)) return false;
     if (!reads_only(a, v, later)) return false;

@@ -72,6 +72,7 @@ bool fusible(OpKind k) {
     case OpKind::ARANGE:
     case OpKind::BROADCAST:
     case OpKind::CAST:
+    case OpKind::BITCAST:
     case OpKind::SELECT:
     case OpKind::PTR_OFFSET:
     case OpKind::LOAD:

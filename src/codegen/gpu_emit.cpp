@@ -330,6 +330,7 @@ std::string Emitter::spell(const gpu::Op& op, const std::string& r) const {
   }
   if (k == OpKind::SELECT) return spell_select(arg(0), arg(1), arg(2));
   if (k == OpKind::CAST) return spell_cast(c_, t, dtype(op.result()), arg(0));
+  if (k == OpKind::BITCAST) return spell_bitcast(c_, t, dtype(op.result()), arg(0));
   // 32/64-bit bitwise ops need no narrowing cast (C only promotes the 8-bit types).
   bool wide = t == DType::i32 || t == DType::u32 || t == DType::i64;
   if (wide && (k == OpKind::BITAND || k == OpKind::BITOR || k == OpKind::BITXOR)) {

@@ -58,6 +58,7 @@ const Dialect& msl_dialect() {
     x.inf_f32 = "INFINITY";
     x.nan_f32 = "NAN";
     x.cast = "{t}({})";
+    x.bitcast = "as_type<{t}>({})";
     x.kernel_qualifier = "[[kernel]]";
     x.inline_qualifier = "inline";
     x.address_space = {"device", "threadgroup"};

@@ -173,6 +173,15 @@ ValueId Builder::cast(ValueId x, DType dtype) {
   return emit1(OpKind::CAST, {x}, {}, &t);
 }
 
+ValueId Builder::bitcast(ValueId x, DType dtype) {
+  check_value(OpKind::BITCAST, x, "the operand");
+  if (!is_valid_dtype(static_cast<int>(dtype)))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "builder", "bitcast to an invalid dtype");
+  if (type(x).dtype == dtype && !type(x).is_ptr) return x;
+  Type t = type(x).with_dtype(dtype);
+  return emit1(OpKind::BITCAST, {x}, {}, &t);
+}
+
 ValueId Builder::broadcast(ValueId x, Shape shape) {
   check_value(OpKind::BROADCAST, x, "the operand");
   for (int i = 0; i < shape.rank; ++i)

@@ -33,6 +33,7 @@ class Builder {
   ValueId grid(OpKind kind, int axis);
   ValueId arange(ValueId start, int64_t size);
   ValueId cast(ValueId x, DType dtype);
+  ValueId bitcast(ValueId x, DType dtype);
   ValueId broadcast(ValueId x, Shape shape);
   ValueId reshape(ValueId x, Shape shape);
   ValueId unary(OpKind kind, ValueId x);

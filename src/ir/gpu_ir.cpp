@@ -336,7 +336,7 @@ ValueId GpuBuilder::ew(OpKind k, std::vector<ValueId> operands, DType cast_to) {
   const Value& a = f_.value(operands.at(0));
   ValueId r;
   if (has_trait(k, kCompare)) r = new_value(DType::boolean, layout);
-  else if (k == OpKind::CAST) r = new_value(cast_to, layout);
+  else if (k == OpKind::CAST || k == OpKind::BITCAST) r = new_value(cast_to, layout);
   else if (k == OpKind::PTR_OFFSET) r = new_value(a.dtype, layout, true, a.space);
   else if (k == OpKind::SELECT) {
     const Value& b = f_.value(operands.at(1));

@@ -89,11 +89,13 @@ struct Verifier {
       if (a.dtype != b.dtype) bad("operand dtypes differ: ", dtype_name(a.dtype), " vs ", dtype_name(b.dtype));
       DType want = has_trait(k, kCompare) ? DType::boolean : a.dtype;
       if (r.dtype != want || r.is_ptr) bad("result must be ", dtype_name(want));
-    } else if (has_trait(k, kUnary) || k == OpKind::CAST) {
+    } else if (has_trait(k, kUnary) || k == OpKind::CAST || k == OpKind::BITCAST) {
       operands(1, 1);
       const Value& a = val(op.operands[0]);
       if (a.is_ptr || r.is_ptr) bad("pointer operand");
-      if (k != OpKind::CAST && r.dtype != a.dtype) bad("result dtype differs from the operand's");
+      if (k == OpKind::BITCAST && dtype_size(r.dtype) != dtype_size(a.dtype))
+        bad("bitcast between dtypes of different widths");
+      if (has_trait(k, kUnary) && r.dtype != a.dtype) bad("result dtype differs from the operand's");
     } else if (k == OpKind::SELECT) {
       operands(3, 3);
       const Value &c = val(op.operands[0]), &a = val(op.operands[1]), &b = val(op.operands[2]);

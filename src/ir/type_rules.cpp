@@ -327,6 +327,17 @@ std::vector<Type> Checker::run() const {
         bad("cannot cast ", operand(0).str(), " to ", t.str());
       return {t};
     }
+    case OpKind::BITCAST: {
+      const Type& t = declared();
+      need_value(0, "operand");
+      const Type& a = operand(0);
+      if (t.is_ptr || !same_shape(t.shape, a.shape) || t.dtype == DType::invalid ||
+          t.dtype == DType::boolean || a.dtype == DType::boolean ||
+          dtype_size(t.dtype) != dtype_size(a.dtype))
+        bad("cannot bitcast ", a.str(), " to ", t.str(),
+            " (the dtypes must have the same width and neither be bool)");
+      return {t};
+    }
     case OpKind::BROADCAST: {
       const Type &t = declared(), &a = operand(0);
       if (t.is_ptr != a.is_ptr || t.dtype != a.dtype || t.space != a.space)

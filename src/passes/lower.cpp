@@ -136,10 +136,11 @@ void Lowering::elementwise(const Op& op) {
     if (rt.is_tile() && f.layout_of(g).is_tile() && f.value(g).layout != want) g = materialize(g, want);
     args.push_back(g);
   }
-  ValueId r = b.ew(op.kind, args, op.kind == OpKind::CAST ? rt.dtype : DType::invalid);
+  const bool converts = op.kind == OpKind::CAST || op.kind == OpKind::BITCAST;
+  ValueId r = b.ew(op.kind, args, converts ? rt.dtype : DType::invalid);
   std::string stem = has_trait(op.kind, kCompare) ? "mask" : "t";
   if (op.kind == OpKind::PTR_OFFSET) stem = param_stem(args[0]) + "_ptrs";
-  if (op.kind == OpKind::CAST) stem = f.value(args[0]).stem;
+  if (converts) stem = f.value(args[0]).stem;
   if (is_int(rt.dtype) && has_trait(op.kind, kBinary))  // index arithmetic keeps the index's name
     for (ValueId a : args)
       if (f.value(a).layout != gpu::kUniform && f.value(a).stem != "t") stem = f.value(a).stem;

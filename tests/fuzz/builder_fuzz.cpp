@@ -118,7 +118,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 5: {
         metile_value x = value();
-        keep(metile_builder_cast(b, x, dtype(), &out), out);
+        auto convert = r.byte() & 1 ? metile_builder_bitcast : metile_builder_cast;
+        keep(convert(b, x, dtype(), &out), out);
         break;
       }
       case 6: {

@@ -469,6 +469,43 @@ func TestBuilderOpsParamsAndTextRoundTrip(t *testing.T) {
 	}
 }
 
+// out[i] = the bits of x[i] as a u32 (Bitcast); a bitcast between widths is refused.
+func TestBitcastKeepsTheBits(t *testing.T) {
+	const block = 64
+	b, _ := NewBuilder("bits")
+	x, out := b.ParamPtr("x", F32), b.ParamPtr("out", U32)
+	offs := b.Arange(0, block)
+	b.Store(b.PtrOffset(out, offs), b.Bitcast(b.Load(b.PtrOffset(x, offs), 0, 0), U32), 0)
+	prog, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := device(t)
+	k, err := Compile(d, prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hx := random(block, 43)
+	hx[0], hx[1] = float32(math.Copysign(0, -1)), float32(math.Inf(1))
+	bx, _ := BufferFrom(d, hx)
+	bo, _ := d.Alloc(4 * block)
+	if err := k.Launch([3]uint32{1, 1, 1}, BufferArg(bx), BufferArg(bo)); err != nil {
+		t.Fatal(err)
+	}
+	d.Synchronize()
+	got, _ := CopyOut[uint32](bo)
+	for i, xv := range hx {
+		if want := math.Float32bits(xv); got[i] != want {
+			t.Fatalf("element %d: %#x != %#x", i, got[i], want)
+		}
+	}
+	bad, _ := NewBuilder("bad_bitcast")
+	bad.Bitcast(bad.ConstFloat(F32, 1), I64)
+	if _, err := bad.Finish(); !errors.Is(err, ErrInvalidProgram) {
+		t.Fatalf("f32 bitcast to i64: %v", err)
+	}
+}
+
 // A SIMT kernel: each of T threads reads x[thread ^ 1] through a shuffle, with a role region,
 // threadgroup memory and a barrier, and the program ids swizzled (identity on a 1x1 grid).
 func TestSimtSimdSharedRoleAndSwizzle(t *testing.T) {

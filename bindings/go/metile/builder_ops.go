@@ -95,6 +95,13 @@ func (b *Builder) Cast(x Value, dtype DType) Value {
 	})
 }
 
+// Bitcast reads x's bits as dtype, a dtype of the same width (Triton's bitcast).
+func (b *Builder) Bitcast(x Value, dtype DType) Value {
+	return b.out(func(m **C.char, v *C.metile_value) C.metile_status {
+		return C.go_metile_builder_bitcast(m, b.raw, C.metile_value(x), C.metile_dtype(dtype), v)
+	})
+}
+
 // Reshape gives x's elements (row-major order kept) a new shape of the same element count.
 func (b *Builder) Reshape(x Value, shape ...int64) Value {
 	if len(shape) == 0 {

@@ -11,6 +11,7 @@ const (
 	OpCast           = 5
 	OpBroadcast      = 6
 	OpReshape        = 7
+	OpBitcast        = 8
 	OpAdd            = 10
 	OpSub            = 11
 	OpMul            = 12

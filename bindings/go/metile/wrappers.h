@@ -239,6 +239,12 @@ static inline metile_status go_metile_builder_cast(char **err, metile_builder * 
   return s;
 }
 
+static inline metile_status go_metile_builder_bitcast(char **err, metile_builder * b, metile_value x, metile_dtype dtype, metile_value * out) {
+  metile_status s = metile_builder_bitcast(b, x, dtype, out);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_builder_broadcast(char **err, metile_builder * b, metile_value x, int32_t rank, const int64_t * shape, metile_value * out) {
   metile_status s = metile_builder_broadcast(b, x, rank, shape, out);
   if (s != METILE_OK) *err = strdup(metile_last_error());

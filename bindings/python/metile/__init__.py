@@ -41,8 +41,15 @@ for _mod, _names in {
                     "static_assert trans",
     "_lang_tl": "clamp div_rn fdiv fma full_like ones_like range sqrt_rn static_range "
                 "umulhi zeros_like rand randn randint randint4x device_assert",
+    "_lang_combine": "associative_scan expand_dims flip interleave join ravel reduce sort split "
+                     "xor_sum",
     "_block_ptr": "advance make_block_ptr make_tensor_descriptor",
     "_trace": "Value",
+    # dtypes, usable wherever a dtype is expected: each is its metile name ("f32", ...) and a
+    # Triton-style dtype object (is_floating(), primitive_bitwidth, ...) equal to a value's dtype.
+    # FP8 types are storage types (arithmetic on them computes in f32).
+    "_dtypes": "dtype pointer_type float32 float16 bfloat16 int32 uint32 int64 int8 uint8 "
+               "bool_ int1 float8e4m3 float8e4nv float8e5m2 float8e5",
     "_stream": "Event Stream",
 }.items():
     for _name in _names.split():
@@ -58,13 +65,6 @@ del _mod, _names, _name, _attr, _op
 
 __version__ = "0.1.0"
 LIBRARY_PATH = _ffi.LIBRARY_PATH
-
-# dtype names, usable wherever a dtype is expected
-float32, float16, bfloat16 = "f32", "f16", "bf16"
-int32, uint32, int64, int8, uint8, bool_ = "i32", "u32", "i64", "i8", "u8", "bool"
-# FP8 (storage types: arithmetic on them computes in f32); float8e4nv / float8e5 are Triton's names
-float8e4m3 = float8e4nv = "f8e4m3"
-float8e5m2 = float8e5 = "f8e5m2"
 
 
 def astype(x: "Value", dtype: str) -> "Value":

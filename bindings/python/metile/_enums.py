@@ -51,6 +51,7 @@ ENUMS = {
         "METILE_OP_CAST": 5,
         "METILE_OP_BROADCAST": 6,
         "METILE_OP_RESHAPE": 7,
+        "METILE_OP_BITCAST": 8,
         "METILE_OP_ADD": 10,
         "METILE_OP_SUB": 11,
         "METILE_OP_MUL": 12,

@@ -213,6 +213,7 @@ FUNCTIONS = [
     ("metile_builder_grid", _st, [_bld, metile_op, c_int32, _P(_val)]),
     ("metile_builder_arange", _st, [_bld, _val, c_int64, _P(_val)]),
     ("metile_builder_cast", _st, [_bld, _val, metile_dtype, _P(_val)]),
+    ("metile_builder_bitcast", _st, [_bld, _val, metile_dtype, _P(_val)]),
     ("metile_builder_broadcast", _st, [_bld, _val, c_int32, _P(c_int64), _P(_val)]),
     ("metile_builder_reshape", _st, [_bld, _val, c_int32, _P(c_int64), _P(_val)]),
     ("metile_builder_unary", _st, [_bld, metile_op, _val, _P(_val)]),

@@ -21,9 +21,11 @@ from typing import Any, Callable, Union
 
 import numpy as np
 
-# _lang_triton installs the Triton-habit Value methods (x.cumsum(), x.T, ...) that live with their
-# functions: every trace starts here, so they are there whenever a kernel is traced.
-from . import _device, _dtypes, _ffi, _interrupt, _lang, _lang_triton, _loops  # noqa: F401
+# _lang_triton and _lang_combine install the Triton-habit Value methods (x.cumsum(), x.T,
+# x.split(), ...) that live with their functions: every trace starts here, so they are there
+# whenever a kernel is traced.
+from . import (_device, _dtypes, _ffi, _interrupt, _lang, _lang_combine, _lang_triton,  # noqa: F401
+               _loops)
 from ._buffer import Buffer, from_dlpack
 from ._constexpr import constexpr
 from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarning, TracingError,

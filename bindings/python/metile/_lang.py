@@ -219,15 +219,40 @@ def where(cond: Operand, x: Operand, y: Operand) -> Value:
     return t.emit(_ffi.metile_builder_select, cond.id, x.id, y.id)
 
 
-def cast(x: Operand, dtype: DTypeLike) -> Value:
+def cast(x: Operand, dtype: DTypeLike, fp_downcast_rounding: str | None = None,
+         bitcast: bool = False) -> Value:
     """x converted to `dtype` ("f32", "f16", "bf16", "i32", "u32", "i64", "bool", "i8", "u8",
-    "f8e4m3", "f8e5m2"; to FP8 rounds to nearest even and saturates)."""
+    "f8e4m3", "f8e5m2"; to FP8 rounds to nearest even and saturates). With bitcast=True each
+    element's bits are read as `dtype` instead, which must have x's width (f32/i32/u32,
+    f16/bf16, i8/u8/f8e4m3/f8e5m2, i64; not bool, not pointers). A pointer's dtype
+    (`x.to(Out.dtype)`) means its element type. `fp_downcast_rounding` is Triton's: None or
+    "rtne" (round to nearest even, what every cast does)."""
     t = current()
-    name = _dtypes.normalize(dtype, "cast")
+    name = _dtypes.normalize(dtype, "cast")  # a pointer's dtype (`x.to(Out.dtype)`): its element
+    if fp_downcast_rounding not in (None, "rtne"):
+        raise TracingError(f"{user_location()}: cast: fp_downcast_rounding="
+                           f"{fp_downcast_rounding!r} is not supported (None or 'rtne')")
     x = t.literal(_plain(x))
+    if _plain(bitcast):
+        return _bitcast(t, x, name)
     if x.dtype == name and not x.is_ptr:
         return x
     return t.emit(_ffi.metile_builder_cast, x.id, _dtypes.to_enum(name))
+
+
+def _bitcast(t, x: Value, name: str) -> Value:
+    if x.is_ptr:
+        raise TracingError(f"{user_location()}: bitcast cannot reinterpret the pointer "
+                           f"{x.type_str()} (pointers have no element bits to read)")
+    src = _dtypes.of(x.dtype)
+    bits, want = src.primitive_bitwidth, _dtypes.of(name).primitive_bitwidth
+    if "bool" in (x.dtype, name) or bits != want:
+        raise TracingError(f"{user_location()}: bitcast from {x.dtype} ({bits} bits) to {name} "
+                           f"({want} bits): a bitcast keeps every bit, so both dtypes need the "
+                           "same width and neither may be bool (use cast to convert values)")
+    if x.dtype == name:
+        return x
+    return t.emit(_ffi.metile_builder_bitcast, x.id, _dtypes.to_enum(name))
 
 
 def reshape(x: Value, shape: Shape) -> Value:
@@ -727,9 +752,10 @@ Value.__pos__ = lambda self: self
 Value.__invert__ = lambda self: unary(_ffi.METILE_OP_NOT, self)
 Value.__abs__ = lambda self: absolute(self)
 Value.__getitem__ = _getitem
-def _to(self: Value, dtype: DTypeLike) -> Value:
-    """Same as cast(self, dtype)."""
-    return cast(self, dtype)
+def _to(self: Value, dtype: DTypeLike, fp_downcast_rounding: str | None = None,
+        bitcast: bool = False) -> Value:
+    """Same as cast(self, dtype, fp_downcast_rounding, bitcast)."""
+    return cast(self, dtype, fp_downcast_rounding, bitcast)
 
 
 Value.to = Value.astype = _to

@@ -231,9 +231,9 @@ class Value:
     def __init__(self, trace: Trace, vid: int, t: "_ffi.metile_type") -> None:
         self.trace = trace
         self.id = vid
-        self.dtype = _dtypes.from_enum(t.dtype)
-        self.shape = tuple(t.shape[i] for i in range(t.rank))
         self.is_ptr = bool(t.is_pointer)
+        self.dtype = _dtypes.of(_dtypes.from_enum(t.dtype), self.is_ptr)
+        self.shape = tuple(t.shape[i] for i in range(t.rank))
         self.space = t.address_space
 
     @property

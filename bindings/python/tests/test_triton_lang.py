@@ -21,6 +21,8 @@ int32 int64 int8 jit load log log2 math max max_contiguous maximum min minimum m
 next_power_of_2 num_programs permute program_id rand randint randint4x randn range reshape
 rsqrt sigmoid sin sqrt sqrt_rn static_assert static_range store sum tanh trans uint32 uint8
 umulhi where zeros zeros_like bfloat16 make_block_ptr advance make_tensor_descriptor
+split join interleave flip sort reduce associative_scan expand_dims ravel xor_sum dtype
+pointer_type int1 float8e4nv float8e5
 """.split()
 MATH_NAMES = ("abs ceil clamp cos div_rn erf exp exp2 fdiv floor fma log log2 maximum minimum "
               "rsqrt sigmoid sin sqrt sqrt_rn tanh umulhi cdiv").split()

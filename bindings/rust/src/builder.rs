@@ -172,6 +172,13 @@ impl Builder {
         self.out(|o| unsafe { sys::metile_builder_cast(raw, x.0, dtype as i32, o) })
     }
 
+    #[track_caller]
+    /// `x`'s bits read as `dtype`, a dtype of the same width (Triton's bitcast).
+    pub fn bitcast(&mut self, x: Value, dtype: DType) -> Result<Value> {
+        let raw = self.raw;
+        self.out(|o| unsafe { sys::metile_builder_bitcast(raw, x.0, dtype as i32, o) })
+    }
+
     /// Broadcasts to a 1-D or 2-D shape (numpy rules).
     #[track_caller]
     pub fn broadcast(&mut self, x: Value, shape: &[i64]) -> Result<Value> {

@@ -45,6 +45,7 @@ pub const METILE_OP_ARANGE: metile_op = 4;
 pub const METILE_OP_CAST: metile_op = 5;
 pub const METILE_OP_BROADCAST: metile_op = 6;
 pub const METILE_OP_RESHAPE: metile_op = 7;
+pub const METILE_OP_BITCAST: metile_op = 8;
 pub const METILE_OP_ADD: metile_op = 10;
 pub const METILE_OP_SUB: metile_op = 11;
 pub const METILE_OP_MUL: metile_op = 12;
@@ -290,6 +291,7 @@ extern "C" {
     pub fn metile_builder_grid(b: *mut metile_builder, op: metile_op, axis: i32, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_arange(b: *mut metile_builder, start: metile_value, size: i64, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_cast(b: *mut metile_builder, x: metile_value, dtype: metile_dtype, out: *mut metile_value) -> metile_status;
+    pub fn metile_builder_bitcast(b: *mut metile_builder, x: metile_value, dtype: metile_dtype, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_broadcast(b: *mut metile_builder, x: metile_value, rank: i32, shape: *const i64, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_reshape(b: *mut metile_builder, x: metile_value, rank: i32, shape: *const i64, out: *mut metile_value) -> metile_status;
     pub fn metile_builder_unary(b: *mut metile_builder, op: metile_op, x: metile_value, out: *mut metile_value) -> metile_status;

@@ -276,6 +276,38 @@ fn builder_types_constants_params_and_text_round_trip() -> Result<()> {
     Ok(())
 }
 
+/// out[i] = the bits of x[i] as a u32 (bitcast); a bitcast between widths is refused.
+#[test]
+fn bitcast_keeps_the_bits() -> Result<()> {
+    let mut b = Builder::new("bits")?;
+    let x = b.param_ptr("x", DType::F32)?;
+    let out = b.param_ptr("out", DType::U32)?;
+    let offs = b.arange(None, 64)?;
+    let px = b.ptr_offset(x, offs)?;
+    let v = b.load(px, None, None)?;
+    let bits = b.bitcast(v, DType::U32)?;
+    let po = b.ptr_offset(out, offs)?;
+    b.store(po, bits, None)?;
+    let dev = device();
+    let kernel = Kernel::compile(&dev, &b.finish()?)?;
+    let mut hx = random(64, 9);
+    hx[0] = -0.0;
+    hx[1] = f32::INFINITY;
+    let bx = dev.buffer_from(&hx)?;
+    let mut bo = dev.alloc(4 * 64)?;
+    kernel.launch([1, 1, 1], &[Arg::Buffer(&bx), Arg::BufferMut(&mut bo)])?;
+    dev.synchronize()?;
+    for (i, &h) in hx.iter().enumerate() {
+        assert_eq!(bo.as_slice::<u32>()[i], h.to_bits(), "element {i}");
+    }
+    let wide = b_err(|b| {
+        let c = b.const_float(DType::F32, 1.0)?;
+        b.bitcast(c, DType::I64)
+    });
+    assert_eq!(wide, ErrorKind::InvalidProgram);
+    Ok(())
+}
+
 fn b_err(f: impl FnOnce(&mut Builder) -> Result<Value>) -> ErrorKind {
     let mut b = Builder::new("e").unwrap();
     f(&mut b).unwrap_err().kind()

@@ -158,6 +158,15 @@ MT_INLINE T mt_shr(T a, T b) {
   return (T)(a >> ((uint64_t)b & (bits - 1)));
 }
 
+// The bits of x read as T, a type of the same width (the bitcast op, on storage types).
+template <class T, class F>
+MT_INLINE T mt_bitcast(F x) {
+  static_assert(sizeof(T) == sizeof(F), "mt_bitcast: the types differ in width");
+  T y;
+  __builtin_memcpy(&y, &x, sizeof y);
+  return y;
+}
+
 // Float -> integer: truncation toward zero, saturating at the type's range, NaN -> 0.
 template <class T>
 MT_INLINE T mt_f2i(float x) {

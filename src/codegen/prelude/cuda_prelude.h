@@ -66,6 +66,18 @@ MT_FN float mt_exp(float x) {
 MT_FN float mt_sigmoid(float x) { return 1.0f / (1.0f + mt_exp(-x)); }
 MT_FN float mt_rsqrt(float x) { return 1.0f / sqrtf(x); }  // rsqrtf is approximate
 
+// The bits of x read as T, a type of the same width (the bitcast op, on storage types).
+template <typename T, typename F>
+MT_FN T mt_bitcast(F x) {
+  static_assert(sizeof(T) == sizeof(F), "mt_bitcast: the types differ in width");
+  union {  // NVRTC compiles without <cstring>, so no memcpy: a union reinterprets
+    F from;
+    T to;
+  } u;
+  u.from = x;
+  return u.to;
+}
+
 // Float -> integer: truncation toward zero, saturating at the type's range, NaN -> 0.
 template <typename T>
 MT_FN T mt_f2i(float x) {

@@ -38,6 +38,8 @@ Val Instance::elementwise(const Op& op) {
   const DType d = type(op.operands[0]).dtype;
   if (k == OpKind::CAST) {
     for (size_t i = 0; i < n; ++i) out.e[i] = cast_elem(d, rt.dtype, at(a, i));
+  } else if (k == OpKind::BITCAST) {
+    for (size_t i = 0; i < n; ++i) out.e[i] = bitcast_elem(d, rt.dtype, at(a, i));
   } else if (has_trait(k, kUnary)) {
     for (size_t i = 0; i < n; ++i) out.e[i] = unary_elem(k, d, at(a, i));
   } else {

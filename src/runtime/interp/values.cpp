@@ -308,6 +308,12 @@ void write_elem(uint8_t* p, DType d, Elem v) {
   }
 }
 
+Elem bitcast_elem(DType from, DType to, Elem a) {
+  uint8_t bytes[8] = {};
+  write_elem(bytes, from, a);
+  return read_elem(bytes, to);
+}
+
 Elem elem_from_bits(uint64_t bits, DType d) {
   switch (d) {
     case DType::f32:

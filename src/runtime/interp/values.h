@@ -72,6 +72,8 @@ Elem binary_elem(OpKind kind, DType d, Elem a, Elem b);
 Elem unary_elem(OpKind kind, DType d, Elem a);
 /** Converts one element from dtype `from` to dtype `to`. */
 Elem cast_elem(DType from, DType to, Elem a);
+/** One element's bits (as stored in memory) read as dtype `to`, of `from`'s width. */
+Elem bitcast_elem(DType from, DType to, Elem a);
 
 /** Reads / writes one element of dtype `d` at `p` (unaligned access is fine). */
 Elem read_elem(const uint8_t* p, DType d);

@@ -189,14 +189,15 @@ class MslDialect final : public GpuDialect {
 
   // Loops are thread-uniform (gpu_ir.h), so every thread counts the same turns and reaches each
   // check together: the barriers inside it are legal, and the whole group returns at once. The
-  // first back-edge checks too (then every `every`-th): no GPU reset ends the programs of a huge
-  // grid that are still to run, so each of them stops after one turn, not `every`.
+  // counter counts down (a decrement and a branch per turn) from 1, so the first back-edge
+  // checks too, then every `every`-th: no GPU reset ends the programs of a huge grid that are
+  // still to run, so each of them stops after one turn, not `every`.
   std::string cancel_prologue() const override {
-    return "uint mt_polls = 0u;  threadgroup uint mt_stop_seen;";
+    return "uint mt_polls = 1u;  threadgroup uint mt_stop_seen;";
   }
   std::string cancel_check(int64_t every) const override {
-    return "if ((mt_polls++ & " + std::to_string(every - 1) + "u) == 0u && mt_stop_requested(" +
-           kStopParam + ", &mt_stop_seen, " + kThreadIndexParam + ")) return;";
+    return "if (--mt_polls == 0u) { mt_polls = " + std::to_string(every) + "u; if (mt_stop_requested(" +
+           kStopParam + ", &mt_stop_seen, " + kThreadIndexParam + ")) return; }";
   }
 
   std::string text_array(const std::string& name, const std::string& text) const override {

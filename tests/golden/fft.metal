@@ -154,12 +154,12 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
-inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint thread) {
-  if (thread == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);
+inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint index) {
+  if (index == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const bool stop = *seen != 0u;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (stop && thread == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);
+  if (stop && index == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);
   return stop;
 }
 
@@ -178,7 +178,7 @@ inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen,
     threadgroup float* smem3 [[threadgroup(3)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]]) {
-  uint mt_polls = 0u;  threadgroup uint mt_stop_seen;
+  uint mt_polls = 1u;  threadgroup uint mt_stop_seen;
   const int pid_x = int(tgpig.x);
   const int tid = int(tiitg);
   smem[tid] = 0.0f;
@@ -284,7 +284,7 @@ inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen,
     *smem_ptrs4 = mask6 ? (smem_val14 + t89) : (smem_val14 - t89);
     *smem_ptrs5 = mask6 ? (smem_val15 + t92) : (smem_val15 - t92);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    if ((mt_polls++ & 1023u) == 0u && mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return;
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
   const float smem_val18 = *smem_ptrs4;
   Y_re[t4 + tid] = smem_val18;

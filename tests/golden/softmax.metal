@@ -154,12 +154,12 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
-inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint thread) {
-  if (thread == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);
+inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint index) {
+  if (index == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const bool stop = *seen != 0u;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (stop && thread == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);
+  if (stop && index == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);
   return stop;
 }
 
@@ -178,7 +178,7 @@ struct mt_scalars {
     uint tiisg [[thread_index_in_simdgroup]],
     uint sgitg [[simdgroup_index_in_threadgroup]]) {
   const int N = mt_s.N;
-  uint mt_polls = 0u;  threadgroup uint mt_stop_seen;
+  uint mt_polls = 1u;  threadgroup uint mt_stop_seen;
   const int pid_x = int(tgpig.x);
   const int tid = int(tiitg);
   const int lane = int(tiisg);
@@ -212,7 +212,7 @@ struct mt_scalars {
     for (int r = 0; r < 4; ++r) {
       acc[r] = mt_fmax(acc[r], x[r]);
     }
-    if ((mt_polls++ & 1023u) == 0u && mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return;
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
   float local_max = acc[0];
   #pragma unroll
@@ -255,7 +255,7 @@ struct mt_scalars {
     for (int r = 0; r < 4; ++r) {
       acc2[r] = acc2[r] + exp(x1[r] - max_val);
     }
-    if ((mt_polls++ & 1023u) == 0u && mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return;
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
   float local_sum = acc2[0];
   #pragma unroll
@@ -295,6 +295,6 @@ struct mt_scalars {
         if (mask2[j]) Out[t + offs2[j]] = exp(x2[j] - max_val) / sum;
       }
     }
-    if ((mt_polls++ & 1023u) == 0u && mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return;
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
 }

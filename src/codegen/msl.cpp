@@ -116,13 +116,17 @@ std::vector<MslArg> signature_args(const KernelInterface& k) {
   }
   if (scalars > 0) out.push_back(MslArg::packed(kPackedParam, buffers++, kPackedStruct));
   if (k.cancel) out.push_back(MslArg::stop_word(kStopParam, buffers++));
-  if (buffers > metal_sim::kMaxBinding + 1)
+  if (buffers > metal_sim::kMaxBinding + 1) {
+    std::vector<std::string> uses = {cat(pointers, " pointer parameters")};
+    if (scalars > 0) uses.push_back("one for all its scalars");
+    if (k.cancel) uses.push_back("one for the stop word its loops check");
+    std::string listed = uses[0];
+    for (size_t i = 1; i < uses.size(); ++i) listed += (i + 1 < uses.size() ? ", " : " and ") + uses[i];
     fail(METILE_ERROR_UNSUPPORTED, "metal", "kernel '", k.name, "' needs ", buffers,
-         " buffer bindings (", pointers, " pointer parameters",
-         scalars > 0 ? ", one for all its scalars" : "",
-         k.cancel ? ", one for the stop word its loops check" : "", "), over Metal's ",
+         " buffer bindings (", listed, "), over Metal's ",
          metal_sim::kMaxBinding + 1, "; pointer parameters include the ones metile adds (the "
          "bounds-check error flag, split_k's ticket counters and workspace)");
+  }
   int group = 0;
   for (const KernelInterface::Shared& s : k.shared)
     out.push_back(MslArg::threadgroup(s.name, group++, s.dtype, static_cast<uint64_t>(s.size)));

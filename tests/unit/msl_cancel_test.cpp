@@ -103,7 +103,7 @@ TEST(MslCancel, TheStopWordCountsAgainstMetalsBufferBindings) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_UNSUPPORTED);
     EXPECT_TRUE(has(e.what(), "kernel 'spin' needs 32 buffer bindings (30 pointer parameters, one for "
-                              "all its scalars, one for the stop word its loops check), over Metal's 31"))
+                              "all its scalars and one for the stop word its loops check), over Metal's 31"))
         << e.what();
   }
   MslKernel k = emit(spin(28));  // 31: fits

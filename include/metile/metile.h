@@ -970,8 +970,8 @@ typedef struct metile_arg {
  * the signature (count, kind, dtype, offset alignment) with a message naming the parameter.
  * On interp, cpu and metal-sim, a launch that runs past $METILE_TIMEOUT_S seconds (unset or 0:
  * no limit) stops with METILE_ERROR_DEVICE naming the kernel (its outputs are then partly
- * written); on cuda and metal the limit is enforced when the host waits
- * (metile_launch_options.timeout_s).
+ * written); on cuda and metal the limit is enforced when the host waits, which then stops the
+ * kernel at a loop's check (metile_launch_options.timeout_s).
  * A buffer of another device (another GPU included) is METILE_ERROR_INVALID_ARGUMENT naming the
  * parameter and both devices.
  */
@@ -1014,9 +1014,12 @@ typedef struct metile_launch_options {
    * metile_device_synchronize). A kernel that reaches no such check within 1 s (one without
    * loops, spinning inside a single generated op, or with wgmma dots, which get no checks) is
    * left to the reset alone, which a GPU may not finish while the kernel runs (an H100 did
-   * not). On metal the limit is likewise enforced while the host waits, but Metal cannot stop a
-   * committed command buffer: past the limit the wait fails naming the kernel and the limit, the
-   * kernel runs on, and the next metile_device_synchronize waits for it in full.
+   * not). On metal the limit is likewise enforced while the host waits: past it metile sets the
+   * launch's stop word, which every loop of a metal kernel checks (its first turn, then every
+   * 1024th; the whole threadgroup returns there), and the wait fails naming the kernel and the
+   * limit, its outputs partly written; nothing is reset. A metal kernel that reaches no check
+   * within 1 s (one without loops) runs on, as Metal cannot stop a committed command buffer,
+   * and the next metile_device_synchronize waits for it in full.
    */
   double timeout_s;
   /** The stream to queue on (cuda): 0, the default, for the device's own; else a CUstream as an
@@ -1032,14 +1035,16 @@ METILE_API metile_status metile_launch_run(metile_launch *launch);
 METILE_API metile_status metile_launch_release(metile_launch *launch);
 
 /**
- * Stops the launches running now on cpu, interp, metal-sim and cuda (on any thread): each fails
+ * Stops the launches running now on cpu, interp, metal-sim, metal and cuda (on any thread): each fails
  * with METILE_ERROR_DEVICE saying it was cancelled, its outputs partly written; launches started
  * afterwards run normally. They stop at their next check: cpu between slices of about 10 ms
- * of program instances, interp every 256 ops, metal-sim before each threadgroup, cuda kernels
- * at a loop back-edge (every 1024 turns; the kernel traps, and the next wait or launch on the
- * device reports the cancel and resets the GPU's context: see metile_device_synchronize).
- * Thread-safe and async-signal-safe (a signal handler may call it); the Python binding calls it
- * when SIGINT arrives during a launch. metal is not affected yet.
+ * of program instances, interp every 256 ops, metal-sim before each threadgroup, at barriers and
+ * every 4096 loop turns, cuda kernels at a loop back-edge (every 1024 turns; the kernel traps,
+ * and the next wait or launch on the device reports the cancel and resets the GPU's context: see
+ * metile_device_synchronize), metal kernels at a loop back-edge (the first turn and every
+ * 1024th; the threadgroup returns, and the wait for the launch reports the cancel; a kernel
+ * without loops runs to its end). Thread-safe and async-signal-safe (a signal handler may call
+ * it); the Python binding calls it when SIGINT arrives during a launch.
  */
 METILE_API void metile_cancel_launches(void);
 

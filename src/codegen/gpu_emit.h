@@ -149,8 +149,9 @@ class GpuDialect {
    * stop a kernel (the emitter then refuses a cancel_point).
    */
   virtual std::string cancel_prologue() const { return ""; }
-  /** The statement of a cancel_point: every `every`-th time (a power of two) it reads the stop
-   * word `mt_cancel` and, when the host set it, stops the launch (gpu_ir.h, cancel_point). */
+  /** The statement of a cancel_point: once every `every` times (a power of two; the dialect
+   * picks which) it reads the stop word `mt_cancel` and, when the host set it, stops the launch
+   * (gpu_ir.h, cancel_point). */
   virtual std::string cancel_check(int64_t) const { return ""; }
   /** Marks a loop over registers for full unrolling. */
   virtual std::string unroll() const { return "#pragma unroll"; }

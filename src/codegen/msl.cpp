@@ -95,6 +95,10 @@ using metal_sim::MslArg;
 // buffer bindings, not one each. The mt_ prefix is reserved: user names never take it.
 constexpr const char* kPackedStruct = "mt_scalars";
 constexpr const char* kPackedParam = "mt_s";
+// The host's stop word, after every other buffer (KernelInterface::cancel), and the thread index
+// its check reads (kBuiltins' parameter for thread_index).
+constexpr const char* kStopParam = "mt_cancel";
+constexpr const char* kThreadIndexParam = "tiitg";
 
 /** The kernel's parameters as its signature lists them (see MslSignature): pointers at
  * [[buffer(i)]] in parameter order with the scalars' members among them, the packed struct
@@ -112,17 +116,24 @@ std::vector<MslArg> signature_args(const KernelInterface& k) {
     }
   }
   if (scalars > 0) out.push_back(MslArg::packed(kPackedParam, buffers++, kPackedStruct));
-  if (buffers > metal_sim::kMaxBinding + 1)
+  if (k.cancel) out.push_back(MslArg::stop_word(kStopParam, buffers++));
+  if (buffers > metal_sim::kMaxBinding + 1) {
+    std::vector<std::string> uses = {cat(pointers, " pointer parameters")};
+    if (scalars > 0) uses.push_back("one for all its scalars");
+    if (k.cancel) uses.push_back("one for the stop word its loops check");
+    std::string listed = uses[0];
+    for (size_t i = 1; i < uses.size(); ++i) listed += (i + 1 < uses.size() ? ", " : " and ") + uses[i];
     fail(METILE_ERROR_UNSUPPORTED, "metal", "kernel '", k.name, "' needs ", buffers,
-         " buffer bindings (", pointers, " pointer parameters",
-         scalars > 0 ? " and one for all its scalars" : "", "), over Metal's ",
+         " buffer bindings (", listed, "), over Metal's ",
          metal_sim::kMaxBinding + 1, "; pointer parameters include the ones metile adds (the "
          "bounds-check error flag, split_k's ticket counters and workspace)");
+  }
   int group = 0;
   for (const KernelInterface::Shared& s : k.shared)
     out.push_back(MslArg::threadgroup(s.name, group++, s.dtype, static_cast<uint64_t>(s.size)));
   for (const BuiltinParam& b : kBuiltins)
-    if (k.builtins.count(b.ir)) out.push_back(MslArg::builtin_arg(b.param, b.attr));
+    if (k.builtins.count(b.ir) || (k.cancel && b.ir == gpu::Builtin::thread_index))
+      out.push_back(MslArg::builtin_arg(b.param, b.attr));
   return out;
 }
 
@@ -163,7 +174,35 @@ class MslDialect final : public GpuDialect {
            "inline float mt_bits_f32(uint u) { return as_type<float>(u); }\n" +
            std::string(embedded_file("float8.h"));
     if (swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
+    if (atoms.count("cancel"))
+      // The host's stop word (docs/semantics.md, "Stopping a launch"). Metal has no trap, and a
+      // thread that left alone would strand the others at their next barrier, so the group
+      // decides together: thread 0 reads the word, every thread takes that one value from
+      // threadgroup memory, and all return or all go on. The second barrier keeps thread 0
+      // from overwriting `seen` at the next check before every thread read it. A group that
+      // stops answers 2, so the host tells a stopped launch from a finished one.
+      s += "\ninline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint index) {\n"
+           "  if (index == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);\n"
+           "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+           "  const bool stop = *seen != 0u;\n"
+           "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+           "  if (stop && index == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);\n"
+           "  return stop;\n"
+           "}\n";
     return s + "\n";
+  }
+
+  // Loops are thread-uniform (gpu_ir.h), so every thread counts the same turns and reaches each
+  // check together: the barriers inside it are legal, and the whole group returns at once. The
+  // counter counts down (a decrement and a branch per turn) from 1, so the first back-edge
+  // checks too, then every `every`-th: no GPU reset ends the programs of a huge grid that are
+  // still to run, so each of them stops after one turn, not `every`.
+  std::string cancel_prologue() const override {
+    return "uint mt_polls = 1u;  threadgroup uint mt_stop_seen;";
+  }
+  std::string cancel_check(int64_t every) const override {
+    return "if (--mt_polls == 0u) { mt_polls = " + std::to_string(every) + "u; if (mt_stop_requested(" +
+           kStopParam + ", &mt_stop_seen, " + kThreadIndexParam + ")) return; }";
   }
 
   std::string text_array(const std::string& name, const std::string& text) const override {
@@ -191,6 +230,9 @@ class MslDialect final : public GpuDialect {
           break;
         case MslArg::Kind::packed:
           params.push_back("constant " + a.struct_name + "& " + a.name + " [[buffer" + binding);
+          break;
+        case MslArg::Kind::stop:
+          params.push_back("device atomic<uint>* " + a.name + " [[buffer" + binding);
           break;
         case MslArg::Kind::threadgroup:
           params.push_back("threadgroup " + c.storage(a.dtype) + "* " + a.name + " [[threadgroup" + binding);

@@ -46,6 +46,8 @@ const char* kind_word(MslArg::Kind k) {
       return "packed";
     case MslArg::Kind::member:
       return "member";
+    case MslArg::Kind::stop:
+      return "stop";
   }
   return "";
 }
@@ -115,6 +117,15 @@ MslArg MslArg::member(std::string name, DType dtype) {
   a.kind = Kind::member;
   a.name = std::move(name);
   a.dtype = dtype;
+  return a;
+}
+
+MslArg MslArg::stop_word(std::string name, int binding) {
+  MslArg a;
+  a.kind = Kind::stop;
+  a.name = std::move(name);
+  a.binding = binding;
+  a.dtype = DType::u32;
   return a;
 }
 
@@ -201,7 +212,7 @@ void validate(const MslSignature& s) {
          "' is not an identifier");
   std::set<std::string> names;
   std::set<int> buffers, threadgroups;
-  size_t packs = 0, members = 0;
+  size_t packs = 0, members = 0, stops = 0;
   for (const MslArg& a : s.args) {
     if (!is_identifier(a.name)) bad(s, cat("argument name '", a.name, "' is not an identifier"));
     if (!names.insert(a.name).second) bad(s, cat("two arguments are named '", a.name, "'"));
@@ -231,6 +242,8 @@ void validate(const MslSignature& s) {
       bad(s, cat("argument '", a.name, "': atomics are device buffers of i32, u32 or f32"));
     if (a.kind == MslArg::Kind::threadgroup && (a.count == 0 || a.count > kThreadgroupMemoryLimit))
       bad(s, cat("threadgroup argument '", a.name, "' has ", a.count, " elements"));
+    if (a.kind == MslArg::Kind::stop && (++stops > 1 || a.dtype != DType::u32))
+      bad(s, cat("stop word '", a.name, "': a kernel has at most one, of type u32"));
   }
   if ((members == 0) != (packs == 0))
     bad(s, members == 0 ? "a packed argument without members" : "members without a packed argument");
@@ -326,6 +339,8 @@ MslSignature parse_signature(std::string_view text) {
       s.args.push_back(MslArg::buffer(w[1], binding, *dtype, w.size() == 5));
     } else if (w[0] == "atomic" && w.size() == 4) {
       s.args.push_back(MslArg::atomic_buffer(w[1], binding, *dtype));
+    } else if (w[0] == "stop" && w.size() == 4 && *dtype == DType::u32) {
+      s.args.push_back(MslArg::stop_word(w[1], binding));
     } else if (w[0] == "scalar" && w.size() == 4) {
       s.args.push_back(MslArg::scalar(w[1], binding, *dtype));
     } else if (w[0] == "threadgroup" && w.size() == 5) {
@@ -337,7 +352,7 @@ MslSignature parse_signature(std::string_view text) {
       }
       s.args.push_back(MslArg::threadgroup(w[1], binding, *dtype, count));
     } else {
-      malformed("expected buffer|atomic|scalar|packed|member|threadgroup|builtin with its fields");
+      malformed("expected buffer|atomic|scalar|packed|member|threadgroup|builtin|stop with its fields");
     }
   }
   if (line_no == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "empty signature");

@@ -47,6 +47,9 @@ struct MslArg {
     // metile adds) take one of Metal's 31 buffer bindings rather than one each:
     packed,  // constant STRUCT& NAME [[buffer(i)]], STRUCT holding the signature's members
     member,  // a launch argument that is a field of the packed struct, not a kernel parameter
+    // device atomic<uint>* NAME [[buffer(i)]]: the host's stop word (docs/semantics.md,
+    // "Stopping a launch"), which the device binds itself: not a launch argument.
+    stop,
   };
   Kind kind = Kind::buffer;
   std::string name;
@@ -65,6 +68,7 @@ struct MslArg {
   static MslArg builtin_arg(std::string name, MslBuiltin which);
   static MslArg packed(std::string name, int binding, std::string struct_name);
   static MslArg member(std::string name, DType dtype);
+  static MslArg stop_word(std::string name, int binding);
   bool operator==(const MslArg&) const = default;
 };
 
@@ -82,7 +86,7 @@ struct MslSignature {
    * default fiber stack is enough). Set by build_msl; printed as a `stack BYTES` line. */
   uint64_t stack_bytes = 0;
 
-  /** Arguments a launch supplies (buffers and scalars), in order. */
+  /** Arguments a launch supplies (buffers and scalars; not the stop word), in order. */
   size_t launch_arg_count() const;
   /** Threadgroup memory the [[threadgroup(i)]] arguments take, in bytes (16-byte aligned each). */
   uint64_t threadgroup_arg_bytes() const;

@@ -3,8 +3,9 @@
 // Needs: verified GPU IR whose allocs say what they hold (gpu::SharedArray). Guarantees: each
 // array starts at a multiple of its alignment (1024 bytes for the wgmma/TMA swizzles, 16
 // otherwise); arrays that are live at the same time never overlap; nothing else changes unless
-// arrays share memory (below). Runs last: a later pass that added or removed an array would
-// leave offsets stale.
+// arrays share memory (below), or the kernel's cancel_points are removed where only the
+// threadgroup memory their check takes (GpuTarget::cancel_threadgroup_bytes) is over the limit.
+// Runs last: a later pass that added or removed an array would leave offsets stale.
 //
 // The plain placement puts the arrays one after another, the most aligned first, then in IR
 // order. It is what every kernel that fits gets, so its memory and occupancy stay as tuned.
@@ -191,6 +192,19 @@ void insert_barriers(gpu::Function& f, const std::vector<int64_t>& before) {
   }
 }
 
+// Threadgroup memory the kernel's cancel_points take beside its arrays (GpuTarget).
+uint64_t cancel_bytes(const gpu::Function& f, const GpuTarget& t) {
+  bool cancel = false;
+  gpu::walk(f.body, [&](const gpu::Op& op) { cancel = cancel || op.kind == GpuOpKind::CANCEL_POINT; });
+  return cancel ? t.cancel_threadgroup_bytes : 0;
+}
+
+void remove_cancel_points(gpu::Block& b) {
+  std::erase_if(b.ops, [](const gpu::Op& op) { return op.kind == GpuOpKind::CANCEL_POINT; });
+  for (gpu::Op& op : b.ops)
+    for (gpu::Block& r : op.regions) remove_cancel_points(r);
+}
+
 }  // namespace
 
 void allocate_threadgroup_memory(gpu::Function& f, const PassContext& ctx) {
@@ -209,14 +223,18 @@ void allocate_threadgroup_memory(gpu::Function& f, const PassContext& ctx) {
   }
   if (arrays.empty()) return;
   place_plainly(arrays);
-  const uint64_t limit = ctx.target.threadgroup_memory_bytes;
+  const uint64_t limit = ctx.target.threadgroup_memory_bytes - cancel_bytes(f, ctx.target);
   std::vector<int64_t> barriers;
   if (end_of(arrays) > limit && ctx.target.threadgroup_arrays_alias && arrays.size() <= 64) {
     live_ranges(f, arrays, index);
     barriers = place_packed(f, arrays);
   }
   const uint64_t bytes = end_of(arrays);
-  if (bytes > limit && ctx.check_threadgroup_limit) {
+  if (bytes > limit && bytes <= ctx.target.threadgroup_memory_bytes) {
+    // Only the loops' stop check does not fit: the kernel keeps its memory and goes without
+    // checks (a time limit or cancel then cannot stop it while it runs).
+    remove_cancel_points(f.body);
+  } else if (bytes > limit && ctx.check_threadgroup_limit) {
     std::vector<const Array*> big;
     for (const Array& a : arrays) big.push_back(&a);
     std::stable_sort(big.begin(), big.end(), [](const Array* x, const Array* y) { return x->bytes > y->bytes; });
@@ -233,7 +251,8 @@ void allocate_threadgroup_memory(gpu::Function& f, const PassContext& ctx) {
       staged = staged || s.stages > 1;
     }
     fail(METILE_ERROR_UNSUPPORTED, "allocate-threadgroup-memory", f.name, " needs ", bytes,
-         " bytes of threadgroup memory; ", ctx.device, " allows ", limit, " (largest arrays: ", largest, ")",
+         " bytes of threadgroup memory; ", ctx.device, " allows ", ctx.target.threadgroup_memory_bytes,
+         " (largest arrays: ", largest, ")",
          staged ? "; fewer pipeline stages (num_stages) need less" : "");
   }
   for (Array& a : arrays) a.a.write(*a.op);

@@ -44,9 +44,9 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
     run("vectorize-access");  // 16-byte accesses over the cleaned-up addresses
   }
   run("order-device-memory");  // program order between threads: at every opt level
-  // Loops check the host's stop word (time limits, metile_cancel_launches). cuda stops a kernel
-  // with `trap`; Metal's uniform early return is not built yet, so Metal kernels do not check.
-  if (device == "cuda") run("insert-cancel-points");
+  // Loops check the host's stop word (time limits, metile_cancel_launches): cuda stops a kernel
+  // with `trap`, Metal with a return the whole threadgroup takes together.
+  run("insert-cancel-points");
   // Offsets for the arrays the passes above left, and the limit check: last, at every opt level.
   run_gpu_pass("allocate-threadgroup-memory", f, ctx);
   out.gpu_ir_opt = gpu::print(f);

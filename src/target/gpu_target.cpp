@@ -11,6 +11,7 @@ const GpuTarget& apple_gpu_target() {
     g.simd_width = 32;
     g.max_threads = 1024;
     g.threadgroup_memory_bytes = 32768;
+    g.cancel_threadgroup_bytes = 16;  // msl.cpp, cancel_prologue
     g.vector_bytes = 16;
     g.vector_needs_alignment = false;  // packed_floatN / packed_halfN
     g.vector_dtypes = {DType::f32, DType::f16, DType::i32, DType::u32, DType::i8, DType::u8};

@@ -58,6 +58,12 @@ struct GpuTarget {
    */
   bool threadgroup_arrays_alias = false;
   /**
+   * Threadgroup memory a kernel with cancel_points takes beside its arrays for the check (MSL:
+   * the word through which thread 0 hands the stop word's value to the group, 16 bytes as Metal
+   * rounds threadgroup memory); allocate-threadgroup-memory keeps it out of the arrays' limit.
+   */
+  uint64_t cancel_threadgroup_bytes = 0;
+  /**
    * Elements of one tile value a thread may hold (its share, kept in registers or an unrolled
    * array). Past this the compilers take minutes and the kernel spills or fails at launch (a
    * 2^24-element tile over 1024 threads needs 16384), so lowering refuses such tiles up front.

@@ -154,6 +154,15 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
+inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint index) {
+  if (index == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const bool stop = *seen != 0u;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (stop && index == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);
+  return stop;
+}
+
 [[kernel]] void fft_kernel(
     device const float* X_re [[buffer(0)]],
     device const float* X_im [[buffer(1)]],
@@ -162,12 +171,14 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     device const int* BIT_REV_ [[buffer(4)]],
     device const float* TW_re [[buffer(5)]],
     device const float* TW_im [[buffer(6)]],
+    device atomic<uint>* mt_cancel [[buffer(7)]],
     threadgroup float* smem [[threadgroup(0)]],
     threadgroup float* smem1 [[threadgroup(1)]],
     threadgroup float* smem2 [[threadgroup(2)]],
     threadgroup float* smem3 [[threadgroup(3)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]]) {
+  uint mt_polls = 1u;  threadgroup uint mt_stop_seen;
   const int pid_x = int(tgpig.x);
   const int tid = int(tiitg);
   smem[tid] = 0.0f;
@@ -273,6 +284,7 @@ MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
     *smem_ptrs4 = mask6 ? (smem_val14 + t89) : (smem_val14 - t89);
     *smem_ptrs5 = mask6 ? (smem_val15 + t92) : (smem_val15 - t92);
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
   const float smem_val18 = *smem_ptrs4;
   Y_re[t4 + tid] = smem_val18;

@@ -156,6 +156,15 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
+inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint index) {
+  if (index == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const bool stop = *seen != 0u;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (stop && index == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);
+  return stop;
+}
+
 struct mt_scalars {
   int M;
   int N;
@@ -167,6 +176,7 @@ struct mt_scalars {
     device const half* B [[buffer(1)]],
     device float* C [[buffer(2)]],
     constant mt_scalars& mt_s [[buffer(3)]],
+    device atomic<uint>* mt_cancel [[buffer(4)]],
     threadgroup half* a_smem [[threadgroup(0)]],
     threadgroup half* b_smem [[threadgroup(1)]],
     threadgroup float* c_smem [[threadgroup(2)]],
@@ -175,6 +185,7 @@ struct mt_scalars {
   const int M = mt_s.M;
   const int N = mt_s.N;
   const int K = mt_s.K;
+  uint mt_polls = 1u;  threadgroup uint mt_stop_seen;
   const int pid_x = int(tgpig.x);
   const int pid_y = int(tgpig.y);
   const int tid = int(tiitg);
@@ -325,6 +336,7 @@ struct mt_scalars {
       *(threadgroup packed_half4*)(b_smem + t82 + (t61[c] * 40 + t62[c])) = half4(b_next[c], b_next[c + 1], b_next[c + 2], b_next[c + 3]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
     #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = acc1[r];
   }

@@ -154,6 +154,15 @@ MT_FN T mt_shl(T a, T b) { return T(a << (b & T(sizeof(T) * 8 - 1))); }
 template <typename T>
 MT_FN T mt_shr(T a, T b) { return T(a >> (b & T(sizeof(T) * 8 - 1))); }
 
+inline bool mt_stop_requested(device atomic<uint>* word, threadgroup uint* seen, uint index) {
+  if (index == 0u) *seen = atomic_load_explicit(word, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const bool stop = *seen != 0u;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (stop && index == 0u) atomic_store_explicit(word, 2u, memory_order_relaxed);
+  return stop;
+}
+
 struct mt_scalars {
   int N;
 };
@@ -162,12 +171,14 @@ struct mt_scalars {
     device const float* X [[buffer(0)]],
     device float* Out [[buffer(1)]],
     constant mt_scalars& mt_s [[buffer(2)]],
+    device atomic<uint>* mt_cancel [[buffer(3)]],
     threadgroup float* scratch_f32 [[threadgroup(0)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
     uint sgitg [[simdgroup_index_in_threadgroup]]) {
   const int N = mt_s.N;
+  uint mt_polls = 1u;  threadgroup uint mt_stop_seen;
   const int pid_x = int(tgpig.x);
   const int tid = int(tiitg);
   const int lane = int(tiisg);
@@ -201,6 +212,7 @@ struct mt_scalars {
     for (int r = 0; r < 4; ++r) {
       acc[r] = mt_fmax(acc[r], x[r]);
     }
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
   float local_max = acc[0];
   #pragma unroll
@@ -243,6 +255,7 @@ struct mt_scalars {
     for (int r = 0; r < 4; ++r) {
       acc2[r] = acc2[r] + exp(x1[r] - max_val);
     }
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
   float local_sum = acc2[0];
   #pragma unroll
@@ -282,5 +295,6 @@ struct mt_scalars {
         if (mask2[j]) Out[t + offs2[j]] = exp(x2[j] - max_val) / sum;
       }
     }
+    if (--mt_polls == 0u) { mt_polls = 1024u; if (mt_stop_requested(mt_cancel, &mt_stop_seen, tiitg)) return; }
   }
 }

@@ -365,11 +365,13 @@ std::string run(const Dispatch& d) {
     }
     kernel = &it->second;
   }
+  // As on a GPU, nothing but the kernel's own checks of its stop word stops it: metal-sim's
+  // host checks (time limit, metile_cancel_launches) stay off.
   kernel->launch({static_cast<uint32_t>(d.groups.width), static_cast<uint32_t>(d.groups.height),
                   static_cast<uint32_t>(d.groups.depth)},
                  {static_cast<uint32_t>(d.threads.width), static_cast<uint32_t>(d.threads.height),
                   static_cast<uint32_t>(d.threads.depth)},
-                 args);
+                 args, /*host_stops=*/false);
   return {};
 }
 

@@ -1,5 +1,6 @@
 """Stopping long launches (issue 32 item 3): metile_cancel_launches from another thread, Ctrl-C
-(SIGINT) in a subprocess, and METILE_TIMEOUT_S on cpu, interp and metal-sim. Each stopped
+(SIGINT) in a subprocess, and METILE_TIMEOUT_S on cpu, interp and metal-sim; a Metal kernel's
+loop stopped through its stop word (metal) or by metal-sim's host checks. Each stopped
 launch leaves the process usable: the next launch runs normally."""
 
 import os
@@ -80,6 +81,66 @@ def test_timeout_env_stops_a_launch(device, monkeypatch):
     _usable_after(device)
 
 
+@metile.kernel
+def endless(Out, N, BLOCK: metile.constexpr):
+    # One program whose loop would run for ages: only a check inside the loop stops it.
+    acc = metile.zeros((BLOCK,), dtype=metile.float32)
+    for i in metile.tile_range(0, N, 1):
+        acc += 1.0
+    metile.store(Out + metile.arange(0, BLOCK), acc)
+
+
+def _metal_only(device):
+    if device.name not in ("metal", "metal-sim"):
+        pytest.skip("a Metal kernel's loop checks")
+
+
+def _wait(device):
+    # metal queues launches: the error comes when the host waits for it.
+    if device.name == "metal":
+        device.synchronize()
+
+
+def test_metal_loop_stops_on_its_timeout(device, monkeypatch):
+    """metal: the host sets the launch's stop word past its limit, the kernel's loop sees it and
+    the whole threadgroup returns; metal-sim stops the threadgroup from the host (loop turns)."""
+    _metal_only(device)
+    monkeypatch.delenv("METILE_TIMEOUT_S", raising=False)
+    out = metile.Buffer(shape=(128,))
+    endless[(1,)](out, 3, BLOCK=128)
+    _wait(device)
+    t0 = time.monotonic()
+    with pytest.raises(metile.DeviceError, match=r"kernel endless did not finish within 0\.3 s "
+                                                 r"\(the launch's timeout\)(.|\n)*partly written"):
+        endless[(1,)](out, 2**31 - 1, BLOCK=128, timeout=0.3)
+        _wait(device)
+    assert time.monotonic() - t0 < 0.3 + 5.0
+    endless[(2,)](out, 7, BLOCK=128)  # the process, the queue and the next launch's word are fine
+    _wait(device)
+    np.testing.assert_array_equal(out.numpy(), 7)
+
+
+def test_metal_loop_stops_on_a_cancel_from_another_thread(device, monkeypatch):
+    _metal_only(device)
+    monkeypatch.delenv("METILE_TIMEOUT_S", raising=False)
+    out = metile.Buffer(shape=(128,))
+    endless[(1,)](out, 3, BLOCK=128)
+    _wait(device)
+    timer = threading.Timer(0.3, _ffi.metile_cancel_launches)
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(metile.DeviceError, match="kernel endless was cancelled"):
+            endless[(1,)](out, 2**31 - 1, BLOCK=128)  # no limit: only the cancel ends it
+            _wait(device)
+    finally:
+        timer.join()
+    assert time.monotonic() - t0 < 0.3 + 5.0
+    endless[(1,)](out, 9, BLOCK=128)
+    _wait(device)
+    np.testing.assert_array_equal(out.numpy(), 9)
+
+
 _CHILD = textwrap.dedent("""
     import os, signal, sys, time
     import numpy as np
@@ -101,7 +162,7 @@ _CHILD = textwrap.dedent("""
     spin[(4,)](out, 1000, BLOCK=8)
     print("ready", flush=True)
     try:
-        spin[(2**31 - 1,)](out, 1000, BLOCK=8)
+        spin[{grid}](out, {n}, BLOCK=8)
         print("finished?!", flush=True)
     except KeyboardInterrupt:
         print("interrupted", time.monotonic(), flush=True)
@@ -112,13 +173,16 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("name", HOST_DEVICES)
+@pytest.mark.parametrize("name", HOST_DEVICES + ("metal",))
 def test_ctrl_c_stops_a_launch_in_a_subprocess(name, tmp_path):
     if name not in metile.devices():
         pytest.skip(f"{name} is not available here")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = tmp_path / "child.py"  # a file: tracing reads the kernel's source
-    script.write_text(_CHILD.format(path=root, device=name))
+    # metal: one program whose loop would run for ages, stopped at its loop's check (a huge grid
+    # would start each remaining program, which the stand-in's CPU engine takes hours for).
+    grid, n = ("(1,)", "2**31 - 1") if name == "metal" else ("(2**31 - 1,)", "1000")
+    script.write_text(_CHILD.format(path=root, device=name, grid=grid, n=n))
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     lines = queue.Queue()

@@ -94,28 +94,31 @@ def test_bad_timeout_is_refused(device, bad):
         launch.set_options(timeout=bad)
 
 
-def test_timeout_on_metal_ends_the_wait_and_the_kernel_runs_on(device, monkeypatch):
-    """Metal cannot stop a committed command buffer: past its limit the wait fails naming the
-    kernel and the limit, and the next synchronize waits for the kernel, whose results are whole.
-    (On the Linux stand-in the kernel runs on metal-sim's engine, for about a second.)"""
+def test_timeout_on_metal_without_loops_ends_the_wait_and_the_kernel_runs_on(device, monkeypatch):
+    """A Metal kernel stops at its loops' checks of its stop word (test_cancel.py); one without
+    loops has none, and Metal cannot stop a committed command buffer: past its limit the wait
+    fails naming the kernel and the limit, and the next synchronize waits for the kernel, whose
+    results are whole. (On the Linux stand-in the kernel runs on metal-sim's engine.)"""
     if device.name != "metal":
         pytest.skip("the metal device's wait")
     monkeypatch.delenv("METILE_TIMEOUT_S", raising=False)
-    out = metile.Buffer(shape=(4 * 8,))
-    spin[(4,)](out, 3, BLOCK=8)  # compiled, and the queue idle
+    # Programs past N do nothing: about 1 s on the stand-in's CPU engine, longer on a Mac's GPU.
+    groups = 1 << 18 if "stand-in" in device.description else 1 << 24
+    x = metile.Buffer(data=np.arange(1024, dtype=np.float32))
+    out = metile.Buffer(shape=(1024,))
+    scale[(4,)](x, out, 1024, BLOCK=256)  # compiled, and the queue idle
     device.synchronize()
-    # About 1 s of work on the stand-in's CPU engine; far more programs on a Mac's GPU.
-    grid, n = ((512,), 40000) if "stand-in" in device.description else ((1 << 20,), 200000)
-    spin[grid](out, n, BLOCK=8, timeout=0.02)
+    out.numpy()[:] = 0
+    scale[(groups,)](x, out, 1024, BLOCK=256, timeout=0.02)
     with pytest.raises(metile.DeviceError,
-                       match=r"kernel spin did not finish within 0\.02 s \(the launch's timeout\); "
-                             r"Metal cannot stop a committed command buffer"):
+                       match=r"kernel scale did not finish within 0\.02 s \(the launch's timeout\); "
+                             r"it has no loop that checks a stop word, and Metal cannot stop a "
+                             r"committed command buffer"):
         device.synchronize()
     device.synchronize()  # waits for the kernel in full
-    np.testing.assert_array_equal(out.numpy(), n)
-    spin[(4,)](out, 7, BLOCK=8, timeout=30)  # a limit it keeps
+    np.testing.assert_array_equal(out.numpy(), np.arange(1024, dtype=np.float32) * 3.0)
+    scale[(4,)](x, out, 1024, BLOCK=256, timeout=30)  # a limit it keeps
     device.synchronize()
-    np.testing.assert_array_equal(out.numpy(), 7)
 
 
 def test_nan_timeout_is_refused_by_the_c_api(device):

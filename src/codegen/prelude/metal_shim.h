@@ -238,7 +238,8 @@ vec<char, size_of<V>> test(const V& v, F f) {
 inline thread_local metal_sim_thread* current = nullptr;
 
 /** At the top of every loop body (metal-sim's MSL preparation puts it there): every 4096
- *  iterations the runtime checks the launch's time limit, so a long loop cannot hang a launch. */
+ *  iterations the runtime checks the launch's time limit and metile_cancel_launches, so a long
+ *  loop cannot hang a launch. */
 inline void loop_tick() {
   metal_sim_thread* t = current;
   if (__builtin_expect(++t->loop_ticks >= 4096, 0)) {

@@ -58,8 +58,9 @@ typedef struct metal_sim_ops {
   void* (*threadgroup_variable)(struct metal_sim_thread* t, uint32_t id, uint64_t size,
                                 uint64_t align, const char* name);
   /**
-   * The launch's time limit (METILE_TIMEOUT_S): returns when there is time left, else ends the
-   * thread's group there (it does not return). Called every few thousand loop iterations.
+   * The launch's host stop (its time limit, metile_cancel_launches): returns while the launch may
+   * go on, else ends the thread's group there (it does not return). Called every few thousand
+   * loop iterations.
    */
   void (*check_time)(struct metal_sim_thread* t);
 } metal_sim_ops;

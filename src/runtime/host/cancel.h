@@ -1,10 +1,10 @@
 /** \file cancel.h
  * Stopping launches: a metile_cancel_launches() call, which the Python binding makes when SIGINT
  * arrives, and time limits (METILE_TIMEOUT_S, or a launch's own timeout). The host devices (cpu,
- * interp, metal-sim) check between program instances (interp: every 256 ops too), so a launch
- * stops within one instance's run time of the request; cuda checks its limit while it waits and
- * then, as cancel_launches() does at once, sets the stop word its kernels check in their loops
- * (cancel_words.h).
+ * interp, metal-sim) check between program instances (interp: every 256 ops too; metal-sim: at
+ * barriers and every 4096 loop turns too), so a launch stops within one instance's run time of
+ * the request; cuda and metal check their limit while they wait and then, as cancel_launches()
+ * does at once, set the stop word their kernels check in their loops (cancel_words.h).
  */
 #pragma once
 
@@ -58,7 +58,7 @@ class LaunchStop {
   /** Why should_stop() said so: "kernel K was cancelled ..." or "... did not finish within",
    * then that its outputs are partly written. */
   std::string why(const std::string& kernel) const;
-  /** why() without the clause on the outputs, for a device whose kernel runs on (metal). */
+  /** why() without the clause on the outputs (metal: a kernel that ran on, or one that stopped). */
   std::string reason(const std::string& kernel) const;
   /** It has a time limit (else only a cancel stops it). */
   bool limited() const { return limit_.seconds > 0; }

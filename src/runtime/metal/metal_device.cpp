@@ -2,8 +2,10 @@
 // (objc_bridge.h). Kernels are the MSL the GPU pipeline emits; launches are encoded into one
 // command buffer each on the device's single queue and committed without waiting; synchronize()
 // waits for every command buffer committed since the last one and turns a failure into a status.
-// A launch's time limit is enforced by that wait: Metal cannot stop a committed command buffer,
-// so past the limit the wait ends with the error and the kernel runs on.
+// Metal cannot stop a committed command buffer, so a kernel stops itself: its loops check a stop
+// word (host memory shared with the GPU, one word per launch) that the host sets when the
+// launch's time limit passes during that wait or at once on metile_cancel_launches. A kernel
+// that reaches no check runs on: past the limit the wait ends with the error.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "runtime/backends.h"
 #include "runtime/device.h"
 #include "runtime/host/cancel.h"
+#include "runtime/host/cancel_words.h"
 #include "runtime/metal/metal_toolchain.h"
 #include "runtime/metal/objc_bridge.h"
 #include "support/error.h"
@@ -41,6 +44,9 @@ constexpr NSUInteger kStorageModeShared = 0;  // MTLResourceStorageModeShared (0
 constexpr NSUInteger kStatusCompleted = 4;    // MTLCommandBufferStatusCompleted
 constexpr NSUInteger kStatusError = 5;        // MTLCommandBufferStatusError
 constexpr NSUInteger kLanguageVersion4_0 = (4 << 16) + 0;  // MTLLanguageVersion4_0 (major << 16)
+// How long a kernel asked to stop may take to reach a check of its stop word before the wait
+// gives up on it (its loops check on their first turn and every 1024th; cuda waits as long).
+constexpr auto kStopGrace = std::chrono::seconds(1);
 
 // ---- the kernel interface ---------------------------------------------------------------------
 // The two functions below are the only readers of the codegen's kernel-interface description
@@ -51,7 +57,7 @@ MslKernel kernel_source(const gpu::Function& f) { return emit_msl(f); }
 
 /** How one signature entry is bound at launch. */
 struct Binding {
-  enum class Kind : uint8_t { buffer, scalar, packed, member, threadgroup } kind;
+  enum class Kind : uint8_t { buffer, scalar, packed, member, threadgroup, stop } kind;
   NSUInteger index;  // [[buffer(i)]] or [[threadgroup(i)]]; member: its offset in the struct
   NSUInteger bytes;  // scalar, member or packed struct size, or threadgroup memory length
                      // (a multiple of 16)
@@ -74,6 +80,7 @@ std::vector<Binding> bindings_of(const std::string& signature_text, std::string*
         out.push_back({Binding::Kind::member, static_cast<NSUInteger>(offsets[i]), dtype_size(a.dtype)});
         break;
       case metal_sim::MslArg::Kind::buffer: out.push_back({Binding::Kind::buffer, index, 0}); break;
+      case metal_sim::MslArg::Kind::stop: out.push_back({Binding::Kind::stop, index, 0}); break;
       case metal_sim::MslArg::Kind::scalar:
         out.push_back({Binding::Kind::scalar, index, dtype_size(a.dtype)});
         break;
@@ -127,6 +134,12 @@ class MetalDevice final : public Device {
       fail(METILE_ERROR_DEVICE_UNAVAILABLE, "metal", "MTLCreateSystemDefaultDevice found no GPU");
     queue_ = rt_.send<id>(Sel::newCommandQueue, device_);
     if (queue_ == nullptr) fail(METILE_ERROR_DEVICE, "metal", "newCommandQueue returned nil");
+    // The stop words, shared without a copy: the GPU reads what the host writes while it runs.
+    words_buffer_ = rt_.send<id>(Sel::newBufferWithBytesNoCopy, device_, words_.memory(),
+                                 static_cast<NSUInteger>(host::CancelWords::kBytes), kStorageModeShared,
+                                 id{nullptr});
+    if (words_buffer_ == nullptr)
+      fail(METILE_ERROR_DEVICE, "metal", "newBufferWithBytesNoCopy refused the launches' stop words");
     std::string family = "apple";
     for (const Family& f : kAppleFamilies)
       if (rt_.send<ObjcBool>(Sel::supportsFamily, device_, f.value)) {
@@ -166,6 +179,7 @@ class MetalDevice final : public Device {
     } catch (const Error&) {
       // an unreported kernel failure at exit has no one left to tell
     }
+    rt_.release(words_buffer_);
     rt_.release(queue_);
     rt_.release(device_);
   }
@@ -221,17 +235,22 @@ class MetalDevice final : public Device {
       if (!wait_within_limit(p)) {
         // It and the command buffers queued behind it stay pending: the next synchronize waits
         // for them in full, so no later wait returns while the kernel may still write.
-        error = cat(p.stop.reason(p.kernel), "; Metal cannot stop a committed command buffer, so the "
-                    "kernel runs on and the next synchronize of the metal device waits for it",
+        error = cat(p.stop.reason(p.kernel),
+                    p.word < 0 ? "; it has no loop that checks a stop word"
+                               : cat("; it was asked to stop and reached no check of its stop word within ",
+                                     std::chrono::duration<double>(kStopGrace).count(), " s"),
+                    ", and Metal cannot stop a committed command buffer, so the kernel runs on and the "
+                    "next synchronize of the metal device waits for it",
                     error.empty() ? "" : "; before it: ", error);
         p.limited = false;
+        p.reported = true;
         std::lock_guard<std::mutex> lock(mu_);
         pending_.insert(pending_.begin(), done.begin(), done.end());
         break;
       }
       std::string why = failure_of(p);
       if (error.empty()) error = why;
-      rt_.release(p.command_buffer);
+      finished(p);
       done.pop_front();
     }
     if (!error.empty()) fail(METILE_ERROR_DEVICE, "metal", error);
@@ -263,12 +282,38 @@ class MetalDevice final : public Device {
   std::shared_ptr<Kernel> load(std::shared_ptr<const Program>, const CompileOptions&,
                                const Artifact& artifact) override;
 
-  /** Commits an encoded command buffer (retained by the caller) and remembers it. */
-  void committed(id command_buffer, const std::string& kernel) {
+  /**
+   * A stop word for a launch about to be encoded: in use (metile_cancel_launches sets it) until
+   * its command buffer is reaped. With every word taken by launches in flight (thousands; Metal
+   * queues far fewer command buffers), it waits for the oldest.
+   */
+  int take_word() {
+    for (;;) {
+      int w = words_.take();
+      if (w >= 0) return w;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (pending_.empty()) continue;  // another thread reaped one
+      Pending p = pending_.front();
+      pending_.pop_front();
+      lock.unlock();
+      AutoreleasePool pool(rt_);
+      rt_.send(Sel::waitUntilCompleted, p.command_buffer);
+      std::string why = failure_of(p);
+      finished(p);
+      lock.lock();
+      if (deferred_error_.empty()) deferred_error_ = why;
+    }
+  }
+  id words_buffer() const { return words_buffer_; }
+  static NSUInteger word_offset(int word) { return static_cast<NSUInteger>(host::CancelWords::offset(word)); }
+
+  /** Commits an encoded command buffer (retained by the caller) and remembers it; `word`: its
+   * stop word (-1: the kernel has no checks). */
+  void committed(id command_buffer, const std::string& kernel, int word) {
     host::LaunchStop stop;  // the launch's limit (METILE_TIMEOUT_S, its own) counts from now
     bool limited = stop.limited();
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back({command_buffer, kernel, stop, limited});
+    pending_.push_back({command_buffer, kernel, stop, limited, word});
     // Finished command buffers are released as launches go, so a program that never
     // synchronizes holds only the ones still in flight; a failure waits for synchronize().
     while (pending_.size() > 16) {
@@ -277,7 +322,7 @@ class MetalDevice final : public Device {
       if (s != kStatusCompleted && s != kStatusError) break;
       std::string why = failure_of(p);
       if (deferred_error_.empty()) deferred_error_ = why;
-      rt_.release(p.command_buffer);
+      finished(p);
       pending_.pop_front();
     }
   }
@@ -292,28 +337,60 @@ class MetalDevice final : public Device {
     std::string kernel;
     host::LaunchStop stop;
     bool limited;  // synchronize() polls it against stop's deadline; cleared once reported
+    int word;      // its stop word, -1 without
+    bool asked = false;     // the wait set the word (its time limit passed)
+    bool reported = false;  // its wait failed already: the launch has had its error
   };
 
+  /** Reaps a finished launch: its command buffer and its stop word. */
+  void finished(const Pending& p) {
+    rt_.release(p.command_buffer);
+    if (p.word >= 0) words_.release(p.word);
+  }
+
+  /** Why a launch that completed counts as failed: the kernel stopped at a check of its word
+   * (its outputs are then partly written), or its limit passed before it ended. */
+  std::string stop_failure(const Pending& p) const {
+    if (p.reported) return {};
+    if (p.word >= 0 && words_.get(p.word) == host::kWordStopped)
+      return cat(p.stop.reason(p.kernel), " and was stopped; its outputs are partly written");
+    if (p.asked) return cat(p.stop.reason(p.kernel), "; it ended before it reached a check");
+    return {};
+  }
+
   std::string failure_of(const Pending& p) const {
+    if (std::string why = stop_failure(p); !why.empty()) return why;
     if (rt_.send<NSUInteger>(Sel::status, p.command_buffer) != kStatusError) return {};
     AutoreleasePool pool(rt_);
     std::string why = rt_.describe(rt_.send<id>(Sel::error, p.command_buffer));
     return cat("kernel ", p.kernel, " failed: ", why.empty() ? "no error description" : why);
   }
 
-  /** Waits for `p`'s command buffer; false when its launch's time limit passed first (or a
-   * cancel came while waiting for a limited launch). Without a limit the wait blocks in Metal. */
-  bool wait_within_limit(const Pending& p) {
+  /**
+   * Waits for `p`'s command buffer. Past its launch's time limit (or on a cancel while waiting
+   * for a limited launch) it sets the launch's stop word and waits kStopGrace more for the
+   * kernel to stop; false when it did not (or has no word). Without a limit the wait blocks in
+   * Metal: a cancel sets the word from elsewhere.
+   */
+  bool wait_within_limit(Pending& p) {
     if (!p.limited) {
       rt_.send(Sel::waitUntilCompleted, p.command_buffer);
       return true;
     }
     // Polls back off to 0.5 ms, as cuda's do: a wait ends at most that late.
     auto pause = std::chrono::microseconds(20);
+    std::chrono::steady_clock::time_point asked_at;
     for (;;) {
       NSUInteger s = rt_.send<NSUInteger>(Sel::status, p.command_buffer);
       if (s == kStatusCompleted || s == kStatusError) return true;
-      if (p.stop.should_stop()) return false;
+      if (!p.asked && p.stop.should_stop()) {
+        if (p.word < 0) return false;
+        words_.stop(p.word);
+        p.asked = true;
+        asked_at = std::chrono::steady_clock::now();
+      } else if (p.asked && std::chrono::steady_clock::now() - asked_at >= kStopGrace) {
+        return false;
+      }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(500));
     }
@@ -324,6 +401,8 @@ class MetalDevice final : public Device {
     return std::exchange(deferred_error_, {});
   }
 
+  host::CancelWords words_;   // the launches' stop words
+  id words_buffer_ = nullptr;  // words_.memory() as an MTLBuffer
   GpuTarget target_;
   DeviceInfo info_;
   std::string identity_;
@@ -368,7 +447,8 @@ MetalKernel::MetalKernel(MetalDevice* dev, const Artifact& a)
          artifact_kind_name(a.kind), "\")");
   bindings_ = bindings_of(sig->second, &name_);
   for (const Binding& b : bindings_)
-    launch_args_ += b.kind != Binding::Kind::threadgroup && b.kind != Binding::Kind::packed;
+    launch_args_ += b.kind == Binding::Kind::buffer || b.kind == Binding::Kind::scalar ||
+                    b.kind == Binding::Kind::member;
   const ObjcRuntime& rt = dev_->rt_;
   AutoreleasePool pool(rt);
   id error = nullptr;
@@ -422,7 +502,9 @@ std::unique_ptr<PreparedLaunch> MetalKernel::prepare(const Grid& grid, std::vect
          " launch arguments for ", launch_args_, " parameters");
   size_t next = 0;
   for (const Binding& b : bindings_) {
-    if (b.kind == Binding::Kind::threadgroup || b.kind == Binding::Kind::packed) continue;
+    if (b.kind == Binding::Kind::threadgroup || b.kind == Binding::Kind::packed ||
+        b.kind == Binding::Kind::stop)
+      continue;
     const LaunchArg& a = args[next++];
     bool is_buffer = b.kind == Binding::Kind::buffer;
     if (is_buffer != (a.buffer != nullptr))
@@ -453,6 +535,7 @@ void MetalKernel::encode(const Grid& grid, const std::vector<LaunchArg>& args) c
   size_t next = 0;
   uint64_t packed[kMaxPackedWords] = {};  // the members, before setBytes copies them
   const Binding* pack = nullptr;
+  int word = -1;
   for (const Binding& b : bindings_) {
     switch (b.kind) {
       case Binding::Kind::member:  // the value sits in the low bytes (little-endian)
@@ -475,6 +558,10 @@ void MetalKernel::encode(const Grid& grid, const std::vector<LaunchArg>& args) c
       case Binding::Kind::threadgroup:
         rt.send(Sel::setThreadgroupMemoryLength, enc, b.bytes, b.index);
         break;
+      case Binding::Kind::stop:
+        word = dev_->take_word();
+        rt.send(Sel::setBuffer, enc, dev_->words_buffer(), MetalDevice::word_offset(word), b.index);
+        break;
     }
   }
   if (pack != nullptr) rt.send(Sel::setBytes, enc, static_cast<const void*>(packed), pack->bytes, pack->index);
@@ -483,7 +570,7 @@ void MetalKernel::encode(const Grid& grid, const std::vector<LaunchArg>& args) c
   rt.send(Sel::endEncoding, enc);
   rt.send<id>(Sel::retain, cb);  // outlives the pool until synchronize()
   rt.send(Sel::commit, cb);
-  dev_->committed(cb, name_);
+  dev_->committed(cb, name_, word);
 }
 
 std::shared_ptr<Kernel> MetalDevice::load(std::shared_ptr<const Program>, const CompileOptions&,

@@ -71,7 +71,7 @@ void* op_threadgroup_variable(metal_sim_thread* t, uint32_t id, uint64_t size, u
 
 void op_check_time(metal_sim_thread* t) {
   GroupRunner::Thread& th = thread_of(t);
-  th.runner->check_deadline(th);
+  th.runner->check_stop(th);
 }
 
 const metal_sim_ops kOps = {&op_barrier, &op_simd_sync, &op_threadgroup_variable,
@@ -214,14 +214,14 @@ void GroupRunner::finish(Thread& th) {
 
 void GroupRunner::abandon(Thread& th) { fiber_exit(th.fiber, main_); }
 
-std::string LaunchPlan::timeout_message(const std::string& where) const {
-  return cat(limit.exceeded(kernel), "; stopped in ", where);
+std::string LaunchPlan::stop_message(const std::string& where) const {
+  return cat(stop->reason(kernel), "; stopped in ", where, "; its outputs are partly written");
 }
 
-void GroupRunner::check_deadline(Thread& th) {
-  if (!plan_->past_deadline()) return;
+void GroupRunner::check_stop(Thread& th) {
+  if (!plan_->should_stop()) return;
   failed_ = true;
-  error_ = plan_->timeout_message(where());
+  error_ = plan_->stop_message(where());
   abandon(th);
 }
 
@@ -242,7 +242,7 @@ void GroupRunner::make_ready(Thread& th) {
 }
 
 void GroupRunner::barrier(Thread& th, Site site) {
-  check_deadline(th);
+  check_stop(th);
   th.state = ThreadState::barrier;
   th.site = site;
   if (++at_barrier_ == thread_count_) {
@@ -263,7 +263,7 @@ void GroupRunner::barrier(Thread& th, Site site) {
 void GroupRunner::simd_sync(Thread& th, Site site) {
   uint32_t i = static_cast<uint32_t>(&th - threads_.data());
   Simdgroup& sg = simdgroups_[i / kWidth];
-  check_deadline(th);
+  check_stop(th);
   th.state = ThreadState::simd;
   th.site = site;
   if (++sg.waiting == sg.live) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,16 +35,15 @@ struct LaunchPlan {
     uint64_t bytes;
   };
   std::vector<ThreadgroupArg> threadgroup_args;
-  /** The time limit (METILE_TIMEOUT_S or the launch's own): threads check it whenever they wait
-   * (barriers, simd collectives) and the launch before each threadgroup; past it the launch stops
-   * with an error. */
-  host::LaunchLimit limit;
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  bool past_deadline() const {
-    return limit.seconds > 0 && std::chrono::steady_clock::now() >= deadline;
-  }
-  /** The error for a launch stopped by its time limit, at `where`. */
-  std::string timeout_message(const std::string& where) const;
+  /** What stops the launch from the host (its time limit, METILE_TIMEOUT_S or its own, and
+   * metile_cancel_launches): threads check it whenever they wait (barriers, simd collectives)
+   * and every 4096 loop turns, the launch before each threadgroup; then the launch stops with an
+   * error. Empty for a launch only its kernel's stop word may stop, as on a GPU (the metal
+   * stand-in's). */
+  std::optional<host::LaunchStop> stop;
+  bool should_stop() const { return stop && stop->should_stop(); }
+  /** The error for a launch stopped by should_stop(), at `where`. */
+  std::string stop_message(const std::string& where) const;
 };
 
 class GroupRunner {
@@ -72,7 +72,7 @@ class GroupRunner {
   void* threadgroup_variable(Thread& th, uint32_t id, uint64_t size, uint64_t align,
                              const char* name);
   /** Ends the group (the thread does not return) when the launch is past its time limit. */
-  void check_deadline(Thread& th);
+  void check_stop(Thread& th);
 
  private:
   static void thread_main(void* thread);

@@ -352,6 +352,10 @@ class Preparer {
         expected = cat("buffer(", arg.binding, ")");
         shape_ok = star && is_const == arg.is_const;
         break;
+      case MslArg::Kind::stop:
+        expected = cat("buffer(", arg.binding, ")");
+        shape_ok = star && !is_const;
+        break;
       case MslArg::Kind::scalar:
       case MslArg::Kind::packed:
         expected = cat("buffer(", arg.binding, ")");

@@ -16,6 +16,7 @@
 #include "codegen/prelude/metal_sim_abi.h"
 #include "runtime/host/build_store.h"
 #include "runtime/host/cancel.h"
+#include "runtime/host/cancel_words.h"
 #include "runtime/host/process.h"
 #include "runtime/host/parallel_for.h"
 #include "runtime/metal_sim/group_runner.h"
@@ -180,7 +181,7 @@ SimKernel compile_msl(std::string_view msl, const MslSignature& signature) {
 }
 
 void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> threads,
-                       const std::vector<SimArg>& args) const {
+                       const std::vector<SimArg>& args, bool host_stops) const {
   const std::string& name = signature_.kernel;
   uint64_t count = 1, per_group = 1;
   for (int d = 0; d < 3; ++d) {
@@ -204,8 +205,10 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   plan.groups = groups;
   plan.threads = threads;
   plan.stack_bytes = signature_.stack_bytes;
-  plan.limit = host::current_launch_limit();
-  plan.deadline = plan.limit.deadline_from_now();
+  if (host_stops) plan.stop.emplace();  // the limit counts from now
+  // The kernel's stop word, if it has one: metal-sim stops a launch from the host (plan.stop),
+  // so the word stays at run and the kernel's checks of it only cost what they cost on a GPU.
+  uint32_t stop_word = host::kWordRun;
   std::vector<uint64_t> scalars(signature_.args.size());
   uint64_t packed_bytes = 0;
   const std::vector<uint64_t> offsets = signature_.packed_layout(&packed_bytes);
@@ -218,6 +221,7 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
       std::memcpy(reinterpret_cast<char*>(packed.data()) + offsets[i], &args[next++].bits,
                   dtype_size(a.dtype));
     if (a.kind == MslArg::Kind::packed) slot = packed.data();
+    if (a.kind == MslArg::Kind::stop) slot = &stop_word;
     if (a.kind == MslArg::Kind::buffer) {
       slot = args[next++].pointer;
       if (slot == nullptr)
@@ -237,16 +241,13 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
   metile_status status = METILE_OK;
   std::string error;
   std::atomic<bool> stop{false};
-  host::LaunchStop cancel;  // metile_cancel_launches, checked where the deadline is
   auto run_group = [&](uint64_t g) {
     if (stop.load(std::memory_order_relaxed)) return;
     std::string why;
     metile_status st = METILE_ERROR_DEVICE;
     try {
-      if (plan.past_deadline())
-        why = plan.timeout_message(cat("threadgroup ", g, " (not started)"));
-      else if (cancel.should_stop())
-        why = cat(cancel.why(name), "; stopped before threadgroup ", g);
+      if (plan.should_stop())
+        why = plan.stop_message(cat("threadgroup ", g, " (not started)"));
       else if (GroupRunner::for_this_thread().run(plan, g, &why))
         return;
       why = cat("[metal-sim] ", why);
@@ -261,7 +262,7 @@ void SimKernel::launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> t
     if (g < failed_group) failed_group = g, status = st, error = std::move(why);
   };
   // The pool hands out contiguous runs of groups, a few per thread, rather than single groups:
-  // once a group fails or the deadline passes, each remaining run is left after one check, so a
+  // once a group fails or the launch is stopped, each remaining run is left after one check, so a
   // grid of 2^48 groups stops as promptly as a small one.
   const uint64_t runs =
       std::min<uint64_t>(count, uint64_t(host::ThreadPool::instance().concurrency()) * 64);

@@ -52,10 +52,12 @@ class SimKernel {
    * Runs `groups` threadgroups of `threads` threads each and returns when all finished. `args`
    * holds one SimArg per buffer and scalar argument of the signature, in order. Throws
    * METILE_ERROR_INVALID_ARGUMENT for a bad launch and METILE_ERROR_DEVICE when a threadgroup
-   * failed (a barrier not reached by every thread, threadgroup memory over the limit, ...).
+   * failed (a barrier not reached by every thread, threadgroup memory over the limit, ...) or
+   * was stopped. `host_stops`: the launch's time limit and metile_cancel_launches stop it from
+   * the host (LaunchPlan::stop); without, only the kernel's own stop word can, as on a GPU.
    */
   void launch(std::array<uint32_t, 3> groups, std::array<uint32_t, 3> threads,
-              const std::vector<SimArg>& args) const;
+              const std::vector<SimArg>& args, bool host_stops = true) const;
 
  private:
   friend SimKernel load_msl(const std::vector<uint8_t>& bytes, MslSignature signature);

@@ -25,6 +25,9 @@ std::string make_trampoline(const MslSignature& s) {
         if (a.atomic) type = "::metal::atomic<" + type + ">";
         os << "static_cast<" << (a.is_const ? "const " : "") << type << "*>(a[" << i << "])";
         break;
+      case MslArg::Kind::stop:
+        os << "static_cast<::metal::atomic<unsigned int>*>(a[" << i << "])";
+        break;
       case MslArg::Kind::scalar:
         os << "*static_cast<const " << type << "*>(a[" << i << "])";
         break;

@@ -10,17 +10,21 @@
 //   prologue:  for s < S-1: copy the tiles of iteration s into stage s (zeros past the end); commit
 //   body:      wait until at most S-2 groups are in flight; barrier (TMA copies: then wait on
 //              the stage's mbarrier, lower_tma.cpp)
-//              ... the body, each pipelined dot's mma reading stage it % S ...
 //              copy the tiles of iteration it+S-1 into stage (it+S-1) % S; commit
+//              ... the body, each pipelined dot's mma reading stage it % S ...
 //   after:     wait for every group
+//
+// so while iteration it computes, the copies of the S-1 iterations after it are in flight: two
+// stages already overlap the next iteration's copies with this one's math. (A loop whose copies
+// are all TMA's and whose dots are all wgmma keeps its wgmmas in flight across the top and
+// issues the copies at the bottom instead, lower_tma.cpp.)
 //
 // The stage it % S is carried by the loop as a counter (LowerOptions::stage_counter; the
 // prefetch's stage (it+S-1) % S is one below it): a compare and a select per step instead of a
 // division and two remainders of the induction variable.
 //
-// One barrier per iteration suffices for the ring: the stage written at the bottom of iteration
-// it was last read in iteration it-1, which every thread finished before passing this
-// iteration's barrier. A dot's other operand (attention's Q, or P computed in the body; never
+// One barrier per iteration suffices for the ring: the stage written in iteration it was last
+// read in iteration it-1, which every thread finished before passing this iteration's barrier. A dot's other operand (attention's Q, or P computed in the body; never
 // a wgmma's, which copies both) has one array, no stages: a loop-invariant one is staged before
 // the loop (lower_prestage.cpp; the first iteration's barrier publishes it), one the body
 // computes is stored by the dot itself, followed by a barrier of its own, since the mma reads
@@ -179,6 +183,23 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   pl.stage = counter != kNoValue ? counter : b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
   if (pl.prefetch) prefetch_next(loop, pl);
+  // Right after the barrier: the stage they overwrite was last read in the previous iteration,
+  // and the copies then run during this iteration's whole body (S-1 iterations in flight).
+  else if (!pl.tma_only) copies_ahead(loop, pl, iv);
+}
+
+void Lowering::copies_ahead(const Op& loop, Pipeline& pl, ValueId iv) {
+  const DType t = f.value(iv).dtype;
+  ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
+  ValueId next = pl.stage;
+  if (!options.stage_counter) {
+    next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
+  } else {
+    // The carried stage s: the copies go to (s + stages - 1) % stages = s - 1 (stages - 1 at 0).
+    ValueId first = b.ew(OpKind::EQ, {pl.stage, c_i32(0)});
+    next = b.ew(OpKind::SELECT, {first, c_i32(pl.stages - 1), b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
+  }
+  pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
 }
 
 ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
@@ -189,20 +210,14 @@ ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
     prefetch_store(pl);
     return kNoValue;
   }
-  const DType t = f.value(iv).dtype;
-  ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
-  if (pl.tma_only) tma_release(pl);
-  if (!options.stage_counter) {
-    ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
-    pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
-    return kNoValue;
+  if (pl.tma_only) {  // after every warpgroup is done with the stage they overwrite
+    tma_release(pl);
+    copies_ahead(loop, pl, iv);
   }
-  // The carried stage s: the prefetch goes to (s + stages - 1) % stages = s - 1 (stages - 1 at
-  // 0), the next iteration reads s + 1 (0 after stages - 1): a compare and a select each.
-  auto is = [&](int64_t v) { return b.ew(OpKind::EQ, {pl.stage, c_i32(v)}); };
-  ValueId prev = b.ew(OpKind::SELECT, {is(0), c_i32(pl.stages - 1), b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
-  pipeline_copies(loop, pl, kv, b.named(prev, "next_stage"));
-  return b.ew(OpKind::SELECT, {is(pl.stages - 1), c_i32(0), b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
+  if (!options.stage_counter) return kNoValue;
+  // The next iteration reads s + 1 (0 after stages - 1): a compare and a select.
+  ValueId last = b.ew(OpKind::EQ, {pl.stage, c_i32(pl.stages - 1)});
+  return b.ew(OpKind::SELECT, {last, c_i32(0), b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
 }
 
 void Lowering::pipeline_epilogue(const Op& loop) {

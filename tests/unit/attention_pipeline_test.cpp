@@ -77,13 +77,19 @@ TEST(AttentionPipeline, KAndVStreamThroughThreeStagesCopiedTwoIterationsAhead) {
   EXPECT_EQ(count(before, " async_copy "), 4) << before;
   EXPECT_EQ(count(before, " async_commit"), 2) << before;
   EXPECT_EQ(count(before, "= ptr_offset %a_smem, "), 1) << "Q's one staging\n" << before;
-  // Body: wait until at most S-2 = 1 group is in flight, then the loop's barrier; the copies
-  // of iteration it+2 at the bottom; every group waited for after the loop.
+  // Body: wait until at most S-2 = 1 group is in flight, then the loop's barrier, then the
+  // copies of iteration it+2; every group waited for after the loop.
   EXPECT_EQ(count(loop, "async_wait pending=1"), 1) << loop;
   EXPECT_EQ(count(text, "async_wait pending=0"), 1) << text;
   EXPECT_LT(loop.find("async_wait pending=1"), loop.find(" mma ")) << loop;
   EXPECT_EQ(count(loop, " async_copy "), 2) << loop;
   EXPECT_EQ(count(loop, " async_commit"), 1) << loop;
+  // Issued right after the loop's barrier (the stage they overwrite was read in the previous
+  // iteration), so they are in flight during this iteration's whole body.
+  const std::string top = loop.substr(0, loop.find(" mma "));
+  EXPECT_EQ(count(top, " barrier"), 1) << loop;
+  EXPECT_EQ(count(top, " async_copy "), 2) << loop;
+  EXPECT_EQ(count(top, " async_commit"), 1) << loop;
   // The mmas read K's and V's stage `stage` (2304 elements apart: 32 rows of 64 + 8
   // padding), the copies write stage `next_stage`; Q's and P's arrays have no stage offset.
   EXPECT_EQ(count(loop, "= mul %stage, "), 2) << loop;

@@ -24,13 +24,16 @@
 // division and two remainders of the induction variable.
 //
 // One barrier per iteration suffices for the ring: the stage written in iteration it was last
-// read in iteration it-1, which every thread finished before passing this iteration's barrier. A dot's other operand (attention's Q, or P computed in the body; never
-// a wgmma's, which copies both) has one array, no stages: a loop-invariant one is staged before
-// the loop (lower_prestage.cpp; the first iteration's barrier publishes it), one the body
-// computes is stored by the dot itself, followed by a barrier of its own, since the mma reads
-// other threads' stores (lower_dot.cpp). The next iteration stores into that array only after
-// its top barrier, which every thread passes after this iteration's mma, so nothing else is
-// needed. The slice is lowered again for each prefetched iteration with the induction variable
+// read in iteration it-1, which every thread finished before passing this iteration's barrier.
+// A dot's other operand (attention's Q, or P computed in the body; never a wgmma's, which
+// copies both) has one array, no stages: a loop-invariant one is staged before the loop
+// (lower_prestage.cpp; the first iteration's barrier publishes it), one the body computes is
+// stored by the dot itself, followed by a barrier of its own, since the mma reads other
+// threads' stores (lower_dot.cpp). The next iteration stores into that array only after its
+// top barrier, which every thread passes after this iteration's mma, so nothing else is
+// needed: attention's loop has two barriers per iteration where the unpipelined one has four.
+//
+// The slice is lowered again for each prefetched iteration with the induction variable
 // replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
 // asynchronous; it shrinks until the staged operands (S copies of each direct one, one of each
 // other) fit 3/4 of the threadgroup memory, and a loop with fewer than 2 stages is left alone
@@ -92,8 +95,8 @@ void Lowering::plan_pipelines() {
       for (ValueId r : body.ops[i].results) pos[r] = i;
     Pipeline pl;
     std::set<size_t> slice;
-    // A stage's bytes (the direct operands'); the arrays of one stage: the other operands' and
-    // the accumulator arrays'.
+    // A stage's bytes (the direct operands'); the bytes held once: the other operands' arrays
+    // and the accumulator arrays.
     uint64_t bytes = 0, fixed = 0;
     for (const Op& o : body.ops) {
       if (o.kind != OpKind::DOT) continue;

@@ -227,7 +227,11 @@ void Lowering::pipeline_epilogue(const Op& loop) {
   if (!pipelines.count(&loop) || pipelines.at(&loop).prefetch) return;
   async_wait(0);  // copies past the end (zeros) still in flight
   wgmma_sync_for(pipelines.at(&loop).dots);  // the last iteration's wgmmas, before the epilogue
-  if (pipelines.at(&loop).outer != nullptr) persistent_next_tile(pipelines.at(&loop));
+  if (pipelines.at(&loop).outer != nullptr) return persistent_next_tile(pipelines.at(&loop));
+  // Inside another loop this loop runs again: its prologue's copies and the operands staged
+  // before it (lower_prestage.cpp) overwrite arrays the last iterations' mmas read, and no
+  // barrier follows a pipelined mma (double buffering ends each iteration with one).
+  if (loop_depth > 0) b.barrier();
 }
 
 }  // namespace metile::lowering

@@ -107,6 +107,23 @@ TEST(AttentionPipeline, KAndVStreamThroughThreeStagesCopiedTwoIterationsAhead) {
   EXPECT_NO_THROW(run_gpu_passes_on_text(text, {}, nvidia_gpu_target("sm_90"))) << text;
 }
 
+TEST(AttentionPipeline, ALoopInsideAnotherEndsWithABarrier) {
+  // Each pass of the outer loop stages Q and fills the first stages again, over arrays the
+  // inner loop's last mmas read: a barrier after the inner loop orders them.
+  std::string inner = attention(64);
+  const size_t from = inner.find("  %q = "), to = inner.find("  tile_store");
+  const std::string body = inner.substr(from, inner.find('\n', to) + 1 - from);
+  std::string nested = inner.substr(0, from) + "  for %j = %c0 to %n step %c64 {\n" + body + "    yield\n  }\n}\n";
+  const std::string text = gpu::print(lower_to_gpu(parse(nested), nvidia_gpu_target("sm_90"), options()));
+  const size_t wait0 = text.find("async_wait pending=0");
+  ASSERT_NE(wait0, std::string::npos) << text;
+  EXPECT_EQ(text.substr(wait0, text.find('\n', text.find('\n', wait0) + 1) - wait0), "async_wait pending=0\n    barrier")
+      << text;
+  // At the top level the loop runs once: nothing follows it.
+  const std::string once = gpu::print(lowered(nvidia_gpu_target("sm_90"), options()));
+  EXPECT_EQ(count(once.substr(once.find("async_wait pending=0")), " barrier"), 0) << once;
+}
+
 TEST(AttentionPipeline, StagesFollowTheOptionAndOneStageLeavesTheLoopAlone) {
   for (int stages : {2, 4}) {
     const std::string text = gpu::print(lowered(nvidia_gpu_target("sm_80"), options(stages)));

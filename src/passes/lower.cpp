@@ -32,6 +32,10 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
   simt = p.num_threads;
   chunk = layouts.chunk;
   map.assign(p.values.size(), kNoValue);
+  producer.assign(p.values.size(), nullptr);
+  walk(p.body, [&](const Op& d) {
+    for (ValueId r : d.results) producer[r] = &d;
+  });
   for (const auto& [dot, c] : layouts.dots) {
     static_cast<DotChoice&>(dot_plans[dot]) = c;
     for (int i = 0; i < 2; ++i) {
@@ -74,6 +78,38 @@ ValueId Lowering::materialize(ValueId v, LayoutId l) {
                 builtin(gpu::Builtin::thread_index)};
   c.results = {b.named(b.new_value(xv.dtype, l), stem)};
   return b.append(std::move(c)).result();
+}
+
+namespace {
+
+// Whether tile value v is index math lowering can compute again in any layout: an arange, or an
+// element-wise op (a few levels deep) whose tile operands are.
+bool recomputable(const Program& p, const std::vector<const Op*>& producer, ValueId v, int depth) {
+  const Op* d = producer[v];
+  if (d == nullptr || depth > 6 || p.type(v).is_ptr) return false;
+  if (d->kind == OpKind::ARANGE) return true;
+  if (!(is_elementwise(d->kind) || d->kind == OpKind::SELECT) || d->kind == OpKind::PTR_OFFSET) return false;
+  for (ValueId x : d->operands)
+    if (p.type(x).is_tile() && !recomputable(p, producer, x, depth + 1)) return false;
+  return true;
+}
+
+}  // namespace
+
+ValueId Lowering::operand_in(ValueId v, LayoutId l) {
+  ValueId g = get(v);
+  if (f.value(g).layout == l || !f.layout_of(g).is_tile() || !f.layout(l).is_tile() ||
+      !recomputable(p, producer, v, 0))
+    return materialize(g, l);
+  const Op& d = *producer[v];
+  if (d.kind == OpKind::ARANGE) {
+    ValueId start = get(d.operands[0]);
+    if (f.value(start).dtype != DType::i32) start = b.ew(OpKind::CAST, {start}, DType::i32);
+    return b.named(b.ew(OpKind::ADD, {start, b.coord(l, builtin(gpu::Builtin::thread_index))}), "offs");
+  }
+  std::vector<ValueId> args;
+  for (ValueId x : d.operands) args.push_back(p.type(x).is_tile() ? operand_in(x, l) : get(x));
+  return b.named(b.ew(d.kind, args, d.kind == OpKind::CAST ? p.type(v).dtype : DType::invalid), f.value(g).stem);
 }
 
 ValueId Lowering::canonical(ValueId tile_value) {
@@ -133,7 +169,7 @@ void Lowering::elementwise(const Op& op) {
   LayoutId want = rt.is_tile() ? layout_of(op.result()) : gpu::kUniform;
   for (ValueId v : op.operands) {
     ValueId g = get(v);
-    if (rt.is_tile() && f.layout_of(g).is_tile() && f.value(g).layout != want) g = materialize(g, want);
+    if (rt.is_tile() && f.layout_of(g).is_tile() && f.value(g).layout != want) g = operand_in(v, want);
     args.push_back(g);
   }
   const bool converts = op.kind == OpKind::CAST || op.kind == OpKind::BITCAST;

@@ -81,6 +81,7 @@ class Lowering {
   int64_t simt = 0;  // the SIMT thread count T, 0 for kernels without SIMT ops
   int64_t chunk = 4;  // elements per chunk of the canonical layouts (canonical_chunk)
   std::vector<ValueId> map;  // Tile IR value -> GPU value
+  std::vector<const Op*> producer;  // Tile IR value -> the op that defines it (operand_in)
   int64_t role_lo = 0, role_hi = INT64_MAX;  // threads of the enclosing simdgroup roles
   int loop_depth = 0;            // names induction variables i, j, k...
   const Op* current = nullptr;
@@ -102,6 +103,12 @@ class Lowering {
    * conversion where two layouts meet; lower_convert_layout.cpp expands it).
    */
   ValueId materialize(ValueId v, LayoutId l);
+  /**
+   * Tile IR value v in layout l: index math (aranges and element-wise ops on them and on
+   * scalars) is computed again in l, a few integer ops, where converting it would go through
+   * threadgroup memory; anything else is materialized.
+   */
+  ValueId operand_in(ValueId v, LayoutId l);
   /** The GPU value of tile value v in layout_for(its shape) unless it is uniform. */
   ValueId canonical(ValueId tile_value);
   /** The GPU value for Tile IR value `v` in layout_for(its shape) (splats uniform tiles). */

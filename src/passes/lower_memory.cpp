@@ -27,7 +27,7 @@ void Lowering::load(const Op& op) {
   auto follow = [&](size_t i) {
     ValueId v = get(op.operands[i]);
     LayoutId pl = f.value(ptrs).layout;
-    return f.layout(pl).is_tile() && f.layout_of(v).is_tile() ? materialize(v, pl) : v;
+    return f.layout(pl).is_tile() && f.layout_of(v).is_tile() ? operand_in(op.operands[i], pl) : v;
   };
   ValueId mask = op.operands.size() > 1 ? follow(1) : kNoValue;
   ValueId other = op.operands.size() > 2 ? follow(2) : kNoValue;
@@ -51,7 +51,7 @@ void Lowering::store(const Op& op) {
   auto follow = [&](size_t i) {
     ValueId v = get(op.operands[i]);
     LayoutId pl = f.value(ptrs).layout;
-    return f.layout(pl).is_tile() && f.layout_of(v).is_tile() ? materialize(v, pl) : v;
+    return f.layout(pl).is_tile() && f.layout_of(v).is_tile() ? operand_in(op.operands[i], pl) : v;
   };
   ValueId value = follow(1);
   ValueId mask = op.operands.size() > 2 ? follow(2) : kNoValue;

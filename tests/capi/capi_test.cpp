@@ -83,6 +83,7 @@ TEST(Op, EveryPinnedValueHasItsName) {
       {METILE_OP_NUM_PROGRAMS, "num_programs"},
       {METILE_OP_ARANGE, "arange"},
       {METILE_OP_CAST, "cast"},
+      {METILE_OP_BITCAST, "bitcast"},
       {METILE_OP_BROADCAST, "broadcast"},
       {METILE_OP_RESHAPE, "reshape"},
       {METILE_OP_ADD, "add"},

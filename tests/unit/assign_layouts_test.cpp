@@ -231,13 +231,13 @@ TEST(AssignLayouts, ATileLoadedOnlyToBeBroadcastIsLoadedWhereItIsUsed) {
   // METILE_GPU_OFF=broadcast_loads: loaded canonically, one thread a scale, then exchanged.
   CompileOptions off;
   off.disabled_passes = {"broadcast_loads"};
-  EXPECT_TRUE(has(run_gpu_pipeline(p, nvidia_gpu_target(), off, "cuda").gpu_ir, "convert_layout"));
+  EXPECT_TRUE(has(run_gpu_pipeline(p, nvidia_gpu_target(), off, "cuda").gpu_ir_opt, "barrier"));
   // A scale that is also stored as it is (a use other than broadcasts) keeps the canonical
   // layout, and its broadcast goes through threadgroup memory as before.
   std::string stored = kRowScale;
   stored.insert(stored.rfind('}'), "  store %3, %4\n");
   GpuPipelineResult s = run_gpu_pipeline(parse(stored), nvidia_gpu_target(), CompileOptions{}, "cuda");
-  EXPECT_TRUE(has(s.gpu_ir, "convert_layout")) << s.gpu_ir;
+  EXPECT_TRUE(has(s.gpu_ir_opt, "barrier")) << s.gpu_ir_opt;
 }
 
 TEST(AssignLayouts, ImpossibleThreadCountsAreRefusedWithTheirReason) {

@@ -194,11 +194,10 @@ void Lowering::loop(const Op& op) {
     operands.push_back(materialize(get(op.operands[i]), l));
   }
   persistent_before(op, operands[0], operands[1], operands[2]);  // lower_persistent.cpp
-  // Before the pipeline's prologue, whose barrier (double buffering) publishes these stores.
-  prestage_invariant_operands(op);
   // A pipelined loop may carry its stage index after the loop's own values (lower_pipeline.cpp).
   const ValueId counter = pipeline_prologue(op, operands[0], operands[1], operands[2]);
   if (counter != kNoValue) operands.push_back(counter);
+  prestage_invariant_operands(op);
   gpu::Op g;
   g.kind = gpu::GpuOpKind::FOR;
   g.operands = operands;

@@ -174,11 +174,9 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
   b.append(std::move(g));
 }
 
-std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op) {
+std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) {
   DotPlan& plan = dot_plans.at(&op);
   if (plan.bufs[0] == kNoValue) {
-    const auto piped = pipelined_dots.find(&op);
-    const int64_t stages = piped != pipelined_dots.end() ? piped->second->stages : 1;
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
     const int64_t pad = plan.wgmma ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
@@ -191,11 +189,8 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op) {
     for (int i = 0; i < 2; ++i) {
       // wgmma arrays take the staged tile's shape: a tf32 or FP8 B is staged K-major, N x K.
       const auto& t = plan.staged[i];
-      // A pipelined dot's ring holds its direct operands; another operand has one array
-      // (lower_pipeline.cpp).
-      const int64_t n_stages = plan.direct[i] != nullptr ? stages : 1;
-      const gpu::SharedArray a = plan.wgmma ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, n_stages)
-                                            : gpu::SharedArray::padded(shape[i], pad, n_stages);
+      const gpu::SharedArray a = plan.wgmma ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
+                                            : gpu::SharedArray::padded(shape[i], pad, stages);
       plan.bufs[i] = pb.alloc(i == 0 ? plan.stage : bt, a, i == 0 ? "a_smem" : "b_smem");
     }
   }
@@ -214,30 +209,16 @@ void Lowering::dot(const Op& op) {
   const bool acc_array = plan.atom != nullptr && plan.atom->acc_through_threadgroup;
   const int64_t kc = plan.kc;
   const auto piped = pipelined_dots.find(&op);
-  auto [a_buf, b_buf] = dot_buffers(op);
+  auto [a_buf, b_buf] = dot_buffers(op, piped != pipelined_dots.end() ? piped->second->stages : 1);
   const int64_t lda = plan.ld[0], ldb = plan.ld[1];
   ValueId c_buf = acc_array ? pb.alloc(DType::f32, gpu::SharedArray::linear({m, n}), "c_smem") : kNoValue;
   ValueId tid = builtin(gpu::Builtin::thread_index);
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
   if (piped != pipelined_dots.end()) {
-    // A direct operand is in stage `stage` of its ring, copied, waited for and published by the
-    // loop. Another operand has one array: staged before the loop (lower_prestage.cpp), or
-    // stored here every iteration (K is whole: dots with direct copies have kc == k) and
-    // published by a barrier of its own, since the mma reads what other threads stored. Its
-    // next store comes after the loop's next barrier (the top of the next iteration, or the
-    // bottom of this one with double buffering), which every thread passes only after this mma.
-    ValueId* bufs[2] = {&a_buf, &b_buf};
-    bool stored = false;
-    for (int i = 0; i < 2; ++i) {
-      if (plan.direct[i] != nullptr) {
-        *bufs[i] = b.ew(OpKind::PTR_OFFSET, {*bufs[i], b.ew(OpKind::MUL, {piped->second->stage, c_i32(plan.elems[i])})});
-      } else if (prestaged.count({&op, i}) == 0) {
-        stage(op.operands[i], *bufs[i], plan.stage, plan.ld[i], i == 0 ? 1 : 0, 0, k);
-        stored = true;
-      }
-    }
-    if (stored) b.barrier();
+    ValueId stage = piped->second->stage;
+    a_buf = b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[0])})});
+    b_buf = b.ew(OpKind::PTR_OFFSET, {b_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[1])})});
   }
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop

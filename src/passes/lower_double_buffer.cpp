@@ -1,8 +1,8 @@
-// Double buffering of a K loop on targets whose copies are synchronous (Apple GPUs have no
-// cp.async): the loop lower_pipeline.cpp picks (dots with operands straight from tile_loads,
-// addresses computed from the induction variable: a GEMM's A and B, attention's K and V) gets
-// two threadgroup stages for those operands and their device loads of iteration it+1 are
-// issued before the mmas of iteration it, so their latency hides behind the math:
+// Double buffering of a GEMM's K loop on targets whose copies are synchronous (Apple GPUs have
+// no cp.async): the loop lower_pipeline.cpp picks (dots whose A and B come straight from
+// tile_loads, addresses computed from the induction variable) gets two threadgroup stages and
+// the device loads of iteration it+1 are issued before the mmas of iteration it, so their
+// latency hides behind the math:
 //
 //   prologue:  copy the tiles of iteration 0 into stage 0 (zeros past the end); barrier
 //   body:      load the tiles of iteration it+1 into registers (zeros past the end)
@@ -11,17 +11,13 @@
 //
 // One barrier per iteration suffices: the stage stored at the bottom of iteration it was last
 // read by the mmas of iteration it-1, which every thread finished before passing that
-// iteration's barrier; the mmas of it+1 read it only after this iteration's barrier. A dot's
-// other operand keeps one array: a loop-invariant one is staged before the prologue's barrier
-// (lower_prestage.cpp, called ahead of the prologue), one the body computes (attention's P) is
-// stored by its dot behind a barrier of its own (lower_dot.cpp) and stored again only after
-// this iteration's bottom barrier. The registers use a coalesced layout of 4-element chunks
-// (thread t holds chunks t, t + T, ...), so vectorize-access turns the loads and stores into
-// vector accesses; a bounded tile_load keeps its bounds per element (ragged M, N and K are
-// exact). Two stages must fit 3/4 of the threadgroup memory (the rule lower_pipeline.cpp
-// applies to any stage count), else the loop keeps the single-buffer form: stage, barrier,
-// mma, barrier; so does a loop whose body writes memory (the next tiles would be read before
-// those writes).
+// iteration's barrier; the mmas of it+1 read it only after this iteration's barrier. The
+// registers use a coalesced layout of 4-element chunks (thread t holds chunks t, t + T, ...),
+// so vectorize-access turns the loads and stores into vector accesses; a bounded
+// tile_load keeps its bounds per element (ragged M, N and K are exact). Two stages must fit
+// 3/4 of the threadgroup memory (the rule lower_pipeline.cpp applies to any stage count), else
+// the loop keeps the single-buffer form: stage, barrier, mma, barrier; so does a loop whose
+// body writes memory (the next tiles would be read before those writes).
 #include <algorithm>
 
 #include "passes/lower_internal.h"
@@ -40,10 +36,10 @@ void Lowering::prefetch_prologue(const Op& loop, Pipeline& pl) {
   for (const Op* o : pl.slice) op(*o);
   ValueId in_range = b.named(b.ew(OpKind::LT, {pl.start, pl.end}), "in_range");
   for (const Op* d : pl.dots) {
-    auto [a_buf, b_buf] = dot_buffers(*d);
+    auto [a_buf, b_buf] = dot_buffers(*d, pl.stages);
     const DotPlan& plan = dot_plans.at(d);
-    for (int i = 0; i < 2; ++i)
-      if (plan.direct[i] != nullptr) stage_direct(*plan.direct[i], i == 0 ? a_buf : b_buf, plan.ld[i], in_range);
+    stage_direct(*plan.direct[0], a_buf, plan.ld[0], in_range);
+    stage_direct(*plan.direct[1], b_buf, plan.ld[1], in_range);
   }
   map[iv] = saved;
   b.barrier();
@@ -59,7 +55,6 @@ void Lowering::prefetch_next(const Op& loop, Pipeline& pl) {
   pl.prefetched.clear();
   for (const Op* d : pl.dots)
     for (const Op* load : dot_plans.at(d).direct) {
-      if (load == nullptr) continue;  // staged in the body or before the loop
       const Shape& s = p.type(load->result()).shape;
       const DType t = p.type(load->result()).dtype;
       // Chunks of 4 elements at most 16 bytes (MSL's widest vectors), consecutive threads on
@@ -84,10 +79,9 @@ void Lowering::prefetch_store(Pipeline& pl) {
   ValueId tid = builtin(gpu::Builtin::thread_index);
   size_t at = 0;
   for (const Op* d : pl.dots) {
-    auto [a_buf, b_buf] = dot_buffers(*d);
+    auto [a_buf, b_buf] = dot_buffers(*d, pl.stages);
     const DotPlan& plan = dot_plans.at(d);
     for (int i = 0; i < 2; ++i) {
-      if (plan.direct[i] == nullptr) continue;
       ValueId x = pl.prefetched.at(at++);
       const LayoutId l = f.value(x).layout;
       if (f.value(x).dtype != plan.stage) x = b.ew(OpKind::CAST, {x}, plan.stage);

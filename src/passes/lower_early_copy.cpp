@@ -12,10 +12,7 @@
 // them, and every unpipelined dot ends with a barrier after its mma.
 //
 // Targets with asynchronous copies only (on others a copy completes where it is issued), and
-// neither dot pipelined or on wgmma (their copies and waits are the loop's and wgmma's). A loop
-// that lower_pipeline.cpp pipelines copies attention's V S-1 iterations ahead, which subsumes
-// this; it serves the loops left alone (one stage, a body that writes memory, addresses from
-// carried values) and dots outside loops.
+// neither dot pipelined or on wgmma (their copies and waits are the loop's and wgmma's).
 // LowerOptions::early_copy (METILE_GPU_OFF=early_copy) switches it off.
 #include <algorithm>
 
@@ -57,7 +54,7 @@ int64_t Lowering::issue_early_copies(const Op& dot) {
   auto it = early_copies.find(&dot);
   if (it == early_copies.end()) return 0;
   for (const Op* later : it->second) {
-    auto [a_buf, b_buf] = dot_buffers(*later);
+    auto [a_buf, b_buf] = dot_buffers(*later, 1);
     const DotPlan& plan = dot_plans.at(later);
     for (int i = 0; i < 2; ++i)
       if (plan.direct[i] != nullptr) stage_direct(*plan.direct[i], i == 0 ? a_buf : b_buf, plan.ld[i]);

@@ -212,14 +212,10 @@ class Lowering {
   void pipeline_top(const Op& loop, ValueId iv, ValueId counter);
   ValueId pipeline_bottom(const Op& loop, ValueId iv);
   void pipeline_epilogue(const Op& loop);
-  /** In iteration `iv`: the copies of iteration iv + (stages-1) steps into the stage before this
-   * one's. */
-  void copies_ahead(const Op& loop, Pipeline& pl, ValueId iv);
   /** Issues the copies of every pipelined dot of `pl` for the iteration at `kv` into `stage`. */
   void pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId stage);
-  /** The staging arrays of a dot (allocated on first use; a pipelined dot's direct operands
-   * get its loop's stages, every other array one). */
-  std::pair<ValueId, ValueId> dot_buffers(const Op& dot);
+  /** The staging arrays of a dot (allocated on first use, `stages` deep). */
+  std::pair<ValueId, ValueId> dot_buffers(const Op& dot, int64_t stages);
   void async_commit();
   void async_wait(int64_t pending);
   std::set<const Op*> direct_loads;  // tile_loads a dot copies itself (lowered there, not here)

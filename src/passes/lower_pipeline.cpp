@@ -1,47 +1,30 @@
-// Multi-stage K-loop pipelining for dots with an operand that comes straight from a tile_load
-// (its copies are async_copy ops, lower_dot.cpp): a GEMM's A and B, attention's K in
-// dot(q, trans(k)) and V in dot(p, v).
+// Multi-stage K-loop pipelining for dots whose A and B come straight from tile_loads (their
+// copies are async_copy ops, lower_dot.cpp).
 //
 // A loop qualifies when its step is a positive constant and every address operand of those
 // tile_loads is computed from values outside the loop, the induction variable and pure scalar
 // ops of the body (the "slice"), never from carried values, and the body writes no memory.
-// With S stages each such operand's array holds S copies of its tile, and the loop becomes
+// With S stages each dot's arrays hold S copies of A and B, and the loop becomes
 //
 //   prologue:  for s < S-1: copy the tiles of iteration s into stage s (zeros past the end); commit
 //   body:      wait until at most S-2 groups are in flight; barrier (TMA copies: then wait on
 //              the stage's mbarrier, lower_tma.cpp)
-//              copy the tiles of iteration it+S-1 into stage (it+S-1) % S; commit
 //              ... the body, each pipelined dot's mma reading stage it % S ...
+//              copy the tiles of iteration it+S-1 into stage (it+S-1) % S; commit
 //   after:     wait for every group
-//
-// so while iteration it computes, the copies of the S-1 iterations after it are in flight: two
-// stages already overlap the next iteration's copies with this one's math. (A loop whose copies
-// are all TMA's and whose dots are all wgmma keeps its wgmmas in flight across the top and
-// issues the copies at the bottom instead, lower_tma.cpp.)
 //
 // The stage it % S is carried by the loop as a counter (LowerOptions::stage_counter; the
 // prefetch's stage (it+S-1) % S is one below it): a compare and a select per step instead of a
 // division and two remainders of the induction variable.
 //
-// One barrier per iteration suffices for the ring: the stage written in iteration it was last
+// One barrier per iteration suffices: the stage written at the bottom of iteration it was last
 // read in iteration it-1, which every thread finished before passing this iteration's barrier.
-// A dot's other operand (attention's Q, or P computed in the body; never a wgmma's, which
-// copies both) has one array, no stages: a loop-invariant one is staged before the loop
-// (lower_prestage.cpp; the first iteration's barrier publishes it), one the body computes is
-// stored by the dot itself, followed by a barrier of its own, since the mma reads other
-// threads' stores (lower_dot.cpp). The next iteration stores into that array only after its
-// top barrier, which every thread passes after this iteration's mma, so nothing else is
-// needed: attention's loop has two barriers per iteration where the unpipelined one has four.
-//
 // The slice is lowered again for each prefetched iteration with the induction variable
 // replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
-// asynchronous; it shrinks until the staged operands (S copies of each direct one, one of each
-// other) fit 3/4 of the threadgroup memory, and a loop with fewer than 2 stages is left alone
-// (a kernel whose epilogue arrays then overflow the limit is lowered again with fewer stages:
-// run_gpu_pipeline). Targets whose copies are synchronous (Apple GPUs) get two stages filled
-// through registers instead (lower_double_buffer.cpp). A later dot's copies issued at an
-// earlier dot (lower_early_copy.cpp) are only for loops left alone: here they are issued S-1
-// iterations ahead.
+// asynchronous; it shrinks until the stages fit 3/4 of the threadgroup memory, and a loop with
+// fewer than 2 stages is left alone (a kernel whose epilogue arrays then overflow the limit is
+// lowered again with fewer stages: run_gpu_pipeline). Targets whose copies are synchronous
+// (Apple GPUs) get two stages filled through registers instead (lower_double_buffer.cpp).
 #include <algorithm>
 #include <set>
 
@@ -95,23 +78,18 @@ void Lowering::plan_pipelines() {
       for (ValueId r : body.ops[i].results) pos[r] = i;
     Pipeline pl;
     std::set<size_t> slice;
-    // A stage's bytes (the direct operands'); the bytes held once: the other operands' arrays
-    // and the accumulator arrays.
-    uint64_t bytes = 0, fixed = 0;
+    uint64_t bytes = 0, fixed = 0;  // a stage's bytes; the accumulator arrays' (one each)
     for (const Op& o : body.ops) {
       if (o.kind != OpKind::DOT) continue;
       const DotPlan& plan = dot_plans.at(&o);
-      if (plan.direct[0] == nullptr && plan.direct[1] == nullptr) continue;
+      if (plan.direct[0] == nullptr || plan.direct[1] == nullptr) continue;
       bool ok = true;
       for (const Op* load : plan.direct)
-        if (load != nullptr)
-          for (ValueId x : load->operands) ok = ok && scalar_slice(p, body, pos, {}, x, slice);
+        for (ValueId x : load->operands) ok = ok && scalar_slice(p, body, pos, {}, x, slice);
       if (!ok) return;  // the slice may hold ops of a rejected dot: no pipeline for this loop
       const int64_t m = p.type(o.operands[0]).shape.dims[0], n = p.type(o.operands[1]).shape.dims[1];
       const int64_t pad = 16 / static_cast<int64_t>(dtype_size(plan.stage));
-      const uint64_t operand[2] = {static_cast<uint64_t>(m * (plan.kc + pad)) * dtype_size(plan.stage),
-                                   static_cast<uint64_t>(plan.kc * (n + pad)) * dtype_size(plan.stage)};
-      for (int i = 0; i < 2; ++i) (plan.direct[i] != nullptr ? bytes : fixed) += operand[i];
+      bytes += static_cast<uint64_t>(m * (plan.kc + pad) + plan.kc * (n + pad)) * dtype_size(plan.stage);
       if (plan.atom != nullptr && plan.atom->acc_through_threadgroup) fixed += static_cast<uint64_t>(m * n) * 4;
       pl.dots.push_back(&o);
     }
@@ -137,10 +115,9 @@ void Lowering::pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId
   for (const Op* o : pl.slice) op(*o);
   ValueId in_range = b.named(and_pred(b.ew(OpKind::LT, {kv, pl.end}), pl.guard), "in_range");
   for (const Op* d : pl.dots) {
-    auto [a_buf, b_buf] = dot_buffers(*d);
+    auto [a_buf, b_buf] = dot_buffers(*d, pl.stages);
     const DotPlan& plan = dot_plans.at(d);
     for (int i = 0; i < 2; ++i) {
-      if (plan.direct[i] == nullptr) continue;  // staged in the body or before the loop
       ValueId at = b.ew(OpKind::MUL, {stage, c_i32(plan.elems[i])});
       stage_operand(*d, i, b.ew(OpKind::PTR_OFFSET, {i == 0 ? a_buf : b_buf, at}), stage, in_range, pl);
     }
@@ -186,23 +163,6 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   pl.stage = counter != kNoValue ? counter : b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
   if (pl.prefetch) prefetch_next(loop, pl);
-  // Right after the barrier: the stage they overwrite was last read in the previous iteration,
-  // and the copies then run during this iteration's whole body (S-1 iterations in flight).
-  else if (!pl.tma_only) copies_ahead(loop, pl, iv);
-}
-
-void Lowering::copies_ahead(const Op& loop, Pipeline& pl, ValueId iv) {
-  const DType t = f.value(iv).dtype;
-  ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
-  ValueId next = pl.stage;
-  if (!options.stage_counter) {
-    next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
-  } else {
-    // The carried stage s: the copies go to (s + stages - 1) % stages = s - 1 (stages - 1 at 0).
-    ValueId first = b.ew(OpKind::EQ, {pl.stage, c_i32(0)});
-    next = b.ew(OpKind::SELECT, {first, c_i32(pl.stages - 1), b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
-  }
-  pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
 }
 
 ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
@@ -213,25 +173,27 @@ ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
     prefetch_store(pl);
     return kNoValue;
   }
-  if (pl.tma_only) {  // after every warpgroup is done with the stage they overwrite
-    tma_release(pl);
-    copies_ahead(loop, pl, iv);
+  const DType t = f.value(iv).dtype;
+  ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
+  if (pl.tma_only) tma_release(pl);
+  if (!options.stage_counter) {
+    ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
+    pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
+    return kNoValue;
   }
-  if (!options.stage_counter) return kNoValue;
-  // The next iteration reads s + 1 (0 after stages - 1): a compare and a select.
-  ValueId last = b.ew(OpKind::EQ, {pl.stage, c_i32(pl.stages - 1)});
-  return b.ew(OpKind::SELECT, {last, c_i32(0), b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
+  // The carried stage s: the prefetch goes to (s + stages - 1) % stages = s - 1 (stages - 1 at
+  // 0), the next iteration reads s + 1 (0 after stages - 1): a compare and a select each.
+  auto is = [&](int64_t v) { return b.ew(OpKind::EQ, {pl.stage, c_i32(v)}); };
+  ValueId prev = b.ew(OpKind::SELECT, {is(0), c_i32(pl.stages - 1), b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
+  pipeline_copies(loop, pl, kv, b.named(prev, "next_stage"));
+  return b.ew(OpKind::SELECT, {is(pl.stages - 1), c_i32(0), b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
 }
 
 void Lowering::pipeline_epilogue(const Op& loop) {
   if (!pipelines.count(&loop) || pipelines.at(&loop).prefetch) return;
   async_wait(0);  // copies past the end (zeros) still in flight
   wgmma_sync_for(pipelines.at(&loop).dots);  // the last iteration's wgmmas, before the epilogue
-  if (pipelines.at(&loop).outer != nullptr) return persistent_next_tile(pipelines.at(&loop));
-  // Inside another loop this loop runs again: its prologue's copies and the operands staged
-  // before it (lower_prestage.cpp) overwrite arrays the last iterations' mmas read, and no
-  // barrier follows a pipelined mma (double buffering ends each iteration with one).
-  if (loop_depth > 0) b.barrier();
+  if (pipelines.at(&loop).outer != nullptr) persistent_next_tile(pipelines.at(&loop));
 }
 
 }  // namespace metile::lowering

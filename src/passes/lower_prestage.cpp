@@ -5,14 +5,11 @@
 // Q tile in `dot(q, trans(k))`) holds the same bytes every iteration. Staging it in the body
 // would keep the tile and its staging addresses live in registers across the loop and store it
 // again each iteration; staged before the loop, they die there. The barrier the body already
-// places before each mma (after staging the other operand) orders these stores too; in a
-// pipelined loop (lower_pipeline.cpp), whose dots copy their other operand (attention's K)
-// through a ring of stages, the first iteration's barrier does, or with double buffering the
-// prologue's barrier, which is why the loop stages these ahead of the pipeline's prologue.
+// places before each mma (after staging the other operand) orders these stores too.
 //
-// Only for dots directly in the loop's body without K chunks (one staging holds all of K),
-// outside wgmma (its own staging) and not copied straight from device memory (that copy is a
-// tile_load of the body).
+// Only for dots directly in the loop's body that run unpipelined, without K chunks (one
+// staging holds all of K), outside wgmma (its own staging) and not copied straight from device
+// memory (that copy is a tile_load of the body).
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {
@@ -22,11 +19,11 @@ void Lowering::prestage_invariant_operands(const Op& loop) {
     if (o.kind != OpKind::DOT) continue;
     DotPlan& plan = dot_plans.at(&o);
     const int64_t k = p.type(o.operands[0]).shape.dims[1];
-    if (plan.wgmma || plan.kc != k) continue;
+    if (plan.wgmma || plan.kc != k || pipelined_dots.count(&o) != 0) continue;
     for (int i = 0; i < 2; ++i) {
       const ValueId v = o.operands[i];
       if (plan.direct[i] != nullptr || v >= map.size() || map[v] == kNoValue) continue;
-      auto bufs = dot_buffers(o);
+      auto bufs = dot_buffers(o, 1);
       stage(v, i == 0 ? bufs.first : bufs.second, plan.stage, plan.ld[i], i == 0 ? 1 : 0, 0, k);
       prestaged.insert({&o, i});
     }

@@ -36,13 +36,10 @@ const char* const kTwoDots = R"(kernel @k(%Q: ptr<f16>, %K: ptr<f16>, %V: ptr<f1
 }
 )";
 
-// One stage: the loop is left unpipelined, where early copies apply (a pipelined loop copies V
-// two iterations ahead instead: attention_pipeline_test.cpp).
-std::string lowered(const GpuTarget& t, bool early, int stages = 1) {
+std::string lowered(const GpuTarget& t, bool early) {
   LowerOptions o;
   o.device = "test";
   o.early_copy = early;
-  o.num_stages = stages;
   return gpu::print(lower_to_gpu(parse(kTwoDots), t, o));
 }
 
@@ -63,19 +60,6 @@ TEST(EarlyCopy, SwitchedOffEachDotCopiesAndWaitsWhereItRuns) {
   EXPECT_EQ(count(text, "async_wait pending=0"), 2) << text;
   const size_t first_wait = text.find("async_wait");
   EXPECT_EQ(count(text.substr(0, first_wait), "async_copy"), 1) << text;
-}
-
-TEST(EarlyCopy, APipelinedLoopCopiesAheadInstead) {
-  // K and V stream through the loop's stages (lower_pipeline.cpp): no group of V's at the
-  // first dot, one wait at the top of the body for both.
-  std::string text = lowered(nvidia_gpu_target("sm_90"), true, 0);
-  EXPECT_EQ(count(text, "stages=3"), 2) << text;
-  EXPECT_EQ(count(text, "async_wait pending=1"), 1) << text;
-  const std::string body = text.substr(text.find("\n  for "));
-  EXPECT_LT(body.find("async_wait pending=1"), body.find(" mma ")) << body;
-  const std::string first = body.substr(0, body.find(" mma "));
-  EXPECT_EQ(count(first, " async_copy "), 2) << "K's and V's copies two iterations ahead, before Q K^T\n" << body;
-  EXPECT_EQ(count(first, " async_commit"), 1) << "in one group\n" << body;
 }
 
 TEST(EarlyCopy, TargetsWithoutAsynchronousCopiesKeepTheOrder) {

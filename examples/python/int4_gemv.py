@@ -116,13 +116,13 @@ def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
 
 
 def default_config(n, k, group, device=None):
-    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: four sub-tiles of
-    one group each a step, each [2048 / group, group / 2] = 1 KiB of Wq (8 bytes a thread of
-    128), so a thread has 32 bytes of weights in flight a step at every group size; host
-    devices: small tiles."""
+    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: the fastest measured
+    on an H100 (bench/results/low_precision_h100.md, second round): [4, 1024] (16 bytes of Wq a
+    thread of 128 a step, in one-group sub-tiles), [32, 256] for groups of 32; host devices:
+    small tiles."""
     device = device or metile.get_device()
     if device.name == "cuda" or device.name.startswith("metal"):
-        return 2048 // group, 4 * group
+        return (32, 256) if group == 32 else (4, 1024)
     return 4, 128
 
 

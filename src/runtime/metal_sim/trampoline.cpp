@@ -25,8 +25,9 @@ std::string make_trampoline(const MslSignature& s) {
         if (a.atomic) type = "::metal::atomic<" + type + ">";
         os << "static_cast<" << (a.is_const ? "const " : "") << type << "*>(a[" << i << "])";
         break;
-      case MslArg::Kind::stop:
-        os << "static_cast<::metal::atomic<unsigned int>*>(a[" << i << "])";
+      case MslArg::Kind::stop:  // spelled as an atomic u32 buffer's: the metal stand-in, which
+        // reads the word as one, then finds metal-sim's build of the same MSL in the cache
+        os << "static_cast<::metal::atomic<" << cpp_type_name(DType::u32) << ">*>(a[" << i << "])";
         break;
       case MslArg::Kind::scalar:
         os << "*static_cast<const " << type << "*>(a[" << i << "])";

@@ -96,17 +96,20 @@ bool recomputable(const Program& p, const std::vector<const Op*>& producer, Valu
 
 }  // namespace
 
+ValueId Lowering::arange_in(const Op& arange, LayoutId l) {
+  ValueId idx = b.coord(l, builtin(gpu::Builtin::thread_index));
+  ValueId start = get(arange.operands[0]);
+  if (f.value(start).dtype != DType::i32) start = b.ew(OpKind::CAST, {start}, DType::i32);
+  return b.named(b.ew(OpKind::ADD, {start, idx}), "offs");
+}
+
 ValueId Lowering::operand_in(ValueId v, LayoutId l) {
   ValueId g = get(v);
   if (f.value(g).layout == l || !f.layout_of(g).is_tile() || !f.layout(l).is_tile() ||
       !recomputable(p, producer, v, 0))
     return materialize(g, l);
   const Op& d = *producer[v];
-  if (d.kind == OpKind::ARANGE) {
-    ValueId start = get(d.operands[0]);
-    if (f.value(start).dtype != DType::i32) start = b.ew(OpKind::CAST, {start}, DType::i32);
-    return b.named(b.ew(OpKind::ADD, {start, b.coord(l, builtin(gpu::Builtin::thread_index))}), "offs");
-  }
+  if (d.kind == OpKind::ARANGE) return arange_in(d, l);
   std::vector<ValueId> args;
   for (ValueId x : d.operands) args.push_back(p.type(x).is_tile() ? operand_in(x, l) : get(x));
   return b.named(b.ew(d.kind, args, d.kind == OpKind::CAST ? p.type(v).dtype : DType::invalid), f.value(g).stem);
@@ -369,13 +372,9 @@ void Lowering::op(const Op& o) {
     case OpKind::NUM_PROGRAMS:
       set(o.result(), builtin(gpu::Builtin::threadgroups_per_grid, static_cast<int>(o.attr_int("axis"))));
       return;
-    case OpKind::ARANGE: {
-      ValueId idx = b.coord(layout_of(o.result()), builtin(gpu::Builtin::thread_index));
-      ValueId start = get(o.operands[0]);
-      if (f.value(start).dtype != DType::i32) start = b.ew(OpKind::CAST, {start}, DType::i32);
-      set(o.result(), b.named(b.ew(OpKind::ADD, {start, idx}), "offs"));
+    case OpKind::ARANGE:
+      set(o.result(), arange_in(o, layout_of(o.result())));
       return;
-    }
     case OpKind::BROADCAST:
       broadcast(o);
       return;

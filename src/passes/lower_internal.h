@@ -109,6 +109,8 @@ class Lowering {
    * threadgroup memory; anything else is materialized.
    */
   ValueId operand_in(ValueId v, LayoutId l);
+  /** An arange's start + its coordinate in layout l. */
+  ValueId arange_in(const Op& arange, LayoutId l);
   /** The GPU value of tile value v in layout_for(its shape) unless it is uniform. */
   ValueId canonical(ValueId tile_value);
   /** The GPU value for Tile IR value `v` in layout_for(its shape) (splats uniform tiles). */

@@ -106,14 +106,17 @@ class CudaDialect final : public GpuDialect {
     if (atoms.count("cancel"))
       // The host's stop word (docs/semantics.md, "Stopping a launch"): mapped host memory the
       // host sets to 1. When `turn` is 0 the thread reads it; when set, it answers 2 (so the
-      // host knows the launch stopped here) and traps, which ends the whole launch whatever its
-      // other threads are doing. Predicated instructions only, no branch: a divergent path in a
-      // K loop makes ptxas serialize the loop's wgmma.
+      // host knows the launch stopped here) and exits. Every thread reads at the same turn
+      // (loops are thread-uniform), so a block's threads leave together and none waits at a
+      // barrier for one that left; the launch then ends normally and the GPU's context stays
+      // usable (a trap would end the launch too, but leaves the context broken until a reset).
+      // Predicated instructions only, no branch: a divergent path in a K loop makes ptxas
+      // serialize the loop's wgmma.
       s += "\n__device__ __forceinline__ void mt_cancel_check(unsigned int* word, unsigned int turn) {\n"
            "  asm volatile(\"{\\n .reg .pred check, stop;\\n .reg .u32 v;\\n mov.u32 v, 0;\\n\"\n"
            "               \" setp.eq.u32 check, %1, 0;\\n @check ld.volatile.global.u32 v, [%0];\\n\"\n"
            "               \" setp.ne.u32 stop, v, 0;\\n @stop st.volatile.global.u32 [%0], 2;\\n\"\n"
-           "               \" @stop membar.sys;\\n @stop trap;\\n}\" :: \"l\"(word), \"r\"(turn));\n"
+           "               \" @stop membar.sys;\\n @stop exit;\\n}\" :: \"l\"(word), \"r\"(turn));\n"
            "}\n";
     if (swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
@@ -122,11 +125,11 @@ class CudaDialect final : public GpuDialect {
     return s + "\n";
   }
 
-  // Thread 0 of each block checks (its turn is 0 every `every` turns; others' never are): one
-  // check stops the whole launch (trap), and one reader per block keeps host reads few.
+  // Every thread checks at the same turns (every `every`-th back-edge, so a short loop never
+  // reads host memory); a warp's reads of the one word are one transaction.
   std::string cancel_prologue() const override { return "unsigned int mt_polls = 0u;"; }
   std::string cancel_check(int64_t every) const override {
-    return "mt_cancel_check(mt_cancel, (++mt_polls & " + std::to_string(every - 1) + "u) | threadIdx.x);";
+    return "mt_cancel_check(mt_cancel, ++mt_polls & " + std::to_string(every - 1) + "u);";
   }
 
   std::string text_array(const std::string& name, const std::string& text) const override {

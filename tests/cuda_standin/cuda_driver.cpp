@@ -5,8 +5,9 @@
 // "hang", which never completes (its stream and the events recorded after it stay not ready)
 // until the primary context is reset or, as a GPU kernel spinning in a loop does, until the host
 // sets its stop word (the launch's last parameter, found before the null entry metile puts after
-// it): then it answers 2 in the word and "traps", and every call that waits or launches fails
-// with CUDA_ERROR_LAUNCH_FAILED until the reset. A "hang_nopoll" kernel never reads its word.
+// it): then it answers 2 in the word and ends, as a kernel whose threads leave at a check does
+// (the stream and the events recorded after it become ready; the context stays usable). A
+// "hang_nopoll" kernel never reads its word.
 // That is enough to test device selection, streams, events, cancellation and the watchdog on
 // machines without a GPU. Test-only: never installed.
 #include <atomic>
@@ -43,10 +44,14 @@ struct Stream {
   void* ctx = nullptr;  // the context current when it was made
   bool hung = false;
   std::atomic<uint32_t>* word = nullptr;  // the hung kernel's stop word (null: it never reads one)
+  uint64_t hangs = 0;    // hung kernels launched on it
+  uint64_t stopped = 0;  // of those, the ones that ended (all but the running one)
 };
 struct Event {
   bool recorded = false;
-  bool hung = false;
+  Stream* after = nullptr;  // recorded behind a hung kernel of this stream: ready when it stops
+  uint64_t hang = 0;        // that kernel's number (Stream::hangs when recorded)
+  bool hung() const { return after != nullptr && after->stopped < hang; }
 };
 struct Module {};
 struct Function {
@@ -59,10 +64,15 @@ int contexts[kMaxDevices];
 thread_local void* current_ctx = nullptr;  // cuCtxSetCurrent's, per thread as in the driver
 Stream legacy;  // the NULL stream
 std::set<Stream*> hung;  // streams running a hung kernel
-int sticky = kSuccess;   // a kernel trapped: the context is unusable until the reset
 std::map<void*, size_t> registered;  // cuMemHostRegister'd host ranges
 
-/** Hung kernels whose stop word is set stop: they answer 2 and trap (mu held). */
+/** A hung kernel ends: its stream and the events behind it become ready (mu held). */
+void end_hang(Stream* s) {
+  s->hung = false;
+  s->stopped = s->hangs;
+}
+
+/** Hung kernels whose stop word is set stop: they answer 2 and end (mu held). */
 void poll() {
   for (auto it = hung.begin(); it != hung.end();) {
     Stream* s = *it;
@@ -71,8 +81,7 @@ void poll() {
       continue;
     }
     s->word->store(2);
-    s->hung = false;
-    sticky = kLaunchFailed;
+    end_hang(s);
     it = hung.erase(it);
   }
 }
@@ -121,10 +130,9 @@ int cuDevicePrimaryCtxRetain(void** ctx, int d) {
 int cuDevicePrimaryCtxReset_v2(int) {
   // Every kernel stops; what the context held is gone (the test process never uses it again).
   std::lock_guard<std::mutex> lock(mu);
-  legacy.hung = false;
-  for (Stream* s : hung) s->hung = false;
+  end_hang(&legacy);
+  for (Stream* s : hung) end_hang(s);
   hung.clear();
-  sticky = kSuccess;
   registered.clear();
   live.clear();
   return kSuccess;
@@ -156,7 +164,6 @@ int cuStreamQuery(void* s) {
   std::lock_guard<std::mutex> lock(mu);
   if (!known(s)) return kInvalidHandle;
   poll();
-  if (sticky != kSuccess) return sticky;
   return stream_of(s)->hung ? kNotReady : kSuccess;
 }
 int cuStreamSynchronize(void* s) {
@@ -165,7 +172,6 @@ int cuStreamSynchronize(void* s) {
       std::lock_guard<std::mutex> lock(mu);
       if (!known(s)) return kInvalidHandle;
       poll();
-      if (sticky != kSuccess) return sticky;
       if (!stream_of(s)->hung) return kSuccess;
       if (stream_of(s)->word == nullptr) std::abort();  // would wait forever: a test bug
     }
@@ -187,22 +193,22 @@ int cuEventRecord(void* e, void* s) {
   if (!known(e) || !known(s) || !current(s)) return kInvalidHandle;
   auto* ev = static_cast<Event*>(e);
   ev->recorded = true;
-  ev->hung = stream_of(s)->hung;
+  Stream* st = stream_of(s);
+  ev->after = st->hung ? st : nullptr;
+  ev->hang = st->hangs;
   return kSuccess;
 }
 int cuEventQuery(void* e) {
   std::lock_guard<std::mutex> lock(mu);
   if (!known(e)) return kInvalidHandle;
   poll();
-  if (sticky != kSuccess) return sticky;
-  return static_cast<Event*>(e)->hung ? kNotReady : kSuccess;
+  return static_cast<Event*>(e)->hung() ? kNotReady : kSuccess;
 }
 int cuEventSynchronize(void* e) {
   std::lock_guard<std::mutex> lock(mu);
   if (!known(e)) return kInvalidHandle;
   poll();
-  if (sticky != kSuccess) return sticky;
-  if (static_cast<Event*>(e)->hung) std::abort();
+  if (static_cast<Event*>(e)->hung()) std::abort();
   return kSuccess;
 }
 int cuEventElapsedTime(float* ms, void* start, void* end) {
@@ -242,11 +248,11 @@ int cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigned, un
   // A function of a module loaded before a reset is gone with it.
   if (!known(f) || f == nullptr || !known(s) || !current(s)) return kInvalidHandle;
   poll();
-  if (sticky != kSuccess) return sticky;
   const std::string& name = static_cast<Function*>(f)->name;
   if (name.find("hang") == std::string::npos) return kSuccess;
   Stream* st = stream_of(s);
   st->hung = true;
+  ++st->hangs;
   st->word = nullptr;
   hung.insert(st);
   if (name.find("nopoll") != std::string::npos || params == nullptr || params[0] == nullptr) return kSuccess;

@@ -2,8 +2,8 @@
 explicit, device_count, the clear error past the last GPU, buffers and streams of one GPU
 refused on another and launches and events on the second GPU when there are two), launches on a chosen stream ordered with torch's work, events timed by the GPU, and
 the watchdog that stops a hung kernel past its `timeout=` (its loop checks the stop word the
-watchdog sets, and traps) and resets the GPU's context, after which the device runs new
-launches. Not part of CI (no GPU there): it skips without metile's cuda device, the torch test
+watchdog sets, and every thread leaves), after which the device runs new launches; a Ctrl-C
+(metile_cancel_launches) stops a launch the same way. Not part of CI (no GPU there): it skips without metile's cuda device, the torch test
 without torch. Run it on a GPU machine:
 
     METILE_LIBRARY=$PWD/build/libmetile.so python3 -m pytest tests/gpu/test_cuda_streams.py -q
@@ -140,16 +140,12 @@ _WATCHDOG = textwrap.dedent("""
     dev.synchronize()
     t0 = time.monotonic()
     try:
-        spin[(2**31 - 1,)](old, 2**31 - 1, BLOCK=8, timeout=2)  # hours of work: hung
+        spin[(4096,)](old, 2**31 - 1, BLOCK=8, timeout=2)  # hours of work: hung
         dev.synchronize()
         print("finished?!")
     except metile.DeviceError as e:
         print("stopped", round(time.monotonic() - t0, 1), str(e).replace(chr(10), " "))
-    try:
-        old.numpy()
-        print("old buffer readable?!")
-    except metile.InvalidArgumentError as e:
-        print("old buffer:", str(e).replace(chr(10), " "))
+    old.numpy()  # nothing was reset: the buffer made before stays
     out = metile.Buffer(shape=(32,))
     spin[(4,)](out, 5, BLOCK=8)
     dev.synchronize()
@@ -157,9 +153,9 @@ _WATCHDOG = textwrap.dedent("""
 """)
 
 
-# The kernel spins in its loop; past the limit the watchdog sets its stop word, the loop's check
-# (every 1024 back-edges) traps, and the context is reset. Before the stop word, the reset alone
-# did not stop it on an H100 (2026-12-06: no return after 100 s).
+# The kernel spins in its loop; past the limit the watchdog sets its stop word, every thread
+# leaves at its loop's next check (every 1024 back-edges) and the launch ends: the wait reports
+# the stop, nothing is reset, and the next launch runs.
 @pytest.mark.parametrize("device", ["cuda:0", "cuda:1"])
 def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path, device):
     if int(device[-1]) >= _gpu_count():
@@ -175,9 +171,9 @@ def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path, device
     stopped = [line for line in lines if line.startswith("stopped")]
     assert stopped and "kernel spin did not finish within 2 s (the launch's timeout)" in stopped[0], \
         r.stdout + r.stderr
-    assert "and was stopped" in stopped[0] and f"the {device} device was reset" in stopped[0], stopped[0]
-    assert float(stopped[0].split()[1]) < 10, stopped[0]  # the limit, then microseconds
-    assert any(line.startswith("old buffer:") and "reset" in line for line in lines), r.stdout
+    assert "and was stopped; its outputs are partly written" in stopped[0], stopped[0]
+    assert "reset" not in stopped[0], stopped[0]
+    assert float(stopped[0].split()[1]) < 4, stopped[0]  # the limit, then microseconds
     assert "after 5.0" in lines, r.stdout + r.stderr
 
 

@@ -34,8 +34,8 @@ namespace {
 
 class CudaDevice;
 
-// How long a kernel asked to stop (its stop word set) may take to reach a check before the
-// watchdog resets the context anyway: a check comes every 1024 loop back-edges.
+// How long a kernel asked to stop (its stop word set) may take to reach a check and leave
+// before the watchdog resets the context: a check comes every 1024 loop back-edges.
 constexpr auto kStopGrace = std::chrono::seconds(1);
 
 /** Everything made in the GPU's context before a reset (cuda watchdog) is gone with it. */
@@ -228,20 +228,28 @@ class CudaDevice : public Device {
       wait([&] { return d_->cuStreamQuery(s); }, [&] { return d_->cuStreamSynchronize(s); },
            "cuStreamSynchronize");
     std::lock_guard<std::mutex> lock(mu_);  // no kernel reads a retired word any more
-    for (int w : retired_words_) words_.release(w);
+    for (int w : retired_words_) release_word(w);
     retired_words_.clear();
+  }
+
+  /** A word no kernel reads any more goes back to the pool (its stop, if any, was reported). */
+  void release_word(int w) {
+    words_.release(w);
+    reported_words_.erase(w);
   }
 
   /**
    * Waits until `query` stops answering CUDA_ERROR_NOT_READY (`block` does it in one call when no
    * launch has a time limit). Past a watched launch's deadline the running kernels are asked to
-   * stop (their stop word): one that reaches a check traps, the wait fails, and the context is
-   * reset (failed()); one that reaches none within kStopGrace is ended by the reset alone.
+   * stop (their stop word): their threads leave at the next check, the launch ends, and the wait
+   * fails saying the outputs are partly written (stopped_early); kernels that reach no check
+   * within kStopGrace are ended by a reset of the context.
    */
   template <typename Query, typename Block>
   void wait(Query query, Block block, const char* what) {
     if (!watching()) {
       if (CUresult r = block(); r != 0) failed(r, what);
+      if (std::optional<std::string> why = stopped_early()) fail(METILE_ERROR_DEVICE, "cuda", *why);
       return;
     }
     // Polls back off to 0.5 ms: a wait ends at most that late, for little host time.
@@ -254,7 +262,30 @@ class CudaDevice : public Device {
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(500));
     }
+    std::optional<std::string> why = stopped_early();
     forget_finished();
+    if (why) fail(METILE_ERROR_DEVICE, "cuda", *why);
+  }
+
+  /**
+   * After a wait that succeeded: why, when a kernel whose word was set answered that it stopped
+   * at a check (its outputs are then partly written); nothing when every kernel ran to its end.
+   * Each word's stop is reported once, by the first wait that sees it.
+   */
+  std::optional<std::string> stopped_early() {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool stopped = false;
+    auto note = [&](int w) {
+      if (words_.get(w) == host::kWordStopped && reported_words_.insert(w).second) stopped = true;
+    };
+    note(word_);
+    for (int w : retired_words_) note(w);
+    if (!stopped) return std::nullopt;
+    for (const Watched& w : watched_)
+      if (w.asked) return cat(w.limit.exceeded(w.kernel), " and was stopped; its outputs are partly written");
+    return cat("kernel ", last_kernel_.empty() ? std::string("?") : last_kernel_,
+               " (the last launched) was cancelled (metile_cancel_launches, e.g. Ctrl-C) and stopped; "
+               "its outputs are partly written");
   }
 
   /** A launch with a time limit: an event after it, polled while the host waits. */
@@ -372,8 +403,8 @@ class CudaDevice : public Device {
       check(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent (after a reset)");
       check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate (after a reset)");
       map_words();
-      words_.release(word_);  // no kernel runs any more
-      for (int w : retired_words_) words_.release(w);
+      release_word(word_);  // no kernel runs any more
+      for (int w : retired_words_) release_word(w);
       retired_words_.clear();
       word_ = words_.take();
     }
@@ -496,9 +527,10 @@ class CudaDevice : public Device {
   std::atomic<uint64_t> generation_{1};
   host::CancelWords words_;
   CUdeviceptr words_device_ = 0;  // words_.memory() in the GPU's address space (this generation)
-  std::mutex mu_;  // guards the seven below
+  std::mutex mu_;  // guards the eight below
   int word_ = -1;                   // the stop word launches get
   std::vector<int> retired_words_;  // set by a cancel; kernels launched before may still read them
+  std::set<int> reported_words_;    // their kernels' stops were reported (stopped_early)
   std::string last_kernel_;         // named by a cancel's error
   std::vector<Watched> watched_;
   std::set<CUstream> used_streams_;     // launched on since the last synchronize()

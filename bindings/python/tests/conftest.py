@@ -105,7 +105,59 @@ def _unsupported_here(exc, device):
             and "is not supported on" in str(exc))
 
 
-def pytest_collection_modifyitems(items):
+# A test marked `@pytest.mark.pairwise("a", "b", ...)` runs, on every device but cuda, only a set
+# of its (a, b, ...) combinations in which every pair of values of two of them appears at least
+# once (each value on every device, each pair of values together), not their full product: the
+# host devices' compiles make the full products most of the suite's time. cuda runs the product;
+# METILE_TEST_FULL=1 runs it everywhere.
+FULL_PRODUCTS = os.environ.get("METILE_TEST_FULL") == "1"
+PRODUCT_DEVICES = {"cuda"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "pairwise(*names): on devices other than cuda, only a "
+                                       "pairwise-covering set of the named parameters' values")
+
+
+def pairwise_cover(combos):
+    """A small subset of `combos` (tuples of equal length) holding every pair of values of two
+    positions, and every single value, that appears in `combos`: greedy, the same on every run."""
+    def pairs(c):
+        return ({(i, c[i], j, c[j]) for i in range(len(c)) for j in range(i + 1, len(c))}
+                | {(i, c[i]) for i in range(len(c))})
+    combos = list(dict.fromkeys(combos))
+    uncovered = set().union(*(pairs(c) for c in combos)) if combos else set()
+    chosen = []
+    while uncovered:
+        best = max(combos, key=lambda c: len(pairs(c) & uncovered))
+        chosen.append(best)
+        uncovered -= pairs(best)
+    return set(chosen)
+
+
+def _deselect_outside_pairwise_covers(config, items):
+    groups = {}
+    for item in items:
+        mark = item.get_closest_marker("pairwise")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if mark is None or FULL_PRODUCTS or params.get("device") in PRODUCT_DEVICES:
+            continue
+        names = mark.args
+        rest = tuple(sorted((k, repr(v)) for k, v in params.items() if k not in names))
+        groups.setdefault((item.originalname, rest), []).append(item)
+    drop = set()
+    for members in groups.values():
+        names = members[0].get_closest_marker("pairwise").args
+        keys = [tuple(repr(m.callspec.params[n]) for n in names) for m in members]
+        keep = pairwise_cover(keys)
+        drop.update(m for m, k in zip(members, keys) if k not in keep)
+    if drop:
+        config.hook.pytest_deselected(items=[i for i in items if i in drop])
+        items[:] = [i for i in items if i not in drop]
+
+
+def pytest_collection_modifyitems(config, items):
+    _deselect_outside_pairwise_covers(config, items)
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         dev = params.get("device")

@@ -60,6 +60,7 @@ def _check(got, ref, dtype):
     assert np.isfinite(got).all() and err < TOL[dtype], f"relative error {err:.2e}"
 
 
+@pytest.mark.pairwise("dtype", "causal", "head_dim")
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -87,6 +88,7 @@ def test_flash_attention_blocks_of_different_shapes(device):
         _check(lse.numpy().astype(np.float64), ref_lse, "f32")
 
 
+@pytest.mark.pairwise("heads", "kv_heads", "splits", "dtype")
 @pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2), (4, 1)], ids=["mha", "gqa", "mqa"])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
@@ -99,6 +101,7 @@ def test_decode_attention(device, fast, heads, kv_heads, splits, dtype):
     _check(_values(out), decode_attention.reference(*vals), dtype)
 
 
+@pytest.mark.pairwise("heads", "kv_heads", "splits", "dtype")
 @pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2), (4, 1)], ids=["mha", "gqa", "mqa"])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])

@@ -38,11 +38,14 @@ def test_bench_scripts_use_the_tests_kernels():
 
 def test_cuda_rows_quick_run_on_interp(tmp_path):
     out = tmp_path / "rows.json"
+    # Rows shorter than the quick shapes' (interp takes microseconds an element): one in a
+    # single block, one over several.
     subprocess.run([sys.executable, os.path.join(BENCH, "cuda_rows.py"), "--quick", "--device",
-                    "interp", "--out", str(out)], check=True, capture_output=True, timeout=600)
+                    "interp", "--shapes", "8x512,2x5000", "--out", str(out)], check=True,
+                   capture_output=True, timeout=600)
     rows = json.loads(out.read_text())["rows"]
-    # 2 quick shapes x 4 kernels x (fused, as written) x (row kept, re-read); no copy rows
-    # without torch on cuda.
+    # 2 shapes x 4 kernels x (fused, as written) x (row kept, re-read); no copy rows without
+    # torch on cuda.
     assert len(rows) == 2 * 4 * 4, rows
     assert {(r["fuse_reductions"], r["keep_rows"]) for r in rows} == {(True, True), (True, False),
                                                                      (False, True), (False, False)}

@@ -36,6 +36,7 @@ def _check(y, vals, dtype):
     assert err < G.tolerance(dtype, w64.shape[1]), f"relative error {err:.2e}"
 
 
+@pytest.mark.pairwise("dtype", "m", "split_k")
 @pytest.mark.parametrize("split_k", [1, 3])
 @pytest.mark.parametrize("m", [1, 3, 16])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
@@ -46,6 +47,7 @@ def test_gemv_matches_float64(device, dtype, m, split_k):
     _check(y, vals, dtype)
 
 
+@pytest.mark.pairwise("dtype", "m", "split_k")
 @pytest.mark.parametrize("split_k", [1, 3])
 @pytest.mark.parametrize("m", [1, 5, 16])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])

@@ -25,6 +25,7 @@ def reference_scan(x, prod, reverse, axis=0):
     return np.flip(r, axis) if reverse else r
 
 
+@pytest.mark.pairwise("dtype", "prod", "reverse")
 @pytest.mark.parametrize("dtype", ["f32", "i32", "f16"])
 @pytest.mark.parametrize("prod", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
@@ -65,6 +66,7 @@ def scan_2d(X, Out, R, C, BR: metile.constexpr, BC: metile.constexpr, AXIS: meti
     metile.store(Out + rows * C + cols, y, mask=m)
 
 
+@pytest.mark.pairwise("shape", "block", "axis", "prod")
 @pytest.mark.parametrize("shape,block", [((13, 29), (16, 32)), ((30, 50), (32, 64)),
                                          ((300, 3), (512, 4))])
 @pytest.mark.parametrize("axis", [0, 1])

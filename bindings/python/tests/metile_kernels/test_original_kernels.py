@@ -227,6 +227,7 @@ QMV = ["affine_qmv", "affine_qmv_helper", "affine_qmv_residual", "affine_qmv_swi
        "affine_qmv_swiglu_staged"]
 
 
+@pytest.mark.pairwise("kernel", "bits", "rows", "n", "k", "half")
 @pytest.mark.parametrize("kernel", QMV)
 @pytest.mark.parametrize("bits,rows,n,k", [(4, 1, 16, 256), (8, 2, 8, 128), (4, 2, 6, 96)])
 @pytest.mark.parametrize("half", [False, True])

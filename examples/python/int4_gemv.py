@@ -8,11 +8,13 @@ Weight layout (the original project's affine_qmv kernels, MLX's affine quantizat
 - `Scales`, `Biases`: [N, ceil(K / G)] of f16 or bf16 (one dtype for both), G = 32, 64 or 128:
   W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
 X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
-each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step as sub-tiles
-that each lie in one group, with that group's scales and biases, splits every byte into its even (low
-nibble) and odd (high nibble) column and multiplies them by X's even and odd elements: no
-interleave is needed because a dot product does not care about the order of its terms. Products are summed in f32, the output rounded once to X's dtype. No dense W is ever
-materialized.
+each program owns BLOCK_N rows of W and reads a [BLOCK_N, BLOCK_K / 2]-byte tile a step. Each
+byte is broadcast to its two codes in K order, so X is one contiguous tile a step, and a code q
+becomes a float by OR-ing it into the mantissa of 2^23 and subtracting 2^23 (exact, no integer
+conversion). Within a chunk of 8 K values of one group, sum(W x) = s * sum(q x) + z * sum(x):
+each thread keeps one f32 partial sum per (row, chunk) it holds, and the rows are reduced
+across threads once, after the loop. The output is rounded once to X's dtype. No dense W is
+ever materialized.
 
 Run: python3 examples/python/int4_gemv.py [N K [M]] [--group 32|64|128] [--dtype f16|bf16]
 """
@@ -126,13 +128,13 @@ def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
 
 
 def default_config(n, k, group, device=None):
-    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: the fastest measured
-    on an H100 (bench/results/low_precision_h100.md, second round): [4, 1024] (16 bytes of Wq a
-    thread of 128 a step, in one-group sub-tiles), [32, 256] for groups of 32; host devices:
-    small tiles."""
+    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: [4, 1024], 16
+    bytes of Wq a thread of 128 a step (four 4-byte loads) for any group size; chosen from the
+    generated code, the GPU numbers of this kernel form are still to be measured (the earlier
+    form's are in bench/results/low_precision_h100.md). Host devices: small tiles."""
     device = device or metile.get_device()
     if device.name == "cuda" or device.name.startswith("metal"):
-        return (32, 256) if group == 32 else (4, 1024)
+        return 4, 1024
     return 4, 128
 
 

@@ -56,7 +56,12 @@ def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
     # the loop adds registers to registers and the rows are reduced across threads once, after it.
     acc = [metile.sum(metile.zeros((RC, C), "f32"), axis=1) for _ in range(M)]
     for k in metile.tile_range(0, K, BLOCK_K):
+        # Every load of the step first, so that they are in flight together.
         b = metile.tile_load(Wq, n0, k // 2, kb, (BLOCK_N, BLOCK_K // 2), bounds=(N, kb)).to("i32")
+        s = metile.tile_load(Scales, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK), bounds=(N, groups))
+        z = metile.tile_load(Biases, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK), bounds=(N, groups))
+        cols = k + metile.arange(0, BLOCK_K)
+        xs = [metile.load(X + m * K + cols, mask=cols < K, other=0.0).to("f32") for m in range(M)]
         # Each byte twice, shifted by 0 and 4: W's codes in K order (byte i holds K = 2i, 2i+1),
         # so X is read as one contiguous tile. The broadcast reads the byte tile where its
         # threads hold the pairs (no exchange). A code q becomes the f32 2^23 + q by OR-ing it
@@ -66,14 +71,11 @@ def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
         q = metile.reshape(q, (BLOCK_N, BLOCK_K))
         # W = q * s + z over a chunk of one group: sum(W x) = s * sum(q x) + z * sum(x). The
         # group's scale and bias are one value a (row, group), broadcast over its chunks.
-        s = metile.tile_load(Scales, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK), bounds=(N, groups))
-        z = metile.tile_load(Biases, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK), bounds=(N, groups))
         s = metile.reshape(metile.broadcast_to(metile.reshape(s, (RG, 1)), (RG, GK // C)), (RC,))
         z = metile.reshape(metile.broadcast_to(metile.reshape(z, (RG, 1)), (RG, GK // C)), (RC,))
         s, z = s.to("f32"), z.to("f32")
-        cols = k + metile.arange(0, BLOCK_K)
         for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
-            x = metile.load(X + m * K + cols, mask=cols < K, other=0.0).to("f32")
+            x = xs[m]
             qx = metile.sum(metile.reshape(q * x[None, :], (RC, C)), axis=1)
             sx = metile.sum(metile.reshape(x, (BLOCK_K // C, C)), axis=1)
             sx = metile.reshape(metile.broadcast_to(sx[None, :], (BLOCK_N, BLOCK_K // C)), (RC,))

@@ -8,11 +8,13 @@ Weight layout (the original project's affine_qmv kernels, MLX's affine quantizat
 - `Scales`, `Biases`: [N, ceil(K / G)] of f16 or bf16 (one dtype for both), G = 32, 64 or 128:
   W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
 X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
-each program owns BLOCK_N rows of W, reads [BLOCK_N, BLOCK_K / 2] bytes a step as sub-tiles
-that each lie in one group, with that group's scales and biases, splits every byte into its even (low
-nibble) and odd (high nibble) column and multiplies them by X's even and odd elements: no
-interleave is needed because a dot product does not care about the order of its terms. Products are summed in f32, the output rounded once to X's dtype. No dense W is ever
-materialized.
+each program owns BLOCK_N rows of W and reads a [BLOCK_N, BLOCK_K / 2]-byte tile a step. Each
+byte is broadcast to its two codes in K order, so X is one contiguous tile a step, and a code q
+becomes a float by OR-ing it into the mantissa of 2^23 and subtracting 2^23 (exact, no integer
+conversion). Within a chunk of 8 K values of one group, sum(W x) = s * sum(q x) + z * sum(x):
+each thread keeps one f32 partial sum per (row, chunk) it holds, and the rows are reduced
+across threads once, after the loop. The output is rounded once to X's dtype. No dense W is
+ever materialized.
 
 Run: python3 examples/python/int4_gemv.py [N K [M]] [--group 32|64|128] [--dtype f16|bf16]
 """
@@ -39,36 +41,48 @@ def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
     """Rows [pid * BLOCK_N, +BLOCK_N) of Y (all M rows of X)."""
     pid = metile.program_id(0)
     n0 = pid * BLOCK_N
-    GK = min(G, BLOCK_K)                         # K values a sub-tile: within one group
+    GK = min(G, BLOCK_K)                         # K values of one group within a step
+    C = min(8, GK)                               # K values a partial sum: inside one group
     kb = K // 2                                  # bytes a row of Wq
     groups = metile.cdiv(K, G)
     rows = n0 + metile.arange(0, BLOCK_N)
     live = rows < N
-    acc = [metile.zeros((BLOCK_N,), "f32") for _ in range(M)]
-    # BLOCK_K and G divide one another (the host checks): a step is BLOCK_K // GK sub-tiles of
-    # [BLOCK_N, GK / 2] bytes, each inside one group, so its scales and biases are one column of
-    # BLOCK_N values broadcast along the rows (each thread reads its own rows' values) and
-    # nothing is gathered per byte.
+    NB = BLOCK_N * BLOCK_K // 2                  # bytes a step
+    RG = BLOCK_N * BLOCK_K // GK                 # (row, group) pairs a step
+    RC = BLOCK_N * BLOCK_K // C                  # (row, chunk of C) pairs a step
+    shift = metile.reshape(metile.arange(0, 2) * 4, (1, 2))   # low nibble, then high
+    # acc[m]: one partial sum per (row, chunk of C K values), started as a reduction's result so
+    # that it takes the layout the in-thread sums below leave (each thread holds whole chunks):
+    # the loop adds registers to registers and the rows are reduced across threads once, after it.
+    acc = [metile.sum(metile.zeros((RC, C), "f32"), axis=1) for _ in range(M)]
     for k in metile.tile_range(0, K, BLOCK_K):
-        part = [None] * M
-        for g in metile.static_range(BLOCK_K // GK):
-            k0 = k + g * GK
-            b = metile.tile_load(Wq, n0, k0 // 2, kb, (BLOCK_N, GK // 2), bounds=(N, kb)).to("i32")
-            even = k0 + 2 * metile.arange(0, GK // 2)    # the K index of each byte's low nibble
-            inside = even < K
-            s = metile.tile_load(Scales, n0, k0 // G, groups, (BLOCK_N, 1), bounds=(N, groups)).to("f32")
-            z = metile.tile_load(Biases, n0, k0 // G, groups, (BLOCK_N, 1), bounds=(N, groups)).to("f32")
-            w_lo = (b & 15).to("f32") * s + z
-            w_hi = (b >> 4).to("f32") * s + z
-            for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
-                x_lo = metile.load(X + m * K + even, mask=inside, other=0.0).to("f32")
-                x_hi = metile.load(X + m * K + even + 1, mask=inside, other=0.0).to("f32")
-                t = w_lo * x_lo[None, :] + w_hi * x_hi[None, :]
-                part[m] = t if part[m] is None else part[m] + t
-        for m in range(M):
-            acc[m] = acc[m] + metile.sum(part[m], axis=1)
+        # Every load of the step first, so that they are in flight together.
+        b = metile.tile_load(Wq, n0, k // 2, kb, (BLOCK_N, BLOCK_K // 2), bounds=(N, kb)).to("i32")
+        s = metile.tile_load(Scales, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK), bounds=(N, groups))
+        z = metile.tile_load(Biases, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK), bounds=(N, groups))
+        cols = k + metile.arange(0, BLOCK_K)
+        xs = [metile.load(X + m * K + cols, mask=cols < K, other=0.0).to("f32") for m in range(M)]
+        # Each byte twice, shifted by 0 and 4: W's codes in K order (byte i holds K = 2i, 2i+1),
+        # so X is read as one contiguous tile. The broadcast reads the byte tile where its
+        # threads hold the pairs (no exchange). A code q becomes the f32 2^23 + q by OR-ing it
+        # into 2^23's mantissa; subtracting 2^23 leaves q exactly (no integer conversion).
+        b2 = metile.broadcast_to(metile.reshape(b, (NB, 1)), (NB, 2))
+        q = (((b2 >> shift) & 15) | 0x4B000000).to("f32", bitcast=True) - 8388608.0
+        q = metile.reshape(q, (BLOCK_N, BLOCK_K))
+        # W = q * s + z over a chunk of one group: sum(W x) = s * sum(q x) + z * sum(x). The
+        # group's scale and bias are one value a (row, group), broadcast over its chunks.
+        s = metile.reshape(metile.broadcast_to(metile.reshape(s, (RG, 1)), (RG, GK // C)), (RC,))
+        z = metile.reshape(metile.broadcast_to(metile.reshape(z, (RG, 1)), (RG, GK // C)), (RC,))
+        s, z = s.to("f32"), z.to("f32")
+        for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
+            x = xs[m]
+            qx = metile.sum(metile.reshape(q * x[None, :], (RC, C)), axis=1)
+            sx = metile.sum(metile.reshape(x, (BLOCK_K // C, C)), axis=1)
+            sx = metile.reshape(metile.broadcast_to(sx[None, :], (BLOCK_N, BLOCK_K // C)), (RC,))
+            acc[m] = acc[m] + s * qx + z * sx
     for m in range(M):
-        metile.store(Y + m * N + rows, acc[m].to(Y.dtype), mask=live)
+        y = metile.sum(metile.reshape(acc[m], (BLOCK_N, BLOCK_K // C)), axis=1)
+        metile.store(Y + m * N + rows, y.to(Y.dtype), mask=live)
 
 
 # ----------------------------------------------------------------------------- host side
@@ -116,13 +130,13 @@ def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
 
 
 def default_config(n, k, group, device=None):
-    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: the fastest measured
-    on an H100 (bench/results/low_precision_h100.md, second round): [4, 1024] (16 bytes of Wq a
-    thread of 128 a step, in one-group sub-tiles), [32, 256] for groups of 32; host devices:
-    small tiles."""
+    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: [4, 1024], 16
+    bytes of Wq a thread of 128 a step (four 4-byte loads) for any group size; chosen from the
+    generated code, the GPU numbers of this kernel form are still to be measured (the earlier
+    form's are in bench/results/low_precision_h100.md). Host devices: small tiles."""
     device = device or metile.get_device()
     if device.name == "cuda" or device.name.startswith("metal"):
-        return (32, 256) if group == 32 else (4, 1024)
+        return 4, 1024
     return 4, 128
 
 

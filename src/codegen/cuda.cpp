@@ -241,6 +241,8 @@ class CudaDialect final : public GpuDialect {
     return std::string(is_const ? "const " : "") + vector_type(t, width) + "*";
   }
 
+  bool vector_loads_in_flight() const override { return true; }
+
   std::string vector_aligned(const std::string& ptr, int64_t bytes) const override {
     return "(reinterpret_cast<ullong>(" + ptr + ") & " + std::to_string(bytes - 1) + "ull) == 0";
   }

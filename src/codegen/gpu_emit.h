@@ -113,6 +113,14 @@ class GpuDialect {
   /** A condition that `ptr` suits a `bytes`-wide vector access, or "" when any address does. */
   virtual std::string vector_aligned(const std::string& ptr, int64_t bytes) const = 0;
   /**
+   * Whether a vector load of several tested chunks (bounds or alignment) tests them all at once
+   * and loads every chunk in one branch, testing chunk by chunk only where that fails. With a
+   * branch per chunk, each branch ends with its chunk's elements converted from the loaded vector,
+   * and on cuda the first use of a load's register waits for the load: the chunks were fetched one
+   * after another. In one branch they are all in flight before the first conversion waits.
+   */
+  virtual bool vector_loads_in_flight() const { return false; }
+  /**
    * A statement starting an asynchronous copy of `bytes` bytes from device address `src` to
    * threadgroup address `dst` (both aligned to `bytes`), or "" when the language has none: the
    * emitter then copies element by element (gpu_ir.h, async_copy).

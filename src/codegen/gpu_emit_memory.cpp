@@ -20,40 +20,46 @@ void Emitter::vector_access(const gpu::Op& op) {
   AddrSpace space = f_.value(ptr).space;
   if (load) w_.line(type_of(data) + " " + name_[data] + "[" + std::to_string(n) + "];");
   bool chunks = n > width;
-  std::string c = chunks ? "c" : "0";
-  if (chunks) {
-    w_.line(d_.unroll());
-    w_.open("for (int c = 0; c < " + std::to_string(n) + "; c += " + std::to_string(width) + ")");
-  }
-  auto at = [&](int64_t j) {
-    if (c == "0") return std::to_string(j);
-    return j == 0 ? c : c + " + " + std::to_string(j);
-  };
-  std::string address = strip_parens(expr(ptr, at(0)));
-  std::string vptr = "(" + d_.vector_pointer(t, width, space, load && const_ptr_[ptr]) + ")(" + address + ")";
-  std::string cond;
-  if (predicated)
-    for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(j)));
   // one_align (vectorize_access.cpp): every chunk has the first chunk's alignment.
   const bool one_align = op.find_attr("one_align") != nullptr && op.attr_int("one_align") != 0;
-  std::string aligned = d_.vector_aligned(one_align ? strip_parens(expr(ptr, "0")) : address,
-                                          width * static_cast<int64_t>(dtype_size(t)));
-  if (!aligned.empty()) cond += (cond.empty() ? "" : " && ") + aligned;
-  if (!cond.empty()) w_.open("if (" + cond + ")");
+  const int64_t bytes = width * static_cast<int64_t>(dtype_size(t));
+  // The chunk at `c` (a name or a number): element j's index, its address, and the test that
+  // it may be accessed as one vector (every element in bounds, the address aligned).
+  auto at = [](const std::string& c, int64_t j) {
+    if (c == "0") return std::to_string(j);
+    if (is_number(c)) return std::to_string(std::stoll(c) + j);
+    return j == 0 ? c : c + " + " + std::to_string(j);
+  };
+  auto test = [&](const std::string& c, bool align = true) {
+    std::string cond;
+    if (predicated)
+      for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(c, j)));
+    if (!align) return cond;
+    std::string a = d_.vector_aligned(one_align ? strip_parens(expr(ptr, "0")) : strip_parens(expr(ptr, at(c, 0))),
+                                      bytes);
+    if (!a.empty()) cond += (cond.empty() ? "" : " && ") + a;
+    return cond;
+  };
   std::string vt = d_.vector_type(t, width);
-  if (load) {
-    // Named after the array it fills: several unpredicated loads can share one scope.
-    std::string vec = fresh_name(name_[data] + "_vec");
-    w_.line("const " + vt + " " + vec + " = *" + vptr + ";");
-    for (int64_t j = 0; j < width; ++j)
-      w_.line(name_[data] + "[" + at(j) + "] = " + spell_from_storage(c_, t, vec + "[" + std::to_string(j) + "]") + ";");
-  } else {
-    std::string parts;
-    for (int64_t j = 0; j < width; ++j)
-      parts += (j ? ", " : "") + strip_parens(spell_to_storage(c_, t, expr(data, at(j))));
-    w_.line("*" + vptr + " = " + vt + "(" + parts + ");");
-  }
-  if (!cond.empty()) {
+  // The chunks at `c` (the loop's variable, or "0"), each tested when `checked`.
+  auto emit = [&](const std::string& c, bool checked) {
+    std::string address = strip_parens(expr(ptr, at(c, 0)));
+    std::string vptr = "(" + d_.vector_pointer(t, width, space, load && const_ptr_[ptr]) + ")(" + address + ")";
+    std::string cond = checked ? test(c) : "";
+    if (!cond.empty()) w_.open("if (" + cond + ")");
+    if (load) {
+      // Named after the array it fills: several unpredicated loads can share one scope.
+      std::string vec = fresh_name(name_[data] + "_vec");
+      w_.line("const " + vt + " " + vec + " = *" + vptr + ";");
+      for (int64_t j = 0; j < width; ++j)
+        w_.line(name_[data] + "[" + at(c, j) + "] = " + spell_from_storage(c_, t, vec + "[" + std::to_string(j) + "]") + ";");
+    } else {
+      std::string parts;
+      for (int64_t j = 0; j < width; ++j)
+        parts += (j ? ", " : "") + strip_parens(spell_to_storage(c_, t, expr(data, at(c, j))));
+      w_.line("*" + vptr + " = " + vt + "(" + parts + ");");
+    }
+    if (cond.empty()) return;
     // "} else {" at the if's depth; the writer's indentation already suits the else branch.
     w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
     // The masked tail: register by register, exactly like a scalar load/store.
@@ -70,8 +76,29 @@ void Emitter::vector_access(const gpu::Op& op) {
     }
     w_.close();
     w_.close();
-  }
-  if (chunks) w_.close();
+  };
+  auto each_chunk = [&](bool checked) {
+    if (!chunks) return emit("0", checked);
+    w_.line(d_.unroll());
+    w_.open("for (int c = 0; c < " + std::to_string(n) + "; c += " + std::to_string(width) + ")");
+    emit("c", checked);
+    w_.close();
+  };
+  if (!(load && chunks && d_.vector_loads_in_flight() && !test("0").empty())) return each_chunk(true);
+  // Several tested chunks: one test for all of them, then the chunks' loads in one block (all in
+  // flight before the first use waits, Dialect::vector_loads_in_flight), and chunk by chunk
+  // only where some chunk fails its test.
+  std::string all;  // with one_align, the first chunk's alignment once
+  for (int64_t c = 0; c < n; c += width)
+    if (std::string t = test(std::to_string(c), !(one_align && c > 0)); !t.empty())
+      all += (all.empty() ? "" : " && ") + t;
+  std::string whole = fresh_name(name_[data] + "_whole");
+  w_.line("const bool " + whole + " = " + all + ";");
+  w_.open("if (" + whole + ")");
+  each_chunk(false);
+  w_.raw(std::string(static_cast<size_t>(w_.indent() - 1) * 2, ' ') + "} else {\n");
+  each_chunk(true);
+  w_.close();
 }
 
 

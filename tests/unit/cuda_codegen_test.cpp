@@ -118,6 +118,25 @@ TEST(CudaCodegenSource, VectorAddIsCoalescedAndVectorized) {
   EXPECT_NE(src.find("const float* __restrict__ X"), std::string::npos) << src;
 }
 
+TEST(CudaCodegenSource, TestedChunksLoadInOneBranch) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  // A row of 1000 floats over 256 threads: each thread's chunks are tested (bounds, alignment).
+  // One test covers them all, and under it every chunk's vector load comes before the first
+  // element is read from one: all the thread's loads are in flight before the first wait.
+  Artifact a = cuda_build_program(kernels::softmax(1000), CompileOptions{}, "sm_90");
+  const std::string& src = a.sources.at(Stage::cuda);
+  const size_t whole = src.find("_whole = ");
+  ASSERT_NE(whole, std::string::npos) << src;
+  const size_t branch = src.find("if (", whole), fallback = src.find("} else {", branch);
+  ASSERT_NE(fallback, std::string::npos) << src;
+  const std::string fast = src.substr(branch, fallback - branch);
+  EXPECT_EQ(fast.find("if ("), 0u) << fast;                     // no test inside but its own
+  EXPECT_EQ(fast.find("if (", 1), std::string::npos) << fast;
+  EXPECT_NE(fast.find("*(const mt_vec<float, 4>*)"), std::string::npos) << fast;
+  // The chunk-by-chunk form stays for the tiles where the test fails.
+  EXPECT_NE(src.find("(reinterpret_cast<ullong>(", fallback), std::string::npos) << src;
+}
+
 TEST(CudaCodegenSource, ExpIsTheHardwareEx2OfAScaledArgument) {
   if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
   // Every exp of the softmax goes through the prelude's mt_exp (ex2.approx of x * log2(e));

@@ -1,4 +1,4 @@
-// One transposed tf32 wgmma `mma` op (src/passes/lower_wgmma_tf32.cpp plans it): C^T = B^T A^T.
+// One transposed tf32 wgmma `mma` op (src/passes/dot_choices.cpp plans it): C^T = B^T A^T.
 // Warpgroup g = tid / 128 computes wgmma rows [rows (g % wg_m), +rows) (C's columns) and columns
 // [nw (g / wg_m), +nw) (C's rows) with warps_m = 4 wg_m, warps_n = wg_n. Per k step of 8 and m64
 // block i, each thread first reads its four elements of B^T's 64 x 8 block from B's K x N array

@@ -60,7 +60,7 @@ void Lowering::scan(const Op& op) {
 
 void Lowering::trans(const Op& op) {
   // B = trans(x) of a dot that copies x itself (DotChoice::b_kmajor on mma.sync, K-major for tf32
-  // wgmma in lower_wgmma_tf32.cpp): x, one of direct_loads, was never lowered, and the dot reads
+  // wgmma in dot_choices.cpp): x, one of direct_loads, was never lowered, and the dot reads
   // neither value.
   if (map[op.operands[0]] == kNoValue) return;
   ValueId x = get(op.operands[0]);

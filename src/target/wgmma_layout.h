@@ -50,7 +50,7 @@ inline WgmmaTile wgmma_tile(int64_t rows, int64_t cols, int64_t elem) {
   return {rows, cols, elem, wgmma_swizzle(cols, elem)};
 }
 
-// --- tf32 and FP8 (src/passes/lower_wgmma_tf32.cpp, lower_wgmma_fp8.cpp) ---
+// --- tf32 and FP8 (src/passes/dot_choices.cpp) ---
 /** wgmma transposes 16-bit operands only: a 4-byte (tf32) or 1-byte (FP8) B is staged K-major,
  * N x K as A. */
 inline bool wgmma_b_kmajor(int64_t elem) { return elem == 4 || elem == 1; }

@@ -36,13 +36,33 @@ class CheckIncludes(unittest.TestCase):
         rc, out = run({"src/runtime/cpu/t.h": "", "src/runtime/metal/m.cpp": '#include "runtime/cpu/t.h"\n',
                        "src/cache/c.cpp": '#include "runtime/cpu/t.h"\n'})
         self.assertEqual(rc, 1)
-        self.assertIn("runtime/metal (rank 6) includes a sibling, runtime/cpu", out)
-        self.assertIn("cache (rank 6) includes a sibling, runtime/cpu", out)
+        self.assertIn("runtime/metal (rank 7) includes a sibling, runtime/cpu", out)
+        self.assertIn("cache (rank 7) includes a sibling, runtime/cpu", out)
 
     def test_runtime_core_is_below_the_devices(self):
         rc, out = run({"src/runtime/cpu/t.h": "", "src/runtime/device.h": '#include "runtime/cpu/t.h"\n'})
         self.assertEqual(rc, 1)
-        self.assertIn("runtime (rank 5) includes a higher layer, runtime/cpu", out)
+        self.assertIn("runtime (rank 6) includes a higher layer, runtime/cpu", out)
+
+    def test_layout_assignment_may_not_include_lowering(self):
+        # Lowering reads layout assignment's result; the way back is the cycle issue 31 ended.
+        rc, out = run({"src/passes/lower_options.h": "",
+                       "src/passes/assign_layouts.h": '#include "passes/lower_options.h"\n',
+                       "src/passes/assign_layouts.cpp": '#include "passes/assign_layouts.h"\n'
+                                                        '#include "passes/lower_internal.h"\n',
+                       "src/passes/lower.h": '#include "passes/lower_options.h"\n',
+                       "src/passes/lower_internal.h": '#include "passes/assign_layouts.h"\n#include "passes/lower.h"\n',
+                       "src/passes/lower_dot.cpp": '#include "passes/lower_internal.h"\n',
+                       "src/passes/pipeline.cpp": '#include "passes/assign_layouts.h"\n#include "passes/lower.h"\n'})
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.splitlines(), [
+            'src/passes/assign_layouts.cpp:2: #include "passes/lower_internal.h": passes (rank 3) '
+            'includes a higher layer, lowering (rank 4)'])
+
+    def test_lowering_may_not_include_the_pipeline(self):
+        rc, out = run({"src/passes/pipeline.h": "", "src/passes/lower.cpp": '#include "passes/pipeline.h"\n'})
+        self.assertEqual(rc, 1)
+        self.assertIn("lowering (rank 4) includes a higher layer, gpu_pipeline (rank 5)", out)
 
     def test_missing_header_is_refused(self):
         rc, out = run({"src/ir/a.h": '#include "ir/nowhere.h"\n'})

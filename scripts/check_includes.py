@@ -33,16 +33,19 @@ LAYERS = [
     (4, "lowering", ["src/passes/lower.h", "src/passes/lower_internal.h", "src/passes/lower*.cpp"]),
     (5, "gpu_pipeline", ["src/passes/pipeline.*"]),  # layout assignment, lowering, the GPU IR passes
     (3, "passes", ["src/passes"]),  # Tile IR passes, layout assignment and its choices, GPU IR passes
+    # A dialect's own spelling (CUDA's PTX, wgmma, TMA) sits in its folder above the shared
+    # emitter, which reaches it through the GpuDialect hooks only.
+    (6, "codegen/cuda", ["src/codegen/cuda"]),
     (5, "codegen", ["src/codegen"]),
-    (7, "runtime/cpu", ["src/runtime/cpu"]),
-    (7, "runtime/cuda", ["src/runtime/cuda"]),
-    (7, "runtime/interp", ["src/runtime/interp"]),
-    (7, "runtime/metal", ["src/runtime/metal"]),
-    (7, "runtime/metal_sim", ["src/runtime/metal_sim"]),
-    (6, "runtime", ["src/runtime"]),  # the Device interface, artifacts, registry, runtime/host
-    (7, "cache", ["src/cache"]),
-    (8, "driver", ["src/driver"]),
-    (9, "capi", ["capi"]),
+    (8, "runtime/cpu", ["src/runtime/cpu"]),
+    (8, "runtime/cuda", ["src/runtime/cuda"]),
+    (8, "runtime/interp", ["src/runtime/interp"]),
+    (8, "runtime/metal", ["src/runtime/metal"]),
+    (8, "runtime/metal_sim", ["src/runtime/metal_sim"]),
+    (7, "runtime", ["src/runtime"]),  # the Device interface, artifacts, registry, runtime/host
+    (8, "cache", ["src/cache"]),
+    (9, "driver", ["src/driver"]),
+    (10, "capi", ["capi"]),
 ]
 PUBLIC = "include"  # the public header: below every layer
 # Where a quoted include is looked up, in the compiler's order after the including folder.

@@ -30,7 +30,7 @@
 // rule of assign_layouts' direct copies). The dot then copies t itself (async copies or TMA)
 // into the same swizzled K-major layout A uses (src/target/wgmma_layout.h with rows N, cols K),
 // the trans is never lowered (lower_scan.cpp), and the emitter reads B with A's descriptor form
-// (gpu_emit_wgmma.cpp). Every other f32 dot keeps mma.sync's tf32 atom (lower_dot.cpp).
+// (src/codegen/cuda/wgmma.cpp). Every other f32 dot keeps mma.sync's tf32 atom (lower_dot.cpp).
 //
 // Every other f32 dot on the atom (B N-major, as loaded for dot(a, b)) computes C^T = B^T A^T
 // instead (choose_wgmma_transposed): wgmma's A operand is B^T, whose K-major fragments each
@@ -39,7 +39,7 @@
 // as for f16 (the N-major swizzled blocks); the accumulator holds C^T's fragments and its
 // layout (transposed_fragment) maps each register to C's element, so the epilogue and
 // tile_store use it as any layout. A register fragment must not change while its wgmma runs,
-// so the op waits for its own group before it ends (gpu_emit_wgmma_tf32.cpp).
+// so the op waits for its own group before it ends (src/codegen/cuda/wgmma_tf32.cpp).
 //
 // Rounding: the operands stay f32 in threadgroup memory and the tensor cores read their tf32
 // bits, dropping the low 13 mantissa bits (truncation), where mma.sync's fragments round to

@@ -1,7 +1,7 @@
 /** \file wgmma_layout.h
  * Where a wgmma operand tile lives in threadgroup memory: one fact shared by lowering (where the
  * copies write each 16-byte chunk, lower_wgmma.cpp) and the CUDA emitter (the matrix descriptors
- * that read it, gpu_emit_wgmma.cpp).
+ * that read it, src/codegen/cuda/wgmma.cpp).
  *
  * A tile of rows x cols elements whose cols are contiguous (A: M x K, "K-major"; B: K x N,
  * "N-major") is cut along cols into blocks `swizzle` bytes wide; each block holds every row,

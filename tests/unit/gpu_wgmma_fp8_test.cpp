@@ -5,7 +5,7 @@
 // bindings/python/tests/test_fp8_dot.py runs them against interp and float64.
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -4,7 +4,7 @@
 // gemm_tf32_*_nt GEMMs run it against interp and float64.
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "ir/gpu_ir.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"

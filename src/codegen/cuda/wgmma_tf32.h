@@ -1,4 +1,4 @@
-/** \file gpu_emit_wgmma_tf32.h
+/** \file wgmma_tf32.h
  * The CUDA spelling of a transposed tf32 wgmma `mma` op (src/passes/lower_wgmma_tf32.cpp):
  * C^T = B^T A^T with B^T's fragments read from B's threadgroup array into registers.
  */

@@ -12,9 +12,9 @@
 // apart, the k step moving the start address inside the swizzle row; the warpgroup's nw rows).
 // The fragment registers must not change while the wgmmas read them, so the op waits for its
 // group before it ends, pipelined or not.
-#include "codegen/gpu_emit_wgmma_tf32.h"
+#include "codegen/cuda/wgmma_tf32.h"
 
-#include "codegen/gpu_emit_wgmma.h"
+#include "codegen/cuda/wgmma.h"
 #include "support/error.h"
 #include "target/wgmma_layout.h"
 

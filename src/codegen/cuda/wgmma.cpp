@@ -19,8 +19,8 @@
 // waits for it, so no stage is overwritten while a wgmma reads it. Elsewhere the op waits
 // itself, and empty asm statements that read and write every accumulator register keep the
 // compiler from moving their uses across the wait.
-#include "codegen/gpu_emit_wgmma.h"
-#include "codegen/gpu_emit_wgmma_tf32.h"
+#include "codegen/cuda/wgmma.h"
+#include "codegen/cuda/wgmma_tf32.h"
 
 #include "target/wgmma_layout.h"
 #include "support/error.h"
@@ -71,7 +71,7 @@ std::string wgmma_type(DType t) {
 }  // namespace
 
 void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
-  if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (gpu_emit_wgmma_tf32.cpp)
+  if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (wgmma_tf32.cpp)
   const int64_t elem = static_cast<int64_t>(dtype_size(s.ab));
   const DType bt = s.bt == DType::invalid ? s.ab : s.bt;
   METILE_ASSERT(dtype_size(bt) == dtype_size(s.ab) && (bt == s.ab || is_f8(bt)), "wgmma: A and B types do not pair");

@@ -33,9 +33,10 @@ LAYERS = [
     (4, "lowering", ["src/passes/lower.h", "src/passes/lower_internal.h", "src/passes/lower*.cpp"]),
     (5, "gpu_pipeline", ["src/passes/pipeline.*"]),  # layout assignment, lowering, the GPU IR passes
     (3, "passes", ["src/passes"]),  # Tile IR passes, layout assignment and its choices, GPU IR passes
-    # A dialect's own spelling (CUDA's PTX, wgmma, TMA) sits in its folder above the shared
-    # emitter, which reaches it through the GpuDialect hooks only.
+    # A dialect's own spelling (CUDA's PTX, wgmma, TMA; MSL) sits in its folder above the shared
+    # emitter, which reaches it through the GpuDialect hooks only; dialects never include each other.
     (6, "codegen/cuda", ["src/codegen/cuda"]),
+    (6, "codegen/metal", ["src/codegen/metal"]),
     (5, "codegen", ["src/codegen"]),
     (8, "runtime/cpu", ["src/runtime/cpu"]),
     (8, "runtime/cuda", ["src/runtime/cuda"]),

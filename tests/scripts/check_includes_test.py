@@ -71,6 +71,11 @@ class CheckIncludes(unittest.TestCase):
         self.assertEqual(out.splitlines(), ['src/codegen/gpu_emit.cpp:1: #include "codegen/cuda/wgmma.h": codegen '
                                             '(rank 5) includes a higher layer, codegen/cuda (rank 6)'])
 
+    def test_dialects_may_not_include_each_other(self):
+        rc, out = run({"src/codegen/metal/msl.h": "", "src/codegen/cuda/cuda.cpp": '#include "codegen/metal/msl.h"\n'})
+        self.assertEqual(rc, 1)
+        self.assertIn("codegen/cuda (rank 6) includes a sibling, codegen/metal", out)
+
     def test_missing_header_is_refused(self):
         rc, out = run({"src/ir/a.h": '#include "ir/nowhere.h"\n'})
         self.assertEqual(rc, 1)

@@ -7,7 +7,7 @@
 // plain f16 dots. interp evaluates FP8 dots itself too: with the pass off it is the oracle the
 // pass is checked against. A device whose GPU lowering takes FP8 dots itself (cuda:
 // DeviceInfo::lowers_fp8_dots, src/passes/dot_choices.cpp) is left its FP8 dots: there the
-// FP8 wgmma atom computes them where it fits and the same exact f16 staging everywhere else.
+// FP8 warpgroup atom computes them where it fits and the same exact f16 staging everywhere else.
 #include "passes/tile/tile_emit.h"
 
 namespace metile {

@@ -27,7 +27,7 @@ METILE_LIBRARY=/tmp/after/libmetile.so timeout 150 python3 -m pytest -q -p no:ca
 echo "pytest rc=$? $(tail -1 "$out/pytest.log") ${SECONDS}s"
 variants=(--variant after=/tmp/after/libmetile.so: --variant counter_off=/tmp/after/libmetile.so:stage_counter)
 if [ -n "$old" ]; then
-  prelude="$here/src/codegen/prelude/cuda_prelude.h"
+  prelude="$here/src/codegen/cuda/prelude/cuda_prelude.h"
   cp "$prelude" /tmp/new_prelude.h && cp "$old" "$prelude"
   ninja -C $mb metile > "$out/build_before.log" 2>&1 && mkdir -p /tmp/before && cp $mb/libmetile.so /tmp/before/
   cp /tmp/new_prelude.h "$prelude"

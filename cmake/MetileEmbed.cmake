@@ -2,8 +2,9 @@
 # (The build identity for compile-cache keys is MetileBuildIdentity.cmake.)
 
 # metile_embed_files(<out_var> <dir> [extra files...]): generates generated/embedded_files.cpp with
-# a table {relative name, contents} readable through src/support/embedded.h. Extra files (shared
-# sources that generated code pastes in, such as src/ir/swizzle.h) are named by their file name.
+# a table {relative name, contents} readable through src/support/embedded.h. Extra files (a
+# dialect's own preludes, shared sources that generated code pastes in such as src/ir/swizzle.h)
+# are named by their file name.
 function(metile_embed_files out_var dir)
   file(GLOB_RECURSE files CONFIGURE_DEPENDS "${dir}/*")
   string(REPLACE ";" "|" extra "${ARGN}")

@@ -20,8 +20,6 @@
 
 namespace metile {
 
-namespace emit_detail {
-
 std::string strip_parens(const std::string& s) {
   if (s.size() < 2 || s.front() != '(' || s.back() != ')') return s;
   int depth = 0;
@@ -31,6 +29,8 @@ std::string strip_parens(const std::string& s) {
   }
   return s.substr(1, s.size() - 2);
 }
+
+namespace emit_detail {
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -642,9 +642,13 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::TMA_LOAD:
     case GpuOpKind::MBAR_WAIT:
     case GpuOpKind::WGMMA_WAIT:
-    case GpuOpKind::OPAQUE:
-      tma(op);
+    case GpuOpKind::OPAQUE: {
+      std::vector<std::string> operands;
+      for (ValueId v : op.operands) operands.push_back(expr(v, "0"));
+      d_.tma(w_, op, operands, op.operands.empty() ? DType::invalid : dtype(op.operands[0]),
+             op.results.empty() ? "" : name_[op.result()]);
       return;
+    }
     default:
       statement(op, "0", false);  // one-register per-register ops
   }
@@ -733,7 +737,7 @@ std::string Emitter::run(KernelInterface* k) {
       k->accumulator_registers = std::max(k->accumulator_registers, tiles * regs(op.result()));
     }
     k->cancel = k->cancel || op.kind == GpuOpKind::CANCEL_POINT;
-    if (op.kind == GpuOpKind::TMA_LOAD) {  // the maps' texts by index (gpu_emit_tma.cpp)
+    if (op.kind == GpuOpKind::TMA_LOAD) {  // the maps' texts by index (GpuDialect::tma)
       atoms.insert("tma");
       const size_t map = static_cast<size_t>(op.attr_int("map"));
       if (k->tensor_maps.size() <= map) k->tensor_maps.resize(map + 1);

@@ -18,6 +18,7 @@
 
 #include "codegen/c_like.h"
 #include "ir/gpu_ir.h"
+#include "support/error.h"
 
 namespace metile {
 
@@ -68,7 +69,7 @@ struct MmaSpec {
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
   bool b_kmajor = false;       // mma.sync: b holds B transposed, n rows of k (ldmatrix without .trans)
   bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
-  bool transposed = false;     // wgmma tf32: C^T = B^T A^T with B^T from registers (gpu_emit_wgmma_tf32.cpp)
+  bool transposed = false;     // wgmma tf32: C^T = B^T A^T with B^T from registers (cuda/wgmma_tf32.cpp)
   int64_t promote = 0;         // wgmma FP8: k between promotions of the partial sums (0: fast accumulation)
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
@@ -145,6 +146,17 @@ class GpuDialect {
   /** Writes statements for one `mma` op (identifiers it declares start with mma_). */
   virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
   /**
+   * Writes the statements of one op of the tensor-memory-accelerator family (gpu_ir.h:
+   * mbar_init, tma_load, mbar_wait, wgmma_wait, opaque), which lowering makes only for targets
+   * with warpgroup atoms: `operands` are its operands' expressions (register 0), `element` the
+   * element type of its first operand, `result` its result's name ("" without one). The
+   * emitter reaching it in a dialect without such ops is a bug.
+   */
+  virtual void tma(SourceWriter&, const gpu::Op& op, const std::vector<std::string>&, DType,
+                   const std::string&) const {
+    METILE_ASSERT(false, "gpu_emit: ", gpu_op_name(op.kind), " in a dialect without TMA");
+  }
+  /**
    * A file-scope constant array named `name` holding the bytes of `text` and a terminating 0:
    * user text (device_print's prefix) enters the source as numbers, never as a literal.
    */
@@ -164,6 +176,9 @@ class GpuDialect {
   /** Marks a loop over registers for full unrolling. */
   virtual std::string unroll() const { return "#pragma unroll"; }
 };
+
+/** s without one pair of enclosing parentheses (when they enclose all of it). */
+std::string strip_parens(const std::string& s);
 
 /**
  * Writes the kernel for `f` (verified GPU IR) and fills `iface`. Throws METILE_ERROR_INTERNAL

@@ -16,8 +16,6 @@ namespace metile::emit_detail {
 
 using gpu::GpuOpKind;
 
-/** s without one pair of enclosing parentheses (when they enclose all of it). */
-std::string strip_parens(const std::string& s);
 bool is_identifier(const std::string& s);
 bool is_number(const std::string& s);
 
@@ -82,8 +80,6 @@ class Emitter {
   void async_copy(const gpu::Op& op);
   void async_chunks(const gpu::Op& op, ValueId live, bool aligned, const std::string& pred = "");
   void mma(const gpu::Op& op);
-  /** mbar_init, tma_load, mbar_wait, wgmma_wait (CUDA only; gpu_emit_tma.cpp). */
-  void tma(const gpu::Op& op);
   std::string fresh_name(const std::string& stem);
   void loop(const gpu::Op& op);
   void declare_vars(const std::vector<ValueId>& vs);

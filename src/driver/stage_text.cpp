@@ -1,8 +1,8 @@
 #include "driver/stage_text.h"
 
 #include "codegen/cpu_cpp.h"
-#include "codegen/cuda.h"
-#include "codegen/msl.h"
+#include "codegen/cuda/cuda.h"
+#include "codegen/metal/msl.h"
 #include "passes/pipeline.h"
 #include "passes/tile/tile_pipeline.h"
 #include "target/gpu_target.h"

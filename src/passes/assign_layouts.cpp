@@ -30,7 +30,9 @@
 #include <cmath>
 #include <set>
 
-#include "passes/lower_internal.h"
+#include "passes/dot_choices.h"
+#include "passes/in_place_reduce.h"
+#include "support/error.h"
 
 namespace metile {
 
@@ -246,7 +248,7 @@ bool Assigner::slice_layouts(const Op& o) {
     const Shape& s = p.type(o.operands[0]).shape;
     const gpu::LayoutId from = assigned[o.operands[0]] != gpu::kUniform
         ? assigned[o.operands[0]] : f.add_layout(canonical_layout(s.numel(), f.threads, p.num_threads, out.chunk));
-    std::optional<lowering::InPlaceReduce> plan = lowering::plan_in_place_reduce(
+    std::optional<InPlaceReduce> plan = plan_in_place_reduce(
         f.layout(from), f.threads, f.simd_width, s,
         static_cast<int>(o.attr_int("axis")), p.type(o.result()).shape.numel());
     if (plan && plan->sg_bits.empty()) changed = give_layout(o.result(), f.add_layout(plan->part)) || changed;
@@ -289,7 +291,7 @@ bool Assigner::slice_layouts(const Op& o) {
     if (to.rank == 2 && from.numel() != to.numel() && computed(src) &&
         (from.rank == 1 || from.dims[0] == 1 || from.dims[1] == 1)) {
       const int axis = from.rank == 2 && from.dims[1] == 1 ? 1 : 0;  // the axis the source lacks
-      std::optional<lowering::InPlaceReduce> plan = lowering::plan_in_place_reduce(
+      std::optional<InPlaceReduce> plan = plan_in_place_reduce(
           f.layout(to_l), f.threads, f.simd_width, to, axis, from.numel());
       if (plan && p.type(src).shape.numel() == from.numel())
         changed = give(src, f.add_layout(plan->part)) || changed;

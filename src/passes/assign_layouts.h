@@ -2,7 +2,9 @@
  * Layout assignment: the pass that decides, before any op is lowered, how many threads a
  * threadgroup has, which matrix atom and warp grid each dot uses, and which (thread, register)
  * layout each Tile IR tile value lives in. Lowering (lower.cpp) consumes its result; the
- * METILE_DEBUG stage "layouts" prints it as Tile IR with a layout comment on each op.
+ * METILE_DEBUG stage "layouts" prints it as Tile IR with a layout comment on each op. The choices
+ * it makes beyond a dot's warp-level atom are in dot_choices.h, the reductions that stay in
+ * registers in in_place_reduce.h; it includes nothing of lowering.
  */
 #pragma once
 
@@ -13,7 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "passes/lower.h"
+#include "ir/gpu_ir.h"
+#include "ir/tile_ir.h"
+#include "passes/lower_options.h"
+#include "target/gpu_target.h"
 #include "target/wgmma_layout.h"
 
 namespace metile {
@@ -30,11 +35,11 @@ struct DotChoice {
   /** direct[1] is the tile_load under B = trans(load), staged as loaded: n rows of k
    * (lower_trans_operand.cpp). */
   bool b_kmajor = false;
-  bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma)
+  bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma, dot_choices.h)
   WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
   bool tf32x3 = false;  // the relaxed atom runs three MMAs on TF32 hi/lo parts (MatrixAtom::splits)
-  bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (lower_wgmma_tf32.cpp)
-  /** wgmma FP8 (lower_wgmma_fp8.cpp): K elements per f32 promotion of the wgmma partial sums
+  bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (dot_choices.cpp)
+  /** wgmma FP8 (dot_choices.cpp): K elements per f32 promotion of the wgmma partial sums
    * (0: fast accumulation, every k step into the accumulator itself). */
   int64_t promote = 0;
 };
@@ -93,7 +98,7 @@ DotPrecision gpu_dot_precision(const Op& dot, const GpuTarget& target, const Low
 /**
  * Appends the leaves of `mode`, one mode of a matrix atom's (lane, value) -> element layout, to
  * a tile layout's (shape, stride), each stride mapped to the tile's element numbering by to_tile.
- * The fragment layouts of mma (assign_layouts.cpp) and wgmma (lower_wgmma.cpp) are built of these.
+ * The fragment layouts of mma (assign_layouts.cpp) and wgmma (dot_choices.cpp) are built of these.
  */
 void append_atom_mode(const metile::Layout& mode, const std::function<int64_t(int64_t)>& to_tile,
                       std::vector<IntTuple>& shape, std::vector<IntTuple>& stride);
@@ -106,21 +111,6 @@ int64_t staging_pad(DType t);
 
 /** K columns of a dot staged at a time: halved until A and B fit half the threadgroup memory. */
 int64_t dot_chunk(const GpuTarget& target, const DotChoice& c, int64_t m, int64_t n, int64_t k);
-
-/**
- * Moves dot `o` of `program` to a warpgroup atom of `target` (wgmma on sm_90) when it fits
- * (lower_wgmma.cpp): both operands copied directly, K staged whole, whole warpgroups, 64-row
- * blocks; sets c's atom, warp grid, accumulator layout (added to f) and staged tiles.
- * rows_reduced: the result's rows are reduced later (then one warpgroup column).
- */
-bool choose_wgmma(const Program& program, const Op& o, const GpuTarget& target,
-                  const LowerOptions& options, bool rows_reduced, gpu::Function& f, DotChoice& c);
-
-/**
- * Whether dot `c` may stage B = trans(tile_load) as loaded, n rows of k (lower_trans_operand.cpp):
- * 16-bit operands on CUDA's mma.sync with ldmatrix, K staged whole, LowerOptions::kmajor_b.
- */
-bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k);
 
 /** The "layouts" stage text: `program` with a `// layout` comment on each op with tile results. */
 std::string print_layouts(const Program& program, const LayoutAssignment& layouts);

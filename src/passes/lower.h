@@ -3,114 +3,12 @@
  */
 #pragma once
 
-#include <string>
-
 #include "ir/gpu_ir.h"
 #include "ir/tile_ir.h"
+#include "passes/lower_options.h"
 #include "target/gpu_target.h"
 
 namespace metile {
-
-struct LowerOptions {
-  /** Threads per program instance; 0 lets lowering choose (T for SIMT kernels). */
-  int num_threads = 0;
-  /** The device name for error messages ("metal-sim"). */
-  std::string device;
-  /** The precision of dots without input_precision (CompileOptions::dot_default(); its
-   * device_default is the target's GpuTarget::dot_default). */
-  DotPrecision dot_default = DotPrecision::device_default;
-  /**
-   * A dot operand that comes straight from a tile_load is copied from device to threadgroup
-   * memory with async_copy (cp.async on CUDA) instead of through registers (lower_dot.cpp).
-   * Off: the register path, for differential tests.
-   */
-  bool async_copy = true;
-  /** 16-bit mma operands read their fragments with ldmatrix on CUDA (off: shared loads). */
-  bool ldmatrix = true;
-  /**
-   * Stages of the K-loop pipeline for dots whose operands are copied straight to threadgroup
-   * memory (lower_pipeline.cpp): 0 = the target's choice (3 where copies are asynchronous, as
-   * far as threadgroup memory allows), 1 = none.
-   */
-  int num_stages = 0;
-  /**
-   * Targets without asynchronous copies (Apple GPUs): a K loop that qualifies for the pipeline
-   * keeps two threadgroup stages and loads the next iteration's tiles into registers before
-   * this iteration's mmas, storing them into the other stage after (lower_double_buffer.cpp);
-   * num_stages 1 or off (METILE_GPU_OFF=double_buffer): the single-buffer loop.
-   */
-  bool double_buffer = true;
-  /**
-   * Aligned body + masked tail for async copies of bounded tile_loads: a uniform test per copy
-   * (the whole tile in bounds, rows and base aligned to the chunk) picks plain 16-byte copies,
-   * else the per-chunk bounds path (lower_dot.cpp). Off: the per-chunk path always.
-   */
-  bool aligned_body = true;
-  /**
-   * mma.sync (CUDA): each k step's fragments are read while the previous step's mmas run
-   * (two fragment buffers), and the mmas of a warp tile run in serpentine order (odd rows of
-   * atoms walk the columns backwards, so consecutive mmas share an operand). Off: read, then
-   * multiply, row by row, for differential tests.
-   */
-  bool preload = true;
-  bool serpentine = true;
-  /**
-   * A pipelined K loop carries its stage index (0, 1, .., stages-1, 0, ..) from iteration to
-   * iteration instead of computing (iteration % stages) and the prefetch's stage from the
-   * induction variable each step (lower_pipeline.cpp). Off: computed, for differential tests.
-   */
-  bool stage_counter = true;
-  /**
-   * mma.sync (CUDA): a dot's B = trans(tile_load) (attention's K^T) is copied as it is loaded,
-   * n rows of k, straight to threadgroup memory, and its fragments are read by ldmatrix without
-   * .trans (lower_trans_operand.cpp). Off: staged element by element through registers.
-   */
-  bool kmajor_b = true;
-  /**
-   * A dot's copies from device memory start at an earlier dot of the same block when its loads
-   * come before that one (attention's V during Q K^T and the softmax; lower_early_copy.cpp).
-   * Off: at the dot, waited for at once.
-   */
-  bool early_copy = true;
-  /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
-  int warps_m = 0, warps_n = 0;
-  /**
-   * Dots that fit a warpgroup atom of the target (wgmma on sm_90) use it (lower_wgmma.cpp);
-   * off: the warp-level atoms, for differential tests.
-   */
-  bool wgmma = true;
-  /**
-   * A pipelined wgmma dot's bounded tile_loads whose base, row stride and bounds are kernel
-   * parameters or constants are copied by the tensor memory accelerator (cp.async.bulk.tensor,
-   * completing on mbarriers) through tensor maps the runtime builds (lower_tma.cpp). Off: the
-   * cp.async copies (METILE_GPU_OFF=tma).
-   */
-  bool tma = true;
-  /**
-   * A TMA-only wgmma K loop nested in a loop over output tiles (persistent_range) keeps its
-   * mbarriers across tiles and issues the next tile's first stages before this tile's
-   * epilogue (lower_persistent.cpp). Off: each tile fills its pipeline after the previous
-   * tile's epilogue (METILE_GPU_OFF=persistent).
-   */
-  bool persistent = true;
-  /**
-   * Canonical layouts take the target's wider chunks (GpuTarget::chunk_bytes: 16-byte runs of
-   * 16-bit tiles on cuda). Off: 4 elements a chunk on every target (METILE_GPU_OFF=wide_chunks).
-   */
-  bool wide_chunks = true;
-  /**
-   * A tile loaded only to be broadcast (a row's scale, a bias row) is loaded in the layout the
-   * broadcast reads, each thread the elements it needs. Off: loaded in the canonical layout and
-   * moved through threadgroup memory (METILE_GPU_OFF=broadcast_loads).
-   */
-  bool broadcast_loads = true;
-  /**
-   * FP8 wgmma dots add their wgmma partial sums into the f32 accumulator every kFp8PromoteK
-   * elements of K from a separate register tile (lower_wgmma_fp8.cpp). Off: fast accumulation,
-   * straight into the accumulator (METILE_GPU_OFF=fp8_promote).
-   */
-  bool fp8_promote = true;
-};
 
 struct LayoutAssignment;
 

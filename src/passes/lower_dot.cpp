@@ -184,7 +184,7 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = (plan.b_kmajor ? n : plan.kc) * plan.ld[1];
     const std::vector<int64_t> shape[2] = {{m, plan.kc}, {plan.b_kmajor ? n : plan.kc, plan.b_kmajor ? plan.kc : n}};
-    // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; lower_wgmma_fp8.cpp).
+    // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; dot_choices.cpp).
     const DType bt = plan.wgmma && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
     for (int i = 0; i < 2; ++i) {
       // wgmma arrays take the staged tile's shape: a tf32 or FP8 B is staged K-major, N x K.
@@ -263,8 +263,8 @@ void Lowering::dot(const Op& op) {
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
-      if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // lower_wgmma_tf32.cpp
-      if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // lower_wgmma_fp8.cpp
+      if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // dot_choices.cpp
+      if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // dot_choices.cpp
       if (plan.tf32x3) g.attrs.push_back({"tf32x3", int64_t{1}});
       g.results = {b.new_value(ct, acc_l)};
       r = b.append(std::move(g)).result();

@@ -1,8 +1,8 @@
 /** \file lower_internal.h
  * The state shared by the lowering files: lower.cpp (driver, layouts, element-wise ops, loops,
  * roles, SIMT ops), lower_memory.cpp (loads, stores, tile copies, shared memory) and
- * lower_reduce.cpp (reductions and layout changes through threadgroup memory), lower_slice.cpp
- * (what lets reductions and broadcasts stay in registers), lower_scan.cpp
+ * lower_reduce.cpp (reductions and layout changes through threadgroup memory, or in registers
+ * where in_place_reduce.h finds a plan), lower_scan.cpp
  * (cumsum, cumprod, trans), lower_print.cpp (device_print) and lower_control.cpp (if, while).
  *
  * A Tile IR tile value maps to a uniform GPU value (all elements equal, e.g. a broadcast
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "passes/assign_layouts.h"
+#include "passes/in_place_reduce.h"
 #include "passes/lower.h"
 #include "target/tma.h"
 #include "support/error.h"
@@ -41,27 +42,6 @@ using gpu::LayoutId;
  * nothing. */
 bool scalar_slice(const Program& p, const Block& body, const std::map<ValueId, size_t>& pos,
                   const std::set<ValueId>& excluded, ValueId v, std::set<size_t>& slice);
-
-// --- lower_slice.cpp ---
-/** How an axis reduction of a tile in layout `in` runs without moving the tile. */
-struct InPlaceReduce {
-  std::vector<int64_t> fold;         // operand register -> result register (per thread)
-  gpu::Layout part;                  // the folded values' layout, replicated over the flipped bits
-  std::vector<int64_t> lane_masks;   // shuffle_xor masks whose lanes hold the same outputs
-  std::vector<int> sg_bits;          // thread-index bits of simdgroups holding the same outputs
-};
-/** The plan for reducing axis `axis` of the 2-D tile shape s (outputs elements) laid out as
- * `in`, or nothing when the layout does not allow it (padding, non power-of-two counts, an
- * output spread other than over whole lane or simdgroup bits, a result map not linear in the
- * thread index). */
-std::optional<InPlaceReduce> plan_in_place_reduce(const gpu::Layout& in, int64_t threads,
-                                                  int64_t width, const Shape& s, int axis,
-                                                  int64_t outputs);
-/** For each register of `to`, the register of `from` in the same thread that holds
- * source(its element), the same in every thread; nothing when some thread lacks one. */
-std::optional<std::vector<int64_t>> gather_map(const gpu::Layout& from, const gpu::Layout& to,
-                                               int64_t threads,
-                                               const std::function<int64_t(int64_t)>& source);
 
 class Lowering {
  public:

@@ -1,9 +1,9 @@
-// Persistent tiles for TMA wgmma pipelines (issue 19): a pipelined K loop (lower_pipeline.cpp)
+// Persistent tiles for TMA pipelines of warpgroup dots (issue 19): a pipelined K loop (lower_pipeline.cpp)
 // whose copies are all TMA's (lower_tma.cpp), nested directly in a loop over output tiles
 // (persistent_range: for each tile this program runs, the K loop, then the tile's epilogue).
 //
 // Without this each tile sets up its mbarriers, fills S-1 stages and waits for the first one
-// before its first wgmma: the tensor cores idle through that latency and through the tile's
+// before its first warpgroup mma: the tensor cores idle through that latency and through the tile's
 // epilogue. Here the outer loop is rotated by one tile's prologue:
 //
 //   before the outer loop: the mbarriers (once), the first tile's first S-1 stages
@@ -11,7 +11,7 @@
 //               the phase (g / S) & 1, so the barriers run on from tile to tile without being
 //               set up again (base counts the iterations of earlier tiles modulo 2S, which is
 //               all that stage and phase need, so it never overflows);
-//               after it every wgmma is waited for and a barrier passed (no stage is read any
+//               after it every warpgroup mma is waited for and a barrier passed (no stage is read any
 //               more), then the next tile's first S-1 stages, if there is a next tile, then
 //               this tile's epilogue, which runs while those copies fly.
 //

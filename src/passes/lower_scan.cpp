@@ -59,9 +59,9 @@ void Lowering::scan(const Op& op) {
 }
 
 void Lowering::trans(const Op& op) {
-  // B = trans(x) of a dot that copies x itself (DotChoice::b_kmajor on mma.sync, K-major for tf32
-  // wgmma in lower_wgmma_tf32.cpp): x, one of direct_loads, was never lowered, and the dot reads
-  // neither value.
+  // B = trans(x) of a dot that copies x itself (DotChoice::b_kmajor on mma.sync, K-major for the
+  // tf32 and FP8 warpgroup atoms: dot_choices.cpp): x, one of direct_loads, was never lowered,
+  // and the dot reads neither value.
   if (map[op.operands[0]] == kNoValue) return;
   ValueId x = get(op.operands[0]);
   const Shape& from = p.type(op.operands[0]).shape;

@@ -15,15 +15,6 @@
 // registers as f32, and no 2-byte transposed stores conflict in the banks.
 #include "passes/lower_internal.h"
 
-namespace metile {
-
-bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k) {
-  return options.kmajor_b && options.ldmatrix && target.dialect == "cuda" && c.atom != nullptr &&
-         c.atom->name == std::string("mma.sync") && dtype_size(c.stage) == 2 && c.kc == k;
-}
-
-}  // namespace metile
-
 namespace metile::lowering {
 
 bool Lowering::only_a_dot_reads(ValueId tile_value) {

@@ -37,7 +37,7 @@ struct DeviceInfo {
   /** Runs each program's tiles in order on one host thread (interp, cpu), so a whole-tile
    * reduction is a plain loop; GPUs spread a tile over threads. Tile IR passes choose forms by it. */
   bool whole_tiles_in_order = false;
-  /** Its GPU lowering takes dots on FP8 operands itself (cuda: the FP8 wgmma atom where it fits,
+  /** Its GPU lowering takes dots on FP8 operands itself (cuda: the FP8 warpgroup atom where it fits,
    * else the operands staged as exact f16 values), so the fp8_dots Tile IR pass leaves them. */
   bool lowers_fp8_dots = false;
   /** The GPU's index among the machine's (cuda:N) where devices are chosen by index. */

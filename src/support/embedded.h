@@ -1,6 +1,7 @@
 /** \file embedded.h
- * Files embedded into the library at build time (src/codegen/prelude/: device preludes and the
- * Metal shim header), so a kernel compile never depends on the source tree being present.
+ * Files embedded into the library at build time (src/codegen/prelude/ and each dialect's
+ * src/codegen/<dialect>/prelude/: device preludes and the Metal shim header), so a kernel compile
+ * never depends on the source tree being present.
  */
 #pragma once
 
@@ -10,7 +11,7 @@
 namespace metile {
 
 struct EmbeddedFile {
-  const char* name;  // path relative to src/codegen/prelude
+  const char* name;  // path relative to src/codegen/prelude, else the file name
   const char* data;
   size_t size;
 };

@@ -97,10 +97,10 @@ GpuTarget nvidia_gpu_target(const std::string& arch) {
     t.warpgroup_atoms = {
         {"wgmma", 64, 8, 16, DType::f16, DType::f32, false, mma_m16n8_f32_c()},
         {"wgmma", 64, 8, 16, DType::bf16, DType::f32, false, mma_m16n8_f32_c()},
-        // tf32: m64nNk8, both operands K-major (B from an N x K tile: lower_wgmma_tf32.cpp).
+        // tf32: m64nNk8, both operands K-major (B from an N x K tile: dot_choices.cpp).
         {"wgmma", 64, 8, 8, DType::f32, DType::f32, true, mma_m16n8_f32_c()},
         // FP8: m64nNk32, both operands K-major, A's format names the atom and B's may be the
-        // other one (lower_wgmma_fp8.cpp).
+        // other one (dot_choices.cpp).
         {"wgmma", 64, 8, 32, DType::f8e4m3, DType::f32, false, mma_m16n8_f32_c()},
         {"wgmma", 64, 8, 32, DType::f8e5m2, DType::f32, false, mma_m16n8_f32_c()},
     };

@@ -107,7 +107,8 @@ struct GpuTarget {
    * Warpgroup atoms (Hopper wgmma, sm_90a): 4 consecutive warps issue one m x (n-multiple) x k
    * product with both operands in threadgroup memory (src/target/wgmma_layout.h) and the
    * accumulator in registers, each warp holding 16 rows in the `c` fragment of its atom. Tried
-   * before matrix_atoms for dots that fit (lower_wgmma.cpp); empty where the target has none.
+   * before matrix_atoms for dots that fit (src/passes/dot_choices.cpp); empty where the target
+   * has none.
    */
   std::vector<MatrixAtom> warpgroup_atoms;
   /** Element types with atomics on device memory, and the atomic ops f32 has among them. */

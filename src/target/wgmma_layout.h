@@ -1,7 +1,7 @@
 /** \file wgmma_layout.h
  * Where a wgmma operand tile lives in threadgroup memory: one fact shared by lowering (where the
  * copies write each 16-byte chunk, lower_wgmma.cpp) and the CUDA emitter (the matrix descriptors
- * that read it, gpu_emit_wgmma.cpp).
+ * that read it, src/codegen/cuda/wgmma.cpp).
  *
  * A tile of rows x cols elements whose cols are contiguous (A: M x K, "K-major"; B: K x N,
  * "N-major") is cut along cols into blocks `swizzle` bytes wide; each block holds every row,
@@ -50,7 +50,7 @@ inline WgmmaTile wgmma_tile(int64_t rows, int64_t cols, int64_t elem) {
   return {rows, cols, elem, wgmma_swizzle(cols, elem)};
 }
 
-// --- tf32 and FP8 (src/passes/lower_wgmma_tf32.cpp, lower_wgmma_fp8.cpp) ---
+// --- tf32 and FP8 (src/passes/dot_choices.cpp) ---
 /** wgmma transposes 16-bit operands only: a 4-byte (tf32) or 1-byte (FP8) B is staged K-major,
  * N x K as A. */
 inline bool wgmma_b_kmajor(int64_t elem) { return elem == 4 || elem == 1; }

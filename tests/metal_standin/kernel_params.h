@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 
 namespace metile::standin {
 

@@ -36,13 +36,45 @@ class CheckIncludes(unittest.TestCase):
         rc, out = run({"src/runtime/cpu/t.h": "", "src/runtime/metal/m.cpp": '#include "runtime/cpu/t.h"\n',
                        "src/cache/c.cpp": '#include "runtime/cpu/t.h"\n'})
         self.assertEqual(rc, 1)
-        self.assertIn("runtime/metal (rank 6) includes a sibling, runtime/cpu", out)
-        self.assertIn("cache (rank 6) includes a sibling, runtime/cpu", out)
+        self.assertIn("runtime/metal (rank 8) includes a sibling, runtime/cpu", out)
+        self.assertIn("cache (rank 8) includes a sibling, runtime/cpu", out)
 
     def test_runtime_core_is_below_the_devices(self):
         rc, out = run({"src/runtime/cpu/t.h": "", "src/runtime/device.h": '#include "runtime/cpu/t.h"\n'})
         self.assertEqual(rc, 1)
-        self.assertIn("runtime (rank 5) includes a higher layer, runtime/cpu", out)
+        self.assertIn("runtime (rank 7) includes a higher layer, runtime/cpu", out)
+
+    def test_layout_assignment_may_not_include_lowering(self):
+        # Lowering reads layout assignment's result; the way back is the cycle issue 31 ended.
+        rc, out = run({"src/passes/lower_options.h": "",
+                       "src/passes/assign_layouts.h": '#include "passes/lower_options.h"\n',
+                       "src/passes/assign_layouts.cpp": '#include "passes/assign_layouts.h"\n'
+                                                        '#include "passes/lower_internal.h"\n',
+                       "src/passes/lower.h": '#include "passes/lower_options.h"\n',
+                       "src/passes/lower_internal.h": '#include "passes/assign_layouts.h"\n#include "passes/lower.h"\n',
+                       "src/passes/lower_dot.cpp": '#include "passes/lower_internal.h"\n',
+                       "src/passes/pipeline.cpp": '#include "passes/assign_layouts.h"\n#include "passes/lower.h"\n'})
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.splitlines(), [
+            'src/passes/assign_layouts.cpp:2: #include "passes/lower_internal.h": passes (rank 3) '
+            'includes a higher layer, lowering (rank 4)'])
+
+    def test_lowering_may_not_include_the_pipeline(self):
+        rc, out = run({"src/passes/pipeline.h": "", "src/passes/lower.cpp": '#include "passes/pipeline.h"\n'})
+        self.assertEqual(rc, 1)
+        self.assertIn("lowering (rank 4) includes a higher layer, gpu_pipeline (rank 5)", out)
+
+    def test_the_shared_emitter_may_not_include_a_dialect(self):
+        rc, out = run({"src/codegen/cuda/wgmma.h": "", "src/codegen/gpu_emit.cpp": '#include "codegen/cuda/wgmma.h"\n',
+                       "src/codegen/cuda/cuda.cpp": '#include "codegen/gpu_emit.h"\n', "src/codegen/gpu_emit.h": ""})
+        self.assertEqual(rc, 1)
+        self.assertEqual(out.splitlines(), ['src/codegen/gpu_emit.cpp:1: #include "codegen/cuda/wgmma.h": codegen '
+                                            '(rank 5) includes a higher layer, codegen/cuda (rank 6)'])
+
+    def test_dialects_may_not_include_each_other(self):
+        rc, out = run({"src/codegen/metal/msl.h": "", "src/codegen/cuda/cuda.cpp": '#include "codegen/metal/msl.h"\n'})
+        self.assertEqual(rc, 1)
+        self.assertIn("codegen/cuda (rank 6) includes a sibling, codegen/metal", out)
 
     def test_missing_header_is_refused(self):
         rc, out = run({"src/ir/a.h": '#include "ir/nowhere.h"\n'})

@@ -5,6 +5,7 @@
 #include "driver/stage_text.h"
 #include "kernels/kernels.h"
 #include "passes/assign_layouts.h"
+#include "passes/lower.h"
 #include "passes/pipeline.h"
 #include "support/error.h"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "kernels/dsl.h"
 #include "passes/pipeline.h"
 #include "runtime/cuda/cuda_api.h"

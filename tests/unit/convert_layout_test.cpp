@@ -2,7 +2,7 @@
 // lower-convert-layout pass expands it through threadgroup memory (text in, text out).
 #include <gtest/gtest.h>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "ir/gpu_parse.h"
 #include "passes/lower.h"
 #include "passes/pass.h"

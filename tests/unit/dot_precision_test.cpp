@@ -13,6 +13,7 @@
 #include "driver/compile.h"
 #include "ir/dot_precision.h"
 #include "passes/assign_layouts.h"
+#include "passes/lower.h"
 #include "ir/gpu_ir.h"
 #include "passes/tile/tile_pass.h"
 #include "support/error.h"

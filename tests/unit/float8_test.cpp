@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "frontend/builder.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"

@@ -190,7 +190,7 @@ TEST(Fp8Dot, CudaCompilesOtherDotsOnTheF16MatrixUnit) {
 }
 
 // Both operands K-major on sm_90: the FP8 wgmma atom, each operand in its own format, with the
-// two-level accumulation unless fp8_promote is off (lower_wgmma_fp8.cpp).
+// two-level accumulation unless fp8_promote is off (dot_choices.cpp).
 TEST(Fp8Dot, CudaCompilesKMajorDotsOnTheFp8WarpgroupAtom) {
   std::string why;
   if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;

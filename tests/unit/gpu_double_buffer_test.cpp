@@ -6,7 +6,7 @@
 // off (ctest metal_sim_gemm_single_buffer), against interp and float64.
 #include <gtest/gtest.h>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -5,7 +5,7 @@
 // variants compile through NVRTC for sm_80 and sm_90 where NVRTC is installed (no GPU needed).
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "golden.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -1,7 +1,7 @@
 // GPU IR passes, each on its own: what it rewrites, what it must leave alone.
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

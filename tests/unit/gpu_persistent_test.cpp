@@ -6,7 +6,7 @@
 // suite's *_persistent GEMMs run it against interp.
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "ir/gpu_parse.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"

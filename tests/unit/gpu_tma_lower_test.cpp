@@ -4,7 +4,7 @@
 // for sm_90a (no GPU needed). On an H100 the kernel suite's GEMMs run them against interp.
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "golden.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -1,11 +1,11 @@
-// FP8 dots on the warpgroup atom (lower_wgmma_fp8.cpp): which dots take it (A an M x K
+// FP8 dots on the warpgroup atom (dot_choices.cpp): which dots take it (A an M x K
 // tile_load, B the trans of an N x K tile_load), the K-major staging of both operands in their
 // own formats, the two-level accumulation and its switch (fp8_promote), the exact f16 staging
 // every other FP8 dot keeps on cuda, and NVRTC compiles for sm_90a (no GPU needed). On an H100
 // bindings/python/tests/test_fp8_dot.py runs them against interp and float64.
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "golden.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -1,10 +1,10 @@
-// tf32 dots on the warpgroup atom (lower_wgmma_tf32.cpp): which f32 dots take it (B the trans
+// tf32 dots on the warpgroup atom (dot_choices.cpp): which f32 dots take it (B the trans
 // of an N x K tile_load, TF32 allowed), the K-major staging and descriptors of B, TMA for both
 // operands, and NVRTC compiles for sm_90a (no GPU needed). On an H100 the kernel suite's
 // gemm_tf32_*_nt GEMMs run it against interp and float64.
 #include <gtest/gtest.h>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "ir/gpu_ir.h"
 #include "ir/tile_ir.h"
 #include "passes/lower.h"

@@ -14,7 +14,7 @@
 #include "runtime/device.h"
 #include "runtime/metal/metal_toolchain.h"
 #include "runtime/metal/objc_bridge.h"
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 #include "support/error.h"
 
 namespace metile {

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 #include "runtime/metal_sim/sim_kernel.h"
 #include "runtime/metal_sim/toolchain.h"
 #include "support/error.h"

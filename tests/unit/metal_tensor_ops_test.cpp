@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "kernels/kernels.h"
 #include "metal_sim_test_util.h"
 #include "passes/pipeline.h"

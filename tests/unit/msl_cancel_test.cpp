@@ -5,7 +5,7 @@
 // stand-in, metal-sim).
 #include <gtest/gtest.h>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"
 #include "passes/pipeline.h"

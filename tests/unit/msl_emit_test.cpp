@@ -3,7 +3,7 @@
 // compiles under the Metal shim with -Werror.
 #include <gtest/gtest.h>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "ir/tile_ir.h"
 #include "kernels/dsl.h"
 #include "kernels/kernels.h"

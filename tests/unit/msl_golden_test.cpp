@@ -4,7 +4,7 @@
 //   METILE_UPDATE_GOLDEN=1 ./build/tests/metile_unit --gtest_filter='MslGolden*'
 #include <gtest/gtest.h>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "golden.h"
 #include "kernels/kernels.h"
 #include "passes/pipeline.h"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "ir/gpu_parse.h"
 #include "runtime/cuda/cuda_api.h"
 #include "passes/pass.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "codegen/register_budget.h"
 #include "ir/tile_ir.h"
 #include "passes/pipeline.h"

@@ -92,7 +92,7 @@ def test_full_range_codes_match_float64_and_interp(device, fa, fb):
 def fp8_dot_nt(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr,
                BK: metile.constexpr):
     """C = A @ B^T with B given N x K: both operands K-major, which is the form cuda's FP8 wgmma
-    atom reads (sm_90; lower_wgmma_fp8.cpp). Every other device computes it as any FP8 dot."""
+    atom reads (sm_90; dot_choices.cpp). Every other device computes it as any FP8 dot."""
     pm, pn = metile.program_id(0), metile.program_id(1)
     acc = metile.zeros((BM, BN), dtype="f32")
     for k in metile.tile_range(0, K, BK):

@@ -1,4 +1,4 @@
-"""tf32 on Hopper's warpgroup atom (src/passes/lower_wgmma_tf32.cpp): an f32 GEMM whose B is given
+"""tf32 on Hopper's warpgroup atom (src/passes/dot_choices.cpp): an f32 GEMM whose B is given
 N x K, dot(a, trans(b)), computes what float64 numpy computes on every device (ragged M, N and K,
 K not a multiple of BLOCK_K, an epilogue, one and two warpgroups, rows TMA can and cannot copy);
 on an sm_90 GPU it takes wgmma .tf32 and stays within tf32's error of float64 (the operands'

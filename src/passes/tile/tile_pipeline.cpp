@@ -51,7 +51,7 @@ TilePipelineResult run_tile_pipeline(const Program& program, const CompileOption
            "a tile_range with per-thread bounds needs the \"activity\" pass (it is disabled)");
   });
   // interp evaluates FP8 dots itself (the oracle of the fp8_dots pass), cuda's lowering takes
-  // them (lower_wgmma_fp8.cpp); the other devices' dot paths start at f16.
+  // them (dot_choices.cpp); the other devices' dot paths start at f16.
   if (!device_checks_accesses && !lowers_fp8_dots)
     walk(out->body, [&](const Op& op) {
       if (op.kind == OpKind::DOT && (is_f8(out->type(op.operands[0]).dtype) ||

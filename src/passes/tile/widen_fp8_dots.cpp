@@ -6,8 +6,8 @@
 // in f32, summed in f32 — are the FP8 dot's of docs/semantics.md. Mixed e4m3 x e5m2 dots become
 // plain f16 dots. interp evaluates FP8 dots itself too: with the pass off it is the oracle the
 // pass is checked against. A device whose GPU lowering takes FP8 dots itself (cuda:
-// DeviceInfo::lowers_fp8_dots, src/passes/lower_wgmma_fp8.cpp) is left its FP8 dots: there the
-// FP8 wgmma atom computes them where it fits and the same exact f16 staging everywhere else.
+// DeviceInfo::lowers_fp8_dots, src/passes/dot_choices.cpp) is left its FP8 dots: there the
+// FP8 warpgroup atom computes them where it fits and the same exact f16 staging everywhere else.
 #include "passes/tile/tile_emit.h"
 
 namespace metile {
@@ -34,7 +34,7 @@ void widen_fp8_operands(Program& p, Block& block) {
 }  // namespace
 
 void widen_fp8_dots(Program& program, const TilePassContext& ctx) {
-  if (ctx.lowers_fp8_dots) return;  // cuda: lower_wgmma_fp8.cpp
+  if (ctx.lowers_fp8_dots) return;  // cuda: dot_choices.cpp
   widen_fp8_operands(program, program.body);
 }
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 #include "ir/gpu_ir.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
@@ -121,7 +121,7 @@ class CudaDevice : public Device {
     info_.threadgroup_memory_bytes = static_cast<uint64_t>(smem);
     info_.unified_memory = true;
     info_.asynchronous = true;
-    info_.lowers_fp8_dots = true;  // wgmma FP8 on sm_90, else f16 staging (lower_wgmma_fp8.cpp)
+    info_.lowers_fp8_dots = true;  // wgmma FP8 on sm_90, else f16 staging (dot_choices.cpp)
     identity_ = "cuda;" + info_.architecture + ";" + nvrtc_version() + ";driver " +
                 std::to_string(version);
     wgmma_ = cuda_wgmma_enabled();

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"
 #include "runtime/device.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 #include "support/error.h"
 
 namespace metile::metal_sim {

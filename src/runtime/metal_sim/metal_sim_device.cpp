@@ -1,6 +1,6 @@
 #include "runtime/metal_sim/metal_sim_device.h"
 
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 #include "codegen/prelude/metal_sim_abi.h"
 #include "passes/pipeline.h"
 #include "runtime/backends.h"

@@ -4,7 +4,7 @@
  * (sources "msl" and "msl_signature"), so load() needs nothing else.
  *
  * build() runs the GPU pipeline (lower + passes, src/passes/pipeline.h), emits MSL with its
- * signature (src/codegen/msl.h) and compiles it; the stages "gpu_ir", "gpu_ir_opt" and "msl"
+ * signature (src/codegen/metal/msl.h) and compiles it; the stages "gpu_ir", "gpu_ir_opt" and "msl"
  * are kept in the Artifact. The registry reaches the device through runtime/backends.h.
  */
 #pragma once
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "runtime/device.h"
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 
 namespace metile::metal_sim {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 
 namespace metile::metal_sim {
 

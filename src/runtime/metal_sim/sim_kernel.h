@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runtime/host/shared_object.h"
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 
 namespace metile::metal_sim {
 

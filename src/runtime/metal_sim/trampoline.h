@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 
 namespace metile::metal_sim {
 

@@ -4,50 +4,54 @@
 // order); every thread waits on the barrier's phase itself. `opaque` (lower_persistent.cpp) is an
 // empty asm over a copy of an i32, so what is computed from it stays in the loop that computes it. The helpers are in
 // prelude/cuda_tma.h; Metal has no such ops (lowering makes them for wgmma dots only).
-#include "codegen/gpu_emit_internal.h"
+#include "codegen/cuda/tma.h"
+
 #include "support/error.h"
 
-namespace metile::emit_detail {
+namespace metile {
 
-void Emitter::tma(const gpu::Op& op) {
-  auto at = [&](size_t i) { return strip_parens(expr(op.operands[i], "0")); };
+using gpu::GpuOpKind;
+
+void emit_cuda_tma(SourceWriter& w, const gpu::Op& op, const std::vector<std::string>& operands, DType element,
+                   const std::string& result) {
+  auto at = [&](size_t i) { return strip_parens(operands[i]); };
   switch (op.kind) {
     case GpuOpKind::MBAR_INIT: {
-      w_.open("if (" + at(1) + " == 0)");
+      w.open("if (" + at(1) + " == 0)");
       for (int64_t i = 0; i < op.attr_int("n"); ++i)
-        w_.line("mt_mbar_init(" + at(0) + " + " + std::to_string(i) + ", " + std::to_string(op.attr_int("count")) + ");");
-      w_.line("mt_mbar_init_fence();");
-      w_.close();
+        w.line("mt_mbar_init(" + at(0) + " + " + std::to_string(i) + ", " + std::to_string(op.attr_int("count")) + ");");
+      w.line("mt_mbar_init_fence();");
+      w.close();
       return;
     }
     case GpuOpKind::TMA_LOAD: {
       const int64_t rows = op.attr_int("box_rows"), cols = op.attr_int("box_cols"), blocks = op.attr_int("blocks");
-      const int64_t bytes = rows * cols * blocks * static_cast<int64_t>(dtype_size(dtype(op.operands[0])));
+      const int64_t bytes = rows * cols * blocks * static_cast<int64_t>(dtype_size(element));
       std::string cond = at(4) + " == 0";
-      if (op.operands.size() > 5) cond += " && " + expr(op.operands[5], "0");
-      w_.open("if (" + cond + ")");
+      if (operands.size() > 5) cond += " && " + operands[5];
+      w.open("if (" + cond + ")");
       const std::string bar = at(1), map = "&mt_tmap" + std::to_string(op.attr_int("map"));
-      w_.line("mt_mbar_expect_tx(" + bar + ", " + std::to_string(bytes) + "u);");
+      w.line("mt_mbar_expect_tx(" + bar + ", " + std::to_string(bytes) + "u);");
       for (int64_t j = 0; j < blocks; ++j)
-        w_.line("mt_tma_load_2d(" + at(0) + " + " + std::to_string(j * rows * cols) + ", " + map + ", " + at(3) +
-                " + " + std::to_string(j * cols) + ", " + at(2) + ", " + bar + ");");
-      w_.close();
+        w.line("mt_tma_load_2d(" + at(0) + " + " + std::to_string(j * rows * cols) + ", " + map + ", " + at(3) +
+               " + " + std::to_string(j * cols) + ", " + at(2) + ", " + bar + ");");
+      w.close();
       return;
     }
     case GpuOpKind::MBAR_WAIT:
-      w_.line("mt_mbar_wait(" + at(0) + ", " + at(1) + ");");
+      w.line("mt_mbar_wait(" + at(0) + ", " + at(1) + ");");
       return;
     case GpuOpKind::OPAQUE:  // an empty asm that "changes" the value: nothing after it is hoisted
-      w_.line("int " + name_[op.result()] + " = " + at(0) + ";");
-      w_.line("asm volatile(\"\" : \"+r\"(" + name_[op.result()] + "));");
+      w.line("int " + result + " = " + at(0) + ";");
+      w.line("asm volatile(\"\" : \"+r\"(" + result + "));");
       return;
     case GpuOpKind::WGMMA_WAIT:
-      w_.line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(op.attr_int("pending")) +
-              ";\" ::: \"memory\");");
+      w.line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(op.attr_int("pending")) +
+             ";\" ::: \"memory\");");
       return;
     default:
       METILE_ASSERT(false, "tma: not a TMA op");
   }
 }
 
-}  // namespace metile::emit_detail
+}  // namespace metile

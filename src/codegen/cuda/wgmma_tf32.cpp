@@ -1,4 +1,4 @@
-// One transposed tf32 wgmma `mma` op (src/passes/lower_wgmma_tf32.cpp plans it): C^T = B^T A^T.
+// One transposed tf32 wgmma `mma` op (src/passes/dot_choices.cpp plans it): C^T = B^T A^T.
 // Warpgroup g = tid / 128 computes wgmma rows [rows (g % wg_m), +rows) (C's columns) and columns
 // [nw (g / wg_m), +nw) (C's rows) with warps_m = 4 wg_m, warps_n = wg_n. Per k step of 8 and m64
 // block i, each thread first reads its four elements of B^T's 64 x 8 block from B's K x N array
@@ -12,9 +12,9 @@
 // apart, the k step moving the start address inside the swizzle row; the warpgroup's nw rows).
 // The fragment registers must not change while the wgmmas read them, so the op waits for its
 // group before it ends, pipelined or not.
-#include "codegen/gpu_emit_wgmma_tf32.h"
+#include "codegen/cuda/wgmma_tf32.h"
 
-#include "codegen/gpu_emit_wgmma.h"
+#include "codegen/cuda/wgmma.h"
 #include "support/error.h"
 #include "target/wgmma_layout.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ir/gpu_ir.h"
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 
 namespace metile {
 

@@ -1,12 +1,13 @@
 // The CUDA dialect: the c_like spelling table for CUDA C++ and the GpuDialect hooks (entry
 // point, builtins from threadIdx/blockIdx, dynamic shared memory, __syncthreads, warp shuffles
 // over the lanes that exist, aligned element-array vectors).
-#include "codegen/cuda.h"
+#include "codegen/cuda/cuda.h"
 
 #include <algorithm>
 
 #include "codegen/gpu_emit.h"
-#include "codegen/gpu_emit_wgmma.h"
+#include "codegen/cuda/tma.h"
+#include "codegen/cuda/wgmma.h"
 #include "codegen/register_budget.h"
 #include "support/embedded.h"
 #include "support/error.h"
@@ -397,6 +398,11 @@ class CudaDialect final : public GpuDialect {
       mmas("mma_a", "mma_b");
       w.close();
     }
+  }
+
+  void tma(SourceWriter& w, const gpu::Op& op, const std::vector<std::string>& operands, DType element,
+           const std::string& result) const override {
+    emit_cuda_tma(w, op, operands, element, result);
   }
 };
 

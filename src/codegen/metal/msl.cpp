@@ -1,6 +1,6 @@
 // The MSL dialect: the c_like spelling table for Metal and the GpuDialect hooks (entry point,
 // builtins, address spaces, barriers, simd functions, packed vector types).
-#include "codegen/msl.h"
+#include "codegen/metal/msl.h"
 
 #include "codegen/gpu_emit.h"
 #include "support/embedded.h"

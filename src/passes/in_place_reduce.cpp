@@ -4,12 +4,12 @@
 // without moving it between threads. The analysis enumerates the (thread, register) pairs of the
 // layouts once at compile time; anything it cannot prove falls back to an exchange through
 // threadgroup memory (lower_reduce.cpp).
+#include "passes/in_place_reduce.h"
+
 #include <algorithm>
 #include <map>
 
-#include "passes/lower_internal.h"
-
-namespace metile::lowering {
+namespace metile {
 
 namespace {
 
@@ -140,4 +140,4 @@ std::optional<std::vector<int64_t>> gather_map(const gpu::Layout& from, const gp
   return map;
 }
 
-}  // namespace metile::lowering
+}  // namespace metile

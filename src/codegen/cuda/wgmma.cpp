@@ -10,7 +10,7 @@
 // bytes: the swizzle applies to address bits the offset leaves alone.
 //
 // tf32 and FP8 read B K-major as A (no transpose immediates; k8 and k32 steps: 32 bytes of a row
-// each). FP8 with promotion (lower_wgmma_fp8.cpp) issues each `promote`-element run of k steps
+// each). FP8 with promotion (dot_choices.cpp) issues each `promote`-element run of k steps
 // into a fresh register tile mma_p (scale-d 0 on its first step), waits for it and adds it into
 // the accumulator, so the op ends waited for, pipelined or not.
 //
@@ -19,8 +19,8 @@
 // waits for it, so no stage is overwritten while a wgmma reads it. Elsewhere the op waits
 // itself, and empty asm statements that read and write every accumulator register keep the
 // compiler from moving their uses across the wait.
-#include "codegen/gpu_emit_wgmma.h"
-#include "codegen/gpu_emit_wgmma_tf32.h"
+#include "codegen/cuda/wgmma.h"
+#include "codegen/cuda/wgmma_tf32.h"
 
 #include "target/wgmma_layout.h"
 #include "support/error.h"
@@ -71,7 +71,7 @@ std::string wgmma_type(DType t) {
 }  // namespace
 
 void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
-  if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (gpu_emit_wgmma_tf32.cpp)
+  if (s.transposed) return emit_cuda_wgmma_transposed(w, s);  // tf32, B N-major (wgmma_tf32.cpp)
   const int64_t elem = static_cast<int64_t>(dtype_size(s.ab));
   const DType bt = s.bt == DType::invalid ? s.ab : s.bt;
   METILE_ASSERT(dtype_size(bt) == dtype_size(s.ab) && (bt == s.ab || is_f8(bt)), "wgmma: A and B types do not pair");
@@ -80,7 +80,7 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
                 "wgmma: warps do not make whole warpgroups over the tile");
   const int64_t rows = s.m / wg_m, nw = s.n / wg_n, blocks = rows / 64;
   const WgmmaTile ta = wgmma_tile(s.m, s.k, elem), tb = wgmma_b_tile(s.k, s.n, elem);
-  // tf32 (lower_wgmma_tf32.cpp) and FP8 (lower_wgmma_fp8.cpp): B K-major, read as A is, no
+  // tf32 and FP8 (dot_choices.cpp): B K-major, read as A is, no
   // transpose immediates.
   const bool kmajor_b = wgmma_b_kmajor(elem);
   METILE_ASSERT(ta.swizzle != 0 && tb.swizzle != 0, "wgmma: operand rows fit no swizzle");
@@ -101,7 +101,7 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
   const std::string body = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(regs + 2) + ", 0;\\n" + instr +
                            " {" + list + "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
                            (kmajor_b ? ", p, 1, 1;" : ", p, 1, 1, 0, 1;") + "\\n}\\n\"";
-  // FP8's two-level accumulation (lower_wgmma_fp8.cpp): every `promote` elements of K the wgmmas
+  // FP8's two-level accumulation (dot_choices.cpp): every `promote` elements of K the wgmmas
   // start from zero (scale-d 0) in mma_p, and mma_p is added into the f32 accumulator.
   const int64_t promote = s.promote > 0 ? s.promote : s.k;
   METILE_ASSERT(s.k % promote == 0 && promote % step == 0, "wgmma: promotion interval does not divide K");

@@ -1,4 +1,4 @@
-/** \file gpu_emit_wgmma.h
+/** \file wgmma.h
  * The CUDA spelling of an `mma` op on the warpgroup atom "wgmma" (sm_90a): matrix descriptors
  * over the swizzled arrays of src/target/wgmma_layout.h and wgmma.mma_async per m64 block and
  * k step, fenced, committed and waited for.

@@ -1,4 +1,4 @@
-#include "codegen/msl_signature.h"
+#include "codegen/metal/msl_signature.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,5 @@
-/** \file gpu_emit_wgmma_tf32.h
- * The CUDA spelling of a transposed tf32 wgmma `mma` op (src/passes/lower_wgmma_tf32.cpp):
+/** \file wgmma_tf32.h
+ * The CUDA spelling of a transposed tf32 wgmma `mma` op (src/passes/dot_choices.cpp):
  * C^T = B^T A^T with B^T's fragments read from B's threadgroup array into registers.
  */
 #pragma once

@@ -1,0 +1,324 @@
+// The choices layout assignment makes for a dot beyond its warp-level atom (dot_choices.h):
+// which dots run on Hopper's warpgroup matrix units (wgmma.mma_async, sm_90a;
+// GpuTarget::warpgroup_atoms) and in which form, and which mma.sync dots stage B K-major. They
+// fill the dot's DotChoice before lowering; lowering (lower_wgmma.cpp, lower_dot.cpp,
+// lower_trans_operand.cpp) reads it and chooses nothing itself.
+//
+// The warpgroup atom.
+//
+// A dot takes a warpgroup atom when both operands are copied straight from tile_loads
+// (assign_layouts' direct copies, so the copies are async_copy ops and a K loop may pipeline them), K is
+// staged whole, the operand dtype has an atom (f16, bf16; tf32: below) and the threadgroup's warpgroups
+// (threads / 128) tile the accumulator: wg_m x wg_n warpgroups, each 64 * rm rows (rm m64
+// instructions per k step) and nw = N / wg_n columns (a multiple of 8 up to 256). wg_n > 1 only
+// when the columns of a warpgroup start a swizzle block of B and nothing reduces the rows
+// across warps. Everything else keeps the warp-level atoms of lower_dot.cpp.
+//
+// The accumulator stays in registers in wgmma's fragment: warp q of a warpgroup holds rows
+// 16q..16q+15 of each m64 block, a thread the m16n8 `c` fragment of each 8-column piece;
+// registers run over the fragment, then the pieces, then the m64 blocks (the instruction's
+// register order, one instruction per block), so the epilogue and tile_store use it as any
+// other tile layout.
+//
+// tf32 on the warpgroup atom (wgmma .tf32).
+//
+// wgmma has no transposed form for 32-bit operands: A and B must both be K-major in threadgroup
+// memory. A (M x K, K contiguous) is; B of dot(a, b) is a K x N tile whose N is contiguous, so it
+// is not. A dot takes the tf32 atom only where the program's B is already K-major in memory:
+// dot(a, trans(t)) with t an N x K tile_load of the same block, read by that trans alone, the
+// trans read by that dot alone, and nothing between the load and the dot writes memory (the
+// rule of assign_layouts' direct copies). The dot then copies t itself (async copies or TMA)
+// into the same swizzled K-major layout A uses (src/target/wgmma_layout.h with rows N, cols K),
+// the trans is never lowered (lower_scan.cpp), and the emitter reads B with A's descriptor form
+// (src/codegen/cuda/wgmma.cpp). Every other f32 dot keeps mma.sync's tf32 atom (lower_dot.cpp).
+//
+// Every other f32 dot on the atom (B N-major, as loaded for dot(a, b)) computes C^T = B^T A^T
+// instead (choose_wgmma_transposed): wgmma's A operand is B^T, whose K-major fragments each
+// thread reads from B's N-major threadgroup array into registers (the register-A form), and its
+// B operand is A itself (M x K, K-major: a descriptor). The copies and TMA stage A and B exactly
+// as for f16 (the N-major swizzled blocks); the accumulator holds C^T's fragments and its
+// layout (transposed_fragment) maps each register to C's element, so the epilogue and
+// tile_store use it as any layout. A register fragment must not change while its wgmma runs,
+// so the op waits for its own group before it ends (src/codegen/cuda/wgmma_tf32.cpp).
+//
+// Rounding: the operands stay f32 in threadgroup memory and the tensor cores read their tf32
+// bits, dropping the low 13 mantissa bits (truncation), where mma.sync's fragments round to
+// nearest with cvt.rna: each product differs by at most one tf32 ulp from it. In the transposed
+// form B^T's register fragments are rounded with cvt.rna (as mma.sync's) and A is truncated.
+//
+// FP8 on the warpgroup atom (f8e4m3 / f8e5m2 operands, f32 accumulator;
+// wgmma.mma_async ... m64nNk32.f32.<a>.<b>).
+//
+// Which dots: on cuda the fp8_dots Tile IR pass leaves FP8 dots to lowering (DeviceInfo::
+// lowers_fp8_dots). assign_layouts plans each as an f16 dot (dot_atom: the operands stage as their
+// exact f16 values, cast in registers by stage()), and choose_wgmma replaces that plan with the
+// FP8 atom where wgmma can read the operands: wgmma has no transposed form for 8-bit operands,
+// so A and B must both be K-major in threadgroup memory. A is when it is an M x K tile_load; B is
+// when the program wrote dot(a, trans(b)) with b an N x K tile_load (torch._scaled_mm's
+// column-major B, attention's K^T), each load read once in the dot's block with nothing writing
+// memory before the dot (wgmma_copied_a, wgmma_kmajor_b). Both are copied as loaded (async copies
+// or TMA) into the swizzled K-major blocks of src/target/wgmma_layout.h, K staged whole, the
+// trans never lowered (lower_scan.cpp). Everything else stays on the exact f16 path: B as
+// loaded for dot(a, b) (K x N, N-major), loads read twice or across a store, threads not whole
+// warpgroups, tiles no wgmma shape fits, K chunked, async copies off.
+//
+// Accumulation: Hopper's FP8 wgmma adds its products into the accumulator with fewer bits than
+// f32 (about 14 significant bits kept, as the DeepSeek-V3 report measured), so a long K loop on
+// one accumulator loses accuracy. By default (plan.promote) each mma op computes its wgmma sums
+// into a separate register tile, starting from zero, and adds that tile into the f32
+// accumulator every kFp8PromoteK elements of K (and at the op's end): the two-level accumulation
+// of DeepGEMM and cuBLAS's default. METILE_GPU_OFF=fp8_promote (a piece of disabled_passes) is
+// the fast accumulation: every wgmma accumulates straight into the accumulator, no extra
+// registers and no wait before the additions.
+//
+// K-major B on mma.sync: kmajor_b_fits, for lower_trans_operand.cpp, which says how such a B is
+// copied and read.
+#include "passes/dot_choices.h"
+
+#include "ir/walk.h"
+
+namespace metile {
+
+namespace {
+
+// The warpgroup accumulator layout above as a tile layout of the m x n tile (element row * n + col).
+auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
+  constexpr int64_t kRows = 16;  // rows of the c fragment: one warp's share of an m64 block
+  auto to_tile = [&](int64_t s) { return (s % kRows) * n + s / kRows; };
+  const int64_t rows = m / wg_m, nw = n / wg_n;
+  std::vector<IntTuple> ts, td, rs, rd;
+  append_atom_mode(a.c.mode(0), to_tile, ts, td);
+  ts.emplace_back(int64_t{4});  // the warps of a warpgroup
+  td.emplace_back(kRows * n);
+  ts.emplace_back(wg_m);
+  td.emplace_back(rows * n);
+  ts.emplace_back(wg_n);
+  td.emplace_back(nw);
+  append_atom_mode(a.c.mode(1), to_tile, rs, rd);
+  rs.emplace_back(nw / 8);  // 8-column pieces
+  rd.emplace_back(int64_t{8});
+  rs.emplace_back(rows / 64);  // m64 blocks
+  rd.emplace_back(64 * n);
+  return gpu::tile_layout(m * n, make_layout(IntTuple(ts), IntTuple(td)), make_layout(IntTuple(rs), IntTuple(rd)));
+}
+
+}  // namespace
+
+bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const LowerOptions& options,
+                  bool rows_reduced, gpu::Function& f, DotChoice& plan) {
+  if (!options.wgmma || target.warpgroup_atoms.empty() || f.threads % 128 != 0) return false;
+  const int64_t groups = f.threads / 128;
+  const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
+  const int64_t n = p.type(o.operands[1]).shape.dims[1];
+  // FP8 (below): both operands copied K-major from their tile_loads, whose FP8
+  // dtypes replace the f16 staging planned for the warp-level atom.
+  const bool fp8 = is_f8(p.type(o.operands[0]).dtype);
+  DotChoice fp8_plan = plan;
+  if (fp8 && !wgmma_fp8_copies(p, o, target, options, fp8_plan)) return false;
+  const DotChoice& in = fp8 ? fp8_plan : plan;
+  if (in.atom == nullptr || in.direct[0] == nullptr || in.kc != k) return false;
+  if (in.b_kmajor) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
+  // 3xTF32 would need each operand's residual staged beside it; mma.sync splits in registers.
+  if (in.tf32x3) return false;
+  // tf32 and FP8 (below): B K-major, copied from the N x K tile_load its trans reads.
+  const Op* kmajor_b = in.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : fp8 ? in.direct[1] : nullptr;
+  if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
+    return plan.direct[1] != nullptr && choose_wgmma_transposed(p, o, target, rows_reduced, f, plan);
+  if (plan.stage != DType::f32 && in.direct[1] == nullptr) return false;
+  const MatrixAtom* atom = nullptr;
+  for (const MatrixAtom& a : target.warpgroup_atoms)
+    if (atom == nullptr && a.ab == in.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+  if (atom == nullptr) return false;
+  const int64_t elem = static_cast<int64_t>(dtype_size(in.stage));
+  const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem);
+  // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned.
+  if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * elem) % 1024 != 0 || (k * n * elem) % 1024 != 0) return false;
+  int64_t wg_m = 0, wg_n = 0;
+  for (int64_t wn = 1; wn <= groups && wg_m == 0; ++wn) {
+    const int64_t wm = groups / wn;
+    if (groups % wn != 0 || m % (64 * wm) != 0 || n % wn != 0) continue;
+    const int64_t nw = n / wn;
+    if (nw % atom->n != 0 || nw > 256) continue;
+    if (wn > 1 && ((kmajor_b == nullptr && nw % tb.width() != 0) || rows_reduced)) continue;
+    wg_m = wm;
+    wg_n = wn;
+  }
+  if (wg_m == 0) return false;
+  if (fp8) plan = fp8_plan;
+  plan.atom = atom;
+  plan.wgmma = true;
+  if (kmajor_b != nullptr) plan.direct[1] = kmajor_b;  // tf32: the trans is not lowered
+  plan.warps_m = static_cast<int>(4 * wg_m);
+  plan.warps_n = static_cast<int>(wg_n);
+  plan.acc = f.add_layout(wgmma_fragment(*atom, m, n, wg_m, wg_n));
+  plan.staged[0] = ta;
+  plan.staged[1] = tb;
+  return true;
+}
+
+namespace {
+
+// The block holding `target` (the program body or a region of some op), and its index there.
+const Block* block_of(const Block& blk, const Op* target, size_t* at) {
+  for (size_t j = 0; j < blk.ops.size(); ++j) {
+    if (&blk.ops[j] == target) {
+      *at = j;
+      return &blk;
+    }
+    for (const Block& r : blk.ops[j].regions)
+      if (const Block* found = block_of(r, target, at)) return found;
+  }
+  return nullptr;
+}
+
+// The accumulator of the transposed form as a tile layout of C (m x n, element row * n + col):
+// wgmma's rows are C's columns (64 per m64 block, wg_m warpgroups along them) and its columns
+// C's rows (nw per warpgroup, wg_n warpgroups); warp q holds wgmma rows 16q..16q+15, a thread
+// the m16n8 `c` fragment of each 8-column piece, registers over the fragment, the pieces, then
+// the m64 blocks (the instruction's register order).
+gpu::Layout transposed_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
+  constexpr int64_t kRows = 16;  // rows of the c fragment
+  auto to_tile = [&](int64_t s) { return (s / kRows) * n + s % kRows; };  // (row, col) -> C(col, row)
+  const int64_t rows = n / wg_m, nw = m / wg_n;
+  std::vector<IntTuple> ts, td, rs, rd;
+  append_atom_mode(a.c.mode(0), to_tile, ts, td);
+  ts.emplace_back(int64_t{4});  // the warps of a warpgroup
+  td.emplace_back(kRows);
+  ts.emplace_back(wg_m);
+  td.emplace_back(rows);
+  ts.emplace_back(wg_n);
+  td.emplace_back(nw * n);
+  append_atom_mode(a.c.mode(1), to_tile, rs, rd);
+  rs.emplace_back(nw / 8);  // 8-column pieces: 8 rows of C
+  rd.emplace_back(8 * n);
+  rs.emplace_back(rows / 64);  // m64 blocks: 64 columns of C
+  rd.emplace_back(int64_t{64});
+  return gpu::tile_layout(m * n, make_layout(IntTuple(ts), IntTuple(td)), make_layout(IntTuple(rs), IntTuple(rd)));
+}
+
+}  // namespace
+
+bool choose_wgmma_transposed(const Program& p, const Op& o, const GpuTarget& target, bool rows_reduced,
+                             gpu::Function& f, DotChoice& plan) {
+  if (rows_reduced) return false;  // C's rows lie across warps of a warpgroup here
+  const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
+  const int64_t n = p.type(o.operands[1]).shape.dims[1];
+  const MatrixAtom* atom = nullptr;
+  for (const MatrixAtom& a : target.warpgroup_atoms)
+    if (atom == nullptr && a.ab == DType::f32 && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+  if (atom == nullptr || f.threads % 128 != 0) return false;
+  const WgmmaTile ta = wgmma_tile(m, k, 4), tb = wgmma_tile(k, n, 4);  // both as loaded
+  if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * 4) % 1024 != 0 || (k * n * 4) % 1024 != 0) return false;
+  const int64_t groups = f.threads / 128;
+  int64_t wg_m = 0, wg_n = 0;
+  for (int64_t wn = 1; wn <= groups && wg_m == 0; ++wn) {
+    const int64_t wm = groups / wn;
+    if (groups % wn != 0 || n % (64 * wm) != 0 || m % wn != 0) continue;
+    const int64_t nw = m / wn;
+    if (nw % atom->n != 0 || nw > 256) continue;
+    wg_m = wm;
+    wg_n = wn;
+  }
+  if (wg_m == 0) return false;
+  plan.atom = atom;
+  plan.wgmma = true;
+  plan.transposed = true;
+  plan.warps_m = static_cast<int>(4 * wg_m);
+  plan.warps_n = static_cast<int>(wg_n);
+  plan.acc = f.add_layout(transposed_fragment(*atom, m, n, wg_m, wg_n));
+  plan.staged[0] = ta;
+  plan.staged[1] = tb;
+  return true;
+}
+
+namespace {
+
+// Where a dot is (its block and index there) and how often each value is read.
+struct DotSite {
+  const Block* blk = nullptr;
+  size_t at = 0;
+  std::vector<int> reads;
+};
+
+DotSite site_of(const Program& p, const Op& dot) {
+  DotSite s;
+  s.blk = block_of(p.body, &dot, &s.at);
+  s.reads.assign(p.values.size(), 0);
+  walk(p.body, [&](const Op& o) {
+    for (ValueId x : o.operands) ++s.reads[x];
+  });
+  return s;
+}
+
+// The 2-D tile_load making v earlier in the dot's block, read once, with rows of whole 16-byte
+// chunks and nothing between it and the dot writing memory (assign_layouts' direct copies).
+const Op* copied_load(const Program& p, const DotSite& s, ValueId v) {
+  if (s.blk == nullptr || s.reads[v] != 1) return nullptr;
+  const Op* load = nullptr;
+  size_t at_load = 0;
+  for (size_t j = 0; j < s.at; ++j)
+    if (s.blk->ops[j].kind == OpKind::TILE_LOAD && s.blk->ops[j].result() == v) {
+      load = &s.blk->ops[j];
+      at_load = j;
+    }
+  if (load == nullptr) return nullptr;
+  const Type& t = p.type(v);
+  if (t.shape.rank != 2 || (t.shape.dims[1] * static_cast<int64_t>(dtype_size(t.dtype))) % 16 != 0) return nullptr;
+  for (size_t x = at_load + 1; x < s.at; ++x) {
+    const OpKind k = s.blk->ops[x].kind;
+    if (!has_trait(k, kPure) && k != OpKind::TILE_LOAD && k != OpKind::LOAD) return nullptr;
+  }
+  return load;
+}
+
+}  // namespace
+
+const Op* wgmma_kmajor_b(const Program& p, const Op& dot, const LowerOptions& options) {
+  const DType bt = p.type(dot.operands[1]).dtype;
+  if (!options.async_copy || (bt != DType::f32 && !is_f8(bt))) return nullptr;
+  const DotSite s = site_of(p, dot);
+  if (s.blk == nullptr) return nullptr;
+  // The trans making B, earlier in the dot's block and read by the dot alone.
+  const Op* trans = nullptr;
+  for (size_t j = 0; j < s.at; ++j) {
+    const Op& o = s.blk->ops[j];
+    if (o.kind == OpKind::TRANS && o.result() == dot.operands[1]) trans = &o;
+  }
+  if (trans == nullptr || s.reads[trans->result()] != 1) return nullptr;
+  return copied_load(p, s, trans->operands[0]);
+}
+
+const Op* wgmma_copied_a(const Program& p, const Op& dot, const LowerOptions& options) {
+  if (!options.async_copy) return nullptr;
+  return copied_load(p, site_of(p, dot), dot.operands[0]);
+}
+
+bool wgmma_fp8_copies(const Program& p, const Op& o, const GpuTarget& target,
+                      const LowerOptions& options, DotChoice& plan) {
+  const Op* a = wgmma_copied_a(p, o, options);
+  const Op* b = wgmma_kmajor_b(p, o, options);
+  if (a == nullptr || b == nullptr) return false;
+  const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
+  const int64_t n = p.type(o.operands[1]).shape.dims[1];
+  // K staged whole: both tiles (one byte an element) within half the threadgroup memory, the
+  // rule dot_chunk applies to every staging.
+  if (static_cast<uint64_t>((m + n) * k) > target.threadgroup_memory_bytes / 2) return false;
+  plan.stage = p.type(o.operands[0]).dtype;
+  plan.direct[0] = a;
+  plan.direct[1] = b;
+  plan.kc = k;
+  plan.b_kmajor = false;
+  plan.promote = 0;
+  if (options.fp8_promote) {  // the largest multiple of 32 up to kFp8PromoteK that divides K
+    plan.promote = kFp8PromoteK;
+    while (plan.promote > 32 && k % plan.promote != 0) plan.promote -= 32;
+  }
+  return true;
+}
+
+bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k) {
+  return options.kmajor_b && options.ldmatrix && target.dialect == "cuda" && c.atom != nullptr &&
+         c.atom->name == std::string("mma.sync") && dtype_size(c.stage) == 2 && c.kc == k;
+}
+
+}  // namespace metile

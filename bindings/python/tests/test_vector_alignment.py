@@ -59,7 +59,8 @@ def test_row_kernels_on_unaligned_rows(device, n):
 
 def test_cuda_source_tests_the_first_chunk_only(tmp_path, monkeypatch):
     """The CUDA text (generated on any device for the dump): the row loops' vector accesses test
-    `[0]`'s address; with the piece off, each chunk's (`[c]`)."""
+    `[0]`'s address; with the piece off, each chunk's (`[4]`, ... in the loads' one test of all
+    chunks, `[c]` chunk by chunk)."""
     x = np.zeros((2, 1000), np.float32)
     out = np.zeros_like(x)
     monkeypatch.setenv("METILE_DEBUG", "cuda")
@@ -79,4 +80,5 @@ def test_cuda_source_tests_the_first_chunk_only(tmp_path, monkeypatch):
             assert texts.setdefault(name, dump.read_text()) == dump.read_text()
     on, off = texts["on"], texts["off"]
     assert "[0]) & 15ull) == 0" in on and "[c]) & 15ull) == 0" not in on
-    assert "[c]) & 15ull) == 0" in off and "[0]) & 15ull) == 0" not in off
+    assert "[4]) & 15ull) == 0" not in on
+    assert "[c]) & 15ull) == 0" in off and "[4]) & 15ull) == 0" in off

@@ -208,7 +208,7 @@ step_san_test() (
 # libFuzzer on the Tile IR parser, the GPU IR parser, the builder C API and DLPack import, seeded
 # from the kernel suite (as Tile IR and lowered to GPU IR) and from tests/fuzz/*_corpus. The four
 # run at once for a fixed time each, sharing the cores.
-fuzz_seconds=${METILE_FUZZ_SECONDS:-40}
+fuzz_seconds=${METILE_FUZZ_SECONDS:-30}
 step_fuzz() {
   local run=$san_build/fuzz-run
   rm -rf "$run" && mkdir -p "$run/work" "$run/crashes" "$run/builder_work" "$run/gpu_work" \
@@ -246,7 +246,7 @@ step_fuzz() {
 # tries about two programs a second, so their ranges do not meet).
 step_diff_fuzz() {
   local seed=${METILE_DIFF_SEED:-$(( $(date +%s) % 1000000 * 1000 ))} i pids=() rc=0
-  local seconds=$(( (${METILE_DIFF_SECONDS:-60} + jobs - 1) / jobs ))
+  local seconds=$(( (${METILE_DIFF_SECONDS:-40} + jobs - 1) / jobs ))
   mkdir -p "$build/diff_findings" || return 1
   for ((i = 0; i < jobs; i++)); do
     "$build/tests/fuzz/diff_fuzz" --seed $((seed + 500 * i)) --seconds "$seconds" \

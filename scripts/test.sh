@@ -68,7 +68,7 @@ step_configure() {
 
 step_build() { ninja -C "$build" -j"$jobs"; }
 
-# A gtest binary in one process per core (GTEST_TOTAL_SHARDS), run from DIR's parent, each
+# A gtest binary in one process per core (GTEST_TOTAL_SHARDS), run in the binary's folder, each
 # shard's output in DIR/shard.N.log: its summary is printed, or the whole log when it failed.
 #   gtest_shards BINARY FILTER DIR
 gtest_shards() {

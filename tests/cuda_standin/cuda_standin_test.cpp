@@ -60,6 +60,28 @@ class CudaStandin : public ::testing::Test {
     EXPECT_EQ(metile_launch_create(&l, k, grid, &a, 1), METILE_OK) << metile_last_error();
     return l;
   }
+  /** `k` on `b`, asynchronously, with a time limit of `seconds`. */
+  metile_launch* run_limited(metile_kernel* k, metile_buffer* b, double seconds) {
+    metile_launch* l = prepare(k, b);
+    metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
+    o.timeout_s = seconds;
+    EXPECT_EQ(metile_launch_set_options(l, &o), METILE_OK);
+    EXPECT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();
+    return l;
+  }
+  /** What a device made before a stop: a buffer, a stream and an event. */
+  struct Made {
+    metile_buffer* buffer = nullptr;
+    uint64_t stream = 0;
+    metile_event* event = nullptr;
+  };
+  Made make_some() {
+    Made m;
+    EXPECT_EQ(metile_buffer_alloc(&m.buffer, gpu0_, 128), METILE_OK);
+    EXPECT_EQ(metile_stream_create(gpu0_, &m.stream), METILE_OK);
+    EXPECT_EQ(metile_event_create(&m.event, gpu0_), METILE_OK);
+    return m;
+  }
 
   metile_device* gpu0_ = nullptr;
 };
@@ -227,17 +249,8 @@ TEST_F(CudaStandin, StreamsAndEvents) {
 TEST_F(CudaStandin, WatchdogStopsAKernelPastItsLimitAndNothingIsReset) {
   metile_kernel* normal = compile(gpu0_, "ones");
   metile_kernel* hang = compile(gpu0_, "hang_forever");
-  metile_buffer* old = nullptr;
-  ASSERT_EQ(metile_buffer_alloc(&old, gpu0_, 128), METILE_OK);
-  uint64_t old_stream = 0;
-  ASSERT_EQ(metile_stream_create(gpu0_, &old_stream), METILE_OK);
-  metile_event* old_event = nullptr;
-  ASSERT_EQ(metile_event_create(&old_event, gpu0_), METILE_OK);
-  metile_launch* l = prepare(hang, old);
-  metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
-  o.timeout_s = 0.3;
-  ASSERT_EQ(metile_launch_set_options(l, &o), METILE_OK);
-  ASSERT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();  // asynchronous
+  auto [old, old_stream, old_event] = make_some();
+  metile_launch* l = run_limited(hang, old, 0.3);
   ASSERT_EQ(metile_device_synchronize(gpu0_), METILE_ERROR_DEVICE);
   std::string e = metile_last_error();
   EXPECT_TRUE(has(e, "kernel hang_forever did not finish within 0.3 s (the launch's timeout) and "
@@ -250,7 +263,7 @@ TEST_F(CudaStandin, WatchdogStopsAKernelPastItsLimitAndNothingIsReset) {
   void* p = nullptr;
   ASSERT_EQ(metile_buffer_contents(old, &p), METILE_OK) << metile_last_error();
   metile_launch* on_old_stream = prepare(normal, old);
-  o.timeout_s = -1;
+  metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
   o.stream = old_stream;
   ASSERT_EQ(metile_launch_set_options(on_old_stream, &o), METILE_OK);
   ASSERT_EQ(metile_launch_run(on_old_stream), METILE_OK) << metile_last_error();
@@ -308,17 +321,8 @@ TEST_F(CudaStandin, CancelStopsARunningKernelDuringABlockingWait) {
 TEST_F(CudaStandin, AKernelThatNeverChecksItsStopWordIsEndedByTheReset) {
   metile_kernel* normal = compile(gpu0_, "ones");
   metile_kernel* hang = compile(gpu0_, "hang_nopoll");
-  metile_buffer* old = nullptr;
-  ASSERT_EQ(metile_buffer_alloc(&old, gpu0_, 128), METILE_OK);
-  uint64_t old_stream = 0;
-  ASSERT_EQ(metile_stream_create(gpu0_, &old_stream), METILE_OK);
-  metile_event* old_event = nullptr;
-  ASSERT_EQ(metile_event_create(&old_event, gpu0_), METILE_OK);
-  metile_launch* l = prepare(hang, old);
-  metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
-  o.timeout_s = 0.2;
-  ASSERT_EQ(metile_launch_set_options(l, &o), METILE_OK);
-  ASSERT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();
+  auto [old, old_stream, old_event] = make_some();
+  metile_launch* l = run_limited(hang, old, 0.2);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(metile_device_synchronize(gpu0_), METILE_ERROR_DEVICE);
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -340,7 +344,7 @@ TEST_F(CudaStandin, AKernelThatNeverChecksItsStopWordIsEndedByTheReset) {
   metile_buffer* fresh = nullptr;
   ASSERT_EQ(metile_buffer_alloc(&fresh, gpu0_, 128), METILE_OK);
   metile_launch* on_old_stream = prepare(normal, fresh);
-  o.timeout_s = -1;
+  metile_launch_options o = METILE_LAUNCH_OPTIONS_INIT;
   o.stream = old_stream;
   ASSERT_EQ(metile_launch_set_options(on_old_stream, &o), METILE_OK);
   ASSERT_EQ(metile_launch_run(on_old_stream), METILE_ERROR_INVALID_ARGUMENT);

@@ -8,6 +8,7 @@
 #include "cache/cache.h"
 #include "cache_fake_device.h"
 #include "handles.h"
+#include "scoped_env.h"
 
 namespace metile {
 namespace METILE_UNITY_ID {
@@ -46,12 +47,13 @@ TEST_F(CacheApi, DirectoryRoundTripsAndDefaultsComeBack) {
   EXPECT_EQ(std::string(got), dir.path());
   metile_free(got);
 
-  ::setenv("METILE_CACHE_DIR", "/tmp/metile-capi-default", 1);
-  ASSERT_EQ(metile_cache_set_dir(nullptr), METILE_OK);
-  ASSERT_EQ(metile_cache_get_dir(&got), METILE_OK);
-  EXPECT_EQ(std::string(got), "/tmp/metile-capi-default");
-  metile_free(got);
-  ::unsetenv("METILE_CACHE_DIR");
+  {
+    test::ScopedEnv env("METILE_CACHE_DIR", "/tmp/metile-capi-default");
+    ASSERT_EQ(metile_cache_set_dir(nullptr), METILE_OK);
+    ASSERT_EQ(metile_cache_get_dir(&got), METILE_OK);
+    EXPECT_EQ(std::string(got), "/tmp/metile-capi-default");
+    metile_free(got);
+  }
 
   EXPECT_EQ(metile_cache_set_dir(""), METILE_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(error_text().find("must not be empty"), std::string::npos) << error_text();

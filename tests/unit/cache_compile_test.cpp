@@ -11,6 +11,7 @@
 
 #include "cache/cache.h"
 #include "cache_fake_device.h"
+#include "scoped_env.h"
 #include "driver/compile.h"
 #include "text_count.h"
 
@@ -525,31 +526,27 @@ TEST(CacheCompile, SettingsAndDefaults) {
   Cache cache;
   EXPECT_THROW(cache.set_dir(std::string()), Error);
   EXPECT_THROW(cache.set_max_bytes(0), Error);
-  ::setenv("METILE_CACHE_DIR", "/tmp/metile-env-dir/", 1);
-  EXPECT_EQ(cache.dir(), "/tmp/metile-env-dir");
-  ::unsetenv("METILE_CACHE_DIR");
-  ::setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
-  EXPECT_EQ(cache.dir(), "/tmp/xdg/metile");
-  ::setenv("XDG_CACHE_HOME", "relative/xdg", 1);  // ignored, as the XDG spec says
-  std::string home = getenv("HOME") ? getenv("HOME") : "";
-  ::setenv("HOME", "/tmp/home", 1);
-  EXPECT_EQ(cache.dir(), "/tmp/home/.cache/metile");
-  ::unsetenv("XDG_CACHE_HOME");
-  if (home.empty())
-    ::unsetenv("HOME");
-  else
-    ::setenv("HOME", home.c_str(), 1);
+  {
+    test::ScopedEnv env("METILE_CACHE_DIR", "/tmp/metile-env-dir/");
+    EXPECT_EQ(cache.dir(), "/tmp/metile-env-dir");
+  }
+  {
+    test::ScopedEnv env("METILE_CACHE_DIR", nullptr), xdg("XDG_CACHE_HOME", "/tmp/xdg");
+    EXPECT_EQ(cache.dir(), "/tmp/xdg/metile");
+    test::ScopedEnv relative("XDG_CACHE_HOME", "relative/xdg");  // ignored, as the XDG spec says
+    test::ScopedEnv home("HOME", "/tmp/home");
+    EXPECT_EQ(cache.dir(), "/tmp/home/.cache/metile");
+  }
   cache.set_dir("relative/dir");
   EXPECT_EQ(cache.dir(), std::filesystem::current_path().string() + "/relative/dir");
   cache.set_dir(std::nullopt);
   EXPECT_NE(cache.dir(), std::filesystem::current_path().string() + "/relative/dir");
 
   EXPECT_EQ(cache.max_bytes(), kDefaultCacheMaxBytes);
-  ::setenv("METILE_CACHE_MAX_BYTES", "12345", 1);
+  test::ScopedEnv max_bytes("METILE_CACHE_MAX_BYTES", "12345");
   EXPECT_EQ(cache.max_bytes(), 12345u);
   cache.set_max_bytes(777);
   EXPECT_EQ(cache.max_bytes(), 777u);
-  ::unsetenv("METILE_CACHE_MAX_BYTES");
 }
 
 TEST(CacheCompile, LogsOneLinePerCompile) {

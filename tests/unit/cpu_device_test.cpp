@@ -14,6 +14,7 @@
 #include "driver/compile.h"
 #include "runtime/device.h"
 #include "support/error.h"
+#include "scoped_env.h"
 
 namespace metile {
 namespace METILE_UNITY_ID {
@@ -67,25 +68,7 @@ TEST(CpuDevice, VectorAddRaggedLength) {
   for (int i = n; i < 1024; ++i) ASSERT_EQ(op[i], -7.0f) << "masked-off lane " << i << " was written";
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using test::ScopedEnv;
 
 TEST(CpuDevice, BrokenCompilerGivesCompileErrorWithLogAndCommand) {
   Env env;

@@ -20,29 +20,14 @@
 #include "runtime/metal_sim/msl_prepare.h"
 #include "runtime/metal_sim/toolchain.h"
 #include "support/error.h"
+#include "scoped_env.h"
 
 namespace metile {
 namespace METILE_UNITY_ID {
 
 using test::TempDir;
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

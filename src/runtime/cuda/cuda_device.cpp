@@ -281,11 +281,15 @@ class CudaDevice : public Device {
     note(word_);
     for (int w : retired_words_) note(w);
     if (!stopped) return std::nullopt;
+    return cat(stop_cause(), "; its outputs are partly written");
+  }
+
+  /** Why the host stopped its launches (mu_ held): a watched launch's time limit, else a cancel. */
+  std::string stop_cause() const {
     for (const Watched& w : watched_)
-      if (w.asked) return cat(w.limit.exceeded(w.kernel), " and was stopped; its outputs are partly written");
+      if (w.asked) return cat(w.limit.exceeded(w.kernel), " and was stopped");
     return cat("kernel ", last_kernel_.empty() ? std::string("?") : last_kernel_,
-               " (the last launched) was cancelled (metile_cancel_launches, e.g. Ctrl-C) and stopped; "
-               "its outputs are partly written");
+               " (the last launched) was cancelled (metile_cancel_launches, e.g. Ctrl-C) and stopped");
   }
 
   /** A launch with a time limit: an event after it, polled while the host waits. */
@@ -350,14 +354,11 @@ class CudaDevice : public Device {
    * nothing: then the failure is the kernel's own. */
   std::optional<std::string> stop_reason() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Watched& w : watched_)
-      if (w.asked) return cat(w.limit.exceeded(w.kernel), " and was stopped");
     bool stopped = words_.get(word_) != host::kWordRun;
+    for (const Watched& w : watched_) stopped = stopped || w.asked;
     for (int w : retired_words_) stopped = stopped || words_.get(w) == host::kWordStopped;
-    if (stopped)
-      return cat("kernel ", last_kernel_.empty() ? std::string("?") : last_kernel_,
-                 " (the last launched) was cancelled (metile_cancel_launches, e.g. Ctrl-C) and stopped");
-    return std::nullopt;
+    if (!stopped) return std::nullopt;
+    return stop_cause();
   }
 
   /** A CUDA call of a wait or launch failed: a launch the host stopped resets the context and

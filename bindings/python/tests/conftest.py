@@ -36,6 +36,8 @@ os.environ.setdefault("METILE_AUTOTUNE_QUIET", "0")
 
 import metile  # noqa: E402
 
+pytest_plugins = ("pytester",)  # test_pairwise_cover.py runs the marker in a pytest of its own
+
 KNOWN_DEVICES = ["interp", "cpu", "metal", "metal-sim", "cuda"]
 # METILE_TEST_DEVICES=cpu,interp runs the device tests on those devices only (the quick loop of
 # scripts/test.sh); a name metile does not know is an error, not an empty run.
@@ -143,6 +145,10 @@ def _deselect_outside_pairwise_covers(config, items):
         if mark is None or FULL_PRODUCTS or params.get("device") in PRODUCT_DEVICES:
             continue
         names = mark.args
+        unknown = [n for n in names if n not in params]
+        if not names or unknown:
+            raise pytest.UsageError(f"{item.nodeid}: pytest.mark.pairwise names parameters of the test "
+                                    f"({', '.join(sorted(params))}), got {list(names)}")
         rest = tuple(sorted((k, repr(v)) for k, v in params.items() if k not in names))
         groups.setdefault((item.originalname, rest), []).append(item)
     drop = set()

@@ -39,3 +39,17 @@ def test_three_axes_of_the_attention_tests_halve():
     # The set for dtype x causal x head_dim (3 x 2 x 2) is 6 of the 12 cells.
     axes = [["f32", "f16", "bf16"], [False, True], [64, 128]]
     assert len(pairwise_cover(list(itertools.product(*axes)))) == 6
+
+
+def test_a_marker_naming_no_parameter_is_a_usage_error(pytester):
+    pytester.makeconftest(open(__file__.replace("test_pairwise_cover.py", "conftest.py")).read())
+    pytester.makepyfile(test_x="""
+import pytest
+@pytest.mark.pairwise("dtype", "nope")
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_y(dtype):
+    pass
+""")
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    assert "pytest.mark.pairwise names parameters of the test (dtype), got ['dtype', 'nope']" \
+        in r.stdout.str() + r.stderr.str()

@@ -318,7 +318,7 @@ void Assigner::direct_copies(const Block& blk) {
       // B = trans(tile_load), its only reader: the load is copied as it is (lower_trans_operand.cpp).
       const Op* tr = producer[v];
       const bool kmajor = i == 1 && tr != nullptr && tr->kind == OpKind::TRANS && users[v].size() == 1 &&
-                          kmajor_b_fits(target, options, plan, k);
+                          kmajor_b_fits(options, plan, k);
       if (kmajor) v = tr->operands[0];
       auto at = loaded.find(v);
       if (at == loaded.end() || users[v].size() != 1) continue;
@@ -460,9 +460,9 @@ std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecisi
     return precision == DotPrecision::tf32 || (precision == DotPrecision::tf32x3 && a.splits);
   };
   auto find = [&](DType want) -> const MatrixAtom* {
-    for (const MatrixAtom& a : target.matrix_atoms)
-      if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || allows(a)) &&
-          (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
+    for (Atom id : target.matrix_atoms)
+      if (const MatrixAtom& a = matrix_atom(id); a.ab == want && a.acc == DType::f32 && k % a.k == 0 &&
+          (!a.relaxed || allows(a)) && (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
         return &a;
     return nullptr;
   };
@@ -568,7 +568,7 @@ std::string print_layouts(const Program& program, const LayoutAssignment& layout
     if (auto d = layouts.dots.find(&op); d != layouts.dots.end()) {
       const DotChoice& c = d->second;
       s += c.atom == nullptr ? cat(" (fma, ", dtype_name(c.stage), ")")
-                             : cat(" (", c.atom->name, " ", c.atom->m, "x", c.atom->n, "x", c.atom->k,
+                             : cat(" (", atom_kind_name(c.atom->kind), " ", c.atom->m, "x", c.atom->n, "x", c.atom->k,
                                    " ", dtype_name(c.stage), ", warps ", c.warps_m, "x", c.warps_n, ")");
     }
     return s;

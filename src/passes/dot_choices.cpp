@@ -81,6 +81,13 @@ namespace metile {
 
 namespace {
 
+// The target's first warpgroup atom for ab x ab -> acc whose k divides K (nullptr: none).
+const MatrixAtom* warpgroup_atom(const GpuTarget& target, DType ab, DType acc, int64_t k) {
+  for (Atom id : target.warpgroup_atoms)
+    if (const MatrixAtom& a = matrix_atom(id); a.ab == ab && a.acc == acc && k % a.k == 0) return &a;
+  return nullptr;
+}
+
 // The warpgroup accumulator layout above as a tile layout of the m x n tile (element row * n + col).
 auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
   constexpr int64_t kRows = 16;  // rows of the c fragment: one warp's share of an m64 block
@@ -125,9 +132,7 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
     return plan.direct[1] != nullptr && choose_wgmma_transposed(p, o, target, rows_reduced, f, plan);
   if (plan.stage != DType::f32 && in.direct[1] == nullptr) return false;
-  const MatrixAtom* atom = nullptr;
-  for (const MatrixAtom& a : target.warpgroup_atoms)
-    if (atom == nullptr && a.ab == in.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+  const MatrixAtom* atom = warpgroup_atom(target, in.stage, p.type(o.result()).dtype, k);
   if (atom == nullptr) return false;
   const int64_t elem = static_cast<int64_t>(dtype_size(in.stage));
   const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem);
@@ -203,9 +208,7 @@ bool choose_wgmma_transposed(const Program& p, const Op& o, const GpuTarget& tar
   if (rows_reduced) return false;  // C's rows lie across warps of a warpgroup here
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
-  const MatrixAtom* atom = nullptr;
-  for (const MatrixAtom& a : target.warpgroup_atoms)
-    if (atom == nullptr && a.ab == DType::f32 && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+  const MatrixAtom* atom = warpgroup_atom(target, DType::f32, p.type(o.result()).dtype, k);
   if (atom == nullptr || f.threads % 128 != 0) return false;
   const WgmmaTile ta = wgmma_tile(m, k, 4), tb = wgmma_tile(k, n, 4);  // both as loaded
   if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * 4) % 1024 != 0 || (k * n * 4) % 1024 != 0) return false;
@@ -316,9 +319,10 @@ bool wgmma_fp8_copies(const Program& p, const Op& o, const GpuTarget& target,
   return true;
 }
 
-bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k) {
-  return options.kmajor_b && options.ldmatrix && target.dialect == "cuda" && c.atom != nullptr &&
-         c.atom->name == std::string("mma.sync") && dtype_size(c.stage) == 2 && c.kc == k;
+bool kmajor_b_fits(const LowerOptions& options, const DotChoice& c, int64_t k) {
+  // c.atom is a warp-level atom here (dot_atom): mma.sync's 16-bit ones read B K-major.
+  return options.kmajor_b && options.ldmatrix && c.atom != nullptr && (c.atom->b_major & kBKMajor) != 0 &&
+         c.kc == k;
 }
 
 }  // namespace metile

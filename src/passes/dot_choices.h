@@ -61,8 +61,9 @@ bool wgmma_fp8_copies(const Program& program, const Op& dot, const GpuTarget& ta
 
 /**
  * Whether dot `c` may stage B = trans(tile_load) as loaded, n rows of k (lower_trans_operand.cpp):
- * 16-bit operands on CUDA's mma.sync with ldmatrix, K staged whole, LowerOptions::kmajor_b.
+ * a warp-level atom that reads B K-major (kBKMajor: mma.sync's 16-bit ones) with ldmatrix, K
+ * staged whole, LowerOptions::kmajor_b.
  */
-bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k);
+bool kmajor_b_fits(const LowerOptions& options, const DotChoice& c, int64_t k);
 
 }  // namespace metile

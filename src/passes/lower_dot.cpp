@@ -248,7 +248,7 @@ void Lowering::dot(const Op& op) {
       g.kind = gpu::GpuOpKind::MMA;
       g.operands = {a_buf, b_buf, r, tid};
       if (acc_array) g.operands.push_back(c_buf);
-      g.attrs = {{"atom", plan.atom->name}, {"atom_m", int64_t{plan.atom->m}},
+      g.attrs = {{"atom", std::string(atom_kind_name(plan.atom->kind))}, {"atom_m", int64_t{plan.atom->m}},
                  {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
                  {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
@@ -258,7 +258,7 @@ void Lowering::dot(const Op& op) {
                  {"ldmatrix", int64_t{options.ldmatrix &&
                                       ((dtype_size(plan.stage) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
                                        (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
-      if (plan.atom->name == std::string("mma.sync"))
+      if (plan.atom->kind == AtomKind::mma_sync)
         g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.

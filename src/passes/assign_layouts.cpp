@@ -396,7 +396,7 @@ void Assigner::run() {
   direct_copies(p.body);
   walk(p.body, [&](const Op& o) {
     // An asked warp grid is one of the warp-level atoms.
-    if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_wgmma(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
+    if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_warpgroup_atom(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
       assigned[o.result()] = out.dots.at(&o).acc;
   });
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators; then once more
@@ -467,7 +467,7 @@ std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecisi
     return nullptr;
   };
   // FP8 (cuda, where the fp8_dots Tile IR pass leaves dots to lowering): the operands stage as
-  // their exact f16 values (stage() casts them) unless choose_wgmma takes the FP8 wgmma atom.
+  // their exact f16 values (stage() casts them) unless choose_warpgroup_atom takes an FP8 atom.
   if (is_f8(ab)) return {find(DType::f16), DType::f16};
   if (const MatrixAtom* a = find(ab)) return {a, ab};
   if (ab == DType::bf16)

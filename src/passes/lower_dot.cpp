@@ -114,7 +114,7 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
                                     b.ew(OpKind::ADD, {ix[1], wide(c)})});
     src = b.named(b.ew(OpKind::PTR_OFFSET, {b.ew(OpKind::PTR_OFFSET, {base, at}),
                                             b.ew(OpKind::MUL, {wide(rr), ix[2]})}), stem);
-    if (!wgmma_staging.count(&load))
+    if (!warpgroup_staging.count(&load))
       dst = b.ew(OpKind::PTR_OFFSET, {b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {rt, c_i32(ld)}), c})}),
                                       b.ew(OpKind::MUL, {rr, c_i32(ld)})});
   } else {
@@ -178,18 +178,18 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
   DotPlan& plan = dot_plans.at(&op);
   if (plan.bufs[0] == kNoValue) {
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
-    const int64_t pad = plan.wgmma ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
+    const int64_t pad = plan.warpgroup() ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
     plan.ld[1] = (plan.b_kmajor ? plan.kc : n) + pad;  // k-major B: n rows of k (lower_trans_operand.cpp)
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = (plan.b_kmajor ? n : plan.kc) * plan.ld[1];
     const std::vector<int64_t> shape[2] = {{m, plan.kc}, {plan.b_kmajor ? n : plan.kc, plan.b_kmajor ? plan.kc : n}};
     // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; dot_choices.cpp).
-    const DType bt = plan.wgmma && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
+    const DType bt = plan.warpgroup() && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
     for (int i = 0; i < 2; ++i) {
       // wgmma arrays take the staged tile's shape: a tf32 or FP8 B is staged K-major, N x K.
       const auto& t = plan.staged[i];
-      const gpu::SharedArray a = plan.wgmma ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
+      const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
                                             : gpu::SharedArray::padded(shape[i], pad, stages);
       plan.bufs[i] = pb.alloc(i == 0 ? plan.stage : bt, a, i == 0 ? "a_smem" : "b_smem");
     }
@@ -239,7 +239,7 @@ void Lowering::dot(const Op& op) {
       const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
       if (direct) {
         async_wait(later);
-        wgmma_sync_for({&op});
+        warpgroup_sync_for({&op});
       }
       b.barrier();
     }
@@ -262,7 +262,7 @@ void Lowering::dot(const Op& op) {
         g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
-      if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
+      if (plan.warpgroup()) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // dot_choices.cpp
       if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // dot_choices.cpp
       if (plan.tf32x3) g.attrs.push_back({"tf32x3", int64_t{1}});

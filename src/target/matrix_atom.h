@@ -60,7 +60,7 @@ struct MatrixAtom {
 const MatrixAtom& matrix_atom(Atom atom);
 /** Every row of the table, in its order. */
 const std::vector<MatrixAtom>& matrix_atom_table();
-/** The GPU IR name of `kind` ("mma.sync", "wgmma", ...). */
+/** The GPU IR name of `kind` ("mma.sync", "tensor_ops", ...). */
 std::string_view atom_kind_name(AtomKind kind);
 /** Threads that issue one instruction of `kind` (32: a warp; 128: a warpgroup). */
 int atom_kind_threads(AtomKind kind);

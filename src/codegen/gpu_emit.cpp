@@ -726,29 +726,28 @@ std::string Emitter::run(KernelInterface* k) {
     bool w = i >= 64 || (written_params_ >> i) & 1;
     k->params.push_back({name_[f_.params[i].value], v.dtype, v.is_ptr, v.is_ptr && w});
   }
-  bool swizzle = false;
-  std::set<std::string> atoms;
+  PreludeUses uses;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
-    swizzle = swizzle || op.kind == GpuOpKind::SWIZZLE;
+    uses.swizzle = uses.swizzle || op.kind == GpuOpKind::SWIZZLE;
     if (op.kind == GpuOpKind::MMA) {
-      atoms.insert(op.attr_str("atom"));
+      uses.atoms.insert(mma_atom_kind(op));
       // FP8's two-level accumulation keeps a second tile of partial sums beside it (mma_p).
       const int64_t tiles = op.find_attr("promote") != nullptr ? 2 : 1;
       k->accumulator_registers = std::max(k->accumulator_registers, tiles * regs(op.result()));
     }
     k->cancel = k->cancel || op.kind == GpuOpKind::CANCEL_POINT;
     if (op.kind == GpuOpKind::TMA_LOAD) {  // the maps' texts by index (GpuDialect::tma)
-      atoms.insert("tma");
+      uses.tma = true;
       const size_t map = static_cast<size_t>(op.attr_int("map"));
       if (k->tensor_maps.size() <= map) k->tensor_maps.resize(map + 1);
       k->tensor_maps[map] = op.attr_str("spec");
     }
   });
   auto fp8 = [](const gpu::Value& v) { return is_f8(v.dtype); };
-  if (std::any_of(f_.values.begin(), f_.values.end(), fp8)) atoms.insert("float8");
-  if (k->cancel) atoms.insert("cancel");
+  uses.float8 = std::any_of(f_.values.begin(), f_.values.end(), fp8);
+  uses.cancel = k->cancel;
   k->loop_registers = loop_live_registers(f_);
-  w_.raw(d_.prelude(swizzle, atoms));
+  w_.raw(d_.prelude(uses));
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind != GpuOpKind::PRINT) return;
     if (texts_.empty()) w_.raw(d_.print_prelude());

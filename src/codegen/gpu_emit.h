@@ -19,6 +19,7 @@
 #include "codegen/c_like.h"
 #include "ir/gpu_ir.h"
 #include "support/error.h"
+#include "target/matrix_atom.h"
 
 namespace metile {
 
@@ -55,7 +56,7 @@ struct KernelInterface {
  * the accumulator fragment layout, updated in place with A @ B from the threadgroup arrays.
  */
 struct MmaSpec {
-  std::string atom;            // MatrixAtom::name
+  AtomKind atom{};             // the kind its "atom" attribute names (matrix_atoms.def)
   std::string a, b, acc, tid;  // identifiers (tid: the thread index)
   std::string c;               // the accumulator's threadgroup array, "" when the atom has none
   DType ab = DType::invalid;   // the element type of a and b (wgmma FP8: of a)
@@ -75,6 +76,15 @@ struct MmaSpec {
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
 };
 
+/** What a kernel needs from its dialect's prelude (GpuDialect::prelude). */
+struct PreludeUses {
+  bool swizzle = false;      // tile_swizzle
+  bool tma = false;          // TMA copies
+  bool float8 = false;       // FP8 values (the conversions of src/support/float8.h)
+  bool cancel = false;       // cancel points
+  std::set<AtomKind> atoms;  // the kinds of its mma ops
+};
+
 /** The differences between GPU languages; see msl.cpp. */
 class GpuDialect {
  public:
@@ -84,12 +94,8 @@ class GpuDialect {
 
   /** Identifiers generated names must avoid (functions and parameters the dialect uses). */
   virtual std::vector<std::string> reserved() const = 0;
-  /**
-   * Text before the kernel (headers, helper functions); `swizzle` when tile_swizzle is used,
-   * `atoms` the MatrixAtom names of the kernel's mma ops, with "tma" for TMA copies and "float8"
-   * when FP8 values occur (the conversions of src/support/float8.h).
-   */
-  virtual std::string prelude(bool swizzle, const std::set<std::string>& atoms) const = 0;
+  /** Text before the kernel (headers, helper functions) with what `uses` says the kernel needs. */
+  virtual std::string prelude(const PreludeUses& uses) const = 0;
   /** Writes the entry point's head and opens its body. */
   virtual void open_kernel(SourceWriter& w, const KernelInterface& k) const = 0;
   /** An i32 expression for a builtin (axis: x, y, z of the group builtins). */

@@ -205,7 +205,7 @@ void Emitter::mma(const gpu::Op& op) {
   w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + name_[v] + "[r] = " +
           strip_parens(expr(op.operands[2], "r")) + ";");
   MmaSpec s;
-  s.atom = op.attr_str("atom");
+  s.atom = mma_atom_kind(op);
   if (op.operands.size() > 4) s.c = name_[op.operands[4]];
   auto array = [&](ValueId x) {  // a stage of a pipelined dot is an offset into its array
     std::string e = strip_parens(expr(x, "0"));

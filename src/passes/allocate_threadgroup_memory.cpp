@@ -87,7 +87,7 @@ void live_ranges(const gpu::Function& f, std::vector<Array>& arrays, const std::
           if (a.first < 0) a.first = static_cast<int64_t>(t);
           a.last = static_cast<int64_t>(t);
           a.async_copied |= op.kind == GpuOpKind::ASYNC_COPY && k == 0;
-          a.wgmma_read |= op.kind == GpuOpKind::MMA && op.attr_str("atom") == "wgmma";
+          a.wgmma_read |= op.kind == GpuOpKind::MMA && mma_atom_kind(op) == AtomKind::wgmma;
           a.pinned |= op.kind == GpuOpKind::TMA_LOAD || op.kind == GpuOpKind::MBAR_INIT ||
                       op.kind == GpuOpKind::MBAR_WAIT;
         }

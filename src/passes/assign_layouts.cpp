@@ -318,7 +318,7 @@ void Assigner::direct_copies(const Block& blk) {
       // B = trans(tile_load), its only reader: the load is copied as it is (lower_trans_operand.cpp).
       const Op* tr = producer[v];
       const bool kmajor = i == 1 && tr != nullptr && tr->kind == OpKind::TRANS && users[v].size() == 1 &&
-                          kmajor_b_fits(target, options, plan, k);
+                          kmajor_b_fits(options, plan, k);
       if (kmajor) v = tr->operands[0];
       auto at = loaded.find(v);
       if (at == loaded.end() || users[v].size() != 1) continue;
@@ -396,7 +396,7 @@ void Assigner::run() {
   direct_copies(p.body);
   walk(p.body, [&](const Op& o) {
     // An asked warp grid is one of the warp-level atoms.
-    if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_wgmma(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
+    if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_warpgroup_atom(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
       assigned[o.result()] = out.dots.at(&o).acc;
   });
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators; then once more
@@ -460,14 +460,14 @@ std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecisi
     return precision == DotPrecision::tf32 || (precision == DotPrecision::tf32x3 && a.splits);
   };
   auto find = [&](DType want) -> const MatrixAtom* {
-    for (const MatrixAtom& a : target.matrix_atoms)
-      if (a.ab == want && a.acc == DType::f32 && k % a.k == 0 && (!a.relaxed || allows(a)) &&
-          (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
+    for (Atom id : target.matrix_atoms)
+      if (const MatrixAtom& a = matrix_atom(id); a.ab == want && a.acc == DType::f32 && k % a.k == 0 &&
+          (!a.relaxed || allows(a)) && (want == ab || !a.relaxed) && (!a.acc_through_threadgroup || acc_fits(a)))
         return &a;
     return nullptr;
   };
   // FP8 (cuda, where the fp8_dots Tile IR pass leaves dots to lowering): the operands stage as
-  // their exact f16 values (stage() casts them) unless choose_wgmma takes the FP8 wgmma atom.
+  // their exact f16 values (stage() casts them) unless choose_warpgroup_atom takes an FP8 atom.
   if (is_f8(ab)) return {find(DType::f16), DType::f16};
   if (const MatrixAtom* a = find(ab)) return {a, ab};
   if (ab == DType::bf16)
@@ -568,7 +568,7 @@ std::string print_layouts(const Program& program, const LayoutAssignment& layout
     if (auto d = layouts.dots.find(&op); d != layouts.dots.end()) {
       const DotChoice& c = d->second;
       s += c.atom == nullptr ? cat(" (fma, ", dtype_name(c.stage), ")")
-                             : cat(" (", c.atom->name, " ", c.atom->m, "x", c.atom->n, "x", c.atom->k,
+                             : cat(" (", atom_kind_name(c.atom->kind), " ", c.atom->m, "x", c.atom->n, "x", c.atom->k,
                                    " ", dtype_name(c.stage), ", warps ", c.warps_m, "x", c.warps_n, ")");
     }
     return s;

@@ -35,13 +35,14 @@ struct DotChoice {
   /** direct[1] is the tile_load under B = trans(load), staged as loaded: n rows of k
    * (lower_trans_operand.cpp). */
   bool b_kmajor = false;
-  bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma, dot_choices.h)
-  WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
+  WgmmaTile staged[2];  // warpgroup(): the swizzled layouts A and B are copied into
   bool tf32x3 = false;  // the relaxed atom runs three MMAs on TF32 hi/lo parts (MatrixAtom::splits)
   bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (dot_choices.cpp)
   /** wgmma FP8 (dot_choices.cpp): K elements per f32 promotion of the wgmma partial sums
    * (0: fast accumulation, every k step into the accumulator itself). */
   int64_t promote = 0;
+  /** atom is a warpgroup atom (more than one warp issues it: choose_warpgroup_atom, dot_choices.h). */
+  bool warpgroup() const { return atom != nullptr && atom_kind_threads(atom->kind) > 32; }
 };
 
 struct LayoutAssignment {
@@ -87,7 +88,7 @@ int64_t canonical_chunk(const Program& program, int64_t chunk_bytes, int64_t thr
 /**
  * The matrix atom of `target` for a dot of these types and sizes (nullptr: none) and the dtype
  * its operands stage as (bf16 without an atom of its own widens to an exact f32 atom; FP8
- * stages as f16, exactly, unless choose_wgmma later takes an FP8 warpgroup atom).
+ * stages as f16, exactly, unless choose_warpgroup_atom later takes an FP8 warpgroup atom).
  */
 std::pair<const MatrixAtom*, DType> dot_atom(const GpuTarget& target, DotPrecision precision, DType ab,
                                              DType acc, int64_t m, int64_t n, int64_t k);

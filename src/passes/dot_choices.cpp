@@ -33,7 +33,7 @@
 // (src/codegen/cuda/wgmma.cpp). Every other f32 dot keeps mma.sync's tf32 atom (lower_dot.cpp).
 //
 // Every other f32 dot on the atom (B N-major, as loaded for dot(a, b)) computes C^T = B^T A^T
-// instead (choose_wgmma_transposed): wgmma's A operand is B^T, whose K-major fragments each
+// instead (choose_warpgroup_transposed): wgmma's A operand is B^T, whose K-major fragments each
 // thread reads from B's N-major threadgroup array into registers (the register-A form), and its
 // B operand is A itself (M x K, K-major: a descriptor). The copies and TMA stage A and B exactly
 // as for f16 (the N-major swizzled blocks); the accumulator holds C^T's fragments and its
@@ -51,7 +51,7 @@
 //
 // Which dots: on cuda the fp8_dots Tile IR pass leaves FP8 dots to lowering (DeviceInfo::
 // lowers_fp8_dots). assign_layouts plans each as an f16 dot (dot_atom: the operands stage as their
-// exact f16 values, cast in registers by stage()), and choose_wgmma replaces that plan with the
+// exact f16 values, cast in registers by stage()), and choose_warpgroup_atom replaces that plan with the
 // FP8 atom where wgmma can read the operands: wgmma has no transposed form for 8-bit operands,
 // so A and B must both be K-major in threadgroup memory. A is when it is an M x K tile_load; B is
 // when the program wrote dot(a, trans(b)) with b an N x K tile_load (torch._scaled_mm's
@@ -81,6 +81,13 @@ namespace metile {
 
 namespace {
 
+// The target's first warpgroup atom for ab x ab -> acc whose k divides K (nullptr: none).
+const MatrixAtom* warpgroup_atom(const GpuTarget& target, DType ab, DType acc, int64_t k) {
+  for (Atom id : target.warpgroup_atoms)
+    if (const MatrixAtom& a = matrix_atom(id); a.ab == ab && a.acc == acc && k % a.k == 0) return &a;
+  return nullptr;
+}
+
 // The warpgroup accumulator layout above as a tile layout of the m x n tile (element row * n + col).
 auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
   constexpr int64_t kRows = 16;  // rows of the c fragment: one warp's share of an m64 block
@@ -104,7 +111,7 @@ auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int
 
 }  // namespace
 
-bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const LowerOptions& options,
+bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& target, const LowerOptions& options,
                   bool rows_reduced, gpu::Function& f, DotChoice& plan) {
   if (!options.wgmma || target.warpgroup_atoms.empty() || f.threads % 128 != 0) return false;
   const int64_t groups = f.threads / 128;
@@ -123,11 +130,9 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   // tf32 and FP8 (below): B K-major, copied from the N x K tile_load its trans reads.
   const Op* kmajor_b = in.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : fp8 ? in.direct[1] : nullptr;
   if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
-    return plan.direct[1] != nullptr && choose_wgmma_transposed(p, o, target, rows_reduced, f, plan);
+    return plan.direct[1] != nullptr && choose_warpgroup_transposed(p, o, target, rows_reduced, f, plan);
   if (plan.stage != DType::f32 && in.direct[1] == nullptr) return false;
-  const MatrixAtom* atom = nullptr;
-  for (const MatrixAtom& a : target.warpgroup_atoms)
-    if (atom == nullptr && a.ab == in.stage && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+  const MatrixAtom* atom = warpgroup_atom(target, in.stage, p.type(o.result()).dtype, k);
   if (atom == nullptr) return false;
   const int64_t elem = static_cast<int64_t>(dtype_size(in.stage));
   const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem);
@@ -146,7 +151,6 @@ bool choose_wgmma(const Program& p, const Op& o, const GpuTarget& target, const 
   if (wg_m == 0) return false;
   if (fp8) plan = fp8_plan;
   plan.atom = atom;
-  plan.wgmma = true;
   if (kmajor_b != nullptr) plan.direct[1] = kmajor_b;  // tf32: the trans is not lowered
   plan.warps_m = static_cast<int>(4 * wg_m);
   plan.warps_n = static_cast<int>(wg_n);
@@ -198,14 +202,12 @@ gpu::Layout transposed_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64
 
 }  // namespace
 
-bool choose_wgmma_transposed(const Program& p, const Op& o, const GpuTarget& target, bool rows_reduced,
+bool choose_warpgroup_transposed(const Program& p, const Op& o, const GpuTarget& target, bool rows_reduced,
                              gpu::Function& f, DotChoice& plan) {
   if (rows_reduced) return false;  // C's rows lie across warps of a warpgroup here
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
-  const MatrixAtom* atom = nullptr;
-  for (const MatrixAtom& a : target.warpgroup_atoms)
-    if (atom == nullptr && a.ab == DType::f32 && a.acc == p.type(o.result()).dtype && k % a.k == 0) atom = &a;
+  const MatrixAtom* atom = warpgroup_atom(target, DType::f32, p.type(o.result()).dtype, k);
   if (atom == nullptr || f.threads % 128 != 0) return false;
   const WgmmaTile ta = wgmma_tile(m, k, 4), tb = wgmma_tile(k, n, 4);  // both as loaded
   if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * 4) % 1024 != 0 || (k * n * 4) % 1024 != 0) return false;
@@ -221,7 +223,6 @@ bool choose_wgmma_transposed(const Program& p, const Op& o, const GpuTarget& tar
   }
   if (wg_m == 0) return false;
   plan.atom = atom;
-  plan.wgmma = true;
   plan.transposed = true;
   plan.warps_m = static_cast<int>(4 * wg_m);
   plan.warps_n = static_cast<int>(wg_n);
@@ -316,9 +317,10 @@ bool wgmma_fp8_copies(const Program& p, const Op& o, const GpuTarget& target,
   return true;
 }
 
-bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k) {
-  return options.kmajor_b && options.ldmatrix && target.dialect == "cuda" && c.atom != nullptr &&
-         c.atom->name == std::string("mma.sync") && dtype_size(c.stage) == 2 && c.kc == k;
+bool kmajor_b_fits(const LowerOptions& options, const DotChoice& c, int64_t k) {
+  // c.atom is a warp-level atom here (dot_atom): mma.sync's 16-bit ones read B K-major.
+  return options.kmajor_b && options.ldmatrix && c.atom != nullptr && (c.atom->b_major & kBKMajor) != 0 &&
+         c.kc == k;
 }
 
 }  // namespace metile

@@ -22,7 +22,7 @@ namespace metile {
  * atom, warp grid, accumulator layout (added to f) and staged tiles. rows_reduced: the result's
  * rows are reduced later (then one warpgroup column).
  */
-bool choose_wgmma(const Program& program, const Op& o, const GpuTarget& target,
+bool choose_warpgroup_atom(const Program& program, const Op& o, const GpuTarget& target,
                   const LowerOptions& options, bool rows_reduced, gpu::Function& f, DotChoice& c);
 
 /**
@@ -33,7 +33,7 @@ bool choose_wgmma(const Program& program, const Op& o, const GpuTarget& target,
  * warpgroup along N; warps_n: warpgroups along M), layout (added to f), staged tiles and
  * `transposed`; false (c untouched) when the tile does not fit.
  */
-bool choose_wgmma_transposed(const Program& program, const Op& dot, const GpuTarget& target, bool rows_reduced,
+bool choose_warpgroup_transposed(const Program& program, const Op& dot, const GpuTarget& target, bool rows_reduced,
                              gpu::Function& f, DotChoice& c);
 
 /**
@@ -54,15 +54,16 @@ inline constexpr int64_t kFp8PromoteK = 128;
  * Fills `plan` for an FP8 dot on the warpgroup atom when its operands can be copied K-major:
  * A's and B's tile_loads as plan.direct, plan.stage A's FP8 dtype, K staged whole and
  * plan.promote (LowerOptions::fp8_promote); false (plan untouched in the fields that matter)
- * otherwise. choose_wgmma checks the rest (swizzle, warpgroups) as for every wgmma dot.
+ * otherwise. choose_warpgroup_atom checks the rest (swizzle, warpgroups) as for every wgmma dot.
  */
 bool wgmma_fp8_copies(const Program& program, const Op& dot, const GpuTarget& target,
                       const LowerOptions& options, DotChoice& plan);
 
 /**
  * Whether dot `c` may stage B = trans(tile_load) as loaded, n rows of k (lower_trans_operand.cpp):
- * 16-bit operands on CUDA's mma.sync with ldmatrix, K staged whole, LowerOptions::kmajor_b.
+ * a warp-level atom that reads B K-major (kBKMajor: mma.sync's 16-bit ones) with ldmatrix, K
+ * staged whole, LowerOptions::kmajor_b.
  */
-bool kmajor_b_fits(const GpuTarget& target, const LowerOptions& options, const DotChoice& c, int64_t k);
+bool kmajor_b_fits(const LowerOptions& options, const DotChoice& c, int64_t k);
 
 }  // namespace metile

@@ -29,7 +29,7 @@ bool ends_in_cancel_point(const gpu::Block& b) {
 void insert_cancel_points(gpu::Function& f, const PassContext&) {
   bool warpgroup = false;
   gpu::walk(f.body, [&](const gpu::Op& op) {
-    warpgroup = warpgroup || (op.kind == gpu::GpuOpKind::MMA && op.attr_str("atom") == "wgmma");
+    warpgroup = warpgroup || (op.kind == gpu::GpuOpKind::MMA && mma_atom_kind(op) == AtomKind::wgmma);
   });
   if (warpgroup) return;
   gpu::walk_mut(f.body, [&](gpu::Op& op) {

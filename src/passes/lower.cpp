@@ -41,7 +41,7 @@ Lowering::Lowering(const Program& program, const GpuTarget& t, const LowerOption
     for (int i = 0; i < 2; ++i) {
       if (c.direct[i] == nullptr) continue;
       direct_loads.insert(c.direct[i]);
-      if (c.wgmma) wgmma_staging[c.direct[i]] = c.staged[i];
+      if (c.warpgroup()) warpgroup_staging[c.direct[i]] = c.staged[i];
     }
   }
   plan_pipelines();

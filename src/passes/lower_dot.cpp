@@ -114,7 +114,7 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
                                     b.ew(OpKind::ADD, {ix[1], wide(c)})});
     src = b.named(b.ew(OpKind::PTR_OFFSET, {b.ew(OpKind::PTR_OFFSET, {base, at}),
                                             b.ew(OpKind::MUL, {wide(rr), ix[2]})}), stem);
-    if (!wgmma_staging.count(&load))
+    if (!warpgroup_staging.count(&load))
       dst = b.ew(OpKind::PTR_OFFSET, {b.ew(OpKind::PTR_OFFSET, {buf, b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {rt, c_i32(ld)}), c})}),
                                       b.ew(OpKind::MUL, {rr, c_i32(ld)})});
   } else {
@@ -178,18 +178,18 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
   DotPlan& plan = dot_plans.at(&op);
   if (plan.bufs[0] == kNoValue) {
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
-    const int64_t pad = plan.wgmma ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
+    const int64_t pad = plan.warpgroup() ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
     plan.ld[1] = (plan.b_kmajor ? plan.kc : n) + pad;  // k-major B: n rows of k (lower_trans_operand.cpp)
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = (plan.b_kmajor ? n : plan.kc) * plan.ld[1];
     const std::vector<int64_t> shape[2] = {{m, plan.kc}, {plan.b_kmajor ? n : plan.kc, plan.b_kmajor ? plan.kc : n}};
     // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; dot_choices.cpp).
-    const DType bt = plan.wgmma && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
+    const DType bt = plan.warpgroup() && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
     for (int i = 0; i < 2; ++i) {
       // wgmma arrays take the staged tile's shape: a tf32 or FP8 B is staged K-major, N x K.
       const auto& t = plan.staged[i];
-      const gpu::SharedArray a = plan.wgmma ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
+      const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
                                             : gpu::SharedArray::padded(shape[i], pad, stages);
       plan.bufs[i] = pb.alloc(i == 0 ? plan.stage : bt, a, i == 0 ? "a_smem" : "b_smem");
     }
@@ -239,7 +239,7 @@ void Lowering::dot(const Op& op) {
       const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
       if (direct) {
         async_wait(later);
-        wgmma_sync_for({&op});
+        warpgroup_sync_for({&op});
       }
       b.barrier();
     }
@@ -248,7 +248,7 @@ void Lowering::dot(const Op& op) {
       g.kind = gpu::GpuOpKind::MMA;
       g.operands = {a_buf, b_buf, r, tid};
       if (acc_array) g.operands.push_back(c_buf);
-      g.attrs = {{"atom", plan.atom->name}, {"atom_m", int64_t{plan.atom->m}},
+      g.attrs = {{"atom", std::string(atom_kind_name(plan.atom->kind))}, {"atom_m", int64_t{plan.atom->m}},
                  {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
                  {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
@@ -258,11 +258,11 @@ void Lowering::dot(const Op& op) {
                  {"ldmatrix", int64_t{options.ldmatrix &&
                                       ((dtype_size(plan.stage) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
                                        (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
-      if (plan.atom->name == std::string("mma.sync"))
+      if (plan.atom->kind == AtomKind::mma_sync)
         g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
-      if (plan.wgmma) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
+      if (plan.warpgroup()) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // dot_choices.cpp
       if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // dot_choices.cpp
       if (plan.tf32x3) g.attrs.push_back({"tf32x3", int64_t{1}});

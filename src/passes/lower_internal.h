@@ -248,12 +248,12 @@ class Lowering {
 
   // --- lower_wgmma.cpp ---
   /** The tile_loads a wgmma dot stages, and the swizzled layout each is copied into. */
-  std::map<const Op*, WgmmaTile> wgmma_staging;
+  std::map<const Op*, WgmmaTile> warpgroup_staging;
   /** The element offset of chunk (r, c) of tile_load `load` in its staging array. */
   ValueId staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld);
   /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
    * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
-  void wgmma_sync_for(const std::vector<const Op*>& dots);
+  void warpgroup_sync_for(const std::vector<const Op*>& dots);
 
   // --- lower_tma.cpp ---
   std::map<const Op*, std::pair<int64_t, TmaMap>> tma_loads;  // tile_load -> (map index, map)

@@ -151,9 +151,9 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   auto it = pipelines.find(&loop);
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
-  if (!pl.tma_only && !pl.prefetch) {  // else the wgmmas of the last iteration stay in flight (tma_release)
+  if (!pl.tma_only && !pl.prefetch) {  // else the warpgroup mmas of the last iteration stay in flight (tma_release)
     async_wait(pl.stages - 2);
-    wgmma_sync_for(pl.dots);
+    warpgroup_sync_for(pl.dots);
     b.barrier();
   }
   ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
@@ -192,7 +192,7 @@ ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
 void Lowering::pipeline_epilogue(const Op& loop) {
   if (!pipelines.count(&loop) || pipelines.at(&loop).prefetch) return;
   async_wait(0);  // copies past the end (zeros) still in flight
-  wgmma_sync_for(pipelines.at(&loop).dots);  // the last iteration's wgmmas, before the epilogue
+  warpgroup_sync_for(pipelines.at(&loop).dots);  // the last iteration's warpgroup mmas, before the epilogue
   if (pipelines.at(&loop).outer != nullptr) persistent_next_tile(pipelines.at(&loop));
 }
 

@@ -8,7 +8,7 @@
 // places before each mma (after staging the other operand) orders these stores too.
 //
 // Only for dots directly in the loop's body that run unpipelined, without K chunks (one
-// staging holds all of K), outside wgmma (its own staging) and not copied straight from device
+// staging holds all of K), outside warpgroup atoms (their own staging) and not copied straight from device
 // memory (that copy is a tile_load of the body).
 #include "passes/lower_internal.h"
 
@@ -19,7 +19,7 @@ void Lowering::prestage_invariant_operands(const Op& loop) {
     if (o.kind != OpKind::DOT) continue;
     DotPlan& plan = dot_plans.at(&o);
     const int64_t k = p.type(o.operands[0]).shape.dims[1];
-    if (plan.wgmma || plan.kc != k || pipelined_dots.count(&o) != 0) continue;
+    if (plan.warpgroup() || plan.kc != k || pipelined_dots.count(&o) != 0) continue;
     for (int i = 0; i < 2; ++i) {
       const ValueId v = o.operands[i];
       if (plan.direct[i] != nullptr || v >= map.size() || map[v] == kNoValue) continue;

@@ -58,7 +58,7 @@ void Lowering::tma_plan(Pipeline& pl) {
   });
   for (const Op* d : pl.dots) {
     const DotPlan& plan = dot_plans.at(d);
-    if (!plan.wgmma) continue;
+    if (!plan.warpgroup()) continue;
     for (int i = 0; i < 2; ++i) {
       const Op& load = *plan.direct[i];
       const WgmmaTile& t = plan.staged[i];

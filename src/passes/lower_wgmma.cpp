@@ -16,8 +16,8 @@
 namespace metile::lowering {
 
 ValueId Lowering::staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld) {
-  auto it = wgmma_staging.find(&load);
-  if (it == wgmma_staging.end()) return b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c});
+  auto it = warpgroup_staging.find(&load);
+  if (it == warpgroup_staging.end()) return b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c});
   const WgmmaTile& t = it->second;
   const int64_t w = t.width(), v = t.chunk();
   auto op = [&](OpKind k, ValueId x, int64_t y) { return b.ew(k, {x, c_i32(y)}); };
@@ -28,9 +28,9 @@ ValueId Lowering::staging_offset(const Op& load, ValueId r, ValueId c, int64_t l
   return b.ew(OpKind::ADD, {b.ew(OpKind::ADD, {block, op(OpKind::MUL, r, w)}), swizzled});
 }
 
-void Lowering::wgmma_sync_for(const std::vector<const Op*>& dots) {
+void Lowering::warpgroup_sync_for(const std::vector<const Op*>& dots) {
   for (const Op* d : dots)
-    if (dot_plans.at(d).wgmma) {
+    if (dot_plans.at(d).warpgroup()) {
       gpu::Op g;
       g.kind = gpu::GpuOpKind::WGMMA_SYNC;
       b.append(std::move(g));

@@ -18,11 +18,7 @@ const GpuTarget& apple_gpu_target() {
     // MSL: atomic_int and atomic_uint have every op; atomic_float only fetch_add (Metal 3).
     g.atomic_dtypes = {DType::i32, DType::u32, DType::f32};
     g.atomic_f32_ops = {OpKind::ATOMIC_ADD};
-    g.matrix_atoms = {
-        // bf16 operands are widened to f32 (exact) and use the f32 matrices.
-        {"simdgroup_matrix", 8, 8, 8, DType::f32, DType::f32, false, simdgroup_8x8_fragment()},
-        {"simdgroup_matrix", 8, 8, 8, DType::f16, DType::f32, false, simdgroup_8x8_fragment()},
-    };
+    g.matrix_atoms = {Atom::simdgroup_8x8x8_f32, Atom::simdgroup_8x8x8_f16};
     return g;
   }();
   return t;
@@ -32,19 +28,9 @@ GpuTarget apple_gpu_target(int family, bool metal4) {
   GpuTarget t = apple_gpu_target();
   t.family = family;
   if (metal4 && family >= kAppleTensorOpsFamily) {
-    // matmul2d takes float, half and bfloat operands with a float destination (the type table
-    // of MetalPerformancePrimitives' MPPTensorOpsMatMul2d.h). The register layout is ours (the
-    // 8x8 fragment): the cooperative tensor's own is implementation-defined, so registers meet
-    // it in threadgroup memory. First in the list: dot_atom takes the first that fits.
-    std::vector<MatrixAtom> atoms;
-    for (DType ab : {DType::f32, DType::f16, DType::bf16}) {
-      MatrixAtom a{"tensor_ops", 8, 8, 8, ab, DType::f32, false, simdgroup_8x8_fragment()};
-      a.acc_through_threadgroup = true;
-      a.relaxed = ab == DType::f32;  // TF32 on M5-class parts: only where a dot allows "tf32"
-      atoms.push_back(a);
-    }
-    atoms.insert(atoms.end(), t.matrix_atoms.begin(), t.matrix_atoms.end());
-    t.matrix_atoms = std::move(atoms);
+    // Before simdgroup_matrix, which stays for the dots whose accumulator array would not fit.
+    t.matrix_atoms.insert(t.matrix_atoms.begin(), {Atom::tensor_ops_8x8x8_f32, Atom::tensor_ops_8x8x8_f16,
+                                                   Atom::tensor_ops_8x8x8_bf16});
   }
   return t;
 }
@@ -79,11 +65,7 @@ const GpuTarget& nvidia_gpu_target() {
     g.vector_dtypes = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::u32, DType::i64,
                        DType::i8, DType::u8};
     g.dot_default = DotPrecision::tf32x3;  // 3xTF32 on tensor cores: near f32, far faster than FMAs
-    g.matrix_atoms = {
-        {"mma.sync", 16, 8, 8, DType::f32, DType::f32, true, mma_m16n8_f32_c(), false, true},  // tf32
-        {"mma.sync", 16, 8, 16, DType::f16, DType::f32, false, mma_m16n8_f32_c()},
-        {"mma.sync", 16, 8, 16, DType::bf16, DType::f32, false, mma_m16n8_f32_c()},
-    };
+    g.matrix_atoms = {Atom::mma_m16n8k8_tf32, Atom::mma_m16n8k16_f16, Atom::mma_m16n8k16_bf16};
     return g;
   }();
   return t;
@@ -93,17 +75,8 @@ GpuTarget nvidia_gpu_target(const std::string& arch) {
   GpuTarget t = nvidia_gpu_target();
   if (arch == "sm_90" || arch == "sm_90a") {
     t.threadgroup_memory_bytes = 227 * 1024;
-    // wgmma.mma_async m64nNk16 (N a multiple of 8 up to 256), compiled for sm_90a.
-    t.warpgroup_atoms = {
-        {"wgmma", 64, 8, 16, DType::f16, DType::f32, false, mma_m16n8_f32_c()},
-        {"wgmma", 64, 8, 16, DType::bf16, DType::f32, false, mma_m16n8_f32_c()},
-        // tf32: m64nNk8, both operands K-major (B from an N x K tile: dot_choices.cpp).
-        {"wgmma", 64, 8, 8, DType::f32, DType::f32, true, mma_m16n8_f32_c()},
-        // FP8: m64nNk32, both operands K-major, A's format names the atom and B's may be the
-        // other one (dot_choices.cpp).
-        {"wgmma", 64, 8, 32, DType::f8e4m3, DType::f32, false, mma_m16n8_f32_c()},
-        {"wgmma", 64, 8, 32, DType::f8e5m2, DType::f32, false, mma_m16n8_f32_c()},
-    };
+    t.warpgroup_atoms = {Atom::wgmma_m64n8k16_f16, Atom::wgmma_m64n8k16_bf16, Atom::wgmma_m64n8k8_tf32,
+                         Atom::wgmma_m64n8k32_e4m3, Atom::wgmma_m64n8k32_e5m2};  // compiled for sm_90a
   }
   if (arch == "sm_80" || arch == "sm_87") t.threadgroup_memory_bytes = 163 * 1024;
   if (arch == "sm_86" || arch == "sm_89") t.threadgroup_memory_bytes = 99 * 1024;

@@ -10,35 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "ir/layout.h"
 #include "ir/ops.h"
 #include "ir/dot_precision.h"
 #include "ir/types.h"
+#include "target/matrix_atom.h"
 
 namespace metile {
-
-/** One matrix-multiply instruction shape: D(m x n) = A(m x k) * B(k x n) + C. */
-struct MatrixAtom {
-  std::string name;  // "simdgroup_matrix", "tensor_ops", "mma.sync"
-  int m = 0, n = 0, k = 0;
-  DType ab = DType::invalid;   // input type
-  DType acc = DType::invalid;  // accumulator type
-  bool relaxed = false;        // rounds f32 inputs (TF32): only for dots whose precision allows it
-  /**
-   * The accumulator fragment: (lane, value) -> offset row + m * col of the m x n atom
-   * (src/ir/layout_atoms.cpp). Lowering tiles it over warps and repeats to lay out a dot's
-   * accumulator, so the registers an atom instruction updates are named by this map.
-   */
-  metile::Layout c;
-  /**
-   * The instruction's accumulator lives in a layout the hardware does not document (Metal 4
-   * cooperative tensors), so each `mma` passes the registers through an f32 m x n threadgroup
-   * array: lowering allocates it and counts it in the threadgroup-memory budget.
-   */
-  bool acc_through_threadgroup = false;
-  /** Relaxed, and its emitter also runs "tf32x3": three MMAs on TF32 hi/lo parts. */
-  bool splits = false;
-};
 
 struct GpuTarget {
   /** What a dot without input_precision (and no compile default) means here: f32 accuracy by
@@ -102,7 +79,8 @@ struct GpuTarget {
   bool async_copies = false;
   /** Element types the dialect has vector types for (float4, half4, ...). */
   std::vector<DType> vector_dtypes;
-  std::vector<MatrixAtom> matrix_atoms;
+  /** Warp-level atoms, in preference order: dot_atom takes the first that fits. */
+  std::vector<Atom> matrix_atoms;
   /**
    * Warpgroup atoms (Hopper wgmma, sm_90a): 4 consecutive warps issue one m x (n-multiple) x k
    * product with both operands in threadgroup memory (src/target/wgmma_layout.h) and the
@@ -110,7 +88,7 @@ struct GpuTarget {
    * before matrix_atoms for dots that fit (src/passes/dot_choices.cpp); empty where the target
    * has none.
    */
-  std::vector<MatrixAtom> warpgroup_atoms;
+  std::vector<Atom> warpgroup_atoms;
   /** Element types with atomics on device memory, and the atomic ops f32 has among them. */
   std::vector<DType> atomic_dtypes;
   std::vector<OpKind> atomic_f32_ops;

@@ -22,8 +22,8 @@ namespace metile {
 namespace METILE_UNITY_ID {
 
 bool has_tensor_ops(const GpuTarget& t) {
-  for (const MatrixAtom& a : t.matrix_atoms)
-    if (a.name == "tensor_ops") return true;
+  for (Atom a : t.matrix_atoms)
+    if (matrix_atom(a).kind == AtomKind::tensor_ops) return true;
   return false;
 }
 
@@ -43,8 +43,8 @@ TEST(TensorOpsTarget, OnlyFromApple9WithMetal4) {
     GpuTarget t = apple_gpu_target(family, true);
     EXPECT_EQ(t.family, family);
     ASSERT_TRUE(has_tensor_ops(t));
-    EXPECT_EQ(t.matrix_atoms.front().name, "tensor_ops");  // preferred over simdgroup_matrix
-    EXPECT_EQ(t.matrix_atoms.back().name, "simdgroup_matrix");  // kept for the fallback
+    EXPECT_EQ(matrix_atom(t.matrix_atoms.front()).kind, AtomKind::tensor_ops);  // preferred over simdgroup_matrix
+    EXPECT_EQ(matrix_atom(t.matrix_atoms.back()).kind, AtomKind::simdgroup_matrix);  // kept for the fallback
   }
   EXPECT_EQ(apple_family_from_name("apple10"), 10);
   EXPECT_EQ(apple_family_from_name("apple7"), 7);

@@ -93,18 +93,18 @@ class CudaDialect final : public GpuDialect {
     return r;
   }
 
-  std::string prelude(bool swizzle, const std::set<std::string>& atoms) const override {
+  std::string prelude(const PreludeUses& uses) const override {
     std::string s(embedded_file("cuda_prelude.h"));
-    if (atoms.count("wgmma")) s += "\n" + std::string(embedded_file("cuda_wgmma.h"));
-    if (atoms.count("tma")) s += "\n" + std::string(embedded_file("cuda_tma.h"));
+    if (uses.atoms.count(AtomKind::wgmma)) s += "\n" + std::string(embedded_file("cuda_wgmma.h"));
+    if (uses.tma) s += "\n" + std::string(embedded_file("cuda_tma.h"));
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
     // FP8 conversions in software (the same bits as every device; NVRTC has no cuda_fp8.h
     // without the toolkit's include path) over CUDA's bit casts.
-    if (atoms.count("float8"))
+    if (uses.float8)
       s += "\nMT_FN uint mt_f32_bits(float f) { return __float_as_uint(f); }\n"
            "MT_FN float mt_bits_f32(uint u) { return __uint_as_float(u); }\n" +
            std::string(embedded_file("float8.h"));
-    if (atoms.count("cancel"))
+    if (uses.cancel)
       // The host's stop word (docs/semantics.md, "Stopping a launch"): mapped host memory the
       // host sets to 1. When `turn` is 0 the thread reads it; when set, it answers 2 (so the
       // host knows the launch stopped here) and exits. Every thread reads at the same turn
@@ -119,7 +119,7 @@ class CudaDialect final : public GpuDialect {
            "               \" setp.ne.u32 stop, v, 0;\\n @stop st.volatile.global.u32 [%0], 2;\\n\"\n"
            "               \" @stop membar.sys;\\n @stop exit;\\n}\" :: \"l\"(word), \"r\"(turn));\n"
            "}\n";
-    if (swizzle) {
+    if (uses.swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
       s += std::string(embedded_file("swizzle.h"));
     }
@@ -269,7 +269,7 @@ class CudaDialect final : public GpuDialect {
   // (column g of each 8-column tile) from shared memory and issues tiles_m x tiles_n mmas on
   // the accumulator registers, 4 per tile in the order the atom's C layout names them.
   void mma(SourceWriter& w, const MmaSpec& s) const override {
-    if (s.atom == "wgmma") return emit_cuda_wgmma(w, s);
+    if (s.atom == AtomKind::wgmma) return emit_cuda_wgmma(w, s);
     const std::string tm = std::to_string(s.tiles_m()), tn = std::to_string(s.tiles_n());
     const std::string lda = std::to_string(s.lda), ldb = std::to_string(s.ldb);
     w.line("const int mma_lane = " + s.tid + " & 31, mma_warp = " + s.tid + " >> 5;");

@@ -162,19 +162,19 @@ class MslDialect final : public GpuDialect {
   // tensor_ops needs Metal 4's headers: <metal_tensor> for tensor/cooperative_tensor and
   // MetalPerformancePrimitives for mpp::tensor_ops::matmul2d; older SDKs lack both, so only
   // kernels with a tensor_ops mma include them.
-  std::string prelude(bool swizzle, const std::set<std::string>& atoms) const override {
+  std::string prelude(const PreludeUses& uses) const override {
     std::string s = "#include <metal_stdlib>\n";
-    if (atoms.count("tensor_ops"))
+    if (uses.atoms.count(AtomKind::tensor_ops))
       s += "#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n";
     s += "using namespace metal;\n\n";
     s += embedded_file("msl_prelude.h");
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
-    if (atoms.count("float8"))  // FP8 conversions over MSL's bit casts
+    if (uses.float8)  // FP8 conversions over MSL's bit casts
       s += "\ninline uint mt_f32_bits(float f) { return as_type<uint>(f); }\n"
            "inline float mt_bits_f32(uint u) { return as_type<float>(u); }\n" +
            std::string(embedded_file("float8.h"));
-    if (swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
-    if (atoms.count("cancel"))
+    if (uses.swizzle) s += "\n" + std::string(embedded_file("swizzle.h"));
+    if (uses.cancel)
       // The host's stop word (docs/semantics.md, "Stopping a launch"). Metal has no trap, and a
       // thread that left alone would strand the others at their next barrier, so the group
       // decides together: thread 0 reads the word, every thread takes that one value from
@@ -318,7 +318,7 @@ class MslDialect final : public GpuDialect {
   // matrices rebuilt from (and written back to) the fragment registers, and per 8-wide k step
   // loads one A matrix per row of tiles and one B matrix per column from threadgroup memory.
   void mma(SourceWriter& w, const MmaSpec& s) const override {
-    if (s.atom == "tensor_ops") return tensor_ops(w, s);
+    if (s.atom == AtomKind::tensor_ops) return tensor_ops(w, s);
     if (s.b_kmajor) fail(METILE_ERROR_INTERNAL, "msl", "k-major B is a CUDA mma.sync operand form");
     const std::string tm = std::to_string(s.tiles_m()), tn = std::to_string(s.tiles_n());
     const std::string tiles = std::to_string(s.tiles_m() * s.tiles_n());
@@ -412,7 +412,7 @@ MslKernel emit_msl(const gpu::Function& f) {
   out.source = emit_gpu_kernel(f, dialect, &k);
   out.threads_per_group = k.threads;
   gpu::walk(f.body, [&](const gpu::Op& op) {
-    if (op.kind == gpu::GpuOpKind::MMA && op.attr_str("atom") == "tensor_ops") out.language = "metal4.0";
+    if (op.kind == gpu::GpuOpKind::MMA && mma_atom_kind(op) == AtomKind::tensor_ops) out.language = "metal4.0";
   });
   out.signature.kernel = k.name;
   out.signature.args = signature_args(k);

@@ -830,7 +830,7 @@ Artifact cuda_build_program(const Program& program, const CompileOptions& option
   // wgmma exists only in the architecture-specific target (sm_90a), which runs on sm_90 alone.
   bool warpgroup = false;
   gpu::walk(gpu.function.body, [&](const gpu::Op& op) {
-    warpgroup = warpgroup || (op.kind == gpu::GpuOpKind::MMA && op.attr_str("atom") == "wgmma");
+    warpgroup = warpgroup || (op.kind == gpu::GpuOpKind::MMA && mma_atom_kind(op) == AtomKind::wgmma);
   });
   const std::string compile_arch = warpgroup && arch.back() != 'a' ? arch + "a" : arch;
   Artifact a = cuda_build_from_source(

@@ -3,7 +3,7 @@ the same run on one GPU (issue 35's aim: >= 80% of copy bandwidth on the packed 
 
     python3 bench/int4_gemv.py [--device cuda] [--out FILE.jsonl] [--quick]
                                [--shapes NxK,...] [--groups 32,64,128] [--dtypes f16,bf16]
-                               [--m 1,4] [--configs BN/BK;...]
+                               [--m 1,4] [--configs BN/BK[/FORM];...]
 
 Shapes (N x K, W is [N, K]): 4096, 8192, 16384 square. Each row: int4_gemv at its default
 config as a prepared launch (prepare_int4_gemv), and `Tensor.copy_` of a buffer the size of the
@@ -46,15 +46,20 @@ def main():
     ap.add_argument("--dtypes", default="f16,bf16")
     ap.add_argument("--m", default="1,4", help="rows of x, a comma list")
     ap.add_argument("--configs", default=None,
-                    help="time these (block_n/block_k;...) beside the default config")
+                    help="time these (block_n/block_k[/words|bytes];...) beside the default "
+                         "config")
     args = ap.parse_args()
     extra = []
     for c in (args.configs.split(";") if args.configs else []):
+        parts = c.split("/")
         try:
-            bn, bk = (int(v) for v in c.split("/"))
-        except ValueError:
-            raise SystemExit(f"--configs: {c!r} is not block_n/block_k")
-        extra.append((bn, bk))
+            bn, bk = int(parts[0]), int(parts[1])
+            form = parts[2] if len(parts) == 3 else None
+            if len(parts) > 3 or form not in (None,) + Q.FORMS:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise SystemExit(f"--configs: {c!r} is not block_n/block_k[/{'|'.join(Q.FORMS)}]")
+        extra.append((bn, bk, form))
     if args.device not in metile.devices() or (args.device != "cuda" and not args.quick):
         print(f"bench/int4_gemv.py: skipped: it measures cuda (device {args.device!r} given; "
               f"available: {', '.join(metile.devices())}); --quick runs a smoke test anywhere")
@@ -102,14 +107,18 @@ def main():
                     copy_gbs = 2 * wbytes / t / 1e9
                     del src, dst
                 for m, cfg in ((int(v), c) for v in args.m.split(",") for c in [None] + extra):
-                    config = cfg or Q.default_config(n, k, group)
+                    config = cfg or Q.default_config(n, k, group) + (None,)
+                    if config[2] is None:  # the form int4_gemv chooses
+                        config = config[:2] + ("words" if k % 8 == 0 == config[1] % 8
+                                               else "bytes",)
                     r = {"kernel": "int4_gemv", "dtype": dtype, "group": group, "N": n, "K": k,
                          "M": m, "copy_GBps": copy_gbs, "config": list(config),
                          "default": cfg is None}
                     try:
                         x, x64 = make(rng.standard_normal((m, k)), dtype)
                         fn, y = Q.prepare_int4_gemv(wq, s, b, x, group=group,
-                                                    block_n=config[0], block_k=config[1])
+                                                    block_n=config[0], block_k=config[1],
+                                                    form=config[2])
                         fn()
                         msync()
                         r["max_rel_err"] = float((np.abs(values(y) - x64 @ w64.T) /
@@ -125,18 +134,18 @@ def main():
                     record(r)
                 del wq, s, b, w64
     print("\nwhole run: %.1f s" % (time.perf_counter() - started))
-    print("%-5s %5s %-12s %3s %-9s %9s %9s %9s %8s %9s" % (
+    print("%-5s %5s %-12s %3s %-14s %9s %9s %9s %8s %9s" % (
         "dtype", "group", "N x K", "M", "bn/bk", "us", "GB/s", "copy", "of copy", "rel err"))
     for r in rows:
         if r["kernel"] != "int4_gemv":
             continue
         shape = "%dx%d" % (r["N"], r["K"])
-        cfg = "%d/%d" % tuple(r["config"])
+        cfg = "/".join(str(v) for v in r["config"] if v is not None)
         if "error" in r:
-            print("%-5s %5d %-12s %3d %-9s FAILED: %s" % (r["dtype"], r["group"], shape, r["M"],
-                                                         cfg, r["error"].splitlines()[-1][:100]))
+            print("%-5s %5d %-12s %3d %-14s FAILED: %s" % (r["dtype"], r["group"], shape, r["M"],
+                                                          cfg, r["error"].splitlines()[-1][:100]))
             continue
-        print("%-5s %5d %-12s %3d %-9s %9.1f %9.0f %9s %8s %9.1e" % (
+        print("%-5s %5d %-12s %3d %-14s %9.1f %9.0f %9s %8s %9.1e" % (
             r["dtype"], r["group"], shape, r["M"], cfg, r["metile_us"], r["metile_GBps"],
             "%.0f" % r["copy_GBps"] if r.get("copy_GBps") else "-",
             "%.0f%%" % (100 * r["of_copy"]) if "of_copy" in r else "-", r["max_rel_err"]))

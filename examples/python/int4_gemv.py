@@ -8,11 +8,17 @@ Weight layout (the original project's affine_qmv kernels, MLX's affine quantizat
 - `Scales`, `Biases`: [N, ceil(K / G)] of f16 or bf16 (one dtype for both), G = 32, 64 or 128:
   W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
 X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
-each program owns BLOCK_N rows of W and reads a [BLOCK_N, BLOCK_K / 2]-byte tile a step. Each
-byte is broadcast to its two codes in K order, so X is one contiguous tile a step, and a code q
-becomes a float by OR-ing it into the mantissa of 2^23 and subtracting 2^23 (exact, no integer
-conversion). Within a chunk of 8 K values of one group, sum(W x) = s * sum(q x) + z * sum(x):
-each thread keeps one f32 partial sum per (row, chunk) it holds, and the rows are reduced
+each program owns BLOCK_N rows of W, reads a [BLOCK_N, BLOCK_K] block of codes a step, and
+broadcasts each word of codes to its codes in K order, so X is one contiguous tile a step. Two
+forms (`form=`):
+- "words" (the default where K is a multiple of 8): Wq read as u32 words of 8 codes
+  (Buffer.view, no copy). Code j of a word is shifted to bits 16-19 and OR-ed into the mantissa
+  of 1.0: the f32 v = 1 + q/128 in one shift and one and-or (code 4 needs no shift). Over a
+  word, sum(W x) = S * sum(v x) + (z - S) * sum(x) with S = 128 s: one FMA a code.
+- "bytes": Wq read as bytes, each broadcast to its two codes; q becomes a float by OR-ing it
+  into the mantissa of 2^23 and subtracting 2^23; over a chunk of 8,
+  sum(W x) = s * sum(q x) + z * sum(x).
+Each thread keeps one f32 partial sum per word (chunk) it holds, and the rows are reduced
 across threads once, after the loop. The output is rounded once to X's dtype. No dense W is
 ever materialized.
 
@@ -85,6 +91,63 @@ def int4_gemv_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
         metile.store(Y + m * N + rows, y.to(Y.dtype), mask=live)
 
 
+@metile.kernel
+def int4_gemv_words_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
+                           G: metile.constexpr, BLOCK_N: metile.constexpr,
+                           BLOCK_K: metile.constexpr):
+    """int4_gemv_kernel on Wq read as u32 words of 8 codes (K a multiple of 8): rows
+    [pid * BLOCK_N, +BLOCK_N) of Y (all M rows of X)."""
+    pid = metile.program_id(0)
+    n0 = pid * BLOCK_N
+    GK = min(G, BLOCK_K)                         # K values of one group within a step
+    kw = K // 8                                  # words a row of Wq
+    groups = metile.cdiv(K, G)
+    rows = n0 + metile.arange(0, BLOCK_N)
+    live = rows < N
+    KW = BLOCK_K // 8                            # words a row a step
+    NW = BLOCK_N * KW                            # words a step: one partial sum each
+    RG = BLOCK_N * BLOCK_K // GK                 # (row, group) pairs a step
+    # Code j of a word (bits 4j..4j+3) moved to bits 16..19: shifted left by 16 - 4j or right
+    # by 4j - 16 (code 4 stays). OR-ed into the mantissa of 1.0 there, it is the f32 1 + q/128:
+    # one shift (none for code 4) and one and-or a code, no conversion and no subtraction.
+    j = metile.reshape(metile.arange(0, 8), (1, 8)) * 4
+    left = metile.maximum(16 - j, 0).to("u32")
+    right = metile.maximum(j - 16, 0).to("u32")
+    # acc[m]: one partial sum per word a thread holds, started as a reduction's result so that it
+    # takes the layout the in-thread sums below leave: registers to registers in the loop, the
+    # rows reduced across threads once, after it.
+    acc = [metile.sum(metile.zeros((NW, 8), "f32"), axis=1) for _ in range(M)]
+    for k in metile.tile_range(0, K, BLOCK_K):
+        # Every load of the step first, so that they are in flight together.
+        w = metile.tile_load(Wq, n0, k // 8, kw, (BLOCK_N, KW), bounds=(N, kw))
+        s = metile.tile_load(Scales, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK),
+                             bounds=(N, groups))
+        z = metile.tile_load(Biases, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK),
+                             bounds=(N, groups))
+        cols = k + metile.arange(0, BLOCK_K)
+        xs = [metile.load(X + m * K + cols, mask=cols < K, other=0.0).to("f32") for m in range(M)]
+        # Each word broadcast over its 8 codes (the threads holding it hold all 8: no exchange).
+        w8 = metile.broadcast_to(metile.reshape(w, (NW, 1)), (NW, 8))
+        v = metile.reshape(((((w8 << left) >> right) & 0xF0000) | 0x3F800000).to(
+            "f32", bitcast=True), (BLOCK_N, BLOCK_K))
+        # Over a word (8 K values of one group), with v = 1 + q/128:
+        # sum(W x) = s * sum(q x) + z * sum(x) = S * sum(v x) + (z - S) * sum(x), S = 128 s.
+        # The group's S and z - S are one value a (row, group), broadcast over its words.
+        s = s.to("f32") * 128.0
+        z = z.to("f32") - s
+        s = metile.reshape(metile.broadcast_to(metile.reshape(s, (RG, 1)), (RG, GK // 8)), (NW,))
+        z = metile.reshape(metile.broadcast_to(metile.reshape(z, (RG, 1)), (RG, GK // 8)), (NW,))
+        for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
+            x = xs[m]
+            vx = metile.sum(metile.reshape(v * x[None, :], (NW, 8)), axis=1)
+            sx = metile.sum(metile.reshape(x, (KW, 8)), axis=1)
+            sx = metile.reshape(metile.broadcast_to(sx[None, :], (BLOCK_N, KW)), (NW,))
+            acc[m] = acc[m] + s * vx + z * sx
+    for m in range(M):
+        y = metile.sum(metile.reshape(acc[m], (BLOCK_N, KW)), axis=1)
+        metile.store(Y + m * N + rows, y.to(Y.dtype), mask=live)
+
+
 # ----------------------------------------------------------------------------- host side
 
 def _shape_dtype(a, what):
@@ -130,17 +193,21 @@ def check_weights(Wq, Scales, Biases, k, op="int4_gemv"):
 
 
 def default_config(n, k, group, device=None):
-    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: [4, 1024], 16
-    bytes of Wq a thread of 128 a step (four 4-byte loads) for any group size; chosen from the
-    generated code, the GPU numbers of this kernel form are still to be measured (the earlier
-    form's are in bench/results/low_precision_h100.md). Host devices: small tiles."""
+    """(block_n, block_k) for W [n, k] with groups of `group` K values. GPUs: [8, 1024] with 128
+    threads: the [8, 128] words of a step are 1024 u32, whole chunks of 8 for every thread, so
+    the codes' layout gives each thread one word of each of the 8 rows at the same K and the 8
+    values of X those share (one 16-byte load); with fewer words a step (4 rows) the chunks are
+    4 and the threads split words, exchanging partial sums. Host devices: small tiles."""
     device = device or metile.get_device()
     if device.name == "cuda" or device.name.startswith("metal"):
-        return 4, 1024
+        return 8, 1024
     return 4, 128
 
 
-def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k):
+FORMS = ("words", "bytes")
+
+
+def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form):
     """int4_gemv's arguments checked: (out, kernel, grid, args, kwargs)."""
     x, xshape, xdt = _shape_dtype(x, "x")
     if xdt not in DTYPES or len(xshape) not in (1, 2):
@@ -167,26 +234,39 @@ def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k):
     if bk < 2 or bk & (bk - 1) or (bk % g and g % bk):
         raise ValueError(f"int4_gemv: block_k must be a power of two that the group size {g} "
                          f"divides or that divides it, got {bk}")
-    return out, int4_gemv_kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), \
+    if form not in (None,) + FORMS:
+        raise ValueError(f"int4_gemv: form must be one of {FORMS}, got {form!r}")
+    # Words (8 codes a u32) need whole words a row of Wq and a step: K and block_k multiples of 8.
+    whole = k % 8 == 0 and bk % 8 == 0
+    if form == "words" and not whole:
+        raise ValueError(f"int4_gemv: the words form needs K and block_k multiples of 8, got "
+                         f"K = {k}, block_k = {bk}")
+    if form == "bytes" or not whole:
+        kernel = int4_gemv_kernel
+    else:
+        kernel, Wq = int4_gemv_words_kernel, Wq.view("u32")
+    return out, kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), \
         dict(M=m, G=g, BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
 
 
-def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k=None):
+def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k=None,
+              form=None):
     """out = x . W^T with W = q * scale + bias decoded from Wq/Scales/Biases (see the module
     docstring): x [K] or [M, K] (1 <= M <= 16), f16 or bf16; out [N] or [M, N] of x's dtype.
-    `group` is found from Scales' shape unless given (it is ambiguous only for tiny K)."""
+    `group` is found from Scales' shape unless given (it is ambiguous only for tiny K). `form`:
+    "words" (Wq read as u32 words, the default where K is a multiple of 8) or "bytes"."""
     out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
-                                              block_k)
+                                              block_k, form)
     kernel[grid](*args, **kwargs)
     return out
 
 
 def prepare_int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None,
-                      block_k=None):
+                      block_k=None, form=None):
     """int4_gemv checked and compiled once: (run, out); run() recomputes out from what the
     buffers hold (a decoding loop's repeated call, without the per-call checks)."""
     out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
-                                              block_k)
+                                              block_k, form)
     return kernel[grid].prepare(*args, **kwargs), out
 
 

@@ -131,6 +131,41 @@ TEST(WholeTiles, BoundedTileLoadsOfWholeTilesLoseTheirBounds) {
   EXPECT_EQ(run(moving, {"whole_tiles"}), print(parse(moving), false));
 }
 
+// A loop over K in steps of 64 reading [16, 8] blocks of u32 words (8 4-bit codes each) at column
+// k // 8 of a matrix of `R` rows and `C` words: int4 GEMV's weights.
+std::string word_loop(const std::string& divisor = "%7") {
+  return "kernel @words(%W: ptr<u32>, %N: i32, %R: i32, %C: i32, %R0: i32, %D: i32) {\n"
+         "  %2 = const {value = 0} : i32\n"
+         "  %3 = const {value = 64} : i32\n"
+         "  %4 = const {value = 0.0} : f32\n"
+         "  %6 = broadcast %4 : tile<16x8xf32>\n"
+         "  %7 = const {value = 8} : i32\n"
+         "  %20 = for %5 = %2 to %N step %3 iter_args(%21 = %6) -> (tile<16x8xf32>) {\n"
+         "    %9 = floordiv %5, " + divisor + " : i32\n"
+         "    %8 = tile_load %W, %R0, %9, %C, %R, %C : tile<16x8xu32>\n"
+         "    %10 = cast %8 : tile<16x8xf32>\n"
+         "    %11 = add %21, %10 : tile<16x8xf32>\n"
+         "    yield %11\n"
+         "  }\n"
+         "}\n";
+}
+
+TEST(WholeTiles, FloorDividedColumnsOfWholeTilesLoseTheirBounds) {
+  const std::string out = run(word_loop(), {"whole_tiles"});
+  ASSERT_EQ(count(out, "\\n *%\\w+ = for "), 2) << out;
+  const size_t second = out.rfind(" for ");
+  const std::string whole = out.substr(0, second), rest = out.substr(second);
+  EXPECT_EQ(count(whole, "tile_load %W, %R0, %\\w+, %C :"), 1) << out;
+  EXPECT_EQ(count(rest, "tile_load %W, %R0, %\\w+, %C, %R, %C :"), 1) << out;
+  // In front: the first and the last whole tile's columns, divided by 8 in i64; the last
+  // block's last column is that + 7.
+  EXPECT_EQ(count(whole, "floordiv %\\w+, %\\w+ : i64"), 2) << out;
+  EXPECT_EQ(count(whole, "const \\{value = 7\\} : i64"), 1) << out;
+  // A divisor known only at run time: nothing to show, the loop stays as written.
+  const std::string unknown = word_loop("%D");
+  EXPECT_EQ(run(unknown, {"whole_tiles"}), print(parse(unknown), false));
+}
+
 TEST(WholeTiles, MetileGpuOffSwitchesItOff) {
   const std::string text = row_loop();
   EXPECT_EQ(run(text, {"whole_tiles"}, {"whole_tiles"}), print(parse(text), false));

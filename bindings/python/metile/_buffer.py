@@ -232,6 +232,27 @@ class Buffer:
             self._view = np.asarray(self._memory)
         return self._view
 
+    def view(self, dtype: DTypeLike) -> "Buffer":
+        """The same memory as elements of `dtype`, never a copy (numpy's ndarray.view): the
+        last dimension scales by the ratio of the item sizes, so its bytes must divide into the
+        new items. Kernels see one buffer through either; e.g. packed u8 codes read as u32
+        words."""
+        name = _dtypes.normalize(dtype, "Buffer.view")
+        old, new = _dtypes.itemsize(self.metile_dtype), _dtypes.itemsize(name)
+        if not self.shape or self.shape[-1] * old % new:
+            raise InvalidArgumentError(
+                f"Buffer.view: a {self.metile_dtype} buffer of shape {self.shape} has "
+                f"{self.shape[-1] * old if self.shape else old} bytes a row, which "
+                f"{name} ({new} bytes) does not divide")
+        v = Buffer.__new__(Buffer)
+        v._init_common(self.device, name, self.shape[:-1] + (self.shape[-1] * old // new,))
+        check(_ffi.metile_buffer_retain(self._handle), "Buffer.view")
+        # The view's release keeps this buffer's memory owner (and what it wraps) alive.
+        v._adopt(self._handle, after=None, keep=self._memory)
+        v._source = self._source
+        v.shares_memory = self.shares_memory
+        return v
+
     def __repr__(self) -> str:
         share = ", shares memory" if self.shares_memory else ""
         return (f"metile.Buffer(shape={self.shape}, dtype={self.metile_dtype}, "

@@ -436,3 +436,18 @@ def test_numpy_view_does_not_leak_the_buffer():
         del b
     grown = _rss_bytes() - before
     assert grown < 64 << 20, f"RSS grew by {grown >> 20} MiB over 2000 buffers"
+
+
+def test_view_reinterprets_in_place(device):
+    packed = np.arange(24, dtype=np.uint8).reshape(2, 12)
+    buf = metile.Buffer(data=packed.copy())
+    words = buf.view("i32")
+    assert words.shape == (2, 3) and words.metile_dtype == "i32" and words.nbytes == buf.nbytes
+    np.testing.assert_array_equal(words.numpy(), packed.view(np.int32))
+    inc[(1,)](words, 6, BLOCK=8)         # a kernel writing the view writes the buffer's bytes
+    metile.synchronize()
+    np.testing.assert_array_equal(buf.numpy(), (packed.view(np.int32) + 1).view(np.uint8))
+    del buf                              # the view keeps the memory alive
+    np.testing.assert_array_equal(words.numpy(), packed.view(np.int32) + 1)
+    with pytest.raises(metile.InvalidArgumentError, match="does not divide"):
+        metile.Buffer.zeros((2, 6), "u8").view("i32")

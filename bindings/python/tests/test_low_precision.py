@@ -187,14 +187,18 @@ def test_bad_scaled_dots_name_the_operand_and_shape():
 
 # ------------------------------------------------------------------------------ examples
 
-@pytest.mark.parametrize("group,dtype,m", [(32, "f16", 1), (64, "bf16", 3), (128, "f16", 16)])
-def test_int4_gemv_matches_float64(device, group, dtype, m):
-    n, k = 37, 300          # ragged against BLOCK_N = 4, BLOCK_K = 128 and every group size
+@pytest.mark.parametrize("group,dtype,m,k,form", [(32, "f16", 1, 296, "words"),
+                                                 (64, "bf16", 3, 296, "words"),
+                                                 (128, "f16", 16, 296, "words"),
+                                                 (64, "f16", 2, 300, "bytes"),
+                                                 (128, "bf16", 1, 300, None)])
+def test_int4_gemv_matches_float64(device, group, dtype, m, k, form):
+    n = 37                  # ragged against BLOCK_N = 4, BLOCK_K = 128 and every group size
     rng = np.random.default_rng(group + m)
     (wq, s, b), w64 = IV.quantized(n, k, group, dtype, rng)
     x, x64 = make(rng.standard_normal((m, k)), dtype)
     y = IV.int4_gemv(wq, s, b, x if m > 1 else metile.Buffer(data=x.numpy()[0], dtype=dtype),
-                     group=group, block_k=128)
+                     group=group, block_k=128, form=form)  # K = 300: bytes (4 codes past a word)
     err = (np.abs(values(y).reshape(m, n) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
     assert err < IV.tolerance(dtype, k), f"relative error {err:.2e}"
 
@@ -235,6 +239,8 @@ def test_example_inputs_are_checked():
         IV.int4_gemv(wq, s, metile.Buffer.zeros((8, 2), "bf16"), x)
     with pytest.raises(ValueError, match="x has 17 rows"):
         IV.int4_gemv(wq, s, b, metile.Buffer.zeros((17, 64), "f16"))
+    with pytest.raises(ValueError, match="words form needs K and block_k multiples of 8"):
+        IV.int4_gemv(wq, s, b, x, block_k=4, form="words")
     with pytest.raises(ValueError, match=r"Wq is \[8, 32\], which packs K = 64, but x has K = 66"):
         IG.int4_gemm(metile.Buffer.zeros((3, 66), "f16"), wq, s, b)
     (mq, ms), _ = MX.quantized(8, 64, rng)

@@ -11,8 +11,10 @@
 // it is a comparison (<, <=, >, >=) between an index of the form iv + arange(a0, B) + invariant
 // scalars and a loop-invariant scalar, or the `bitand` of whole tiles. A bounded tile_load or
 // tile_store (decode attention's K and V blocks) is whole when its row and column coordinates
-// are such indices without the arange and its bounds loop-invariant: its [R, C] block then lies
-// in [0, rows) x [0, cols) on every whole tile, and the copy uses the unbounded form.
+// are such indices without the arange, or such an index floor-divided by a positive constant
+// (packed or grouped columns: int4 GEMV's words k // 8 and scales k // G), and its bounds
+// loop-invariant: its [R, C] block then lies in [0, rows) x [0, cols) on every whole tile, and
+// the copy uses the unbounded form.
 // Over the first n = (end - start) / step iterations (the whole tiles) such an index lies in
 // [start + c + a0, last + c + a0 + B - 1] (last = start + (n - 1) * step, c the scalars' sum),
 // so each comparison holds on every lane of every one of them exactly when one scalar
@@ -379,20 +381,36 @@ class Peel {
   // Adds the scalar conditions under which a bounded tile access covers only rows and columns
   // inside its bounds on every whole tile (the lowering's per-element `0 <= row < rows`,
   // `0 <= col < cols`); false when a coordinate is not an index this pass follows.
+  // A coordinate may also be floordiv(index, c) for a positive constant c (a column of packed
+  // or grouped data: k // 8 words of 4-bit codes, k // G group scales): floordiv is monotone, so
+  // its least and greatest values are the index's, divided.
   bool whole_tile(const Op& op, size_t first_bound) {
     const Shape& shape = p_.type(op.kind == OpKind::TILE_LOAD ? op.result() : op.operands[4]).shape;
     std::optional<Index> at[2];
     std::optional<ValueId> limit[2];
+    int64_t divisor[2] = {1, 1};
     for (int d : {0, 1}) {
-      at[d] = index(op.operands[1 + d]);
+      ValueId c = op.operands[1 + d];
+      if (std::optional<Def> q = def(c); q && q->kind == OpKind::FLOORDIV)
+        if (auto k = defs_.find(q->operands[1]);
+            k != defs_.end() && k->second.int_value && *k->second.int_value > 0) {
+          divisor[d] = *k->second.int_value;
+          c = q->operands[0];
+        }
+      at[d] = index(c);
       const ValueId b = op.operands[first_bound + d];
       limit[d] = bound(b, p_.type(b).dtype);
       if (!at[d] || at[d]->aranges != 0 || !limit[d]) return false;
-      at[d]->width = shape.dims[d] - 1;
+      at[d]->width = divisor[d] == 1 ? shape.dims[d] - 1 : 0;
     }
     const Type flag = Type::scalar(DType::boolean);
     for (int d : {0, 1}) {
-      const auto [lo, hi] = range(*at[d]);
+      auto [lo, hi] = range(*at[d]);
+      if (divisor[d] != 1) {
+        lo = emit(OpKind::FLOORDIV, {lo, constant(divisor[d])}, i64());
+        hi = emit(OpKind::ADD, {emit(OpKind::FLOORDIV, {hi, constant(divisor[d])}, i64()),
+                                constant(shape.dims[d] - 1)}, i64());
+      }
       conditions_.insert(emit(OpKind::GE, {lo, constant(0)}, flag));
       conditions_.insert(emit(OpKind::LT, {hi, *limit[d]}, flag));
     }

@@ -7,6 +7,7 @@
 #include "checked.h"
 #include "guard.h"
 #include "handles.h"
+#include "ir/gpu_ir.h"
 #include "out_string.h"
 #include "runtime/host/cancel.h"
 #include "support/half.h"
@@ -183,6 +184,12 @@ CompileOptions options_of(const metile_compile_options* o) {
       fail(METILE_ERROR_INVALID_ARGUMENT, "api", "dot_precision ", o->dot_precision,
            " is not a metile_dot_precision (0 = default, 1 = ieee, 2 = tf32, 3 = tf32x3)");
     c.dot_precision = o->dot_precision;
+  }
+  if (has(offsetof(metile_compile_options, maxnreg))) {
+    if (o->maxnreg != 0 && (o->maxnreg < gpu::kMinMaxRegisters || o->maxnreg > gpu::kMaxMaxRegisters))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "api", "maxnreg ", o->maxnreg, " is out of range (0 = the compiler's choice, ",
+           gpu::kMinMaxRegisters, "..", gpu::kMaxMaxRegisters, " registers a thread)");
+    c.max_registers = o->maxnreg;
   }
   if (c.allow_tf32 >= 0 && c.dot_precision != 0 &&
       c.dot_precision != (c.allow_tf32 ? METILE_DOT_PRECISION_TF32 : METILE_DOT_PRECISION_IEEE))

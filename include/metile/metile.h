@@ -851,9 +851,18 @@ typedef struct metile_compile_options {
    * opt-in fast path. Values outside the enum: INVALID_ARGUMENT.
    */
   int32_t dot_precision;
+  /**
+   * Triton's maxnreg: at most this many registers a thread on cuda (ptxas's limit for the
+   * kernel; added later: read only when struct_size covers it). Fewer registers let more
+   * programs share a multiprocessor, which keeps more loads in flight in a kernel bound by
+   * memory latency; too few make ptxas spill to local memory. 0 (the default) leaves it to the
+   * compiler (matrix kernels ask for as many blocks as their accumulators allow); 16..255 set
+   * it. Other devices ignore it (Metal has no such limit). Other values: INVALID_ARGUMENT.
+   */
+  int32_t maxnreg;
 } metile_compile_options;
 /** The defaults metile_compile_options_init() writes. */
-#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define METILE_COMPILE_OPTIONS_INIT {sizeof(metile_compile_options), 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** Fills *options with defaults and struct_size. */
 METILE_API void metile_compile_options_init(metile_compile_options *options);

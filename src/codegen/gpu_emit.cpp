@@ -714,6 +714,7 @@ std::string Emitter::run(KernelInterface* k) {
   k->name = safe(f_.name);
   if (std::find(reserved.begin(), reserved.end(), k->name) != reserved.end()) k->name += "_kernel";
   k->threads = f_.threads;
+  k->max_registers = f_.max_registers;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.builtin);
     if (op.kind == GpuOpKind::ALLOC) {

@@ -44,6 +44,7 @@ struct KernelInterface {
   int threads = 0;
   int64_t accumulator_registers = 0;  // the largest mma accumulator a thread holds (0: none)
   int64_t loop_registers = 0;  // live through the busiest loop (register_budget.h; 0: no loop)
+  int max_registers = 0;  // the user's limit a thread (gpu::Function::max_registers; 0: none)
   /** TMA tensor maps (src/target/tma.h texts) by index: kernel parameters after `params`. */
   std::vector<std::string> tensor_maps;
   /** The kernel has cancel_points: it takes the host's stop word `mt_cancel` (a pointer to a

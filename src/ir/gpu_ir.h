@@ -203,6 +203,9 @@ struct GpuParam {
   ValueId value = kNoValue;
 };
 
+/** The register limits a function may name (besides 0): what ptxas accepts for a thread. */
+constexpr int kMinMaxRegisters = 16, kMaxMaxRegisters = 255;
+
 struct Function {
   std::string name;
   std::vector<GpuParam> params;  // in Tile IR parameter order
@@ -211,6 +214,7 @@ struct Function {
   Block body;
   int threads = 0;  // threadgroup size
   int simd_width = 32;
+  int max_registers = 0;  // a thread's register limit on cuda (CompileOptions; 0: none named)
 
   Function();
   ValueId new_value(Value v);

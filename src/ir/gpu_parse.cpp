@@ -295,6 +295,10 @@ class Parser {
     expect_word("simd");
     expect("=");
     f_.simd_width = static_cast<int>(bounded("simd", 1, kMaxThreads));
+    if (accept_word("maxnreg")) {
+      expect("=");
+      f_.max_registers = static_cast<int>(bounded("maxnreg", kMinMaxRegisters, kMaxMaxRegisters));
+    }
     expect("{");
     end_line();
   }

@@ -143,7 +143,9 @@ std::string print(const Function& f) {
   p.out << "gpu_kernel @" << f.name << "(";
   for (size_t i = 0; i < f.params.size(); ++i)
     p.out << (i ? ", " : "") << p.typed(f.params[i].value);
-  p.out << ") threads=" << f.threads << " simd=" << f.simd_width << " {\n";
+  p.out << ") threads=" << f.threads << " simd=" << f.simd_width;
+  if (f.max_registers != 0) p.out << " maxnreg=" << f.max_registers;
+  p.out << " {\n";
   for (LayoutId l = 2; l < f.layouts.size(); ++l)
     p.out << "  #" << l << " = " << f.layout(l).str() << "\n";
   p.block(f.body, 1);

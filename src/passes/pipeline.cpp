@@ -20,6 +20,7 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   out.layouts = print_layouts(program, layouts);
   out.function = lower_to_gpu(program, layouts, target, lo);
   gpu::Function& f = out.function;
+  f.max_registers = options.max_registers;
   for (ValueId v = 1; v < f.values.size(); ++v)
     if (f.regs(v) > target.max_elements_per_thread)
       fail(METILE_ERROR_UNSUPPORTED, "lower", program.name, ": a tile needs ", f.regs(v),

@@ -14,6 +14,7 @@ std::string CompileOptions::key() const {
   if (keep_rows) os << ";keep_rows";
   if (num_stages != 0) os << ";num_stages=" << num_stages;
   if (split_k != 0) os << ";split_k=" << split_k;
+  if (max_registers != 0) os << ";maxnreg=" << max_registers;
   if (warps_m != 0) os << ";warps=" << warps_m << "x" << warps_n;
   if (!disabled_passes.empty()) {
     os << ";disabled_passes=";

@@ -59,6 +59,9 @@ struct CompileOptions {
   /** Split-K parts of a GEMM's K loop (metile_compile_options.split_k: 0 = choose, 1 = off;
    * the "split_k" Tile IR pass; disabling that pass is 1). */
   int split_k = 0;
+  /** At most this many registers a thread on cuda (metile_compile_options.maxnreg; 0: the
+   * compiler's choice). */
+  int max_registers = 0;
   /** The precision of dots without their own: dot_precision, else allow_tf32's (1: tf32,
    * 0: ieee), else DotPrecision::device_default (which each backend resolves). */
   DotPrecision dot_default() const {

@@ -468,4 +468,26 @@ TEST_F(DeviceHandles, SplitKIsChecked) {
   EXPECT_EQ(metile_program_release(p), METILE_OK);
 }
 
+TEST_F(DeviceHandles, MaxnregIsChecked) {
+  metile_program* p = build_scale();
+  auto compile = [&](int32_t maxnreg, size_t struct_size) {
+    metile_compile_options o;
+    metile_compile_options_init(&o);
+    o.maxnreg = maxnreg;
+    o.struct_size = struct_size;
+    metile_kernel* k = nullptr;
+    metile_status st = metile_kernel_compile(&k, device_, p, &o);
+    if (k != nullptr) { EXPECT_EQ(metile_kernel_release(k), METILE_OK); }
+    return st;
+  };
+  const size_t full = sizeof(metile_compile_options);
+  EXPECT_TRUE(fails_with(compile(-1, full), METILE_ERROR_INVALID_ARGUMENT, "maxnreg -1 is out of range"));
+  EXPECT_TRUE(fails_with(compile(15, full), METILE_ERROR_INVALID_ARGUMENT, "maxnreg 15 is out of range"));
+  EXPECT_TRUE(fails_with(compile(256, full), METILE_ERROR_INVALID_ARGUMENT, "maxnreg 256 is out of range"));
+  for (int32_t n : {0, 16, 96, 255}) EXPECT_EQ(compile(n, full), METILE_OK) << last_error();  // host: ignored
+  // A caller built before the field existed passes a shorter struct: the field is not read.
+  EXPECT_EQ(compile(-1, offsetof(metile_compile_options, maxnreg)), METILE_OK) << last_error();
+  EXPECT_EQ(metile_program_release(p), METILE_OK);
+}
+
 }  // namespace

@@ -118,6 +118,18 @@ TEST(CudaCodegenSource, VectorAddIsCoalescedAndVectorized) {
   EXPECT_NE(src.find("const float* __restrict__ X"), std::string::npos) << src;
 }
 
+TEST(CudaCodegenSource, MaxnregNamesTheRegisterLimitInPlaceOfTheLaunchBound) {
+  if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
+  CompileOptions o;
+  o.max_registers = 64;
+  Artifact a = cuda_build_program(kernels::softmax(1000), o, "sm_90");  // NVRTC takes it
+  const std::string& src = a.sources.at(Stage::cuda);
+  EXPECT_NE(src.find("__global__ void __maxnreg__(64) "), std::string::npos) << src;
+  EXPECT_EQ(src.find("__launch_bounds__"), std::string::npos) << src;  // nvcc refuses both
+  EXPECT_NE(a.sources.at(Stage::gpu_ir).find(" maxnreg=64 {"), std::string::npos);
+  EXPECT_NE(o.key(), CompileOptions{}.key());  // its own cache entry
+}
+
 TEST(CudaCodegenSource, TestedChunksLoadInOneBranch) {
   if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
   // A row of 1000 floats over 256 threads: each thread's chunks are tested (bounds, alignment).

@@ -205,6 +205,14 @@ TEST(GpuParse, CommentsAndBlankLinesAreIgnored) {
             "  store %o, %c\n}\n");
 }
 
+TEST(GpuParse, ARegisterLimitRoundTrips) {
+  const std::string text = "gpu_kernel @k(%o: ptr<i32>) threads=32 simd=32 maxnreg=96 {\n  %c: i32 = const value=7\n"
+                           "  store %o, %c\n}\n";
+  gpu::Function f = gpu::parse(text);
+  EXPECT_EQ(f.max_registers, 96);
+  EXPECT_EQ(gpu::print(f), text);
+}
+
 std::string header(const std::string& body) {
   return "gpu_kernel @k(%o: ptr<f32>, %n: i32) threads=32 simd=32 {\n"
          "  #2 = tile<64> thr=32:2 reg=2:1\n" +
@@ -223,6 +231,7 @@ TEST(GpuParse, BadTextIsRefusedAtItsLineAndColumn) {
       {"gpu_kernel @k( threads=32 simd=32 {\n}\n", "line 1:16: expected a value name (%name), found 'threads=32"},
       {"gpu_kernel @k() threads=0 simd=32 {\n}\n", "line 1:25: threads 0 is outside [1, 4096]"},
       {"gpu_kernel @k() threads=99999999999999999999 simd=32 {\n}\n", "does not fit 64 bits"},
+      {"gpu_kernel @k() threads=32 simd=32 maxnreg=8 {\n}\n", "line 1:44: maxnreg 8 is outside [16, 255]"},
       {"gpu_kernel @k() threads=32 simd=32 {\n", "line 2:1: expected an op or '}', found the end of the text"},
       {"gpu_kernel @k() threads=32 simd=32 {\n}\n}\n", "line 3:1: expected the end of the text after the function's '}'"},
       {"gpu_kernel @k(%p: f33) threads=32 simd=32 {\n}\n", "line 1:19: unknown element type 'f33'"},

@@ -25,6 +25,7 @@ type CompileOptions struct {
 	WarpsM, WarpsN   int          // the warp grid of a dot on matrix units (both 0: the compiler chooses)
 	SplitK           int          // a GEMM's K loop in parts (0: the compiler's choice, 1: off, up to 64)
 	DotPrecision     DotPrecision // of the dots that have none of their own (Default: f32 accuracy)
+	MaxNReg          int          // registers a thread on cuda (Triton's maxnreg: 0 = the compiler's choice, else 16..255)
 }
 
 // DefaultCompileOptions returns what metile_compile_options_init writes.
@@ -35,7 +36,8 @@ func DefaultCompileOptions() CompileOptions {
 		OptLevel: int(o.opt_level), NoCache: o.no_cache != 0, CheckBounds: o.check_bounds != 0,
 		Unchecked: o.unchecked != 0, NoFuseReductions: o.no_fuse_reductions != 0,
 		KeepRows: o.keep_rows != 0, NumStages: int(o.num_stages), WarpsM: int(o.warps_m),
-		WarpsN: int(o.warps_n), SplitK: int(o.split_k), DotPrecision: DotPrecision(o.dot_precision)}
+		WarpsN: int(o.warps_n), SplitK: int(o.split_k), DotPrecision: DotPrecision(o.dot_precision),
+		MaxNReg: int(o.maxnreg)}
 }
 
 func cbool(b bool) C.int32_t {
@@ -52,7 +54,7 @@ func (o CompileOptions) c() C.metile_compile_options {
 	c.no_cache, c.check_bounds, c.unchecked = cbool(o.NoCache), cbool(o.CheckBounds), cbool(o.Unchecked)
 	c.no_fuse_reductions, c.keep_rows = cbool(o.NoFuseReductions), cbool(o.KeepRows)
 	c.num_stages, c.warps_m, c.warps_n = C.int32_t(o.NumStages), C.int32_t(o.WarpsM), C.int32_t(o.WarpsN)
-	c.split_k, c.dot_precision = C.int32_t(o.SplitK), C.int32_t(o.DotPrecision)
+	c.split_k, c.dot_precision, c.maxnreg = C.int32_t(o.SplitK), C.int32_t(o.DotPrecision), C.int32_t(o.MaxNReg)
 	return c
 }
 

@@ -101,6 +101,7 @@ class metile_compile_options(Structure):
         ("warps_n", c_int32),
         ("split_k", c_int32),
         ("dot_precision", c_int32),
+        ("maxnreg", c_int32),
     ]
 
 

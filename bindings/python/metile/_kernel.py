@@ -33,7 +33,7 @@ from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarn
 from ._trace import Retrace, Trace, set_active, active, loc_file
 
 _OPTIONS = ("num_threads", "allow_tf32", "input_precision", "opt_level", "check_bounds", "unchecked",
-            "fuse_reductions", "keep_rows", "warps_m", "warps_n", "split_k")
+            "fuse_reductions", "keep_rows", "warps_m", "warps_n", "split_k", "maxnreg")
 # A launch grid: 1 to 3 ints, or a callable of the launch's meta-parameters returning them.
 GridLike = Union[int, tuple, Callable[[dict], Any]]
 # Compiler hints from the original and from Triton (docs/semantics.md, "Hints"), accepted in a
@@ -479,9 +479,13 @@ class KernelFunction:
         stages = o.get("num_stages")  # a hint: acted on where it is a depth the option takes
         if isinstance(stages, (int, np.integer)) and not isinstance(stages, bool) and 1 <= stages <= 8:
             opts.num_stages = int(stages)
-        for name in ("warps_m", "warps_n", "split_k"):  # options: the C API checks them
+        for name in ("warps_m", "warps_n", "split_k", "maxnreg"):  # the C API checks their ranges
             if name in o:
-                setattr(opts, name, int(o[name]))
+                v = o[name]
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                    raise InvalidArgumentError(f"kernel {self.fn.__name__} at {self.location}: "
+                                               f"{name} must be an int, got {v!r}")
+                setattr(opts, name, int(v))
         h = ctypes.POINTER(_ffi.metile_kernel)()
         st = _ffi.metile_kernel_compile(ctypes.byref(h), dev._handle, spec.program._handle,
                                         ctypes.byref(opts))

@@ -65,3 +65,18 @@ def test_num_warps_that_the_warp_grid_does_not_make_up_is_refused():
             launch.compile(a, b, c, 64, 64, 32, num_warps=8, **opts)
         # The same grid with the thread count it makes up compiles.
         assert launch.compile(a, b, c, 64, 64, 32, num_warps=2, **opts).info["threads_per_group"] == 64
+
+
+def test_maxnreg_is_an_option_every_device_takes_and_checks(device):
+    # Triton's maxnreg: a register limit a thread on cuda, ignored elsewhere; its range and type
+    # are checked on every device, naming the option.
+    n = 1000
+    x = np.random.standard_normal(n).astype(np.float32)
+    out = np.zeros_like(x)
+    scale[(metile.cdiv(n, 256),)](x, out, n, BLOCK=256, maxnreg=64)
+    metile.synchronize()
+    np.testing.assert_array_equal(out, 3 * x)
+    with pytest.raises(metile.InvalidArgumentError, match=r"maxnreg 8 is out of range .*16\.\.255"):
+        scale[(1,)].compile(x, out, n, BLOCK=256, maxnreg=8)
+    with pytest.raises(metile.InvalidArgumentError, match="maxnreg must be an int, got 6.5"):
+        scale[(1,)].compile(x, out, n, BLOCK=256, maxnreg=6.5)

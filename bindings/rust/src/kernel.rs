@@ -175,6 +175,9 @@ pub struct CompileOptions {
     /// The `metile_dot_precision` of dots that have none of their own (0: f32 accuracy,
     /// 1: IEEE, 2: TF32, 3: TF32x3).
     pub dot_precision: i32,
+    /// Registers a thread may use on cuda (Triton's `maxnreg`: 0 lets the compiler choose,
+    /// else 16..255); other devices ignore it.
+    pub maxnreg: i32,
 }
 
 impl Default for CompileOptions {
@@ -194,6 +197,7 @@ impl Default for CompileOptions {
             warps_n: 0,
             split_k: 0,
             dot_precision: 0,
+            maxnreg: 0,
         };
         unsafe { sys::metile_compile_options_init(&mut o) };
         CompileOptions {
@@ -210,6 +214,7 @@ impl Default for CompileOptions {
             warps_n: o.warps_n,
             split_k: o.split_k,
             dot_precision: o.dot_precision,
+            maxnreg: o.maxnreg,
         }
     }
 }
@@ -231,6 +236,7 @@ impl CompileOptions {
             warps_n: self.warps_n,
             split_k: self.split_k,
             dot_precision: self.dot_precision,
+            maxnreg: self.maxnreg,
         }
     }
 }

@@ -195,6 +195,7 @@ pub struct metile_compile_options {
     pub warps_n: i32,
     pub split_k: i32,
     pub dot_precision: i32,
+    pub maxnreg: i32,
 }
 
 #[repr(C)]

@@ -169,11 +169,13 @@ class CudaDialect final : public GpuDialect {
     // (register_budget.h): without the bound ptxas spends up to 255 registers (the
     // fragment-layout epilogue's indices) and one block runs per multiprocessor, too few warps
     // to hide the copies' latency; a bound below what its loop keeps live makes it spill.
+    // A limit the user named (maxnreg) replaces the bound: nvcc refuses both on one kernel.
     std::string bounds = std::to_string(k.threads);
     int blocks = min_blocks_per_multiprocessor(k.threads, k.accumulator_registers, k.loop_registers);
     if (blocks > 0) bounds += ", " + std::to_string(blocks);
-    std::string head = std::string("extern \"C\" __global__ void __launch_bounds__(") + bounds + ") " +
-                       k.name + "(";
+    const std::string qualifier = k.max_registers > 0 ? "__maxnreg__(" + std::to_string(k.max_registers) + ")"
+                                                      : "__launch_bounds__(" + bounds + ")";
+    std::string head = "extern \"C\" __global__ void " + qualifier + " " + k.name + "(";
     if (params.empty()) {
       w.open(head + ")");
     } else {

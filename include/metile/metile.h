@@ -1010,10 +1010,10 @@ typedef struct metile_launch_options {
    * past it fails with METILE_ERROR_DEVICE naming the kernel and the limit, its outputs partly
    * written. On cuda the limit is enforced while the host waits (metile_device_synchronize,
    * metile_event_synchronize), which then polls the GPU (ending up to 0.5 ms late) instead of
-   * blocking. Past it metile sets a stop word that every cuda program checks before its first
-   * write and every loop at its back-edges (every 1024 turns); its threads leave there, and
-   * the wait fails naming the kernel and the limit, its outputs partly written; nothing is
-   * reset. A kernel that reaches no such check within 1 s (spinning inside a single generated
+   * blocking. Past it metile sets a stop word that every cuda kernel checks at its loops'
+   * back-edges and, where no loop comes first, before its first write; its threads leave
+   * there, and the wait fails naming the kernel and the limit, its outputs partly written;
+   * nothing is reset. A kernel that reaches no such check within 1 s (spinning inside a single generated
    * op, or with wgmma dots, which get no checks) is ended by a reset of the GPU's context (see
    * metile_device_synchronize), which a GPU may not finish while the kernel runs (an H100 did
    * not). On metal the limit is likewise enforced while the host waits: past it metile sets the
@@ -1041,8 +1041,8 @@ METILE_API metile_status metile_launch_release(metile_launch *launch);
  * with METILE_ERROR_DEVICE saying it was cancelled, its outputs partly written; launches started
  * afterwards run normally. They stop at their next check: cpu between slices of about 10 ms
  * of program instances, interp every 256 ops, metal-sim before each threadgroup, at barriers and
- * every 4096 loop turns, cuda programs before their first write and at a loop back-edge (every
- * 1024 turns; the wait for the launch reports the cancel: see metile_device_synchronize), metal
+ * every 4096 loop turns, cuda programs at a loop back-edge or before their first write (the
+ * wait for the launch reports the cancel: see metile_device_synchronize), metal
  * kernels at a loop back-edge (the first turn and every
  * 1024th; the threadgroup returns, and the wait for the launch reports the cancel; a kernel
  * without loops runs to its end). Thread-safe and async-signal-safe (a signal handler may call

@@ -64,8 +64,9 @@
  *       it runs (parameters the dialect adds after the others) and, when it is set, the
  *       launch stops (docs/semantics.md, "Stopping a launch"). Threads of a threadgroup reach
  *       it together (loops are thread-uniform), so a dialect may synchronize there. A dialect
- *       may act on a value it read at the check before (cuda), so a read's latency hides
- *       behind the turns between. every=0: the program's entry check, once, at top level
+ *       may also read the word when the program starts and act on the value it read last at
+ *       every back-edge (cuda), so the first turn stops a program started after a stop and
+ *       no check waits for a read. every=0: the program's entry check, once, at top level
  *       before its first write; it acts on the word as it was when the program started.
  *   async_commit: the copies issued since the last commit form a group.
  *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).

@@ -109,17 +109,19 @@ class CudaDialect final : public GpuDialect {
       // memory `stop` (the host sets both): an L2 read, where the word itself, in host memory,
       // is a round trip over PCIe. .relaxed.gpu skips the SM's L1, which the host's write to the
       // copy does not reach. A program reads it once when it starts (mt_stop_read) and acts on
-      // that value only at its entry check, after its first reads and before its first write
-      // (mt_cancel_leave), so the read's latency hides behind theirs; a loop's check
-      // (mt_cancel_check, every 1024th back-edge) acts on the value read at the check before
-      // and reads again, so no check waits for a read. A stopping thread answers 2 in the host
-      // word (so the host knows the launch stopped here) and exits. A warp's threads read
-      // the one word in one transaction at the same turn (loops are thread-uniform), so they
-      // leave together; a block's other warps may leave a check later, and a barrier does not
-      // wait for exited threads. The launch then ends normally and the GPU's context stays
-      // usable (a trap would end the launch too, but leaves the context broken until a reset).
-      // Predicated instructions only, no branch: a divergent path in a K loop makes ptxas
-      // serialize the loop's wgmma.
+      // the value it read last at every loop back-edge (mt_cancel_check, which reads again
+      // every 1024th) and at its entry check (mt_cancel_leave, after its first reads and before
+      // its first write, where no loop comes first): the first read's latency hides behind
+      // the program's own reads or first turn, so a program that starts after a stop leaves at
+      // once for the cost of one L2 read per warp (and a loop's turn after a read waits for
+      // it: one L2 latency per 1024 turns). A stopping thread answers 2 in the host
+      // word (so the host knows the launch stopped here) and exits. A warp's threads read the
+      // one word in one transaction (loops are thread-uniform), so they leave together; a
+      // block's other warps may leave a check later, and a barrier does not wait for exited
+      // threads. The launch then ends normally and the GPU's context stays usable (a trap would
+      // end the launch too, but leaves the context broken until a reset). Predicated
+      // instructions only, no branch: a divergent path in a K loop makes ptxas serialize the
+      // loop's wgmma.
       s += "\n__device__ __forceinline__ unsigned int mt_stop_read(const unsigned int* stop) {\n"
            "  unsigned int v;\n"
            "  asm volatile(\"ld.relaxed.gpu.global.u32 %0, [%1];\" : \"=r\"(v) : \"l\"(stop));\n"
@@ -132,9 +134,9 @@ class CudaDialect final : public GpuDialect {
            "}\n"
            "__device__ __forceinline__ void mt_cancel_check(unsigned int* word, const unsigned int* stop,\n"
            "                                                unsigned int& seen, unsigned int turn) {\n"
-           "  asm volatile(\"{\\n .reg .pred check, stop;\\n setp.eq.u32 check, %3, 0;\\n\"\n"
-           "               \" setp.ne.and.u32 stop, %0, 0, check;\\n @stop st.volatile.global.u32 [%1], 2;\\n\"\n"
-           "               \" @stop membar.sys;\\n @stop exit;\\n @check ld.relaxed.gpu.global.u32 %0, [%2];\\n}\"\n"
+           "  asm volatile(\"{\\n .reg .pred check, stop;\\n setp.ne.u32 stop, %0, 0;\\n\"\n"
+           "               \" @stop st.volatile.global.u32 [%1], 2;\\n @stop membar.sys;\\n @stop exit;\\n\"\n"
+           "               \" setp.eq.u32 check, %3, 0;\\n @check ld.relaxed.gpu.global.u32 %0, [%2];\\n}\"\n"
            "               : \"+r\"(seen) : \"l\"(word), \"l\"(stop), \"r\"(turn));\n"
            "}\n";
     if (swizzle) {
@@ -144,8 +146,8 @@ class CudaDialect final : public GpuDialect {
     return s + "\n";
   }
 
-  // Every thread checks at the same turns (every `every`-th back-edge; every=0: the entry
-  // check); the program's first read of the word starts with it.
+  // Every thread acts at every back-edge and reads at the same turns (every `every`-th;
+  // every=0: the entry check, no read); the program's first read of the word starts with it.
   std::string cancel_prologue() const override {
     return "unsigned int mt_polls = 0u;  unsigned int mt_stop_seen = mt_stop_read(mt_stop);";
   }

@@ -38,8 +38,8 @@ namespace {
 class CudaDevice;
 
 // How long a kernel asked to stop (its stop word set) may take to reach a check and leave
-// before the watchdog resets the context: a check comes before each program's first write and
-// every 1024 loop back-edges.
+// before the watchdog resets the context: a check comes at every loop back-edge and before a
+// program's first write where no loop comes first.
 constexpr auto kStopGrace = std::chrono::seconds(1);
 
 /**

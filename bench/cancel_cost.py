@@ -2,9 +2,9 @@
 """What cuda's stop-word checks cost (docs/semantics.md, "Stopping a launch"): each kernel
 built with the checks (the default) and without them (METILE_GPU_OFF=insert-cancel-points),
 timed in alternating samples in one process so drift hits both alike. The kernels are
-bandwidth-bound ones with the most checks per byte: a copy without loops (one check per warp
-of each program, before its store) at two program sizes, and a row sum whose loop runs a few
-turns (one check per warp of each program, before its loop).
+bandwidth-bound ones with the most checks per byte: a copy without loops (one read per warp of
+each program, acted on before its store) at two program sizes, and a row sum whose loop runs a
+few turns (one read per warp of each program, acted on at every back-edge).
 
     METILE_LIBRARY=$PWD/build/libmetile.so /usr/bin/python3 bench/cancel_cost.py [--samples N]
         [--calls N] [--quick]

@@ -2,8 +2,8 @@
 explicit, device_count, the clear error past the last GPU, buffers and streams of one GPU
 refused on another and launches and events on the second GPU when there are two), launches on a chosen stream ordered with torch's work, events timed by the GPU, and
 the watchdog that stops a hung kernel past its `timeout=` (its loop checks the stop word the
-watchdog sets, and every thread leaves), and a huge grid of short programs (each checks the word
-before its first write), after which the device runs new launches; a Ctrl-C
+watchdog sets, and every thread leaves), and a huge grid of short programs (each acts on the
+word at its loop's first back-edge), after which the device runs new launches; a Ctrl-C
 (metile_cancel_launches) stops a launch the same way. Not part of CI (no GPU there): it skips without metile's cuda device, the torch test
 without torch. Run it on a GPU machine:
 
@@ -209,10 +209,10 @@ _HUGE_GRID = textwrap.dedent("""
 """)
 
 
-# A huge grid of programs whose loops are shorter than a loop check's period (1024 turns): no
-# loop check comes, but every program checks the stop word before its first write (here:
-# before its loop), so past the limit the programs still to run leave at once, the running
-# ones after their 1000 turns, and the launch ends within milliseconds, stopped, not reset.
+# A huge grid of programs whose loops are shorter than the period of a check's read (1024
+# turns): each program reads the stop word's copy when it starts and acts on it at every
+# back-edge, so past the limit the programs still to run leave after one turn, the running ones
+# within a turn of their next read, and the launch ends within milliseconds, stopped, not reset.
 def test_a_huge_grid_of_short_programs_stops_past_its_limit(tmp_path):
     script = tmp_path / "huge_grid.py"  # a file: tracing reads the kernel's source
     script.write_text(_HUGE_GRID.format(path=os.path.abspath(PYTHON_DIR)))

@@ -57,11 +57,11 @@ TEST_P(CudaCodegen, CompilesForSm90) {
   }
 }
 
-// Every loop checks the host's stop word at its back-edge (every thread, every 1024 turns, without
-// a branch), and every program once before its first write; they read the word's copy in GPU
-// memory (an L2 read, issued when the program starts and at each loop check, acted on at the
-// next check) and leave when it is set (an exit, not a trap: the context stays usable, after
-// answering in the host word). The word and its copy are the kernel's last parameters; a kernel
+// Every loop checks the host's stop word at its back-edge (every thread, without a branch), and a
+// program whose first write comes before any loop checks it once there; they act on the word's
+// copy in GPU memory as read last (an L2 read when the program starts and every 1024 turns) and
+// leave when it is set (an exit, not a trap: the context stays usable, after answering in the
+// host word). The word and its copy are the kernel's last parameters; a kernel
 // with wgmma dots takes neither (ptxas would wait for their results at each check, an exit as a
 // trap: its C7517/C7518). sm_90a: the architecture-specific target compiles both.
 TEST(CudaCodegenSource, ProgramsAndLoopsCheckTheStopWord) {

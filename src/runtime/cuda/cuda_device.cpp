@@ -136,7 +136,6 @@ class CudaDevice : public Device {
     check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate");
     map_words();
     word_ = take_word();
-    StopForwarder::get().add(this);
     info_.ordinal = ordinal;
     info_.indexed = true;
     name_context(ctx_, cat("cuda:", ordinal));
@@ -163,6 +162,7 @@ class CudaDevice : public Device {
                 std::to_string(version);
     wgmma_ = cuda_wgmma_enabled();
     if (!wgmma_) identity_ += ";no wgmma";
+    StopForwarder::get().add(this);  // last: a constructor that threw runs no destructor
   }
 
   // The context, its memory and streams stay: the primary context is never released.

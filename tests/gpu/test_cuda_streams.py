@@ -179,9 +179,10 @@ def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path, device
 
 
 _HUGE_GRID = textwrap.dedent("""
-    import sys, time
+    import sys, threading, time
     sys.path.insert(0, {path!r})
     import metile
+    from metile import _ffi
     dev = metile.set_device("cuda:0")
 
     @metile.kernel
@@ -202,6 +203,14 @@ _HUGE_GRID = textwrap.dedent("""
     except metile.DeviceError as e:
         print("stopped", round(time.monotonic() - t0, 2), str(e).replace(chr(10), " "))
     old.numpy()  # nothing was reset: the buffer made before stays
+    short_spin[(2**24,)](old, 1000, BLOCK=32)  # no limit: the wait blocks until the cancel
+    threading.Timer(0.3, _ffi.metile_cancel_launches).start()
+    t0 = time.monotonic()
+    try:
+        dev.synchronize()
+        print("finished", round(time.monotonic() - t0, 2))
+    except metile.DeviceError as e:
+        print("cancelled", round(time.monotonic() - t0, 2), str(e).replace(chr(10), " "))
     out = metile.Buffer(shape=(128,))
     short_spin[(4,)](out, 5, BLOCK=32)
     dev.synchronize()
@@ -211,8 +220,8 @@ _HUGE_GRID = textwrap.dedent("""
 
 # A huge grid of programs whose loops are shorter than the period of a check's read (1024
 # turns): each program reads the stop word's copy when it starts and acts on it at every
-# back-edge, so past the limit the programs still to run leave after one turn, the running ones
-# within a turn of their next read, and the launch ends within milliseconds, stopped, not reset.
+# back-edge, so past the limit, or on a cancel, the programs still to run leave after one turn,
+# the running ones finish theirs, and the launch ends within milliseconds, stopped, not reset.
 def test_a_huge_grid_of_short_programs_stops_past_its_limit(tmp_path):
     script = tmp_path / "huge_grid.py"  # a file: tracing reads the kernel's source
     script.write_text(_HUGE_GRID.format(path=os.path.abspath(PYTHON_DIR)))
@@ -229,6 +238,13 @@ def test_a_huge_grid_of_short_programs_stops_past_its_limit(tmp_path):
         "its outputs are partly written" in stopped[0], stopped[0]
     assert "reset" not in stopped[0], stopped[0]
     assert float(stopped[0].split()[1]) < 1.4, stopped[0]  # before the 1 s grace ends in a reset
+    # A cancel during a blocking wait reaches the GPU through the runtime's thread.
+    cancelled = [line for line in lines if line.startswith("cancelled")]
+    assert cancelled, r.stdout + r.stderr
+    assert "kernel short_spin (the last launched) was cancelled" in cancelled[0], cancelled[0]
+    assert "its outputs are partly written" in cancelled[0] and "reset" not in cancelled[0], \
+        cancelled[0]
+    assert float(cancelled[0].split()[1]) < 1.2, cancelled[0]
     assert "after 5.0" in lines, r.stdout + r.stderr
 
 

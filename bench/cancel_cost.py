@@ -3,8 +3,9 @@
 built with the checks (the default) and without them (METILE_GPU_OFF=insert-cancel-points),
 timed in alternating samples in one process so drift hits both alike. The kernels are
 bandwidth-bound ones with the most checks per byte: a copy without loops (one read per warp of
-each program, acted on before its store) at two program sizes, and a row sum whose loop runs a
-few turns (one read per warp of each program, acted on at every back-edge).
+each program, acted on before its store) at two program sizes, a row sum whose loop runs a few
+turns (one read per warp of each program, acted on at every back-edge), and bench/bounds_cost.py's
+softmax and layernorm (rows of 4096 in loops, at the register bound of their launch).
 
     METILE_LIBRARY=$PWD/build/libmetile.so /usr/bin/python3 bench/cancel_cost.py [--samples N]
         [--calls N] [--quick]
@@ -24,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
 sys.path.insert(0, HERE)
 import metile  # noqa: E402
+from cuda_vs_triton import layernorm, softmax  # noqa: E402
 from gpu_timing import time_per_call  # noqa: E402
 
 
@@ -78,12 +80,17 @@ def main():
     a = ap.parse_args()
     n = 1 << (16 if a.quick else 28)
     rows, cols = (64, 2048) if a.quick else (1 << 17, 2048)
+    norm_rows, norm_cols = (64, 1024) if a.quick else (16384, 4096)
     rng = np.random.default_rng(0)
     with metile.use_device("cuda"):
         x = metile.Buffer(data=rng.standard_normal(n, dtype=np.float32))
         o = metile.Buffer.zeros((n,))
         xs = metile.Buffer(data=rng.standard_normal((rows, cols), dtype=np.float32))
         sums = metile.Buffer.zeros((rows,))
+        xn = metile.Buffer(data=rng.standard_normal((norm_rows, norm_cols), dtype=np.float32))
+        on = metile.Buffer.zeros((norm_rows, norm_cols))
+        w = metile.Buffer(data=rng.standard_normal(norm_cols, dtype=np.float32))
+        b = metile.Buffer(data=rng.standard_normal(norm_cols, dtype=np.float32))
         dev = metile.get_device()
         print("device: %s (%s); %d alternating samples of %d calls" %
               (dev.name, getattr(dev, "description", ""), a.samples, a.calls))
@@ -95,6 +102,13 @@ def main():
         launch = row_sum[(rows,)]
         compare("row sum %dx%d f32, %d turns" % (rows, cols, cols // block),
                 lambda: launch(xs, sums, cols, BLOCK=block), 4 * rows * cols, a.samples, a.calls)
+        sm, ln = softmax[(norm_rows,)], layernorm[(norm_rows,)]
+        compare("softmax %dx%d f32" % (norm_rows, norm_cols),
+                lambda: sm(xn, on, norm_cols, BLOCK=norm_cols), 8 * norm_rows * norm_cols,
+                a.samples, a.calls)
+        compare("layernorm %dx%d f32" % (norm_rows, norm_cols),
+                lambda: ln(xn, w, b, on, norm_cols, BLOCK=norm_cols), 8 * norm_rows * norm_cols,
+                a.samples, a.calls)
         expect = xs.numpy().astype(np.float64).sum(axis=1)
         np.testing.assert_allclose(sums.numpy(), expect, rtol=1e-3, atol=1e-2)
 

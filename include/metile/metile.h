@@ -209,12 +209,13 @@ METILE_API metile_status metile_device_get_info(const metile_device *device,
 /**
  * Waits until every launch issued on this device so far has finished. On cuda, when a launch
  * waited for has a time limit (metile_launch_options.timeout_s, METILE_TIMEOUT_S) and runs past
- * it, the running kernel is stopped (its loops check a stop word and trap: see
- * metile_launch_options), or was stopped by metile_cancel_launches, the GPU's primary context is
- * reset and METILE_ERROR_DEVICE names the kernel and the reason. The device stays usable: later
- * compiles and launches work, kernels compiled before are reloaded at their next launch, but
- * every buffer allocated or imported before the reset (its memory is gone) and every stream
- * and event created before it are invalid: using one is METILE_ERROR_INVALID_ARGUMENT saying so.
+ * it, or metile_cancel_launches stopped it, METILE_ERROR_DEVICE names the kernel and the reason
+ * (see metile_launch_options); nothing is reset. Only a kernel that did not stop within 1 s of
+ * being asked ends by a reset of the GPU's primary context, which the error then says. The
+ * device stays usable: later compiles and launches work, kernels compiled before are reloaded
+ * at their next launch, but every buffer allocated or imported before the reset (its memory is
+ * gone) and every stream and event created before it are invalid: using one is
+ * METILE_ERROR_INVALID_ARGUMENT saying so.
  */
 METILE_API metile_status metile_device_synchronize(metile_device *device);
 
@@ -1018,11 +1019,12 @@ typedef struct metile_launch_options {
    * past it fails with METILE_ERROR_DEVICE naming the kernel and the limit, its outputs partly
    * written. On cuda the limit is enforced while the host waits (metile_device_synchronize,
    * metile_event_synchronize), which then polls the GPU (ending up to 0.5 ms late) instead of
-   * blocking. Past it metile sets a stop word that every cuda kernel checks at its loop
-   * back-edges (every 1024 turns); the kernel traps there and the GPU's context is reset (see
-   * metile_device_synchronize). A kernel that reaches no such check within 1 s (one without
-   * loops, spinning inside a single generated op, or with wgmma dots, which get no checks) is
-   * left to the reset alone, which a GPU may not finish while the kernel runs (an H100 did
+   * blocking. Past it metile sets a stop word that every cuda kernel checks at its loops'
+   * back-edges and, where no loop comes first, before its first write; its threads leave
+   * there, and the wait fails naming the kernel and the limit, its outputs partly written;
+   * nothing is reset. A kernel that reaches no such check within 1 s (spinning inside a single generated
+   * op, or with wgmma dots, which get no checks) is ended by a reset of the GPU's context (see
+   * metile_device_synchronize), which a GPU may not finish while the kernel runs (an H100 did
    * not). On metal the limit is likewise enforced while the host waits: past it metile sets the
    * launch's stop word, which every loop of a metal kernel checks (its first turn, then every
    * 1024th; the whole threadgroup returns there), and the wait fails naming the kernel and the
@@ -1048,9 +1050,9 @@ METILE_API metile_status metile_launch_release(metile_launch *launch);
  * with METILE_ERROR_DEVICE saying it was cancelled, its outputs partly written; launches started
  * afterwards run normally. They stop at their next check: cpu between slices of about 10 ms
  * of program instances, interp every 256 ops, metal-sim before each threadgroup, at barriers and
- * every 4096 loop turns, cuda kernels at a loop back-edge (every 1024 turns; the kernel traps,
- * and the next wait or launch on the device reports the cancel and resets the GPU's context: see
- * metile_device_synchronize), metal kernels at a loop back-edge (the first turn and every
+ * every 4096 loop turns, cuda programs at a loop back-edge or before their first write (the
+ * wait for the launch reports the cancel: see metile_device_synchronize), metal
+ * kernels at a loop back-edge (the first turn and every
  * 1024th; the threadgroup returns, and the wait for the launch reports the cancel; a kernel
  * without loops runs to its end). Thread-safe and async-signal-safe (a signal handler may call
  * it); the Python binding calls it when SIGINT arrives during a launch.

@@ -48,7 +48,7 @@ struct KernelInterface {
   /** TMA tensor maps (src/target/tma.h texts) by index: kernel parameters after `params`. */
   std::vector<std::string> tensor_maps;
   /** The kernel has cancel_points: it takes the host's stop word `mt_cancel` (a pointer to a
-   * u32) after every other parameter. */
+   * u32) after every other parameter (cuda: and the word's copy in GPU memory, `mt_stop`). */
   bool cancel = false;
 };
 
@@ -177,8 +177,8 @@ class GpuDialect {
    */
   virtual std::string cancel_prologue() const { return ""; }
   /** The statement of a cancel_point: once every `every` times (a power of two; the dialect
-   * picks which) it reads the stop word `mt_cancel` and, when the host set it, stops the launch
-   * (gpu_ir.h, cancel_point). */
+   * picks which; 0: the entry check, once) it reads the stop word `mt_cancel` and, when the
+   * host set it, stops the launch (gpu_ir.h, cancel_point). */
   virtual std::string cancel_check(int64_t) const { return ""; }
   /** Marks a loop over registers for full unrolling. */
   virtual std::string unroll() const { return "#pragma unroll"; }

@@ -61,9 +61,13 @@
  *       replaces it with stores, a barrier, loads and a barrier (emitters never see it).
  *   cancel_point {every}: a loop back-edge. Each thread counts the times it gets there; every
  *       `every`-th time (a power of two) the kernel reads the stop word the host may set while
- *       it runs (the kernel's last parameter, added by the dialect) and, when it is set, the
+ *       it runs (parameters the dialect adds after the others) and, when it is set, the
  *       launch stops (docs/semantics.md, "Stopping a launch"). Threads of a threadgroup reach
- *       it together (loops are thread-uniform), so a dialect may synchronize there.
+ *       it together (loops are thread-uniform), so a dialect may synchronize there. A dialect
+ *       may also read the word when the program starts and act on the value it read last at
+ *       every back-edge (cuda), so the first turn stops a program started after a stop and
+ *       no check waits for a read. every=0: the program's entry check, once, at top level
+ *       before its first write; it acts on the word as it was when the program started.
  *   async_commit: the copies issued since the last commit form a group.
  *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).
  */

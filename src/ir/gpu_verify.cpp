@@ -415,7 +415,7 @@ struct Verifier {
         operands(0, 0);
         results(0);
         const int64_t every = op.attr_int("every");
-        if (every < 1 || (every & (every - 1)) != 0) bad("every must be a power of two");
+        if (every < 0 || (every & (every - 1)) != 0) bad("every must be a power of two (or 0: once, at entry)");
         break;
       }
       case GpuOpKind::ASYNC_WAIT:

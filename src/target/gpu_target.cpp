@@ -54,6 +54,7 @@ const GpuTarget& nvidia_gpu_target() {
     g.vector_needs_alignment = true;
     g.chunk_bytes = 16;
     g.async_copies = true;  // cp.async (sm_80+, the matrix atoms' floor too)
+    g.cancel_at_entry = true;  // cuda.cpp, mt_cancel_leave
     // H100, seed softmax 16384x1024: 1.67 TB/s with 256 threads (4 each), 2.17 with 128
     // (bench/results/cuda_rows_h100.md, run 4); at 4096 columns 256 threads of 16 stay best.
     g.reduce_elements_per_thread = 8;

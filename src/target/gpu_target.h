@@ -41,6 +41,15 @@ struct GpuTarget {
    */
   uint64_t cancel_threadgroup_bytes = 0;
   /**
+   * Every program also checks the stop word once, before its first write (insert-cancel-points):
+   * a huge grid of programs without loops, or with loops shorter than a check's period, then
+   * ends soon after a stop instead of running every program. Where the check is a read the
+   * program issued at its start (cuda: an L2 read of a copy of the word in GPU memory) it costs
+   * ~nothing; Metal's costs two barriers and a read of host memory, so its kernels check in
+   * loops only.
+   */
+  bool cancel_at_entry = false;
+  /**
    * Elements of one tile value a thread may hold (its share, kept in registers or an unrolled
    * array). Past this the compilers take minutes and the kernel spills or fails at launch (a
    * 2^24-element tile over 1024 threads needs 16384), so lowering refuses such tiles up front.

@@ -1,13 +1,17 @@
 // A stand-in for the CUDA driver library (libcuda.so) that the cuda device opens when
 // METILE_CUDA_DRIVER names it: GPUs in host memory (two, or $METILE_STANDIN_CUDA_DEVICES from 1
 // to 16), streams, events and modules as host objects. A stream belongs to the context current
-// when it was made; a launch or record on it under another context fails, as on a real driver. Kernels do not run: a launch completes at once, except a kernel whose name contains
-// "hang", which never completes (its stream and the events recorded after it stay not ready)
-// until the primary context is reset or, as a GPU kernel spinning in a loop does, until the host
-// sets its stop word (the launch's last parameter, found before the null entry metile puts after
-// it): then it answers 2 in the word and ends, as a kernel whose threads leave at a check does
-// (the stream and the events recorded after it become ready; the context stays usable). A
-// "hang_nopoll" kernel never reads its word.
+// when it was made; a launch or record on it under another context fails, as on a real driver.
+// Kernels do not run: a launch completes at once, except a kernel whose name contains "hang",
+// which never completes (its stream and the events recorded after it stay not ready) until the
+// primary context is reset or, as a GPU kernel spinning in a loop does, until the host sets the
+// copy of its stop word in GPU memory (the launch's last parameter, found before the null entry
+// metile puts after it; the host word in mapped memory comes just before): then it answers 2 in
+// the host word and ends, as a kernel whose threads leave at a check does (the stream and the
+// events recorded after it become ready; the context stays usable). A "hang_nopoll" kernel
+// never reads its word. A hang kernel whose copy is set when it starts ends at once, so a copy
+// left set by an earlier stop shows. Copies to GPU memory (cuMemcpyHtoDAsync) happen at once,
+// unless a hung kernel is ahead of them in stream order: those never happen, as on a GPU.
 // That is enough to test device selection, streams, events, cancellation and the watchdog on
 // machines without a GPU. Test-only: never installed.
 #include <atomic>
@@ -16,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <map>
@@ -42,8 +47,10 @@ int device_count() {
 
 struct Stream {
   void* ctx = nullptr;  // the context current when it was made
+  bool blocking = true;  // made without CU_STREAM_NON_BLOCKING: ordered with the legacy stream
   bool hung = false;
   std::atomic<uint32_t>* word = nullptr;  // the hung kernel's stop word (null: it never reads one)
+  std::atomic<uint32_t>* copy = nullptr;  // the word's copy in GPU memory, which it reads
   uint64_t hangs = 0;    // hung kernels launched on it
   uint64_t stopped = 0;  // of those, the ones that ended (all but the running one)
 };
@@ -65,6 +72,7 @@ thread_local void* current_ctx = nullptr;  // cuCtxSetCurrent's, per thread as i
 Stream legacy;  // the NULL stream
 std::set<Stream*> hung;  // streams running a hung kernel
 std::map<void*, size_t> registered;  // cuMemHostRegister'd host ranges
+std::map<unsigned long long, size_t> device_memory;  // cuMemAlloc'd ranges
 
 /** A hung kernel ends: its stream and the events behind it become ready (mu held). */
 void end_hang(Stream* s) {
@@ -72,11 +80,11 @@ void end_hang(Stream* s) {
   s->stopped = s->hangs;
 }
 
-/** Hung kernels whose stop word is set stop: they answer 2 and end (mu held). */
+/** Hung kernels whose stop word's copy is set stop: they answer 2 and end (mu held). */
 void poll() {
   for (auto it = hung.begin(); it != hung.end();) {
     Stream* s = *it;
-    if (s->word == nullptr || s->word->load() == 0) {
+    if (s->copy == nullptr || s->copy->load() == 0) {
       ++it;
       continue;
     }
@@ -92,6 +100,30 @@ Stream* stream_of(void* s) { return is_default(s) ? &legacy : static_cast<Stream
 bool known(void* p) { return is_default(p) || live.count(p) != 0; }
 /** The stream belongs to the calling thread's current context (the default streams always do). */
 bool current(void* s) { return is_default(s) || static_cast<Stream*>(s)->ctx == current_ctx; }
+
+/** Work queued on `s` now would wait for a hung kernel: one on `s`, or for the legacy stream's
+ * ordering with blocking streams, one on the other side of it (mu held). */
+bool behind_hang(void* s) {
+  Stream* st = stream_of(s);
+  if (st->hung) return true;
+  if (!st->blocking) return false;
+  if (legacy.hung) return true;
+  if (!is_default(s)) return false;
+  for (Stream* h : hung)
+    if (h->blocking) return true;
+  return false;
+}
+
+/** The word at a launch parameter's address in one of `ranges` (host address = key + shift). */
+template <typename Ranges>
+std::atomic<uint32_t>* word_in(const Ranges& ranges, unsigned long long address, unsigned long long shift) {
+  for (const auto& [start, bytes] : ranges) {
+    unsigned long long base = reinterpret_cast<unsigned long long>(start) + shift;
+    if (address >= base && address + 4 <= base + bytes)
+      return reinterpret_cast<std::atomic<uint32_t>*>(address - shift);
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -134,6 +166,7 @@ int cuDevicePrimaryCtxReset_v2(int) {
   for (Stream* s : hung) end_hang(s);
   hung.clear();
   registered.clear();
+  device_memory.clear();  // leaked: the test process never reads it again
   live.clear();
   return kSuccess;
 }
@@ -141,10 +174,11 @@ int cuCtxSetCurrent(void* ctx) {
   current_ctx = ctx;
   return kSuccess;
 }
-int cuStreamCreate(void** s, unsigned) {
+int cuStreamCreate(void** s, unsigned flags) {
   std::lock_guard<std::mutex> lock(mu);
   auto* st = new Stream;
   st->ctx = current_ctx;
+  st->blocking = (flags & 1u) == 0;
   *s = st;
   live.insert(*s);
   return kSuccess;
@@ -254,16 +288,18 @@ int cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigned, un
   st->hung = true;
   ++st->hangs;
   st->word = nullptr;
+  st->copy = nullptr;
   hung.insert(st);
-  if (name.find("nopoll") != std::string::npos || params == nullptr || params[0] == nullptr) return kSuccess;
-  size_t last = 0;
+  if (name.find("nopoll") != std::string::npos || params == nullptr || params[0] == nullptr ||
+      params[1] == nullptr)
+    return kSuccess;
+  size_t last = 1;
   while (params[last + 1] != nullptr) ++last;
-  unsigned long long address = *static_cast<unsigned long long*>(params[last]);
-  for (const auto& [host, bytes] : registered) {
-    unsigned long long base = reinterpret_cast<unsigned long long>(host) + kMapOffset;
-    if (address >= base && address + 4 <= base + bytes)
-      st->word = reinterpret_cast<std::atomic<uint32_t>*>(address - kMapOffset);
-  }
+  auto address = [&](size_t i) { return *static_cast<unsigned long long*>(params[i]); };
+  st->word = word_in(registered, address(last - 1), kMapOffset);
+  st->copy = word_in(device_memory, address(last), 0);
+  if (st->word == nullptr || st->copy == nullptr) st->word = st->copy = nullptr;  // reads neither
+  poll();  // a copy already set stops it at its first check
   return kSuccess;
 }
 int cuMemHostRegister_v2(void* p, size_t bytes, unsigned flags) {
@@ -288,8 +324,29 @@ int cuMemAllocManaged(unsigned long long* p, size_t n, unsigned) {
   *p = reinterpret_cast<unsigned long long>(m);
   return kSuccess;
 }
+int cuMemAlloc_v2(unsigned long long* p, size_t n) {
+  void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  if (m == nullptr) return 2;
+  *p = reinterpret_cast<unsigned long long>(m);
+  std::lock_guard<std::mutex> lock(mu);
+  device_memory[*p] = n;
+  return kSuccess;
+}
 int cuMemFree_v2(unsigned long long p) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    device_memory.erase(p);
+  }
   std::free(reinterpret_cast<void*>(p));
+  return kSuccess;
+}
+int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, void* s) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known(s) || !current(s)) return kInvalidHandle;
+  auto in = device_memory.upper_bound(dst);
+  if (in == device_memory.begin() || dst + n > std::prev(in)->first + std::prev(in)->second)
+    return kInvalidValue;  // only into cuMemAlloc'd memory
+  if (!behind_hang(s)) std::memcpy(reinterpret_cast<void*>(dst), src, n);
   return kSuccess;
 }
 int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {

@@ -2,8 +2,9 @@
 // $METILE_STANDIN_CUDA_DEVICES, kernels that complete at
 // once or, named "hang...", never): device indices, buffers of one GPU refused on the other,
 // launches on created streams, events, and the watchdog that stops a kernel past its time limit
-// through its stop word (nothing is reset; metile_cancel_launches stops a running kernel the same
-// way) or, for a kernel that never checks it, by resetting the GPU, after which the device
+// through its stop word's copy in GPU memory (nothing is reset; metile_cancel_launches stops a
+// running kernel the same way, and the copy is cleared before the word serves another launch)
+// or, for a kernel that never checks it, by resetting the GPU, after which the device
 // compiles and launches again while what it made before is reported gone. Kernels are compiled
 // for real by NVRTC; the test skips without it.
 #include <metile/metile.h>
@@ -317,6 +318,39 @@ TEST_F(CudaStandin, CancelStopsARunningKernelDuringABlockingWait) {
   metile_kernel_release(normal);
 }
 
+// A stop reaches the kernels through the stop word's copy in GPU memory, which the host clears
+// before the word serves a launch again: after three cancels (the pool has handed out a stopped
+// word again by then), a kernel runs until its time limit stops it.
+TEST_F(CudaStandin, AStoppedWordIsClearedBeforeALaunchReadsItAgain) {
+  metile_kernel* normal = compile(gpu0_, "ones");
+  metile_kernel* hang = compile(gpu0_, "hang_again");
+  metile_buffer* b = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&b, gpu0_, 128), METILE_OK);
+  for (int round = 0; round < 3; ++round) {
+    metile_launch* l = prepare(hang, b);
+    ASSERT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();
+    metile_cancel_launches();
+    ASSERT_EQ(metile_device_synchronize(gpu0_), METILE_ERROR_DEVICE) << round;
+    EXPECT_TRUE(has(metile_last_error(), "kernel hang_again (the last launched) was cancelled")) << metile_last_error();
+    metile_launch_release(l);
+    metile_launch* next = prepare(normal, b);  // takes a fresh word; the wait releases the old one
+    ASSERT_EQ(metile_launch_run(next), METILE_OK) << metile_last_error();
+    ASSERT_EQ(metile_device_synchronize(gpu0_), METILE_OK) << metile_last_error();
+    metile_launch_release(next);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  metile_launch* l = run_limited(hang, b, 0.3);
+  ASSERT_EQ(metile_device_synchronize(gpu0_), METILE_ERROR_DEVICE);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string e = metile_last_error();
+  EXPECT_TRUE(has(e, "kernel hang_again did not finish within 0.3 s (the launch's timeout) and was stopped")) << e;
+  EXPECT_GE(waited, 0.3);
+  metile_launch_release(l);
+  metile_buffer_release(b);
+  metile_kernel_release(hang);
+  metile_kernel_release(normal);
+}
+
 // Last in this file: it resets cuda:0, after which only what is made anew works.
 TEST_F(CudaStandin, AKernelThatNeverChecksItsStopWordIsEndedByTheReset) {
   metile_kernel* normal = compile(gpu0_, "ones");
@@ -328,7 +362,7 @@ TEST_F(CudaStandin, AKernelThatNeverChecksItsStopWordIsEndedByTheReset) {
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string e = metile_last_error();
   EXPECT_TRUE(has(e, "kernel hang_nopoll did not finish within 0.2 s (the launch's timeout) and did "
-                     "not stop when asked (within 1 s: it reached no loop back-edge")) << e;
+                     "not stop when asked (within 1 s: it reached no check of its stop word)")) << e;
   EXPECT_TRUE(has(e, "the cuda:0 device was reset")) << e;
   EXPECT_GE(waited, 1.0);  // the limit, then the grace
   metile_launch_release(l);

@@ -2,7 +2,8 @@
 explicit, device_count, the clear error past the last GPU, buffers and streams of one GPU
 refused on another and launches and events on the second GPU when there are two), launches on a chosen stream ordered with torch's work, events timed by the GPU, and
 the watchdog that stops a hung kernel past its `timeout=` (its loop checks the stop word the
-watchdog sets, and every thread leaves), after which the device runs new launches; a Ctrl-C
+watchdog sets, and every thread leaves), and a huge grid of short programs (each acts on the
+word at its loop's first back-edge), after which the device runs new launches; a Ctrl-C
 (metile_cancel_launches) stops a launch the same way. Not part of CI (no GPU there): it skips without metile's cuda device, the torch test
 without torch. Run it on a GPU machine:
 
@@ -174,6 +175,76 @@ def test_watchdog_stops_a_hung_kernel_and_the_device_runs_again(tmp_path, device
     assert "and was stopped; its outputs are partly written" in stopped[0], stopped[0]
     assert "reset" not in stopped[0], stopped[0]
     assert float(stopped[0].split()[1]) < 4, stopped[0]  # the limit, then microseconds
+    assert "after 5.0" in lines, r.stdout + r.stderr
+
+
+_HUGE_GRID = textwrap.dedent("""
+    import sys, threading, time
+    sys.path.insert(0, {path!r})
+    import metile
+    from metile import _ffi
+    dev = metile.set_device("cuda:0")
+
+    @metile.kernel
+    def short_spin(Out, N, BLOCK: metile.constexpr):
+        acc = metile.zeros((BLOCK,), dtype=metile.float32)
+        for i in metile.tile_range(0, N, 1):
+            acc += 1.0
+        metile.store(Out + (metile.program_id(0) % 4) * BLOCK + metile.arange(0, BLOCK), acc)
+
+    old = metile.Buffer(shape=(128,))
+    short_spin[(4,)](old, 3, BLOCK=32)
+    dev.synchronize()
+    t0 = time.monotonic()
+    try:
+        short_spin[(2**24,)](old, 1000, BLOCK=32, timeout=0.5)  # ~20 s of programs on an H100
+        dev.synchronize()
+        print("finished", round(time.monotonic() - t0, 2))
+    except metile.DeviceError as e:
+        print("stopped", round(time.monotonic() - t0, 2), str(e).replace(chr(10), " "))
+    old.numpy()  # nothing was reset: the buffer made before stays
+    short_spin[(2**24,)](old, 1000, BLOCK=32)  # no limit: the wait blocks until the cancel
+    threading.Timer(0.3, _ffi.metile_cancel_launches).start()
+    t0 = time.monotonic()
+    try:
+        dev.synchronize()
+        print("finished", round(time.monotonic() - t0, 2))
+    except metile.DeviceError as e:
+        print("cancelled", round(time.monotonic() - t0, 2), str(e).replace(chr(10), " "))
+    out = metile.Buffer(shape=(128,))
+    short_spin[(4,)](out, 5, BLOCK=32)
+    dev.synchronize()
+    print("after", float(out.numpy()[0]))
+""")
+
+
+# A huge grid of programs whose loops are shorter than the period of a check's read (1024
+# turns): each program reads the stop word's copy when it starts and acts on it at every
+# back-edge, so past the limit, or on a cancel, the programs still to run leave after one turn,
+# the running ones finish theirs, and the launch ends within milliseconds, stopped, not reset.
+def test_a_huge_grid_of_short_programs_stops_past_its_limit(tmp_path):
+    script = tmp_path / "huge_grid.py"  # a file: tracing reads the kernel's source
+    script.write_text(_HUGE_GRID.format(path=os.path.abspath(PYTHON_DIR)))
+    env = dict(os.environ)
+    env.pop("METILE_TIMEOUT_S", None)
+    env.pop("METILE_GPU_OFF", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0, r.stdout + r.stderr
+    stopped = [line for line in lines if line.startswith("stopped")]
+    assert stopped, r.stdout + r.stderr
+    assert "kernel short_spin did not finish within 0.5 s (the launch's timeout) and was stopped; " \
+        "its outputs are partly written" in stopped[0], stopped[0]
+    assert "reset" not in stopped[0], stopped[0]
+    assert float(stopped[0].split()[1]) < 1.4, stopped[0]  # before the 1 s grace ends in a reset
+    # A cancel during a blocking wait reaches the GPU through the runtime's thread.
+    cancelled = [line for line in lines if line.startswith("cancelled")]
+    assert cancelled, r.stdout + r.stderr
+    assert "kernel short_spin (the last launched) was cancelled" in cancelled[0], cancelled[0]
+    assert "its outputs are partly written" in cancelled[0] and "reset" not in cancelled[0], \
+        cancelled[0]
+    assert float(cancelled[0].split()[1]) < 1.2, cancelled[0]
     assert "after 5.0" in lines, r.stdout + r.stderr
 
 

@@ -57,12 +57,14 @@ TEST_P(CudaCodegen, CompilesForSm90) {
   }
 }
 
-// Every loop checks the host's stop word at its back-edge (every thread, every 1024 turns, without
-// a branch), leaves when it is set (an exit, not a trap: the context stays usable), and the word is
-// the kernel's last parameter; a kernel without loops takes no word, nor does one with wgmma dots
-// (ptxas would wait for their results at each check, an exit as a trap: its C7517/C7518). sm_90a: the architecture-specific
-// target compiles both.
-TEST(CudaCodegenSource, LoopsCheckTheStopWordAtTheirBackEdges) {
+// Every loop checks the host's stop word at its back-edge (every thread, without a branch), and a
+// program whose first write comes before any loop checks it once there; they act on the word's
+// copy in GPU memory as read last (an L2 read when the program starts and every 1024 turns) and
+// leave when it is set (an exit, not a trap: the context stays usable, after answering in the
+// host word). The word and its copy are the kernel's last parameters; a kernel
+// with wgmma dots takes neither (ptxas would wait for their results at each check, an exit as a
+// trap: its C7517/C7518). sm_90a: the architecture-specific target compiles both.
+TEST(CudaCodegenSource, ProgramsAndLoopsCheckTheStopWord) {
   if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
   auto build = [](bool wg) {
     for (const std::string& n : kernels::case_names())
@@ -75,17 +77,27 @@ TEST(CudaCodegenSource, LoopsCheckTheStopWordAtTheirBackEdges) {
   };
   Artifact a = build(false);
   const std::string& src = a.sources.at(Stage::cuda);
-  EXPECT_NE(src.find("mt_cancel_check(mt_cancel, ++mt_polls & 1023u);"),
-            std::string::npos) << src;
-  EXPECT_NE(src.find("unsigned int* mt_cancel)"), std::string::npos) << "the last parameter:\n" << src;
-  EXPECT_NE(src.find("@stop exit;"), std::string::npos);
-  EXPECT_EQ(src.find("trap;"), std::string::npos);
-  EXPECT_NE(a.sources.at(Stage::gpu_ir_opt).find("cancel_point every=1024"), std::string::npos);
+  EXPECT_NE(src.find("unsigned int mt_stop_seen = mt_stop_read(mt_stop);"), std::string::npos) << src;
+  EXPECT_NE(src.find("mt_cancel_check(mt_cancel, mt_stop, mt_stop_seen, ++mt_polls & 1023u);"), std::string::npos) << src;
+  EXPECT_NE(src.find("unsigned int* mt_cancel,\n    const unsigned int* mt_stop)"), std::string::npos) << "the last parameters:\n" << src;
+  EXPECT_NE(src.find("@stop exit;"), std::string::npos) << src;
+  EXPECT_NE(src.find("ld.relaxed.gpu.global.u32"), std::string::npos) << src;
+  EXPECT_EQ(src.find("trap;"), std::string::npos) << src;
+  const std::string& ir = a.sources.at(Stage::gpu_ir_opt);
+  EXPECT_NE(ir.find("cancel_point every=1024"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("cancel_point every=0"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("cancel_point every=0"), ir.rfind("cancel_point every=0")) << "once:\n" << ir;
   Artifact wg = build(true);
   EXPECT_NE(wg.sources.at(Stage::cuda).find("wgmma.mma_async"), std::string::npos);
   EXPECT_EQ(wg.sources.at(Stage::cuda).find("mt_cancel"), std::string::npos);
-  Artifact plain = cuda_build_program(kernels::vector_add(256), {}, "sm_90a");
-  EXPECT_EQ(plain.sources.at(Stage::cuda).find("mt_cancel"), std::string::npos);
+  // A kernel without loops checks once, after its loads and before its store.
+  const std::string plain = cuda_build_program(kernels::vector_add(256), {}, "sm_90a").sources.at(Stage::cuda);
+  const size_t leave = plain.find("mt_cancel_leave(mt_cancel, mt_stop_seen);");
+  ASSERT_NE(leave, std::string::npos) << plain;
+  EXPECT_EQ(plain.rfind("mt_cancel_leave(mt_cancel"), leave) << "once:\n" << plain;
+  EXPECT_LT(plain.find("(Y + offs[0])"), leave) << plain;
+  EXPECT_GT(plain.find("(Out + offs[0])"), leave) << plain;
+  EXPECT_EQ(plain.find("mt_cancel_check(mt_cancel"), std::string::npos) << plain;
 }
 
 // One case per kernel and shape family keeps NVRTC time down; the full list runs on the GPU.

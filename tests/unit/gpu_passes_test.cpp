@@ -134,7 +134,39 @@ TEST(GpuPasses, InsertCancelPointsEndsEveryLoopBodyOnce) {
   EXPECT_EQ(count(out, "cancel_point every=1024\n"), 2) << out;
   EXPECT_TRUE(has(out, "      cancel_point every=1024\n      yield\n")) << out;  // the inner body
   EXPECT_TRUE(has(out, "    %b: f32 = add %a, %f\n    cancel_point every=1024\n    yield %b\n")) << out;
+  // No entry check where a loop comes first: its back-edge check acts on the first turn.
+  EXPECT_FALSE(has(out, "every=0")) << out;
   // Run again: still one per loop; and the printed form parses back to itself.
+  EXPECT_EQ(run_gpu_passes_on_text(out, {"insert-cancel-points"}, nvidia_gpu_target("sm_90")), out);
+  // Metal's check costs two barriers: its programs check in loops only.
+  const std::string apple = run_gpu_passes_on_text(in, {"insert-cancel-points"}, apple_gpu_target());
+  EXPECT_EQ(count(apple, "cancel_point every=1024\n"), 2) << apple;
+  EXPECT_FALSE(has(apple, "every=0")) << apple;
+}
+
+// cuda checks at entry too: once, before the first op that writes or holds a region (an if here).
+TEST(GpuPasses, InsertCancelPointsChecksAProgramBeforeItsFirstWrite) {
+  const std::string in =
+      "gpu_kernel @k(%o: ptr<f32>, %n: i32) threads=32 simd=32 {\n"
+      "  %z: i32 = const value=0\n"
+      "  %one: i32 = const value=1\n"
+      "  %f: f32 = const value=1.0\n"
+      "  %c: bool = lt %z, %n\n"
+      "  if %c {\n"
+      "    store %o, %f\n"
+      "    yield\n"
+      "  } else {\n"
+      "    yield\n"
+      "  }\n"
+      "  for %i: i32 = %z to %n step %one {\n"
+      "    yield\n"
+      "  }\n"
+      "  store %o, %f\n"
+      "}\n";
+  const std::string out = run_gpu_passes_on_text(in, {"insert-cancel-points"}, nvidia_gpu_target("sm_90"));
+  EXPECT_EQ(count(out, "cancel_point every=0\n"), 1) << out;
+  EXPECT_TRUE(has(out, "  %c: bool = lt %z, %n\n  cancel_point every=0\n  if %c {\n")) << out;
+  EXPECT_EQ(count(out, "cancel_point every=1024\n"), 1) << out;
   EXPECT_EQ(run_gpu_passes_on_text(out, {"insert-cancel-points"}, nvidia_gpu_target("sm_90")), out);
 }
 

@@ -863,7 +863,7 @@ class Launcher:
         """Launches over the grid. Besides the kernel's arguments, constexprs and compile
         options: `timeout=` seconds (> 0; math.inf: none; default METILE_TIMEOUT_S) after which
         the launch fails naming the kernel and the limit (on cuda and metal: when the host next
-        waits for it; cuda then resets the GPU, metal's kernel runs on),
+        waits for it; cuda's kernel leaves at its next check, metal's at its next loop check),
         and `stream=` (cuda) the stream to queue on: a metile.Stream, a torch or CuPy stream, or
         a CUstream int."""
         k = self.kernel

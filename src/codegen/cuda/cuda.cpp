@@ -105,19 +105,39 @@ class CudaDialect final : public GpuDialect {
            "MT_FN float mt_bits_f32(uint u) { return __uint_as_float(u); }\n" +
            std::string(embedded_file("float8.h"));
     if (uses.cancel)
-      // The host's stop word (docs/semantics.md, "Stopping a launch"): mapped host memory the
-      // host sets to 1. When `turn` is 0 the thread reads it; when set, it answers 2 (so the
-      // host knows the launch stopped here) and exits. Every thread reads at the same turn
-      // (loops are thread-uniform), so a block's threads leave together and none waits at a
-      // barrier for one that left; the launch then ends normally and the GPU's context stays
-      // usable (a trap would end the launch too, but leaves the context broken until a reset).
-      // Predicated instructions only, no branch: a divergent path in a K loop makes ptxas
-      // serialize the loop's wgmma.
-      s += "\n__device__ __forceinline__ void mt_cancel_check(unsigned int* word, unsigned int turn) {\n"
-           "  asm volatile(\"{\\n .reg .pred check, stop;\\n .reg .u32 v;\\n mov.u32 v, 0;\\n\"\n"
-           "               \" setp.eq.u32 check, %1, 0;\\n @check ld.volatile.global.u32 v, [%0];\\n\"\n"
-           "               \" setp.ne.u32 stop, v, 0;\\n @stop st.volatile.global.u32 [%0], 2;\\n\"\n"
-           "               \" @stop membar.sys;\\n @stop exit;\\n}\" :: \"l\"(word), \"r\"(turn));\n"
+      // The host's stop word (docs/semantics.md, "Stopping a launch"), read from its copy in GPU
+      // memory `stop` (the host sets both): an L2 read, where the word itself, in host memory,
+      // is a round trip over PCIe. .relaxed.gpu skips the SM's L1, which the host's write to the
+      // copy does not reach. A program reads it once when it starts (mt_stop_read) and acts on
+      // the value it read last at every loop back-edge (mt_cancel_check, which reads again
+      // every 1024th) and at its entry check (mt_cancel_leave, after its first reads and before
+      // its first write, where no loop comes first): the first read's latency hides behind
+      // the program's own reads or first turn, so a program that starts after a stop leaves at
+      // once for the cost of one L2 read per warp (and a loop's turn after a read waits for
+      // it: one L2 latency per 1024 turns). A stopping thread answers 2 in the host
+      // word (so the host knows the launch stopped here) and exits. A warp's threads read the
+      // one word in one transaction (loops are thread-uniform), so they leave together; a
+      // block's other warps may leave a check later, and a barrier does not wait for exited
+      // threads. The launch then ends normally and the GPU's context stays usable (a trap would
+      // end the launch too, but leaves the context broken until a reset). Predicated
+      // instructions only, no branch: a divergent path in a K loop makes ptxas serialize the
+      // loop's wgmma.
+      s += "\n__device__ __forceinline__ unsigned int mt_stop_read(const unsigned int* stop) {\n"
+           "  unsigned int v;\n"
+           "  asm volatile(\"ld.relaxed.gpu.global.u32 %0, [%1];\" : \"=r\"(v) : \"l\"(stop));\n"
+           "  return v;\n"
+           "}\n"
+           "__device__ __forceinline__ void mt_cancel_leave(unsigned int* word, unsigned int seen) {\n"
+           "  asm volatile(\"{\\n .reg .pred stop;\\n setp.ne.u32 stop, %1, 0;\\n\"\n"
+           "               \" @stop st.volatile.global.u32 [%0], 2;\\n @stop membar.sys;\\n @stop exit;\\n}\"\n"
+           "               :: \"l\"(word), \"r\"(seen));\n"
+           "}\n"
+           "__device__ __forceinline__ void mt_cancel_check(unsigned int* word, const unsigned int* stop,\n"
+           "                                                unsigned int& seen, unsigned int turn) {\n"
+           "  asm volatile(\"{\\n .reg .pred check, stop;\\n setp.ne.u32 stop, %0, 0;\\n\"\n"
+           "               \" @stop st.volatile.global.u32 [%1], 2;\\n @stop membar.sys;\\n @stop exit;\\n\"\n"
+           "               \" setp.eq.u32 check, %3, 0;\\n @check ld.relaxed.gpu.global.u32 %0, [%2];\\n}\"\n"
+           "               : \"+r\"(seen) : \"l\"(word), \"l\"(stop), \"r\"(turn));\n"
            "}\n";
     if (uses.swizzle) {
       s += "\n#define METILE_SWIZZLE_FN __device__ __forceinline__\n";
@@ -126,11 +146,14 @@ class CudaDialect final : public GpuDialect {
     return s + "\n";
   }
 
-  // Every thread checks at the same turns (every `every`-th back-edge, so a short loop never
-  // reads host memory); a warp's reads of the one word are one transaction.
-  std::string cancel_prologue() const override { return "unsigned int mt_polls = 0u;"; }
+  // Every thread acts at every back-edge and reads at the same turns (every `every`-th;
+  // every=0: the entry check, no read); the program's first read of the word starts with it.
+  std::string cancel_prologue() const override {
+    return "unsigned int mt_polls = 0u;  unsigned int mt_stop_seen = mt_stop_read(mt_stop);";
+  }
   std::string cancel_check(int64_t every) const override {
-    return "mt_cancel_check(mt_cancel, ++mt_polls & " + std::to_string(every - 1) + "u);";
+    if (every == 0) return "mt_cancel_leave(mt_cancel, mt_stop_seen);";
+    return "mt_cancel_check(mt_cancel, mt_stop, mt_stop_seen, ++mt_polls & " + std::to_string(every - 1) + "u);";
   }
 
   std::string text_array(const std::string& name, const std::string& text) const override {
@@ -162,9 +185,12 @@ class CudaDialect final : public GpuDialect {
     // TMA tensor maps by value, after every other parameter (the runtime appends them).
     for (size_t i = 0; i < k.tensor_maps.size(); ++i)
       params.push_back("const __grid_constant__ mt_tensor_map mt_tmap" + std::to_string(i));
-    // The stop word last of all: the runtime appends it after the maps, and a kernel without
-    // it ignores the extra argument.
-    if (k.cancel) params.push_back("unsigned int* mt_cancel");
+    // The stop word and its copy in GPU memory last of all: the runtime appends them after the
+    // maps, and a kernel without checks ignores the extra arguments.
+    if (k.cancel) {
+      params.push_back("unsigned int* mt_cancel");
+      params.push_back("const unsigned int* mt_stop");
+    }
     // A matrix kernel asks for as many blocks per multiprocessor as its registers allow
     // (register_budget.h): without the bound ptxas spends up to 255 registers (the
     // fragment-layout epilogue's indices) and one block runs per multiprocessor, too few warps

@@ -201,6 +201,9 @@ class MslDialect final : public GpuDialect {
     return "uint mt_polls = 1u;  threadgroup uint mt_stop_seen;";
   }
   std::string cancel_check(int64_t every) const override {
+    // every=0 (an entry check; apple targets place none: GpuTarget::cancel_at_entry) checks once.
+    if (every == 0)
+      return std::string("if (mt_stop_requested(") + kStopParam + ", &mt_stop_seen, " + kThreadIndexParam + ")) return;";
     return "if (--mt_polls == 0u) { mt_polls = " + std::to_string(every) + "u; if (mt_stop_requested(" +
            kStopParam + ", &mt_stop_seen, " + kThreadIndexParam + ")) return; }";
   }

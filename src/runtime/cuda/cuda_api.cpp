@@ -77,7 +77,8 @@ void load_driver_once() {
             sym(lib, "cuEventElapsedTime", d.cuEventElapsedTime) &&
             sym(lib, "cuDevicePrimaryCtxReset_v2", d.cuDevicePrimaryCtxReset) &&
             sym(lib, "cuMemHostRegister_v2", d.cuMemHostRegister) &&
-            sym(lib, "cuMemHostGetDevicePointer_v2", d.cuMemHostGetDevicePointer);
+            sym(lib, "cuMemHostGetDevicePointer_v2", d.cuMemHostGetDevicePointer) &&
+            sym(lib, "cuMemAlloc_v2", d.cuMemAlloc) && sym(lib, "cuMemcpyHtoDAsync_v2", d.cuMemcpyHtoDAsync);
   if (!ok) {
     l.driver_why = std::string("the driver library lacks a needed function (") + dlerror() + ")";
     return;

@@ -93,6 +93,9 @@ struct Driver {
   // The stop words kernels check (runtime/host/cancel_words.h): host memory mapped into the GPU.
   CUresult (*cuMemHostRegister)(void*, size_t, unsigned);
   CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
+  // Their copy in GPU memory, which kernels read instead (cuda_device.cpp, map_words).
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
   // The context a stream belongs to, so a stream of another GPU is refused by name (null on a
   // driver without it: the launch then fails in the driver).
   CUresult (*cuStreamGetCtx)(CUstream, CUcontext*);

@@ -1,7 +1,10 @@
 #include "runtime/cuda/cuda_device.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,8 +38,41 @@ namespace {
 class CudaDevice;
 
 // How long a kernel asked to stop (its stop word set) may take to reach a check and leave
-// before the watchdog resets the context: a check comes every 1024 loop back-edges.
+// before the watchdog resets the context: a check comes at every loop back-edge and before a
+// program's first write where no loop comes first.
 constexpr auto kStopGrace = std::chrono::seconds(1);
+
+/**
+ * Passes metile_cancel_launches() on to the copies of the stop words in GPU memory, which
+ * kernels read: the cancel may come from a signal handler, where no driver call is allowed, so
+ * it only sets the host words and writes a notice (host::stop_notice_fd()); this thread then
+ * has each open cuda device copy its stopped words over. Never destroyed: the thread outlives
+ * every device and waits until the process ends.
+ */
+class StopForwarder {
+ public:
+  static StopForwarder& get() {
+    static StopForwarder* f = new StopForwarder;
+    return *f;
+  }
+  void add(CudaDevice* d) {
+    std::lock_guard<std::mutex> lock(mu_);
+    devices_.insert(d);
+  }
+  void remove(CudaDevice* d) {
+    std::lock_guard<std::mutex> lock(mu_);  // not while its copy runs
+    devices_.erase(d);
+  }
+
+ private:
+  StopForwarder() {
+    if (int fd = host::stop_notice_fd(); fd >= 0) std::thread([this, fd] { run(fd); }).detach();
+  }
+  void run(int fd);
+
+  std::mutex mu_;
+  std::set<CudaDevice*> devices_;
+};
 
 /** Everything made in the GPU's context before a reset (cuda watchdog) is gone with it. */
 [[noreturn]] void gone(const char* what, const std::string& label) {
@@ -99,7 +135,7 @@ class CudaDevice : public Device {
     make_current();
     check(d_->cuStreamCreate(&stream_, 0), "cuStreamCreate");
     map_words();
-    word_ = words_.take();
+    word_ = take_word();
     info_.ordinal = ordinal;
     info_.indexed = true;
     name_context(ctx_, cat("cuda:", ordinal));
@@ -126,7 +162,11 @@ class CudaDevice : public Device {
                 std::to_string(version);
     wgmma_ = cuda_wgmma_enabled();
     if (!wgmma_) identity_ += ";no wgmma";
+    StopForwarder::get().add(this);  // last: a constructor that threw runs no destructor
   }
+
+  // The context, its memory and streams stay: the primary context is never released.
+  ~CudaDevice() override { StopForwarder::get().remove(this); }
 
   const DeviceInfo& info() const override { return info_; }
   std::string cache_identity() const override { return identity_; }
@@ -144,23 +184,76 @@ class CudaDevice : public Device {
     }
   }
 
-  /** Maps the stop words into the GPU's context (again after a reset, which unmaps them). */
+  /**
+   * Maps the stop words into the GPU's context and makes their copy in GPU memory, which
+   * kernels read (again after a reset, which unmaps and frees them). A kernel writes its answer
+   * into the host word, which the host reads; it reads the copy, an L2 read, because a read of
+   * host memory is a round trip over PCIe, too slow for every program of a grid to make.
+   */
   void map_words() {
     CUresult r = d_->cuMemHostRegister(words_.memory(), host::CancelWords::kBytes, kHostRegisterDeviceMap);
     if (r != kErrorHostMemoryAlreadyRegistered) check(r, "cuMemHostRegister (the launches' stop words)");
     check(d_->cuMemHostGetDevicePointer(&words_device_, words_.memory(), 0),
           "cuMemHostGetDevicePointer (the launches' stop words)");
+    // Non-blocking: the copies must not wait for the kernels of the legacy stream, which may
+    // be the ones to stop.
+    check(d_->cuStreamCreate(&copy_stream_, kStreamNonBlocking), "cuStreamCreate (the stop words' copies)");
+    check(d_->cuMemAlloc(&words_copy_, host::CancelWords::kBytes), "cuMemAlloc (the stop words' copy)");
+    check(copy_words(0, host::CancelWords::kCount, true), "copying the stop words to the GPU");
   }
 
   /**
-   * The GPU address of the stop word for a launch of `kernel` now. Launches share one word;
-   * once a cancel set it, later launches get a fresh one while the kernels before may still
-   * be reading the old one (it is released when synchronize() saw them finish).
+   * Copies host words [first, first + count) to their copy in GPU memory on copy_stream_: a DMA
+   * from the pinned words, which needs no multiprocessor (the kernel to stop may hold them all).
+   * `wait`: returns once the copy landed.
    */
-  CUdeviceptr launch_word(const std::string& kernel) {
+  CUresult copy_words(int first, int count, bool wait) {
+    const uint64_t at = host::CancelWords::offset(first);
+    CUresult r = d_->cuMemcpyHtoDAsync(words_copy_ + at, static_cast<const char*>(words_.memory()) + at,
+                                       host::CancelWords::offset(count), copy_stream_);
+    if (r == 0 && wait) r = d_->cuStreamSynchronize(copy_stream_);
+    return r;
+  }
+
+  /** A free word for launches (mu_ held, or in the constructor): its copy says "run" before
+   * any kernel reads it, where an earlier launch's stop may have left it set. */
+  int take_word() {
+    int w = words_.take();
+    if (w >= 0) check(copy_words(w, 1, true), "clearing a stop word's copy in GPU memory");
+    return w;
+  }
+
+  /** Asks the kernels reading word `w` to stop (mu_ held). */
+  void stop_word(int w) {
+    words_.stop(w);
+    // Not checked: a copy that fails leaves the kernel to the reset after kStopGrace.
+    copy_words(w, 1, false);
+  }
+
+  /** After a cancel (StopForwarder): the stops it set in this device's words reach their copy. */
+  void copy_stops() {
+    std::lock_guard<std::mutex> lock(mu_);
+    make_current();
+    std::vector<int> in_use = retired_words_;
+    in_use.push_back(word_);
+    for (int w : in_use)
+      if (w >= 0 && words_.get(w) != host::kWordRun) copy_words(w, 1, false);
+  }
+
+  /** The GPU addresses of a launch's stop word and of its copy. */
+  struct LaunchWord {
+    CUdeviceptr host = 0, copy = 0;
+  };
+
+  /**
+   * The stop word for a launch of `kernel` now. Launches share one word; once a cancel set it,
+   * later launches get a fresh one while the kernels before may still be reading the old one
+   * (it is released when synchronize() saw them finish).
+   */
+  LaunchWord launch_word(const std::string& kernel) {
     std::lock_guard<std::mutex> lock(mu_);
     if (words_.get(word_) != host::kWordRun) {
-      int fresh = words_.take();
+      int fresh = take_word();
       if (fresh < 0)
         fail(METILE_ERROR_DEVICE, "cuda", "kernel ", kernel, ": every stop word is taken by a launch "
              "cancelled before: synchronize the ", info_.label(), " device");
@@ -168,7 +261,8 @@ class CudaDevice : public Device {
       word_ = fresh;
     }
     last_kernel_ = kernel;
-    return words_device_ + host::CancelWords::offset(word_);
+    const uint64_t at = host::CancelWords::offset(word_);
+    return {words_device_ + at, words_copy_ + at};
   }
 
   /** Bumped by each reset: what was made in an older generation is gone. */
@@ -339,11 +433,11 @@ class CudaDevice : public Device {
         if (!w.asked) {
           w.asked = true;
           w.asked_at = now;
-          words_.stop(word_);  // whatever runs now stops: the reset would end it anyway
+          stop_word(word_);  // whatever runs now stops: the reset would end it anyway
         } else if (now - w.asked_at >= kStopGrace && !unstopped) {
           unstopped = cat(w.limit.exceeded(w.kernel), " and did not stop when asked (within ",
                           std::chrono::duration<double>(kStopGrace).count(),
-                          " s: it reached no loop back-edge that checks its stop word)");
+                          " s: it reached no check of its stop word)");
         }
       }
     }
@@ -407,7 +501,7 @@ class CudaDevice : public Device {
       release_word(word_);  // no kernel runs any more
       for (int w : retired_words_) release_word(w);
       retired_words_.clear();
-      word_ = words_.take();
+      word_ = take_word();
     }
     fail(METILE_ERROR_DEVICE, "cuda", error);
   }
@@ -528,6 +622,8 @@ class CudaDevice : public Device {
   std::atomic<uint64_t> generation_{1};
   host::CancelWords words_;
   CUdeviceptr words_device_ = 0;  // words_.memory() in the GPU's address space (this generation)
+  CUdeviceptr words_copy_ = 0;    // their copy in GPU memory, which kernels read (map_words)
+  CUstream copy_stream_ = nullptr;  // copies to words_copy_ go on it
   std::mutex mu_;  // guards the eight below
   int word_ = -1;                   // the stop word launches get
   std::vector<int> retired_words_;  // set by a cancel; kernels launched before may still read them
@@ -538,6 +634,22 @@ class CudaDevice : public Device {
   std::set<CUstream> created_streams_;  // by create_stream(), not yet destroyed
   std::set<CUstream> stale_streams_;    // created before a reset, gone with it
 };
+
+void StopForwarder::run(int fd) {
+  char notices[64];
+  for (;;) {
+    ssize_t n = read(fd, notices, sizeof notices);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (CudaDevice* d : devices_) {
+      try {
+        d->copy_stops();
+      } catch (const std::exception&) {  // a failed context: the device's next wait reports it
+      }
+    }
+  }
+}
 
 CudaBuffer::~CudaBuffer() {
   if (owned_ && live()) d_->cuMemFree(ptr_);
@@ -626,7 +738,8 @@ class CudaLaunch : public PreparedLaunch {
   std::vector<uint64_t> storage_;
   std::vector<TensorMap> maps_;
   std::vector<void*> params_;
-  CUdeviceptr word_ = 0;  // the stop word's GPU address, set at each run
+  CUdeviceptr word_ = 0;       // the stop word's GPU address, set at each run
+  CUdeviceptr word_copy_ = 0;  // its copy's (CudaDevice::map_words)
   /** The tensor maps of k_ for these arguments; false when TMA cannot read one of them. */
   bool encode_maps();
 };
@@ -730,10 +843,12 @@ void CudaLaunch::update() {
       run_ = &k_->without_tma();
     }
   }
-  // The stop word after every other parameter (the kernel's last one when it checks it; else
-  // an extra the driver never reads), then a null entry: the driver reads only as many entries
-  // as the kernel has parameters, and the stand-in driver finds the word just before it.
+  // The stop word and its copy after every other parameter (the kernel's last two when it
+  // checks them; else extras the driver never reads), then a null entry: the driver reads only
+  // as many entries as the kernel has parameters, and the stand-in driver finds the two just
+  // before it.
   params_.push_back(&word_);
+  params_.push_back(&word_copy_);
   params_.push_back(nullptr);
 }
 
@@ -777,7 +892,9 @@ void CudaLaunch::run() {
   // does not own, and only the device's own (managed) buffers are prefetched.
   for (const LaunchArg& a : args)
     if (a.buffer) dev->prefetch(a.buffer, stream);
-  word_ = dev->launch_word(k_->program_->name);
+  CudaDevice::LaunchWord w = dev->launch_word(k_->program_->name);
+  word_ = w.host;
+  word_copy_ = w.copy;
   CUresult r = dev->d_->cuLaunchKernel(run_->function(), grid.dims[0], grid.dims[1], grid.dims[2],
                                        static_cast<unsigned>(run_->threads_), 1, 1,
                                        static_cast<unsigned>(run_->smem_), stream, params_.data(), nullptr);

@@ -1,6 +1,9 @@
 // The stop words GPU kernels check (cancel_words.h).
 #include "runtime/host/cancel_words.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 
 #include "support/error.h"
@@ -20,6 +23,7 @@ static_assert(sizeof(Block) == CancelWords::kBytes && std::atomic<uint32_t>::is_
 Block g_blocks[kBlocks];
 std::atomic<uint8_t> g_in_use[kBlocks][CancelWords::kCount];
 std::atomic<bool> g_block_taken[kBlocks];
+std::atomic<int> g_notice_write{-1};  // stop_notice_fd()'s pipe; -1 until it is made
 
 }  // namespace
 
@@ -68,6 +72,24 @@ void stop_words_in_use() {
       g_blocks[b].words[i].compare_exchange_strong(run, kWordStop);
     }
   }
+  // write() is async-signal-safe; the end is non-blocking, and a full pipe already holds a
+  // notice its reader has yet to see.
+  if (int fd = g_notice_write.load(); fd >= 0) {
+    const char notice = 1;
+    [[maybe_unused]] ssize_t n = write(fd, &notice, 1);
+  }
+}
+
+int stop_notice_fd() {
+  static int read_end = [] {
+    int ends[2];
+    if (pipe(ends) != 0) return -1;
+    for (int fd : ends) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK);
+    g_notice_write.store(ends[1]);
+    return ends[0];
+  }();
+  return read_end;
 }
 
 }  // namespace metile::host

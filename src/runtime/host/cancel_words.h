@@ -1,8 +1,9 @@
 /** \file cancel_words.h
  * The stop words GPU kernels check at loop back-edges (docs/semantics.md, "Stopping a launch"):
  * host memory a GPU device maps into the GPU's address space and passes to each kernel. The host
- * writes kWordStop into a word to stop the kernels reading it; a kernel that stops writes
- * kWordStopped back, so the host can tell a stopped launch from a failed one. cancel_launches()
+ * writes kWordStop into a word to stop the kernels reading it (cuda's read a copy in GPU memory,
+ * which its device keeps in step); a kernel that stops writes kWordStopped back, so the host can
+ * tell a stopped launch from a failed one. cancel_launches()
  * (cancel.h) sets every word in use, from a signal handler too: the words live in static storage
  * that is never freed, and taking, setting and scanning them are lock-free atomics.
  */
@@ -45,5 +46,13 @@ class CancelWords {
 
 /** Sets every word in use to kWordStop. Async-signal-safe; called by cancel_launches(). */
 void stop_words_in_use();
+
+/**
+ * The read end of a pipe that gets a byte each time stop_words_in_use() ran. A device whose
+ * kernels read a copy of the words (cuda's, in GPU memory) waits on it in a thread of its own
+ * and copies the stops over: stop_words_in_use() may run in a signal handler, which can make no
+ * driver call. Made at the first call (not from a signal handler); -1 when no pipe could be made.
+ */
+int stop_notice_fd();
 
 }  // namespace metile::host

@@ -33,7 +33,7 @@ struct DotChoice {
   /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
   const Op* direct[2] = {nullptr, nullptr};
   /** direct[1] is the tile_load under B = trans(load), staged as loaded: n rows of k
-   * (lower_trans_operand.cpp). */
+   * (lower_trans_operand.cpp; on wgmma, K-major: dot_choices.cpp). */
   bool b_kmajor = false;
   bool wgmma = false;   // atom is a warpgroup atom (choose_wgmma, dot_choices.h)
   WgmmaTile staged[2];  // wgmma: the swizzled layouts A and B are copied into
@@ -42,6 +42,9 @@ struct DotChoice {
   /** wgmma FP8 (dot_choices.cpp): K elements per f32 promotion of the wgmma partial sums
    * (0: fast accumulation, every k step into the accumulator itself). */
   int64_t promote = 0;
+  /** wgmma f16/bf16 with A from registers (dot_choices.cpp): A's fragment layout, that of the
+   * accumulator A is an element-wise function of (kUniform: A is staged in threadgroup memory). */
+  gpu::LayoutId register_a = gpu::kUniform;
 };
 
 struct LayoutAssignment {

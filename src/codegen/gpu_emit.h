@@ -69,10 +69,13 @@ struct MmaSpec {
   bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
   bool preload = false;        // mma.sync: read the next k step's fragments before this step's mmas
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
-  bool b_kmajor = false;       // mma.sync: b holds B transposed, n rows of k (ldmatrix without .trans)
+  bool b_kmajor = false;       // b holds B transposed, n rows of k (mma.sync: ldmatrix without .trans; wgmma: K-major)
   bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
   bool transposed = false;     // wgmma tf32: C^T = B^T A^T with B^T from registers (cuda/wgmma_tf32.cpp)
   int64_t promote = 0;         // wgmma FP8: k between promotions of the partial sums (0: fast accumulation)
+  /** wgmma register A (f16/bf16): the 16-bit expression of each register of A's tile, in the
+   * m x k accumulator fragment order (dot_choices.cpp); empty: a is an array. */
+  std::vector<std::string> a_regs;
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
   int64_t tiles_n() const { return n / warps_n / atom_n; }  // atoms per warp across
 };

@@ -211,7 +211,11 @@ void Emitter::mma(const gpu::Op& op) {
     std::string e = strip_parens(expr(x, "0"));
     return is_identifier(e) ? e : "(" + e + ")";
   };
-  s.a = array(op.operands[0]);
+  if (op.find_attr("register_a") != nullptr && op.attr_int("register_a") != 0) {
+    for (int64_t r = 0; r < regs(op.operands[0]); ++r) s.a_regs.push_back(expr(op.operands[0], std::to_string(r)));
+  } else {
+    s.a = array(op.operands[0]);
+  }
   s.b = array(op.operands[1]);
   s.acc = name_[v];
   s.tid = strip_parens(expr(op.operands[3], "0"));

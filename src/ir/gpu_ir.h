@@ -45,6 +45,8 @@
  *       columns [wn, wn+1) * n/warps_n, covered by atoms (tm, tn); register
  *       v + values * (tm + TM * tn) is value v of atom (tm, tn) (see lower_dot.cpp).
  *       {ldmatrix}: fragments of 16-bit operands may be read with ldmatrix (rows 16-byte aligned).
+ *       {register_a} (wgmma): a is a 16-bit m x k register tile in the fragment layout of an
+ *       m x k wgmma accumulator over the same warpgroups (dot_choices.cpp), not an array.
  *   async_copy {width}(dst, src, lo, hi [, live] [, whole, base]): each register names a chunk of `width`
  *       consecutive elements starting at dst / src (threadgroup / device memory): elements
  *       [lo, hi) of the chunk are copied, the others become 0; registers whose `live` is false

@@ -338,7 +338,14 @@ struct Verifier {
       case GpuOpKind::MMA: {
         operands(4, 5);
         results(1);
-        for (size_t i = 0; i < 2; ++i) {
+        // {register_a}: a is a register tile in the accumulator fragments of wgmma (dot_choices.cpp).
+        const bool reg_a = op.find_attr("register_a") != nullptr && op.attr_int("register_a") != 0;
+        if (reg_a) {
+          const Value& a = val(op.operands[0]);
+          if (a.is_ptr || a.layout == kUniform || a.layout == kThread || dtype_size(a.dtype) != 2)
+            bad("a register a must be a 16-bit tile in a tile layout");
+        }
+        for (size_t i = reg_a ? 1 : 0; i < 2; ++i) {
           const Value& m = val(op.operands[i]);
           if (!m.is_ptr || m.space != AddrSpace::threadgroup || m.layout != kUniform)
             bad("operands a and b must be uniform threadgroup pointers");

@@ -90,6 +90,7 @@ struct Assigner {
   gpu::LayoutId fragment_layout(const MatrixAtom& a, int64_t m, int64_t n, int warps_m, int warps_n);
   bool give_layout(ValueId v, gpu::LayoutId l);
   bool rows_reduced(ValueId v) const;
+  const Op* accumulator_source(ValueId v) const;
   bool only_broadcast(ValueId v) const;
   bool give_load_layout(ValueId v, gpu::LayoutId l);
   bool slice_layouts(const Op& o);
@@ -192,6 +193,30 @@ bool Assigner::rows_reduced(ValueId v) const {
     }
   }
   return false;
+}
+
+// The one dot whose result tile v is an element-wise function of, through element-wise ops of
+// v's shape (attention's P of its scores), else nullptr: v then lies in that dot's accumulator
+// layout, which a wgmma dot may read A from in registers (dot_choices.cpp).
+const Op* Assigner::accumulator_source(ValueId v) const {
+  const Op* dot = nullptr;
+  std::vector<ValueId> todo{v};
+  std::vector<bool> seen(p.values.size(), false);
+  while (!todo.empty()) {
+    ValueId x = todo.back();
+    todo.pop_back();
+    if (seen[x] || p.type(x).shape != p.type(v).shape) continue;
+    seen[x] = true;
+    const Op* d = producer[x];
+    if (d == nullptr) continue;
+    if (d->kind == OpKind::DOT) {
+      if (dot != nullptr && dot != d) return nullptr;
+      dot = d;
+    } else if (follows_operands(d->kind)) {
+      for (ValueId y : d->operands) todo.push_back(y);
+    }
+  }
+  return dot;
 }
 
 // Whether every use of tile v ends, through element-wise ops and reshapes, in a broadcast that
@@ -395,8 +420,12 @@ void Assigner::run() {
   });
   direct_copies(p.body);
   walk(p.body, [&](const Op& o) {
-    // An asked warp grid is one of the warp-level atoms.
-    if (o.kind == OpKind::DOT && options.warps_m == 0 && choose_warpgroup_atom(p, o, target, options, rows_reduced(o.result()), f, out.dots.at(&o)))
+    // An asked warp grid is one of the warp-level atoms. A dot's A source comes first in the
+    // walk, its choice made.
+    if (o.kind != OpKind::DOT || options.warps_m != 0) return;
+    const Op* src = accumulator_source(o.operands[0]);
+    if (choose_warpgroup_atom(p, o, target, options, rows_reduced(o.result()),
+                              src ? &out.dots.at(src) : nullptr, f, out.dots.at(&o)))
       assigned[o.result()] = out.dots.at(&o).acc;
   });
   // Forward propagation to a fixed point: epilogues and loop-carried accumulators; then once more

@@ -33,7 +33,7 @@ struct DotChoice {
   /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
   const Op* direct[2] = {nullptr, nullptr};
   /** direct[1] is the tile_load under B = trans(load), staged as loaded: n rows of k
-   * (lower_trans_operand.cpp). */
+   * (lower_trans_operand.cpp; on wgmma, K-major: dot_choices.cpp). */
   bool b_kmajor = false;
   WgmmaTile staged[2];  // warpgroup(): the swizzled layouts A and B are copied into
   bool tf32x3 = false;  // the relaxed atom runs three MMAs on TF32 hi/lo parts (MatrixAtom::splits)
@@ -43,6 +43,9 @@ struct DotChoice {
   int64_t promote = 0;
   /** atom is a warpgroup atom (more than one warp issues it: choose_warpgroup_atom, dot_choices.h). */
   bool warpgroup() const { return atom != nullptr && atom_kind_threads(atom->kind) > 32; }
+  /** wgmma f16/bf16 with A from registers (dot_choices.cpp): A's fragment layout, that of the
+   * accumulator A is an element-wise function of (kUniform: A is staged in threadgroup memory). */
+  gpu::LayoutId register_a = gpu::kUniform;
 };
 
 struct LayoutAssignment {

@@ -71,6 +71,35 @@
 // the fast accumulation: every wgmma accumulates straight into the accumulator, no extra
 // registers and no wait before the additions.
 //
+// f16 / bf16 attention on the warpgroup atom (FlashAttention-3's form).
+//
+// Scores: dot(q, trans(k)) with k an N x K tile_load is the K-major B that direct_copies
+// (assign_layouts.cpp) already copies as loaded, n rows of k, for mma.sync (DotChoice::b_kmajor).
+// wgmma reads a 16-bit B K-major too (transpose flag 0): the copy goes into the swizzled K-major
+// layout A uses (wgmma_b_tile with rows N, cols K) and the emitter reads B with A's descriptor
+// form. Q, a tile_load before the loop, is no direct copy of the dot's block; an A defined
+// outside the dot's block is staged from registers into its swizzled array once, before the
+// loop (lower_prestage.cpp), or, elsewhere, at the dot (stage(), swizzled offsets).
+//
+// Output: dot(p.to(f16), v, acc) with p an element-wise function of the scores. wgmma's
+// register-A form (m64nNk16: four .b32 registers a thread per k16 step, rows g and g + 8 of its
+// warp's 16, columns 2t, 2t + 1 and 2t + 8, 2t + 9 of the step) holds exactly the values the
+// m64nN accumulator of the scores holds in its 8-column pieces 2kk and 2kk + 1 (each thread the
+// c fragment (g, 2t..2t+1), (g + 8, 2t..2t+1) of each piece). So a 16-bit dot whose A is an
+// element-wise function of a wgmma accumulator of the same shape (a_source, found by layout
+// assignment), with one warpgroup column (warps_n 1) on both and the same warpgroups along M,
+// takes A from registers in that fragment layout (DotChoice::register_a): no threadgroup array,
+// no copy, no barrier for A. Layout assignment gives A that layout through the element-wise ops;
+// lowering converts a tile that arrives in another one. B (V: K x N, N contiguous) is the
+// ordinary N-major B. The fragment registers must not change while the wgmmas read them, so the
+// op waits for its group before it ends (src/codegen/cuda/wgmma.cpp).
+//
+// Both dots then split rows the same way: warpgroup g holds rows [rows g, +rows), warp q of it
+// rows 16q..16q+15 of each m64 block, and a row's columns lie in one warp (4 lanes and the
+// registers of the pieces): the softmax's row reductions stay within warps (rows_reduced keeps
+// one warpgroup column). METILE_GPU_OFF=wgmma_kmajor_b keeps the scores (and so the output's A)
+// on mma.sync; wgmma_register_a stages P, which keeps the output dot on mma.sync.
+//
 // K-major B on mma.sync: kmajor_b_fits, for lower_trans_operand.cpp, which says how such a B is
 // copied and read.
 #include "passes/dot_choices.h"
@@ -87,6 +116,7 @@ const MatrixAtom* warpgroup_atom(const GpuTarget& target, DType ab, DType acc, i
     if (const MatrixAtom& a = matrix_atom(id); a.ab == ab && a.acc == acc && k % a.k == 0) return &a;
   return nullptr;
 }
+bool invariant_in_block(const Program& p, const Op& dot, ValueId v);  // below
 
 // The warpgroup accumulator layout above as a tile layout of the m x n tile (element row * n + col).
 auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
@@ -112,7 +142,7 @@ auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int
 }  // namespace
 
 bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& target, const LowerOptions& options,
-                  bool rows_reduced, gpu::Function& f, DotChoice& plan) {
+                           bool rows_reduced, const DotChoice* a_source, gpu::Function& f, DotChoice& plan) {
   if (!options.wgmma || target.warpgroup_atoms.empty() || f.threads % 128 != 0) return false;
   const int64_t groups = f.threads / 128;
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
@@ -123,21 +153,30 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
   DotChoice fp8_plan = plan;
   if (fp8 && !wgmma_fp8_copies(p, o, target, options, fp8_plan)) return false;
   const DotChoice& in = fp8 ? fp8_plan : plan;
-  if (in.atom == nullptr || in.direct[0] == nullptr || in.kc != k) return false;
-  if (in.b_kmajor) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
+  if (in.atom == nullptr || in.kc != k) return false;
+  // f16 / bf16 (below): B = trans(tile_load) K-major, A staged before the loop or from registers.
+  const bool half = !fp8 && dtype_size(in.stage) == 2;
+  const bool kmajor16 = half && in.b_kmajor && options.wgmma_kmajor_b;
+  const bool reg_a = half && in.direct[0] == nullptr && options.wgmma_register_a && a_source != nullptr &&
+                     a_source->warpgroup() && !a_source->transposed && a_source->warps_n == 1;
+  const bool staged_a = kmajor16 && in.direct[0] == nullptr && !reg_a && invariant_in_block(p, o, o.operands[0]);
+  if (in.direct[0] == nullptr && !reg_a && !staged_a) return false;
+  if (in.b_kmajor && !kmajor16) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
   // 3xTF32 would need each operand's residual staged beside it; mma.sync splits in registers.
   if (in.tf32x3) return false;
-  // tf32 and FP8 (below): B K-major, copied from the N x K tile_load its trans reads.
-  const Op* kmajor_b = in.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : fp8 ? in.direct[1] : nullptr;
+  // tf32, FP8 and 16-bit trans(tile_load): B K-major, copied from the N x K tile_load its trans reads.
+  const Op* kmajor_b = in.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : fp8 || kmajor16 ? in.direct[1] : nullptr;
   if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
     return plan.direct[1] != nullptr && choose_warpgroup_transposed(p, o, target, rows_reduced, f, plan);
   if (plan.stage != DType::f32 && in.direct[1] == nullptr) return false;
   const MatrixAtom* atom = warpgroup_atom(target, in.stage, p.type(o.result()).dtype, k);
   if (atom == nullptr) return false;
   const int64_t elem = static_cast<int64_t>(dtype_size(in.stage));
-  const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem);
-  // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned.
-  if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * elem) % 1024 != 0 || (k * n * elem) % 1024 != 0) return false;
+  const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem, kmajor_b != nullptr);
+  // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned (A in
+  // registers has no array).
+  if ((!reg_a && (ta.swizzle == 0 || (m * k * elem) % 1024 != 0)) || tb.swizzle == 0 || (k * n * elem) % 1024 != 0)
+    return false;
   int64_t wg_m = 0, wg_n = 0;
   for (int64_t wn = 1; wn <= groups && wg_m == 0; ++wn) {
     const int64_t wm = groups / wn;
@@ -145,6 +184,8 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
     const int64_t nw = n / wn;
     if (nw % atom->n != 0 || nw > 256) continue;
     if (wn > 1 && ((kmajor_b == nullptr && nw % tb.width() != 0) || rows_reduced)) continue;
+    // A in registers: each warpgroup holds all of K for its rows, as a_source's accumulator did.
+    if (reg_a && (wn != 1 || 4 * wm != a_source->warps_m)) continue;
     wg_m = wm;
     wg_n = wn;
   }
@@ -155,6 +196,8 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
   plan.warps_m = static_cast<int>(4 * wg_m);
   plan.warps_n = static_cast<int>(wg_n);
   plan.acc = f.add_layout(wgmma_fragment(*atom, m, n, wg_m, wg_n));
+  // A's m x k fragments are those of an m x k accumulator over the same warpgroups.
+  if (reg_a) plan.register_a = f.add_layout(wgmma_fragment(*atom, m, k, wg_m, 1));
   plan.staged[0] = ta;
   plan.staged[1] = tb;
   return true;
@@ -233,6 +276,20 @@ bool choose_warpgroup_transposed(const Program& p, const Op& o, const GpuTarget&
 }
 
 namespace {
+
+// Whether v is defined outside the block holding `dot`, a region of some op (a loop's body): the
+// same tile in every run of the block, which lowering stages once before it (lower_prestage.cpp).
+bool invariant_in_block(const Program& p, const Op& dot, ValueId v) {
+  size_t at = 0;
+  const Block* blk = block_of(p.body, &dot, &at);
+  if (blk == nullptr || blk == &p.body) return false;
+  for (ValueId a : blk->args)
+    if (a == v) return false;
+  for (const Op& o : blk->ops)
+    for (ValueId r : o.results)
+      if (r == v) return false;
+  return true;
+}
 
 // Where a dot is (its block and index there) and how often each value is read.
 struct DotSite {

@@ -20,10 +20,13 @@ namespace metile {
  * Moves dot `o` of `program` to a warpgroup atom of `target` (wgmma on sm_90) when it fits:
  * both operands copied directly, K staged whole, whole warpgroups, 64-row blocks; sets c's
  * atom, warp grid, accumulator layout (added to f) and staged tiles. rows_reduced: the result's
- * rows are reduced later (then one warpgroup column).
+ * rows are reduced later (then one warpgroup column). a_source: the plan of the dot whose
+ * accumulator A is an element-wise function of, same shape (nullptr: none); a 16-bit A may then
+ * come from registers in its fragments (c.register_a).
  */
 bool choose_warpgroup_atom(const Program& program, const Op& o, const GpuTarget& target,
-                  const LowerOptions& options, bool rows_reduced, gpu::Function& f, DotChoice& c);
+                           const LowerOptions& options, bool rows_reduced, const DotChoice* a_source,
+                           gpu::Function& f, DotChoice& c);
 
 /**
  * An f32 dot whose B is N-major (K x N as loaded) on the tf32 warpgroup atom as C^T = B^T A^T:

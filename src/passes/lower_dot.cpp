@@ -33,7 +33,7 @@
 namespace metile::lowering {
 
 void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
-                     int64_t len) {
+                     int64_t len, const WgmmaTile* swizzled) {
   // A trans only this dot reads: x holds its operand (lower_trans_operand.cpp).
   const auto view = trans_views.find(tile_value);
   const bool transposed = view != trans_views.end();
@@ -59,7 +59,8 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int a
     pred = and_pred(pred, b.named(in, "in_chunk"));
     at = b.ew(OpKind::SUB, {at, c_i32(lo)});
   }
-  ValueId off = b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, c_i32(ld)}), col});
+  ValueId off = swizzled != nullptr ? swizzled_offset(*swizzled, row, col, false)
+                                    : b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {row, c_i32(ld)}), col});
   b.store(b.ew(OpKind::PTR_OFFSET, {buf, off}), x, pred);
 }
 
@@ -176,7 +177,7 @@ void Lowering::stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_
 
 std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) {
   DotPlan& plan = dot_plans.at(&op);
-  if (plan.bufs[0] == kNoValue) {
+  if (plan.bufs[1] == kNoValue) {
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
     const int64_t pad = plan.warpgroup() ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
@@ -187,7 +188,8 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
     // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; dot_choices.cpp).
     const DType bt = plan.warpgroup() && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
     for (int i = 0; i < 2; ++i) {
-      // wgmma arrays take the staged tile's shape: a tf32 or FP8 B is staged K-major, N x K.
+      if (i == 0 && plan.register_a != gpu::kUniform) continue;  // A in registers (dot_choices.cpp)
+      // wgmma arrays take the staged tile's shape: a K-major B is staged N x K.
       const auto& t = plan.staged[i];
       const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
                                             : gpu::SharedArray::padded(shape[i], pad, stages);
@@ -210,6 +212,15 @@ void Lowering::dot(const Op& op) {
   const int64_t kc = plan.kc;
   const auto piped = pipelined_dots.find(&op);
   auto [a_buf, b_buf] = dot_buffers(op, piped != pipelined_dots.end() ? piped->second->stages : 1);
+  // wgmma's register-A form: A in the fragments of the accumulator it was computed from
+  // (dot_choices.cpp); a tile in another layout is converted, one of another dtype cast.
+  const bool reg_a = plan.register_a != gpu::kUniform;
+  METILE_ASSERT(!reg_a || (piped == pipelined_dots.end() && plan.kc == k), "register-A wgmma: one unpipelined stage");
+  ValueId a_regs = kNoValue;
+  if (reg_a) {
+    a_regs = materialize(get(op.operands[0]), plan.register_a);
+    if (f.value(a_regs).dtype != plan.stage) a_regs = b.ew(OpKind::CAST, {a_regs}, plan.stage);
+  }
   const int64_t lda = plan.ld[0], ldb = plan.ld[1];
   ValueId c_buf = acc_array ? pb.alloc(DType::f32, gpu::SharedArray::linear({m, n}), "c_smem") : kNoValue;
   ValueId tid = builtin(gpu::Builtin::thread_index);
@@ -227,26 +238,25 @@ void Lowering::dot(const Op& op) {
       const bool early = early_issued.count(&op) != 0;
       if (plan.direct[0] != nullptr) {
         if (!early) stage_direct(*plan.direct[0], a_buf, lda);
-      } else if (prestaged.count({&op, 0}) == 0) {  // else staged before its loop (lower_prestage.cpp)
-        stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc);
+      } else if (!reg_a && prestaged.count({&op, 0}) == 0) {  // else staged before its loop (lower_prestage.cpp)
+        stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc, plan.warpgroup() ? &plan.staged[0] : nullptr);
       }
       if (plan.direct[1] != nullptr) {
         if (!early) stage_direct(*plan.direct[1], b_buf, ldb);
       } else if (prestaged.count({&op, 1}) == 0) {
-        stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc);
+        stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc, plan.warpgroup() ? &plan.staged[1] : nullptr);
       }
       if (direct && !early) async_commit();
       const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
-      if (direct) {
-        async_wait(later);
-        warpgroup_sync_for({&op});
-      }
+      if (direct) async_wait(later);
+      // wgmma: copies and stores fenced for the async proxy, earlier wgmmas done with the arrays.
+      warpgroup_sync_for({&op});
       b.barrier();
     }
     if (plan.atom != nullptr) {
       gpu::Op g;
       g.kind = gpu::GpuOpKind::MMA;
-      g.operands = {a_buf, b_buf, r, tid};
+      g.operands = {reg_a ? a_regs : a_buf, b_buf, r, tid};
       if (acc_array) g.operands.push_back(c_buf);
       g.attrs = {{"atom", std::string(atom_kind_name(plan.atom->kind))}, {"atom_m", int64_t{plan.atom->m}},
                  {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
@@ -263,6 +273,7 @@ void Lowering::dot(const Op& op) {
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined wgmma is waited for at the next iteration's top and after the loop.
       if (plan.warpgroup()) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
+      if (reg_a) g.attrs.push_back({"register_a", int64_t{1}});  // dot_choices.cpp
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // dot_choices.cpp
       if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // dot_choices.cpp
       if (plan.tf32x3) g.attrs.push_back({"tf32x3", int64_t{1}});

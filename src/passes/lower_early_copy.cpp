@@ -12,8 +12,9 @@
 // them, and every unpipelined dot ends with a barrier after its mma.
 //
 // Targets with asynchronous copies only (on others a copy completes where it is issued), and
-// neither dot pipelined or on a warpgroup atom (their copies and waits are the loop's and the
-// atom's).
+// neither dot pipelined (its copies and waits are the loop's). An unpipelined wgmma dot waits
+// for its own wgmmas before it ends, and the later dot's wgmma_sync, after its async_wait and
+// before its barrier, fences the early copies for the async proxy as it does its own.
 // LowerOptions::early_copy (METILE_GPU_OFF=early_copy) switches it off.
 #include <algorithm>
 
@@ -24,7 +25,7 @@ namespace metile::lowering {
 void Lowering::plan_early_copies() {
   early_planned = true;
   if (!options.early_copy || !target.async_copies) return;
-  auto unpiped = [&](const Op& d) { return !dot_plans.at(&d).warpgroup() && pipelined_dots.count(&d) == 0; };
+  auto unpiped = [&](const Op& d) { return pipelined_dots.count(&d) == 0; };
   auto plan_block = [&](auto& self, const Block& blk) -> void {
     for (const Op& o : blk.ops)
       for (const Block& r : o.regions) self(self, r);

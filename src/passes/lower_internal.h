@@ -205,10 +205,11 @@ class Lowering {
   std::vector<LayoutId> assigned;  // Tile IR value -> layout (assign_layouts; kUniform: layout_for(shape))
   /**
    * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:
-   * the indices [lo, lo + len) of axis `axis`, shifted to start at 0.
+   * the indices [lo, lo + len) of axis `axis`, shifted to start at 0. swizzled: a wgmma
+   * operand's array (lower_wgmma.cpp), in whose layout the elements go instead.
    */
   void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
-             int64_t len);
+             int64_t len, const WgmmaTile* swizzled = nullptr);
   /**
    * Copies tile_load `load` into threadgroup array buf (row stride ld) with async_copy; where
    * the uniform `in_range` is false, zeros.
@@ -251,6 +252,8 @@ class Lowering {
   std::map<const Op*, WgmmaTile> warpgroup_staging;
   /** The element offset of chunk (r, c) of tile_load `load` in its staging array. */
   ValueId staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld);
+  /** The element offset of (r, c) in swizzled tile t; chunk_start: c starts a 16-byte chunk. */
+  ValueId swizzled_offset(const WgmmaTile& t, ValueId r, ValueId c, bool chunk_start);
   /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
    * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
   void warpgroup_sync_for(const std::vector<const Op*>& dots);

@@ -109,6 +109,19 @@ struct LowerOptions {
    * straight into the accumulator (METILE_GPU_OFF=fp8_promote).
    */
   bool fp8_promote = true;
+  /**
+   * 16-bit wgmma dots whose B is trans(tile_load) (attention's K^T) read B K-major, copied as
+   * loaded, and stage an A computed outside their loop (attention's Q) into the swizzled layout
+   * before it (dot_choices.cpp). Off: such dots keep mma.sync (METILE_GPU_OFF=wgmma_kmajor_b).
+   */
+  bool wgmma_kmajor_b = true;
+  /**
+   * A 16-bit wgmma dot whose A is an element-wise function of another wgmma dot's accumulator
+   * (attention's P of its scores) takes A from registers in that accumulator's fragments
+   * (dot_choices.cpp). Off: A is staged through threadgroup memory, which keeps such a dot on
+   * mma.sync (METILE_GPU_OFF=wgmma_register_a).
+   */
+  bool wgmma_register_a = true;
 };
 
 }  // namespace metile

@@ -8,8 +8,10 @@
 // places before each mma (after staging the other operand) orders these stores too.
 //
 // Only for dots directly in the loop's body that run unpipelined, without K chunks (one
-// staging holds all of K), outside warpgroup atoms (their own staging) and not copied straight from device
-// memory (that copy is a tile_load of the body).
+// staging holds all of K) and not copied straight from device memory (that copy is a tile_load
+// of the body) nor read from registers (wgmma's register A). A wgmma operand goes to its
+// swizzled offsets; the wgmma_sync before the body's barrier fences these stores for the async
+// proxy that wgmma reads through (lower_wgmma.cpp).
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {
@@ -19,12 +21,14 @@ void Lowering::prestage_invariant_operands(const Op& loop) {
     if (o.kind != OpKind::DOT) continue;
     DotPlan& plan = dot_plans.at(&o);
     const int64_t k = p.type(o.operands[0]).shape.dims[1];
-    if (plan.warpgroup() || plan.kc != k || pipelined_dots.count(&o) != 0) continue;
+    if (plan.kc != k || pipelined_dots.count(&o) != 0) continue;
     for (int i = 0; i < 2; ++i) {
       const ValueId v = o.operands[i];
-      if (plan.direct[i] != nullptr || v >= map.size() || map[v] == kNoValue) continue;
+      if (plan.direct[i] != nullptr || (i == 0 && plan.register_a != gpu::kUniform)) continue;
+      if (v >= map.size() || map[v] == kNoValue) continue;
       auto bufs = dot_buffers(o, 1);
-      stage(v, i == 0 ? bufs.first : bufs.second, plan.stage, plan.ld[i], i == 0 ? 1 : 0, 0, k);
+      stage(v, i == 0 ? bufs.first : bufs.second, plan.stage, plan.ld[i], i == 0 ? 1 : 0, 0, k,
+            plan.warpgroup() ? &plan.staged[i] : nullptr);
       prestaged.insert({&o, i});
     }
   }

@@ -5,8 +5,13 @@
 // DotChoice with `wgmma` set is what lowering finds here.
 //
 // Operands: A (M x K) and B (K x N) stay row-major as loaded (A K-major, B N-major: wgmma's
-// transposed-B form) in the swizzled blocks of src/target/wgmma_layout.h, written chunk by
-// chunk by the same async copies as the warp-level path, only to swizzled offsets, unpadded.
+// transposed-B form; B K-major, N x K, where the plan says so) in the swizzled blocks of
+// src/target/wgmma_layout.h, written chunk by chunk by the same async copies as the warp-level
+// path, only to swizzled offsets, unpadded. An A computed in registers (attention's Q) is
+// stored element by element to the same offsets (stage()), before its loop where it does not
+// change there (lower_prestage.cpp); those stores are generic-proxy writes, which the
+// wgmma_sync before the dot's barrier fences for the async proxy as it does the copies. An A
+// taken from registers (DotChoice::register_a) has no array.
 // The arrays are the first in threadgroup memory and each stage is whole 1024-byte blocks, so
 // every block sits where the hardware's swizzle (on absolute address bits) expects it.
 // wgmma reads threadgroup memory through the async proxy: after the copies are waited for,
@@ -18,13 +23,17 @@ namespace metile::lowering {
 ValueId Lowering::staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld) {
   auto it = warpgroup_staging.find(&load);
   if (it == warpgroup_staging.end()) return b.ew(OpKind::ADD, {b.ew(OpKind::MUL, {r, c_i32(ld)}), c});
-  const WgmmaTile& t = it->second;
+  return swizzled_offset(it->second, r, c, true);
+}
+
+ValueId Lowering::swizzled_offset(const WgmmaTile& t, ValueId r, ValueId c, bool chunk_start) {
   const int64_t w = t.width(), v = t.chunk();
   auto op = [&](OpKind k, ValueId x, int64_t y) { return b.ew(k, {x, c_i32(y)}); };
   ValueId block = op(OpKind::MUL, op(OpKind::DIV, c, w), t.rows * w);
   ValueId chunk = op(OpKind::DIV, op(OpKind::MOD, c, w), v);
   ValueId phase = op(OpKind::MOD, op(OpKind::DIV, r, 128 / t.swizzle), t.swizzle / 16);
   ValueId swizzled = op(OpKind::MUL, b.ew(OpKind::BITXOR, {chunk, phase}), v);
+  if (!chunk_start) swizzled = b.ew(OpKind::ADD, {swizzled, op(OpKind::MOD, c, v)});  // the element in its chunk
   return b.ew(OpKind::ADD, {b.ew(OpKind::ADD, {block, op(OpKind::MUL, r, w)}), swizzled});
 }
 

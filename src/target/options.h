@@ -18,11 +18,11 @@ namespace metile {
  * beside the passes themselves: the K-loop features inside GPU lowering (pipeline.cpp maps each to
  * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
  * per access ("one_align"), whole_tiles' last-first order ("last_first") and layout assignment's
- * choices ("wide_chunks", "broadcast_loads"). */
-inline constexpr std::array<std::string_view, 17> kPassPieces = {
+ * choices ("wide_chunks", "broadcast_loads", "wgmma_kmajor_b", "wgmma_register_a"). */
+inline constexpr std::array<std::string_view, 19> kPassPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma",
     "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
-    "last_first", "wide_chunks", "fp8_promote", "broadcast_loads"};
+    "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "wgmma_kmajor_b", "wgmma_register_a"};
 
 struct CompileOptions {
   int num_threads = 0;

@@ -50,14 +50,18 @@ inline WgmmaTile wgmma_tile(int64_t rows, int64_t cols, int64_t elem) {
   return {rows, cols, elem, wgmma_swizzle(cols, elem)};
 }
 
-// --- tf32 and FP8 (src/passes/dot_choices.cpp) ---
+// --- K-major B: tf32, FP8 and 16-bit trans(tile_load) (src/passes/dot_choices.cpp) ---
 /** wgmma transposes 16-bit operands only: a 4-byte (tf32) or 1-byte (FP8) B is staged K-major,
- * N x K as A. */
+ * N x K as A. A 16-bit B may be either (its transpose flag says which). */
 inline bool wgmma_b_kmajor(int64_t elem) { return elem == 4 || elem == 1; }
-/** B's staged tile for a K x N operand: K x N (N-major), or N x K for tf32 and FP8. */
-inline WgmmaTile wgmma_b_tile(int64_t k, int64_t n, int64_t elem) {
-  return wgmma_b_kmajor(elem) ? wgmma_tile(n, k, elem) : wgmma_tile(k, n, elem);
+/** B's staged tile for a K x N operand: K x N (N-major), or N x K when kmajor. */
+inline WgmmaTile wgmma_b_tile(int64_t k, int64_t n, int64_t elem, bool kmajor) {
+  return kmajor ? wgmma_tile(n, k, elem) : wgmma_tile(k, n, elem);
 }
-// --- end tf32 and FP8 ---
+/** B's staged tile when only the element size decides (N x K for tf32 and FP8). */
+inline WgmmaTile wgmma_b_tile(int64_t k, int64_t n, int64_t elem) {
+  return wgmma_b_tile(k, n, elem, wgmma_b_kmajor(elem));
+}
+// --- end K-major B ---
 
 }  // namespace metile

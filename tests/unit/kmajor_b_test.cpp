@@ -34,10 +34,11 @@ std::string kernel(int n, int k, const std::string& dtype) {
 )";
 }
 
-gpu::Function lowered(const std::string& src, const GpuTarget& t, bool kmajor = true) {
+gpu::Function lowered(const std::string& src, const GpuTarget& t, bool kmajor = true, bool wgmma = false) {
   LowerOptions o;
   o.device = "test";
   o.kmajor_b = kmajor;
+  o.wgmma_kmajor_b = wgmma;  // sm_90's wgmma reads the same copy (below)
   return lower_to_gpu(parse(src), t, o);
 }
 
@@ -59,6 +60,23 @@ TEST(KmajorB, AnOddNumberOfColumnTilesReadsTheLastWithX2) {
   gpu::Function f = lowered(kernel(24, 64, "f16"), nvidia_gpu_target("sm_90"));
   std::string cuda = emit_cuda(f).source;
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x2(mma_b"), 2) << cuda;
+}
+
+// On sm_90 the warpgroup atom reads the same N x K copy K-major, as A (dot_choices.cpp): transpose
+// flag 0 and A's descriptor form (leading offset 1, 8 rows of 128 bytes = 64 units, 128-byte
+// swizzle), the k16 steps 32 bytes apart in both.
+TEST(KmajorB, Sm90sWarpgroupAtomReadsTheCopyKMajor) {
+  for (const std::string dtype : {"f16", "bf16"}) {
+    gpu::Function f = lowered(kernel(32, 64, dtype), nvidia_gpu_target("sm_90"), true, true);
+    std::string ir = gpu::print(f), cuda = emit_cuda(f).source;
+    EXPECT_EQ(count(ir, "atom=\"wgmma\""), 1) << ir;
+    EXPECT_EQ(count(ir, "b_kmajor=1"), 1) << ir;
+    EXPECT_EQ(count(ir, "shape=\"32x64\""), 1) << "B staged N x K\n" << ir;
+    EXPECT_EQ(count(cuda, "wgmma.mma_async.sync.aligned.m64n32k16.f32." + dtype + "." + dtype), 4) << cuda;
+    EXPECT_EQ(count(cuda, ", p, 1, 1, 0, 0;"), 4) << cuda;
+    EXPECT_EQ(count(cuda, "0x4000004000010000ull"), 8) << "both operands, four steps\n" << cuda;
+    EXPECT_EQ(count(cuda, "mt_wgmma_desc(mma_b + 96,"), 1) << cuda;
+  }
 }
 
 TEST(KmajorB, OffTargetsAndOperandsKeepTheTransposedStaging) {

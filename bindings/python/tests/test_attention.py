@@ -88,6 +88,38 @@ def test_flash_attention_blocks_of_different_shapes(device):
         _check(lse.numpy().astype(np.float64), ref_lse, "f32")
 
 
+@pytest.mark.parametrize("dtype,causal,off", [("f16", False, ""), ("bf16", True, ""),
+                                              ("f16", True, "wgmma_register_a"),
+                                              ("bf16", False, "wgmma_kmajor_b")])
+def test_flash_attention_on_warpgroup_blocks(device, monkeypatch, dtype, causal, off):
+    """BLOCK_M 128, BLOCK_N 64 over 256 threads, the blocks that put both dots on sm_90's
+    warpgroup atom (K^T read K-major, P from the scores' registers: dot_choices.cpp); a sequence
+    no multiple of either block. The switches (METILE_GPU_OFF) only change cuda: elsewhere the
+    default form runs once. Metal's 32 KB of threadgroup memory holds no such blocks."""
+    if device.name.startswith("metal"):
+        pytest.skip("Metal takes the example's 16- and 32-row blocks (default_block)")
+    if off and device.name != "cuda":
+        pytest.skip("the wgmma switches change only cuda's compile")
+    if off:  # (dtype, causal): a specialization no other case compiles, as the switch is read
+        monkeypatch.setenv("METILE_GPU_OFF", off)  # when a kernel compiles
+    bh, seq, dim = 2, 150, 64
+    (q, k, v), vals = _inputs([(bh, seq, dim)] * 3, dtype)
+    out = metile.Buffer.zeros((bh, seq, dim), dtype=dtype)
+    lse = metile.Buffer.zeros((bh, seq), "f32")
+    launch = flash_attention.flash_attention_fwd[(metile.cdiv(seq, 128), bh)]
+    args = (q, k, v, out, lse, seq, flash_attention.LOG2E / dim ** 0.5)
+    consts = dict(HEAD_DIM=dim, BLOCK_M=128, BLOCK_N=64, CAUSAL=causal, num_threads=256)
+    launch(*args, **consts)
+    ref, ref_lse = flash_attention.reference(*vals, causal, with_lse=True)
+    _check(_values(out), ref, dtype)
+    _check(lse.numpy().astype(np.float64), ref_lse, "f32")
+    if device.name == "cuda":
+        src = launch.compile(*args, **consts).source("cuda")
+        if "wgmma.mma_async" in src:  # sm_90: K^T K-major (flag 0), P in registers (tnspB 1)
+            assert (", p, 1, 1, 0, 0;" in src) == (off != "wgmma_kmajor_b")
+            assert (", p, 1, 1, 1;" in src) == (off == ""), src
+
+
 @pytest.mark.pairwise("heads", "kv_heads", "splits", "dtype")
 @pytest.mark.parametrize("heads,kv_heads", [(4, 4), (8, 2), (4, 1)], ids=["mha", "gqa", "mqa"])
 @pytest.mark.parametrize("splits", [1, 3])
@@ -246,7 +278,9 @@ def _dot_trans_rows(A, B, Out, N, BM: metile.constexpr, BN: metile.constexpr, K:
 def test_dot_with_a_transposed_load_copied_as_loaded(device, dtype, bn, k, warps):
     """B = trans(tile_load): on CUDA's mma.sync copied as loaded (n rows of k) and read by
     ldmatrix without .trans (lower_trans_operand.cpp); ragged rows, an odd number of 8-column
-    tiles per warp (the x2 read), a 2 x 2 warp grid; float64 reference on every device."""
+    tiles per warp (the x2 read), a 2 x 2 warp grid; float64 reference on every device. On sm_90
+    the warpgroup atom reads the same copy K-major (transpose flag 0, A staged before the loop:
+    dot_choices.cpp) where no warp grid is asked for."""
     n = 3 * bn - 5
     (a, b), (av, bv) = _inputs([(64, k), (n, k)], dtype)
     out = metile.Buffer(data=np.full((64, n), np.nan, dtype=np.float32))
@@ -256,7 +290,7 @@ def test_dot_with_a_transposed_load_copied_as_loaded(device, dtype, bn, k, warps
     _check(_values(out), av @ bv.T, dtype)
     if device.name == "cuda":
         src = launch.compile(a, b, out, n, BM=64, BN=bn, K=k, num_threads=128, **opts).source("cuda")
-        assert "mt_ldmatrix_x4(&mma_b" in src or "mt_ldmatrix_x2(mma_b" in src
+        assert "mt_ldmatrix_x4(&mma_b" in src or "mt_ldmatrix_x2(mma_b" in src or ", p, 1, 1, 0, 0;" in src
 
 
 @metile.kernel
@@ -284,4 +318,5 @@ def test_a_k_loop_over_transposed_loads(device, dtype):
     _check(_values(c), av @ bv.T, dtype)
     if device.name == "cuda":
         src = launch.compile(a, b, c, m, n, k, BM=64, BN=64, BK=32, num_threads=128).source("cuda")
-        assert "mt_ldmatrix_x4(&mma_b" in src and "cp.async.wait_group 1" in src
+        # sm_90: wgmma reads B K-major (transpose flag 0) from the pipeline's copies.
+        assert ("mt_ldmatrix_x4(&mma_b" in src and "cp.async.wait_group 1" in src) or ", p, 1, 1, 0, 0;" in src

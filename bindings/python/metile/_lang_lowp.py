@@ -4,12 +4,13 @@
 The storage is plain `u8`: two 4-bit codes a byte, the **low nibble first** (element 2i in bits
 0-3 of byte i, element 2i+1 in bits 4-7: the order of the OCP MX reference code, Triton and
 torch), and E8M0 scales one byte each. Every op here is a composition of existing Tile IR ops
-(shifts, masks, integer-to-float casts, selects, broadcasts, reshapes, transposes), chosen over
+(shifts, masks, bitcasts of built f32 bits, selects, broadcasts, reshapes, transposes), chosen over
 new IR ops because each is exact in integer arithmetic and the ops it uses already mean the
 same on every device, interp included: the decodes are bit-exact everywhere with no per-backend
 code. The low/high interleave is a broadcast along a new size-2 axis and a reshape (a reshape
 moves no data on GPUs; the broadcast may stage values through shared memory where layouts
-differ).
+differ). dot_scaled's e2m1 decode repeats the bytes instead and picks the nibble by the K
+index's parity, so everything after the repeat is element-wise where the bytes were loaded.
 """
 
 from __future__ import annotations

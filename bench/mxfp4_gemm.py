@@ -3,13 +3,15 @@
 same MXFP4 bytes where Triton imports, in one run on one GPU (issue 35).
 
     python3 bench/mxfp4_gemm.py [--device cuda] [--out FILE.jsonl] [--quick]
-                                [--shapes MxNxK,...]
+                                [--shapes MxNxK,...] [--configs BMxBNxBKxTHREADS,...]
 
 Shapes (M x N x K; W is [N, K]): M = 512, 2048, 8192 tokens against 4096x4096 and 14336x4096
 weights. Each row: metile's mxfp4_gemm (its default tiles), torch `x @ W_bf16.T`, Triton's
 dot_scaled kernel written below (bf16 lhs, e2m1 rhs with E8M0 scales, one [BLOCK_M, BLOCK_N]
 tile a program). TFLOP/s = 2 M N K / time; vs_torch / vs_triton = peer time / metile time (> 1:
 metile faster). Every result is checked against float64 on the GPU (max |error| / sum |x w|).
+--configs also times metile at other tiles and thread counts, each checked the same way, in the
+row's "configs" (config -> TFLOP/s and error), next to the default's numbers.
 Time per call = median over 5 repeats of (calls back-to-back, then synchronize) / calls. The
 bench is for cuda: elsewhere it says so and exits 0, unless --quick (a smoke run on one small
 shape, on any device, metile only).
@@ -76,6 +78,8 @@ def main():
     ap.add_argument("--out", default=None, help="append the rows here as JSON lines")
     ap.add_argument("--quick", action="store_true", help="one small shape (a smoke run)")
     ap.add_argument("--shapes", default=None, help="MxNxK,... instead of the six shapes")
+    ap.add_argument("--configs", default=None,
+                    help="BMxBNxBKxTHREADS,... metile configurations timed besides the default")
     args = ap.parse_args()
     if args.device not in metile.devices() or (args.device != "cuda" and not args.quick):
         print(f"bench/mxfp4_gemm.py: skipped: it measures cuda (device {args.device!r} given; "
@@ -85,6 +89,8 @@ def main():
     shapes = QUICK_SHAPES if args.quick else SHAPES
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")] \
+        if args.configs else []
     torch = None
     if args.device == "cuda":
         try:
@@ -132,6 +138,24 @@ def main():
             calls = 2 if args.quick else max(5, min(200, int(2e13 // (2 * m * n * k))))
             t = time_per_call(lambda: MX.mxfp4_gemm(x, wq, ws, out=y), msync, calls)
             r.update(metile_us=t * 1e6, metile_TFLOPs=2 * m * n * k / t / 1e12)
+            for c in configs:
+                name = "x".join(map(str, c))
+                kw = dict(block_m=c[0], block_n=c[1], block_k=c[2], num_threads=c[3])
+                try:
+                    yc = MX.mxfp4_gemm(x, wq, ws, **kw)
+                    msync()
+                    tc = time_per_call(lambda: MX.mxfp4_gemm(x, wq, ws, out=yc, **kw), msync,
+                                       calls)
+                    got = values(yc)
+                    err = (np.abs(got - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max() \
+                        if torch is None else float(((torch.from_numpy(got).to("cuda") - ref)
+                                                     .abs() / scale).max())
+                    r.setdefault("configs", {})[name] = {
+                        "us": tc * 1e6, "TFLOPs": 2 * m * n * k / tc / 1e12,
+                        "max_rel_err": float(err)}
+                except Exception as e:  # noqa: BLE001
+                    r.setdefault("configs", {})[name] = {"error": "".join(
+                        traceback.format_exception_only(type(e), e)).strip()[-300:]}
             if torch is not None:
                 txb = tx64.to(torch.bfloat16)
                 twb = tw.to(torch.bfloat16)

@@ -60,9 +60,20 @@ def _buffer(a, what):
                     f"tensor, got {type(a).__name__}")
 
 
-def mxfp4_gemm(x, Wq, Ws, out=None, block_m=32, block_n=32, block_k=64):
+def default_config(device=None):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, threads) for `device` (the current one by default): on cuda
+    128 x 128 tiles of 64 K values over 8 warps (the decoded B tile is 32 values a thread);
+    elsewhere 64 x 64 x 32 (Metal's 32 KB of threadgroup memory holds both staged operands and
+    the decode's exchange) with the device's default threads."""
+    device = device or metile.get_device()
+    return (128, 128, 64, 256) if device.name == "cuda" else (64, 64, 32, None)
+
+
+def mxfp4_gemm(x, Wq, Ws, out=None, block_m=None, block_n=None, block_k=None,
+               num_threads=None):
     """out [M, N] = x [M, K] . W^T, W decoded from the MXFP4 codes Wq [N, K/2] and scales
-    Ws [N, ceil(K/32)]; x bf16 or f16, out of x's dtype (allocated when not given)."""
+    Ws [N, ceil(K/32)]; x bf16 or f16, out of x's dtype (allocated when not given). Tiles and
+    threads not given come from default_config()."""
     x, Wq, Ws = _buffer(x, "x"), _buffer(Wq, "Wq"), _buffer(Ws, "Ws")
     if x.metile_dtype not in FORMAT or len(x.shape) != 2:
         raise ValueError(f"mxfp4_gemm: x must be bf16 or f16 [M, K], got {x.metile_dtype} "
@@ -78,6 +89,9 @@ def mxfp4_gemm(x, Wq, Ws, out=None, block_m=32, block_n=32, block_k=64):
         raise ValueError(f"mxfp4_gemm: Ws must be u8 [N, ceil(K/32)] = [{n}, {-(-k // BLOCK)}]"
                          f" (one E8M0 scale per 32 K values), got {Ws.metile_dtype} "
                          f"{list(Ws.shape)}")
+    dm, dn, dk, dt = default_config()
+    block_m, block_n, block_k = block_m or dm, block_n or dn, block_k or dk
+    num_threads = num_threads or (dt if (block_m, block_n, block_k) == (dm, dn, dk) else None)
     if block_k % BLOCK:
         raise ValueError(f"mxfp4_gemm: block_k must be a multiple of {BLOCK}, got {block_k}")
     if out is None:
@@ -85,8 +99,9 @@ def mxfp4_gemm(x, Wq, Ws, out=None, block_m=32, block_n=32, block_k=64):
     elif tuple(out.shape) != (m, n):
         raise ValueError(f"mxfp4_gemm: out must have shape {[m, n]}, got {list(out.shape)}")
     grid = (metile.cdiv(m, block_m), metile.cdiv(n, block_n))
+    hints = {} if num_threads is None else {"num_threads": num_threads}
     mxfp4_gemm_kernel[grid](x, Wq, Ws, out, m, n, k, FMT=FORMAT[x.metile_dtype],
-                            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+                            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, **hints)
     return out
 
 

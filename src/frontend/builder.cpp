@@ -464,7 +464,17 @@ ValueId Builder::scan(OpKind kind, ValueId x, int axis, bool reverse) {
   return emit1(kind, {x}, {{"axis", int64_t{axis}}, {"reverse", int64_t{reverse ? 1 : 0}}});
 }
 
-ValueId Builder::trans(ValueId x) { return emit1(OpKind::TRANS, {x}); }
+ValueId Builder::trans(ValueId x) {
+  check_value(OpKind::TRANS, x, "the operand");
+  // trans(trans(y)) is y itself, so no pair of transposes that cancel is emitted: on GPUs each
+  // is a trip through threadgroup memory (dot_scaled's decode works on the K-major bytes that
+  // a kernel transposed to hand over as its K x N operand).
+  auto it = trans_sources_.find(x);
+  if (it != trans_sources_.end() && in_scope_[it->second]) return it->second;
+  ValueId r = emit1(OpKind::TRANS, {x});
+  trans_sources_[r] = x;
+  return r;
+}
 
 void Builder::device_print(const std::string& prefix, const std::vector<ValueId>& values) {
   check_text(prefix, "device_print prefix", "builder", kMaxNameBytes);

@@ -124,6 +124,7 @@ class Builder {
   std::vector<Op> open_;  // region ops being built, innermost last
   std::vector<bool> in_scope_;
   std::unordered_map<ValueId, int64_t> int_consts_;  // values of const_int results
+  std::unordered_map<ValueId, ValueId> trans_sources_;  // trans results -> their operands
   Loc loc_;
   int64_t threads_ = 0;
   bool threads_fixed_ = false;

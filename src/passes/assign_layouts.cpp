@@ -225,6 +225,9 @@ bool Assigner::only_broadcast(ValueId v) const {
   if (users[v].empty()) return false;
   for (const Op* u : users[v]) {
     if (u->kind == OpKind::BROADCAST && p.type(u->result()).shape.numel() > p.type(v).shape.numel()) continue;
+    // A transpose nothing reads is not lowered (lower_scan.cpp): one that a later trans()
+    // cancelled in the builder (dot_scaled's decode of bytes transposed from an N x K load).
+    if (u->kind == OpKind::TRANS && users[u->result()].empty()) continue;
     const bool passes = u->kind == OpKind::RESHAPE ||
                         (follows_operands(u->kind) && p.type(u->result()).shape == p.type(v).shape);
     if (!passes || !only_broadcast(u->result())) return false;

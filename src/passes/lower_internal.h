@@ -244,6 +244,7 @@ class Lowering {
   // --- lower_trans_operand.cpp ---
   /** Whether a dot's A or B operand is the only read of Tile IR value `tile_value`. */
   bool only_a_dot_reads(ValueId tile_value);
+  int reads_of(ValueId tile_value);        // operands naming a Tile IR value
   std::vector<int> read_counts;            // Tile IR value -> operands naming it (lazily)
   std::map<ValueId, ValueId> trans_views;  // trans result -> its operand, staged transposed
 

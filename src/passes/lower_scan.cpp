@@ -63,6 +63,9 @@ void Lowering::trans(const Op& op) {
   // tf32 and FP8 warpgroup atoms: dot_choices.cpp): x, one of direct_loads, was never lowered,
   // and the dot reads neither value.
   if (map[op.operands[0]] == kNoValue) return;
+  // Nothing reads it (a transpose that a later trans() cancelled in the builder: dot_scaled's
+  // decode of bytes transposed from an N x K load): no exchange and no barriers for it.
+  if (reads_of(op.result()) == 0) return;
   ValueId x = get(op.operands[0]);
   const Shape& from = p.type(op.operands[0]).shape;
   if (f.value(x).layout == gpu::kUniform) {

@@ -17,14 +17,18 @@
 
 namespace metile::lowering {
 
-bool Lowering::only_a_dot_reads(ValueId tile_value) {
+int Lowering::reads_of(ValueId tile_value) {
   if (read_counts.empty()) {
     read_counts.assign(p.values.size(), 0);
     walk(p.body, [&](const Op& o) {
       for (ValueId x : o.operands) ++read_counts[x];
     });
   }
-  if (read_counts[tile_value] != 1) return false;
+  return read_counts[tile_value];
+}
+
+bool Lowering::only_a_dot_reads(ValueId tile_value) {
+  if (reads_of(tile_value) != 1) return false;
   bool dot = false;
   walk(p.body, [&](const Op& o) {
     if (o.kind == OpKind::DOT && (o.operands[0] == tile_value || o.operands[1] == tile_value))

@@ -58,6 +58,22 @@ TEST(TritonOps, TextFormRoundTrips) {
   EXPECT_EQ(print(parse(text)), text);
 }
 
+// trans(trans(m)) is m itself (no op emitted), and the first transpose, which nothing reads
+// any more, costs no exchange through threadgroup memory on cuda (dot_scaled transposes back the
+// bytes a kernel transposed from its N x K load).
+TEST(TritonOps, TransposePairsCancel) {
+  Builder b("k");
+  ValueId x = b.param("X", Type::ptr(DType::f32));
+  ValueId idx = b.arange(b.const_int(DType::i32, 0), 64);
+  ValueId m = b.reshape(b.load(b.ptr_offset(x, idx), kNoValue, kNoValue), Shape::of(8, 8));
+  ValueId t = b.trans(m);
+  EXPECT_EQ(b.trans(t), m);
+  b.store(b.ptr_offset(x, idx), b.reshape(b.trans(t), Shape::of(64)), kNoValue);
+  Program p = b.finish();
+  std::string cuda = stage_text(Stage::cuda, p, CompileOptions{});
+  EXPECT_FALSE(has(cuda, "__syncthreads")) << cuda;
+}
+
 // A prefix written to break out of a string literal or a comment is inert: it appears in no
 // generated source, only its bytes do.
 TEST(TritonOps, DevicePrintPrefixIsDataNotSource) {

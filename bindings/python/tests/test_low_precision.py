@@ -5,6 +5,7 @@ both axes, dot_scaled on every format with and without block scales, ragged shap
 input named (operand, format and shape)."""
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -12,8 +13,9 @@ import pytest
 
 import metile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                                "examples", "python"))
+BINDINGS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(BINDINGS, "..", "..", "examples", "python")
+sys.path.insert(0, EXAMPLES)
 import int4_gemm as IG  # noqa: E402
 import int4_gemv as IV  # noqa: E402
 import mxfp4_gemm as MX  # noqa: E402
@@ -224,6 +226,52 @@ def test_mxfp4_gemm_matches_float64(device, dtype):
     y = MX.mxfp4_gemm(x, wq, ws, block_m=16, block_n=16, block_k=64)
     err = (np.abs(values(y) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
     assert err < {"f16": 1e-3, "bf16": 8e-3}[dtype], f"relative error {err:.2e}"
+
+
+def test_mxfp4_gemm_default_tiles_match_float64(device):
+    m, n, k = 70, 72, 136   # partial tiles on every side at the device's default tiles
+    rng = np.random.default_rng(4)
+    (wq, ws), w64 = MX.quantized(n, k, rng, (110, 140))
+    x, x64 = make(rng.standard_normal((m, k)), "bf16")
+    y = MX.mxfp4_gemm(x, wq, ws)
+    err = (np.abs(values(y) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
+    assert err < 8e-3, f"relative error {err:.2e}"
+
+
+def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path):
+    """The CUDA that sm_90 gets at cuda's default tiles (compiled, not run, on the stand-in
+    driver in a child process): the codes are decoded where they were loaded (the byte repeat
+    along K a register copy, the transposes of the weights' bytes cancelled) and the decoded B
+    tile goes to threadgroup memory once, as the dot's staged operand, with X copied by
+    cp.async: a K step has two barriers (operands staged; the dot done reading them) and no
+    exchange through scratch memory."""
+    lib = os.environ.get("METILE_LIBRARY", "")
+    driver = os.path.join(os.path.dirname(lib), "tests", "cuda_standin",
+                          "libmetile_standin_cuda.so")
+    if not os.path.exists(driver):
+        pytest.skip("the stand-in CUDA driver is not built next to METILE_LIBRARY")
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{BINDINGS!r}, {EXAMPLES!r}]\n"
+        "import numpy as np, metile, mxfp4_gemm as MX\n"
+        "metile.set_device('cuda')\n"
+        "x = metile.Buffer.zeros((256, 256), 'bf16')\n"
+        "MX.mxfp4_gemm(x, metile.Buffer.zeros((256, 128), 'u8'),\n"
+        "              metile.Buffer.zeros((256, 8), 'u8'))\n")
+    env = dict(os.environ, METILE_CUDA_DRIVER=driver, METILE_DEBUG="cuda",
+               METILE_DEBUG_DIR=str(tmp_path))
+    env.pop("METILE_DEVICE", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    if "NVRTC" in r.stderr and r.returncode != 0:
+        pytest.skip("NVRTC is not installed")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cuda = (tmp_path / "mxfp4_gemm_kernel.cuda.txt").read_text()
+    loop = cuda[cuda.index("  for (int i = ", cuda.index("int(blockIdx.x)")):]  # the K loop
+    loop = loop[:loop.index("\n  }\n")]          # to its closing brace
+    assert "scratch" not in loop and loop.count("__syncthreads") == 2, loop
+    assert "mt_cp_async16" in loop and "mt_mma_bf16" in loop
 
 
 def test_example_inputs_are_checked():

@@ -635,13 +635,13 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::CONVERT_LAYOUT:
       METILE_ASSERT(false, "convert_layout reached the emitter: run the lower-convert-layout pass first");
       return;
-    case GpuOpKind::WGMMA_SYNC:
-      if (std::string st = d_.wgmma_sync(); !st.empty()) w_.line(st + ";");
+    case GpuOpKind::WARPGROUP_SYNC:
+      if (std::string st = d_.warpgroup_sync(); !st.empty()) w_.line(st + ";");
       return;
     case GpuOpKind::MBAR_INIT:
     case GpuOpKind::TMA_LOAD:
     case GpuOpKind::MBAR_WAIT:
-    case GpuOpKind::WGMMA_WAIT:
+    case GpuOpKind::WARPGROUP_WAIT:
     case GpuOpKind::OPAQUE: {
       std::vector<std::string> operands;
       for (ValueId v : op.operands) operands.push_back(expr(v, "0"));

@@ -60,7 +60,7 @@ struct MmaSpec {
   AtomKind atom{};             // the kind its "atom" attribute names (matrix_atoms.def)
   std::string a, b, acc, tid;  // identifiers (tid: the thread index)
   std::string c;               // the accumulator's threadgroup array, "" when the atom has none
-  DType ab = DType::invalid;   // the element type of a and b (wgmma FP8: of a)
+  DType ab = DType::invalid;   // the element type of a and b (warpgroup FP8: of a)
   DType bt = DType::invalid;   // the element type of b (differs from ab in e4m3 x e5m2 dots)
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
@@ -69,11 +69,11 @@ struct MmaSpec {
   bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
   bool preload = false;        // mma.sync: read the next k step's fragments before this step's mmas
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
-  bool b_kmajor = false;       // b holds B transposed, n rows of k (mma.sync: ldmatrix without .trans; wgmma: K-major)
-  bool wait = true;            // wgmma: wait for the instructions before the op ends (else a later wgmma_sync)
-  bool transposed = false;     // wgmma tf32: C^T = B^T A^T with B^T from registers (cuda/wgmma_tf32.cpp)
-  int64_t promote = 0;         // wgmma FP8: k between promotions of the partial sums (0: fast accumulation)
-  /** wgmma register A (f16/bf16): the 16-bit expression of each register of A's tile, in the
+  bool b_kmajor = false;       // b holds B transposed, n rows of k (mma.sync: ldmatrix without .trans; warpgroup: K-major)
+  bool wait = true;            // warpgroup: wait for the instructions before the op ends (else a later warpgroup_sync)
+  bool transposed = false;     // warpgroup tf32: C^T = B^T A^T with B^T from registers (the CUDA emitter's tf32 form)
+  int64_t promote = 0;         // warpgroup FP8: k between promotions of the partial sums (0: fast accumulation)
+  /** warpgroup register A (f16/bf16): the 16-bit expression of each register of A's tile, in the
    * m x k accumulator fragment order (dot_choices.cpp); empty: a is an array. */
   std::vector<std::string> a_regs;
   int64_t tiles_m() const { return m / warps_m / atom_m; }  // atoms per warp down
@@ -149,15 +149,15 @@ class GpuDialect {
    * at most `pending` groups are in flight. "" where copies are synchronous.
    */
   virtual std::string async_sync(int64_t) const { return ""; }
-  /** A statement waiting for the warpgroup's outstanding wgmma groups, then ordering this
-   * thread's threadgroup writes before the async proxy reads them (the next wgmma operands);
+  /** A statement waiting for the warpgroup's outstanding MMA groups, then ordering this
+   * thread's threadgroup writes before the async proxy reads them (the next warpgroup operands);
    * "" where the dialect has no warpgroup atoms. */
-  virtual std::string wgmma_sync() const { return ""; }
+  virtual std::string warpgroup_sync() const { return ""; }
   /** Writes statements for one `mma` op (identifiers it declares start with mma_). */
   virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
   /**
    * Writes the statements of one op of the tensor-memory-accelerator family (gpu_ir.h:
-   * mbar_init, tma_load, mbar_wait, wgmma_wait, opaque), which lowering makes only for targets
+   * mbar_init, tma_load, mbar_wait, warpgroup_wait, opaque), which lowering makes only for targets
    * with warpgroup atoms: `operands` are its operands' expressions (register 0), `element` the
    * element type of its first operand, `result` its result's name ("" without one). The
    * emitter reaching it in a dialect without such ops is a bug.

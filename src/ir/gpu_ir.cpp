@@ -151,11 +151,11 @@ SharedArray SharedArray::padded(std::vector<int64_t> shape, int64_t pad, int64_t
   return a;
 }
 
-SharedArray SharedArray::wgmma(std::vector<int64_t> shape, int64_t swizzle, int64_t stages) {
+SharedArray SharedArray::swizzled(std::vector<int64_t> shape, int64_t swizzle, int64_t stages) {
   SharedArray a;
   a.shape = std::move(shape);
   a.stages = stages;
-  a.layout = Layout::wgmma;
+  a.layout = Layout::swizzle;
   a.layout_arg = swizzle;
   return a;
 }
@@ -171,7 +171,7 @@ std::string SharedArray::layout_name() const {
   switch (layout) {
     case Layout::linear: return "linear";
     case Layout::pad: return cat("pad", layout_arg);
-    case Layout::wgmma: return cat("wgmma", layout_arg);
+    case Layout::swizzle: return cat("swizzle", layout_arg);
   }
   return "";
 }
@@ -230,15 +230,15 @@ SharedArray shared_array(const Function& f, const Op& alloc, std::string* why) {
   } else if (layout.rfind("pad", 0) == 0 && suffix("pad") > 0) {
     a.layout = SharedArray::Layout::pad;
     a.layout_arg = suffix("pad");
-  } else if (layout.rfind("wgmma", 0) == 0 &&
-             (suffix("wgmma") == 128 || suffix("wgmma") == 64 || suffix("wgmma") == 32)) {
-    a.layout = SharedArray::Layout::wgmma;
-    a.layout_arg = suffix("wgmma");
+  } else if (layout.rfind("swizzle", 0) == 0 &&
+             (suffix("swizzle") == 128 || suffix("swizzle") == 64 || suffix("swizzle") == 32)) {
+    a.layout = SharedArray::Layout::swizzle;
+    a.layout_arg = suffix("swizzle");
     const int64_t elem = static_cast<int64_t>(dtype_size(f.value(alloc.result()).dtype));
     if (a.shape.size() != 2 || (a.shape[1] * elem) % a.layout_arg != 0)
       problem = cat("a ", layout, " array needs two extents, rows of whole ", a.layout_arg, "-byte blocks");
   } else {
-    problem = cat("layout \"", layout, "\" is none of linear, padN, wgmma128/64/32");
+    problem = cat("layout \"", layout, "\" is none of linear, padN, swizzle128/64/32");
   }
   a.offset = number("offset", -1);
   if (problem.empty() && alloc.find_attr("offset") != nullptr &&

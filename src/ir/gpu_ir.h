@@ -45,8 +45,8 @@
  *       columns [wn, wn+1) * n/warps_n, covered by atoms (tm, tn); register
  *       v + values * (tm + TM * tn) is value v of atom (tm, tn) (see lower_dot.cpp).
  *       {ldmatrix}: fragments of 16-bit operands may be read with ldmatrix (rows 16-byte aligned).
- *       {register_a} (wgmma): a is a 16-bit m x k register tile in the fragment layout of an
- *       m x k wgmma accumulator over the same warpgroups (dot_choices.cpp), not an array.
+ *       {register_a} (warpgroup atom): a is a 16-bit m x k register tile in the fragment layout of an
+ *       m x k warpgroup accumulator over the same warpgroups (dot_choices.cpp), not an array.
  *   async_copy {width}(dst, src, lo, hi [, live] [, whole, base]): each register names a chunk of `width`
  *       consecutive elements starting at dst / src (threadgroup / device memory): elements
  *       [lo, hi) of the chunk are copied, the others become 0; registers whose `live` is false
@@ -273,29 +273,30 @@ Block* loop_back_edge(Op& op);
  *   layout="..."    linear: row-major, dense;
  *                   padN: row-major with N unused elements after each row (the padding that
  *                     spreads a staged operand's rows over the banks);
- *                   wgmmaS: the S-byte swizzle (128, 64 or 32; target/wgmma_layout.h) wgmma
- *                     reads and TMA writes: blocks of S bytes of each row, 16-byte chunks XORed
+ *                   swizzleS: the S-byte swizzle (128, 64 or 32; target/swizzled_tile.h) the
+ *                     warpgroup atoms read and TMA writes: blocks of S bytes of each row, 16-byte chunks XORed
  *                     by row; aligned to 1024 bytes (the 128-byte swizzle's 8-row atom);
  *   offset=4096     bytes from the start of the threadgroup's memory, set by the
  *                   allocate-threadgroup-memory pass (absent before it runs).
  */
 struct SharedArray {
-  enum class Layout : uint8_t { linear, pad, wgmma };
+  enum class Layout : uint8_t { linear, pad, swizzle };
   std::vector<int64_t> shape;
   int64_t stages = 1;
   Layout layout = Layout::linear;
-  int64_t layout_arg = 0;  // pad: elements after each row; wgmma: swizzle bytes
+  int64_t layout_arg = 0;  // pad: elements after each row; swizzle: bytes per block row
   int64_t offset = -1;     // -1: not placed yet
 
   static SharedArray linear(std::vector<int64_t> shape, int64_t stages = 1) { return padded(std::move(shape), 0, stages); }
   /** Rows padded by `pad` elements (linear for 0). */
   static SharedArray padded(std::vector<int64_t> shape, int64_t pad, int64_t stages = 1);
-  static SharedArray wgmma(std::vector<int64_t> shape, int64_t swizzle, int64_t stages = 1);
+  /** Rows cut into `swizzle`-byte blocks whose 16-byte chunks are XORed by row (swizzleS). */
+  static SharedArray swizzled(std::vector<int64_t> shape, int64_t swizzle, int64_t stages = 1);
   /** Elements one stage occupies, padding included; all stages: stages * stage_elements(). */
   int64_t stage_elements() const;
   uint64_t bytes(DType dtype) const { return static_cast<uint64_t>(stages * stage_elements()) * dtype_size(dtype); }
-  uint64_t alignment() const { return layout == Layout::wgmma ? 1024 : 16; }
-  /** "linear", "pad8", "wgmma128". */
+  uint64_t alignment() const { return layout == Layout::swizzle ? 1024 : 16; }
+  /** "linear", "pad8", "swizzle128". */
   std::string layout_name() const;
   /** Sets the alloc's shape, stages, layout and (when placed) offset attributes. */
   void write(Op& alloc) const;

@@ -338,7 +338,7 @@ struct Verifier {
       case GpuOpKind::MMA: {
         operands(4, 5);
         results(1);
-        // {register_a}: a is a register tile in the accumulator fragments of wgmma (dot_choices.cpp).
+        // {register_a}: a is a register tile in the accumulator fragments of a warpgroup atom (dot_choices.cpp).
         const bool reg_a = op.find_attr("register_a") != nullptr && op.attr_int("register_a") != 0;
         if (reg_a) {
           const Value& a = val(op.operands[0]);
@@ -391,7 +391,7 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_COMMIT:
-      case GpuOpKind::WGMMA_SYNC:
+      case GpuOpKind::WARPGROUP_SYNC:
         operands(0, 0);
         results(0);
         break;
@@ -426,7 +426,7 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_WAIT:
-      case GpuOpKind::WGMMA_WAIT:
+      case GpuOpKind::WARPGROUP_WAIT:
         operands(0, 0);
         results(0);
         if (op.attr_int("pending") < 0) bad("pending must not be negative");

@@ -1,22 +1,22 @@
 // allocate-threadgroup-memory: gives every alloc its byte offset in the threadgroup's memory
 // (the `offset` attribute the emitters read) and checks the total against the target's limit.
 // Needs: verified GPU IR whose allocs say what they hold (gpu::SharedArray). Guarantees: each
-// array starts at a multiple of its alignment (1024 bytes for the wgmma/TMA swizzles, 16
+// array starts at a multiple of its alignment (1024 bytes for the warpgroup/TMA swizzles, 16
 // otherwise); arrays that are live at the same time never overlap; nothing else changes unless
 // arrays share memory (below), or the kernel's cancel_points are removed where only the
 // threadgroup memory their check takes (GpuTarget::cancel_threadgroup_bytes) is over the limit.
 // Runs last: a later pass that added or removed an array would leave offsets stale.
 //
-// The plain placement puts the arrays one after another, the most aligned first, then in IR
-// order. It is what every kernel that fits gets, so its memory and occupancy stay as tuned.
-// Only a kernel over the limit, on a target whose arrays are offsets into one block
-// (GpuTarget::threadgroup_arrays_alias; Metal binds each array as an argument of its own),
-// gets the packed placement: arrays whose live ranges (the top-level ops that use them or a
-// pointer derived from them) do not overlap may share bytes, so an epilogue's arrays reuse the
-// K loop's stages. The later array's first writes must not overtake the earlier one's last
-// reads by other threads or in-flight copies: an array written by async_copy may be reused only
-// after an async_wait {pending=0}, one a wgmma reads only after a wgmma_sync, and an array TMA
-// writes or that holds mbarriers never; a barrier between them is inserted where none is.
+// The plain placement puts the arrays one after another, the most aligned first, then in IR order.
+// It is what every kernel that fits gets, so its memory and occupancy stay as tuned. Only a kernel
+// over the limit, on a target whose arrays are offsets into one block
+// (GpuTarget::threadgroup_arrays_alias; Metal binds each array as an argument of its own), gets the
+// packed placement: arrays whose live ranges (the top-level ops that use them or a pointer derived
+// from them) do not overlap may share bytes, so an epilogue's arrays reuse the K loop's stages. The
+// later array's first writes must not overtake the earlier one's last reads by other threads or
+// in-flight copies: an array written by async_copy may be reused only after an async_wait
+// {pending=0}, one a warpgroup mma reads only after a warpgroup_sync, and an array TMA writes or
+// that holds mbarriers never; a barrier between them is inserted where none is.
 #include <algorithm>
 #include <map>
 
@@ -35,7 +35,7 @@ struct Array {
   gpu::SharedArray a;
   uint64_t bytes = 0, align = 16;
   int64_t first = -1, last = -1;  // top-level ops that use it (-1: none)
-  bool async_copied = false, wgmma_read = false, pinned = false;  // pinned: never shares bytes
+  bool async_copied = false, warpgroup_read = false, pinned = false;  // pinned: never shares bytes
 };
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -87,7 +87,7 @@ void live_ranges(const gpu::Function& f, std::vector<Array>& arrays, const std::
           if (a.first < 0) a.first = static_cast<int64_t>(t);
           a.last = static_cast<int64_t>(t);
           a.async_copied |= op.kind == GpuOpKind::ASYNC_COPY && k == 0;
-          a.wgmma_read |= op.kind == GpuOpKind::MMA && mma_atom_kind(op) == AtomKind::wgmma;
+          a.warpgroup_read |= op.kind == GpuOpKind::MMA && atom_kind_threads(mma_atom_kind(op)) > 32;
           a.pinned |= op.kind == GpuOpKind::TMA_LOAD || op.kind == GpuOpKind::MBAR_INIT ||
                       op.kind == GpuOpKind::MBAR_WAIT;
         }
@@ -114,7 +114,7 @@ bool may_follow(const gpu::Block& b, const Array& earlier, const Array& later) {
   if (earlier.last >= later.first) return false;
   if (earlier.async_copied && !found_between(b, earlier.last, later.first, GpuOpKind::ASYNC_WAIT))
     return false;
-  if (earlier.wgmma_read && !found_between(b, earlier.last, later.first, GpuOpKind::WGMMA_SYNC))
+  if (earlier.warpgroup_read && !found_between(b, earlier.last, later.first, GpuOpKind::WARPGROUP_SYNC))
     return false;
   return true;
 }

@@ -197,7 +197,7 @@ bool Assigner::rows_reduced(ValueId v) const {
 
 // The one dot whose result tile v is an element-wise function of, through element-wise ops of
 // v's shape (attention's P of its scores), else nullptr: v then lies in that dot's accumulator
-// layout, which a wgmma dot may read A from in registers (dot_choices.cpp).
+// layout, which a warpgroup dot may read A from in registers (dot_choices.cpp).
 const Op* Assigner::accumulator_source(ValueId v) const {
   const Op* dot = nullptr;
   std::vector<ValueId> todo{v};

@@ -19,7 +19,7 @@
 #include "ir/tile_ir.h"
 #include "passes/lower_options.h"
 #include "target/gpu_target.h"
-#include "target/wgmma_layout.h"
+#include "target/swizzled_tile.h"
 
 namespace metile {
 
@@ -33,17 +33,17 @@ struct DotChoice {
   /** The tile_loads of A and B copied straight into threadgroup memory (else nullptr). */
   const Op* direct[2] = {nullptr, nullptr};
   /** direct[1] is the tile_load under B = trans(load), staged as loaded: n rows of k
-   * (lower_trans_operand.cpp; on wgmma, K-major: dot_choices.cpp). */
+   * (lower_trans_operand.cpp; on the warpgroup atom, K-major: dot_choices.cpp). */
   bool b_kmajor = false;
-  WgmmaTile staged[2];  // warpgroup(): the swizzled layouts A and B are copied into
+  SwizzledTile staged[2];  // warpgroup(): the swizzled layouts A and B are copied into
   bool tf32x3 = false;  // the relaxed atom runs three MMAs on TF32 hi/lo parts (MatrixAtom::splits)
-  bool transposed = false;  // wgmma tf32 with B N-major: C^T = B^T A^T, B^T from registers (dot_choices.cpp)
-  /** wgmma FP8 (dot_choices.cpp): K elements per f32 promotion of the wgmma partial sums
+  bool transposed = false;  // warpgroup tf32 with B N-major: C^T = B^T A^T, B^T from registers (dot_choices.cpp)
+  /** warpgroup FP8 (dot_choices.cpp): K elements per f32 promotion of the warpgroup partial sums
    * (0: fast accumulation, every k step into the accumulator itself). */
   int64_t promote = 0;
   /** atom is a warpgroup atom (more than one warp issues it: choose_warpgroup_atom, dot_choices.h). */
   bool warpgroup() const { return atom != nullptr && atom_kind_threads(atom->kind) > 32; }
-  /** wgmma f16/bf16 with A from registers (dot_choices.cpp): A's fragment layout, that of the
+  /** warpgroup f16/bf16 with A from registers (dot_choices.cpp): A's fragment layout, that of the
    * accumulator A is an element-wise function of (kUniform: A is staged in threadgroup memory). */
   gpu::LayoutId register_a = gpu::kUniform;
 };
@@ -102,7 +102,7 @@ DotPrecision gpu_dot_precision(const Op& dot, const GpuTarget& target, const Low
 /**
  * Appends the leaves of `mode`, one mode of a matrix atom's (lane, value) -> element layout, to
  * a tile layout's (shape, stride), each stride mapped to the tile's element numbering by to_tile.
- * The fragment layouts of mma (assign_layouts.cpp) and wgmma (dot_choices.cpp) are built of these.
+ * The fragment layouts of warp-level (assign_layouts.cpp) and warpgroup (dot_choices.cpp) atoms are built of these.
  */
 void append_atom_mode(const metile::Layout& mode, const std::function<int64_t(int64_t)>& to_tile,
                       std::vector<IntTuple>& shape, std::vector<IntTuple>& stride);

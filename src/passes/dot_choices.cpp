@@ -1,45 +1,46 @@
 // The choices layout assignment makes for a dot beyond its warp-level atom (dot_choices.h):
-// which dots run on Hopper's warpgroup matrix units (wgmma.mma_async, sm_90a;
+// which dots run on Hopper's warpgroup matrix units (sm_90a;
 // GpuTarget::warpgroup_atoms) and in which form, and which mma.sync dots stage B K-major. They
-// fill the dot's DotChoice before lowering; lowering (lower_wgmma.cpp, lower_dot.cpp,
+// fill the dot's DotChoice before lowering; lowering (lower_warpgroup.cpp, lower_dot.cpp,
 // lower_trans_operand.cpp) reads it and chooses nothing itself.
 //
 // The warpgroup atom.
 //
 // A dot takes a warpgroup atom when both operands are copied straight from tile_loads
-// (assign_layouts' direct copies, so the copies are async_copy ops and a K loop may pipeline them), K is
-// staged whole, the operand dtype has an atom (f16, bf16; tf32: below) and the threadgroup's warpgroups
-// (threads / 128) tile the accumulator: wg_m x wg_n warpgroups, each 64 * rm rows (rm m64
-// instructions per k step) and nw = N / wg_n columns (a multiple of 8 up to 256). wg_n > 1 only
-// when the columns of a warpgroup start a swizzle block of B and nothing reduces the rows
-// across warps. Everything else keeps the warp-level atoms of lower_dot.cpp.
+// (assign_layouts' direct copies, so the copies are async_copy ops and a K loop may pipeline them),
+// K is staged whole, the operand dtype has an atom (f16, bf16; tf32: below) and the threadgroup's
+// warpgroups (threads / 128) tile the accumulator: wg_m x wg_n warpgroups, each 64 * rm rows (rm
+// m64 instructions per k step) and nw = N / wg_n columns (a multiple of 8 up to 256). wg_n > 1 only
+// when the columns of a warpgroup start a swizzle block of B and nothing reduces the rows across
+// warps. Everything else keeps the warp-level atoms of lower_dot.cpp.
 //
-// The accumulator stays in registers in wgmma's fragment: warp q of a warpgroup holds rows
-// 16q..16q+15 of each m64 block, a thread the m16n8 `c` fragment of each 8-column piece;
-// registers run over the fragment, then the pieces, then the m64 blocks (the instruction's
-// register order, one instruction per block), so the epilogue and tile_store use it as any
-// other tile layout.
+// The accumulator stays in registers in the warpgroup atom's fragment: warp q of a warpgroup holds
+// rows 16q..16q+15 of each m64 block, a thread the m16n8 `c` fragment of each 8-column piece;
+// registers run over the fragment, then the pieces, then the m64 blocks (the instruction's register
+// order, one instruction per block), so the epilogue and tile_store use it as any other tile
+// layout.
 //
-// tf32 on the warpgroup atom (wgmma .tf32).
+// tf32 on the warpgroup atom.
 //
-// wgmma has no transposed form for 32-bit operands: A and B must both be K-major in threadgroup
-// memory. A (M x K, K contiguous) is; B of dot(a, b) is a K x N tile whose N is contiguous, so it
-// is not. A dot takes the tf32 atom only where the program's B is already K-major in memory:
-// dot(a, trans(t)) with t an N x K tile_load of the same block, read by that trans alone, the
-// trans read by that dot alone, and nothing between the load and the dot writes memory (the
-// rule of assign_layouts' direct copies). The dot then copies t itself (async copies or TMA)
-// into the same swizzled K-major layout A uses (src/target/wgmma_layout.h with rows N, cols K),
+// The warpgroup atom has no transposed form for 32-bit operands: A and B must both be K-major in
+// threadgroup memory. A (M x K, K contiguous) is; B of dot(a, b) is a K x N tile whose N is
+// contiguous, so it is not. A dot takes the tf32 atom only where the program's B is already K-major
+// in memory: dot(a, trans(t)) with t an N x K tile_load of the same block, read by that trans
+// alone, the trans read by that dot alone, and nothing between the load and the dot writes memory
+// (the rule of assign_layouts' direct copies). The dot then copies t itself (async copies or TMA)
+// into the same swizzled K-major layout A uses (src/target/swizzled_tile.h with rows N, cols K),
 // the trans is never lowered (lower_scan.cpp), and the emitter reads B with A's descriptor form
-// (src/codegen/cuda/wgmma.cpp). Every other f32 dot keeps mma.sync's tf32 atom (lower_dot.cpp).
+// (the CUDA emitter's warpgroup mma). Every other f32 dot keeps mma.sync's tf32 atom
+// (lower_dot.cpp).
 //
 // Every other f32 dot on the atom (B N-major, as loaded for dot(a, b)) computes C^T = B^T A^T
-// instead (choose_warpgroup_transposed): wgmma's A operand is B^T, whose K-major fragments each
-// thread reads from B's N-major threadgroup array into registers (the register-A form), and its
-// B operand is A itself (M x K, K-major: a descriptor). The copies and TMA stage A and B exactly
-// as for f16 (the N-major swizzled blocks); the accumulator holds C^T's fragments and its
-// layout (transposed_fragment) maps each register to C's element, so the epilogue and
-// tile_store use it as any layout. A register fragment must not change while its wgmma runs,
-// so the op waits for its own group before it ends (src/codegen/cuda/wgmma_tf32.cpp).
+// instead (choose_warpgroup_transposed): the warpgroup atom's A operand is B^T, whose K-major
+// fragments each thread reads from B's N-major threadgroup array into registers (the register-A
+// form), and its B operand is A itself (M x K, K-major: a descriptor). The copies and TMA stage A
+// and B exactly as for f16 (the N-major swizzled blocks); the accumulator holds C^T's fragments and
+// its layout (transposed_fragment) maps each register to C's element, so the epilogue and
+// tile_store use it as any layout. A register fragment must not change while its MMAs run, so the
+// op waits for its own group before it ends (the CUDA emitter's tf32 form).
 //
 // Rounding: the operands stay f32 in threadgroup memory and the tensor cores read their tf32
 // bits, dropping the low 13 mantissa bits (truncation), where mma.sync's fragments round to
@@ -47,58 +48,58 @@
 // form B^T's register fragments are rounded with cvt.rna (as mma.sync's) and A is truncated.
 //
 // FP8 on the warpgroup atom (f8e4m3 / f8e5m2 operands, f32 accumulator;
-// wgmma.mma_async ... m64nNk32.f32.<a>.<b>).
+// m64nNk32 with A and B K-major).
 //
 // Which dots: on cuda the fp8_dots Tile IR pass leaves FP8 dots to lowering (DeviceInfo::
 // lowers_fp8_dots). assign_layouts plans each as an f16 dot (dot_atom: the operands stage as their
-// exact f16 values, cast in registers by stage()), and choose_warpgroup_atom replaces that plan with the
-// FP8 atom where wgmma can read the operands: wgmma has no transposed form for 8-bit operands,
-// so A and B must both be K-major in threadgroup memory. A is when it is an M x K tile_load; B is
-// when the program wrote dot(a, trans(b)) with b an N x K tile_load (torch._scaled_mm's
-// column-major B, attention's K^T), each load read once in the dot's block with nothing writing
-// memory before the dot (wgmma_copied_a, wgmma_kmajor_b). Both are copied as loaded (async copies
-// or TMA) into the swizzled K-major blocks of src/target/wgmma_layout.h, K staged whole, the
-// trans never lowered (lower_scan.cpp). Everything else stays on the exact f16 path: B as
-// loaded for dot(a, b) (K x N, N-major), loads read twice or across a store, threads not whole
-// warpgroups, tiles no wgmma shape fits, K chunked, async copies off.
+// exact f16 values, cast in registers by stage()), and choose_warpgroup_atom replaces that plan
+// with the FP8 atom where it can read the operands: the warpgroup atom has no transposed form for
+// 8-bit operands, so A and B must both be K-major in threadgroup memory. A is when it is an M x K
+// tile_load; B is when the program wrote dot(a, trans(b)) with b an N x K tile_load
+// (torch._scaled_mm's column-major B, attention's K^T), each load read once in the dot's block with
+// nothing writing memory before the dot (warpgroup_copied_a, warpgroup_kmajor_b). Both are copied
+// as loaded (async copies or TMA) into the swizzled K-major blocks of src/target/swizzled_tile.h, K
+// staged whole, the trans never lowered (lower_scan.cpp). Everything else stays on the exact f16
+// path: B as loaded for dot(a, b) (K x N, N-major), loads read twice or across a store, threads not
+// whole warpgroups, tiles no warpgroup shape fits, K chunked, async copies off.
 //
-// Accumulation: Hopper's FP8 wgmma adds its products into the accumulator with fewer bits than
-// f32 (about 14 significant bits kept, as the DeepSeek-V3 report measured), so a long K loop on
-// one accumulator loses accuracy. By default (plan.promote) each mma op computes its wgmma sums
-// into a separate register tile, starting from zero, and adds that tile into the f32
-// accumulator every kFp8PromoteK elements of K (and at the op's end): the two-level accumulation
-// of DeepGEMM and cuBLAS's default. METILE_GPU_OFF=fp8_promote (a piece of disabled_passes) is
-// the fast accumulation: every wgmma accumulates straight into the accumulator, no extra
+// Accumulation: Hopper's FP8 warpgroup MMA adds its products into the accumulator with fewer bits
+// than f32 (about 14 significant bits kept, as the DeepSeek-V3 report measured), so a long K loop
+// on one accumulator loses accuracy. By default (plan.promote) each mma op computes its warpgroup
+// sums into a separate register tile, starting from zero, and adds that tile into the f32
+// accumulator every kFp8PromoteK elements of K (and at the op's end): the two-level accumulation of
+// DeepGEMM and cuBLAS's default. METILE_GPU_OFF=fp8_promote (a piece of disabled_passes) is the
+// fast accumulation: every warpgroup MMA accumulates straight into the accumulator, no extra
 // registers and no wait before the additions.
 //
 // f16 / bf16 attention on the warpgroup atom (FlashAttention-3's form).
 //
 // Scores: dot(q, trans(k)) with k an N x K tile_load is the K-major B that direct_copies
 // (assign_layouts.cpp) already copies as loaded, n rows of k, for mma.sync (DotChoice::b_kmajor).
-// wgmma reads a 16-bit B K-major too (transpose flag 0): the copy goes into the swizzled K-major
-// layout A uses (wgmma_b_tile with rows N, cols K) and the emitter reads B with A's descriptor
-// form. Q, a tile_load before the loop, is no direct copy of the dot's block; an A defined
-// outside the dot's block is staged from registers into its swizzled array once, before the
+// The warpgroup atom reads a 16-bit B K-major too (transpose flag 0): the copy goes into the
+// swizzled K-major layout A uses (swizzled_b_tile with rows N, cols K) and the emitter reads B with
+// A's descriptor form. Q, a tile_load before the loop, is no direct copy of the dot's block; an A
+// defined outside the dot's block is staged from registers into its swizzled array once, before the
 // loop (lower_prestage.cpp), or, elsewhere, at the dot (stage(), swizzled offsets).
 //
-// Output: dot(p.to(f16), v, acc) with p an element-wise function of the scores. wgmma's
-// register-A form (m64nNk16: four .b32 registers a thread per k16 step, rows g and g + 8 of its
-// warp's 16, columns 2t, 2t + 1 and 2t + 8, 2t + 9 of the step) holds exactly the values the
-// m64nN accumulator of the scores holds in its 8-column pieces 2kk and 2kk + 1 (each thread the
-// c fragment (g, 2t..2t+1), (g + 8, 2t..2t+1) of each piece). So a 16-bit dot whose A is an
-// element-wise function of a wgmma accumulator of the same shape (a_source, found by layout
-// assignment), with one warpgroup column (warps_n 1) on both and the same warpgroups along M,
-// takes A from registers in that fragment layout (DotChoice::register_a): no threadgroup array,
-// no copy, no barrier for A. Layout assignment gives A that layout through the element-wise ops;
-// lowering converts a tile that arrives in another one. B (V: K x N, N contiguous) is the
-// ordinary N-major B. The fragment registers must not change while the wgmmas read them, so the
-// op waits for its group before it ends (src/codegen/cuda/wgmma.cpp).
+// Output: dot(p.to(f16), v, acc) with p an element-wise function of the scores. The warpgroup
+// atom's register-A form (m64nNk16: four .b32 registers a thread per k16 step, rows g and g + 8 of
+// its warp's 16, columns 2t, 2t + 1 and 2t + 8, 2t + 9 of the step) holds exactly the values the
+// m64nN accumulator of the scores holds in its 8-column pieces 2kk and 2kk + 1 (each thread the c
+// fragment (g, 2t..2t+1), (g + 8, 2t..2t+1) of each piece). So a 16-bit dot whose A is an
+// element-wise function of a warpgroup accumulator of the same shape (a_source, found by layout
+// assignment), with one warpgroup column (warps_n 1) on both and the same warpgroups along M, takes
+// A from registers in that fragment layout (DotChoice::register_a): no threadgroup array, no copy,
+// no barrier for A. Layout assignment gives A that layout through the element-wise ops; lowering
+// converts a tile that arrives in another one. B (V: K x N, N contiguous) is the ordinary N-major
+// B. The fragment registers must not change while the MMAs read them, so the op waits for its group
+// before it ends (the CUDA emitter's warpgroup mma).
 //
 // Both dots then split rows the same way: warpgroup g holds rows [rows g, +rows), warp q of it
 // rows 16q..16q+15 of each m64 block, and a row's columns lie in one warp (4 lanes and the
 // registers of the pieces): the softmax's row reductions stay within warps (rows_reduced keeps
-// one warpgroup column). METILE_GPU_OFF=wgmma_kmajor_b keeps the scores (and so the output's A)
-// on mma.sync; wgmma_register_a stages P, which keeps the output dot on mma.sync.
+// one warpgroup column). METILE_GPU_OFF=warpgroup_kmajor_b keeps the scores (and so the output's A)
+// on mma.sync; warpgroup_register_a stages P, which keeps the output dot on mma.sync.
 //
 // K-major B on mma.sync: kmajor_b_fits, for lower_trans_operand.cpp, which says how such a B is
 // copied and read.
@@ -118,8 +119,9 @@ const MatrixAtom* warpgroup_atom(const GpuTarget& target, DType ab, DType acc, i
 }
 bool invariant_in_block(const Program& p, const Op& dot, ValueId v);  // below
 
-// The warpgroup accumulator layout above as a tile layout of the m x n tile (element row * n + col).
-auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
+// The warpgroup accumulator layout above as a tile layout of the m x n tile (element row * n +
+// col).
+auto warpgroup_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
   constexpr int64_t kRows = 16;  // rows of the c fragment: one warp's share of an m64 block
   auto to_tile = [&](int64_t s) { return (s % kRows) * n + s / kRows; };
   const int64_t rows = m / wg_m, nw = n / wg_n;
@@ -143,7 +145,7 @@ auto wgmma_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int
 
 bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& target, const LowerOptions& options,
                            bool rows_reduced, const DotChoice* a_source, gpu::Function& f, DotChoice& plan) {
-  if (!options.wgmma || target.warpgroup_atoms.empty() || f.threads % 128 != 0) return false;
+  if (!options.warpgroup || target.warpgroup_atoms.empty() || f.threads % 128 != 0) return false;
   const int64_t groups = f.threads / 128;
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
@@ -151,13 +153,13 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
   // dtypes replace the f16 staging planned for the warp-level atom.
   const bool fp8 = is_f8(p.type(o.operands[0]).dtype);
   DotChoice fp8_plan = plan;
-  if (fp8 && !wgmma_fp8_copies(p, o, target, options, fp8_plan)) return false;
+  if (fp8 && !warpgroup_fp8_copies(p, o, target, options, fp8_plan)) return false;
   const DotChoice& in = fp8 ? fp8_plan : plan;
   if (in.atom == nullptr || in.kc != k) return false;
   // f16 / bf16 (below): B = trans(tile_load) K-major, A staged before the loop or from registers.
   const bool half = !fp8 && dtype_size(in.stage) == 2;
-  const bool kmajor16 = half && in.b_kmajor && options.wgmma_kmajor_b;
-  const bool reg_a = half && in.direct[0] == nullptr && options.wgmma_register_a && a_source != nullptr &&
+  const bool kmajor16 = half && in.b_kmajor && options.warpgroup_kmajor_b;
+  const bool reg_a = half && in.direct[0] == nullptr && options.warpgroup_register_a && a_source != nullptr &&
                      a_source->warpgroup() && !a_source->transposed && a_source->warps_n == 1;
   const bool staged_a = kmajor16 && in.direct[0] == nullptr && !reg_a && invariant_in_block(p, o, o.operands[0]);
   if (in.direct[0] == nullptr && !reg_a && !staged_a) return false;
@@ -165,14 +167,14 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
   // 3xTF32 would need each operand's residual staged beside it; mma.sync splits in registers.
   if (in.tf32x3) return false;
   // tf32, FP8 and 16-bit trans(tile_load): B K-major, copied from the N x K tile_load its trans reads.
-  const Op* kmajor_b = in.stage == DType::f32 ? wgmma_kmajor_b(p, o, options) : fp8 || kmajor16 ? in.direct[1] : nullptr;
+  const Op* kmajor_b = in.stage == DType::f32 ? warpgroup_kmajor_b(p, o, options) : fp8 || kmajor16 ? in.direct[1] : nullptr;
   if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
     return plan.direct[1] != nullptr && choose_warpgroup_transposed(p, o, target, rows_reduced, f, plan);
   if (plan.stage != DType::f32 && in.direct[1] == nullptr) return false;
   const MatrixAtom* atom = warpgroup_atom(target, in.stage, p.type(o.result()).dtype, k);
   if (atom == nullptr) return false;
   const int64_t elem = static_cast<int64_t>(dtype_size(in.stage));
-  const WgmmaTile ta = wgmma_tile(m, k, elem), tb = wgmma_b_tile(k, n, elem, kmajor_b != nullptr);
+  const SwizzledTile ta = swizzled_tile(m, k, elem), tb = swizzled_b_tile(k, n, elem, kmajor_b != nullptr);
   // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned (A in
   // registers has no array).
   if ((!reg_a && (ta.swizzle == 0 || (m * k * elem) % 1024 != 0)) || tb.swizzle == 0 || (k * n * elem) % 1024 != 0)
@@ -195,9 +197,9 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
   if (kmajor_b != nullptr) plan.direct[1] = kmajor_b;  // tf32: the trans is not lowered
   plan.warps_m = static_cast<int>(4 * wg_m);
   plan.warps_n = static_cast<int>(wg_n);
-  plan.acc = f.add_layout(wgmma_fragment(*atom, m, n, wg_m, wg_n));
+  plan.acc = f.add_layout(warpgroup_fragment(*atom, m, n, wg_m, wg_n));
   // A's m x k fragments are those of an m x k accumulator over the same warpgroups.
-  if (reg_a) plan.register_a = f.add_layout(wgmma_fragment(*atom, m, k, wg_m, 1));
+  if (reg_a) plan.register_a = f.add_layout(warpgroup_fragment(*atom, m, k, wg_m, 1));
   plan.staged[0] = ta;
   plan.staged[1] = tb;
   return true;
@@ -219,10 +221,10 @@ const Block* block_of(const Block& blk, const Op* target, size_t* at) {
 }
 
 // The accumulator of the transposed form as a tile layout of C (m x n, element row * n + col):
-// wgmma's rows are C's columns (64 per m64 block, wg_m warpgroups along them) and its columns
-// C's rows (nw per warpgroup, wg_n warpgroups); warp q holds wgmma rows 16q..16q+15, a thread
-// the m16n8 `c` fragment of each 8-column piece, registers over the fragment, the pieces, then
-// the m64 blocks (the instruction's register order).
+// the warpgroup atom's rows are C's columns (64 per m64 block, wg_m warpgroups along them) and
+// its columns C's rows (nw per warpgroup, wg_n warpgroups); warp q holds the atom's rows
+// 16q..16q+15, a thread the m16n8 `c` fragment of each 8-column piece, registers over the
+// fragment, the pieces, then the m64 blocks (the instruction's register order).
 gpu::Layout transposed_fragment(const MatrixAtom& a, int64_t m, int64_t n, int64_t wg_m, int64_t wg_n) {
   constexpr int64_t kRows = 16;  // rows of the c fragment
   auto to_tile = [&](int64_t s) { return (s / kRows) * n + s % kRows; };  // (row, col) -> C(col, row)
@@ -252,7 +254,7 @@ bool choose_warpgroup_transposed(const Program& p, const Op& o, const GpuTarget&
   const int64_t n = p.type(o.operands[1]).shape.dims[1];
   const MatrixAtom* atom = warpgroup_atom(target, DType::f32, p.type(o.result()).dtype, k);
   if (atom == nullptr || f.threads % 128 != 0) return false;
-  const WgmmaTile ta = wgmma_tile(m, k, 4), tb = wgmma_tile(k, n, 4);  // both as loaded
+  const SwizzledTile ta = swizzled_tile(m, k, 4), tb = swizzled_tile(k, n, 4);  // both as loaded
   if (ta.swizzle == 0 || tb.swizzle == 0 || (m * k * 4) % 1024 != 0 || (k * n * 4) % 1024 != 0) return false;
   const int64_t groups = f.threads / 128;
   int64_t wg_m = 0, wg_n = 0;
@@ -331,7 +333,7 @@ const Op* copied_load(const Program& p, const DotSite& s, ValueId v) {
 
 }  // namespace
 
-const Op* wgmma_kmajor_b(const Program& p, const Op& dot, const LowerOptions& options) {
+const Op* warpgroup_kmajor_b(const Program& p, const Op& dot, const LowerOptions& options) {
   const DType bt = p.type(dot.operands[1]).dtype;
   if (!options.async_copy || (bt != DType::f32 && !is_f8(bt))) return nullptr;
   const DotSite s = site_of(p, dot);
@@ -346,15 +348,15 @@ const Op* wgmma_kmajor_b(const Program& p, const Op& dot, const LowerOptions& op
   return copied_load(p, s, trans->operands[0]);
 }
 
-const Op* wgmma_copied_a(const Program& p, const Op& dot, const LowerOptions& options) {
+const Op* warpgroup_copied_a(const Program& p, const Op& dot, const LowerOptions& options) {
   if (!options.async_copy) return nullptr;
   return copied_load(p, site_of(p, dot), dot.operands[0]);
 }
 
-bool wgmma_fp8_copies(const Program& p, const Op& o, const GpuTarget& target,
+bool warpgroup_fp8_copies(const Program& p, const Op& o, const GpuTarget& target,
                       const LowerOptions& options, DotChoice& plan) {
-  const Op* a = wgmma_copied_a(p, o, options);
-  const Op* b = wgmma_kmajor_b(p, o, options);
+  const Op* a = warpgroup_copied_a(p, o, options);
+  const Op* b = warpgroup_kmajor_b(p, o, options);
   if (a == nullptr || b == nullptr) return false;
   const int64_t m = p.type(o.operands[0]).shape.dims[0], k = p.type(o.operands[0]).shape.dims[1];
   const int64_t n = p.type(o.operands[1]).shape.dims[1];

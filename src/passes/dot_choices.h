@@ -1,6 +1,6 @@
 /** \file dot_choices.h
  * The choices layout assignment makes for a dot beyond its warp-level atom (dot_atom,
- * assign_layouts.h): the warpgroup atom (wgmma, sm_90a) with its transposed tf32 and its FP8
+ * assign_layouts.h): the warpgroup atom (Hopper, sm_90a) with its transposed tf32 and its FP8
  * forms, and B staged K-major for mma.sync. Each fills the dot's DotChoice; lowering reads the
  * result and never chooses again (dot_choices.cpp says what each form needs).
  */
@@ -17,7 +17,7 @@
 namespace metile {
 
 /**
- * Moves dot `o` of `program` to a warpgroup atom of `target` (wgmma on sm_90) when it fits:
+ * Moves dot `o` of `program` to a warpgroup atom of `target` (Hopper's, sm_90a) when it fits:
  * both operands copied directly, K staged whole, whole warpgroups, 64-row blocks; sets c's
  * atom, warp grid, accumulator layout (added to f) and staged tiles. rows_reduced: the result's
  * rows are reduced later (then one warpgroup column). a_source: the plan of the dot whose
@@ -30,7 +30,7 @@ bool choose_warpgroup_atom(const Program& program, const Op& o, const GpuTarget&
 
 /**
  * An f32 dot whose B is N-major (K x N as loaded) on the tf32 warpgroup atom as C^T = B^T A^T:
- * wgmma's A is B^T, read from B's threadgroup array into registers (rounded with cvt.rna), its B
+ * the warpgroup atom's A is B^T, read from B's threadgroup array into registers (rounded with cvt.rna), its B
  * is A (M x K, K-major, a descriptor), and the accumulator holds C^T's fragments, which the
  * accumulator layout maps back to C's elements. Sets c's atom, warp grid (warps_m: 4 per
  * warpgroup along N; warps_n: warpgroups along M), layout (added to f), staged tiles and
@@ -45,21 +45,21 @@ bool choose_warpgroup_transposed(const Program& program, const Op& dot, const Gp
  * the dot's block, nothing between the load and the dot writing memory, rows of whole 16-byte
  * chunks, async copies on); nullptr otherwise.
  */
-const Op* wgmma_kmajor_b(const Program& program, const Op& dot, const LowerOptions& options);
+const Op* warpgroup_kmajor_b(const Program& program, const Op& dot, const LowerOptions& options);
 /** The M x K tile_load a dot's A operand is, under the same rules (FP8, where assign_layouts'
  * direct copies, made for the f16 staging, do not apply). */
-const Op* wgmma_copied_a(const Program& program, const Op& dot, const LowerOptions& options);
+const Op* warpgroup_copied_a(const Program& program, const Op& dot, const LowerOptions& options);
 
-/** K elements of FP8 wgmma partial sums between two promotions into the f32 accumulator. */
+/** K elements of FP8 warpgroup partial sums between two promotions into the f32 accumulator. */
 inline constexpr int64_t kFp8PromoteK = 128;
 
 /**
  * Fills `plan` for an FP8 dot on the warpgroup atom when its operands can be copied K-major:
  * A's and B's tile_loads as plan.direct, plan.stage A's FP8 dtype, K staged whole and
  * plan.promote (LowerOptions::fp8_promote); false (plan untouched in the fields that matter)
- * otherwise. choose_warpgroup_atom checks the rest (swizzle, warpgroups) as for every wgmma dot.
+ * otherwise. choose_warpgroup_atom checks the rest (swizzle, warpgroups) as for every warpgroup dot.
  */
-bool wgmma_fp8_copies(const Program& program, const Op& dot, const GpuTarget& target,
+bool warpgroup_fp8_copies(const Program& program, const Op& dot, const GpuTarget& target,
                       const LowerOptions& options, DotChoice& plan);
 
 /**

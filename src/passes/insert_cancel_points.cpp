@@ -8,7 +8,7 @@
 // then acts on the first turn (cuda acts at every back-edge on the value it read last). Placed
 // after the program's first reads, it costs no wait for its own read. Needs: verified GPU IR.
 // Guarantees: every loop body ends in one cancel_point before its yield, except in a function
-// with Hopper warpgroup MMAs (wgmma), which gets none: ptxas serializes every wgmma of a
+// with Hopper's warpgroup MMAs, which gets none: ptxas serializes every warpgroup MMA of a
 // function that may trap on a divergent path (its C7518 "Potential Performance Loss"), and such
 // loops are bounded K loops. Nothing else changes. Runs last: it writes, so earlier passes
 // would keep loops it touched.
@@ -20,10 +20,10 @@ namespace metile {
 
 namespace {
 
-// 2^10: the counter costs an add, an AND and a compare per back-edge (cuda: predicated, no
-// branch, so a K loop's wgmma stays asynchronous; MSL: a decrement and a branch); the read of
-// the word (MSL: and two barriers) then comes once per 1024, a small fraction of any loop body
-// that reads memory, while a loop spinning at ~10 ns per turn still stops within ~10 us.
+// 2^10: the counter costs an add, an AND and a compare per back-edge (cuda: predicated, no branch,
+// so a K loop's warpgroup MMAs stay asynchronous; MSL: a decrement and a branch); the read of the
+// word (MSL: and two barriers) then comes once per 1024, a small fraction of any loop body that
+// reads memory, while a loop spinning at ~10 ns per turn still stops within ~10 us.
 constexpr int64_t kCancelEvery = 1024;
 
 bool ends_in_cancel_point(const gpu::Block& b) {
@@ -56,7 +56,7 @@ void check_at_entry(gpu::Block& body) {
 void insert_cancel_points(gpu::Function& f, const PassContext& ctx) {
   bool warpgroup = false;
   gpu::walk(f.body, [&](const gpu::Op& op) {
-    warpgroup = warpgroup || (op.kind == gpu::GpuOpKind::MMA && mma_atom_kind(op) == AtomKind::wgmma);
+    warpgroup = warpgroup || (op.kind == gpu::GpuOpKind::MMA && atom_kind_threads(mma_atom_kind(op)) > 32);
   });
   if (warpgroup) return;
   gpu::walk_mut(f.body, [&](gpu::Op& op) {

@@ -33,7 +33,7 @@
 namespace metile::lowering {
 
 void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
-                     int64_t len, const WgmmaTile* swizzled) {
+                     int64_t len, const SwizzledTile* swizzled) {
   // A trans only this dot reads: x holds its operand (lower_trans_operand.cpp).
   const auto view = trans_views.find(tile_value);
   const bool transposed = view != trans_views.end();
@@ -179,19 +179,19 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
   DotPlan& plan = dot_plans.at(&op);
   if (plan.bufs[1] == kNoValue) {
     const int64_t m = p.type(op.operands[0]).shape.dims[0], n = p.type(op.operands[1]).shape.dims[1];
-    const int64_t pad = plan.warpgroup() ? 0 : staging_pad(plan.stage);  // wgmma: swizzled, unpadded
+    const int64_t pad = plan.warpgroup() ? 0 : staging_pad(plan.stage);  // warpgroup: swizzled, unpadded
     plan.ld[0] = plan.kc + pad;
     plan.ld[1] = (plan.b_kmajor ? plan.kc : n) + pad;  // k-major B: n rows of k (lower_trans_operand.cpp)
     plan.elems[0] = m * plan.ld[0];
     plan.elems[1] = (plan.b_kmajor ? n : plan.kc) * plan.ld[1];
     const std::vector<int64_t> shape[2] = {{m, plan.kc}, {plan.b_kmajor ? n : plan.kc, plan.b_kmajor ? plan.kc : n}};
-    // wgmma FP8: B keeps its own format (e4m3 x e5m2 dots; dot_choices.cpp).
+    // warpgroup FP8: B keeps its own format (e4m3 x e5m2 dots; dot_choices.cpp).
     const DType bt = plan.warpgroup() && is_f8(plan.stage) ? p.type(plan.direct[1]->result()).dtype : plan.stage;
     for (int i = 0; i < 2; ++i) {
       if (i == 0 && plan.register_a != gpu::kUniform) continue;  // A in registers (dot_choices.cpp)
-      // wgmma arrays take the staged tile's shape: a K-major B is staged N x K.
+      // Warpgroup arrays take the staged tile's shape: a K-major B is staged N x K.
       const auto& t = plan.staged[i];
-      const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::wgmma({t.rows, t.cols}, t.swizzle, stages)
+      const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::swizzled({t.rows, t.cols}, t.swizzle, stages)
                                             : gpu::SharedArray::padded(shape[i], pad, stages);
       plan.bufs[i] = pb.alloc(i == 0 ? plan.stage : bt, a, i == 0 ? "a_smem" : "b_smem");
     }
@@ -212,10 +212,10 @@ void Lowering::dot(const Op& op) {
   const int64_t kc = plan.kc;
   const auto piped = pipelined_dots.find(&op);
   auto [a_buf, b_buf] = dot_buffers(op, piped != pipelined_dots.end() ? piped->second->stages : 1);
-  // wgmma's register-A form: A in the fragments of the accumulator it was computed from
+  // the warpgroup atom's register-A form: A in the fragments of the accumulator it was computed from
   // (dot_choices.cpp); a tile in another layout is converted, one of another dtype cast.
   const bool reg_a = plan.register_a != gpu::kUniform;
-  METILE_ASSERT(!reg_a || (piped == pipelined_dots.end() && plan.kc == k), "register-A wgmma: one unpipelined stage");
+  METILE_ASSERT(!reg_a || (piped == pipelined_dots.end() && plan.kc == k), "register-A warpgroup dot: one unpipelined stage");
   ValueId a_regs = kNoValue;
   if (reg_a) {
     a_regs = materialize(get(op.operands[0]), plan.register_a);
@@ -249,7 +249,7 @@ void Lowering::dot(const Op& op) {
       if (direct && !early) async_commit();
       const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
       if (direct) async_wait(later);
-      // wgmma: copies and stores fenced for the async proxy, earlier wgmmas done with the arrays.
+      // Warpgroup: copies and stores fenced for the async proxy, earlier warpgroup MMAs done with the arrays.
       warpgroup_sync_for({&op});
       b.barrier();
     }
@@ -271,7 +271,7 @@ void Lowering::dot(const Op& op) {
       if (plan.atom->kind == AtomKind::mma_sync)
         g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
-      // A pipelined wgmma is waited for at the next iteration's top and after the loop.
+      // A pipelined warpgroup dot is waited for at the next iteration's top and after the loop.
       if (plan.warpgroup()) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
       if (reg_a) g.attrs.push_back({"register_a", int64_t{1}});  // dot_choices.cpp
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // dot_choices.cpp

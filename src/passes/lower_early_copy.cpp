@@ -12,10 +12,10 @@
 // them, and every unpipelined dot ends with a barrier after its mma.
 //
 // Targets with asynchronous copies only (on others a copy completes where it is issued), and
-// neither dot pipelined (its copies and waits are the loop's). An unpipelined wgmma dot waits
-// for its own wgmmas before it ends, and the later dot's wgmma_sync, after its async_wait and
-// before its barrier, fences the early copies for the async proxy as it does its own.
-// LowerOptions::early_copy (METILE_GPU_OFF=early_copy) switches it off.
+// neither dot pipelined (its copies and waits are the loop's). An unpipelined warpgroup dot waits
+// for its own warpgroup MMAs before it ends, and the later dot's warpgroup_sync, after its
+// async_wait and before its barrier, fences the early copies for the async proxy as it does its
+// own. LowerOptions::early_copy (METILE_GPU_OFF=early_copy) switches it off.
 #include <algorithm>
 
 #include "passes/lower_internal.h"

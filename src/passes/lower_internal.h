@@ -170,7 +170,7 @@ class Lowering {
     ValueId iteration = kNoValue, stage = kNoValue;  // in the body: (iv - start) / step, its stage
     ValueId bars = kNoValue;  // one mbarrier per stage when some copies are TMA's (lower_tma.cpp)
     int64_t arrivals = 0;     // TMA copies per stage
-    bool tma_only = false;    // every copy is TMA's and every dot wgmma: one wgmma group stays in flight
+    bool tma_only = false;    // every copy is TMA's and every dot on the warpgroup atom: one warpgroup MMA group stays in flight
     // Synchronous copies (lower_double_buffer.cpp): the next iteration's tiles wait in registers
     // (per dot, A's then B's) from the top of the body to its bottom.
     bool prefetch = false;
@@ -205,11 +205,11 @@ class Lowering {
   std::vector<LayoutId> assigned;  // Tile IR value -> layout (assign_layouts; kUniform: layout_for(shape))
   /**
    * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:
-   * the indices [lo, lo + len) of axis `axis`, shifted to start at 0. swizzled: a wgmma
-   * operand's array (lower_wgmma.cpp), in whose layout the elements go instead.
+   * the indices [lo, lo + len) of axis `axis`, shifted to start at 0. swizzled: a warpgroup
+   * operand's array (lower_warpgroup.cpp), in whose layout the elements go instead.
    */
   void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
-             int64_t len, const WgmmaTile* swizzled = nullptr);
+             int64_t len, const SwizzledTile* swizzled = nullptr);
   /**
    * Copies tile_load `load` into threadgroup array buf (row stride ld) with async_copy; where
    * the uniform `in_range` is false, zeros.
@@ -248,15 +248,15 @@ class Lowering {
   std::vector<int> read_counts;            // Tile IR value -> operands naming it (lazily)
   std::map<ValueId, ValueId> trans_views;  // trans result -> its operand, staged transposed
 
-  // --- lower_wgmma.cpp ---
-  /** The tile_loads a wgmma dot stages, and the swizzled layout each is copied into. */
-  std::map<const Op*, WgmmaTile> warpgroup_staging;
+  // --- lower_warpgroup.cpp ---
+  /** The tile_loads a warpgroup dot stages, and the swizzled layout each is copied into. */
+  std::map<const Op*, SwizzledTile> warpgroup_staging;
   /** The element offset of chunk (r, c) of tile_load `load` in its staging array. */
   ValueId staging_offset(const Op& load, ValueId r, ValueId c, int64_t ld);
   /** The element offset of (r, c) in swizzled tile t; chunk_start: c starts a 16-byte chunk. */
-  ValueId swizzled_offset(const WgmmaTile& t, ValueId r, ValueId c, bool chunk_start);
-  /** Where copies a wgmma reads were waited for (before the barrier) and after a pipelined
-   * loop: waits for the warpgroup's wgmmas and fences the copies for the async proxy. */
+  ValueId swizzled_offset(const SwizzledTile& t, ValueId r, ValueId c, bool chunk_start);
+  /** Where copies a warpgroup dot reads were waited for (before the barrier) and after a pipelined
+   * loop: waits for the warpgroup's MMAs and fences the copies for the async proxy. */
   void warpgroup_sync_for(const std::vector<const Op*>& dots);
 
   // --- lower_tma.cpp ---

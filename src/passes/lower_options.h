@@ -74,19 +74,19 @@ struct LowerOptions {
   /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
   int warps_m = 0, warps_n = 0;
   /**
-   * Dots that fit a warpgroup atom of the target (wgmma on sm_90) use it (dot_choices.cpp);
+   * Dots that fit a warpgroup atom of the target (Hopper's, sm_90a) use it (dot_choices.cpp);
    * off: the warp-level atoms, for differential tests.
    */
-  bool wgmma = true;
+  bool warpgroup = true;
   /**
-   * A pipelined wgmma dot's bounded tile_loads whose base, row stride and bounds are kernel
+   * A pipelined warpgroup dot's bounded tile_loads whose base, row stride and bounds are kernel
    * parameters or constants are copied by the tensor memory accelerator (cp.async.bulk.tensor,
    * completing on mbarriers) through tensor maps the runtime builds (lower_tma.cpp). Off: the
    * cp.async copies (METILE_GPU_OFF=tma).
    */
   bool tma = true;
   /**
-   * A TMA-only wgmma K loop nested in a loop over output tiles (persistent_range) keeps its
+   * A TMA-only warpgroup K loop nested in a loop over output tiles (persistent_range) keeps its
    * mbarriers across tiles and issues the next tile's first stages before this tile's
    * epilogue (lower_persistent.cpp). Off: each tile fills its pipeline after the previous
    * tile's epilogue (METILE_GPU_OFF=persistent).
@@ -104,24 +104,24 @@ struct LowerOptions {
    */
   bool broadcast_loads = true;
   /**
-   * FP8 wgmma dots add their wgmma partial sums into the f32 accumulator every kFp8PromoteK
+   * FP8 warpgroup dots add their warpgroup partial sums into the f32 accumulator every kFp8PromoteK
    * elements of K from a separate register tile (dot_choices.cpp). Off: fast accumulation,
    * straight into the accumulator (METILE_GPU_OFF=fp8_promote).
    */
   bool fp8_promote = true;
   /**
-   * 16-bit wgmma dots whose B is trans(tile_load) (attention's K^T) read B K-major, copied as
+   * 16-bit warpgroup dots whose B is trans(tile_load) (attention's K^T) read B K-major, copied as
    * loaded, and stage an A computed outside their loop (attention's Q) into the swizzled layout
-   * before it (dot_choices.cpp). Off: such dots keep mma.sync (METILE_GPU_OFF=wgmma_kmajor_b).
+   * before it (dot_choices.cpp). Off: such dots keep mma.sync (METILE_GPU_OFF=warpgroup_kmajor_b).
    */
-  bool wgmma_kmajor_b = true;
+  bool warpgroup_kmajor_b = true;
   /**
-   * A 16-bit wgmma dot whose A is an element-wise function of another wgmma dot's accumulator
+   * A 16-bit warpgroup dot whose A is an element-wise function of another warpgroup dot's accumulator
    * (attention's P of its scores) takes A from registers in that accumulator's fragments
    * (dot_choices.cpp). Off: A is staged through threadgroup memory, which keeps such a dot on
-   * mma.sync (METILE_GPU_OFF=wgmma_register_a).
+   * mma.sync (METILE_GPU_OFF=warpgroup_register_a).
    */
-  bool wgmma_register_a = true;
+  bool warpgroup_register_a = true;
 };
 
 }  // namespace metile

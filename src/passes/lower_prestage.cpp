@@ -7,11 +7,11 @@
 // again each iteration; staged before the loop, they die there. The barrier the body already
 // places before each mma (after staging the other operand) orders these stores too.
 //
-// Only for dots directly in the loop's body that run unpipelined, without K chunks (one
-// staging holds all of K) and not copied straight from device memory (that copy is a tile_load
-// of the body) nor read from registers (wgmma's register A). A wgmma operand goes to its
-// swizzled offsets; the wgmma_sync before the body's barrier fences these stores for the async
-// proxy that wgmma reads through (lower_wgmma.cpp).
+// Only for dots directly in the loop's body that run unpipelined, without K chunks (one staging
+// holds all of K) and not copied straight from device memory (that copy is a tile_load of the body)
+// nor read from registers (the warpgroup atom's register A). A warpgroup operand goes to its
+// swizzled offsets; the warpgroup_sync before the body's barrier fences these stores for the async
+// proxy that the warpgroup atoms read through (lower_warpgroup.cpp).
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {

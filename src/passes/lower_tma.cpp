@@ -1,10 +1,10 @@
 // The tensor memory accelerator (TMA, cp.async.bulk.tensor, sm_90) for the operands of pipelined
-// wgmma dots (lower_pipeline.cpp, lower_wgmma.cpp).
+// warpgroup dots (lower_pipeline.cpp, lower_warpgroup.cpp).
 //
 // A direct tile_load of such a dot is copied by TMA when the runtime can describe its tensor
 // with a tensor map (src/target/tma.h): the base is a pointer parameter itself, the row stride
 // and both bounds are integer parameters or constants, the coordinates are i32 and a box fits
-// (at most 256 rows; one box per `swizzle`-byte column block of the wgmma staging layout, which
+// (at most 256 rows; one box per `swizzle`-byte column block of the warpgroup staging layout, which
 // is the layout TMA's swizzle modes write). Everything else keeps the async copies.
 //
 // Per pipeline stage one mbarrier counts the stage's TMA copies: thread 0 initialises them
@@ -14,11 +14,11 @@
 // bounds read; copies of iterations past the loop's end are not issued at all. At the top of
 // iteration it every thread waits for the phase (it / stages) & 1 of barrier it % stages.
 //
-// When every copy of the loop is TMA's and every dot wgmma (tma_only), the loop keeps one
-// wgmma group in flight: the top has no barrier, and before the bottom's copies each warpgroup
-// waits until at most one group (this iteration's) is pending, then a barrier; the stage the
-// copies overwrite, (it - 1) % stages, was read by the previous iteration's groups only.
-// Otherwise the top keeps its cp.async wait, wgmma wait and barrier, and waits on the mbarrier
+// When every copy of the loop is TMA's and every dot on the warpgroup atom (tma_only), the loop
+// keeps one warpgroup MMA group in flight: the top has no barrier, and before the bottom's copies
+// each warpgroup waits until at most one group (this iteration's) is pending, then a barrier; the
+// stage the copies overwrite, (it - 1) % stages, was read by the previous iteration's groups only.
+// Otherwise the top keeps its cp.async wait, warpgroup wait and barrier, and waits on the mbarrier
 // after them.
 //
 // Bounds the bounds pass made (its `bounds` attribute on the load, guard_buffer_bounds.cpp):
@@ -61,7 +61,7 @@ void Lowering::tma_plan(Pipeline& pl) {
     if (!plan.warpgroup()) continue;
     for (int i = 0; i < 2; ++i) {
       const Op& load = *plan.direct[i];
-      const WgmmaTile& t = plan.staged[i];
+      const SwizzledTile& t = plan.staged[i];
       if (load.operands.size() != 6 || t.rows > 256 || t.width() > 256 || t.cols % t.width() != 0) continue;
       if (p.type(load.operands[1]).dtype != DType::i32 || p.type(load.operands[2]).dtype != DType::i32) continue;
       TmaMap m;
@@ -140,7 +140,7 @@ void Lowering::tma_wait(const Pipeline& pl) {
 
 void Lowering::tma_release(const Pipeline&) {
   gpu::Op g;
-  g.kind = gpu::GpuOpKind::WGMMA_WAIT;
+  g.kind = gpu::GpuOpKind::WARPGROUP_WAIT;
   g.attrs = {{"pending", int64_t{1}}};
   b.append(std::move(g));
   b.barrier();

@@ -81,8 +81,8 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.wide_chunks = !options.disables("wide_chunks");
   lo.broadcast_loads = !options.disables("broadcast_loads");
   lo.fp8_promote = !options.disables("fp8_promote");
-  lo.wgmma_kmajor_b = !options.disables("wgmma_kmajor_b");
-  lo.wgmma_register_a = !options.disables("wgmma_register_a");
+  lo.warpgroup_kmajor_b = !options.disables("warpgroup_kmajor_b");
+  lo.warpgroup_register_a = !options.disables("warpgroup_register_a");
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
   // known; where the whole kernel does not fit even with arrays sharing memory
   // (allocate-threadgroup-memory), the stages the target chose give way (3 -> 2 -> none) rather

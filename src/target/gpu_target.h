@@ -91,8 +91,8 @@ struct GpuTarget {
   /** Warp-level atoms, in preference order: dot_atom takes the first that fits. */
   std::vector<Atom> matrix_atoms;
   /**
-   * Warpgroup atoms (Hopper wgmma, sm_90a): 4 consecutive warps issue one m x (n-multiple) x k
-   * product with both operands in threadgroup memory (src/target/wgmma_layout.h) and the
+   * Warpgroup atoms (Hopper, sm_90a): 4 consecutive warps issue one m x (n-multiple) x k
+   * product with both operands in threadgroup memory (src/target/swizzled_tile.h) and the
    * accumulator in registers, each warp holding 16 rows in the `c` fragment of its atom. Tried
    * before matrix_atoms for dots that fit (src/passes/dot_choices.cpp); empty where the target
    * has none.

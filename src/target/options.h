@@ -18,11 +18,20 @@ namespace metile {
  * beside the passes themselves: the K-loop features inside GPU lowering (pipeline.cpp maps each to
  * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
  * per access ("one_align"), whole_tiles' last-first order ("last_first") and layout assignment's
- * choices ("wide_chunks", "broadcast_loads", "wgmma_kmajor_b", "wgmma_register_a"). */
+ * choices ("wide_chunks", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a"). */
 inline constexpr std::array<std::string_view, 19> kPassPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma",
     "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
-    "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "wgmma_kmajor_b", "wgmma_register_a"};
+    "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a"};
+
+/** Earlier names of pieces, still accepted wherever a piece's name is (users' METILE_GPU_OFF
+ * settings and scripts): {earlier, current}. The warpgroup pieces were first named after the
+ * PTX instruction that implements them. */
+struct PieceAlias {
+  std::string_view earlier, current;
+};
+inline constexpr std::array<PieceAlias, 2> kPassPieceAliases = {{
+    {"wgmma_kmajor_b", "warpgroup_kmajor_b"}, {"wgmma_register_a", "warpgroup_register_a"}}};
 
 struct CompileOptions {
   int num_threads = 0;
@@ -38,10 +47,13 @@ struct CompileOptions {
    * check_pass_names (passes/pass.h) refuses unknown names.
    */
   std::vector<std::string> disabled_passes;
-  /** Whether disabled_passes names `name`. */
+  /** Whether disabled_passes names `name`, or an earlier name of it (kPassPieceAliases). */
   bool disables(std::string_view name) const {
-    for (const std::string& p : disabled_passes)
+    for (const std::string& p : disabled_passes) {
       if (p == name) return true;
+      for (const PieceAlias& a : kPassPieceAliases)
+        if (p == a.earlier && name == a.current) return true;
+    }
     return false;
   }
   /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)

@@ -6,7 +6,7 @@
  * The tensor is a tile_load's view of a kernel parameter: element (r, c) at base + r * ld + c,
  * rows x cols of them (the load's bounds), read in boxes of box_rows x box_cols elements whose
  * rows land `swizzle` bytes apart in threadgroup memory with the hardware swizzle of that width
- * (the wgmma staging layout, src/target/wgmma_layout.h). Each of rows, cols and ld is a kernel
+ * (the warpgroup staging layout, src/target/swizzled_tile.h). Each of rows, cols and ld is a kernel
  * parameter ("p<index>") or a constant ("<value>"), so the runtime can evaluate it from the
  * launch's arguments.
  *

@@ -43,13 +43,13 @@ const char* const kHead = R"(gpu_kernel @k(%x: ptr<f32>) threads=32 simd=32 {
 // The most aligned first (the wgmma swizzle's 1024 bytes), then in IR order, each 16-aligned.
 TEST(AllocateThreadgroupMemory, PlacesTheMostAlignedFirstThenInOrder) {
   const std::string in = std::string(kHead) + R"(  %s: ptr<f32, threadgroup> = alloc shape="100" stages=1 layout="linear"
-  %w: ptr<f16, threadgroup> = alloc shape="64x64" stages=2 layout="wgmma128"
+  %w: ptr<f16, threadgroup> = alloc shape="64x64" stages=2 layout="swizzle128"
   %p: ptr<f16, threadgroup> = alloc shape="16x32" stages=3 layout="pad8"
   %bar: ptr<i64, threadgroup> = alloc shape="1" stages=3 layout="linear"
 }
 )";
   const std::string out = run(in, cuda_with(1 << 20));
-  EXPECT_TRUE(has(out, "%w: ptr<f16, threadgroup> = alloc shape=\"64x64\" stages=2 layout=\"wgmma128\" offset=0\n"))
+  EXPECT_TRUE(has(out, "%w: ptr<f16, threadgroup> = alloc shape=\"64x64\" stages=2 layout=\"swizzle128\" offset=0\n"))
       << out;
   // 16384 bytes of %w, 400 of %s, then %p: 3 stages of 16 rows of 32 + 8 elements (3840 bytes).
   EXPECT_TRUE(has(out, "%s: ptr<f32, threadgroup> = alloc shape=\"100\" stages=1 layout=\"linear\" offset=16384\n")) << out;
@@ -157,9 +157,9 @@ TEST(AllocateThreadgroupMemory, TheVerifierChecksTypedAllocs) {
   const std::pair<const char*, const char*> bad[] = {
       {R"(shape="0x4" stages=1 layout="linear")", "shape \"0x4\" must be positive extents joined by x"},
       {R"(shape="4" stages=0 layout="linear")", "stages must be positive"},
-      {R"(shape="4" stages=1 layout="swirl")", "layout \"swirl\" is none of linear, padN, wgmma128/64/32"},
-      {R"(shape="4" stages=1 layout="wgmma128")", "a wgmma128 array needs two extents"},
-      {R"(shape="64x64" stages=1 layout="wgmma128" offset=512)", "offset 512 is not a multiple of the 1024-byte alignment"},
+      {R"(shape="4" stages=1 layout="swirl")", "layout \"swirl\" is none of linear, padN, swizzle128/64/32"},
+      {R"(shape="4" stages=1 layout="swizzle128")", "a swizzle128 array needs two extents"},
+      {R"(shape="64x64" stages=1 layout="swizzle128" offset=512)", "offset 512 is not a multiple of the 1024-byte alignment"},
       {R"(shape="4" stages=1 layout="linear" size=4)", "unknown attribute size"},
       {R"(stages=1 layout="linear")", "needs a text attribute shape"},
   };

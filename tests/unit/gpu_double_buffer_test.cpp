@@ -134,7 +134,7 @@ TEST(DoubleBuffer, TilesThatDoNotFitTwiceKeepTheSingleBuffer) {
 TEST(DoubleBuffer, CudaKeepsItsAsynchronousPipeline) {
   LowerOptions o = metal();
   o.device = "cuda";
-  o.wgmma = false;
+  o.warpgroup = false;
   const std::string text = gpu::print(lower(kernels::gemm_config(DType::f16, 64, 64, 32, true), o,
                                             nvidia_gpu_target("sm_80")));
   EXPECT_EQ(count(text, "async_wait pending=1"), 1) << text;
@@ -169,7 +169,7 @@ TEST(DoubleBuffer, ALoopThatWritesMemoryKeepsItsLoadsInOrderOnEveryTarget) {
   EXPECT_EQ(count(msl, "_next"), 0) << msl;
   LowerOptions o = metal();
   o.device = "cuda";
-  o.wgmma = false;
+  o.warpgroup = false;
   const std::string cuda = gpu::print(lower_to_gpu(p, nvidia_gpu_target("sm_80"), o));
   EXPECT_EQ(count(cuda, "async_wait pending=1"), 0) << cuda;
   EXPECT_EQ(count(cuda, "next_stage"), 0) << cuda;

@@ -32,7 +32,7 @@ LowerOptions options(bool async_copy = true, int stages = 0, bool ldmatrix = tru
   o.async_copy = async_copy;
   o.num_stages = stages;
   o.ldmatrix = ldmatrix;
-  o.wgmma = false;  // the warp-level path; gpu_wgmma_lower_test.cpp covers the warpgroup one
+  o.warpgroup = false;  // the warp-level path; gpu_wgmma_lower_test.cpp covers the warpgroup one
   return o;
 }
 
@@ -205,7 +205,7 @@ TEST(GpuGemmLower, WarpGridComesFromTheOptions) {
   std::string text = gpu::print(f);
   EXPECT_EQ(count(text, "warps_m=4 warps_n=2"), 1) << text;
   LowerOptions wg = o;
-  wg.wgmma = true;  // an asked grid keeps the warp-level atoms where wgmma would apply
+  wg.warpgroup = true;  // an asked grid keeps the warp-level atoms where wgmma would apply
   std::string warp_level = gpu::print(lower_to_gpu(kernels::gemm(g), nvidia_gpu_target("sm_90"), wg));
   EXPECT_EQ(count(warp_level, "atom=\"mma.sync\" "), 1) << warp_level;
   EXPECT_EQ(count(warp_level, "warps_m=4 warps_n=2"), 1) << warp_level;

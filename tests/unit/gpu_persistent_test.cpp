@@ -54,7 +54,7 @@ TEST(GpuPersistent, TheNextTilesStagesAreIssuedBeforeTheEpilogue) {
       EXPECT_EQ(count(text, " opaque "), 1) << text;
       // After the K loop: every wgmma waited for, a barrier, the next tile's copies, then the
       // epilogue's stores through the opaque thread index.
-      const size_t sync = text.rfind(" wgmma_sync");
+      const size_t sync = text.rfind(" warpgroup_sync");
       ASSERT_NE(sync, std::string::npos) << text;
       const size_t next = text.find(" tma_load ", sync), opaque = text.find(" opaque ", sync);
       EXPECT_LT(text.find(" barrier", sync), next) << text;

@@ -46,8 +46,8 @@ TEST(GpuTmaLower, BoundedWgmmaOperandsAreCopiedByTma) {
     EXPECT_EQ(count(text, "count=2 n=3"), 1) << "two arrivals per stage, three stages\n" << text;
     // One wgmma group stays in flight: no wait and barrier at the top of the body, a wait for
     // all but one group and a barrier before the bottom's copies, a full wait after the loop.
-    EXPECT_EQ(count(text, " wgmma_wait pending=1"), 1) << text;
-    EXPECT_EQ(count(text, " wgmma_sync"), 1) << text;
+    EXPECT_EQ(count(text, " warpgroup_wait pending=1"), 1) << text;
+    EXPECT_EQ(count(text, " warpgroup_sync"), 1) << text;
     EXPECT_EQ(count(text, " barrier"), 2) << "after mbar_init and before the bottom's copies\n" << text;
   }
 }

@@ -136,7 +136,7 @@ TEST(GpuWgmmaAttention, BothDotsTakeTheWarpgroupAtom) {
     const gpu::Op* p = def_of(f, mma->operands[0]);
     EXPECT_TRUE(p != nullptr && p->kind != gpu::GpuOpKind::CONVERT_LAYOUT) << "P stays in the scores' fragments\n" << ir;
     EXPECT_EQ(count(ir, " = alloc "), 4) << "Q, K, V and the row statistics' scratch: P has no array\n" << ir;
-    EXPECT_EQ(count(ir, "layout=\"wgmma128\""), 3) << ir;
+    EXPECT_EQ(count(ir, "layout=\"swizzle128\""), 3) << ir;
     EXPECT_EQ(count(ir, " async_copy "), 2) << "K and V straight to their arrays\n" << ir;
     const std::string cuda = emit_cuda(f).source;
     // Scores: 128 x 64 over two warpgroups, head_dim 128 in 8 k16 steps, B K-major (flag 0).
@@ -175,15 +175,18 @@ TEST(GpuWgmmaAttention, RegisterAIsWgmmasAFragment) {
 }
 
 TEST(GpuWgmmaAttention, EachFormIsSwitchedOffByName) {
-  // wgmma_register_a off: P would be staged, which keeps the output dot on mma.sync.
-  const std::string staged = gpu::print(compiled("f16", 64, 64, {"wgmma_register_a"}));
+  // warpgroup_register_a off: P would be staged, which keeps the output dot on mma.sync.
+  const std::string staged = gpu::print(compiled("f16", 64, 64, {"warpgroup_register_a"}));
   EXPECT_EQ(count(staged, "atom=\"wgmma\""), 1) << staged;
   EXPECT_EQ(count(staged, "atom=\"mma.sync\""), 1) << staged;
   EXPECT_EQ(count(staged, "register_a"), 0) << staged;
-  // wgmma_kmajor_b off: the scores keep mma.sync's K-major B, and so P is no wgmma fragment.
-  const std::string sync = gpu::print(compiled("f16", 64, 64, {"wgmma_kmajor_b"}));
+  // warpgroup_kmajor_b off: the scores keep mma.sync's K-major B, and so P is no wgmma fragment.
+  const std::string sync = gpu::print(compiled("f16", 64, 64, {"warpgroup_kmajor_b"}));
   EXPECT_EQ(count(sync, "atom=\"wgmma\""), 0) << sync;
   EXPECT_EQ(count(sync, "b_kmajor=1"), 1) << sync;
+  // The pieces' earlier names (kPassPieceAliases) still switch the same forms off.
+  EXPECT_EQ(gpu::print(compiled("f16", 64, 64, {"wgmma_register_a"})), staged);
+  EXPECT_EQ(gpu::print(compiled("f16", 64, 64, {"wgmma_kmajor_b"})), sync);
 }
 
 TEST(GpuWgmmaAttention, CompilesThroughNvrtcForSm90a) {

@@ -10,7 +10,7 @@
 #include "kernels/kernels.h"
 #include "passes/lower.h"
 #include "runtime/cuda/cuda_api.h"
-#include "target/wgmma_layout.h"
+#include "target/swizzled_tile.h"
 #include "text_count.h"
 
 namespace metile {
@@ -47,8 +47,8 @@ CudaKernelSource emitted(const kernels::GemmConfig& g, const LowerOptions& o) {
 
 // One-byte B is staged K-major: an N x K tile as A is (64-byte rows of 64 elements here).
 TEST(WgmmaFp8Layout, OneByteBIsStagedKMajor) {
-  EXPECT_TRUE(wgmma_b_kmajor(1));
-  const WgmmaTile t = wgmma_b_tile(64, 128, 1);
+  EXPECT_TRUE(warpgroup_b_kmajor(1));
+  const SwizzledTile t = swizzled_b_tile(64, 128, 1);
   EXPECT_EQ(t.rows, 128);
   EXPECT_EQ(t.cols, 64);
   EXPECT_EQ(t.swizzle, 64);
@@ -95,7 +95,7 @@ TEST(GpuWgmmaFp8Lower, OtherFp8DotsStageExactF16ValuesForMmaSync) {
   EXPECT_TRUE(f16_path(gpu_ir(nn, options(128)))) << "B N-major (K x N as loaded)\n" << gpu_ir(nn, options(128));
   EXPECT_TRUE(f16_path(gpu_ir(e4m3_nt(64, 64, 64, true), options(128), "sm_80"))) << "pre-Hopper";
   LowerOptions off = options(128);
-  off.wgmma = false;
+  off.warpgroup = false;
   EXPECT_TRUE(f16_path(gpu_ir(e4m3_nt(64, 64, 64, true), off))) << "METILE_CUDA_WGMMA=0";
   LowerOptions no_async = options(128);
   no_async.async_copy = false;
@@ -138,8 +138,8 @@ TEST(GpuWgmmaFp8Lower, BothOperandsTakeTma) {
   EXPECT_EQ(count(text, "box_rows=128 box_cols=128"), 6) << text;
   // The golden lines: three stages of 128 x 128 bytes per operand, first in threadgroup memory,
   // and the op (pipelined: no wait of its own but the promotion's).
-  EXPECT_NE(text.find("  %a_smem: ptr<f8e4m3, threadgroup> = alloc shape=\"128x128\" stages=3 layout=\"wgmma128\" offset=0\n"
-                      "  %b_smem: ptr<f8e4m3, threadgroup> = alloc shape=\"128x128\" stages=3 layout=\"wgmma128\" offset=49152\n"),
+  EXPECT_NE(text.find("  %a_smem: ptr<f8e4m3, threadgroup> = alloc shape=\"128x128\" stages=3 layout=\"swizzle128\" offset=0\n"
+                      "  %b_smem: ptr<f8e4m3, threadgroup> = alloc shape=\"128x128\" stages=3 layout=\"swizzle128\" offset=49152\n"),
             std::string::npos) << text;
   EXPECT_NE(text.find(" atom=\"wgmma\" atom_m=64 atom_n=8 atom_k=32 m=128 n=128 k=128 lda=128 ldb=128 "
                       "warps_m=8 warps_n=1 tf32=0 ldmatrix=0 wait=0 promote=128\n"),

@@ -10,17 +10,17 @@
 #include "kernels/kernels.h"
 #include "passes/lower.h"
 #include "runtime/cuda/cuda_api.h"
-#include "target/wgmma_layout.h"
+#include "target/swizzled_tile.h"
 #include "text_count.h"
 
 namespace metile {
 namespace METILE_UNITY_ID {
 
 // TMA off: these tests are about the cp.async staging (gpu_tma_lower_test.cpp has TMA's).
-LowerOptions options(bool wgmma = true, int threads = 0) {
+LowerOptions options(bool warpgroup = true, int threads = 0) {
   LowerOptions o;
   o.device = "cuda";
-  o.wgmma = wgmma;
+  o.warpgroup = warpgroup;
   o.num_threads = threads;
   o.tma = false;
   return o;
@@ -36,7 +36,7 @@ std::string gpu_ir(const kernels::GemmConfig& g, const LowerOptions& o, const st
 TEST(WgmmaLayout, ChunksFollowTheHardwareSwizzle) {
   for (int64_t elem : {2, 4})
     for (int64_t cols : {16, 32, 64, 128, 256}) {
-      const WgmmaTile t = wgmma_tile(24, cols, elem);
+      const SwizzledTile t = swizzled_tile(24, cols, elem);
       const int64_t bytes = cols * elem;
       if (bytes != 32 && bytes != 64 && bytes % 128 != 0) {
         EXPECT_EQ(t.swizzle, 0) << cols << "x" << elem;
@@ -63,7 +63,7 @@ TEST(GpuWgmmaLower, F16AndBf16DotsTakeTheWarpgroupAtomOnSm90) {
     const std::string text = gpu_ir(kernels::gemm_config(d, 64, 64, 32, true), options());
     EXPECT_EQ(count(text, "atom=\"wgmma\""), 1) << text;
     // Copies wait, fence for the async proxy, then the barrier publishes them (pipelined loop).
-    EXPECT_EQ(count(text, " wgmma_sync"), 2) << "top of the body and after the loop\n" << text;
+    EXPECT_EQ(count(text, " warpgroup_sync"), 2) << "top of the body and after the loop\n" << text;
     EXPECT_EQ(count(text, " async_copy "), 6) << "the same three-stage pipeline\n" << text;
   }
   // 128 x 256 over two warpgroups: each 64 rows by all 256 columns.
@@ -78,7 +78,7 @@ TEST(GpuWgmmaLower, UnpipelinedDotsWaitInTheOp) {
   const std::string text = gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), o);
   EXPECT_EQ(count(text, "atom=\"wgmma\""), 1) << text;
   EXPECT_EQ(count(text, " wait=1"), 1) << text;
-  EXPECT_EQ(count(text, " wgmma_sync"), 1) << text;
+  EXPECT_EQ(count(text, " warpgroup_sync"), 1) << text;
   CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(kernels::gemm_config(DType::f16, 64, 64, 32, true)),
                                               nvidia_gpu_target("sm_90"), o));
   EXPECT_EQ(count(s.source, "  mt_wgmma_wait_all();"), 2) << "mt_wgmma_sync's and the op's\n" << s.source;
@@ -93,7 +93,7 @@ TEST(GpuWgmmaLower, GoldenGpuIr) {
 
 TEST(GpuWgmmaLower, OtherDotsKeepTheWarpLevelAtoms) {
   auto warp_level = [](const std::string& text) {
-    return count(text, "atom=\"mma.sync\"") == 1 && count(text, "wgmma") == 0 && count(text, "wgmma_sync") == 0;
+    return count(text, "atom=\"mma.sync\"") == 1 && count(text, "wgmma") == 0 && count(text, "warpgroup_sync") == 0;
   };
   EXPECT_TRUE(warp_level(gpu_ir(kernels::gemm_config(DType::f16, 64, 64, 32, true), options(false))))
       << "switched off";

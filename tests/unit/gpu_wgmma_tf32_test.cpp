@@ -9,7 +9,7 @@
 #include "kernels/kernels.h"
 #include "passes/lower.h"
 #include "runtime/cuda/cuda_api.h"
-#include "target/wgmma_layout.h"
+#include "target/swizzled_tile.h"
 #include "text_count.h"
 
 namespace metile {
@@ -42,14 +42,14 @@ std::string cuda(const kernels::GemmConfig& g, const LowerOptions& o) { return e
 
 // B K-major: an N x K tile stages as A does (rows N, 128-byte rows of 32 elements).
 TEST(WgmmaTf32Layout, FourByteBIsStagedKMajor) {
-  EXPECT_TRUE(wgmma_b_kmajor(4));
-  EXPECT_FALSE(wgmma_b_kmajor(2));
-  const WgmmaTile t = wgmma_b_tile(64, 128, 4);
+  EXPECT_TRUE(warpgroup_b_kmajor(4));
+  EXPECT_FALSE(warpgroup_b_kmajor(2));
+  const SwizzledTile t = swizzled_b_tile(64, 128, 4);
   EXPECT_EQ(t.rows, 128);
   EXPECT_EQ(t.cols, 64);
   EXPECT_EQ(t.swizzle, 128);
   EXPECT_EQ(t.width(), 32);
-  const WgmmaTile h = wgmma_b_tile(64, 128, 2);
+  const SwizzledTile h = swizzled_b_tile(64, 128, 2);
   EXPECT_EQ(h.rows, 64);
   EXPECT_EQ(h.cols, 128);
 }
@@ -59,7 +59,7 @@ TEST(GpuWgmmaTf32Lower, TransposedBTakesTheTf32WarpgroupAtom) {
   EXPECT_EQ(count(text, "atom=\"wgmma\""), 1) << text;
   EXPECT_EQ(count(text, "atom_k=8"), 1) << text;
   EXPECT_EQ(count(text, " async_copy "), 6) << "A and B, three stages\n" << text;
-  EXPECT_EQ(count(text, " wgmma_sync"), 2) << text;
+  EXPECT_EQ(count(text, " warpgroup_sync"), 2) << text;
   // 128 x 256 over two warpgroups side by side (each all 128 rows, 128 columns: B's rows).
   const std::string two = gpu_ir(nt(64, 256, 32, false), options(256));
   EXPECT_EQ(count(two, "atom=\"wgmma\""), 1) << two;
@@ -72,7 +72,7 @@ TEST(GpuWgmmaTf32Lower, OtherF32DotsKeepMmaSyncOrFmas) {
   };
   EXPECT_TRUE(warp_level(gpu_ir(nt(64, 64, 32, true), options(), "sm_80"))) << "pre-Hopper";
   LowerOptions off = options();
-  off.wgmma = false;
+  off.warpgroup = false;
   EXPECT_TRUE(warp_level(gpu_ir(nt(64, 64, 32, true), off))) << "METILE_CUDA_WGMMA=0";
   LowerOptions no_async = options();
   no_async.async_copy = false;
@@ -100,7 +100,7 @@ TEST(GpuWgmmaTf32Lower, BGivenKByNTakesTheTransposedForm) {
   EXPECT_EQ(count(s, "mt_mma_tf32(&"), 0) << s;
   // A reduction over C's rows keeps mma.sync (its rows would lie across warps).
   LowerOptions sync = options();
-  sync.wgmma = false;
+  sync.warpgroup = false;
   EXPECT_EQ(count(gpu_ir(kernels::gemm_config(DType::f32, 64, 64, 32, true), sync), "wgmma"), 0);
 }
 

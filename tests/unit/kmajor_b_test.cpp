@@ -38,7 +38,7 @@ gpu::Function lowered(const std::string& src, const GpuTarget& t, bool kmajor = 
   LowerOptions o;
   o.device = "test";
   o.kmajor_b = kmajor;
-  o.wgmma_kmajor_b = wgmma;  // sm_90's wgmma reads the same copy (below)
+  o.warpgroup_kmajor_b = wgmma;  // sm_90's wgmma reads the same copy (below)
   return lower_to_gpu(parse(src), t, o);
 }
 

@@ -42,7 +42,7 @@ TEST(MaskLayout, AColumnMaskThroughAReshapeIsMadeWhereTheScoresAre) {
   for (const GpuTarget* t : {&nvidia_gpu_target(), &apple_gpu_target()}) {
     LowerOptions o;
     o.device = "test";
-    o.wgmma = false;
+    o.warpgroup = false;
     std::string text = gpu::print(lower_to_gpu(parse(kMaskedScores), *t, o));
     EXPECT_EQ(count(text, "scratch"), 0) << "no conversion array\n" << text;
     EXPECT_EQ(count(text, " barrier"), 2) << "the dot's two only\n" << text;

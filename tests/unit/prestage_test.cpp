@@ -45,7 +45,7 @@ std::pair<std::string, std::string> split_at_loop(const std::string& text) {
 std::string lowered(const std::string& src, const GpuTarget& t) {
   LowerOptions o;
   o.device = "test";
-  o.wgmma = false;
+  o.warpgroup = false;
   return gpu::print(lower_to_gpu(parse(src), t, o));
 }
 

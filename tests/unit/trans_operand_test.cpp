@@ -37,7 +37,7 @@ std::string kernel(bool shared) {
 std::string lowered(const std::string& src, const GpuTarget& t) {
   LowerOptions o;
   o.device = "test";
-  o.wgmma = false;
+  o.warpgroup = false;
   return gpu::print(lower_to_gpu(parse(src), t, o));
 }
 

@@ -89,8 +89,8 @@ def test_flash_attention_blocks_of_different_shapes(device):
 
 
 @pytest.mark.parametrize("dtype,causal,off", [("f16", False, ""), ("bf16", True, ""),
-                                              ("f16", True, "wgmma_register_a"),
-                                              ("bf16", False, "wgmma_kmajor_b")])
+                                              ("f16", True, "warpgroup_register_a"),
+                                              ("bf16", False, "warpgroup_kmajor_b")])
 def test_flash_attention_on_warpgroup_blocks(device, monkeypatch, dtype, causal, off):
     """BLOCK_M 128, BLOCK_N 64 over 256 threads, the blocks that put both dots on sm_90's
     warpgroup atom (K^T read K-major, P from the scores' registers: dot_choices.cpp); a sequence
@@ -116,7 +116,7 @@ def test_flash_attention_on_warpgroup_blocks(device, monkeypatch, dtype, causal,
     if device.name == "cuda":
         src = launch.compile(*args, **consts).source("cuda")
         if "wgmma.mma_async" in src:  # sm_90: K^T K-major (flag 0), P in registers (tnspB 1)
-            assert (", p, 1, 1, 0, 0;" in src) == (off != "wgmma_kmajor_b")
+            assert (", p, 1, 1, 0, 0;" in src) == (off != "warpgroup_kmajor_b")
             assert (", p, 1, 1, 1;" in src) == (off == ""), src
 
 

@@ -69,8 +69,8 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
                        match=r'unknown pass "bogus" to disable \(METILE_GPU_OFF / disabled_passes; '
                              r'Tile IR passes: activity, .*split_k, .*whole_tiles, .*; GPU IR passes: '
                              r'fold-constants, cse, dce, .*; pieces: async_copy, ldmatrix, .*tma, .*'
-                             r'one_align, last_first, wide_chunks, fp8_promote, broadcast_loads, wgmma_kmajor_b, '
-                             r'wgmma_register_a\)'):
+                             r'one_align, last_first, wide_chunks, fp8_promote, broadcast_loads, warpgroup_kmajor_b, '
+                             r'warpgroup_register_a\)'):
         run(64, 64, 32, num_stages=4)
 
 

@@ -285,7 +285,7 @@ class CudaDialect final : public GpuDialect {
     return bytes == 16 ? "mt_cp_async16_if(" + dst + ", " + src + ", " + pred + ")" : "";
   }
 
-  std::string wgmma_sync() const override { return "mt_wgmma_sync()"; }
+  std::string warpgroup_sync() const override { return "mt_wgmma_sync()"; }
 
   std::string async_sync(int64_t pending) const override {
     if (pending < 0) return "mt_cp_async_commit()";

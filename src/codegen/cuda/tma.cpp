@@ -45,7 +45,7 @@ void emit_cuda_tma(SourceWriter& w, const gpu::Op& op, const std::vector<std::st
       w.line("int " + result + " = " + at(0) + ";");
       w.line("asm volatile(\"\" : \"+r\"(" + result + "));");
       return;
-    case GpuOpKind::WGMMA_WAIT:
+    case GpuOpKind::WARPGROUP_WAIT:
       w.line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(op.attr_int("pending")) +
              ";\" ::: \"memory\");");
       return;

@@ -1,9 +1,9 @@
-// One `mma` op on the warpgroup atom (lower_wgmma.cpp plans it). Warpgroup g = tid / 128 works
+// One `mma` op on the warpgroup atom (lower_warpgroup.cpp plans it). Warpgroup g = tid / 128 works
 // on rows [64 rm (g % wg_m), +64 rm) and columns [nw (g / wg_m), +nw) of the m x n accumulator
 // (warps_m = 4 wg_m, warps_n = wg_n). Per k step of 16 and m64 block i it issues
 //   wgmma.mma_async.sync.aligned.m64n<nw>k16.f32.<t>.<t> {acc[i * nw/2 ...]}, descA, descB, 1, 1, 1, 0, 1
 // (scale-d on, A K-major, B N-major: the transposed-B form) with descriptors of the swizzled
-// arrays (wgmma_layout.h): A's rows of one block `swizzle` bytes apart, 8-row groups 8 * swizzle
+// arrays (swizzled_tile.h): A's rows of one block `swizzle` bytes apart, 8-row groups 8 * swizzle
 // apart (leading offset unused for K-major swizzled layouts, 1 by convention); B's k rows
 // `swizzle` bytes apart, 8-row groups 8 * swizzle apart (stride offset) and column blocks one
 // block apart (leading offset). A k step inside a 128-byte row moves the start address by its
@@ -22,14 +22,14 @@
 // accumulator, so the op ends waited for, pipelined or not.
 //
 // All of one op's instructions form one group. In a pipelined K loop it stays in flight while the
-// thread issues the next copies; the wgmma_sync before the next barrier (and after the loop)
+// thread issues the next copies; the warpgroup_sync before the next barrier (and after the loop)
 // waits for it, so no stage is overwritten while a wgmma reads it. Elsewhere the op waits
 // itself, and empty asm statements that read and write every accumulator register keep the
 // compiler from moving their uses across the wait.
 #include "codegen/cuda/wgmma.h"
 #include "codegen/cuda/wgmma_tf32.h"
 
-#include "target/wgmma_layout.h"
+#include "target/swizzled_tile.h"
 #include "support/error.h"
 
 namespace metile {
@@ -88,9 +88,9 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
   const int64_t rows = s.m / wg_m, nw = s.n / wg_n, blocks = rows / 64;
   // B K-major, read as A is: tf32 and FP8 always (no transpose immediates), 16-bit
   // trans(tile_load) where the plan says so (transpose flag 0; dot_choices.cpp).
-  const bool kmajor_b = wgmma_b_kmajor(elem) || s.b_kmajor;
+  const bool kmajor_b = warpgroup_b_kmajor(elem) || s.b_kmajor;
   const bool reg_a = !s.a_regs.empty();  // A's fragments from registers (dot_choices.cpp)
-  const WgmmaTile ta = wgmma_tile(s.m, s.k, elem), tb = wgmma_b_tile(s.k, s.n, elem, kmajor_b);
+  const SwizzledTile ta = swizzled_tile(s.m, s.k, elem), tb = swizzled_b_tile(s.k, s.n, elem, kmajor_b);
   METILE_ASSERT((reg_a || ta.swizzle != 0) && tb.swizzle != 0, "wgmma: operand rows fit no swizzle");
   METILE_ASSERT(!reg_a || (elem == 2 && wg_n == 1 && s.promote == 0 && static_cast<int64_t>(s.a_regs.size()) == blocks * s.k / 2),
                 "wgmma: register A takes 16-bit fragments of the rows' m x k accumulator");
@@ -131,7 +131,7 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
                                             std::to_string(regs + 2) + ", %" + std::to_string(regs + 3) + "}"
                                       : "%" + std::to_string(regs);
   const std::string tnsp_b = kmajor_b ? "0" : "1";
-  const std::string immediates = wgmma_b_kmajor(elem) ? ", p, 1, 1;" : reg_a ? ", p, 1, 1, " + tnsp_b + ";"
+  const std::string immediates = warpgroup_b_kmajor(elem) ? ", p, 1, 1;" : reg_a ? ", p, 1, 1, " + tnsp_b + ";"
                                                                              : ", p, 1, 1, 0, " + tnsp_b + ";";
   const std::string body = "\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + std::to_string(after_a + 1) + ", 0;\\n" + instr +
                            " {" + list + "}, " + a_operand + ", %" + std::to_string(after_a) + immediates + "\\n}\\n\"";
@@ -170,7 +170,7 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
   }
   if (s.promote > 0) return;  // waited for above
   // A's fragment registers must not change while the wgmmas read them: the op waits, always.
-  if (!s.wait && !reg_a) {  // a pipelined loop waits at its next barrier (wgmma_sync)
+  if (!s.wait && !reg_a) {  // a pipelined loop waits at its next barrier (warpgroup_sync)
     w.line("mt_wgmma_commit();");
     return;
   }

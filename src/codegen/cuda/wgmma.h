@@ -1,6 +1,6 @@
 /** \file wgmma.h
  * The CUDA spelling of an `mma` op on the warpgroup atom "wgmma" (sm_90a): matrix descriptors
- * over the swizzled arrays of src/target/wgmma_layout.h and wgmma.mma_async per m64 block and
+ * over the swizzled arrays of src/target/swizzled_tile.h and wgmma.mma_async per m64 block and
  * k step, fenced, committed and waited for.
  */
 #pragma once

@@ -2,7 +2,7 @@
 // Warpgroup g = tid / 128 computes wgmma rows [rows (g % wg_m), +rows) (C's columns) and columns
 // [nw (g / wg_m), +nw) (C's rows) with warps_m = 4 wg_m, warps_n = wg_n. Per k step of 8 and m64
 // block i, each thread first reads its four elements of B^T's 64 x 8 block from B's K x N array
-// (the N-major swizzled blocks of src/target/wgmma_layout.h): wgmma row r is B's column, and the
+// (the N-major swizzled blocks of src/target/swizzled_tile.h): wgmma row r is B's column, and the
 // register fragment is mma.sync m16n8k8's A fragment per warp (a0 = (g, t), a1 = (g + 8, t),
 // a2 = (g, t + 4), a3 = (g + 8, t + 4), g = lane / 4, t = lane % 4, warp q taking rows 16q..),
 // rounded to tf32 with cvt.rna; then (per k step, so the next step's reads overlap this step's
@@ -16,7 +16,7 @@
 
 #include "codegen/cuda/wgmma.h"
 #include "support/error.h"
-#include "target/wgmma_layout.h"
+#include "target/swizzled_tile.h"
 
 namespace metile {
 
@@ -26,7 +26,7 @@ void emit_cuda_wgmma_transposed(SourceWriter& w, const MmaSpec& s) {
   METILE_ASSERT(wg_m >= 1 && s.warps_m % 4 == 0 && s.n % (64 * wg_m) == 0 && s.m % wg_n == 0 && s.k % 8 == 0,
                 "transposed wgmma: warps do not make whole warpgroups over the tile");
   const int64_t rows = s.n / wg_m, nw = s.m / wg_n, blocks = rows / 64, steps = s.k / 8;
-  const WgmmaTile ta = wgmma_tile(s.m, s.k, 4), tb = wgmma_tile(s.k, s.n, 4);
+  const SwizzledTile ta = swizzled_tile(s.m, s.k, 4), tb = swizzled_tile(s.k, s.n, 4);
   METILE_ASSERT(ta.swizzle != 0 && tb.swizzle != 0, "transposed wgmma: operand rows fit no swizzle");
   const std::string hex = wgmma_descriptor_high(1, 8 * ta.swizzle / 16, ta.descriptor_mode());
   const std::string W = std::to_string(tb.width());

@@ -1,6 +1,6 @@
 // ---- warpgroup matrix multiply (wgmma, sm_90a) ---------------------------------------------
 // A shared-memory matrix descriptor: `hi` holds the leading and stride byte offsets and the
-// swizzle mode (src/target/wgmma_layout.h), the low 14 bits the start address / 16.
+// swizzle mode (src/target/swizzled_tile.h), the low 14 bits the start address / 16.
 MT_FN ullong mt_wgmma_desc(uint addr, ullong hi) { return hi | (ullong)((addr & 0x3FFFF) >> 4); }
 // Before the first wgmma that reads or writes accumulator registers other code touched.
 MT_FN void mt_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

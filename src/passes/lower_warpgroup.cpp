@@ -1,21 +1,21 @@
-// dot on Hopper's warpgroup matrix units (wgmma.mma_async, sm_90a; GpuTarget::warpgroup_atoms).
+// dot on Hopper's warpgroup matrix units (sm_90a; GpuTarget::warpgroup_atoms).
 //
 // Which dots take a warpgroup atom, in which form (f16/bf16, tf32 K-major or transposed, FP8),
 // and the accumulator's fragment layout: layout assignment decides (dot_choices.cpp); a
-// DotChoice with `wgmma` set is what lowering finds here.
+// DotChoice whose warpgroup() holds is what lowering finds here.
 //
-// Operands: A (M x K) and B (K x N) stay row-major as loaded (A K-major, B N-major: wgmma's
-// transposed-B form; B K-major, N x K, where the plan says so) in the swizzled blocks of
-// src/target/wgmma_layout.h, written chunk by chunk by the same async copies as the warp-level
-// path, only to swizzled offsets, unpadded. An A computed in registers (attention's Q) is
-// stored element by element to the same offsets (stage()), before its loop where it does not
-// change there (lower_prestage.cpp); those stores are generic-proxy writes, which the
-// wgmma_sync before the dot's barrier fences for the async proxy as it does the copies. An A
-// taken from registers (DotChoice::register_a) has no array.
-// The arrays are the first in threadgroup memory and each stage is whole 1024-byte blocks, so
-// every block sits where the hardware's swizzle (on absolute address bits) expects it.
-// wgmma reads threadgroup memory through the async proxy: after the copies are waited for,
-// each thread fences (proxy_fence) before the barrier that publishes them.
+// Operands: A (M x K) and B (K x N) stay row-major as loaded (A K-major, B N-major: the warpgroup
+// atom's transposed-B form; B K-major, N x K, where the plan says so) in the swizzled blocks of
+// src/target/swizzled_tile.h, written chunk by chunk by the same async copies as the warp-level
+// path, only to swizzled offsets, unpadded. An A computed in registers (attention's Q) is stored
+// element by element to the same offsets (stage()), before its loop where it does not change there
+// (lower_prestage.cpp); those stores are generic-proxy writes, which the warpgroup_sync before the
+// dot's barrier fences for the async proxy as it does the copies. An A taken from registers
+// (DotChoice::register_a) has no array. The arrays are the first in threadgroup memory and each
+// stage is whole 1024-byte blocks, so every block sits where the hardware's swizzle (on absolute
+// address bits) expects it. The warpgroup atom reads threadgroup memory through the async proxy:
+// after the copies are waited for, each thread fences (proxy_fence) before the barrier that
+// publishes them.
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {
@@ -26,7 +26,7 @@ ValueId Lowering::staging_offset(const Op& load, ValueId r, ValueId c, int64_t l
   return swizzled_offset(it->second, r, c, true);
 }
 
-ValueId Lowering::swizzled_offset(const WgmmaTile& t, ValueId r, ValueId c, bool chunk_start) {
+ValueId Lowering::swizzled_offset(const SwizzledTile& t, ValueId r, ValueId c, bool chunk_start) {
   const int64_t w = t.width(), v = t.chunk();
   auto op = [&](OpKind k, ValueId x, int64_t y) { return b.ew(k, {x, c_i32(y)}); };
   ValueId block = op(OpKind::MUL, op(OpKind::DIV, c, w), t.rows * w);
@@ -41,7 +41,7 @@ void Lowering::warpgroup_sync_for(const std::vector<const Op*>& dots) {
   for (const Op* d : dots)
     if (dot_plans.at(d).warpgroup()) {
       gpu::Op g;
-      g.kind = gpu::GpuOpKind::WGMMA_SYNC;
+      g.kind = gpu::GpuOpKind::WARPGROUP_SYNC;
       b.append(std::move(g));
       return;
     }

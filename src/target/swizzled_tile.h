@@ -1,7 +1,7 @@
-/** \file wgmma_layout.h
- * Where a wgmma operand tile lives in threadgroup memory: one fact shared by lowering (where the
- * copies write each 16-byte chunk, lower_wgmma.cpp) and the CUDA emitter (the matrix descriptors
- * that read it, src/codegen/cuda/wgmma.cpp).
+/** \file swizzled_tile.h
+ * Where a warpgroup operand tile lives in threadgroup memory: one fact shared by lowering (where the
+ * copies write each 16-byte chunk, lower_warpgroup.cpp) and the CUDA emitter (the matrix descriptors
+ * that read it, in src/codegen/cuda/).
  *
  * A tile of rows x cols elements whose cols are contiguous (A: M x K, "K-major"; B: K x N,
  * "N-major") is cut along cols into blocks `swizzle` bytes wide; each block holds every row,
@@ -17,7 +17,7 @@
 
 namespace metile {
 
-struct WgmmaTile {
+struct SwizzledTile {
   int64_t rows = 0, cols = 0, elem = 0;  // elem: bytes per element
   int64_t swizzle = 0;                   // bytes per row of a block: 128, 64 or 32
 
@@ -40,27 +40,27 @@ struct WgmmaTile {
  * The widest swizzle that cols contiguous elements of elem bytes fill: 128 when a row is a
  * multiple of 128 bytes, else 64 or 32 when it is exactly that; 0 when none fits.
  */
-inline int64_t wgmma_swizzle(int64_t cols, int64_t elem) {
+inline int64_t tile_swizzle(int64_t cols, int64_t elem) {
   const int64_t bytes = cols * elem;
   if (bytes > 0 && bytes % 128 == 0) return 128;
   return bytes == 64 || bytes == 32 ? bytes : 0;
 }
 
-inline WgmmaTile wgmma_tile(int64_t rows, int64_t cols, int64_t elem) {
-  return {rows, cols, elem, wgmma_swizzle(cols, elem)};
+inline SwizzledTile swizzled_tile(int64_t rows, int64_t cols, int64_t elem) {
+  return {rows, cols, elem, tile_swizzle(cols, elem)};
 }
 
 // --- K-major B: tf32, FP8 and 16-bit trans(tile_load) (src/passes/dot_choices.cpp) ---
-/** wgmma transposes 16-bit operands only: a 4-byte (tf32) or 1-byte (FP8) B is staged K-major,
+/** The warpgroup atom transposes 16-bit operands only: a 4-byte (tf32) or 1-byte (FP8) B is staged K-major,
  * N x K as A. A 16-bit B may be either (its transpose flag says which). */
-inline bool wgmma_b_kmajor(int64_t elem) { return elem == 4 || elem == 1; }
+inline bool warpgroup_b_kmajor(int64_t elem) { return elem == 4 || elem == 1; }
 /** B's staged tile for a K x N operand: K x N (N-major), or N x K when kmajor. */
-inline WgmmaTile wgmma_b_tile(int64_t k, int64_t n, int64_t elem, bool kmajor) {
-  return kmajor ? wgmma_tile(n, k, elem) : wgmma_tile(k, n, elem);
+inline SwizzledTile swizzled_b_tile(int64_t k, int64_t n, int64_t elem, bool kmajor) {
+  return kmajor ? swizzled_tile(n, k, elem) : swizzled_tile(k, n, elem);
 }
 /** B's staged tile when only the element size decides (N x K for tf32 and FP8). */
-inline WgmmaTile wgmma_b_tile(int64_t k, int64_t n, int64_t elem) {
-  return wgmma_b_tile(k, n, elem, wgmma_b_kmajor(elem));
+inline SwizzledTile swizzled_b_tile(int64_t k, int64_t n, int64_t elem) {
+  return swizzled_b_tile(k, n, elem, warpgroup_b_kmajor(elem));
 }
 // --- end K-major B ---
 

@@ -331,6 +331,16 @@ class DeviceHandles : public ::testing::Test {
       GTEST_SKIP() << "no interp device in this build: " << metile_last_error();
   }
   void TearDown() override { metile_device_release(device_); }
+  /** Compiles p with the options `set` writes over the defaults; the kernel is released. */
+  metile_status compile_with(metile_program* p, const std::function<void(metile_compile_options&)>& set) {
+    metile_compile_options o;
+    metile_compile_options_init(&o);
+    set(o);
+    metile_kernel* k = nullptr;
+    metile_status st = metile_kernel_compile(&k, device_, p, &o);
+    if (k != nullptr) { EXPECT_EQ(metile_kernel_release(k), METILE_OK); }
+    return st;
+  }
   metile_device* device_ = nullptr;
 };
 
@@ -430,15 +440,11 @@ TEST_F(DeviceHandles, OptLevelOutsideZeroOrOneIsRejected) {
 TEST_F(DeviceHandles, PipelineStagesAndWarpGridAreChecked) {
   metile_program* p = build_scale();
   auto compile = [&](int32_t stages, int32_t wm, int32_t wn) {
-    metile_compile_options o;
-    metile_compile_options_init(&o);
-    o.num_stages = stages;
-    o.warps_m = wm;
-    o.warps_n = wn;
-    metile_kernel* k = nullptr;
-    metile_status st = metile_kernel_compile(&k, device_, p, &o);
-    if (k != nullptr) { EXPECT_EQ(metile_kernel_release(k), METILE_OK); }
-    return st;
+    return compile_with(p, [&](metile_compile_options& o) {
+      o.num_stages = stages;
+      o.warps_m = wm;
+      o.warps_n = wn;
+    });
   };
   EXPECT_TRUE(fails_with(compile(-1, 0, 0), METILE_ERROR_INVALID_ARGUMENT, "num_stages -1 is out of range"));
   EXPECT_TRUE(fails_with(compile(9, 0, 0), METILE_ERROR_INVALID_ARGUMENT, "num_stages 9 is out of range"));
@@ -454,13 +460,7 @@ TEST_F(DeviceHandles, PipelineStagesAndWarpGridAreChecked) {
 TEST_F(DeviceHandles, SplitKIsChecked) {
   metile_program* p = build_scale();
   auto compile = [&](int32_t split_k) {
-    metile_compile_options o;
-    metile_compile_options_init(&o);
-    o.split_k = split_k;
-    metile_kernel* k = nullptr;
-    metile_status st = metile_kernel_compile(&k, device_, p, &o);
-    if (k != nullptr) { EXPECT_EQ(metile_kernel_release(k), METILE_OK); }
-    return st;
+    return compile_with(p, [&](metile_compile_options& o) { o.split_k = split_k; });
   };
   EXPECT_TRUE(fails_with(compile(-1), METILE_ERROR_INVALID_ARGUMENT, "split_k -1 is out of range"));
   EXPECT_TRUE(fails_with(compile(65), METILE_ERROR_INVALID_ARGUMENT, "split_k 65 is out of range"));
@@ -471,14 +471,10 @@ TEST_F(DeviceHandles, SplitKIsChecked) {
 TEST_F(DeviceHandles, MaxnregIsChecked) {
   metile_program* p = build_scale();
   auto compile = [&](int32_t maxnreg, size_t struct_size) {
-    metile_compile_options o;
-    metile_compile_options_init(&o);
-    o.maxnreg = maxnreg;
-    o.struct_size = struct_size;
-    metile_kernel* k = nullptr;
-    metile_status st = metile_kernel_compile(&k, device_, p, &o);
-    if (k != nullptr) { EXPECT_EQ(metile_kernel_release(k), METILE_OK); }
-    return st;
+    return compile_with(p, [&](metile_compile_options& o) {
+      o.maxnreg = maxnreg;
+      o.struct_size = struct_size;
+    });
   };
   const size_t full = sizeof(metile_compile_options);
   EXPECT_TRUE(fails_with(compile(-1, full), METILE_ERROR_INVALID_ARGUMENT, "maxnreg -1 is out of range"));

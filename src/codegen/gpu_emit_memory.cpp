@@ -212,7 +212,9 @@ void Emitter::mma(const gpu::Op& op) {
     return is_identifier(e) ? e : "(" + e + ")";
   };
   if (op.find_attr("register_a") != nullptr && op.attr_int("register_a") != 0) {
-    for (int64_t r = 0; r < regs(op.operands[0]); ++r) s.a_regs.push_back(expr(op.operands[0], std::to_string(r)));
+    // A's registers hold f32 values of the 16-bit dtype; the fragments take their bits.
+    for (int64_t r = 0; r < regs(op.operands[0]); ++r)
+      s.a_regs.push_back(strip_parens(spell_to_storage(c_, dtype(op.operands[0]), expr(op.operands[0], std::to_string(r)))));
   } else {
     s.a = array(op.operands[0]);
   }

@@ -147,7 +147,9 @@ TEST(GpuWgmmaAttention, BothDotsTakeTheWarpgroupAtom) {
     // Output: 128 x 128, P's 64 columns in 4 k16 steps of four registers, V N-major (flag 1).
     EXPECT_EQ(count(cuda, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + t + "." + t), 4) << cuda;
     EXPECT_EQ(count(cuda, ", p, 1, 1, 1;"), 4) << cuda;
-    EXPECT_EQ(count(cuda, "] = mt_pack("), 16) << cuda;
+    // Each register pair packs the 16-bit bits of P's values, not their f32 values cast to
+    // integers (which made every P 0 or a denormal on an H100).
+    EXPECT_EQ(count(cuda, "] = mt_pack(mt_f32_to_" + t + "("), 16) << cuda;
   }
 }
 

@@ -74,15 +74,6 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   for (std::string_view name : split_list(gpu_off))
     if (!options.disables(name)) options.disabled_passes.emplace_back(name);
   check_pass_names(options.disabled_passes);
-  // METILE_GPU_ON: experimental pieces to run (kExperimentalPieces), off by default.
-  const std::string gpu_on = env_string("METILE_GPU_ON");
-  for (std::string_view name : split_list(gpu_on)) {
-    if (std::find(kExperimentalPieces.begin(), kExperimentalPieces.end(), name) == kExperimentalPieces.end())
-      fail(METILE_ERROR_INVALID_ARGUMENT, "compile", "METILE_GPU_ON names \"", name,
-           "\", which is no experimental piece (", kExperimentalPieces[0], ", ", kExperimentalPieces[1], ")");
-    if (std::find(options.enabled_pieces.begin(), options.enabled_pieces.end(), name) == options.enabled_pieces.end())
-      options.enabled_pieces.emplace_back(name);
-  }
   if (options.check_bounds && options.unchecked)
     fail(METILE_ERROR_INVALID_ARGUMENT, "compile", program->name,
          ": check_bounds and unchecked exclude each other");

@@ -16,10 +16,6 @@ std::string CompileOptions::key() const {
   if (split_k != 0) os << ";split_k=" << split_k;
   if (max_registers != 0) os << ";maxnreg=" << max_registers;
   if (warps_m != 0) os << ";warps=" << warps_m << "x" << warps_n;
-  if (!enabled_pieces.empty()) {
-    os << ";enabled_pieces=";
-    for (const std::string& p : enabled_pieces) os << p << ',';
-  }
   if (!disabled_passes.empty()) {
     os << ";disabled_passes=";
     for (const std::string& p : disabled_passes) os << p << ',';

@@ -5,7 +5,6 @@
  */
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <string>
 #include <string_view>
@@ -34,14 +33,6 @@ struct PieceAlias {
 inline constexpr std::array<PieceAlias, 2> kPassPieceAliases = {{
     {"wgmma_kmajor_b", "warpgroup_kmajor_b"}, {"wgmma_register_a", "warpgroup_register_a"}}};
 
-/** Pieces that run only where CompileOptions::enabled_pieces (METILE_GPU_ON) names them: the
- * warpgroup forms of flash attention's dots on sm_90a compile and were fast on an H100 (288
- * TFLOP/s at 16k tokens, 1.5x the mma.sync form), but computed wrong outputs at other shapes in
- * the same run (head_dim 64, causal, ragged sequences: bench/results/attention_h100.md), so
- * they stay off until that is found. */
-inline constexpr std::array<std::string_view, 2> kExperimentalPieces = {"warpgroup_kmajor_b",
-                                                                        "warpgroup_register_a"};
-
 struct CompileOptions {
   int num_threads = 0;
   int allow_tf32 = -1;
@@ -56,14 +47,8 @@ struct CompileOptions {
    * check_pass_names (passes/pass.h) refuses unknown names.
    */
   std::vector<std::string> disabled_passes;
-  /** kExperimentalPieces to run (METILE_GPU_ON). */
-  std::vector<std::string> enabled_pieces;
-  /** Whether disabled_passes names `name`, or an earlier name of it (kPassPieceAliases), or
-   * `name` is an experimental piece enabled_pieces does not name. */
+  /** Whether disabled_passes names `name`, or an earlier name of it (kPassPieceAliases). */
   bool disables(std::string_view name) const {
-    for (std::string_view e : kExperimentalPieces)
-      if (e == name && std::find(enabled_pieces.begin(), enabled_pieces.end(), name) == enabled_pieces.end())
-        return true;
     for (const std::string& p : disabled_passes) {
       if (p == name) return true;
       for (const PieceAlias& a : kPassPieceAliases)

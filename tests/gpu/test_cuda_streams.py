@@ -197,13 +197,15 @@ _HUGE_GRID = textwrap.dedent("""
     dev.synchronize()
     t0 = time.monotonic()
     try:
-        short_spin[(2**24,)](old, 1000, BLOCK=32, timeout=0.5)  # ~20 s of programs on an H100
+        # 1000 turns are about 10k instructions a warp: 2**24 programs finished in 0.25 s on an H100,
+        # 2**30 take about 12 s, so the limit stops them.
+        short_spin[(2**30,)](old, 1000, BLOCK=32, timeout=0.5)
         dev.synchronize()
         print("finished", round(time.monotonic() - t0, 2))
     except metile.DeviceError as e:
         print("stopped", round(time.monotonic() - t0, 2), str(e).replace(chr(10), " "))
     old.numpy()  # nothing was reset: the buffer made before stays
-    short_spin[(2**24,)](old, 1000, BLOCK=32)  # no limit: the wait blocks until the cancel
+    short_spin[(2**30,)](old, 1000, BLOCK=32)  # no limit: the wait blocks until the cancel
     threading.Timer(0.3, _ffi.metile_cancel_launches).start()
     t0 = time.monotonic()
     try:

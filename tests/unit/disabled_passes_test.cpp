@@ -29,16 +29,9 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   // A piece's earlier name is accepted and names the piece (kPassPieceAliases).
   EXPECT_EQ(refusal({"wgmma_kmajor_b", "wgmma_register_a", "warpgroup_kmajor_b"}), "");
   CompileOptions earlier;
-  earlier.enabled_pieces = {"warpgroup_kmajor_b", "warpgroup_register_a"};
   earlier.disabled_passes = {"wgmma_register_a"};
   EXPECT_TRUE(earlier.disables("warpgroup_register_a"));
   EXPECT_FALSE(earlier.disables("warpgroup_kmajor_b"));
-  // The experimental pieces run only where enabled_pieces (METILE_GPU_ON) names them.
-  CompileOptions defaults;
-  EXPECT_TRUE(defaults.disables("warpgroup_kmajor_b"));
-  EXPECT_TRUE(defaults.disables("warpgroup_register_a"));
-  EXPECT_FALSE(defaults.disables("kmajor_b"));
-  EXPECT_NE(defaults.key(), earlier.key());
   std::string why = refusal({"cse", "bogus"});
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;

@@ -100,7 +100,6 @@ std::string flash(const std::string& t, int block_n, int d) {
 // The kernel through the GPU pipeline for an H100 (sm_90), with the pieces named switched off.
 gpu::Function compiled(const std::string& t, int block_n, int d, std::vector<std::string> off = {}) {
   CompileOptions o;
-  o.enabled_pieces = {"warpgroup_kmajor_b", "warpgroup_register_a"};  // experimental (options.h)
   o.disabled_passes = std::move(off);
   return run_gpu_pipeline(parse(flash(t, block_n, d)), nvidia_gpu_target("sm_90"), o, "cuda").function;
 }

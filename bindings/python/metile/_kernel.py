@@ -169,7 +169,7 @@ class CompiledKernel:
 
 # Environment variables the library reads when it compiles (src/driver/compile.cpp,
 # src/runtime/cuda): a compiled kernel answers only while they keep the values it was built under.
-_COMPILE_ENVIRONMENT = ("METILE_CHECK", "METILE_GPU_OFF", "METILE_GPU_ON", "METILE_CUDA_WGMMA")
+_COMPILE_ENVIRONMENT = ("METILE_CHECK", "METILE_GPU_OFF", "METILE_CUDA_WGMMA")
 
 
 try:  # every launch asks: read the mapping os.environ writes through (0.1 us, not 1-2 us)

@@ -88,16 +88,20 @@ def test_flash_attention_blocks_of_different_shapes(device):
         _check(lse.numpy().astype(np.float64), ref_lse, "f32")
 
 
-@pytest.mark.parametrize("dtype,causal", [("f16", False), ("bf16", True)])
-def test_flash_attention_on_warpgroup_blocks(device, dtype, causal):
-    """BLOCK_M 128, BLOCK_N 64 over 256 threads, the blocks that can put both dots on sm_90's
-    warpgroup atom (K^T read K-major, P from the scores' registers: dot_choices.cpp), a
-    sequence no multiple of either block. Those forms are experimental pieces, off unless
-    METILE_GPU_ON names them (src/target/options.h): on an H100 they computed wrong outputs at
-    this shape, so the default here is mma.sync. Metal's 32 KB of threadgroup memory holds no
-    such blocks."""
+@pytest.mark.parametrize("dtype,causal,off", [("f16", False, ""), ("bf16", True, ""),
+                                              ("f16", True, "warpgroup_register_a"),
+                                              ("bf16", False, "warpgroup_kmajor_b")])
+def test_flash_attention_on_warpgroup_blocks(device, monkeypatch, dtype, causal, off):
+    """BLOCK_M 128, BLOCK_N 64 over 256 threads, the blocks that put both dots on sm_90's
+    warpgroup atom (K^T read K-major, P from the scores' registers: dot_choices.cpp); a sequence
+    no multiple of either block. The switches (METILE_GPU_OFF) only change cuda: elsewhere the
+    default form runs once. Metal's 32 KB of threadgroup memory holds no such blocks."""
     if device.name.startswith("metal"):
         pytest.skip("Metal takes the example's 16- and 32-row blocks (default_block)")
+    if off and device.name != "cuda":
+        pytest.skip("the wgmma switches change only cuda's compile")
+    if off:  # (dtype, causal): a specialization no other case compiles, as the switch is read
+        monkeypatch.setenv("METILE_GPU_OFF", off)  # when a kernel compiles
     bh, seq, dim = 2, 150, 64
     (q, k, v), vals = _inputs([(bh, seq, dim)] * 3, dtype)
     out = metile.Buffer.zeros((bh, seq, dim), dtype=dtype)
@@ -110,23 +114,10 @@ def test_flash_attention_on_warpgroup_blocks(device, dtype, causal):
     _check(_values(out), ref, dtype)
     _check(lse.numpy().astype(np.float64), ref_lse, "f32")
     if device.name == "cuda":
-        assert ", p, 1, 1, 1;" not in launch.compile(*args, **consts).source("cuda")
-
-
-def test_experimental_pieces_are_named_in_metile_gpu_on(monkeypatch):
-    # Only the experimental pieces may be enabled; anything else is refused, naming it.
-    monkeypatch.setenv("METILE_GPU_ON", "warpgroup_kmajor_b,no_such_piece")
-    x = np.zeros(64, np.float32)
-    with pytest.raises(metile.InvalidArgumentError, match='METILE_GPU_ON names "no_such_piece"'):
-        _scale_kernel()[(1,)].compile(x, x, 64, BLOCK=64)
-
-
-def _scale_kernel():
-    @metile.kernel
-    def scale_by_two(X, Out, N, BLOCK: metile.constexpr):
-        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
-        metile.store(Out + offs, metile.load(X + offs, mask=offs < N) * 2, mask=offs < N)
-    return scale_by_two
+        src = launch.compile(*args, **consts).source("cuda")
+        if "wgmma.mma_async" in src:  # sm_90: K^T K-major (flag 0), P in registers (tnspB 1)
+            assert (", p, 1, 1, 0, 0;" in src) == (off != "warpgroup_kmajor_b")
+            assert (", p, 1, 1, 1;" in src) == (off == ""), src
 
 
 @pytest.mark.pairwise("heads", "kv_heads", "splits", "dtype")

@@ -191,8 +191,10 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
       if (i == 0 && plan.register_a != gpu::kUniform) continue;  // A in registers (dot_choices.cpp)
       // Warpgroup arrays take the staged tile's shape: a K-major B is staged N x K.
       const auto& t = plan.staged[i];
-      const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::swizzled({t.rows, t.cols}, t.swizzle, stages)
-                                            : gpu::SharedArray::padded(shape[i], pad, stages);
+      // A ring of `stages` for an operand copied each iteration; one for an operand held (lower_pipeline.cpp).
+      const int64_t ring = plan.direct[i] != nullptr ? stages : 1;
+      const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::swizzled({t.rows, t.cols}, t.swizzle, ring)
+                                            : gpu::SharedArray::padded(shape[i], pad, ring);
       plan.bufs[i] = pb.alloc(i == 0 ? plan.stage : bt, a, i == 0 ? "a_smem" : "b_smem");
     }
   }
@@ -215,7 +217,7 @@ void Lowering::dot(const Op& op) {
   // the warpgroup atom's register-A form: A in the fragments of the accumulator it was computed from
   // (dot_choices.cpp); a tile in another layout is converted, one of another dtype cast.
   const bool reg_a = plan.register_a != gpu::kUniform;
-  METILE_ASSERT(!reg_a || (piped == pipelined_dots.end() && plan.kc == k), "register-A warpgroup dot: one unpipelined stage");
+  METILE_ASSERT(!reg_a || plan.kc == k, "register-A warpgroup dot: all of K in one stage");
   ValueId a_regs = kNoValue;
   if (reg_a) {
     a_regs = materialize(get(op.operands[0]), plan.register_a);
@@ -227,9 +229,9 @@ void Lowering::dot(const Op& op) {
   DType sum_t = plan.atom != nullptr || !is_float(ct) ? ct : DType::f32;
   ValueId r = f.value(acc).dtype == sum_t ? acc : b.ew(OpKind::CAST, {acc}, sum_t);
   if (piped != pipelined_dots.end()) {
-    ValueId stage = piped->second->stage;
-    a_buf = b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[0])})});
-    b_buf = b.ew(OpKind::PTR_OFFSET, {b_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[1])})});
+    ValueId stage = piped->second->stage;  // an operand held for the loop has one stage
+    if (plan.direct[0] != nullptr) a_buf = b.ew(OpKind::PTR_OFFSET, {a_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[0])})});
+    if (plan.direct[1] != nullptr) b_buf = b.ew(OpKind::PTR_OFFSET, {b_buf, b.ew(OpKind::MUL, {stage, c_i32(plan.elems[1])})});
   }
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop
@@ -271,8 +273,10 @@ void Lowering::dot(const Op& op) {
       if (plan.atom->kind == AtomKind::mma_sync)
         g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
-      // A pipelined warpgroup dot is waited for at the next iteration's top and after the loop.
-      if (plan.warpgroup()) g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end()}});
+      // A pipelined warpgroup dot whose result only the next iteration's mma reads is waited for
+      // at the next iteration's top and after the loop (lower_pipeline.cpp).
+      if (plan.warpgroup())
+        g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end() || !piped->second->in_flight.count(&op)}});
       if (reg_a) g.attrs.push_back({"register_a", int64_t{1}});  // dot_choices.cpp
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // dot_choices.cpp
       if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // dot_choices.cpp

@@ -171,6 +171,10 @@ class Lowering {
     ValueId bars = kNoValue;  // one mbarrier per stage when some copies are TMA's (lower_tma.cpp)
     int64_t arrivals = 0;     // TMA copies per stage
     bool tma_only = false;    // every copy is TMA's and every dot on the warpgroup atom: one warpgroup MMA group stays in flight
+    // Some dot streams one operand only, the other held for the whole loop (A in registers, or
+    // staged before it: flash attention's Q K^T and P V). Its copies go at the top of the body.
+    bool copies_at_top = false;
+    std::set<const Op*> in_flight;  // warpgroup dots whose mma stays in flight (chained accumulators)
     // Synchronous copies (lower_double_buffer.cpp): the next iteration's tiles wait in registers
     // (per dot, A's then B's) from the top of the body to its bottom.
     bool prefetch = false;
@@ -196,6 +200,11 @@ class Lowering {
   void pipeline_epilogue(const Op& loop);
   /** Issues the copies of every pipelined dot of `pl` for the iteration at `kv` into `stage`. */
   void pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId stage);
+  /** The copies of the iteration at `kv` (stages - 1 ahead) into the stage the last one read. */
+  void next_copies(const Op& loop, Pipeline& pl, ValueId kv);
+  /** Whether a dot streaming one operand holds the other for the whole loop (in registers, or
+   * defined before it and staged once), so that it can be pipelined. */
+  bool held_operands(const Op& dot, const std::map<ValueId, size_t>& pos, const Block& body) const;
   /** The staging arrays of a dot (allocated on first use, `stages` deep). */
   std::pair<ValueId, ValueId> dot_buffers(const Op& dot, int64_t stages);
   void async_commit();

@@ -19,6 +19,15 @@
 //
 // One barrier per iteration suffices: the stage written at the bottom of iteration it was last
 // read in iteration it-1, which every thread finished before passing this iteration's barrier.
+//
+// A dot may also stream one operand and hold the other for the whole loop: A in registers (the
+// warpgroup atom's register A) or an operand defined before the loop, staged once in front of it
+// (lower_prestage.cpp); flash attention's Q K^T and P V. Only the streamed operand gets a ring.
+// Such a loop issues its copies at the top, right after the barrier, instead of the bottom: its
+// dots' results feed the softmax, so their mmas end waited for, and at two stages (all its
+// arrays fit) copies issued at the bottom would be waited for at the very next top, hiding
+// nothing; from the top they overlap the whole body. A warpgroup mma stays in flight only where
+// its result is read by nothing but the next iteration's same dot (chained); else it waits.
 // The slice is lowered again for each prefetched iteration with the induction variable
 // replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
 // asynchronous; it shrinks until the stages fit 3/4 of the threadgroup memory, and a loop with
@@ -42,7 +51,36 @@ bool writes_memory(const Block& body) {
   return writes;
 }
 
+// Whether `dot`'s only reader is the next iteration's same dot, as its accumulator (a GEMM's
+// K loop): its warpgroup mma may then stay in flight until the next top's warpgroup_sync. Any
+// other reader (the softmax of attention's scores, the rescale of its output) needs it done.
+bool chained(const Op& dot, const Block& body) {
+  std::map<ValueId, int> reads;
+  walk(body, [&](const Op& o) {
+    for (ValueId x : o.operands) ++reads[x];
+  });
+  if (reads[dot.result()] != 1) return false;
+  for (const Op& y : body.ops) {
+    if (y.kind != OpKind::YIELD) continue;
+    for (size_t j = 0; j < y.operands.size(); ++j)
+      if (y.operands[j] == dot.result())
+        return body.args[1 + j] == dot.operands[2] && reads[dot.operands[2]] == 1;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool Lowering::held_operands(const Op& dot, const std::map<ValueId, size_t>& pos, const Block& body) const {
+  const DotPlan& plan = dot_plans.at(&dot);
+  if (!target.async_copies || plan.kc != p.type(dot.operands[0]).shape.dims[1]) return false;
+  for (int i = 0; i < 2; ++i) {
+    if (plan.direct[i] != nullptr || (i == 0 && plan.register_a != gpu::kUniform)) continue;
+    const ValueId v = dot.operands[i];  // staged before the loop (lower_prestage.cpp) if it never changes
+    if (pos.count(v) || std::count(body.args.begin(), body.args.end(), v)) return false;
+  }
+  return true;
+}
 
 bool scalar_slice(const Program& p, const Block& body, const std::map<ValueId, size_t>& pos,
                   const std::set<ValueId>& excluded, ValueId v, std::set<size_t>& slice) {
@@ -78,22 +116,38 @@ void Lowering::plan_pipelines() {
       for (ValueId r : body.ops[i].results) pos[r] = i;
     Pipeline pl;
     std::set<size_t> slice;
-    uint64_t bytes = 0, fixed = 0;  // a stage's bytes; the accumulator arrays' (one each)
+    uint64_t bytes = 0, fixed = 0;  // a stage's bytes; the arrays staged once (one each)
+    bool rejected = false;          // a dot streaming one operand that cannot be pipelined
     for (const Op& o : body.ops) {
       if (o.kind != OpKind::DOT) continue;
       const DotPlan& plan = dot_plans.at(&o);
-      if (plan.direct[0] == nullptr || plan.direct[1] == nullptr) continue;
+      const bool streams[2] = {plan.direct[0] != nullptr, plan.direct[1] != nullptr};
+      if (!streams[0] && !streams[1]) continue;
+      if (!streams[0] || !streams[1]) {
+        if (!held_operands(o, pos, body)) {
+          rejected = true;
+          continue;
+        }
+        pl.copies_at_top = true;
+      }
       bool ok = true;
       for (const Op* load : plan.direct)
-        for (ValueId x : load->operands) ok = ok && scalar_slice(p, body, pos, {}, x, slice);
+        if (load != nullptr)
+          for (ValueId x : load->operands) ok = ok && scalar_slice(p, body, pos, {}, x, slice);
       if (!ok) return;  // the slice may hold ops of a rejected dot: no pipeline for this loop
       const int64_t m = p.type(o.operands[0]).shape.dims[0], n = p.type(o.operands[1]).shape.dims[1];
       const int64_t pad = 16 / static_cast<int64_t>(dtype_size(plan.stage));
-      bytes += static_cast<uint64_t>(m * (plan.kc + pad) + plan.kc * (n + pad)) * dtype_size(plan.stage);
+      const uint64_t operand_bytes[2] = {
+          plan.register_a != gpu::kUniform ? 0 : static_cast<uint64_t>(m * (plan.kc + pad)) * dtype_size(plan.stage),
+          static_cast<uint64_t>(plan.kc * (n + pad)) * dtype_size(plan.stage)};
+      for (int i = 0; i < 2; ++i) (streams[i] ? bytes : fixed) += operand_bytes[i];
       if (plan.atom != nullptr && plan.atom->acc_through_threadgroup) fixed += static_cast<uint64_t>(m * n) * 4;
+      if (plan.warpgroup() && chained(o, body)) pl.in_flight.insert(&o);
       pl.dots.push_back(&o);
     }
-    if (pl.dots.empty()) return;
+    // Attention's second dot left unpipelined would lose the early copy of its operand
+    // (lower_early_copy.cpp) to a pipelined first dot: such a loop keeps the unpipelined form.
+    if (pl.dots.empty() || (pl.copies_at_top && rejected)) return;
     // Copies of later iterations move ahead of this one's stores, which may write what they
     // read: a body that writes memory keeps its loads in order.
     if (writes_memory(body)) return;
@@ -118,6 +172,7 @@ void Lowering::pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId
     auto [a_buf, b_buf] = dot_buffers(*d, pl.stages);
     const DotPlan& plan = dot_plans.at(d);
     for (int i = 0; i < 2; ++i) {
+      if (plan.direct[i] == nullptr) continue;  // held for the whole loop
       ValueId at = b.ew(OpKind::MUL, {stage, c_i32(plan.elems[i])});
       stage_operand(*d, i, b.ew(OpKind::PTR_OFFSET, {i == 0 ? a_buf : b_buf, at}), stage, in_range, pl);
     }
@@ -163,6 +218,22 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   pl.stage = counter != kNoValue ? counter : b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
   if (pl.prefetch) prefetch_next(loop, pl);
+  if (pl.copies_at_top) {
+    const DType t = f.value(iv).dtype;
+    next_copies(loop, pl, b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})}));
+  }
+}
+
+void Lowering::next_copies(const Op& loop, Pipeline& pl, ValueId kv) {
+  if (!options.stage_counter) {
+    ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
+    pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
+    return;
+  }
+  // The carried stage s: the prefetch goes to (s + stages - 1) % stages = s - 1 (stages - 1 at 0).
+  ValueId prev = b.ew(OpKind::SELECT, {b.ew(OpKind::EQ, {pl.stage, c_i32(0)}), c_i32(pl.stages - 1),
+                                       b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
+  pipeline_copies(loop, pl, kv, b.named(prev, "next_stage"));
 }
 
 ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
@@ -173,20 +244,16 @@ ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
     prefetch_store(pl);
     return kNoValue;
   }
-  const DType t = f.value(iv).dtype;
-  ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
-  if (pl.tma_only) tma_release(pl);
-  if (!options.stage_counter) {
-    ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
-    pipeline_copies(loop, pl, kv, b.named(next, "next_stage"));
-    return kNoValue;
+  if (!pl.copies_at_top) {
+    const DType t = f.value(iv).dtype;
+    ValueId kv = b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})});
+    if (pl.tma_only) tma_release(pl);
+    next_copies(loop, pl, kv);
   }
-  // The carried stage s: the prefetch goes to (s + stages - 1) % stages = s - 1 (stages - 1 at
-  // 0), the next iteration reads s + 1 (0 after stages - 1): a compare and a select each.
-  auto is = [&](int64_t v) { return b.ew(OpKind::EQ, {pl.stage, c_i32(v)}); };
-  ValueId prev = b.ew(OpKind::SELECT, {is(0), c_i32(pl.stages - 1), b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
-  pipeline_copies(loop, pl, kv, b.named(prev, "next_stage"));
-  return b.ew(OpKind::SELECT, {is(pl.stages - 1), c_i32(0), b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
+  if (!options.stage_counter) return kNoValue;
+  // The next iteration reads s + 1 (0 after stages - 1): a compare and a select.
+  return b.ew(OpKind::SELECT, {b.ew(OpKind::EQ, {pl.stage, c_i32(pl.stages - 1)}), c_i32(0),
+                               b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
 }
 
 void Lowering::pipeline_epilogue(const Op& loop) {

@@ -51,7 +51,7 @@ std::string map_source(const Program& p, const std::map<ValueId, const Op*>& def
 
 void Lowering::tma_plan(Pipeline& pl) {
   pl.arrivals = 0;
-  if (!options.tma) return;
+  if (!options.tma || pl.copies_at_top) return;  // the async copies only where an operand is held
   std::map<ValueId, const Op*> defs;
   walk(p.body, [&](const Op& o) {
     for (ValueId r : o.results) defs[r] = &o;

@@ -1,6 +1,8 @@
 // A later dot's copies from device memory start at an earlier dot of the same block
 // (lower_early_copy.cpp): flash attention's V is copied while Q K^T and the softmax run. GPU IR
-// text; results on the GPU are checked by test_attention.py against float64.
+// text; results on the GPU are checked by test_attention.py against float64. On sm_80's mma.sync
+// P is staged in the body, so the loop is not pipelined; on sm_90 both dots take the warpgroup
+// atom (P in registers) and the loop is (lower_pipeline.cpp, gpu_wgmma_attention_test.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -44,7 +46,7 @@ std::string lowered(const GpuTarget& t, bool early) {
 }
 
 TEST(EarlyCopy, TheSecondDotsCopyStartsAtTheFirstDot) {
-  std::string text = lowered(nvidia_gpu_target("sm_90"), true);
+  std::string text = lowered(nvidia_gpu_target("sm_80"), true);
   // K's group, then V's; the first dot waits for K's alone, the second for both.
   EXPECT_EQ(count(text, "async_commit"), 2) << text;
   EXPECT_EQ(count(text, "async_wait pending=1"), 1) << text;
@@ -55,7 +57,7 @@ TEST(EarlyCopy, TheSecondDotsCopyStartsAtTheFirstDot) {
 }
 
 TEST(EarlyCopy, SwitchedOffEachDotCopiesAndWaitsWhereItRuns) {
-  std::string text = lowered(nvidia_gpu_target("sm_90"), false);
+  std::string text = lowered(nvidia_gpu_target("sm_80"), false);
   EXPECT_EQ(count(text, "async_wait pending=1"), 0) << text;
   EXPECT_EQ(count(text, "async_wait pending=0"), 2) << text;
   const size_t first_wait = text.find("async_wait");

@@ -137,7 +137,9 @@ TEST(GpuWgmmaAttention, BothDotsTakeTheWarpgroupAtom) {
     EXPECT_TRUE(p != nullptr && p->kind != gpu::GpuOpKind::CONVERT_LAYOUT) << "P stays in the scores' fragments\n" << ir;
     EXPECT_EQ(count(ir, " = alloc "), 4) << "Q, K, V and the row statistics' scratch: P has no array\n" << ir;
     EXPECT_EQ(count(ir, "layout=\"swizzle128\""), 3) << ir;
-    EXPECT_EQ(count(ir, " async_copy "), 2) << "K and V straight to their arrays\n" << ir;
+    // K and V straight to their arrays: three stages fit at 64 keys, so the prologue copies two
+    // iterations and the loop one.
+    EXPECT_EQ(count(ir, " async_copy "), 6) << ir;
     const std::string cuda = emit_cuda(f).source;
     // Scores: 128 x 64 over two warpgroups, head_dim 128 in 8 k16 steps, B K-major (flag 0).
     EXPECT_EQ(count(cuda, "wgmma.mma_async.sync.aligned.m64n64k16.f32." + t + "." + t), 8) << cuda;
@@ -154,6 +156,32 @@ TEST(GpuWgmmaAttention, BothDotsTakeTheWarpgroupAtom) {
 
 // The emitter packs P's registers i * k/2 + 8x + 2h, +1 into a_h of m64 block i, k16 step x:
 // the layout lowering hands it must put there the elements wgmma's A fragment names.
+// Both dots hold one operand (Q staged before the loop, P in registers) and stream the other:
+// the loop is pipelined with K and V in a two-stage ring (lower_pipeline.cpp).
+TEST(GpuWgmmaAttention, KAndVStreamThroughATwoStageRing) {
+  const std::string ir = gpu::print(compiled("f16", 128, 128));
+  EXPECT_EQ(count(ir, "shape=\"128x128\" stages=1"), 1) << "Q, staged once\n" << ir;
+  EXPECT_EQ(count(ir, "shape=\"128x128\" stages=2"), 2) << "K and V\n" << ir;
+  const size_t loop = ir.find(" for %");
+  ASSERT_NE(loop, std::string::npos) << ir;
+  const std::string before = ir.substr(0, loop), body = ir.substr(loop);
+  EXPECT_EQ(count(before, " async_copy "), 2) << "the prologue copies iteration 0\n" << ir;
+  EXPECT_EQ(count(before, "async_commit"), 1) << ir;
+  // The top: the stage's copies waited for, fenced, a barrier, then the next iteration's copies,
+  // which overlap the whole body; nothing waits for copies inside the body.
+  const size_t wait = body.find("async_wait pending=0"), bar = body.find(" barrier"),
+               copy = body.find(" async_copy "), mma = body.find(" = mma ");
+  EXPECT_TRUE(wait < bar && bar < copy && copy < mma) << body;
+  EXPECT_EQ(count(body, "async_wait"), 2) << "the top's and the one after the loop\n" << body;
+  // The softmax reads S and the rescale reads O: neither mma stays in flight.
+  EXPECT_EQ(count(ir, " wait=1"), 2) << ir;
+  EXPECT_EQ(count(ir, " wait=0"), 0) << ir;
+  // Switched off with the pipeline: the early copy of V (lower_early_copy.cpp), one stage each.
+  const std::string off = gpu::print(compiled("f16", 128, 128, {"pipeline"}));
+  EXPECT_EQ(count(off, "stages=2"), 0) << off;
+  EXPECT_EQ(count(off, "async_wait pending=1"), 1) << off;
+}
+
 TEST(GpuWgmmaAttention, RegisterAIsWgmmasAFragment) {
   for (int block_n : {64, 128}) {
     const gpu::Function f = compiled("f16", block_n, 64);

@@ -210,8 +210,8 @@ METILE_API metile_status metile_device_get_info(const metile_device *device,
  * Waits until every launch issued on this device so far has finished. On cuda, when a launch
  * waited for has a time limit (metile_launch_options.timeout_s, METILE_TIMEOUT_S) and runs past
  * it, or metile_cancel_launches stopped it, METILE_ERROR_DEVICE names the kernel and the reason
- * (see metile_launch_options); nothing is reset. Only a kernel that did not stop within 1 s of
- * being asked ends by a reset of the GPU's primary context, which the error then says. The
+ * (see metile_launch_options); nothing is reset. Only a kernel that did not answer within 1 s of
+ * being asked (or answered but did not end within 30 s) ends by a reset of the GPU's primary context, which the error then says. The
  * device stays usable: later compiles and launches work, kernels compiled before are reloaded
  * at their next launch, but every buffer allocated or imported before the reset (its memory is
  * gone) and every stream and event created before it are invalid: using one is
@@ -1022,7 +1022,8 @@ typedef struct metile_launch_options {
    * blocking. Past it metile sets a stop word that every cuda kernel checks at its loops'
    * back-edges and, where no loop comes first, before its first write; its threads leave
    * there, and the wait fails naming the kernel and the limit, its outputs partly written;
-   * nothing is reset. A kernel that reaches no such check within 1 s (spinning inside a single generated
+   * nothing is reset (a kernel that answered gets 30 s for the rest of its grid to leave). A
+   * kernel that reaches no such check within 1 s (spinning inside a single generated
    * op, or with wgmma dots, which get no checks) is ended by a reset of the GPU's context (see
    * metile_device_synchronize), which a GPU may not finish while the kernel runs (an H100 did
    * not). On metal the limit is likewise enforced while the host waits: past it metile sets the

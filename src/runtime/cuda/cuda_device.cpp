@@ -41,6 +41,10 @@ class CudaDevice;
 // before the watchdog resets the context: a check comes at every loop back-edge and before a
 // program's first write where no loop comes first.
 constexpr auto kStopGrace = std::chrono::seconds(1);
+// How long a kernel that answered (some thread left at a check) may take for the rest of its
+// grid to leave: every program still to run starts, reads the word and leaves at once, and a
+// grid of 2^30 such programs takes about a second on an H100 just to be scheduled.
+constexpr auto kDrainGrace = std::chrono::seconds(30);
 
 /**
  * Passes metile_cancel_launches() on to the copies of the stop words in GPU memory, which
@@ -361,6 +365,14 @@ class CudaDevice : public Device {
     if (why) fail(METILE_ERROR_DEVICE, "cuda", *why);
   }
 
+  /** Whether a kernel of a word in use answered its stop: a thread left at a check (mu_ held). */
+  bool answered() const {
+    if (words_.get(word_) == host::kWordStopped) return true;
+    for (int w : retired_words_)
+      if (words_.get(w) == host::kWordStopped) return true;
+    return false;
+  }
+
   /**
    * After a wait that succeeded: why, when a kernel whose word was set answered that it stopped
    * at a check (its outputs are then partly written); nothing when every kernel ran to its end.
@@ -422,7 +434,8 @@ class CudaDevice : public Device {
   }
 
   /** Sets the stop word when a watched launch still runs past its deadline, and resets the
-   * context when the kernels have not stopped kStopGrace after that. */
+   * context when the kernels have not answered kStopGrace after that, or answered but have not
+   * ended kDrainGrace after it. */
   void enforce_limits() {
     auto now = std::chrono::steady_clock::now();
     std::optional<std::string> unstopped;
@@ -434,10 +447,14 @@ class CudaDevice : public Device {
           w.asked = true;
           w.asked_at = now;
           stop_word(word_);  // whatever runs now stops: the reset would end it anyway
-        } else if (now - w.asked_at >= kStopGrace && !unstopped) {
-          unstopped = cat(w.limit.exceeded(w.kernel), " and did not stop when asked (within ",
-                          std::chrono::duration<double>(kStopGrace).count(),
-                          " s: it reached no check of its stop word)");
+        } else if (!unstopped && now - w.asked_at >= kStopGrace) {
+          if (!answered())
+            unstopped = cat(w.limit.exceeded(w.kernel), " and did not stop when asked (within ",
+                            std::chrono::duration<double>(kStopGrace).count(),
+                            " s: it reached no check of its stop word)");
+          else if (now - w.asked_at >= kDrainGrace)
+            unstopped = cat(w.limit.exceeded(w.kernel), " and was asked to stop, but its programs still to run did "
+                            "not all leave within ", std::chrono::duration<double>(kDrainGrace).count(), " s");
         }
       }
     }

@@ -90,3 +90,36 @@ def test_metile_buffer_to_torch_on_a_side_stream():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def test_a_cached_launch_rebinds_torch_tensors_only_when_they_change():
+    """A kernel called again with the same torch tensors on torch's default stream keeps their
+    imports (no DLPack handshake per call); a tensor whose memory moved (resize_), a new tensor,
+    and a call on a side stream each get a fresh import, so every result is right without a
+    synchronize between torch's writes and the launches."""
+    _cuda()
+    grid = (metile.cdiv(N, BLOCK),)
+    x = torch.arange(N, device="cuda", dtype=torch.float32)
+    y = torch.full((N,), 2.0, device="cuda")
+    out = torch.zeros(N, device="cuda")
+    expect = torch.arange(N, device="cuda", dtype=torch.float32)
+    for step in range(3):           # the same tensors, written by torch between the launches
+        y.fill_(float(step))
+        axpy[grid](x, y, out, N, 3.0, BLOCK=BLOCK)
+        torch.testing.assert_close(out, expect * 3.0 + step, rtol=2e-7, atol=0)
+    old = out.data_ptr()
+    out.resize_(2 * N)              # its memory moves: the launch must not keep the old address
+    assert out.data_ptr() != old
+    out.zero_()
+    axpy[grid](x, y, out, N, 1.0, BLOCK=BLOCK)
+    torch.testing.assert_close(out[:N], expect + 2.0, rtol=2e-7, atol=0)
+    assert float(out[N:].abs().max()) == 0.0
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):   # another stream: the import orders the side stream's work
+        for _ in range(20):
+            y = y * 1.0 + 1.0
+        axpy[grid](x, y, out, N, 1.0, BLOCK=BLOCK)
+        metile.get_device().signal_stream(side.cuda_stream)
+        got = out[:N] * 1.0
+    torch.cuda.synchronize()
+    torch.testing.assert_close(got, expect + 22.0, rtol=2e-7, atol=0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import sys
 import weakref
 from typing import Any, Sequence, Union
 
@@ -303,6 +304,21 @@ def _array_dtype(arr: np.ndarray, dtype, what: str) -> str:
     return name
 
 
+def torch_orders_implicitly(obj) -> bool:
+    """Whether `obj` is a torch CUDA tensor whose device's current torch stream is the legacy
+    default stream. metile queues on a blocking stream of its own (metile_device_stream), which
+    the legacy stream orders both ways by itself, so neither a DLPack stream handshake nor a
+    fresh import is needed to order torch's earlier work before a launch. One C call
+    (torch's own raw-stream query, as Triton's launcher makes)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
+        return False
+    try:
+        return torch._C._cuda_getCurrentRawStream(obj.device.index) == 0
+    except (AttributeError, RuntimeError):  # another torch build: take the handshake
+        return False
+
+
 def _dlpack_capsule(obj, dev):
     """obj.__dlpack__ asked, as the protocol says, for the newest ABI metile reads and for the
     producer to order its work before `dev`'s stream (older producers take fewer keywords)."""
@@ -311,9 +327,12 @@ def _dlpack_capsule(obj, dev):
     producer = getattr(obj, "__dlpack_device__", None)
     on_cuda = producer is not None and producer()[0] in (_dlpack.KDL_CUDA, _dlpack.KDL_CUDA_MANAGED)
     if dev.asynchronous and on_cuda:
-        stream = ctypes.c_uint64()
-        check(_ffi.metile_device_stream(dev._handle, ctypes.byref(stream)), "from_dlpack")
-        kwargs["stream"] = stream.value or 1  # 0 would mean "no stream given" to DLPack
+        if torch_orders_implicitly(obj):
+            kwargs["stream"] = -1  # DLPack's "no synchronization": the streams order themselves
+        else:
+            stream = ctypes.c_uint64()
+            check(_ffi.metile_device_stream(dev._handle, ctypes.byref(stream)), "from_dlpack")
+            kwargs["stream"] = stream.value or 1  # 0 would mean "no stream given" to DLPack
     try:
         return obj.__dlpack__(max_version=_dlpack.VERSION, **kwargs)
     except TypeError:

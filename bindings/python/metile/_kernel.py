@@ -26,7 +26,7 @@ import numpy as np
 # whenever a kernel is traced.
 from . import (_device, _dtypes, _ffi, _interrupt, _lang, _lang_combine, _lang_triton,  # noqa: F401
                _loops)
-from ._buffer import Buffer, from_dlpack
+from ._buffer import Buffer, from_dlpack, torch_orders_implicitly
 from ._constexpr import constexpr
 from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarning, TracingError,
                       check, error_for)
@@ -734,7 +734,7 @@ class _CachedLaunch:
     and on asynchronous devices until the next call binds another or clear_cache()."""
 
     __slots__ = ("_handle", "compiled", "device", "grid", "bound", "ptrs", "scalars", "context",
-                 "file", "asynchronous", "written", "names", "kernel_name", "options")
+                 "file", "asynchronous", "written", "names", "kernel_name", "options", "tensors")
 
     def __init__(self, launch: PreparedLaunch, grid: tuple, ptrs: list, scalars: list,
                  names: list, kernel_name: str) -> None:
@@ -744,6 +744,7 @@ class _CachedLaunch:
         self.asynchronous = launch.device.asynchronous
         self.grid = grid
         self.bound = [None] * len(ptrs + scalars)  # per argument: a weak reference or a scalar
+        self.tensors = {}  # argument -> _tensor_guard of the torch tensor the launch imported there
         self.ptrs, self.scalars = ptrs, scalars
         self.context, self.file = launch.context, launch.file
         self.names, self.kernel_name = names, kernel_name
@@ -772,8 +773,13 @@ class _CachedLaunch:
             a = args[i]
             b = bound[i]
             if b is not None and b() is a:
-                sync = sync or isinstance(a, _ndarray)
-                continue
+                if i not in self.tensors:
+                    sync = sync or isinstance(a, _ndarray)
+                    continue
+                if _tensor_guard(a) == self.tensors[i]:
+                    continue  # the launch still holds this tensor's import: nothing to redo
+            if i in self.tensors:
+                del self.tensors[i]
             if isinstance(a, _ndarray):
                 if i in self.written and not a.flags.writeable:
                     raise _read_only_error(self.kernel_name, self.names[i])
@@ -785,9 +791,15 @@ class _CachedLaunch:
                 sync = True
                 continue
             if type(a) is not Buffer:
-                a = from_dlpack(a, self.device)  # owned by the C launch from here on
-                st = _set_arg(h, i, _byref(a._arg))
-                bound[i] = None
+                guard = _tensor_guard(a) if not host else None
+                buf = from_dlpack(a, self.device)  # owned by the C launch from here on
+                st = _set_arg(h, i, _byref(buf._arg))
+                # A torch tensor on the legacy stream is bound again by reference while it
+                # keeps its memory and shape (its import, held by the launch, stays valid).
+                bound[i] = _weakref(a) if guard is not None and not st else None
+                if bound[i] is not None:
+                    self.tensors[i] = guard
+                a = buf
             elif host and a._ptr and not _set_arg_memory(h, i, a._ptr, max(a.nbytes, 1)):
                 bound[i] = _weakref(a)
                 continue
@@ -829,6 +841,15 @@ class _CachedLaunch:
         if _ffi is not None and getattr(self, "_handle", None):
             _ffi.metile_launch_release(self._handle)
             self._handle = None
+
+
+def _tensor_guard(t) -> tuple | None:
+    """What must not change for a cached launch to keep a torch tensor's import: its address,
+    shape and strides, and the implicit ordering of torch's stream with metile's
+    (torch_orders_implicitly); None when that ordering does not hold or `t` is no torch tensor."""
+    if not torch_orders_implicitly(t):
+        return None
+    return (t.data_ptr(), t.shape, t.stride())
 
 
 def _scalar_arg(v) -> "_ffi.metile_arg":

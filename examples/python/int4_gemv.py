@@ -12,9 +12,10 @@ each program owns BLOCK_N rows of W, reads a [BLOCK_N, BLOCK_K] block of codes a
 broadcasts each word of codes to its codes in K order, so X is one contiguous tile a step. Two
 forms (`form=`):
 - "words" (the default where K is a multiple of 8): Wq read as u32 words of 8 codes
-  (Buffer.view, no copy). Code j of a word is shifted to bits 16-19 and OR-ed into the mantissa
-  of 1.0: the f32 v = 1 + q/128 in one shift and one and-or (code 4 needs no shift). Over a
-  word, sum(W x) = S * sum(v x) + (z - S) * sum(x) with S = 128 s: one FMA a code.
+  (Buffer.view, no copy). Code j of a word is moved by one of three rotations (each shared by
+  two codes) to bits 16-19 or 12-15 and OR-ed into the mantissa of 128.0 or 2048.0, whose units
+  those bits are: the f32 v = m + q in one and-or a code. Over a word, sum(W x) =
+  s * (sum(v x) - sum(m x)) + z * sum(x), sum(m x) and sum(x) shared by the rows: one FMA a code.
 - "bytes": Wq read as bytes, each broadcast to its two codes; q becomes a float by OR-ing it
   into the mantissa of 2^23 and subtracting 2^23; over a chunk of 8,
   sum(W x) = s * sum(q x) + z * sum(x).
@@ -107,12 +108,21 @@ def int4_gemv_words_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
     KW = BLOCK_K // 8                            # words a row a step
     NW = BLOCK_N * KW                            # words a step: one partial sum each
     RG = BLOCK_N * BLOCK_K // GK                 # (row, group) pairs a step
-    # Code j of a word (bits 4j..4j+3) moved to bits 16..19: shifted left by 16 - 4j or right
-    # by 4j - 16 (code 4 stays). OR-ed into the mantissa of 1.0 there, it is the f32 1 + q/128:
-    # one shift (none for code 4) and one and-or a code, no conversion and no subtraction.
-    j = metile.reshape(metile.arange(0, 8), (1, 8)) * 4
-    left = metile.maximum(16 - j, 0).to("u32")
-    right = metile.maximum(j - 16, 0).to("u32")
+    # Code j of a word (bits 4j..4j+3) is rotated to bits 16..19 (j even) or 12..15 (j odd):
+    # codes 3 and 4 are there already, 1 and 2 by a rotation of 8, 5 and 6 of 24, 7 and 0 of
+    # 16, so a word takes three rotations, not a shift a code. OR-ed into the mantissa of 128.0
+    # (whose units are bits 16..19) or 2048.0 (bits 12..15) a code is the f32 m + q exactly:
+    # one and-or a code, no conversion. sum(v x) - sum(m x) cancels at most 2048 / 15 of
+    # sum(q x)'s magnitude: 7 of f32's 24 bits, below the output's rounding to f16 or bf16
+    # (the float64 tests' errors are the same as with 1 + q/128 everywhere).
+    j = metile.reshape(metile.arange(0, 8), (1, 8))
+    rot = (48 - (j + 1) // 2 * 8) % 32           # 16, 8, 8, 0, 0, 24, 24, 16
+    left = rot.to("u32")
+    right = ((32 - rot) % 32).to("u32")
+    odd = j % 2
+    mask = metile.where(odd == 1, 0xF000, 0xF0000).to("u32")
+    magic = metile.where(odd == 1, 0x45000000, 0x43000000).to("u32")
+    mj = metile.where(odd == 1, 2048.0, 128.0)   # m of code j: sum(v x) = sum(q x) + sum(m x)
     # acc[m]: one partial sum per word a thread holds, started as a reduction's result so that it
     # takes the layout the in-thread sums below leave: registers to registers in the loop, the
     # rows reduced across threads once, after it.
@@ -128,21 +138,24 @@ def int4_gemv_words_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
         xs = [metile.load(X + m * K + cols, mask=cols < K, other=0.0).to("f32") for m in range(M)]
         # Each word broadcast over its 8 codes (the threads holding it hold all 8: no exchange).
         w8 = metile.broadcast_to(metile.reshape(w, (NW, 1)), (NW, 8))
-        v = metile.reshape(((((w8 << left) >> right) & 0xF0000) | 0x3F800000).to(
+        v = metile.reshape(((((w8 << left) | (w8 >> right)) & mask) | magic).to(
             "f32", bitcast=True), (BLOCK_N, BLOCK_K))
-        # Over a word (8 K values of one group), with v = 1 + q/128:
-        # sum(W x) = s * sum(q x) + z * sum(x) = S * sum(v x) + (z - S) * sum(x), S = 128 s.
-        # The group's S and z - S are one value a (row, group), broadcast over its words.
-        s = s.to("f32") * 128.0
-        z = z.to("f32") - s
+        # Over a word (8 K values of one group), with v = m + q:
+        # sum(W x) = s * sum(q x) + z * sum(x) = s * (sum(v x) - sum(m x)) + z * sum(x), where
+        # sum(m x) and sum(x) are one value a word of X, shared by the rows. The group's s and z
+        # are one value a (row, group), broadcast over its words.
         s = metile.reshape(metile.broadcast_to(metile.reshape(s, (RG, 1)), (RG, GK // 8)), (NW,))
         z = metile.reshape(metile.broadcast_to(metile.reshape(z, (RG, 1)), (RG, GK // 8)), (NW,))
+        s, z = s.to("f32"), z.to("f32")
         for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
             x = xs[m]
             vx = metile.sum(metile.reshape(v * x[None, :], (NW, 8)), axis=1)
-            sx = metile.sum(metile.reshape(x, (KW, 8)), axis=1)
+            x8 = metile.reshape(x, (KW, 8))
+            sx = metile.sum(x8, axis=1)
+            mx = metile.sum(x8 * mj, axis=1)
             sx = metile.reshape(metile.broadcast_to(sx[None, :], (BLOCK_N, KW)), (NW,))
-            acc[m] = acc[m] + s * vx + z * sx
+            mx = metile.reshape(metile.broadcast_to(mx[None, :], (BLOCK_N, KW)), (NW,))
+            acc[m] = acc[m] + s * (vx - mx) + z * sx
     for m in range(M):
         y = metile.sum(metile.reshape(acc[m], (BLOCK_N, KW)), axis=1)
         metile.store(Y + m * N + rows, y.to(Y.dtype), mask=live)

@@ -220,7 +220,7 @@ def default_config(n, k, group, device=None):
 FORMS = ("words", "bytes")
 
 
-def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form):
+def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form, maxnreg):
     """int4_gemv's arguments checked: (out, kernel, grid, args, kwargs)."""
     x, xshape, xdt = _shape_dtype(x, "x")
     if xdt not in DTYPES or len(xshape) not in (1, 2):
@@ -249,6 +249,11 @@ def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form):
                          f"divides or that divides it, got {bk}")
     if form not in (None,) + FORMS:
         raise ValueError(f"int4_gemv: form must be one of {FORMS}, got {form!r}")
+    # A register limit a thread (cuda; other devices ignore it): fewer registers, more programs a
+    # multiprocessor, so more of Wq in flight, at the risk of spills (ptxas -v says).
+    if maxnreg is not None and (isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or
+                                not 16 <= maxnreg <= 255):
+        raise ValueError(f"int4_gemv: maxnreg must be an int in [16, 255], got {maxnreg!r}")
     # Words (8 codes a u32) need whole words a row of Wq and a step: K and block_k multiples of 8.
     whole = k % 8 == 0 and bk % 8 == 0
     if form == "words" and not whole:
@@ -258,28 +263,32 @@ def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form):
         kernel = int4_gemv_kernel
     else:
         kernel, Wq = int4_gemv_words_kernel, Wq.view("u32")
-    return out, kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), \
-        dict(M=m, G=g, BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
+    kwargs = dict(M=m, G=g, BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
+    if maxnreg is not None:
+        kwargs["maxnreg"] = maxnreg
+    return out, kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), kwargs
 
 
 def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k=None,
-              form=None):
+              form=None, maxnreg=None):
     """out = x . W^T with W = q * scale + bias decoded from Wq/Scales/Biases (see the module
     docstring): x [K] or [M, K] (1 <= M <= 16), f16 or bf16; out [N] or [M, N] of x's dtype.
     `group` is found from Scales' shape unless given (it is ambiguous only for tiny K). `form`:
-    "words" (Wq read as u32 words, the default where K is a multiple of 8) or "bytes"."""
+    "words" (Wq read as u32 words, the default where K is a multiple of 8) or "bytes".
+    `maxnreg`: at most that many registers a thread on cuda (16..255; None: the compiler's
+    choice)."""
     out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
-                                              block_k, form)
+                                              block_k, form, maxnreg)
     kernel[grid](*args, **kwargs)
     return out
 
 
 def prepare_int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None,
-                      block_k=None, form=None):
+                      block_k=None, form=None, maxnreg=None):
     """int4_gemv checked and compiled once: (run, out); run() recomputes out from what the
     buffers hold (a decoding loop's repeated call, without the per-call checks)."""
     out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
-                                              block_k, form)
+                                              block_k, form, maxnreg)
     return kernel[grid].prepare(*args, **kwargs), out
 
 

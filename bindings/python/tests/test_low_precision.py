@@ -289,6 +289,8 @@ def test_example_inputs_are_checked():
         IV.int4_gemv(wq, s, b, metile.Buffer.zeros((17, 64), "f16"))
     with pytest.raises(ValueError, match="words form needs K and block_k multiples of 8"):
         IV.int4_gemv(wq, s, b, x, block_k=4, form="words")
+    with pytest.raises(ValueError, match=r"maxnreg must be an int in \[16, 255\], got 8"):
+        IV.int4_gemv(wq, s, b, x, maxnreg=8)
     with pytest.raises(ValueError, match=r"Wq is \[8, 32\], which packs K = 64, but x has K = 66"):
         IG.int4_gemm(metile.Buffer.zeros((3, 66), "f16"), wq, s, b)
     (mq, ms), _ = MX.quantized(8, 64, rng)

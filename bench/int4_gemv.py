@@ -46,7 +46,7 @@ def main():
     ap.add_argument("--dtypes", default="f16,bf16")
     ap.add_argument("--m", default="1,4", help="rows of x, a comma list")
     ap.add_argument("--configs", default=None,
-                    help="time these (block_n/block_k[/words|bytes[/maxnreg]];...) beside the "
+                    help="time these (block_n/block_k[/form[/maxnreg]];...) beside the "
                          "default config; an empty form is int4_gemv's choice (8/1024//96)")
     args = ap.parse_args()
     extra = []
@@ -111,8 +111,7 @@ def main():
                 for m, cfg in ((int(v), c) for v in args.m.split(",") for c in [None] + extra):
                     config = cfg or Q.default_config(n, k, group) + (None, None)
                     if config[2] is None:  # the form int4_gemv chooses
-                        config = config[:2] + ("words" if k % 8 == 0 == config[1] % 8
-                                               else "bytes",) + config[3:]
+                        config = config[:2] + (Q.default_form(k, config[1]),) + config[3:]
                     r = {"kernel": "int4_gemv", "dtype": dtype, "group": group, "N": n, "K": k,
                          "M": m, "copy_GBps": copy_gbs, "config": list(config),
                          "default": cfg is None}

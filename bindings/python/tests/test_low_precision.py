@@ -193,7 +193,9 @@ def test_bad_scaled_dots_name_the_operand_and_shape():
                                                  (64, "bf16", 3, 296, "words"),
                                                  (128, "f16", 16, 296, "words"),
                                                  (64, "f16", 2, 300, "bytes"),
-                                                 (128, "bf16", 1, 300, None)])
+                                                 (128, "bf16", 1, 300, None),
+                                                 (32, "bf16", 4, 296, "subnormal"),
+                                                 (128, "f16", 1, 296, "subnormal")])
 def test_int4_gemv_matches_float64(device, group, dtype, m, k, form):
     n = 37                  # ragged against BLOCK_N = 4, BLOCK_K = 128 and every group size
     rng = np.random.default_rng(group + m)
@@ -202,6 +204,22 @@ def test_int4_gemv_matches_float64(device, group, dtype, m, k, form):
     y = IV.int4_gemv(wq, s, b, x if m > 1 else metile.Buffer(data=x.numpy()[0], dtype=dtype),
                      group=group, block_k=128, form=form)  # K = 300: bytes (4 codes past a word)
     err = (np.abs(values(y).reshape(m, n) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
+    assert err < IV.tolerance(dtype, k), f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("form", ["subnormal", "words"])
+@pytest.mark.parametrize("dtype,lo,hi", [("f16", -24, 6), ("bf16", -56, 40)])
+def test_int4_gemv_holds_over_the_activations_range(device, form, dtype, lo, hi):
+    """X of magnitudes 2^lo to 2^hi: all of f16's (subnormals to products near its largest), and
+    for bf16 the range the subnormal form keeps every product a normal f32 (2^-56 to 2^48)."""
+    if device == "metal" and form == "subnormal":
+        pytest.skip("Metal GPUs may flush subnormals: the subnormal form is not used there")
+    n, k, m = 12, 296, 2
+    rng = np.random.default_rng(5)
+    (wq, s, b), w64 = IV.quantized(n, k, 64, dtype, rng)
+    x, x64 = make(rng.choice([-1.0, 1.0], (m, k)) * 2.0 ** rng.integers(lo, hi + 1, (m, k)), dtype)
+    y = IV.int4_gemv(wq, s, b, x, group=64, form=form)
+    err = (np.abs(values(y) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
     assert err < IV.tolerance(dtype, k), f"relative error {err:.2e}"
 
 
@@ -289,6 +307,8 @@ def test_example_inputs_are_checked():
         IV.int4_gemv(wq, s, b, metile.Buffer.zeros((17, 64), "f16"))
     with pytest.raises(ValueError, match="words form needs K and block_k multiples of 8"):
         IV.int4_gemv(wq, s, b, x, block_k=4, form="words")
+    with pytest.raises(ValueError, match="subnormal form needs K and block_k multiples of 8"):
+        IV.int4_gemv(wq, s, b, x, block_k=4, form="subnormal")
     with pytest.raises(ValueError, match=r"maxnreg must be an int in \[16, 255\], got 8"):
         IV.int4_gemv(wq, s, b, x, maxnreg=8)
     with pytest.raises(ValueError, match=r"Wq is \[8, 32\], which packs K = 64, but x has K = 66"):

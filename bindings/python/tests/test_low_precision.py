@@ -292,6 +292,40 @@ def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path):
     assert "mt_cp_async16" in loop and "mt_mma_bf16" in loop
 
 
+def test_int4_gemv_cuda_decodes_subnormals(tmp_path):
+    """The CUDA that sm_90 gets at cuda's defaults (compiled, not run, on the stand-in driver in
+    a child process): the subnormal form, whose whole-step K loop decodes a code with one and
+    (one shift a word for codes 5-7), no or and no magic sum, and exchanges nothing between
+    threads."""
+    lib = os.environ.get("METILE_LIBRARY", "")
+    driver = os.path.join(os.path.dirname(lib), "tests", "cuda_standin",
+                          "libmetile_standin_cuda.so")
+    if not os.path.exists(driver):
+        pytest.skip("the stand-in CUDA driver is not built next to METILE_LIBRARY")
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{BINDINGS!r}, {EXAMPLES!r}]\n"
+        "import metile, int4_gemv as IV\n"
+        "metile.set_device('cuda')\n"
+        "IV.int4_gemv(metile.Buffer.zeros((64, 512), 'u8'), metile.Buffer.zeros((64, 8), 'bf16'),\n"
+        "             metile.Buffer.zeros((64, 8), 'bf16'), metile.Buffer.zeros((1024,), 'bf16'))\n")
+    env = dict(os.environ, METILE_CUDA_DRIVER=driver, METILE_DEBUG="cuda",
+               METILE_DEBUG_DIR=str(tmp_path))
+    env.pop("METILE_DEVICE", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    if "NVRTC" in r.stderr and r.returncode != 0:
+        pytest.skip("NVRTC is not installed")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cuda = (tmp_path / "int4_gemv_subnormal_kernel.cuda.txt").read_text()
+    loop = cuda[cuda.index("  for (int i = ", cuda.index("int(blockIdx.x)")):]  # the K loop
+    loop = loop[:loop.index("\n  }\n")]          # to its closing brace
+    decode = [line for line in loop.splitlines() if "mt_bitcast<float>" in line]
+    assert len(decode) == 1 and "mt_shr(" in decode[0] and " & " in decode[0], decode
+    assert " | " not in loop and "__syncthreads" not in loop and "shfl" not in loop, loop
+
+
 def test_example_inputs_are_checked():
     rng = np.random.default_rng(0)
     (wq, s, b), _ = IV.quantized(8, 64, 32, "f16", rng)

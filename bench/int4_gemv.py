@@ -3,7 +3,7 @@ the same run on one GPU (issue 35's aim: >= 80% of copy bandwidth on the packed 
 
     python3 bench/int4_gemv.py [--device cuda] [--out FILE.jsonl] [--quick]
                                [--shapes NxK,...] [--groups 32,64,128] [--dtypes f16,bf16]
-                               [--m 1,4] [--configs BN/BK[/FORM];...]
+                               [--m 1,4] [--configs BN/BK[/FORM[/MAXNREG]];...]
 
 Shapes (N x K, W is [N, K]): 4096, 8192, 16384 square. Each row: int4_gemv at its default
 config as a prepared launch (prepare_int4_gemv), and `Tensor.copy_` of a buffer the size of the
@@ -46,20 +46,22 @@ def main():
     ap.add_argument("--dtypes", default="f16,bf16")
     ap.add_argument("--m", default="1,4", help="rows of x, a comma list")
     ap.add_argument("--configs", default=None,
-                    help="time these (block_n/block_k[/words|bytes];...) beside the default "
-                         "config")
+                    help="time these (block_n/block_k[/form[/maxnreg]];...) beside the "
+                         "default config; an empty form is int4_gemv's choice (8/1024//96)")
     args = ap.parse_args()
     extra = []
     for c in (args.configs.split(";") if args.configs else []):
         parts = c.split("/")
         try:
             bn, bk = int(parts[0]), int(parts[1])
-            form = parts[2] if len(parts) == 3 else None
-            if len(parts) > 3 or form not in (None,) + Q.FORMS:
+            form = parts[2] or None if len(parts) >= 3 else None
+            maxnreg = int(parts[3]) if len(parts) == 4 else None
+            if len(parts) > 4 or form not in (None,) + Q.FORMS:
                 raise ValueError
         except (ValueError, IndexError):
-            raise SystemExit(f"--configs: {c!r} is not block_n/block_k[/{'|'.join(Q.FORMS)}]")
-        extra.append((bn, bk, form))
+            raise SystemExit(f"--configs: {c!r} is not "
+                             f"block_n/block_k[/{'|'.join(Q.FORMS)}[/maxnreg]]")
+        extra.append((bn, bk, form, maxnreg))
     if args.device not in metile.devices() or (args.device != "cuda" and not args.quick):
         print(f"bench/int4_gemv.py: skipped: it measures cuda (device {args.device!r} given; "
               f"available: {', '.join(metile.devices())}); --quick runs a smoke test anywhere")
@@ -107,10 +109,9 @@ def main():
                     copy_gbs = 2 * wbytes / t / 1e9
                     del src, dst
                 for m, cfg in ((int(v), c) for v in args.m.split(",") for c in [None] + extra):
-                    config = cfg or Q.default_config(n, k, group) + (None,)
+                    config = cfg or Q.default_config(n, k, group) + (None, None)
                     if config[2] is None:  # the form int4_gemv chooses
-                        config = config[:2] + ("words" if k % 8 == 0 == config[1] % 8
-                                               else "bytes",)
+                        config = config[:2] + (Q.default_form(k, config[1]),) + config[3:]
                     r = {"kernel": "int4_gemv", "dtype": dtype, "group": group, "N": n, "K": k,
                          "M": m, "copy_GBps": copy_gbs, "config": list(config),
                          "default": cfg is None}
@@ -118,7 +119,7 @@ def main():
                         x, x64 = make(rng.standard_normal((m, k)), dtype)
                         fn, y = Q.prepare_int4_gemv(wq, s, b, x, group=group,
                                                     block_n=config[0], block_k=config[1],
-                                                    form=config[2])
+                                                    form=config[2], maxnreg=config[3])
                         fn()
                         msync()
                         r["max_rel_err"] = float((np.abs(values(y) - x64 @ w64.T) /

@@ -9,12 +9,19 @@ Weight layout (the original project's affine_qmv kernels, MLX's affine quantizat
   W[n, k] = q * Scales[n, k // G] + Biases[n, k // G]. A zero point z is the bias -z * scale.
 X and Y are f16 or bf16; K is even. Decoding happens in registers inside the K loop, in f32:
 each program owns BLOCK_N rows of W, reads a [BLOCK_N, BLOCK_K] block of codes a step, and
-broadcasts each word of codes to its codes in K order, so X is one contiguous tile a step. Two
-forms (`form=`):
-- "words" (the default where K is a multiple of 8): Wq read as u32 words of 8 codes
-  (Buffer.view, no copy). Code j of a word is shifted to bits 16-19 and OR-ed into the mantissa
-  of 1.0: the f32 v = 1 + q/128 in one shift and one and-or (code 4 needs no shift). Over a
-  word, sum(W x) = S * sum(v x) + (z - S) * sum(x) with S = 128 s: one FMA a code.
+broadcasts each word of codes to its codes in K order, so X is one contiguous tile a step. Three
+forms (`form=`; default_form says which is taken):
+- "subnormal" (the default on cuda where K is a multiple of 8): Wq read as u32 words of 8 codes
+  (Buffer.view, no copy). Code j is masked where it is (codes 5-7 after one shared shift by 12):
+  read as an f32, q * 2^(p - 149), a subnormal. X's values are scaled by 2^(79 - p), once for
+  all rows, so each product is q x 2^-70: one and and one FMA a code. Needs a device that keeps
+  subnormals (cuda, and interp, cpu and metal-sim, where it is slower); exact within f32's
+  rounding while |q x| >= 2^-56 and |x| < 2^48 (every f16 X; bf16 X beyond are rare in practice).
+- "words" (the default elsewhere where K is a multiple of 8): the same words; code j is moved by
+  one of three rotations (each shared by two codes) to bits 16-19 or 12-15 and OR-ed into the
+  mantissa of 128.0 or 2048.0, whose units those bits are: the f32 v = m + q in one and-or a
+  code. Over a word, sum(W x) = s * (sum(v x) - sum(m x)) + z * sum(x), sum(m x) and sum(x)
+  shared by the rows: one FMA a code.
 - "bytes": Wq read as bytes, each broadcast to its two codes; q becomes a float by OR-ing it
   into the mantissa of 2^23 and subtracting 2^23; over a chunk of 8,
   sum(W x) = s * sum(q x) + z * sum(x).
@@ -107,12 +114,21 @@ def int4_gemv_words_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
     KW = BLOCK_K // 8                            # words a row a step
     NW = BLOCK_N * KW                            # words a step: one partial sum each
     RG = BLOCK_N * BLOCK_K // GK                 # (row, group) pairs a step
-    # Code j of a word (bits 4j..4j+3) moved to bits 16..19: shifted left by 16 - 4j or right
-    # by 4j - 16 (code 4 stays). OR-ed into the mantissa of 1.0 there, it is the f32 1 + q/128:
-    # one shift (none for code 4) and one and-or a code, no conversion and no subtraction.
-    j = metile.reshape(metile.arange(0, 8), (1, 8)) * 4
-    left = metile.maximum(16 - j, 0).to("u32")
-    right = metile.maximum(j - 16, 0).to("u32")
+    # Code j of a word (bits 4j..4j+3) is rotated to bits 16..19 (j even) or 12..15 (j odd):
+    # codes 3 and 4 are there already, 1 and 2 by a rotation of 8, 5 and 6 of 24, 7 and 0 of
+    # 16, so a word takes three rotations, not a shift a code. OR-ed into the mantissa of 128.0
+    # (whose units are bits 16..19) or 2048.0 (bits 12..15) a code is the f32 m + q exactly:
+    # one and-or a code, no conversion. sum(v x) - sum(m x) cancels at most 2048 / 15 of
+    # sum(q x)'s magnitude: 7 of f32's 24 bits, below the output's rounding to f16 or bf16
+    # (the float64 tests' errors are the same as with 1 + q/128 everywhere).
+    j = metile.reshape(metile.arange(0, 8), (1, 8))
+    rot = (48 - (j + 1) // 2 * 8) % 32           # 16, 8, 8, 0, 0, 24, 24, 16
+    left = rot.to("u32")
+    right = ((32 - rot) % 32).to("u32")
+    odd = j % 2
+    mask = metile.where(odd == 1, 0xF000, 0xF0000).to("u32")
+    magic = metile.where(odd == 1, 0x45000000, 0x43000000).to("u32")
+    mj = metile.where(odd == 1, 2048.0, 128.0)   # m of code j: sum(v x) = sum(q x) + sum(m x)
     # acc[m]: one partial sum per word a thread holds, started as a reduction's result so that it
     # takes the layout the in-thread sums below leave: registers to registers in the loop, the
     # rows reduced across threads once, after it.
@@ -128,23 +144,85 @@ def int4_gemv_words_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
         xs = [metile.load(X + m * K + cols, mask=cols < K, other=0.0).to("f32") for m in range(M)]
         # Each word broadcast over its 8 codes (the threads holding it hold all 8: no exchange).
         w8 = metile.broadcast_to(metile.reshape(w, (NW, 1)), (NW, 8))
-        v = metile.reshape(((((w8 << left) >> right) & 0xF0000) | 0x3F800000).to(
+        v = metile.reshape(((((w8 << left) | (w8 >> right)) & mask) | magic).to(
             "f32", bitcast=True), (BLOCK_N, BLOCK_K))
-        # Over a word (8 K values of one group), with v = 1 + q/128:
-        # sum(W x) = s * sum(q x) + z * sum(x) = S * sum(v x) + (z - S) * sum(x), S = 128 s.
-        # The group's S and z - S are one value a (row, group), broadcast over its words.
-        s = s.to("f32") * 128.0
-        z = z.to("f32") - s
+        # Over a word (8 K values of one group), with v = m + q:
+        # sum(W x) = s * sum(q x) + z * sum(x) = s * (sum(v x) - sum(m x)) + z * sum(x), where
+        # sum(m x) and sum(x) are one value a word of X, shared by the rows. The group's s and z
+        # are one value a (row, group), broadcast over its words.
         s = metile.reshape(metile.broadcast_to(metile.reshape(s, (RG, 1)), (RG, GK // 8)), (NW,))
         z = metile.reshape(metile.broadcast_to(metile.reshape(z, (RG, 1)), (RG, GK // 8)), (NW,))
+        s, z = s.to("f32"), z.to("f32")
         for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
             x = xs[m]
             vx = metile.sum(metile.reshape(v * x[None, :], (NW, 8)), axis=1)
-            sx = metile.sum(metile.reshape(x, (KW, 8)), axis=1)
+            x8 = metile.reshape(x, (KW, 8))
+            sx = metile.sum(x8, axis=1)
+            mx = metile.sum(x8 * mj, axis=1)
+            sx = metile.reshape(metile.broadcast_to(sx[None, :], (BLOCK_N, KW)), (NW,))
+            mx = metile.reshape(metile.broadcast_to(mx[None, :], (BLOCK_N, KW)), (NW,))
+            acc[m] = acc[m] + s * (vx - mx) + z * sx
+    for m in range(M):
+        y = metile.sum(metile.reshape(acc[m], (BLOCK_N, KW)), axis=1)
+        metile.store(Y + m * N + rows, y.to(Y.dtype), mask=live)
+
+
+# 2^-70: the subnormal form's sums are kept in units of 2^70 times smaller (see below).
+TINY = 2.0 ** -70
+
+
+@metile.kernel
+def int4_gemv_subnormal_kernel(Wq, Scales, Biases, X, Y, N, K, M: metile.constexpr,
+                               G: metile.constexpr, BLOCK_N: metile.constexpr,
+                               BLOCK_K: metile.constexpr):
+    """int4_gemv_words_kernel with the codes left where they are: rows [pid * BLOCK_N, +BLOCK_N)
+    of Y (all M rows of X)."""
+    pid = metile.program_id(0)
+    n0 = pid * BLOCK_N
+    GK = min(G, BLOCK_K)                         # K values of one group within a step
+    kw = K // 8                                  # words a row of Wq
+    groups = metile.cdiv(K, G)
+    rows = n0 + metile.arange(0, BLOCK_N)
+    live = rows < N
+    KW = BLOCK_K // 8                            # words a row a step
+    NW = BLOCK_N * KW                            # words a step: one partial sum each
+    RG = BLOCK_N * BLOCK_K // GK                 # (row, group) pairs a step
+    # Code j of a word, masked in place (bits p = 4j, under f32's exponent for j <= 4) or after
+    # one shift by 12 shared by codes 5..7 (to p = 4j - 12), read as an f32 is the subnormal
+    # q * 2^(p - 149), exactly: one and a code, no or, no subtraction. X's value j of each word
+    # is scaled by 2^(79 - p) (shared by the rows: exact, a power of two), so every product is
+    # q x 2^-70, a normal f32 for |q x| >= 2^-56, and the sums are those of q x, 2^70 smaller.
+    j = metile.reshape(metile.arange(0, 8), (1, 8))
+    right = metile.where(j >= 5, 12, 0).to("u32")
+    p = metile.where(j >= 5, j * 4 - 12, j * 4)
+    mask = (15 << p).to("u32")
+    xscale = ((206 - p) << 23).to("u32").to("f32", bitcast=True)   # 2^(79 - p): 127 + 79 - p
+    acc = [metile.sum(metile.zeros((NW, 8), "f32"), axis=1) for _ in range(M)]
+    for k in metile.tile_range(0, K, BLOCK_K):
+        # Every load of the step first, so that they are in flight together.
+        w = metile.tile_load(Wq, n0, k // 8, kw, (BLOCK_N, KW), bounds=(N, kw))
+        s = metile.tile_load(Scales, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK),
+                             bounds=(N, groups))
+        z = metile.tile_load(Biases, n0, k // G, groups, (BLOCK_N, BLOCK_K // GK),
+                             bounds=(N, groups))
+        cols = k + metile.arange(0, BLOCK_K)
+        xs = [metile.load(X + m * K + cols, mask=cols < K, other=0.0).to("f32") for m in range(M)]
+        w8 = metile.broadcast_to(metile.reshape(w, (NW, 1)), (NW, 8))
+        v = metile.reshape(((w8 >> right) & mask).to("f32", bitcast=True), (BLOCK_N, BLOCK_K))
+        # Over a word: sum(W x) 2^-70 = s * sum(v x') + z * sum(x) 2^-70, the sums over X shared
+        # by the rows; s and z one value a (row, group), broadcast over its words.
+        s = metile.reshape(metile.broadcast_to(metile.reshape(s, (RG, 1)), (RG, GK // 8)), (NW,))
+        z = metile.reshape(metile.broadcast_to(metile.reshape(z, (RG, 1)), (RG, GK // 8)), (NW,))
+        s, z = s.to("f32"), z.to("f32")
+        for m in range(M):  # unrolled while tracing: the weights are decoded once for all rows
+            x8 = metile.reshape(xs[m], (KW, 8))
+            xq = metile.reshape(x8 * xscale, (BLOCK_K,))
+            vx = metile.sum(metile.reshape(v * xq[None, :], (NW, 8)), axis=1)
+            sx = metile.sum(x8, axis=1) * TINY
             sx = metile.reshape(metile.broadcast_to(sx[None, :], (BLOCK_N, KW)), (NW,))
             acc[m] = acc[m] + s * vx + z * sx
     for m in range(M):
-        y = metile.sum(metile.reshape(acc[m], (BLOCK_N, KW)), axis=1)
+        y = metile.sum(metile.reshape(acc[m], (BLOCK_N, KW)), axis=1) * (1.0 / TINY)
         metile.store(Y + m * N + rows, y.to(Y.dtype), mask=live)
 
 
@@ -204,10 +282,21 @@ def default_config(n, k, group, device=None):
     return 4, 128
 
 
-FORMS = ("words", "bytes")
+FORMS = ("words", "bytes", "subnormal")
 
 
-def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form):
+def default_form(k, block_k, device=None):
+    """The form int4_gemv takes unless told: "bytes" where K or block_k is not a multiple of 8
+    (no whole words), else "subnormal" on cuda (fewest instructions a code; NVRTC keeps
+    subnormals) and "words" elsewhere (Metal GPUs may flush subnormals to zero; the host
+    devices keep them, but slowly)."""
+    device = device or metile.get_device()
+    if k % 8 or block_k % 8:
+        return "bytes"
+    return "subnormal" if device.name == "cuda" else "words"
+
+
+def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form, maxnreg):
     """int4_gemv's arguments checked: (out, kernel, grid, args, kwargs)."""
     x, xshape, xdt = _shape_dtype(x, "x")
     if xdt not in DTYPES or len(xshape) not in (1, 2):
@@ -236,37 +325,47 @@ def _launch(Wq, Scales, Biases, x, group, out, block_n, block_k, form):
                          f"divides or that divides it, got {bk}")
     if form not in (None,) + FORMS:
         raise ValueError(f"int4_gemv: form must be one of {FORMS}, got {form!r}")
+    # A register limit a thread (cuda; other devices ignore it): fewer registers, more programs a
+    # multiprocessor, so more of Wq in flight, at the risk of spills (ptxas -v says).
+    if maxnreg is not None and (isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or
+                                not 16 <= maxnreg <= 255):
+        raise ValueError(f"int4_gemv: maxnreg must be an int in [16, 255], got {maxnreg!r}")
     # Words (8 codes a u32) need whole words a row of Wq and a step: K and block_k multiples of 8.
-    whole = k % 8 == 0 and bk % 8 == 0
-    if form == "words" and not whole:
-        raise ValueError(f"int4_gemv: the words form needs K and block_k multiples of 8, got "
+    if form not in (None, "bytes") and (k % 8 or bk % 8):
+        raise ValueError(f"int4_gemv: the {form} form needs K and block_k multiples of 8, got "
                          f"K = {k}, block_k = {bk}")
-    if form == "bytes" or not whole:
+    form = form or default_form(k, bk)
+    if form == "bytes":
         kernel = int4_gemv_kernel
     else:
-        kernel, Wq = int4_gemv_words_kernel, Wq.view("u32")
-    return out, kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), \
-        dict(M=m, G=g, BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
+        kernel = int4_gemv_words_kernel if form == "words" else int4_gemv_subnormal_kernel
+        Wq = Wq.view("u32")
+    kwargs = dict(M=m, G=g, BLOCK_N=bn, BLOCK_K=bk, num_threads=128)
+    if maxnreg is not None:
+        kwargs["maxnreg"] = maxnreg
+    return out, kernel, (metile.cdiv(n, bn),), (Wq, Scales, Biases, x, out, n, k), kwargs
 
 
 def int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None, block_k=None,
-              form=None):
+              form=None, maxnreg=None):
     """out = x . W^T with W = q * scale + bias decoded from Wq/Scales/Biases (see the module
     docstring): x [K] or [M, K] (1 <= M <= 16), f16 or bf16; out [N] or [M, N] of x's dtype.
     `group` is found from Scales' shape unless given (it is ambiguous only for tiny K). `form`:
-    "words" (Wq read as u32 words, the default where K is a multiple of 8) or "bytes"."""
+    "words" (Wq read as u32 words, the default where K is a multiple of 8) or "bytes".
+    `maxnreg`: at most that many registers a thread on cuda (16..255; None: the compiler's
+    choice)."""
     out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
-                                              block_k, form)
+                                              block_k, form, maxnreg)
     kernel[grid](*args, **kwargs)
     return out
 
 
 def prepare_int4_gemv(Wq, Scales, Biases, x, group=None, out=None, block_n=None,
-                      block_k=None, form=None):
+                      block_k=None, form=None, maxnreg=None):
     """int4_gemv checked and compiled once: (run, out); run() recomputes out from what the
     buffers hold (a decoding loop's repeated call, without the per-call checks)."""
     out, kernel, grid, args, kwargs = _launch(Wq, Scales, Biases, x, group, out, block_n,
-                                              block_k, form)
+                                              block_k, form, maxnreg)
     return kernel[grid].prepare(*args, **kwargs), out
 
 

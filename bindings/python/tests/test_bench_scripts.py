@@ -100,7 +100,7 @@ def test_low_precision_benches_skip_without_cuda_and_smoke_run_on_interp(tmp_pat
     0; --quick runs each on interp with every row checked against float64."""
     import metile
     for name, args in (("int4_gemv.py", ["--groups", "32,128", "--dtypes", "bf16", "--m", "1,3",
-                                         "--configs", "2/64;2/64/bytes"]),
+                                         "--configs", "2/64;2/64/bytes;2/64//40;2/64/subnormal"]),
                        ("mxfp4_gemm.py", [])):
         script = os.path.join(BENCH, name)
         if "cuda" not in metile.devices():
@@ -111,9 +111,15 @@ def test_low_precision_benches_skip_without_cuda_and_smoke_run_on_interp(tmp_pat
         subprocess.run([sys.executable, script, "--quick", "--device", "interp", "--out",
                         str(out), *args], check=True, capture_output=True, timeout=600)
         rows = [json.loads(line) for line in out.read_text().splitlines()]
-        assert len(rows) == (12 if name == "int4_gemv.py" else 1)
+        assert len(rows) == (20 if name == "int4_gemv.py" else 1)
         for r in rows:
             assert "error" not in r and r["max_rel_err"] < 1e-2 and r["metile_us"] > 0, r
+        if name == "int4_gemv.py":  # a register limit is a config's fourth field (empty form:
+            assert sum(r["config"] == [2, 64, "words", 40] for r in rows) == 4  # the default)
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "int4_gemv.py"), "--quick",
+                        "--device", "interp", "--configs", "2/64/words/many"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "is not block_n/block_k[/words|bytes|subnormal[/maxnreg]]" in r.stderr
 
 
 def _session_scripts():

@@ -193,7 +193,9 @@ def test_bad_scaled_dots_name_the_operand_and_shape():
                                                  (64, "bf16", 3, 296, "words"),
                                                  (128, "f16", 16, 296, "words"),
                                                  (64, "f16", 2, 300, "bytes"),
-                                                 (128, "bf16", 1, 300, None)])
+                                                 (128, "bf16", 1, 300, None),
+                                                 (32, "bf16", 4, 296, "subnormal"),
+                                                 (128, "f16", 1, 296, "subnormal")])
 def test_int4_gemv_matches_float64(device, group, dtype, m, k, form):
     n = 37                  # ragged against BLOCK_N = 4, BLOCK_K = 128 and every group size
     rng = np.random.default_rng(group + m)
@@ -202,6 +204,22 @@ def test_int4_gemv_matches_float64(device, group, dtype, m, k, form):
     y = IV.int4_gemv(wq, s, b, x if m > 1 else metile.Buffer(data=x.numpy()[0], dtype=dtype),
                      group=group, block_k=128, form=form)  # K = 300: bytes (4 codes past a word)
     err = (np.abs(values(y).reshape(m, n) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
+    assert err < IV.tolerance(dtype, k), f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("form", ["subnormal", "words"])
+@pytest.mark.parametrize("dtype,lo,hi", [("f16", -24, 6), ("bf16", -56, 40)])
+def test_int4_gemv_holds_over_the_activations_range(device, form, dtype, lo, hi):
+    """X of magnitudes 2^lo to 2^hi: all of f16's (subnormals to products near its largest), and
+    for bf16 the range the subnormal form keeps every product a normal f32 (2^-56 to 2^48)."""
+    if device == "metal" and form == "subnormal":
+        pytest.skip("Metal GPUs may flush subnormals: the subnormal form is not used there")
+    n, k, m = 12, 296, 2
+    rng = np.random.default_rng(5)
+    (wq, s, b), w64 = IV.quantized(n, k, 64, dtype, rng)
+    x, x64 = make(rng.choice([-1.0, 1.0], (m, k)) * 2.0 ** rng.integers(lo, hi + 1, (m, k)), dtype)
+    y = IV.int4_gemv(wq, s, b, x, group=64, form=form)
+    err = (np.abs(values(y) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
     assert err < IV.tolerance(dtype, k), f"relative error {err:.2e}"
 
 
@@ -274,6 +292,40 @@ def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path):
     assert "mt_cp_async16" in loop and "mt_mma_bf16" in loop
 
 
+def test_int4_gemv_cuda_decodes_subnormals(tmp_path):
+    """The CUDA that sm_90 gets at cuda's defaults (compiled, not run, on the stand-in driver in
+    a child process): the subnormal form, whose whole-step K loop decodes a code with one and
+    (one shift a word for codes 5-7), no or and no magic sum, and exchanges nothing between
+    threads."""
+    lib = os.environ.get("METILE_LIBRARY", "")
+    driver = os.path.join(os.path.dirname(lib), "tests", "cuda_standin",
+                          "libmetile_standin_cuda.so")
+    if not os.path.exists(driver):
+        pytest.skip("the stand-in CUDA driver is not built next to METILE_LIBRARY")
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{BINDINGS!r}, {EXAMPLES!r}]\n"
+        "import metile, int4_gemv as IV\n"
+        "metile.set_device('cuda')\n"
+        "IV.int4_gemv(metile.Buffer.zeros((64, 512), 'u8'), metile.Buffer.zeros((64, 8), 'bf16'),\n"
+        "             metile.Buffer.zeros((64, 8), 'bf16'), metile.Buffer.zeros((1024,), 'bf16'))\n")
+    env = dict(os.environ, METILE_CUDA_DRIVER=driver, METILE_DEBUG="cuda",
+               METILE_DEBUG_DIR=str(tmp_path))
+    env.pop("METILE_DEVICE", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    if "NVRTC" in r.stderr and r.returncode != 0:
+        pytest.skip("NVRTC is not installed")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cuda = (tmp_path / "int4_gemv_subnormal_kernel.cuda.txt").read_text()
+    loop = cuda[cuda.index("  for (int i = ", cuda.index("int(blockIdx.x)")):]  # the K loop
+    loop = loop[:loop.index("\n  }\n")]          # to its closing brace
+    decode = [line for line in loop.splitlines() if "mt_bitcast<float>" in line]
+    assert len(decode) == 1 and "mt_shr(" in decode[0] and " & " in decode[0], decode
+    assert " | " not in loop and "__syncthreads" not in loop and "shfl" not in loop, loop
+
+
 def test_example_inputs_are_checked():
     rng = np.random.default_rng(0)
     (wq, s, b), _ = IV.quantized(8, 64, 32, "f16", rng)
@@ -289,6 +341,10 @@ def test_example_inputs_are_checked():
         IV.int4_gemv(wq, s, b, metile.Buffer.zeros((17, 64), "f16"))
     with pytest.raises(ValueError, match="words form needs K and block_k multiples of 8"):
         IV.int4_gemv(wq, s, b, x, block_k=4, form="words")
+    with pytest.raises(ValueError, match="subnormal form needs K and block_k multiples of 8"):
+        IV.int4_gemv(wq, s, b, x, block_k=4, form="subnormal")
+    with pytest.raises(ValueError, match=r"maxnreg must be an int in \[16, 255\], got 8"):
+        IV.int4_gemv(wq, s, b, x, maxnreg=8)
     with pytest.raises(ValueError, match=r"Wq is \[8, 32\], which packs K = 64, but x has K = 66"):
         IG.int4_gemm(metile.Buffer.zeros((3, 66), "f16"), wq, s, b)
     (mq, ms), _ = MX.quantized(8, 64, rng)

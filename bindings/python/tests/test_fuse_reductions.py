@@ -320,10 +320,10 @@ def variance_from(X, Out, N, S, BLOCK: metile.constexpr, FORM: metile.constexpr)
     metile.store(Out + row, metile.sum(v) / (N - S))
 
 
-def carries_a_count(kernel, *args, **kw):
+def carries_a_count(kernel, *args, off="whole_tiles", **kw):
     # The merged loop carries an f32 scalar (the running-sum form's count); Welford carries tiles.
     old = os.environ.get("METILE_GPU_OFF")
-    os.environ["METILE_GPU_OFF"] = "whole_tiles"
+    os.environ["METILE_GPU_OFF"] = off
     try:
         text = metile.kernel(kernel.fn)[(1,)].compile(*args, **kw).source("tile_ir_opt")
     finally:
@@ -350,6 +350,18 @@ def test_variance_running_sums(device, n, start, form):
     ref = x[:, start:].astype(np.float64).var(axis=1)
     np.testing.assert_allclose(out, ref, rtol=2e-3, atol=1e-6)
     assert carries_a_count(variance_from, x, out, n, start, BLOCK=64, FORM=form)
+
+
+def test_running_sums_off_keeps_welford(device, monkeypatch):
+    # METILE_GPU_OFF=running_sums: the same merge in Welford's form (to compare the two).
+    r = np.random.default_rng(5)
+    x = (r.standard_normal((2, 300)) * 0.5 + 100.0).astype(np.float32)
+    assert not carries_a_count(variance_from, x, np.zeros(2, np.float32), 300, 7, BLOCK=64,
+                               FORM=0, off="whole_tiles,running_sums")
+    monkeypatch.setenv("METILE_GPU_OFF", "running_sums")
+    out = np.full(2, SENTINEL, np.float32)
+    metile.kernel(variance_from.fn)[(2,)](x, out, 300, 7, BLOCK=64, FORM=0)
+    np.testing.assert_allclose(out, x[:, 7:].astype(np.float64).var(axis=1), rtol=1e-3)
 
 
 @metile.kernel

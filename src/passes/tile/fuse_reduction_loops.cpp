@@ -41,7 +41,8 @@
 //     When L1's carried value is the plain sum of the same e under the same condition from 0 and
 //     that condition only turns off as the loop goes on (iv + w < X), the merged pass carries
 //     one more tile and a scalar count: Youngs and Cramer's update on L1's own sum
-//     (running_sum_squares.cpp). Otherwise it runs Welford's update per lane over the elements
+//     (running_sum_squares.cpp; METILE_GPU_OFF=running_sums keeps Welford's form, to compare).
+//     Otherwise it runs Welford's update per lane over the elements
 //     it takes (c and c'):
 //       n' = n + 1, a' = a + (e - a) / n', q' = q + (e - a) * (e - a')
 //     from n = a = q = 0, and after the loop v0 + q + n * (a - M)^2 stands for L2's result
@@ -60,6 +61,7 @@
 #include "passes/tile/running_sum_squares.h"
 #include "passes/tile/tile_emit.h"
 #include "passes/tile/tile_pass.h"
+#include "target/options.h"
 
 namespace metile {
 
@@ -123,7 +125,8 @@ struct CentredSquares {
 
 class Fuser {
  public:
-  Fuser(Program& p, bool whole_tiles) : p_(p), whole_tiles_(whole_tiles) {}
+  Fuser(Program& p, bool whole_tiles, bool running_sums)
+      : p_(p), whole_tiles_(whole_tiles), running_sums_(running_sums) {}
 
   void block(Block& b) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
@@ -196,6 +199,7 @@ class Fuser {
 
   Program& p_;
   bool whole_tiles_;
+  bool running_sums_;  // the running-sum form of centred squares (METILE_GPU_OFF=running_sums)
   std::unordered_map<ValueId, const Op*> defs_;
 };
 
@@ -607,7 +611,7 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     const ValueId e = mapped(map, cs.e);
     // L2's v is v0 + (what either form computes) after the loop; v0 is v's initial value.
     ValueId spread = kNoValue;
-    if (c == kNoValue || c_term == kNoValue) {
+    if (running_sums_ && (c == kNoValue || c_term == kNoValue)) {
       const CentredMerge in{l1, e, c == kNoValue ? c_term : c, *used_d.begin(), t, loc};
       spread = merge_as_running_sums(p_, in, fused, body, yield, before, after);
     }
@@ -726,7 +730,7 @@ ValueId Fuser::welford(Op& fused, Block& body, Op& yield, std::vector<Op>& befor
 }  // namespace
 
 void fuse_reduction_loops(Program& program, const TilePassContext& ctx) {
-  Fuser(program, ctx.whole_tiles_in_order).block(program.body);
+  Fuser(program, ctx.whole_tiles_in_order, !ctx.options.disables("running_sums")).block(program.body);
 }
 
 }  // namespace metile

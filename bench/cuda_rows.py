@@ -10,7 +10,8 @@ Kernels (f32, one program per row):
   layernorm      seed style: a tile_range pass for the sum, one for the sum of squares, one that
                  normalizes (the first two merge into one pass).
   layernorm_centred  textbook style: a mean pass, a pass summing (x - mean)^2, one that
-                 normalizes (the first two merge into one Welford pass).
+                 normalizes (the first two merge into one pass: Youngs and Cramer's update on
+                 the mean pass's sum).
   rmsnorm        seed style: a sum-of-squares pass, then the normalizing pass.
 Variants: fused with the row kept (keep_rows=True), fused re-reading (the defaults), and as
 written (fuse_reductions=False) with and without the row kept (both skipped by --fused-only).

@@ -35,9 +35,17 @@ import metile
 MAX_M = 16
 M_TILE = 16   # the "dot" method's rows of x, padded: the matrix atoms' height
 DOT_MIN_M = 3  # rows of x from which GPUs take the "dot" method by default
-# ... unless W is this small and x has at most 4 rows: at 4096^2 and M = 4 the dot method's
-# split-K over 64 programs measured 747 GB/s, the fma method 1049 (H100, bench/results/gemv_h100.md)
-DOT_MIN_SMALL_M, SMALL_W = 5, 4096 * 4096
+DOT_BLOCK_N, DOT_BLOCK_K = 64, 128
+# A "dot" program pays a fixed prologue (its pipeline's first stages) and epilogue (the partial
+# sums, and with split-K the merge kernel) around the W it streams. On an H100 (f16, [64, 128],
+# bench/results/gemv_h100.md) programs reading 16-32 KB of W reached 25-28% of copy, 64-128 KB
+# 52-59%, 256-512 KB 79-83%, with 1024 or 2048 programs alike: the bytes a program reads decide,
+# not how many programs there are once every SM has one. So the dot method splits K only until
+# every SM has a program, and where its programs still read less than DOT_MIN_PROGRAM_BYTES
+# (a small W) the fma method, at most FMA_MAX_M FMAs per element of W, is the faster path
+# (4096^2, 4 rows, 32 KB a program: fma 40-45% of copy, dot 28%).
+DOT_MIN_PROGRAM_BYTES = 64 * 1024
+FMA_MAX_M = 4
 METHODS = ("fma", "dot")
 DTYPES = ("f32", "f16", "bf16")
 
@@ -134,34 +142,48 @@ def compute_units(device=None):
     return os.cpu_count() or 1
 
 
+def dot_split(n, k, units):
+    """The "dot" method's split-K on `units` SMs: the least power of two that gives every SM a
+    program (each part keeping at least two BLOCK_K steps), so each program reads the most W
+    (DOT_MIN_PROGRAM_BYTES says why)."""
+    programs = metile.cdiv(n, DOT_BLOCK_N)
+    split = 1
+    while programs * split < units and k // (split * 2) >= 2 * DOT_BLOCK_K:
+        split *= 2
+    return split
+
+
 def default_config(n, k, m, dtype, device=None):
     """(block_n, block_k, num_warps, split_k, method) for W [n, k] of `dtype` times m rows of x.
-    GPUs: 4 warps. One or two rows of a 16-bit W, or f32: "fma", W tiles of 16 elements a thread
-    for one row of x, 8 for two (each row carries a [BLOCK_N, BLOCK_K] f32 tile through the K
-    loop). More rows of a 16-bit W (five for W up to 4096^2): "dot", 64 rows of W a program
-    against the rows of x padded to 16 (the matrix units' height). Split-K until the programs
-    number about 4 per SM. Host devices: small tiles, no split, "fma"."""
+    GPUs: 4 warps. From three rows of a 16-bit W, "dot": 64 rows of W a program against the rows
+    of x padded to 16 (the matrix units' height), K split until every SM has a program
+    (dot_split); for up to four rows, only where each program then reads at least
+    DOT_MIN_PROGRAM_BYTES of W, else "fma". "fma" (one or two rows, f32, small W): W tiles of 16
+    elements a thread for one row of x, 8 for up to four, 4 beyond (each row carries a
+    [BLOCK_N, BLOCK_K] f32 tile through the K loop), split-K until the programs number about 4
+    per SM. Host devices: small tiles, no split, "fma"."""
     device = device or metile.get_device()
     if device.name != "cuda" and not device.name.startswith("metal"):
         return 4, 256, 4, 1, "fma"
     num_warps = 4
-    dot_from = DOT_MIN_SMALL_M if n * k <= SMALL_W else DOT_MIN_M
-    method = "dot" if m >= dot_from and dtype != "f32" else "fma"
-    if method == "dot":
-        block_n, block_k = 64, 128
-    else:
-        per_thread = 16 if m == 1 else 8 if m <= 4 else 4
-        # [4, 512] for one row of x: on an H100 76-84% of copy from 4096^2 to 16384^2, where
-        # [2, 1024] (16-byte runs along K for every thread) measured 52-58% and [8, 256] 49-66%
-        # (bench/results/gemv_h100.md).
-        block_k = 512 if dtype != "f32" else 256
-        block_n = max(1, per_thread * 32 * num_warps // block_k)
+    units = compute_units(device)
+    if m >= DOT_MIN_M and dtype != "f32":
+        split = dot_split(n, k, units)
+        program_bytes = min(n, DOT_BLOCK_N) * metile.cdiv(k, split) * 2
+        if m > FMA_MAX_M or program_bytes >= DOT_MIN_PROGRAM_BYTES:
+            return DOT_BLOCK_N, DOT_BLOCK_K, num_warps, split, "dot"
+    per_thread = 16 if m == 1 else 8 if m <= 4 else 4
+    # [4, 512] for one row of x: on an H100 76-84% of copy from 4096^2 to 16384^2, where
+    # [2, 1024] (16-byte runs along K for every thread) measured 52-58% and [8, 256] 49-66%
+    # (bench/results/gemv_h100.md).
+    block_k = 512 if dtype != "f32" else 256
+    block_n = max(1, per_thread * 32 * num_warps // block_k)
     programs = metile.cdiv(n, block_n)
-    want = 4 * compute_units(device)
+    want = 4 * units
     split = 1
     while programs * split < want and k // (split * 2) >= 2 * block_k:
         split *= 2
-    return block_n, block_k, num_warps, split, method
+    return block_n, block_k, num_warps, split, "fma"
 
 
 def _dtype_of(a, what):

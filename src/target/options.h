@@ -19,10 +19,11 @@ namespace metile {
  * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
  * per access ("one_align"), whole_tiles' last-first order ("last_first") and layout assignment's
  * choices ("wide_chunks", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a"). */
-inline constexpr std::array<std::string_view, 19> kPassPieces = {
+inline constexpr std::array<std::string_view, 20> kPassPieces = {
     "async_copy", "ldmatrix", "aligned_body", "pipeline", "preload", "serpentine", "tma",
     "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
-    "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a"};
+    "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a",
+    "running_sums"};
 
 /** Earlier names of pieces, still accepted wherever a piece's name is (users' METILE_GPU_OFF
  * settings and scripts): {earlier, current}. The warpgroup pieces were first named after the

@@ -173,19 +173,66 @@ std::string mean_then(const std::string& term) {
 )";
 }
 
-TEST(FuseReductions, MeanThenCentredSquaresBecomeOneWelfordPass) {
-  for (const char* term : {"    %25 = sub %24, %16 : tile<32xf32>\n    %26 = mul %25, %25 : tile<32xf32>",
+// The merged loop's result types: the running-sum form carries one more tile and an f32 count
+// beside the sum and v; Welford's, three more tiles.
+std::string carried(const std::string& out) {
+  const size_t at = out.find(" for "), arrow = out.find("-> (", at);
+  return out.substr(arrow, out.find(')', arrow) - arrow + 1);
+}
+const char* kRunningSums = "-> (tile<32xf32>, tile<32xf32>, tile<32xf32>, f32)";
+const char* kWelford = "-> (tile<32xf32>, tile<32xf32>, tile<32xf32>, tile<32xf32>, tile<32xf32>)";
+const char* kSquare = "    %25 = sub %24, %16 : tile<32xf32>\n    %26 = mul %25, %25 : tile<32xf32>";
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(FuseReductions, MeanThenCentredSquaresBecomeOneRunningSumPass) {
+  // The mean pass sums the same loads under the same mask from 0, and the mask `iv + w < N`
+  // only turns off: its sum serves the update, which carries q and a scalar count.
+  for (const char* term : {kSquare,
                            "    %25 = sub %24, %16 : tile<32xf32>\n    %30 = sub %24, %16 : tile<32xf32>\n"
                            "    %26 = mul %25, %30 : tile<32xf32>"}) {
-    const std::string text = mean_then(term);
-    for (bool whole_tiles : {false, true}) {
-      const std::string out = fused(text, whole_tiles);
-      EXPECT_EQ(loops(out), 1) << out;
-      const size_t body = out.find(" for "), end = out.find("yield");
-      // One load, and the per-lane division of Welford's update.
-      EXPECT_EQ(out.find("load", out.find("load") + 1), std::string::npos) << out;
-      EXPECT_NE(out.substr(body, end - body).find(" div "), std::string::npos) << out;
+    for (const auto& [m1, m2] : {std::pair<std::string, std::string>{"lt %8, %N", "lt %21, %N"},
+                                 {"le %8, %N", "le %21, %N"}, {"gt %N, %8", "gt %N, %21"},
+                                 {"ge %N, %8", "ge %N, %21"}}) {
+      const std::string text =
+          replaced(replaced(mean_then(term), "lt %8, %N", m1), "lt %21, %N", m2);
+      for (bool whole_tiles : {false, true}) {
+        const std::string out = fused(text, whole_tiles);
+        EXPECT_EQ(loops(out), 1) << out;
+        EXPECT_EQ(carried(out), kRunningSums) << out;
+        // One load, and no division of tiles in the loop (one of scalars: 1 / (k (k + 1))).
+        const size_t body = out.find(" for "), end = out.find("yield");
+        EXPECT_EQ(out.find("load", out.find("load") + 1), std::string::npos) << out;
+        EXPECT_EQ(out.substr(body, end - body).find("div %"), out.substr(body, end - body).rfind("div %")) << out;
+      }
     }
+  }
+}
+
+TEST(FuseReductions, CentredSquaresWithoutTheRunningSumTakeWelford) {
+  const std::string text = mean_then(kSquare);
+  const std::string cases[] = {
+      // The mean pass adds every lane (no select): not the sum of the elements L2 takes.
+      replaced(text, "yield %13", "yield %12"),
+      // It starts from 1, not 0.
+      replaced(text, "iter_args(%6 = %1)", "iter_args(%6 = %40)"),
+      // A mask that turns on as the loop goes (N < iv + w): a lane's elements are no prefix.
+      replaced(replaced(text, "lt %8, %N", "lt %N, %8"), "lt %21, %N", "lt %N, %21"),
+      // A bound that moves with the loop (iv + w < iv + w): no count from the loop bounds.
+      replaced(replaced(text, "%9 = lt %8, %N", "%9 = lt %8, %8"), "%22 = lt %21, %N", "%22 = lt %21, %21"),
+  };
+  for (std::string c : cases) {
+    if (c.find("%40") != std::string::npos)
+      c = replaced(c, "  %2 = const {value = 0} : i32\n",
+                   "  %2 = const {value = 0} : i32\n  %39 = const {value = 1.0} : f32\n"
+                   "  %40 = broadcast %39 : tile<32xf32>\n");
+    const std::string out = fused(c, false);
+    EXPECT_EQ(loops(out), 1) << out;
+    EXPECT_EQ(carried(out), kWelford) << out;
   }
 }
 

@@ -115,7 +115,7 @@ def layernorm_loops(X, W, B, Out, N, BLOCK: metile.constexpr):
 
 
 # Seed-style layernorm written the textbook way: the mean, then the variance about the mean
-# (the fuse_reductions pass merges the two into one Welford pass).
+# (the fuse_reductions pass merges the two into one pass: Youngs and Cramer's update on the sum).
 @metile.kernel
 def layernorm_centred(X, W, B, Out, N, BLOCK: metile.constexpr):
     row = metile.program_id(0)

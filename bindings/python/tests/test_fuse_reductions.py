@@ -247,7 +247,7 @@ def test_option_is_checked_and_keyed(device):
         softmax[(1,)](x, out, 40, BLOCK=32, fuse_reduction=False)  # misspelt option
 
 
-# ---- mean, then the sum of squares about it (Welford) --------------------------------------
+# ---- mean, then the sum of squares about it (Youngs-Cramer running sums, or Welford) --------
 
 # layernorm_centred (kernels.py): the mean, then the variance about it, as textbooks write it.
 
@@ -298,6 +298,70 @@ def test_variance_with_where(device, n, fuse):
     variance_where[(2,)](x, out, n, BLOCK=64, fuse_reductions=fuse)
     np.testing.assert_allclose(out, x.astype(np.float64).var(axis=1), rtol=1e-4, atol=1e-6)
     assert count_for(variance_where, x, out, n, BLOCK=64, fuse_reductions=fuse) == (1 if fuse else 2)
+
+
+# The running-sum form (Youngs and Cramer's update on the mean pass's own sum): a lane's count
+# comes from the loop bounds, so the loops start at S and the mask takes each comparison form.
+@metile.kernel
+def variance_from(X, Out, N, S, BLOCK: metile.constexpr, FORM: metile.constexpr):
+    row = metile.program_id(0)
+    s = 0.0
+    for i in metile.tile_range(S, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        live = (cols < N) if FORM == 0 else (N > cols) if FORM == 1 else (cols <= N - 1)
+        s = s + metile.load(X + row * N + cols, mask=live)
+    mean = metile.sum(s) / (N - S)
+    v = 0.0
+    for i in metile.tile_range(S, N, BLOCK):
+        cols = i + metile.arange(0, BLOCK)
+        live = (cols < N) if FORM == 0 else (N > cols) if FORM == 1 else (cols <= N - 1)
+        x = metile.load(X + row * N + cols, mask=live)
+        v = v + (x - mean) * (x - mean)
+    metile.store(Out + row, metile.sum(v) / (N - S))
+
+
+def carries_a_count(kernel, *args, off="whole_tiles", **kw):
+    # The merged loop carries an f32 scalar (the running-sum form's count); Welford carries tiles.
+    old = os.environ.get("METILE_GPU_OFF")
+    os.environ["METILE_GPU_OFF"] = off
+    try:
+        text = metile.kernel(kernel.fn)[(1,)].compile(*args, **kw).source("tile_ir_opt")
+    finally:
+        if old is None:
+            del os.environ["METILE_GPU_OFF"]
+        else:
+            os.environ["METILE_GPU_OFF"] = old
+    return re.search(r"^\s*%[\w%, ]+ = for .*-> \([^)]*, f32\)", text, re.M) is not None
+
+
+@pytest.mark.parametrize("n, start", [(1, 0), (37, 0), (300, 5), (1000, 999), (1000, 1000)])
+@pytest.mark.parametrize("form", [0, 1, 2])
+def test_variance_running_sums(device, n, start, form):
+    r = np.random.default_rng(n + form)
+    # Rows about 1e4 with a spread of 1e-1 (sum(x^2) - n * mean^2 would lose every digit in f32),
+    # about 0, and constant.
+    x = np.stack([r.standard_normal(n) * 0.1 + 1e4, r.standard_normal(n),
+                  np.full(n, 3.0)]).astype(np.float32)
+    out = np.full(3, SENTINEL, np.float32)
+    variance_from[(3,)](x, out, n, start, BLOCK=64, FORM=form)
+    if start == n:  # no element: 0 / 0
+        assert np.isnan(out).all()
+        return
+    ref = x[:, start:].astype(np.float64).var(axis=1)
+    np.testing.assert_allclose(out, ref, rtol=2e-3, atol=1e-6)
+    assert carries_a_count(variance_from, x, out, n, start, BLOCK=64, FORM=form)
+
+
+def test_running_sums_off_keeps_welford(device, monkeypatch):
+    # METILE_GPU_OFF=running_sums: the same merge in Welford's form (to compare the two).
+    r = np.random.default_rng(5)
+    x = (r.standard_normal((2, 300)) * 0.5 + 100.0).astype(np.float32)
+    assert not carries_a_count(variance_from, x, np.zeros(2, np.float32), 300, 7, BLOCK=64,
+                               FORM=0, off="whole_tiles,running_sums")
+    monkeypatch.setenv("METILE_GPU_OFF", "running_sums")
+    out = np.full(2, SENTINEL, np.float32)
+    metile.kernel(variance_from.fn)[(2,)](x, out, 300, 7, BLOCK=64, FORM=0)
+    np.testing.assert_allclose(out, x[:, 7:].astype(np.float64).var(axis=1), rtol=1e-3)
 
 
 @metile.kernel

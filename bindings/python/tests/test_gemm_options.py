@@ -70,7 +70,7 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
                              r'Tile IR passes: activity, .*split_k, .*whole_tiles, .*; GPU IR passes: '
                              r'fold-constants, cse, dce, .*; pieces: async_copy, ldmatrix, .*tma, .*'
                              r'one_align, last_first, wide_chunks, fp8_promote, broadcast_loads, warpgroup_kmajor_b, '
-                             r'warpgroup_register_a\)'):
+                             r'warpgroup_register_a, running_sums\)'):
         run(64, 64, 32, num_stages=4)
 
 

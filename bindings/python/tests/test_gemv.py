@@ -59,18 +59,37 @@ def test_dot_method_matches_float64(device, dtype, m, split_k):
     _check(y, vals, dtype)
 
 
+class _Gpu:
+    name, architecture = "cuda", "sm_90"  # an H100: 132 SMs (compute_units)
+
+
 def test_default_method_by_rows():
-    """GPUs take the matrix units from three rows of a 16-bit W (five up to 4096^2); f32 and
-    host devices never."""
-    class Gpu:
-        name, architecture = "cuda", "sm_90"
-    assert [G.default_config(8192, 8192, m, "f16", Gpu())[4] for m in (1, 2, 3, 16)] == \
+    """GPUs take the matrix units from three rows of a 16-bit W, for up to four rows only where
+    each program reads at least DOT_MIN_PROGRAM_BYTES of W; f32 and host devices never."""
+    assert [G.default_config(8192, 8192, m, "f16", _Gpu())[4] for m in (1, 2, 3, 16)] == \
         ["fma", "fma", "dot", "dot"]
-    assert [G.default_config(4096, 4096, m, "f16", Gpu())[4] for m in (3, 4, 5, 16)] == \
+    assert [G.default_config(4096, 4096, m, "f16", _Gpu())[4] for m in (3, 4, 5, 16)] == \
+        ["dot", "dot", "dot", "dot"]
+    # 4096 x 256: one part of 64 rows x 256 is 32 KB a program: fma up to four rows.
+    assert [G.default_config(4096, 256, m, "bf16", _Gpu())[4] for m in (3, 4, 5, 16)] == \
         ["fma", "fma", "dot", "dot"]
-    assert G.default_config(4096, 4096, 16, "f32", Gpu())[4] == "fma"
+    assert G.default_config(4096, 4096, 16, "f32", _Gpu())[4] == "fma"
     with metile.use_device("interp"):
         assert G.default_config(4096, 4096, 16, "f16")[4] == "fma"
+
+
+@pytest.mark.parametrize("n, k, split", [(4096, 4096, 4), (8192, 8192, 2), (16384, 16384, 1),
+                                         (4096, 14336, 4), (14336, 4096, 1), (1000, 3000, 8),
+                                         (64, 256, 1), (1, 1 << 20, 256)])
+def test_dot_split_gives_every_sm_one_long_program(n, k, split):
+    """The dot method's split-K: the least power of two with a program for each of the 132 SMs,
+    two BLOCK_K steps a part at least (64 programs of 64 rows at 4096^2: 4 parts of 1024)."""
+    assert G.dot_split(n, k, 132) == split
+    cfg = G.default_config(n, k, 16, "f16", _Gpu())
+    assert cfg == (G.DOT_BLOCK_N, G.DOT_BLOCK_K, 4, split, "dot")
+    programs = -(-n // G.DOT_BLOCK_N) * split
+    assert programs >= 132 or k // (2 * split) < 2 * G.DOT_BLOCK_K
+    assert split == 1 or -(-n // G.DOT_BLOCK_N) * split // 2 < 132
 
 
 def test_split_k_gives_the_same_bits_every_run(device):

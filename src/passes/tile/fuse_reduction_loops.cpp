@@ -38,7 +38,12 @@
 //          d = e - M  or  select(c', e - M, 0)  (the same e, M and c'), e, c, c' free of M and of
 //          carried values; nothing else in L2 sees M, v or that chain; M any float of D (the
 //          mean sum(x) / N is the usual one, but nothing here depends on what M is).
-//     The merged pass runs Welford's update per lane over the elements it takes (c and c'):
+//     When L1's carried value is the plain sum of the same e under the same condition from 0 and
+//     that condition only turns off as the loop goes on (iv + w < X), the merged pass carries
+//     one more tile and a scalar count: Youngs and Cramer's update on L1's own sum
+//     (running_sum_squares.cpp; METILE_GPU_OFF=running_sums keeps Welford's form, to compare).
+//     Otherwise it runs Welford's update per lane over the elements
+//     it takes (c and c'):
 //       n' = n + 1, a' = a + (e - a) / n', q' = q + (e - a) * (e - a')
 //     from n = a = q = 0, and after the loop v0 + q + n * (a - M)^2 stands for L2's result
 //     (sum over a lane's elements of (e - M)^2 = q + n * (a - M)^2, exact in real arithmetic for
@@ -53,8 +58,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "passes/tile/running_sum_squares.h"
 #include "passes/tile/tile_emit.h"
 #include "passes/tile/tile_pass.h"
+#include "target/options.h"
 
 namespace metile {
 
@@ -118,7 +125,8 @@ struct CentredSquares {
 
 class Fuser {
  public:
-  Fuser(Program& p, bool whole_tiles) : p_(p), whole_tiles_(whole_tiles) {}
+  Fuser(Program& p, bool whole_tiles, bool running_sums)
+      : p_(p), whole_tiles_(whole_tiles), running_sums_(running_sums) {}
 
   void block(Block& b) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
@@ -184,9 +192,14 @@ class Fuser {
   // With the scalar running max the lane-wise one is only M's source: M becomes the scalar.
   void drop_lane_max(Op& fused, Block& body, Op& yield, std::vector<Op>& after, size_t k,
                      ValueId m, ValueId m_final);
+  // Welford's form of the centred squares (see the file comment); the running-sum form
+  // (running_sum_squares.cpp) is tried first.
+  ValueId welford(Op& fused, Block& body, Op& yield, std::vector<Op>& before, std::vector<Op>& after,
+                  ValueId e, ValueId c, ValueId c_term, ValueId m, const Type& t, const Loc& loc);
 
   Program& p_;
   bool whole_tiles_;
+  bool running_sums_;  // the running-sum form of centred squares (METILE_GPU_OFF=running_sums)
   std::unordered_map<ValueId, const Op*> defs_;
 };
 
@@ -587,49 +600,27 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     if (whole_tiles_) drop_lane_max(fused, body, yield, after, op.max_index, op.m, m_final);
   }
   if (centred) {
-    // Welford per lane: the count n, mean a and centred sum of squares q of the elements the
-    // lane took, from 0; L2's v is then v0 + q + n * (a - M)^2.
     const CentredSquares& cs = *centred;
     const ValueId v = l2.body().args[1 + cs.sum_index];
-    const Type t = p_.type(v), st = Type::scalar(t.dtype);
+    const Type t = p_.type(v);
     const Loc& loc = l2.loc;
     auto op = [&](std::vector<Op>& out, OpKind k, std::vector<ValueId> operands, const Type& rt) {
       return append_op(p_, out, k, std::move(operands), rt, loc);
     };
-    auto constant = [&](std::vector<Op>& out, double x) {
-      return append_op(p_, out, OpKind::CONST, {}, st, loc, {Attr{"value", x}});
-    };
-    const ValueId zero = constant(before, 0.0);
-    const ValueId zeros = t.is_tile() ? op(before, OpKind::BROADCAST, {zero}, t) : zero;
-    const ValueId n = p_.new_value(t), a = p_.new_value(t), q = p_.new_value(t);
-    std::vector<Op>& ops = body.ops;
-    const ValueId e = mapped(map, cs.e);
-    const ValueId n_next = op(ops, OpKind::ADD, {n, constant(ops, 1.0)}, t);
-    const ValueId delta = op(ops, OpKind::SUB, {e, a}, t);
-    const ValueId a_next = op(ops, OpKind::ADD, {a, op(ops, OpKind::DIV, {delta, n_next}, t)}, t);
-    const ValueId q_next = op(
-        ops, OpKind::ADD, {q, op(ops, OpKind::MUL, {delta, op(ops, OpKind::SUB, {e, a_next}, t)}, t)},
-        t);
     const ValueId c = mapped(map, cs.c), c_term = mapped(map, cs.c_term);
-    ValueId cond = c == kNoValue ? c_term : c;
-    if (c != kNoValue && c_term != kNoValue) cond = op(ops, OpKind::BITAND, {c, c_term}, p_.type(c));
-    std::vector<ValueId> next{n_next, a_next, q_next}, carried{n, a, q};
-    for (size_t k = 0; k < 3; ++k) {
-      if (cond != kNoValue) next[k] = op(ops, OpKind::SELECT, {cond, next[k], carried[k]}, t);
-      fused.operands.push_back(zeros);
-      body.args.push_back(carried[k]);
-      yield.operands.push_back(next[k]);
-      fused.results.push_back(p_.new_value(t));
+    const ValueId e = mapped(map, cs.e);
+    // L2's v is v0 + (what either form computes) after the loop; v0 is v's initial value.
+    ValueId spread = kNoValue;
+    if (running_sums_ && (c == kNoValue || c_term == kNoValue)) {
+      const CentredMerge in{l1, e, c == kNoValue ? c_term : c, *used_d.begin(), t, loc};
+      spread = merge_as_running_sums(p_, in, fused, body, yield, before, after);
     }
+    if (spread == kNoValue) spread = welford(fused, body, yield, before, after, e, c, c_term,
+                                             *used_d.begin(), t, loc);
     yield.operands[n1 + cs.sum_index] = v;  // v keeps its initial value through the loop
     const ValueId v0 = p_.new_value(t);
     fused.results[n1 + cs.sum_index] = v0;
-    const ValueId n_out = fused.results[fused.results.size() - 3];
-    const ValueId a_out = fused.results[fused.results.size() - 2];
-    const ValueId q_out = fused.results[fused.results.size() - 1];
-    const ValueId off = op(after, OpKind::SUB, {a_out, *used_d.begin()}, t);
-    const ValueId spread = op(after, OpKind::MUL, {n_out, op(after, OpKind::MUL, {off, off}, t)}, t);
-    op(after, OpKind::ADD, {v0, op(after, OpKind::ADD, {q_out, spread}, t)}, t);
+    op(after, OpKind::ADD, {v0, spread}, t);
     after.back().results[0] = l2.results[cs.sum_index];
   }
   body.ops.push_back(std::move(yield));
@@ -698,10 +689,48 @@ void Fuser::drop_lane_max(Op& fused, Block& body, Op& yield, std::vector<Op>& af
   red->attrs.clear();
 }
 
+
+// Welford per lane: the count n, mean a and centred sum of squares q of the elements the lane
+// took (under c and c_term), from 0. Returns q + n * (a - M)^2, computed after the loop.
+ValueId Fuser::welford(Op& fused, Block& body, Op& yield, std::vector<Op>& before,
+                       std::vector<Op>& after, ValueId e, ValueId c, ValueId c_term, ValueId m,
+                       const Type& t, const Loc& loc) {
+  const Type st = Type::scalar(t.dtype);
+  auto op = [&](std::vector<Op>& out, OpKind k, std::vector<ValueId> operands, const Type& rt) {
+    return append_op(p_, out, k, std::move(operands), rt, loc);
+  };
+  auto constant = [&](std::vector<Op>& out, double x) {
+    return append_op(p_, out, OpKind::CONST, {}, st, loc, {Attr{"value", x}});
+  };
+  const ValueId zero = constant(before, 0.0);
+  const ValueId zeros = t.is_tile() ? op(before, OpKind::BROADCAST, {zero}, t) : zero;
+  const ValueId n = p_.new_value(t), a = p_.new_value(t), q = p_.new_value(t);
+  std::vector<Op>& ops = body.ops;
+  const ValueId n_next = op(ops, OpKind::ADD, {n, constant(ops, 1.0)}, t);
+  const ValueId delta = op(ops, OpKind::SUB, {e, a}, t);
+  const ValueId a_next = op(ops, OpKind::ADD, {a, op(ops, OpKind::DIV, {delta, n_next}, t)}, t);
+  const ValueId q_next = op(
+      ops, OpKind::ADD, {q, op(ops, OpKind::MUL, {delta, op(ops, OpKind::SUB, {e, a_next}, t)}, t)},
+      t);
+  ValueId cond = c == kNoValue ? c_term : c;
+  if (c != kNoValue && c_term != kNoValue) cond = op(ops, OpKind::BITAND, {c, c_term}, p_.type(c));
+  std::vector<ValueId> next{n_next, a_next, q_next}, carried{n, a, q}, out(3);
+  for (size_t k = 0; k < 3; ++k) {
+    if (cond != kNoValue) next[k] = op(ops, OpKind::SELECT, {cond, next[k], carried[k]}, t);
+    fused.operands.push_back(zeros);
+    body.args.push_back(carried[k]);
+    yield.operands.push_back(next[k]);
+    out[k] = p_.new_value(t);
+    fused.results.push_back(out[k]);
+  }
+  const ValueId off = op(after, OpKind::SUB, {out[1], m}, t);
+  const ValueId spread = op(after, OpKind::MUL, {out[0], op(after, OpKind::MUL, {off, off}, t)}, t);
+  return op(after, OpKind::ADD, {out[2], spread}, t);
+}
 }  // namespace
 
 void fuse_reduction_loops(Program& program, const TilePassContext& ctx) {
-  Fuser(program, ctx.whole_tiles_in_order).block(program.body);
+  Fuser(program, ctx.whole_tiles_in_order, !ctx.options.disables("running_sums")).block(program.body);
 }
 
 }  // namespace metile

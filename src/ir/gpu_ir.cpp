@@ -51,6 +51,7 @@ Layout tile_layout(int64_t numel, metile::Layout thr, metile::Layout reg) {
 const AttrValue* Op::find_attr(std::string_view name) const {
   return metile::find_attr(attrs, name);
 }
+void Op::set_attr(std::string_view name, AttrValue v) { metile::set_attr(attrs, name, std::move(v)); }
 int64_t Op::attr_int(std::string_view name) const {
   return metile::attr_int(attrs, name, gpu_op_name(kind));
 }

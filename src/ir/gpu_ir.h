@@ -200,6 +200,7 @@ struct Op {
   int64_t attr_int(std::string_view name) const;
   double attr_num(std::string_view name) const;
   const std::string& attr_str(std::string_view name) const;
+  void set_attr(std::string_view name, AttrValue v);
   Block& body() { return regions.at(0); }
   const Block& body() const { return regions.at(0); }
 };

@@ -45,7 +45,7 @@ const std::string& Op::attr_str(std::string_view name) const {
   return metile::attr_str(attrs, name, op_name(kind));
 }
 
-void Op::set_attr(std::string_view name, AttrValue v) {
+void set_attr(std::vector<Attr>& attrs, std::string_view name, AttrValue v) {
   for (Attr& a : attrs)
     if (a.name == name) {
       a.value = std::move(v);
@@ -53,6 +53,8 @@ void Op::set_attr(std::string_view name, AttrValue v) {
     }
   attrs.push_back({std::string(name), std::move(v)});
 }
+
+void Op::set_attr(std::string_view name, AttrValue v) { metile::set_attr(attrs, name, std::move(v)); }
 
 uint32_t Program::intern_file(const std::string& file) {
   for (size_t i = 0; i < files.size(); ++i)

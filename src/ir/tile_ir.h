@@ -44,6 +44,8 @@ int64_t attr_int(const std::vector<Attr>& attrs, std::string_view name, std::str
 double attr_num(const std::vector<Attr>& attrs, std::string_view name, std::string_view op);
 const std::string& attr_str(const std::vector<Attr>& attrs, std::string_view name,
                             std::string_view op);
+/** Gives `name` the value `v`, in its place where the op has it, else last. */
+void set_attr(std::vector<Attr>& attrs, std::string_view name, AttrValue v);
 
 /** A source location: file index into Program::files (1-based; 0 = unknown) and line. */
 struct Loc {

@@ -270,8 +270,6 @@ void Lowering::dot(const Op& op) {
                  {"ldmatrix", int64_t{options.ldmatrix &&
                                       ((dtype_size(plan.stage) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
                                        (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
-      if (plan.atom->kind == AtomKind::mma_sync)
-        g.attrs.insert(g.attrs.end(), {{"preload", int64_t{options.preload}}, {"serpentine", int64_t{options.serpentine}}});
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined warpgroup dot whose result only the next iteration's mma reads is waited for
       // at the next iteration's top and after the loop (lower_pipeline.cpp).

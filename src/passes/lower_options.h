@@ -46,14 +46,6 @@ struct LowerOptions {
    */
   bool aligned_body = true;
   /**
-   * mma.sync (CUDA): each k step's fragments are read while the previous step's mmas run
-   * (two fragment buffers), and the mmas of a warp tile run in serpentine order (odd rows of
-   * atoms walk the columns backwards, so consecutive mmas share an operand). Off: read, then
-   * multiply, row by row, for differential tests.
-   */
-  bool preload = true;
-  bool serpentine = true;
-  /**
    * A pipelined K loop carries its stage index (0, 1, .., stages-1, 0, ..) from iteration to
    * iteration instead of computing (iteration % stages) and the prefetch's stage from the
    * induction variable each step (lower_pipeline.cpp). Off: computed, for differential tests.

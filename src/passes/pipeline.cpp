@@ -38,6 +38,9 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   // What lowering left unread goes before its layout conversions become stores and barriers.
   if (options.opt_level > 0) run("dce");
   run_gpu_pass("lower-convert-layout", f, ctx);  // at every opt level: emitters never see one
+  // How mma.sync's CUDA spelling orders its atoms and reads its fragments, at every opt level.
+  run("serpentine-mma");
+  run("preload-fragments");
   if (options.opt_level > 0) {
     run("fold-constants");    // index math on literals, x + 0 from aranges
     run("cse");               // repeated coords, masks and addresses
@@ -70,8 +73,6 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.ldmatrix = !options.disables("ldmatrix");
   lo.aligned_body = !options.disables("aligned_body");
   if (options.disables("pipeline")) lo.num_stages = 1;
-  lo.preload = !options.disables("preload");
-  lo.serpentine = !options.disables("serpentine");
   lo.tma = !options.disables("tma");
   lo.double_buffer = !options.disables("double_buffer");
   lo.stage_counter = !options.disables("stage_counter");

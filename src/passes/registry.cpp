@@ -50,7 +50,7 @@ void check_pass_names(const std::vector<std::string>& names) {
       found = found || p == n;
       pieces += (pieces.empty() ? "" : ", ") + std::string(p);
     }
-    for (const PieceAlias& a : kPassPieceAliases) found = found || a.earlier == n;
+    for (const PassAlias& a : kPassAliases) found = found || a.earlier == n;
     if (!found)
       fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "unknown pass \"", n,
            "\" to disable (METILE_GPU_OFF / disabled_passes; Tile IR passes: ", tile,

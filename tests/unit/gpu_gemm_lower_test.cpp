@@ -41,6 +41,18 @@ std::string gpu_ir(const kernels::GemmConfig& g, const LowerOptions& o,
   return gpu::print(lower_to_gpu(kernels::gemm(g), t, o));
 }
 
+// A lowered program after the passes that choose how its mmas are spelled, as run_gpu_pipeline
+// runs them (`passes`: those of them to run), and its CUDA.
+CudaKernelSource cuda_kernel(const Program& p, const LowerOptions& o, const std::string& arch = "sm_90",
+                             std::initializer_list<const char*> passes = {"serpentine-mma", "preload-fragments"}) {
+  const GpuTarget t = nvidia_gpu_target(arch);
+  gpu::Function f = lower_to_gpu(p, t, o);
+  PassContext ctx{t};
+  for (const char* pass : passes) run_gpu_pass(pass, f, ctx);
+  return emit_cuda(f);
+}
+std::string cuda_of(const Program& p, const LowerOptions& o) { return cuda_kernel(p, o).source; }
+
 TEST(GpuGemmLower, OperandsCopyStraightToThreadgroupMemoryThroughAThreeStagePipeline) {
   std::string text = gpu_ir(f16_gemm(true), options());
   // Two stages ahead in the prologue and one in the body, for A and B each.
@@ -70,18 +82,18 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
   LowerOptions o = options();
   o.dot_default = DotPrecision::tf32;
   EXPECT_EQ(count(gpu_ir(tf32, o), "ldmatrix=1"), 1);
-  std::string cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  std::string cuda = cuda_of(kernels::gemm(tf32), o);
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4(mma_a[0][mma_i]"), 1) << cuda;
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4_trans(&"), 0) << cuda;
   EXPECT_EQ(count(cuda, "[mma_j][1] = mt_tf32(mma_q[4 * "), 2) << cuda;  // k step 0, then the next
   o.ldmatrix = false;
-  cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  cuda = cuda_of(kernels::gemm(tf32), o);
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4("), 1) << cuda;  // the prelude's definition
   EXPECT_EQ(count(cuda, "[mma_i][3] = mt_tf32(mma_p[8 * "), 2) << cuda;
   // 3xTF32 (cuda's default): the fragments keep the f32 bits, split into TF32 hi and lo words
   // (twice as many registers) and three MMAs each.
   o.dot_default = DotPrecision::tf32x3;
-  cuda = emit_cuda(lower_to_gpu(kernels::gemm(tf32), nvidia_gpu_target("sm_90"), o)).source;
+  cuda = cuda_of(kernels::gemm(tf32), o);
   EXPECT_EQ(count(cuda, "[mma_i][3] = __float_as_uint(mma_p[8 * "), 2) << cuda;
   EXPECT_EQ(count(cuda, "mt_split_tf32<4>(mma_a"), 2) << cuda;
   EXPECT_EQ(count(cuda, "mt_split_tf32<2>(mma_b"), 2) << cuda;
@@ -89,19 +101,15 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
   EXPECT_EQ(count(cuda, "mt_mma_tf32(&"), 0) << cuda;
 }
 
-// Fragment preloading and serpentine order are attributes of the mma op (METILE_GPU_OFF
-// "preload", "serpentine"); the CUDA writer spells them.
-TEST(GpuGemmLower, PreloadAndSerpentineSwitchOff) {
-  LowerOptions on = options(), off = options();
-  off.preload = false;
-  off.serpentine = false;
-  const std::string ir_on = gpu_ir(f16_gemm(true), on), ir_off = gpu_ir(f16_gemm(true), off);
-  EXPECT_EQ(count(ir_on, "preload=1 serpentine=1"), 1) << ir_on;
-  EXPECT_EQ(count(ir_off, "preload=0 serpentine=0"), 1) << ir_off;
-  auto cuda = [&](const LowerOptions& o) {
-    return emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"), o)).source;
+// Fragment preloading and serpentine order are attributes of the mma op that the GPU IR passes
+// preload-fragments and serpentine-mma set (gpu_passes_test.cpp); the CUDA writer spells them.
+TEST(GpuGemmLower, CudaSpellsPreloadAndSerpentine) {
+  auto cuda = [&](const kernels::GemmConfig& g, std::initializer_list<const char*> passes) {
+    return cuda_kernel(kernels::gemm(g), options(), "sm_90", passes).source;
   };
-  const std::string c_on = cuda(on), c_off = cuda(off);
+  EXPECT_EQ(count(gpu_ir(f16_gemm(true), options()), "preload="), 0) << "lowering sets neither";
+  const std::string c_on = cuda(f16_gemm(true), {"serpentine-mma", "preload-fragments"});
+  const std::string c_off = cuda(f16_gemm(true), {});
   // Two fragment buffers, the first k step read before the loop, the next one inside it.
   EXPECT_EQ(count(c_on, "uint mma_a[2][2][4]"), 1) << c_on;
   EXPECT_EQ(count(c_on, "mt_ldmatrix_x4(mma_a[0][mma_i]"), 1) << c_on;
@@ -112,13 +120,8 @@ TEST(GpuGemmLower, PreloadAndSerpentineSwitchOff) {
   // One k step (BLOCK_K 16) has nothing to preload.
   kernels::GemmConfig one = f16_gemm(true);
   one.block_k = 16;
-  const std::string c_one = emit_cuda(lower_to_gpu(kernels::gemm(one), nvidia_gpu_target("sm_90"), on)).source;
+  const std::string c_one = cuda(one, {"preload-fragments"});
   EXPECT_EQ(count(c_one, "mma_s ^ 1"), 0) << c_one;
-  // Metal's atoms carry neither attribute.
-  LowerOptions metal = on;
-  metal.device = "metal-sim";
-  const std::string msl_ir = gpu::print(lower_to_gpu(kernels::gemm(f16_gemm(true)), apple_gpu_target(), metal));
-  EXPECT_EQ(count(msl_ir, "preload="), 0) << msl_ir;
 }
 
 TEST(GpuGemmLower, StagesShrinkToTheThreadgroupMemory) {
@@ -143,14 +146,12 @@ TEST(GpuGemmLower, GoldenGpuIr) {
 }
 
 TEST(GpuGemmLower, CudaSpellsCpAsyncAndLdmatrix) {
-  std::string src = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
-                                           options())).source;
+  std::string src = cuda_of(kernels::gemm(f16_gemm(true)), options());
   EXPECT_GT(count(src, "mt_cp_async16("), 6) << src;  // the prelude's definition and each copy
   EXPECT_EQ(count(src, "cp.async.wait_group 1;"), 1) << src;
   EXPECT_EQ(count(src, "mt_ldmatrix_x4(mma_a"), 2) << src;  // k step 0, then each next one (preload)
   EXPECT_EQ(count(src, "mt_ldmatrix_x4_trans(&mma_b"), 2) << src;
-  std::string plain = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
-                                             options(false, 1, false))).source;
+  std::string plain = cuda_of(kernels::gemm(f16_gemm(true)), options(false, 1, false));
   EXPECT_EQ(count(plain, "mt_cp_async16(a"), 0) << plain;
   EXPECT_EQ(count(plain, "mt_ldmatrix_x4(mma_a"), 0) << plain;
 }
@@ -164,8 +165,7 @@ TEST(GpuGemmLower, AlignedBodyTestsTheWholeTileOnceAndSwitchesOff) {
   EXPECT_EQ(count(gpu_ir(f16_gemm(true), off), "whole="), 0);
   // CUDA: one test of the tile and the base pointer's alignment per copy op, then cp.async per
   // chunk predicated on it (no branch around them), and the per-chunk path only where it fails.
-  std::string src = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
-                                           options())).source;
+  std::string src = cuda_of(kernels::gemm(f16_gemm(true)), options());
   EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(A) & 15ull) == 0;"), 3) << src;
   EXPECT_EQ(count(src, " && (reinterpret_cast<ullong>(B) & 15ull) == 0;"), 3) << src;
   EXPECT_EQ(count(src, "const bool whole"), 6) << src;
@@ -173,8 +173,7 @@ TEST(GpuGemmLower, AlignedBodyTestsTheWholeTileOnceAndSwitchesOff) {
   EXPECT_EQ(count(src, "mt_cp_async16_if(a_smem"), 3) << src;
   EXPECT_EQ(count(src, "mt_cp_async16_if(b_smem"), 3) << src;
   // Without the aligned body: no predicated copies, each chunk tests its own bounds.
-  std::string plain_src = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"),
-                                                 off)).source;
+  std::string plain_src = cuda_of(kernels::gemm(f16_gemm(true)), off);
   EXPECT_EQ(count(plain_src, "mt_cp_async16_if(a_smem") + count(plain_src, "mt_cp_async16_if(b_smem"), 0) << plain_src;
   EXPECT_GT(count(plain_src, "mt_cp_async16(a_smem"), 0) << plain_src;
   // The verifier wants the two extra operands.
@@ -244,7 +243,7 @@ TEST(GpuGemmLower, TheLoopCarriesItsStageAndSwitchesOff) {
     EXPECT_EQ(count(ir_off, ", %stage: i32 = "), 0) << ir_off;
     EXPECT_EQ(count(ir_off, "%stage: i32 = mod %iteration"), 1) << ir_off;
     EXPECT_EQ(count(ir_off, "%next_stage: i32 = mod "), 1) << ir_off;
-    const std::string c_on = emit_cuda(lower_to_gpu(kernels::gemm(f16_gemm(true)), nvidia_gpu_target("sm_90"), on)).source;
+    const std::string c_on = cuda_of(kernels::gemm(f16_gemm(true)), on);
     EXPECT_EQ(count(c_on, "stage = (stage == " + std::to_string(stages - 1) + ") ? 0 : "), 1) << c_on;
   }
   // No pipeline (one stage): nothing is carried.
@@ -263,7 +262,7 @@ TEST(GpuGemmLower, VariantsCompileThroughNvrtc) {
       o.aligned_body = variant != 3;
       o.stage_counter = variant != 2;
       for (const char* arch : {"sm_80", "sm_90"}) {
-        CudaKernelSource s = emit_cuda(lower_to_gpu(kernels::gemm(g), nvidia_gpu_target(arch), o));
+        CudaKernelSource s = cuda_kernel(kernels::gemm(g), o, arch);
         std::string log;
         EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, arch, &log))
             << dtype_name(d) << " variant " << variant << " " << arch << "\n" << log;

@@ -39,7 +39,8 @@ gpu::Function scalars(const std::function<std::vector<V>(KernelBuilder&)>& body)
 TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   std::vector<std::string> names;
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
-  EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "fold-constants", "cse", "dce",
+  EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "serpentine-mma",
+                                             "preload-fragments", "fold-constants", "cse", "dce",
                                              "vectorize-access", "insert-cancel-points",
                                              "order-device-memory", "allocate-threadgroup-memory"}));
   gpu::Function f = lower(kernels::vector_add(256));
@@ -50,7 +51,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
     EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: lower-convert-layout, "
-                              "fold-constants, cse, dce"));
+                              "serpentine-mma, preload-fragments, fold-constants, cse, dce"));
   }
 }
 
@@ -283,6 +284,37 @@ TEST(GpuPasses, VectorWidthFollowsTheTargetsBytesAndTypes) {
       EXPECT_FALSE(has(text, "vload")) << text;  // no packed bool
     }
   }
+}
+
+// serpentine-mma and preload-fragments mark mma.sync ops, once however often they run, and leave
+// the other atoms alone (one warpgroup instruction covers its tile; Apple's compiler orders its own).
+TEST(GpuPasses, SerpentineAndPreloadMarkWarpLevelMmasOnly) {
+  const std::string in =
+      "gpu_kernel @k(%K: i32) threads=128 simd=32 {\n"
+      "  #2 = tile<4096> thr=(4,8,2,2):(2,64,2048,32) reg=(2,4,4):(1,512,8)\n"
+      "  %a: ptr<f16, threadgroup> = alloc shape=\"64x32\" layout=\"pad8\"\n"
+      "  %b: ptr<f16, threadgroup> = alloc shape=\"32x64\" layout=\"pad8\"\n"
+      "  %tid: i32 thread = builtin thread_index.x\n"
+      "  %z: i32 = const value=0\n"
+      "  %kc: i32 = const value=32\n"
+      "  %f: f32 = const value=0.0\n"
+      "  %zeros: f32 x32 #2 = splat %f\n"
+      "  for %i: i32 = %z to %K step %kc iter(%acc: f32 x32 #2 = %zeros) -> (%r) {\n"
+      "    %acc1: f32 x32 #2 = mma %a, %b, %acc, %tid atom=\"mma.sync\" atom_m=16 atom_n=8 atom_k=16 "
+      "m=64 n=64 k=32 lda=40 ldb=72 warps_m=2 warps_n=2 tf32=0 ldmatrix=1\n"
+      "    %acc2: f32 x32 #2 = mma %a, %b, %acc1, %tid atom=\"simdgroup_matrix\" atom_m=8 atom_n=8 "
+      "atom_k=8 m=64 n=64 k=32 lda=40 ldb=72 warps_m=2 warps_n=2 tf32=0 ldmatrix=1\n"
+      "    yield %acc2\n"
+      "  }\n"
+      "}\n";
+  const GpuTarget t = nvidia_gpu_target("sm_80");
+  const std::string out = run_gpu_passes_on_text(in, {"serpentine-mma", "preload-fragments"}, t);
+  const std::string marked = "warps_m=2 warps_n=2 tf32=0 ldmatrix=1 serpentine=1 preload=1\n";
+  EXPECT_EQ(count(out, marked), 1) << out;
+  EXPECT_TRUE(has(out, "atom=\"mma.sync\" atom_m=16 atom_n=8 atom_k=16 m=64 n=64 k=32 lda=40 ldb=72 " + marked)) << out;
+  EXPECT_EQ(count(out, "serpentine="), 1) << out;  // not on the simdgroup_matrix op
+  EXPECT_EQ(run_gpu_passes_on_text(out, {"serpentine-mma", "preload-fragments"}, t), out);
+  EXPECT_EQ(count(run_gpu_passes_on_text(in, {"serpentine-mma"}, t), "preload="), 0);
 }
 
 }  // namespace

@@ -214,7 +214,7 @@ TEST(GpuWgmmaAttention, EachFormIsSwitchedOffByName) {
   const std::string sync = gpu::print(compiled("f16", 64, 64, {"warpgroup_kmajor_b"}));
   EXPECT_EQ(count(sync, "atom=\"wgmma\""), 0) << sync;
   EXPECT_EQ(count(sync, "b_kmajor=1"), 1) << sync;
-  // The pieces' earlier names (kPassPieceAliases) still switch the same forms off.
+  // The pieces' earlier names (kPassAliases) still switch the same forms off.
   EXPECT_EQ(gpu::print(compiled("f16", 64, 64, {"wgmma_register_a"})), staged);
   EXPECT_EQ(gpu::print(compiled("f16", 64, 64, {"wgmma_kmajor_b"})), sync);
 }

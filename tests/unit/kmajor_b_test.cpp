@@ -10,6 +10,7 @@
 #include "ir/gpu_ir.h"
 #include "ir/tile_ir.h"
 #include "passes/lower.h"
+#include "passes/pass.h"
 #include "target/gpu_target.h"
 #include "text_count.h"
 
@@ -34,12 +35,16 @@ std::string kernel(int n, int k, const std::string& dtype) {
 )";
 }
 
+// Lowered, then marked by the passes that choose how mma.sync is spelled, as run_gpu_pipeline does.
 gpu::Function lowered(const std::string& src, const GpuTarget& t, bool kmajor = true, bool wgmma = false) {
   LowerOptions o;
   o.device = "test";
   o.kmajor_b = kmajor;
   o.warpgroup_kmajor_b = wgmma;  // sm_90's wgmma reads the same copy (below)
-  return lower_to_gpu(parse(src), t, o);
+  gpu::Function f = lower_to_gpu(parse(src), t, o);
+  PassContext ctx{t};
+  for (const char* pass : {"serpentine-mma", "preload-fragments"}) run_gpu_pass(pass, f, ctx);
+  return f;
 }
 
 TEST(KmajorB, ATransposedLoadIsCopiedAsLoadedAndReadWithoutTrans) {

@@ -68,7 +68,8 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
     with pytest.raises(metile.InvalidArgumentError,
                        match=r'unknown pass "bogus" to disable \(METILE_GPU_OFF / disabled_passes; '
                              r'Tile IR passes: activity, .*split_k, .*whole_tiles, .*; GPU IR passes: '
-                             r'fold-constants, cse, dce, .*; pieces: async_copy, ldmatrix, .*tma, .*'
+                             r'serpentine-mma, preload-fragments, fold-constants, cse, dce, .*; '
+                             r'pieces: async_copy, ldmatrix, .*tma, .*'
                              r'one_align, last_first, wide_chunks, fp8_promote, broadcast_loads, warpgroup_kmajor_b, '
                              r'warpgroup_register_a, running_sums\)'):
         run(64, 64, 32, num_stages=4)
@@ -105,7 +106,7 @@ def test_an_asked_grid_wins_over_whole_rows(sim, options):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
-@pytest.mark.parametrize("stages,off", [(2, ""), (3, "preload"), (4, "serpentine"),
+@pytest.mark.parametrize("stages,off", [(2, ""), (3, "preload-fragments"), (4, "serpentine"),
                                         (5, "preload,serpentine,ldmatrix"), (6, "stage_counter")])
 def test_cuda_pieces_switched_off_compute_the_same_product(monkeypatch, dtype, stages, off):
     # Differential test of the mma.sync pieces on the device that has them; each case its own

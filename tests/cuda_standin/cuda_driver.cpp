@@ -9,7 +9,8 @@
 // metile puts after it; the host word in mapped memory comes just before): then it answers 2 in
 // the host word and ends, as a kernel whose threads leave at a check does (the stream and the
 // events recorded after it become ready; the context stays usable). A "hang_nopoll" kernel
-// never reads its word. A hang kernel whose copy is set when it starts ends at once, so a copy
+// never reads its word. A "hang_drain" kernel answers 2 at once but ends only 1.5 s later, as a
+// huge grid does whose programs still to run each start, read the word and leave. A hang kernel whose copy is set when it starts ends at once, so a copy
 // left set by an earlier stop shows. Copies to GPU memory (cuMemcpyHtoDAsync) happen at once,
 // unless a hung kernel is ahead of them in stream order: those never happen, as on a GPU.
 // That is enough to test device selection, streams, events, cancellation and the watchdog on
@@ -53,6 +54,8 @@ struct Stream {
   std::atomic<uint32_t>* copy = nullptr;  // the word's copy in GPU memory, which it reads
   uint64_t hangs = 0;    // hung kernels launched on it
   uint64_t stopped = 0;  // of those, the ones that ended (all but the running one)
+  bool drains = false;   // a "hang_drain" kernel: ends kDrain after it answered
+  std::chrono::steady_clock::time_point answered_at{};
 };
 struct Event {
   bool recorded = false;
@@ -88,7 +91,13 @@ void poll() {
       ++it;
       continue;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (s->drains && s->word->load() != 2) s->answered_at = now;
     s->word->store(2);
+    if (s->drains && now - s->answered_at < std::chrono::milliseconds(1500)) {
+      ++it;
+      continue;
+    }
     end_hang(s);
     it = hung.erase(it);
   }
@@ -289,6 +298,7 @@ int cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigned, un
   ++st->hangs;
   st->word = nullptr;
   st->copy = nullptr;
+  st->drains = name.find("drain") != std::string::npos;
   hung.insert(st);
   if (name.find("nopoll") != std::string::npos || params == nullptr || params[0] == nullptr ||
       params[1] == nullptr)

@@ -351,6 +351,29 @@ TEST_F(CudaStandin, AStoppedWordIsClearedBeforeALaunchReadsItAgain) {
   metile_kernel_release(normal);
 }
 
+// A kernel that answered its stop at once but whose grid takes 1.5 s more to leave (a huge grid
+// of programs that each start, read the word and leave) is waited for, not reset.
+TEST_F(CudaStandin, AKernelThatAnsweredGetsTimeForItsGridToLeave) {
+  metile_kernel* hang = compile(gpu0_, "hang_drain");
+  auto [old, old_stream, old_event] = make_some();
+  auto t0 = std::chrono::steady_clock::now();
+  metile_launch* l = run_limited(hang, old, 0.2);
+  ASSERT_EQ(metile_device_synchronize(gpu0_), METILE_ERROR_DEVICE);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string e = metile_last_error();
+  EXPECT_TRUE(has(e, "kernel hang_drain did not finish within 0.2 s (the launch's timeout) and was "
+                     "stopped; its outputs are partly written")) << e;
+  EXPECT_FALSE(has(e, "reset")) << e;
+  EXPECT_GE(waited, 1.7);  // the limit, then the drain: past the 1 s grace of a silent kernel
+  metile_launch_release(l);
+  void* p = nullptr;
+  EXPECT_EQ(metile_buffer_contents(old, &p), METILE_OK) << metile_last_error();
+  metile_buffer_release(old);
+  metile_event_release(old_event);
+  EXPECT_EQ(metile_stream_destroy(gpu0_, old_stream), METILE_OK) << metile_last_error();
+  metile_kernel_release(hang);
+}
+
 // Last in this file: it resets cuda:0, after which only what is made anew works.
 TEST_F(CudaStandin, AKernelThatNeverChecksItsStopWordIsEndedByTheReset) {
   metile_kernel* normal = compile(gpu0_, "ones");

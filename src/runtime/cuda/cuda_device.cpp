@@ -365,11 +365,13 @@ class CudaDevice : public Device {
     if (why) fail(METILE_ERROR_DEVICE, "cuda", *why);
   }
 
-  /** Whether a kernel of a word in use answered its stop: a thread left at a check (mu_ held). */
+  /** Whether a kernel of a word in use answered its stop since the last stop a wait reported: a
+   * thread left at a check (mu_ held). */
   bool answered() const {
-    if (words_.get(word_) == host::kWordStopped) return true;
+    auto fresh = [&](int w) { return words_.get(w) == host::kWordStopped && !reported_words_.count(w); };
+    if (fresh(word_)) return true;
     for (int w : retired_words_)
-      if (words_.get(w) == host::kWordStopped) return true;
+      if (fresh(w)) return true;
     return false;
   }
 

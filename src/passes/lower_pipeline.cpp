@@ -19,6 +19,12 @@
 //
 // One barrier per iteration suffices: the stage written at the bottom of iteration it was last
 // read in iteration it-1, which every thread finished before passing this iteration's barrier.
+// The slice is lowered again for each prefetched iteration with the induction variable
+// replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
+// asynchronous; it shrinks until the stages fit 3/4 of the threadgroup memory, and a loop with
+// fewer than 2 stages is left alone (a kernel whose epilogue arrays then overflow the limit is
+// lowered again with fewer stages: run_gpu_pipeline). Targets whose copies are synchronous
+// (Apple GPUs) get two stages filled through registers instead (lower_double_buffer.cpp).
 //
 // A dot may also stream one operand and hold the other for the whole loop: A in registers (the
 // warpgroup atom's register A) or an operand defined before the loop, staged once in front of it
@@ -28,12 +34,6 @@
 // arrays fit) copies issued at the bottom would be waited for at the very next top, hiding
 // nothing; from the top they overlap the whole body. A warpgroup mma stays in flight only where
 // its result is read by nothing but the next iteration's same dot (chained); else it waits.
-// The slice is lowered again for each prefetched iteration with the induction variable
-// replaced. S comes from LowerOptions::num_stages, else 3 on targets whose copies are
-// asynchronous; it shrinks until the stages fit 3/4 of the threadgroup memory, and a loop with
-// fewer than 2 stages is left alone (a kernel whose epilogue arrays then overflow the limit is
-// lowered again with fewer stages: run_gpu_pipeline). Targets whose copies are synchronous
-// (Apple GPUs) get two stages filled through registers instead (lower_double_buffer.cpp).
 #include <algorithm>
 #include <set>
 

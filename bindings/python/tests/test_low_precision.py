@@ -256,27 +256,16 @@ def test_mxfp4_gemm_default_tiles_match_float64(device):
     assert err < 8e-3, f"relative error {err:.2e}"
 
 
-def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path):
-    """The CUDA that sm_90 gets at cuda's default tiles (compiled, not run, on the stand-in
-    driver in a child process): the codes are decoded where they were loaded (the byte repeat
-    along K a register copy, the transposes of the weights' bytes cancelled) and the decoded B
-    tile goes to threadgroup memory once, as the dot's staged operand, with X copied by
-    cp.async: a K step has two barriers (operands staged; the dot done reading them) and no
-    exchange through scratch memory."""
+def _standin_k_loop(tmp_path, lines: str, kernel: str) -> str:
+    """The K loop of the CUDA that sm_90 gets for `kernel` when the child script `lines` (after
+    the imports' path set-up) runs on the stand-in driver: compiled, not run."""
     lib = os.environ.get("METILE_LIBRARY", "")
     driver = os.path.join(os.path.dirname(lib), "tests", "cuda_standin",
                           "libmetile_standin_cuda.so")
     if not os.path.exists(driver):
         pytest.skip("the stand-in CUDA driver is not built next to METILE_LIBRARY")
     script = tmp_path / "child.py"
-    script.write_text(
-        "import sys\n"
-        f"sys.path[:0] = [{BINDINGS!r}, {EXAMPLES!r}]\n"
-        "import numpy as np, metile, mxfp4_gemm as MX\n"
-        "metile.set_device('cuda')\n"
-        "x = metile.Buffer.zeros((256, 256), 'bf16')\n"
-        "MX.mxfp4_gemm(x, metile.Buffer.zeros((256, 128), 'u8'),\n"
-        "              metile.Buffer.zeros((256, 8), 'u8'))\n")
+    script.write_text("import sys\n" f"sys.path[:0] = [{BINDINGS!r}, {EXAMPLES!r}]\n" + lines)
     env = dict(os.environ, METILE_CUDA_DRIVER=driver, METILE_DEBUG="cuda",
                METILE_DEBUG_DIR=str(tmp_path))
     env.pop("METILE_DEVICE", None)
@@ -285,9 +274,24 @@ def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path):
     if "NVRTC" in r.stderr and r.returncode != 0:
         pytest.skip("NVRTC is not installed")
     assert r.returncode == 0, r.stdout + r.stderr
-    cuda = (tmp_path / "mxfp4_gemm_kernel.cuda.txt").read_text()
+    cuda = (tmp_path / f"{kernel}.cuda.txt").read_text()
     loop = cuda[cuda.index("  for (int i = ", cuda.index("int(blockIdx.x)")):]  # the K loop
-    loop = loop[:loop.index("\n  }\n")]          # to its closing brace
+    return loop[:loop.index("\n  }\n")]          # to its closing brace
+
+
+def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path):
+    """The CUDA that sm_90 gets at cuda's default tiles (compiled, not run, on the stand-in
+    driver in a child process): the codes are decoded where they were loaded (the byte repeat
+    along K a register copy, the transposes of the weights' bytes cancelled) and the decoded B
+    tile goes to threadgroup memory once, as the dot's staged operand, with X copied by
+    cp.async: a K step has two barriers (operands staged; the dot done reading them) and no
+    exchange through scratch memory."""
+    loop = _standin_k_loop(tmp_path, (
+        "import numpy as np, metile, mxfp4_gemm as MX\n"
+        "metile.set_device('cuda')\n"
+        "x = metile.Buffer.zeros((256, 256), 'bf16')\n"
+        "MX.mxfp4_gemm(x, metile.Buffer.zeros((256, 128), 'u8'),\n"
+        "              metile.Buffer.zeros((256, 8), 'u8'))\n"), "mxfp4_gemm_kernel")
     assert "scratch" not in loop and loop.count("__syncthreads") == 2, loop
     assert "mt_cp_async16" in loop and "mt_mma_bf16" in loop
 
@@ -297,30 +301,12 @@ def test_int4_gemv_cuda_decodes_subnormals(tmp_path):
     a child process): the subnormal form, whose whole-step K loop decodes a code with one and
     (one shift a word for codes 5-7), no or and no magic sum, and exchanges nothing between
     threads."""
-    lib = os.environ.get("METILE_LIBRARY", "")
-    driver = os.path.join(os.path.dirname(lib), "tests", "cuda_standin",
-                          "libmetile_standin_cuda.so")
-    if not os.path.exists(driver):
-        pytest.skip("the stand-in CUDA driver is not built next to METILE_LIBRARY")
-    script = tmp_path / "child.py"
-    script.write_text(
-        "import sys\n"
-        f"sys.path[:0] = [{BINDINGS!r}, {EXAMPLES!r}]\n"
+    loop = _standin_k_loop(tmp_path, (
         "import metile, int4_gemv as IV\n"
         "metile.set_device('cuda')\n"
         "IV.int4_gemv(metile.Buffer.zeros((64, 512), 'u8'), metile.Buffer.zeros((64, 8), 'bf16'),\n"
-        "             metile.Buffer.zeros((64, 8), 'bf16'), metile.Buffer.zeros((1024,), 'bf16'))\n")
-    env = dict(os.environ, METILE_CUDA_DRIVER=driver, METILE_DEBUG="cuda",
-               METILE_DEBUG_DIR=str(tmp_path))
-    env.pop("METILE_DEVICE", None)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
-                       timeout=300)
-    if "NVRTC" in r.stderr and r.returncode != 0:
-        pytest.skip("NVRTC is not installed")
-    assert r.returncode == 0, r.stdout + r.stderr
-    cuda = (tmp_path / "int4_gemv_subnormal_kernel.cuda.txt").read_text()
-    loop = cuda[cuda.index("  for (int i = ", cuda.index("int(blockIdx.x)")):]  # the K loop
-    loop = loop[:loop.index("\n  }\n")]          # to its closing brace
+        "             metile.Buffer.zeros((64, 8), 'bf16'), metile.Buffer.zeros((1024,), 'bf16'))\n"),
+        "int4_gemv_subnormal_kernel")
     decode = [line for line in loop.splitlines() if "mt_bitcast<float>" in line]
     assert len(decode) == 1 and "mt_shr(" in decode[0] and " & " in decode[0], decode
     assert " | " not in loop and "__syncthreads" not in loop and "shfl" not in loop, loop

@@ -37,7 +37,9 @@ from gpu_timing import time_per_call  # noqa: E402
 import decode_attention  # noqa: E402
 import flash_attention  # noqa: E402
 
-CONFIGS = [(64, 64, 128), (128, 64, 256), (64, 32, 128), (32, 32, 128)]  # BLOCK_M, BLOCK_N, threads
+# BLOCK_M, BLOCK_N, threads. (128, 128, 256) is the warpgroup form's best at 16k tokens on an
+# H100 (bench/results/attention_h100.md), (128, 64, 256) at 1k-4k.
+CONFIGS = [(128, 128, 256), (128, 64, 256), (64, 64, 128), (64, 32, 128), (32, 32, 128)]
 SPLITS = [8, 16, 32]
 BLOCK_NS = [16, 32, 64]  # keys per K/V tile: smaller tiles hold fewer registers (decode)
 

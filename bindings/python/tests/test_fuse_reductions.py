@@ -16,19 +16,23 @@ from kernels import layernorm_centred, layernorm_loops, seed_softmax as softmax,
 SENTINEL = 12345.0
 
 
-def count_for(kernel, *args, **kw):
-    # The loops as the merge leaves them: the whole_tiles pass would split each row loop in two.
-    # A new kernel object: compiled kernels are cached per program, and METILE_GPU_OFF is read
-    # when one is compiled.
+def optimized_tile_ir(kernel, args, kw, off):
+    """The Tile IR after its passes with METILE_GPU_OFF=off. A new kernel object: compiled
+    kernels are cached per program, and METILE_GPU_OFF is read when one is compiled."""
     old = os.environ.get("METILE_GPU_OFF")
-    os.environ["METILE_GPU_OFF"] = "whole_tiles"
+    os.environ["METILE_GPU_OFF"] = off
     try:
-        text = metile.kernel(kernel.fn)[(1,)].compile(*args, **kw).source("tile_ir_opt")
+        return metile.kernel(kernel.fn)[(1,)].compile(*args, **kw).source("tile_ir_opt")
     finally:
         if old is None:
             del os.environ["METILE_GPU_OFF"]
         else:
             os.environ["METILE_GPU_OFF"] = old
+
+
+def count_for(kernel, *args, **kw):
+    # The loops as the merge leaves them: the whole_tiles pass would split each row loop in two.
+    text = optimized_tile_ir(kernel, args, kw, "whole_tiles")
     return len(re.findall(r"^\s*(?:%[\w%, ]+ = )?for ", text, re.M))
 
 
@@ -322,15 +326,7 @@ def variance_from(X, Out, N, S, BLOCK: metile.constexpr, FORM: metile.constexpr)
 
 def carries_a_count(kernel, *args, off="whole_tiles", **kw):
     # The merged loop carries an f32 scalar (the running-sum form's count); Welford carries tiles.
-    old = os.environ.get("METILE_GPU_OFF")
-    os.environ["METILE_GPU_OFF"] = off
-    try:
-        text = metile.kernel(kernel.fn)[(1,)].compile(*args, **kw).source("tile_ir_opt")
-    finally:
-        if old is None:
-            del os.environ["METILE_GPU_OFF"]
-        else:
-            os.environ["METILE_GPU_OFF"] = old
+    text = optimized_tile_ir(kernel, args, kw, off)
     return re.search(r"^\s*%[\w%, ]+ = for .*-> \([^)]*, f32\)", text, re.M) is not None
 
 

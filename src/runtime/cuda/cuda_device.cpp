@@ -238,10 +238,15 @@ class CudaDevice : public Device {
   void copy_stops() {
     std::lock_guard<std::mutex> lock(mu_);
     make_current();
+    for (int w : words_in_use())
+      if (w >= 0 && words_.get(w) != host::kWordRun) copy_words(w, 1, false);
+  }
+
+  /** The words kernels may still read (mu_ held): those a cancel retired and the current one. */
+  std::vector<int> words_in_use() const {
     std::vector<int> in_use = retired_words_;
     in_use.push_back(word_);
-    for (int w : in_use)
-      if (w >= 0 && words_.get(w) != host::kWordRun) copy_words(w, 1, false);
+    return in_use;
   }
 
   /** The GPU addresses of a launch's stop word and of its copy. */
@@ -368,10 +373,8 @@ class CudaDevice : public Device {
   /** Whether a kernel of a word in use answered its stop since the last stop a wait reported: a
    * thread left at a check (mu_ held). */
   bool answered() const {
-    auto fresh = [&](int w) { return words_.get(w) == host::kWordStopped && !reported_words_.count(w); };
-    if (fresh(word_)) return true;
-    for (int w : retired_words_)
-      if (fresh(w)) return true;
+    for (int w : words_in_use())
+      if (words_.get(w) == host::kWordStopped && !reported_words_.count(w)) return true;
     return false;
   }
 
@@ -383,11 +386,8 @@ class CudaDevice : public Device {
   std::optional<std::string> stopped_early() {
     std::lock_guard<std::mutex> lock(mu_);
     bool stopped = false;
-    auto note = [&](int w) {
+    for (int w : words_in_use())
       if (words_.get(w) == host::kWordStopped && reported_words_.insert(w).second) stopped = true;
-    };
-    note(word_);
-    for (int w : retired_words_) note(w);
     if (!stopped) return std::nullopt;
     return cat(stop_cause(), "; its outputs are partly written");
   }

@@ -19,6 +19,15 @@ inline uint64_t checked_mul(uint64_t a, uint64_t b, const char* fn, const char* 
   return r;
 }
 
+/** a + b; INVALID_ARGUMENT naming `fn` and `field` when it does not fit 64 bits. */
+inline uint64_t checked_add(uint64_t a, uint64_t b, const char* fn, const char* field) {
+  uint64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    fail(METILE_ERROR_INVALID_ARGUMENT, "api", fn, ": ", field, " overflows 64 bits (", a, " + ", b,
+         ")");
+  return r;
+}
+
 /**
  * Refuses `bytes` at `address` unless the range is one C object could span: at most PTRDIFF_MAX
  * bytes, ending inside the address space. `field` names what described the range.

@@ -140,15 +140,26 @@ metile_buffer* import_tensor(metile_device* dev, const DLTensor& t, std::functio
   if (bytes > static_cast<uint64_t>(PTRDIFF_MAX))
     fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.shape describes ", bytes,
          " bytes, more than one object can span");
-  if (t.strides != nullptr && bytes > 0) {  // only compact row-major tensors map onto one buffer
-    int64_t expect = 1;
-    for (int i = t.ndim - 1; i >= 0; --i) {
-      if (t.shape[i] != 1 && t.strides[i] != expect)
-        fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": the tensor is not compact row-major "
-             "(dl_tensor.strides[", i, "] is ", t.strides[i], ", expected ", expect,
-             "); make it contiguous first");
-      expect *= t.shape[i];  // cannot overflow: the byte size is at most PTRDIFF_MAX
+  if (t.strides != nullptr && bytes > 0) {
+    // A strided view maps onto the bytes from its first element to the end of its last; kernels
+    // index it with the strides their caller passes. Its lowest byte must be the first element's,
+    // so negative strides are refused.
+    uint64_t last = 0;  // the last element's offset in elements
+    for (int i = 0; i < t.ndim; ++i) {
+      if (t.shape[i] == 1) continue;
+      if (t.strides[i] < 0)
+        fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.strides[", i, "] is negative (",
+             t.strides[i], "); only views with non-negative strides are imported in place");
+      last = capi::checked_add(
+          last, capi::checked_mul(static_cast<uint64_t>(t.shape[i] - 1),
+                                  static_cast<uint64_t>(t.strides[i]), fn, "dl_tensor.strides"),
+          fn, "dl_tensor.strides");
     }
+    bytes = capi::checked_mul(capi::checked_add(last, 1, fn, "dl_tensor.strides"), item, fn,
+                              "the byte span of dl_tensor.strides");
+    if (bytes > static_cast<uint64_t>(PTRDIFF_MAX))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "dlpack", fn, ": dl_tensor.strides span ", bytes,
+           " bytes, more than one object can span");
   }
   int32_t type = t.device.device_type;
   bool cuda = device->info().name == "cuda";

@@ -359,6 +359,31 @@ METILE_API metile_status metile_launch_set_arg_memory(metile_launch* l, size_t i
   });
 }
 
+METILE_API metile_status metile_launch_set_arg_device_memory(metile_launch* l, size_t index,
+                                                             uint64_t address, size_t bytes) {
+  return guard(__func__, [&](const char* fn) {
+    auto h = get(l, fn);
+    const Program& p = *h->kernel->program;
+    if (index >= p.params.size())
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
+           p.params.size(), " parameters)");
+    const Param& prm = p.params[index];
+    if (!p.type(prm.value).is_ptr)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` is a scalar, not a pointer");
+    if (address == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": address is 0");
+    if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": size must be > 0");
+    capi::check_address_range(address, bytes, fn, "address, bytes");
+    Device& device = *h->kernel->device;
+    device.check_device_memory(address, bytes);
+    std::shared_ptr<Buffer> buf = device.wrap_device_memory(address, bytes, false);
+    LaunchArg a;
+    a.buffer = buf.get();
+    h->impl->args[index] = a;
+    h->impl->keep_alive[index] = std::move(buf);
+    h->impl->update();
+  });
+}
+
 METILE_API metile_status metile_launch_set_grid(metile_launch* l, const uint32_t grid[3]) {
   return guard(__func__, [&](const char* fn) {
     auto h = get(l, fn);

@@ -319,14 +319,17 @@ METILE_API metile_status metile_buffer_to_dlpack(metile_buffer *buffer, metile_d
                                                  int32_t ndim, const int64_t *shape,
                                                  void **out_managed_tensor);
 /**
- * Imports a DLPack `DLManagedTensor *` (compact row-major) without a copy when the device can
- * address its memory; the tensor's deleter runs when the buffer is released. On failure the
- * tensor is left untouched (the caller still owns it). Every field is checked before use, and a
- * refusal is METILE_ERROR_INVALID_ARGUMENT naming the field: ndim outside [0, 32], a NULL shape
- * (ndim > 0), a negative dimension, a byte size that overflows 64 bits or exceeds PTRDIFF_MAX,
+ * Imports a DLPack `DLManagedTensor *` without a copy when the device can address its memory;
+ * the tensor's deleter runs when the buffer is released. A strided view (non-NULL strides, any
+ * order, none negative) becomes a buffer over the bytes from its first element to the end of
+ * its last, which a kernel indexes with the strides its caller passes; NULL strides mean
+ * compact row-major. On failure the tensor is left untouched (the caller still owns it). Every
+ * field is checked before use, and a refusal is METILE_ERROR_INVALID_ARGUMENT naming the field:
+ * ndim outside [0, 32], a NULL shape (ndim > 0), a negative dimension, a negative stride (of a
+ * dimension longer than 1), a byte size or span that overflows 64 bits or exceeds PTRDIFF_MAX,
  * NULL data for a non-empty tensor, a `data + byte_offset + size` that runs past the address
- * space, strides that are not compact row-major (NULL strides mean compact). An empty tensor
- * (a zero dimension; data may be NULL) becomes a private one-byte buffer.
+ * space. An empty tensor (a zero dimension; data may be NULL) becomes a private one-byte
+ * buffer.
  */
 METILE_API metile_status metile_buffer_from_dlpack(metile_buffer **out, metile_device *device,
                                                    void *managed_tensor);
@@ -1007,6 +1010,20 @@ METILE_API metile_status metile_launch_set_arg(metile_launch *launch, size_t ind
  */
 METILE_API metile_status metile_launch_set_arg_memory(metile_launch *launch, size_t index,
                                                       void *host, size_t bytes);
+/**
+ * Points pointer argument `index` at `bytes` of the device's own memory at device address
+ * `address` (on cuda: memory from cuMemAlloc/cudaMalloc, such as a torch or CuPy tensor's
+ * data pointer), without a buffer: the cheap way to re-run a launch over a fresh GPU tensor. The
+ * range must lie inside one allocation of this GPU (METILE_ERROR_INVALID_ARGUMENT naming the
+ * address and the allocation otherwise); devices without memory of their own, or a driver that
+ * cannot say where an address belongs, give METILE_ERROR_UNSUPPORTED (import the memory through
+ * DLPack instead). Nothing orders the memory's producer before the launch (do it with
+ * metile_device_wait_stream or a stream of your own), and the memory must stay valid while the
+ * launch may run over it (until the argument is replaced, the launch is released, or the device
+ * synchronized after its last run).
+ */
+METILE_API metile_status metile_launch_set_arg_device_memory(metile_launch *launch, size_t index,
+                                                             uint64_t address, size_t bytes);
 METILE_API metile_status metile_launch_set_grid(metile_launch *launch, const uint32_t grid[3]);
 
 /** A launch's own settings; METILE_LAUNCH_OPTIONS_INIT gives the defaults. */

@@ -143,6 +143,12 @@ class Device {
    */
   virtual std::shared_ptr<Buffer> wrap_device_memory(uint64_t address, size_t bytes,
                                                      bool host_accessible);
+  /**
+   * Throws INVALID_ARGUMENT unless `bytes` from `address` lie inside one allocation of this
+   * device's memory (a raw address a caller hands in, not a producer's DLPack tensor);
+   * UNSUPPORTED on devices without memory of their own.
+   */
+  virtual void check_device_memory(uint64_t address, size_t bytes);
   virtual void synchronize() {}
   /**
    * Ordering with other libraries' CUDA streams (DLPack's stream protocol); `stream` is a

@@ -53,6 +53,10 @@ std::shared_ptr<Buffer> Device::wrap_device_memory(uint64_t, size_t, bool) {
   fail(METILE_ERROR_UNSUPPORTED, "device", info().name, " cannot wrap device memory");
 }
 
+void Device::check_device_memory(uint64_t, size_t) {
+  fail(METILE_ERROR_UNSUPPORTED, "device", info().name, " has no device memory of its own");
+}
+
 std::unique_ptr<Event> Device::create_event() { return make_host_event(*this); }
 
 uint64_t Device::create_stream() {

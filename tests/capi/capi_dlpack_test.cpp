@@ -300,10 +300,12 @@ TEST(DLPackImport, RefusesMalformedTensorsNamingTheField) {
     t = good;
     t.dtype = {2, 12, 1};
     expect_import_refused(d, t, "dl_tensor.dtype");
-    int64_t strides[1] = {2};
+    int64_t strides[1] = {-2};  // a view that runs backwards has no first-byte base
     t = good;
     t.strides = strides;
-    expect_import_refused(d, t, "dl_tensor.strides[0]");
+    expect_import_refused(d, t, "dl_tensor.strides[0] is negative");
+    strides[0] = INT64_MAX;  // a span past 64 bits
+    expect_import_refused(d, t, "dl_tensor.strides");
     metile_device_release(d);
   }
 }

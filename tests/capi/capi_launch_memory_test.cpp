@@ -61,6 +61,10 @@ TEST(LaunchMemory, ReRunsOverFreshHostMemoryOnEveryHostDevice) {
                            METILE_ERROR_INVALID_ARGUMENT, "address space"));
     EXPECT_TRUE(fails_with(metile_launch_set_arg_memory(nullptr, 0, x0.data(), 4),
                            METILE_ERROR_INVALID_ARGUMENT, "launch"));
+    // Host devices have no GPU memory to point at (cuda: tests/cuda_standin).
+    EXPECT_TRUE(fails_with(metile_launch_set_arg_device_memory(
+                               l, 0, reinterpret_cast<uint64_t>(x0.data()), 256),
+                           METILE_ERROR_UNSUPPORTED, "has no device memory of its own"));
     metile_launch_release(l);
     // An integer argument's value must fit the kind it claims, whatever the parameter (`n` is
     // i32 and could hold -5; a U32 of -5 is still a caller bug).

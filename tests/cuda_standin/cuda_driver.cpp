@@ -76,6 +76,25 @@ Stream legacy;  // the NULL stream
 std::set<Stream*> hung;  // streams running a hung kernel
 std::map<void*, size_t> registered;  // cuMemHostRegister'd host ranges
 std::map<unsigned long long, size_t> device_memory;  // cuMemAlloc'd ranges
+struct Allocation {
+  size_t bytes;
+  int ordinal;  // the GPU whose context was current when it was made
+};
+std::map<unsigned long long, Allocation> allocations;  // cuMemAlloc'd and cuMemAllocManaged ranges
+
+/** Remembers an allocation for cuMemGetAddressRange and cuPointerGetAttribute (mu held). */
+void remember(unsigned long long p, size_t n) {
+  int ordinal = current_ctx == nullptr ? 0 : static_cast<int>(static_cast<int*>(current_ctx) - contexts);
+  allocations[p] = {n, ordinal};
+}
+
+/** The allocation holding `p`, or allocations.end() (mu held). */
+std::map<unsigned long long, Allocation>::iterator allocation_of(unsigned long long p) {
+  auto in = allocations.upper_bound(p);
+  if (in == allocations.begin()) return allocations.end();
+  --in;
+  return p < in->first + in->second.bytes ? in : allocations.end();
+}
 
 /** A hung kernel ends: its stream and the events behind it become ready (mu held). */
 void end_hang(Stream* s) {
@@ -332,6 +351,8 @@ int cuMemAllocManaged(unsigned long long* p, size_t n, unsigned) {
   void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
   if (m == nullptr) return 2;
   *p = reinterpret_cast<unsigned long long>(m);
+  std::lock_guard<std::mutex> lock(mu);
+  remember(*p, n);
   return kSuccess;
 }
 int cuMemAlloc_v2(unsigned long long* p, size_t n) {
@@ -340,12 +361,14 @@ int cuMemAlloc_v2(unsigned long long* p, size_t n) {
   *p = reinterpret_cast<unsigned long long>(m);
   std::lock_guard<std::mutex> lock(mu);
   device_memory[*p] = n;
+  remember(*p, n);
   return kSuccess;
 }
 int cuMemFree_v2(unsigned long long p) {
   {
     std::lock_guard<std::mutex> lock(mu);
     device_memory.erase(p);
+    allocations.erase(p);
   }
   std::free(reinterpret_cast<void*>(p));
   return kSuccess;
@@ -357,6 +380,22 @@ int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, void
   if (in == device_memory.begin() || dst + n > std::prev(in)->first + std::prev(in)->second)
     return kInvalidValue;  // only into cuMemAlloc'd memory
   if (!behind_hang(s)) std::memcpy(reinterpret_cast<void*>(dst), src, n);
+  return kSuccess;
+}
+int cuMemGetAddressRange_v2(unsigned long long* base, size_t* size, unsigned long long p) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto a = allocation_of(p);
+  if (a == allocations.end()) return kInvalidValue;
+  if (base != nullptr) *base = a->first;
+  if (size != nullptr) *size = a->second.bytes;
+  return kSuccess;
+}
+int cuPointerGetAttribute(void* out, int attribute, unsigned long long p) {
+  constexpr int kDeviceOrdinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+  std::lock_guard<std::mutex> lock(mu);
+  auto a = allocation_of(p);
+  if (a == allocations.end() || attribute != kDeviceOrdinal) return kInvalidValue;
+  *static_cast<int*>(out) = a->second.ordinal;
   return kSuccess;
 }
 int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {

@@ -209,6 +209,46 @@ TEST_F(CudaStandin, ABufferOfOneGpuIsRefusedOnTheOther) {
   metile_device_release(gpu1);
 }
 
+// A launch argument pointed at raw GPU memory (a torch tensor's data pointer, say) must lie inside
+// one allocation of the launch's GPU; anything else is refused naming the address.
+TEST_F(CudaStandin, DeviceMemoryArgumentsMustLieInsideOneAllocationOfTheGpu) {
+  metile_kernel* k = compile(gpu0_, "ones");
+  metile_buffer* b = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&b, gpu0_, 256), METILE_OK);
+  void* mem = nullptr;
+  ASSERT_EQ(metile_buffer_contents(b, &mem), METILE_OK);  // managed: the device address too
+  const uint64_t at = reinterpret_cast<uint64_t>(mem);
+  metile_launch* l = prepare(k, b);
+  EXPECT_EQ(metile_launch_set_arg_device_memory(l, 0, at + 64, 128), METILE_OK) << metile_last_error();
+  EXPECT_EQ(metile_launch_run(l), METILE_OK) << metile_last_error();
+  EXPECT_EQ(metile_device_synchronize(gpu0_), METILE_OK);
+  EXPECT_EQ(metile_launch_set_arg_device_memory(l, 0, at + 64, 256), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "run past the end of their allocation (256 bytes at 0x"))
+      << metile_last_error();
+  int on_the_stack = 0;
+  EXPECT_EQ(metile_launch_set_arg_device_memory(l, 0, reinterpret_cast<uint64_t>(&on_the_stack), 4),
+            METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "is not in any allocation of GPU memory")) << metile_last_error();
+  EXPECT_EQ(metile_launch_set_arg_device_memory(l, 0, 0, 4), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(metile_launch_set_arg_device_memory(l, 0, at, 0), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(metile_launch_set_arg_device_memory(l, 1, at, 4), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "argument index 1 out of range")) << metile_last_error();
+  metile_device* gpu1 = nullptr;
+  ASSERT_EQ(metile_device_open(&gpu1, "cuda:1"), METILE_OK);
+  metile_buffer* other = nullptr;
+  ASSERT_EQ(metile_buffer_alloc(&other, gpu1, 64), METILE_OK);
+  void* other_mem = nullptr;
+  ASSERT_EQ(metile_buffer_contents(other, &other_mem), METILE_OK);
+  EXPECT_EQ(metile_launch_set_arg_device_memory(l, 0, reinterpret_cast<uint64_t>(other_mem), 64),
+            METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(has(metile_last_error(), "belongs to cuda:1, the device is cuda:0")) << metile_last_error();
+  metile_buffer_release(other);
+  metile_device_release(gpu1);
+  metile_launch_release(l);
+  metile_kernel_release(k);
+  metile_buffer_release(b);
+}
+
 TEST_F(CudaStandin, StreamsAndEvents) {
   metile_kernel* k = compile(gpu0_, "ones");
   metile_buffer* b = nullptr;

@@ -127,7 +127,7 @@ void fuzz_import(Reader& r) {
   for (int64_t& s : shape) s = r.dim();
   uint8_t how = r.byte();
   t.shape = how % 16 == 0 ? nullptr : shape;
-  if (how & 0x10) {  // strides: compact ones (so they pass), then perhaps one disturbed
+  if (how & 0x10) {  // strides: compact ones, then perhaps one disturbed (any stride, even negative)
     int64_t expect = 1;
     for (int i = (t.ndim > 40 ? 40 : t.ndim) - 1; i >= 0; --i) {
       strides[i] = expect;
@@ -150,12 +150,22 @@ void fuzz_import(Reader& r) {
     if (deleted != 0) __builtin_trap();
     return;
   }
-  // Accepted: the buffer is the tensor's bytes, and they lie inside the address space.
+  // Accepted: the buffer is the bytes the tensor's elements span (its strides, when given), and
+  // they lie inside the address space.
   unsigned __int128 need = t.dtype.bits / 8;
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] == 0) need = 0;
     if (need > (unsigned __int128){1} << 64) need = (unsigned __int128){1} << 64;  // only a bound
     need *= static_cast<uint64_t>(t.shape[i]);
+  }
+  if (need != 0 && t.strides != nullptr) {
+    unsigned __int128 last = 0;
+    for (int i = 0; i < t.ndim; ++i)
+      if (t.shape[i] != 1) {
+        if (t.strides[i] < 0) __builtin_trap();  // refused by the import
+        last += static_cast<unsigned __int128>(t.shape[i] - 1) * static_cast<uint64_t>(t.strides[i]);
+      }
+    need = (last + 1) * (t.dtype.bits / 8);
   }
   size_t size = 0;
   void* mem = nullptr;

@@ -123,3 +123,46 @@ def test_a_cached_launch_rebinds_torch_tensors_only_when_they_change():
         got = out[:N] * 1.0
     torch.cuda.synchronize()
     torch.testing.assert_close(got, expect + 22.0, rtol=2e-7, atol=0)
+
+
+@metile.kernel
+def affine2d(X, Out, M, N, sxm, sxn, som, son, BM: metile.constexpr, BN: metile.constexpr):
+    rm = metile.program_id(0) * BM + metile.arange(0, BM)
+    rn = metile.program_id(1) * BN + metile.arange(0, BN)
+    m = (rm[:, None] < M) & (rn[None, :] < N)
+    x = metile.load(X + rm[:, None] * sxm + rn[None, :] * sxn, mask=m)
+    metile.store(Out + rm[:, None] * som + rn[None, :] * son, x * 2.0 + 1.0, mask=m)
+
+
+def _affine(x, out):
+    m, n = x.shape
+    grid = lambda meta: (metile.cdiv(m, meta["BM"]), metile.cdiv(n, meta["BN"]))  # noqa: E731
+    affine2d[grid](x, out, m, n, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
+                   BM=32, BN=32)
+
+
+def test_strided_torch_tensors_in_place_and_fresh_outputs_each_call():
+    """Transposed, sliced and stepped torch views in and out, in place (issue 32 item 2), and the
+    tutorial idiom (a new output and a new grid lambda each call), whose tensors a cached launch
+    binds by address: every result right, nothing written outside the views, no synchronize
+    between torch's writes and the launches."""
+    _cuda()
+    base = torch.arange(300 * 200, device="cuda", dtype=torch.float32).reshape(300, 200)
+    for view in (base.T, base[:, 17:150], base[::3], base[5:290:7, ::2]):
+        out_base = torch.full((320, 320), -1.0, device="cuda")
+        out = out_base[3: view.shape[0] + 3, 1: view.shape[1] + 1]
+        _affine(view, out)
+        torch.testing.assert_close(out, view * 2.0 + 1.0, rtol=0, atol=0)
+        out_base[3: view.shape[0] + 3, 1: view.shape[1] + 1] = -1.0
+        assert bool((out_base == -1.0).all())
+    outT = torch.zeros(200, 300, device="cuda")
+    _affine(base, outT.T)
+    torch.testing.assert_close(outT, (base * 2.0 + 1.0).T, rtol=0, atol=0)
+    results = []
+    for step in range(50):          # fresh outputs: each bound by address, none kept alive
+        base.add_(1.0)
+        out = torch.empty_like(base)
+        _affine(base, out)
+        results.append((out, base * 2.0 + 1.0))
+    for got, want in results:
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

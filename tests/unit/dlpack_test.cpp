@@ -86,20 +86,43 @@ TEST(DLPack, ImportUsesTheMemoryInPlaceAndRunsTheDeleter) {
   metile_device_release(d);
 }
 
-TEST(DLPack, ImportRejectsNonContiguousAndForeignDevices) {
+// A strided view is imported in place as the bytes its elements span; negative strides and spans
+// past 64 bits are refused by name.
+TEST(DLPack, ImportsStridedViewsAsTheirSpan) {
   metile_device* d = interp();
-  std::vector<float> host(8);
-  int64_t shape[2] = {2, 2}, strides[2] = {4, 1};  // every other row: not contiguous
+  std::vector<float> host(16);
+  int64_t shape[2] = {2, 3}, strides[2] = {8, 2};  // every other row's every other element
   DLManagedTensor t{};
   t.dl_tensor.data = host.data();
+  t.dl_tensor.byte_offset = 4;
   t.dl_tensor.device = {1, 0};
   t.dl_tensor.ndim = 2;
   t.dl_tensor.dtype = {2, 32, 1};
   t.dl_tensor.shape = shape;
   t.dl_tensor.strides = strides;
   metile_buffer* b = nullptr;
+  ASSERT_EQ(metile_buffer_from_dlpack(&b, d, &t), METILE_OK) << metile_last_error();
+  size_t size = 0;
+  void* mem = nullptr;
+  metile_buffer_size(b, &size);
+  metile_buffer_contents(b, &mem);
+  EXPECT_EQ(size, (8 + 2 * 2 + 1) * sizeof(float));  // elements 0 .. 12 of the view's base
+  EXPECT_EQ(mem, host.data() + 1);
+  metile_buffer_release(b);
+  strides[0] = 1;  // a transposed view: dimensions in any order
+  strides[1] = 2;
+  ASSERT_EQ(metile_buffer_from_dlpack(&b, d, &t), METILE_OK) << metile_last_error();
+  metile_buffer_size(b, &size);
+  EXPECT_EQ(size, (1 + 4 + 1) * sizeof(float));
+  metile_buffer_release(b);
+  strides[1] = -2;
   EXPECT_EQ(metile_buffer_from_dlpack(&b, d, &t), METILE_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(metile_last_error()).find("contiguous"), std::string::npos);
+  EXPECT_NE(std::string(metile_last_error()).find("dl_tensor.strides[1] is negative"), std::string::npos)
+      << metile_last_error();
+  strides[1] = int64_t{1} << 62;
+  EXPECT_EQ(metile_buffer_from_dlpack(&b, d, &t), METILE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(metile_last_error()).find("dl_tensor.strides"), std::string::npos)
+      << metile_last_error();
   t.dl_tensor.strides = nullptr;
   t.dl_tensor.device = {8, 0};  // kDLMetal memory is not host-addressable here
   EXPECT_EQ(metile_buffer_from_dlpack(&b, d, &t), METILE_ERROR_UNSUPPORTED);

@@ -539,6 +539,12 @@ static inline metile_status go_metile_launch_set_arg_memory(char **err, metile_l
   return s;
 }
 
+static inline metile_status go_metile_launch_set_arg_device_memory(char **err, metile_launch * launch, size_t index, uint64_t address, size_t bytes) {
+  metile_status s = metile_launch_set_arg_device_memory(launch, index, address, bytes);
+  if (s != METILE_OK) *err = strdup(metile_last_error());
+  return s;
+}
+
 static inline metile_status go_metile_launch_set_grid(char **err, metile_launch * launch, const uint32_t * grid) {
   metile_status s = metile_launch_set_grid(launch, grid);
   if (s != METILE_OK) *err = strdup(metile_last_error());

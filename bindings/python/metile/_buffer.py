@@ -339,10 +339,12 @@ def _dlpack_capsule(obj, dev):
         return obj.__dlpack__(**kwargs)
 
 
-def from_dlpack(obj: Any, device: DeviceLike = None) -> Buffer:
+def from_dlpack(obj: Any, device: DeviceLike = None, *, view: bool = False) -> Buffer:
     """Imports a DLPack tensor (anything with __dlpack__: a numpy array, a torch tensor) without
-    a copy when the device can address its memory. The tensor must be compact row-major. On
-    cuda the producer orders its pending work before the device's launches (DLPack `stream=`)."""
+    a copy when the device can address its memory. The tensor must be compact row-major; with
+    view=True (a kernel argument) a strided view is imported as a flat buffer over the elements it
+    spans, which the kernel indexes with the strides it is given. On cuda the producer orders its
+    pending work before the device's launches (DLPack `stream=`)."""
     if not hasattr(obj, "__dlpack__"):
         raise InvalidArgumentError(f"from_dlpack: {type(obj).__name__} has no __dlpack__ method")
     dev = _device_of(device)
@@ -356,6 +358,14 @@ def from_dlpack(obj: Any, device: DeviceLike = None) -> Buffer:
             f"from_dlpack: DLPack dtype (code {t.dtype.code}, {t.dtype.bits} bits, "
             f"{t.dtype.lanes} lanes) has no metile counterpart")
     shape = tuple(t.shape[i] for i in range(t.ndim))
+    span = _dlpack.strided_span(t, shape)  # elements a strided view spans; None when compact
+    if span is not None:
+        if not view:
+            raise InvalidArgumentError(
+                f"from_dlpack: the tensor is not compact row-major (strides "
+                f"{tuple(t.strides[i] for i in range(t.ndim))} for shape {shape}); make it "
+                "contiguous first, or pass it to a kernel, which takes strided tensors in place")
+        shape = (span,)
     if versioned and m.flags & _dlpack.FLAG_READ_ONLY:
         # Kernels may write any buffer: a read-only tensor is copied into a new one.
         if t.device.device_type not in (_dlpack.KDL_CPU, _dlpack.KDL_CUDA_HOST):

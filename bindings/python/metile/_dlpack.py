@@ -94,6 +94,24 @@ def dtype_from_dl(code: int, bits: int, lanes: int) -> str | None:
     return _FROM_DL.get((code, bits))
 
 
+def strided_span(t: DLTensor, shape: tuple) -> int | None:
+    """The elements from a strided tensor's first to its last (inclusive), or None when it is
+    compact row-major (NULL strides, or strides that say so) or empty. Negative strides are left
+    for the library to refuse by name."""
+    if not t.strides or 0 in shape:
+        return None
+    strides = [t.strides[i] for i in range(t.ndim)]
+    expect = 1
+    compact = True
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != expect:
+            compact = False
+        expect *= d
+    if compact:
+        return None
+    return 1 + sum((d - 1) * max(s, 0) for d, s in zip(shape, strides) if d != 1)
+
+
 def capsule(address: int, versioned: bool):
     """A capsule owning the library-made tensor at `address`."""
     if _DESTRUCTOR is None:

@@ -272,6 +272,7 @@ FUNCTIONS = [
     ("metile_launch_create", _st, [_P(_launch), _kern, _P(c_uint32), _P(metile_arg), c_size_t]),
     ("metile_launch_set_arg", _st, [_launch, c_size_t, _P(metile_arg)]),
     ("metile_launch_set_arg_memory", _st, [_launch, c_size_t, c_void_p, c_size_t]),
+    ("metile_launch_set_arg_device_memory", _st, [_launch, c_size_t, c_uint64, c_size_t]),
     ("metile_launch_set_grid", _st, [_launch, _P(c_uint32)]),
     ("metile_launch_set_options", _st, [_launch, _P(metile_launch_options)]),
     ("metile_launch_run", _st, [_launch]),

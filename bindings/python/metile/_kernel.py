@@ -580,7 +580,7 @@ def _classify(kernel_name, name, v, dev):
         arg.kind, arg.f = _ffi.METILE_ARG_F64, v
         return ("scalar", "f32"), arg, None, None
     if hasattr(v, "__dlpack__"):
-        return _classify(kernel_name, name, from_dlpack(v, dev), dev)
+        return _classify(kernel_name, name, from_dlpack(v, dev, view=True), dev)
     raise InvalidArgumentError(
         f"kernel {kernel_name}: argument `{name}` is a {type(v).__name__}; expected a numpy "
         "array, metile.Buffer, DLPack tensor, int, float, bool or numpy scalar")
@@ -642,6 +642,7 @@ def _grid3(grid, kernel_name) -> tuple[int, int, int]:
 
 _set_arg = _ffi.metile_launch_set_arg
 _set_arg_memory = _ffi.metile_launch_set_arg_memory
+_set_arg_device_memory = _ffi.metile_launch_set_arg_device_memory
 _set_grid = _ffi.metile_launch_set_grid
 _ndarray = np.ndarray
 _char_at = ctypes.c_char.from_buffer
@@ -792,7 +793,11 @@ class _CachedLaunch:
                 continue
             if type(a) is not Buffer:
                 guard = _tensor_guard(a) if not host else None
-                buf = from_dlpack(a, self.device)  # owned by the C launch from here on
+                if guard is not None and _bind_tensor_memory(h, i, a, guard, self.device):
+                    bound[i] = _weakref(a)
+                    self.tensors[i] = guard
+                    continue
+                buf = from_dlpack(a, self.device, view=True)  # owned by the C launch from here on
                 st = _set_arg(h, i, _byref(buf._arg))
                 # A torch tensor on the legacy stream is bound again by reference while it
                 # keeps its memory and shape (its import, held by the launch, stays valid).
@@ -850,6 +855,25 @@ def _tensor_guard(t) -> tuple | None:
     if not torch_orders_implicitly(t):
         return None
     return (t.data_ptr(), t.shape, t.stride())
+
+
+def _bind_tensor_memory(h, i, t, guard, dev) -> bool:
+    """Points argument `i` of launch `h` at the bytes a torch CUDA tensor's elements span, by
+    address: no DLPack import (about 17 us of Python a tensor on an H100, against one C call).
+    Only under torch_orders_implicitly (the caller's guard): torch's later work on the legacy
+    stream, reuse of the tensor's memory by its allocator included, waits for the launch, so the
+    launch need not hold the tensor. The library checks that the range lies inside one
+    allocation of the device's GPU; False (bind through DLPack instead) where it cannot."""
+    address, shape, strides = guard
+    if not address or 0 in shape or t.device.index != dev.ordinal:
+        return False
+    last = 0
+    for d, s in zip(shape, strides):
+        if d != 1:
+            if s < 0:
+                return False
+            last += (d - 1) * s
+    return _set_arg_device_memory(h, i, address, (last + 1) * t.element_size()) == 0
 
 
 def _scalar_arg(v) -> "_ffi.metile_arg":

@@ -87,3 +87,45 @@ def test_empty_views(device):
     x = np.zeros((4, 10), np.float32)[:, 3:3]
     out = np.zeros((4, 10), np.float32)[:, 5:5]
     _run(x, out)   # launches over nothing, writes nothing
+
+
+class _Tensor:
+    """A DLPack producer other than numpy (as a torch or CuPy tensor is) over a numpy view: the
+    kernel takes it through the DLPack import, strides and offset included."""
+
+    def __init__(self, arr):
+        self.arr, self.dtype, self.shape, self.strides = arr, arr.dtype, arr.shape, arr.strides
+        self.itemsize = arr.itemsize
+
+    def __dlpack__(self, **kwargs):
+        kwargs.pop("max_version", None)
+        return self.arr.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def test_strided_dlpack_tensors_in_place(device):
+    """Transposed, sliced and stepped DLPack views in, a sliced and a transposed DLPack output:
+    writes land in the producer's memory and nowhere else, on a first (prepared) call and on
+    cached calls with other views of the same dtype."""
+    base = np.arange(12 * 10, dtype=np.float32).reshape(12, 10)
+    for view in (base.T, base[:, 2:7], base[::2], base[1:9:3, ::2]):
+        out_base = np.full((16, 16), -1, np.float32)
+        out = out_base[1: view.shape[0] + 1, 2: view.shape[1] + 2]
+        _run(_Tensor(view), _Tensor(out))
+        np.testing.assert_array_equal(out, _expect(view))
+        rest = out_base.copy()
+        rest[1: view.shape[0] + 1, 2: view.shape[1] + 2] = -1
+        assert (rest == -1).all()
+    x = np.arange(6 * 9, dtype=np.float32).reshape(6, 9)
+    out_base = np.zeros((9, 6), np.float32)
+    _run(_Tensor(x), _Tensor(out_base.T))
+    np.testing.assert_array_equal(out_base, _expect(x).T)
+
+
+def test_from_dlpack_of_a_strided_view_names_the_strides():
+    with pytest.raises(metile.InvalidArgumentError,
+                       match=r"not compact row-major \(strides \(4, 2\) for shape \(4, 2\)\).*"
+                             "pass it to a kernel"):
+        metile.from_dlpack(_Tensor(np.zeros((4, 4), np.float32)[:, ::2]), "interp")

@@ -344,6 +344,7 @@ extern "C" {
     pub fn metile_launch_create(out: *mut *mut metile_launch, kernel: *mut metile_kernel, grid: *const u32, args: *const metile_arg, num_args: usize) -> metile_status;
     pub fn metile_launch_set_arg(launch: *mut metile_launch, index: usize, arg: *const metile_arg) -> metile_status;
     pub fn metile_launch_set_arg_memory(launch: *mut metile_launch, index: usize, host: *mut c_void, bytes: usize) -> metile_status;
+    pub fn metile_launch_set_arg_device_memory(launch: *mut metile_launch, index: usize, address: u64, bytes: usize) -> metile_status;
     pub fn metile_launch_set_grid(launch: *mut metile_launch, grid: *const u32) -> metile_status;
     pub fn metile_launch_set_options(launch: *mut metile_launch, options: *const metile_launch_options) -> metile_status;
     pub fn metile_launch_run(launch: *mut metile_launch) -> metile_status;

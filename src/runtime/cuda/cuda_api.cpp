@@ -87,6 +87,8 @@ void load_driver_once() {
     sym(lib, "cuMemPrefetchAsync", d.cuMemPrefetchAsync);
   sym(lib, "cuTensorMapEncodeTiled", d.cuTensorMapEncodeTiled);  // CUDA >= 12.0; else no TMA
   sym(lib, "cuStreamGetCtx", d.cuStreamGetCtx);
+  sym(lib, "cuMemGetAddressRange_v2", d.cuMemGetAddressRange);
+  sym(lib, "cuPointerGetAttribute", d.cuPointerGetAttribute);
   CUresult r = d.cuInit(0);
   if (r != 0) {
     const char* name = "?";

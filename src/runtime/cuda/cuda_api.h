@@ -99,6 +99,10 @@ struct Driver {
   // The context a stream belongs to, so a stream of another GPU is refused by name (null on a
   // driver without it: the launch then fails in the driver).
   CUresult (*cuStreamGetCtx)(CUstream, CUcontext*);
+  // Where a caller hands in a raw device address (metile_launch_set_arg_device_memory): the
+  // allocation around it and its GPU (null on a driver without them: such addresses are refused).
+  CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr);
+  CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);
 };
 
 struct Nvrtc {

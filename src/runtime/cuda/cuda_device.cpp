@@ -319,6 +319,29 @@ class CudaDevice : public Device {
     return buf;
   }
 
+  void check_device_memory(uint64_t address, size_t bytes) override {
+    if (d_->cuMemGetAddressRange == nullptr || d_->cuPointerGetAttribute == nullptr)
+      fail(METILE_ERROR_UNSUPPORTED, "cuda", "the driver cannot say which allocation 0x", std::hex,
+           address, std::dec, " belongs to (no cuMemGetAddressRange); import the memory through "
+           "DLPack instead");
+    make_current();
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (d_->cuMemGetAddressRange(&base, &size, address) != 0)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", "0x", std::hex, address, std::dec,
+           " is not in any allocation of GPU memory");
+    if (address - base > size || bytes > size - (address - base))
+      fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", bytes, " bytes at 0x", std::hex, address,
+           " run past the end of their allocation (", std::dec, size, " bytes at 0x", std::hex,
+           base, ")");
+    int ordinal = -1;
+    constexpr int kPointerAttrDeviceOrdinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    if (d_->cuPointerGetAttribute(&ordinal, kPointerAttrDeviceOrdinal, address) != 0 ||
+        ordinal != info_.ordinal)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "cuda", "the memory at 0x", std::hex, address, std::dec,
+           " belongs to cuda:", ordinal, ", the device is ", info_.label());
+  }
+
   void synchronize() override {
     make_current();
     std::vector<CUstream> streams{stream_};

@@ -66,7 +66,7 @@ struct MmaSpec {
   int64_t atom_m = 0, atom_n = 0, atom_k = 0, warps_m = 0, warps_n = 0;
   bool tf32 = false;
   bool tf32x3 = false;         // mma.sync tf32: three MMAs on TF32 hi/lo parts (hi*hi + hi*lo + lo*hi)
-  bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (16-byte rows)
+  bool ldmatrix = false;       // 16-bit fragments may be read with ldmatrix (the ldmatrix-fragments pass)
   bool preload = false;        // mma.sync: read the next k step's fragments before this step's mmas
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
   bool b_kmajor = false;       // b holds B transposed, n rows of k (mma.sync: ldmatrix without .trans; warpgroup: K-major)

@@ -44,7 +44,8 @@
  *       fragment layout: warp w = wm + warps_m * wn owns rows [wm, wm+1) * m/warps_m and
  *       columns [wn, wn+1) * n/warps_n, covered by atoms (tm, tn); register
  *       v + values * (tm + TM * tn) is value v of atom (tm, tn) (see lower_dot.cpp).
- *       {ldmatrix}: fragments of 16-bit operands may be read with ldmatrix (rows 16-byte aligned).
+ *       {ldmatrix} (mma.sync): fragments of 16-bit operands (tf32: A's) may be read with ldmatrix
+ *       (rows 16-byte aligned; set by the ldmatrix-fragments pass, not by lowering).
  *       {register_a} (warpgroup atom): a is a 16-bit m x k register tile in the fragment layout of an
  *       m x k warpgroup accumulator over the same warpgroups (dot_choices.cpp), not an array.
  *   async_copy {width}(dst, src, lo, hi [, live] [, whole, base]): each register names a chunk of `width`

@@ -377,9 +377,14 @@ bool warpgroup_fp8_copies(const Program& p, const Op& o, const GpuTarget& target
 }
 
 bool kmajor_b_fits(const LowerOptions& options, const DotChoice& c, int64_t k) {
-  // c.atom is a warp-level atom here (dot_atom): mma.sync's 16-bit ones read B K-major.
-  return options.kmajor_b && options.ldmatrix && c.atom != nullptr && (c.atom->b_major & kBKMajor) != 0 &&
-         c.kc == k;
+  // c.atom is a warp-level atom here (dot_atom): mma.sync's 16-bit ones read B K-major, and only
+  // with ldmatrix, which the ldmatrix-fragments pass chooses for rows of k + staging_pad elements
+  // (lower_dot.cpp's dot_buffers stages A and a K-major B so, K staged whole).
+  if (!options.kmajor_b || !options.ldmatrix_fragments || c.atom == nullptr ||
+      (c.atom->b_major & kBKMajor) == 0 || c.kc != k)
+    return false;
+  const int64_t ld = k + staging_pad(c.stage);
+  return ldmatrix_fits(c.stage, c.atom->relaxed, ld, ld);
 }
 
 }  // namespace metile

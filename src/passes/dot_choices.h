@@ -64,8 +64,9 @@ bool warpgroup_fp8_copies(const Program& program, const Op& dot, const GpuTarget
 
 /**
  * Whether dot `c` may stage B = trans(tile_load) as loaded, n rows of k (lower_trans_operand.cpp):
- * a warp-level atom that reads B K-major (kBKMajor: mma.sync's 16-bit ones) with ldmatrix, K
- * staged whole, LowerOptions::kmajor_b.
+ * a warp-level atom that reads B K-major (kBKMajor: mma.sync's 16-bit ones) with ldmatrix (the
+ * ldmatrix-fragments pass runs and its rows fit, ldmatrix_fits), K staged whole,
+ * LowerOptions::kmajor_b.
  */
 bool kmajor_b_fits(const LowerOptions& options, const DotChoice& c, int64_t k);
 

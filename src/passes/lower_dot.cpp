@@ -264,12 +264,7 @@ void Lowering::dot(const Op& op) {
                  {"atom_n", int64_t{plan.atom->n}}, {"atom_k", int64_t{plan.atom->k}},
                  {"m", m}, {"n", n}, {"k", kc}, {"lda", lda}, {"ldb", ldb},
                  {"warps_m", int64_t{plan.warps_m}}, {"warps_n", int64_t{plan.warps_n}},
-                 {"tf32", int64_t{plan.atom->relaxed}},
-                 // 16-bit operands: A and B (rows of 16 bytes); tf32: A only (B's k pairs would be
-                 // 16-bit halves of two elements under .trans).
-                 {"ldmatrix", int64_t{options.ldmatrix &&
-                                      ((dtype_size(plan.stage) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
-                                       (plan.atom->relaxed && dtype_size(plan.stage) == 4 && lda % 4 == 0))}}};
+                 {"tf32", int64_t{plan.atom->relaxed}}};
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined warpgroup dot whose result only the next iteration's mma reads is waited for
       // at the next iteration's top and after the loop (lower_pipeline.cpp).

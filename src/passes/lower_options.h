@@ -24,8 +24,12 @@ struct LowerOptions {
    * Off: the register path, for differential tests.
    */
   bool async_copy = true;
-  /** 16-bit mma operands read their fragments with ldmatrix on CUDA (off: shared loads). */
-  bool ldmatrix = true;
+  /**
+   * The ldmatrix-fragments GPU IR pass runs (pipeline.cpp), so mma.sync may read 16-bit
+   * fragments with ldmatrix: a K-major B (kmajor_b_fits) has no other read. Lowering itself
+   * writes no ldmatrix choice.
+   */
+  bool ldmatrix_fragments = true;
   /**
    * Stages of the K-loop pipeline for dots whose operands are copied straight to threadgroup
    * memory (lower_pipeline.cpp): 0 = the target's choice (3 where copies are asynchronous, as

@@ -38,7 +38,8 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   // What lowering left unread goes before its layout conversions become stores and barriers.
   if (options.opt_level > 0) run("dce");
   run_gpu_pass("lower-convert-layout", f, ctx);  // at every opt level: emitters never see one
-  // How mma.sync's CUDA spelling orders its atoms and reads its fragments, at every opt level.
+  // How mma.sync's CUDA spelling reads its fragments and orders its atoms, at every opt level.
+  run("ldmatrix-fragments");
   run("serpentine-mma");
   run("preload-fragments");
   if (options.opt_level > 0) {
@@ -70,7 +71,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.warps_n = options.warps_n;
   // The K-loop features inside lowering, switched off by name like the passes (kPassPieces).
   lo.async_copy = !options.disables("async_copy");
-  lo.ldmatrix = !options.disables("ldmatrix");
+  lo.ldmatrix_fragments = !options.disables("ldmatrix-fragments");  // K-major B needs that pass
   lo.aligned_body = !options.disables("aligned_body");
   if (options.disables("pipeline")) lo.num_stages = 1;
   lo.tma = !options.disables("tma");

@@ -51,4 +51,9 @@ AtomKind mma_atom_kind(const gpu::Op& mma) {
   fail(METILE_ERROR_INVALID_PROGRAM, "gpu_ir", "mma atom=\"", name, "\" is no matrix atom kind");
 }
 
+bool ldmatrix_fits(DType staged, bool tf32, int64_t lda, int64_t ldb) {
+  return (dtype_size(staged) == 2 && lda % 8 == 0 && ldb % 8 == 0) ||
+         (tf32 && dtype_size(staged) == 4 && lda % 4 == 0);
+}
+
 }  // namespace metile

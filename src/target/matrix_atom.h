@@ -66,5 +66,13 @@ std::string_view atom_kind_name(AtomKind kind);
 int atom_kind_threads(AtomKind kind);
 /** The kind an `mma` op's "atom" attribute names; METILE_ERROR_INVALID_PROGRAM for another. */
 AtomKind mma_atom_kind(const gpu::Op& mma);
+/**
+ * Whether mma.sync reads its fragments with ldmatrix from threadgroup arrays of `staged`
+ * elements whose rows are `lda` (A) and `ldb` (B) elements apart: 16-bit operands with both
+ * arrays' rows 16-byte aligned, or a tf32 atom's (`tf32`) f32 A with its rows 16-byte aligned
+ * (B's k pairs would be 16-bit halves of two elements under .trans). The ldmatrix-fragments pass
+ * marks the ops where it holds; K-major B (dot_choices.cpp) is chosen only where it holds.
+ */
+bool ldmatrix_fits(DType staged, bool tf32, int64_t lda, int64_t ldb);
 
 }  // namespace metile

@@ -19,22 +19,22 @@ namespace metile {
  * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
  * per access ("one_align"), whole_tiles' last-first order ("last_first") and layout assignment's
  * choices ("wide_chunks", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a"). */
-inline constexpr std::array<std::string_view, 18> kPassPieces = {
-    "async_copy", "ldmatrix", "aligned_body", "pipeline", "tma",
+inline constexpr std::array<std::string_view, 17> kPassPieces = {
+    "async_copy", "aligned_body", "pipeline", "tma",
     "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
     "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a",
     "running_sums"};
 
 /** Earlier names of passes and pieces, still accepted wherever the current name is (users'
  * METILE_GPU_OFF settings and scripts): {earlier, current}. The warpgroup pieces were first named
- * after the PTX instruction that implements them; "preload" and "serpentine" were pieces of
- * lowering before they became GPU IR passes. */
+ * after the PTX instruction that implements them; "preload", "serpentine" and "ldmatrix" were
+ * pieces of lowering before they became GPU IR passes. */
 struct PassAlias {
   std::string_view earlier, current;
 };
-inline constexpr std::array<PassAlias, 4> kPassAliases = {{
+inline constexpr std::array<PassAlias, 5> kPassAliases = {{
     {"wgmma_kmajor_b", "warpgroup_kmajor_b"}, {"wgmma_register_a", "warpgroup_register_a"},
-    {"preload", "preload-fragments"}, {"serpentine", "serpentine-mma"}}};
+    {"preload", "preload-fragments"}, {"serpentine", "serpentine-mma"}, {"ldmatrix", "ldmatrix-fragments"}}};
 
 struct CompileOptions {
   int num_threads = 0;

@@ -28,20 +28,22 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
                      "one_align", "last_first", "double_buffer", "fp8_promote"}), "");
   // An earlier name is accepted and names the pass or piece (kPassAliases).
   EXPECT_EQ(refusal({"wgmma_kmajor_b", "wgmma_register_a", "warpgroup_kmajor_b", "preload",
-                     "serpentine"}), "");
+                     "serpentine", "ldmatrix"}), "");
   CompileOptions earlier;
   earlier.disabled_passes = {"wgmma_register_a", "preload"};
   EXPECT_TRUE(earlier.disables("warpgroup_register_a"));
   EXPECT_FALSE(earlier.disables("warpgroup_kmajor_b"));
   EXPECT_TRUE(earlier.disables("preload-fragments"));
   EXPECT_FALSE(earlier.disables("serpentine-mma"));
+  earlier.disabled_passes = {"ldmatrix"};
+  EXPECT_TRUE(earlier.disables("ldmatrix-fragments"));
   std::string why = refusal({"cse", "bogus"});
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;
-  EXPECT_NE(why.find("GPU IR passes: serpentine-mma, preload-fragments, fold-constants, cse, dce, "
+  EXPECT_NE(why.find("GPU IR passes: ldmatrix-fragments, serpentine-mma, preload-fragments, fold-constants, cse, dce, "
                      "vectorize-access, insert-cancel-points, order-device-memory;"),
             std::string::npos) << why;
-  EXPECT_NE(why.find("pieces: async_copy, ldmatrix, "), std::string::npos) << why;
+  EXPECT_NE(why.find("pieces: async_copy, aligned_body, "), std::string::npos) << why;
   why = refusal({"lower-convert-layout"});
   EXPECT_NE(why.find("cannot be disabled"), std::string::npos) << why;
   CompileOptions o;

@@ -1,6 +1,7 @@
 // The GEMM structure of the GPU middle: dot operands copied straight from device to threadgroup
-// memory (async_copy), the multi-stage K-loop pipeline and ldmatrix fragment reads, each
-// switched off by its LowerOptions field for differential tests. GPU IR text is checked
+// memory (async_copy) and the multi-stage K-loop pipeline, each switched off by its LowerOptions
+// field for differential tests, and ldmatrix fragment reads (the ldmatrix-fragments pass's choice,
+// left out of the passes run). GPU IR text is checked
 // against a golden file (tests/golden/*.gpuir, METILE_UPDATE_GOLDEN=1 rewrites it); the CUDA
 // variants compile through NVRTC for sm_80 and sm_90 where NVRTC is installed (no GPU needed).
 #include <gtest/gtest.h>
@@ -26,12 +27,11 @@ kernels::GemmConfig f16_gemm(bool bounds) {
   return g;
 }
 
-LowerOptions options(bool async_copy = true, int stages = 0, bool ldmatrix = true) {
+LowerOptions options(bool async_copy = true, int stages = 0) {
   LowerOptions o;
   o.device = "cuda";
   o.async_copy = async_copy;
   o.num_stages = stages;
-  o.ldmatrix = ldmatrix;
   o.warpgroup = false;  // the warp-level path; gpu_wgmma_lower_test.cpp covers the warpgroup one
   return o;
 }
@@ -41,10 +41,14 @@ std::string gpu_ir(const kernels::GemmConfig& g, const LowerOptions& o,
   return gpu::print(lower_to_gpu(kernels::gemm(g), t, o));
 }
 
-// A lowered program after the passes that choose how its mmas are spelled, as run_gpu_pipeline
-// runs them (`passes`: those of them to run), and its CUDA.
+// The passes that choose how mma.sync is spelled, as run_gpu_pipeline runs them; without ldmatrix.
+const std::vector<const char*> kMmaPasses = {"ldmatrix-fragments", "serpentine-mma", "preload-fragments"};
+const std::vector<const char*> kNoLdmatrix = {"serpentine-mma", "preload-fragments"};
+
+// A lowered program after the passes that choose how its mmas are spelled (`passes`: those of
+// them to run), and its CUDA.
 CudaKernelSource cuda_kernel(const Program& p, const LowerOptions& o, const std::string& arch = "sm_90",
-                             std::initializer_list<const char*> passes = {"serpentine-mma", "preload-fragments"}) {
+                             const std::vector<const char*>& passes = kMmaPasses) {
   const GpuTarget t = nvidia_gpu_target(arch);
   gpu::Function f = lower_to_gpu(p, t, o);
   PassContext ctx{t};
@@ -72,28 +76,25 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
   std::string regs = gpu_ir(f16_gemm(true), options(false));
   EXPECT_EQ(count(regs, "async_"), 0) << regs;
   EXPECT_EQ(count(regs, " load "), 2) << "A and B through registers\n" << regs;
-  EXPECT_EQ(count(gpu_ir(f16_gemm(true), options()), "ldmatrix=1"), 1);
-  EXPECT_EQ(count(gpu_ir(f16_gemm(true), options(true, 0, false)), "ldmatrix=0"), 1);
+  // ldmatrix is the ldmatrix-fragments pass's choice (gpu_passes_test.cpp), not lowering's.
+  EXPECT_EQ(count(gpu_ir(f16_gemm(true), options()), "ldmatrix"), 0);
   kernels::GemmConfig tf32 = f16_gemm(true);
   tf32.dtype = DType::f32;
-  EXPECT_EQ(count(gpu_ir(tf32, options(true, 0, false)), "ldmatrix=0"), 1);
   // tf32: ldmatrix reads A's fragments (its 32-bit words land where m16n8k8 wants them); B's
   // stay scalar reads (.trans would move 16-bit halves).
   LowerOptions o = options();
   o.dot_default = DotPrecision::tf32;
-  EXPECT_EQ(count(gpu_ir(tf32, o), "ldmatrix=1"), 1);
   std::string cuda = cuda_of(kernels::gemm(tf32), o);
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4(mma_a[0][mma_i]"), 1) << cuda;
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4_trans(&"), 0) << cuda;
   EXPECT_EQ(count(cuda, "[mma_j][1] = mt_tf32(mma_q[4 * "), 2) << cuda;  // k step 0, then the next
-  o.ldmatrix = false;
-  cuda = cuda_of(kernels::gemm(tf32), o);
+  cuda = cuda_kernel(kernels::gemm(tf32), o, "sm_90", kNoLdmatrix).source;
   EXPECT_EQ(count(cuda, "mt_ldmatrix_x4("), 1) << cuda;  // the prelude's definition
   EXPECT_EQ(count(cuda, "[mma_i][3] = mt_tf32(mma_p[8 * "), 2) << cuda;
   // 3xTF32 (cuda's default): the fragments keep the f32 bits, split into TF32 hi and lo words
-  // (twice as many registers) and three MMAs each.
+  // (twice as many registers) and three MMAs each (A's read without ldmatrix here too).
   o.dot_default = DotPrecision::tf32x3;
-  cuda = cuda_of(kernels::gemm(tf32), o);
+  cuda = cuda_kernel(kernels::gemm(tf32), o, "sm_90", kNoLdmatrix).source;
   EXPECT_EQ(count(cuda, "[mma_i][3] = __float_as_uint(mma_p[8 * "), 2) << cuda;
   EXPECT_EQ(count(cuda, "mt_split_tf32<4>(mma_a"), 2) << cuda;
   EXPECT_EQ(count(cuda, "mt_split_tf32<2>(mma_b"), 2) << cuda;
@@ -104,11 +105,11 @@ TEST(GpuGemmLower, EachPieceSwitchesOff) {
 // Fragment preloading and serpentine order are attributes of the mma op that the GPU IR passes
 // preload-fragments and serpentine-mma set (gpu_passes_test.cpp); the CUDA writer spells them.
 TEST(GpuGemmLower, CudaSpellsPreloadAndSerpentine) {
-  auto cuda = [&](const kernels::GemmConfig& g, std::initializer_list<const char*> passes) {
+  auto cuda = [&](const kernels::GemmConfig& g, const std::vector<const char*>& passes) {
     return cuda_kernel(kernels::gemm(g), options(), "sm_90", passes).source;
   };
   EXPECT_EQ(count(gpu_ir(f16_gemm(true), options()), "preload="), 0) << "lowering sets neither";
-  const std::string c_on = cuda(f16_gemm(true), {"serpentine-mma", "preload-fragments"});
+  const std::string c_on = cuda(f16_gemm(true), {"ldmatrix-fragments", "serpentine-mma", "preload-fragments"});
   const std::string c_off = cuda(f16_gemm(true), {});
   // Two fragment buffers, the first k step read before the loop, the next one inside it.
   EXPECT_EQ(count(c_on, "uint mma_a[2][2][4]"), 1) << c_on;
@@ -151,7 +152,7 @@ TEST(GpuGemmLower, CudaSpellsCpAsyncAndLdmatrix) {
   EXPECT_EQ(count(src, "cp.async.wait_group 1;"), 1) << src;
   EXPECT_EQ(count(src, "mt_ldmatrix_x4(mma_a"), 2) << src;  // k step 0, then each next one (preload)
   EXPECT_EQ(count(src, "mt_ldmatrix_x4_trans(&mma_b"), 2) << src;
-  std::string plain = cuda_of(kernels::gemm(f16_gemm(true)), options(false, 1, false));
+  std::string plain = cuda_kernel(kernels::gemm(f16_gemm(true)), options(false, 1), "sm_90", kNoLdmatrix).source;
   EXPECT_EQ(count(plain, "mt_cp_async16(a"), 0) << plain;
   EXPECT_EQ(count(plain, "mt_ldmatrix_x4(mma_a"), 0) << plain;
 }
@@ -258,11 +259,11 @@ TEST(GpuGemmLower, VariantsCompileThroughNvrtc) {
       kernels::GemmConfig g = f16_gemm(variant % 2 == 0);
       g.dtype = d;
       if (variant == 3) g.block_n = 40;  // an odd number of 8-column atoms per warp: ldmatrix x2
-      LowerOptions o = options(variant != 1, variant == 2 ? 4 : 0, variant != 2);
+      LowerOptions o = options(variant != 1, variant == 2 ? 4 : 0);
       o.aligned_body = variant != 3;
       o.stage_counter = variant != 2;
       for (const char* arch : {"sm_80", "sm_90"}) {
-        CudaKernelSource s = cuda_kernel(kernels::gemm(g), o, arch);
+        CudaKernelSource s = cuda_kernel(kernels::gemm(g), o, arch, variant == 2 ? kNoLdmatrix : kMmaPasses);
         std::string log;
         EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, arch, &log))
             << dtype_name(d) << " variant " << variant << " " << arch << "\n" << log;

@@ -39,7 +39,7 @@ gpu::Function scalars(const std::function<std::vector<V>(KernelBuilder&)>& body)
 TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   std::vector<std::string> names;
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
-  EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "serpentine-mma",
+  EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "ldmatrix-fragments", "serpentine-mma",
                                              "preload-fragments", "fold-constants", "cse", "dce",
                                              "vectorize-access", "insert-cancel-points",
                                              "order-device-memory", "allocate-threadgroup-memory"}));
@@ -51,7 +51,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
     EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: lower-convert-layout, "
-                              "serpentine-mma, preload-fragments, fold-constants, cse, dce"));
+                              "ldmatrix-fragments, serpentine-mma, preload-fragments, fold-constants, cse, dce"));
   }
 }
 
@@ -315,6 +315,43 @@ TEST(GpuPasses, SerpentineAndPreloadMarkWarpLevelMmasOnly) {
   EXPECT_EQ(count(out, "serpentine="), 1) << out;  // not on the simdgroup_matrix op
   EXPECT_EQ(run_gpu_passes_on_text(out, {"serpentine-mma", "preload-fragments"}, t), out);
   EXPECT_EQ(count(run_gpu_passes_on_text(in, {"serpentine-mma"}, t), "preload="), 0);
+}
+
+// ldmatrix-fragments marks the mma.sync ops whose arrays' rows ldmatrix can read (ldmatrix_fits):
+// 16-bit A and B rows 16-byte aligned, or a tf32 atom's f32 A; not 8-byte rows, not another atom.
+TEST(GpuPasses, LdmatrixFragmentsMarksMmaSyncOpsWithAlignedRows) {
+  auto mma = [](const std::string& r, const std::string& a, const std::string& b, const std::string& lds) {
+    return "    %" + r + " = mma %" + a + ", %" + b + ", %acc, %tid atom=\"mma.sync\" atom_m=16 atom_n=8 " +
+           "atom_k=" + (a == "a32" ? "8" : "16") + " m=64 n=64 k=32 " + lds + " warps_m=2 warps_n=2 tf32=" +
+           (a == "a32" ? "1" : "0") + "\n";
+  };
+  const std::string in =
+      "gpu_kernel @k(%K: i32) threads=128 simd=32 {\n"
+      "  #2 = tile<4096> thr=(4,8,2,2):(2,64,2048,32) reg=(2,4,4):(1,512,8)\n"
+      "  %a: ptr<f16, threadgroup> = alloc shape=\"64x32\" layout=\"pad8\"\n"
+      "  %b: ptr<f16, threadgroup> = alloc shape=\"32x64\" layout=\"pad8\"\n"
+      "  %a4: ptr<f16, threadgroup> = alloc shape=\"64x32\" layout=\"pad4\"\n"
+      "  %a32: ptr<f32, threadgroup> = alloc shape=\"64x32\" layout=\"pad4\"\n"
+      "  %b32: ptr<f32, threadgroup> = alloc shape=\"32x64\" layout=\"pad4\"\n"
+      "  %tid: i32 thread = builtin thread_index.x\n"
+      "  %f: f32 = const value=0.0\n"
+      "  %acc: f32 x32 #2 = splat %f\n" +
+      mma("r1: f32 x32 #2", "a", "b", "lda=40 ldb=72") +
+      mma("r2: f32 x32 #2", "a4", "b", "lda=36 ldb=72") +
+      mma("r3: f32 x32 #2", "a32", "b32", "lda=36 ldb=68") +
+      "    %r4: f32 x32 #2 = mma %a, %b, %acc, %tid atom=\"simdgroup_matrix\" atom_m=8 atom_n=8 atom_k=8 "
+      "m=64 n=64 k=32 lda=40 ldb=72 warps_m=2 warps_n=2 tf32=0\n"
+      "}\n";
+  const GpuTarget t = nvidia_gpu_target("sm_80");
+  const std::string out = run_gpu_passes_on_text(in, {"ldmatrix-fragments"}, t);
+  EXPECT_EQ(count(out, "ldmatrix=1"), 2) << out;
+  EXPECT_TRUE(has(out, "%r1: f32 x32 #2 = mma %a, %b, %acc, %tid atom=\"mma.sync\" atom_m=16 atom_n=8 atom_k=16 "
+                       "m=64 n=64 k=32 lda=40 ldb=72 warps_m=2 warps_n=2 tf32=0 ldmatrix=1\n")) << out;
+  EXPECT_TRUE(has(out, "lda=36 ldb=68 warps_m=2 warps_n=2 tf32=1 ldmatrix=1\n")) << "tf32: A's rows\n" << out;
+  EXPECT_TRUE(has(out, "lda=36 ldb=72 warps_m=2 warps_n=2 tf32=0\n")) << "8-byte rows\n" << out;
+  EXPECT_TRUE(has(out, "atom=\"simdgroup_matrix\" atom_m=8 atom_n=8 atom_k=8 m=64 n=64 k=32 lda=40 ldb=72 "
+                       "warps_m=2 warps_n=2 tf32=0\n")) << out;
+  EXPECT_EQ(run_gpu_passes_on_text(out, {"ldmatrix-fragments"}, t), out);
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ TEST(GpuWgmmaFp8Lower, BothOperandsTakeTma) {
                       "  %b_smem: ptr<f8e4m3, threadgroup> = alloc shape=\"128x128\" stages=3 layout=\"swizzle128\" offset=49152\n"),
             std::string::npos) << text;
   EXPECT_NE(text.find(" atom=\"wgmma\" atom_m=64 atom_n=8 atom_k=32 m=128 n=128 k=128 lda=128 ldb=128 "
-                      "warps_m=8 warps_n=1 tf32=0 ldmatrix=0 wait=0 promote=128\n"),
+                      "warps_m=8 warps_n=1 tf32=0 wait=0 promote=128\n"),
             std::string::npos) << text;
 }
 

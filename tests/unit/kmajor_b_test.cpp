@@ -43,7 +43,7 @@ gpu::Function lowered(const std::string& src, const GpuTarget& t, bool kmajor = 
   o.warpgroup_kmajor_b = wgmma;  // sm_90's wgmma reads the same copy (below)
   gpu::Function f = lower_to_gpu(parse(src), t, o);
   PassContext ctx{t};
-  for (const char* pass : {"serpentine-mma", "preload-fragments"}) run_gpu_pass(pass, f, ctx);
+  for (const char* pass : {"ldmatrix-fragments", "serpentine-mma", "preload-fragments"}) run_gpu_pass(pass, f, ctx);
   return f;
 }
 

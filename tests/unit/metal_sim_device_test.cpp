@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "metal_sim_test_util.h"
 #include "runtime/backends.h"
+#include "support/env.h"
 
 namespace metile::metal_sim {
 namespace METILE_UNITY_ID {
@@ -30,6 +31,36 @@ TEST(MetalSimDevice, RegisteredAndDescribed) {
   EXPECT_TRUE(info.unified_memory);
   EXPECT_NE(info.description.find(probe_clang().clang.version), std::string::npos);
   EXPECT_NE(dev->cache_identity().find("metal-sim;"), std::string::npos);
+}
+
+// METILE_METAL_SIM_OPT picks the kernels' optimization level, which the cache identity carries
+// (an -O0 build is not served to an -O2 process); a bad level fails opening the device by name.
+TEST(MetalSimDevice, OptimizationLevelIsPartOfTheIdentityAndChecked) {
+  METAL_SIM_REQUIRE_CLANG();
+  const DeviceEntry* sim = nullptr;  // a fresh device each time (open_device keeps one)
+  for (const DeviceEntry& e : device_registry())
+    if (std::string(e.name) == "metal-sim") sim = &e;
+  ASSERT_NE(sim, nullptr);
+  const std::string saved = env_string("METILE_METAL_SIM_OPT");
+  auto restore = [&] {
+    if (saved.empty())
+      unsetenv("METILE_METAL_SIM_OPT");
+    else
+      setenv("METILE_METAL_SIM_OPT", saved.c_str(), 1);
+  };
+  setenv("METILE_METAL_SIM_OPT", "0", 1);
+  const std::string o0 = sim->create()->cache_identity();
+  setenv("METILE_METAL_SIM_OPT", "2", 1);
+  const std::string o2 = sim->create()->cache_identity();
+  EXPECT_NE(o0, o2);
+  EXPECT_NE(o0.find(";O0"), std::string::npos) << o0;
+  for (const char* bad : {"4", "-1", "O2", "fast", "22"}) {
+    setenv("METILE_METAL_SIM_OPT", bad, 1);
+    auto [status, message] = error_of([&] { sim->create(); });
+    EXPECT_EQ(status, METILE_ERROR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(message.find(cat("METILE_METAL_SIM_OPT is \"", bad, "\"")), std::string::npos) << message;
+  }
+  restore();
 }
 
 TEST(MetalSimDevice, BuffersArePageAlignedHostMemory) {

@@ -106,7 +106,7 @@ class MetalSimDevice final : public Device {
     info_.unified_memory = true;
     info_.asynchronous = false;
     identity_ = cat("metal-sim;", kHostCpu, ";", clang.version, ";abi=", METAL_SIM_ABI_VERSION,
-                    ";apple", family);
+                    ";apple", family, ";O", metal_sim::opt_level());
   }
 
   const DeviceInfo& info() const override { return info_; }

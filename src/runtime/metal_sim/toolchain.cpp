@@ -103,6 +103,15 @@ const ClangProbe& probe_clang() {
 
 uint64_t clang_runs() { return g_clang_runs.load(std::memory_order_relaxed); }
 
+int opt_level() {
+  std::string v = env_string("METILE_METAL_SIM_OPT");
+  if (v.empty()) return 2;
+  if (v.size() != 1 || v[0] < '0' || v[0] > '3')
+    fail(METILE_ERROR_INVALID_ARGUMENT, "metal-sim", "METILE_METAL_SIM_OPT is \"", v,
+         "\"; expected an optimization level from 0 to 3");
+  return v[0] - '0';
+}
+
 ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view source_name,
                    const std::vector<std::pair<std::string, std::string_view>>& include_files,
                    bool shared_object) {
@@ -120,7 +129,7 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
                                    "-x",
                                    "c++",
                                    "-std=c++20",  // class-type template parameters (matmul2d<descriptor, scope>)
-                                   "-O2",
+                                   cat("-O", opt_level()),
                                    "-fPIC",
                                    "-Werror",
                                    // An unroll hint the optimizer cannot honour (a very long

@@ -48,6 +48,14 @@ ClangRun run_clang(const Clang& clang, std::string_view source, std::string_view
                    const std::vector<std::pair<std::string, std::string_view>>& include_files,
                    bool shared_object);
 
+/**
+ * The clang optimization level of kernels' shared objects: $METILE_METAL_SIM_OPT, 0 to 3 (2 when
+ * unset). 0 builds a kernel two to three times faster and runs it slower: the choice of test
+ * suites, whose kernels mostly run once. Part of the device's cache identity. Any other value
+ * throws METILE_ERROR_INVALID_ARGUMENT naming the variable.
+ */
+int opt_level();
+
 /** How many times run_clang has started clang in this process (build_msl's shared objects come
  *  from the compile cache when the same translation unit was built before). */
 uint64_t clang_runs();

@@ -381,6 +381,10 @@ def test_variance_running_sums_counts(device, n, tile_bound):
     text = optimized_tile_ir(variance_shifted, (x, out, n), {"BLOCK": 64, "TILE_BOUND": tile_bound},
                              "whole_tiles")
     assert ("x" "i64>" in text) == tile_bound  # the per-lane counts are i64 tiles
+    # METILE_GPU_OFF=two_counts: a count per lane, as a tile bound has (to compare on a GPU).
+    text = optimized_tile_ir(variance_shifted, (x, out, n), {"BLOCK": 64, "TILE_BOUND": tile_bound},
+                             "whole_tiles,two_counts")
+    assert "x" "i64>" in text
 
 
 def test_running_sums_off_keeps_welford(device, monkeypatch):

@@ -103,7 +103,7 @@ class RunningSums {
 
     // After the loop, first (the bounds' values are the body's, read before it changes).
     ValueId per = kNoValue;
-    if (const std::optional<Counts> two = two_counts(fused, after)) {
+    if (const std::optional<Counts> two = in_.two_counts ? two_counts(fused, after) : std::nullopt) {
       const ValueId spread = op(after, OpKind::SUB,
                                 {fused.results[sum_index_], op(after, OpKind::MUL, {two->n, in_.m}, t)}, t);
       per = op(after, OpKind::MUL, {op(after, OpKind::MUL, {spread, spread}, t), two->r}, t);

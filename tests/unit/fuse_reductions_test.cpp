@@ -213,6 +213,83 @@ TEST(FuseReductions, MeanThenCentredSquaresBecomeOneRunningSumPass) {
   }
 }
 
+// The ops after the merged loop, up to L2's reduce_sum.
+std::string after_loop(const std::string& out) {
+  const size_t from = out.find("\n  }\n", out.find("yield")) + 5;
+  return out.substr(from, out.find("reduce_sum", out.find("reduce_sum", from) + 1) - from);
+}
+
+// After the running-sum loop, each lane's count for `iv + arange(0, 32) < N` (step 32) is one of
+// two scalars, c = ceil((N - 0) / 32) (%52) clamped to the trips (%45), or c - 1: c - 1 where
+// the lane's w >= N - (c - 1) 32 (%66). Its reciprocal is one of two scalars too, r_low written
+// as (r_low - r_high) + r_high (exact). No i64 tile, no division of tiles.
+TEST(FuseReductions, RunningSumCountsAreTwoScalars) {
+  EXPECT_EQ(after_loop(fused(mean_then(kSquare), false)), R"(  %34 = reduce_sum %7 {axis = -1} : f32
+  %35 = div %34, %4 : f32
+  %36 = cast %2 : i64
+  %37 = cast %3 : i64
+  %38 = const {value = 0} : i64
+  %39 = const {value = 1} : i64
+  %40 = sub %37, %39 : i64
+  %41 = cast %N : i64
+  %42 = sub %41, %36 : i64
+  %43 = add %42, %40 : i64
+  %44 = div %43, %37 : i64
+  %45 = maximum %44, %38 : i64
+  %46 = cast %N : i64
+  %47 = sub %46, %36 : i64
+  %48 = const {value = 0} : i64
+  %49 = sub %47, %48 : i64
+  %50 = add %49, %40 : i64
+  %51 = div %50, %37 : i64
+  %52 = maximum %51, %38 : i64
+  %53 = const {value = 1} : i64
+  %54 = sub %52, %53 : i64
+  %55 = minimum %52, %45 : i64
+  %56 = maximum %54, %38 : i64
+  %57 = minimum %56, %45 : i64
+  %58 = const {value = 32} : i64
+  %59 = const {value = 0} : i64
+  %60 = mul %54, %37 : i64
+  %61 = sub %47, %60 : i64
+  %62 = maximum %61, %59 : i64
+  %63 = minimum %62, %58 : i64
+  %64 = arange %2 {size = 32} : tile<32xi32>
+  %65 = cast %63 : i32
+  %66 = ge %64, %65 : tile<32xbool>
+  %67 = const {value = 1.0} : f32
+  %68 = cast %55 : f32
+  %69 = cast %57 : f32
+  %70 = maximum %68, %67 : f32
+  %71 = div %67, %70 : f32
+  %72 = maximum %69, %67 : f32
+  %73 = div %67, %72 : f32
+  %74 = sub %73, %71 : f32
+  %75 = add %74, %71 : f32
+  %76 = select %66, %69, %68 : tile<32xf32>
+  %77 = select %66, %75, %71 : tile<32xf32>
+  %78 = mul %76, %35 : tile<32xf32>
+  %79 = sub %7, %78 : tile<32xf32>
+  %80 = mul %79, %79 : tile<32xf32>
+  %81 = mul %80, %77 : tile<32xf32>
+  %82 = add %9, %81 : tile<32xf32>
+  %83 = add %8, %82 : tile<32xf32>
+  %84 = )");
+  // Lanes whose counts may take more than two values keep the count per lane: an arange wider
+  // than the step (two steps' worth of lanes), or a bound that is a tile.
+  const std::string wide =
+      replaced(mean_then(kSquare), "%3 = const {value = 32} : i32", "%3 = const {value = 16} : i32");
+  const std::string tile_bound = replaced(
+      replaced(replaced(mean_then(kSquare), "lt %8, %N", "lt %8, %41"), "lt %21, %N", "lt %21, %41"),
+      "  %3 = const {value = 32} : i32\n", "  %3 = const {value = 32} : i32\n  %41 = broadcast %N : tile<32xi32>\n");
+  for (const std::string& text : {wide, tile_bound}) {
+    const std::string out = fused(text, false);
+    EXPECT_EQ(carried(out), kRunningSums) << out;
+    EXPECT_NE(after_loop(out).find("div %"), std::string::npos) << out;
+    EXPECT_NE(after_loop(out).find(": tile<32xi64>"), std::string::npos) << out;
+  }
+}
+
 TEST(FuseReductions, CentredSquaresWithoutTheRunningSumTakeWelford) {
   const std::string text = mean_then(kSquare);
   const std::string cases[] = {

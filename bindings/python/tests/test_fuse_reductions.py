@@ -348,6 +348,45 @@ def test_variance_running_sums(device, n, start, form):
     assert carries_a_count(variance_from, x, out, n, start, BLOCK=64, FORM=form)
 
 
+# After the running-sum loop a lane's count is one of two scalars when the mask is
+# iv + arange(w0, BLOCK) < X with X one value (w0 = 3 here: the threshold is taken in w's terms),
+# and is computed per lane when the bound is a tile.
+@metile.kernel
+def variance_shifted(X, Out, N, BLOCK: metile.constexpr, TILE_BOUND: metile.constexpr):
+    row = metile.program_id(0)
+    limit = metile.full((BLOCK,), N + 3, "i32") if TILE_BOUND else N + 3
+    base = X + (row * N - 3)
+    s = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(3, BLOCK)
+        s = s + metile.load(base + cols, mask=cols < limit)
+    mean = metile.sum(s) / N
+    v = 0.0
+    for i in metile.tile_range(0, N, BLOCK):
+        cols = i + metile.arange(3, BLOCK)
+        x = metile.load(base + cols, mask=cols < limit)
+        v = v + (x - mean) * (x - mean)
+    metile.store(Out + row, metile.sum(v) / N)
+
+
+@pytest.mark.parametrize("n", [1, 64, 65, 300])
+@pytest.mark.parametrize("tile_bound", [False, True])
+def test_variance_running_sums_counts(device, n, tile_bound):
+    r = np.random.default_rng(n)
+    x = np.stack([r.standard_normal(n) * 0.1 + 1e4, r.standard_normal(n)]).astype(np.float32)
+    out = np.full(2, SENTINEL, np.float32)
+    variance_shifted[(2,)](x, out, n, BLOCK=64, TILE_BOUND=tile_bound)
+    np.testing.assert_allclose(out, x.astype(np.float64).var(axis=1), rtol=2e-3, atol=1e-6)
+    assert carries_a_count(variance_shifted, x, out, n, BLOCK=64, TILE_BOUND=tile_bound)
+    text = optimized_tile_ir(variance_shifted, (x, out, n), {"BLOCK": 64, "TILE_BOUND": tile_bound},
+                             "whole_tiles")
+    assert ("x" "i64>" in text) == tile_bound  # the per-lane counts are i64 tiles
+    # METILE_GPU_OFF=two_counts: a count per lane, as a tile bound has (to compare on a GPU).
+    text = optimized_tile_ir(variance_shifted, (x, out, n), {"BLOCK": 64, "TILE_BOUND": tile_bound},
+                             "whole_tiles,two_counts")
+    assert "x" "i64>" in text
+
+
 def test_running_sums_off_keeps_welford(device, monkeypatch):
     # METILE_GPU_OFF=running_sums: the same merge in Welford's form (to compare the two).
     r = np.random.default_rng(5)

@@ -41,7 +41,8 @@
 //     When L1's carried value is the plain sum of the same e under the same condition from 0 and
 //     that condition only turns off as the loop goes on (iv + w < X), the merged pass carries
 //     one more tile and a scalar count: Youngs and Cramer's update on L1's own sum
-//     (running_sum_squares.cpp; METILE_GPU_OFF=running_sums keeps Welford's form, to compare).
+//     (running_sum_squares.cpp; METILE_GPU_OFF=running_sums keeps Welford's form, to compare;
+//     METILE_GPU_OFF=two_counts a count per lane after the loop).
 //     Otherwise it runs Welford's update per lane over the elements
 //     it takes (c and c'):
 //       n' = n + 1, a' = a + (e - a) / n', q' = q + (e - a) * (e - a')
@@ -125,8 +126,8 @@ struct CentredSquares {
 
 class Fuser {
  public:
-  Fuser(Program& p, bool whole_tiles, bool running_sums)
-      : p_(p), whole_tiles_(whole_tiles), running_sums_(running_sums) {}
+  Fuser(Program& p, bool whole_tiles, bool running_sums, bool two_counts)
+      : p_(p), whole_tiles_(whole_tiles), running_sums_(running_sums), two_counts_(two_counts) {}
 
   void block(Block& b) {
     for (size_t i = 0; i < b.ops.size(); ++i) {
@@ -200,6 +201,7 @@ class Fuser {
   Program& p_;
   bool whole_tiles_;
   bool running_sums_;  // the running-sum form of centred squares (METILE_GPU_OFF=running_sums)
+  bool two_counts_;    // its counts after the loop as two scalars (METILE_GPU_OFF=two_counts)
   std::unordered_map<ValueId, const Op*> defs_;
 };
 
@@ -612,7 +614,7 @@ std::optional<size_t> Fuser::fuse(Block& b, size_t i, size_t j) {
     // L2's v is v0 + (what either form computes) after the loop; v0 is v's initial value.
     ValueId spread = kNoValue;
     if (running_sums_ && (c == kNoValue || c_term == kNoValue)) {
-      const CentredMerge in{l1, e, c == kNoValue ? c_term : c, *used_d.begin(), t, loc};
+      const CentredMerge in{l1, e, c == kNoValue ? c_term : c, *used_d.begin(), t, loc, two_counts_};
       spread = merge_as_running_sums(p_, in, fused, body, yield, before, after);
     }
     if (spread == kNoValue) spread = welford(fused, body, yield, before, after, e, c, c_term,
@@ -730,7 +732,8 @@ ValueId Fuser::welford(Op& fused, Block& body, Op& yield, std::vector<Op>& befor
 }  // namespace
 
 void fuse_reduction_loops(Program& program, const TilePassContext& ctx) {
-  Fuser(program, ctx.whole_tiles_in_order, !ctx.options.disables("running_sums")).block(program.body);
+  const CompileOptions& o = ctx.options;
+  Fuser(program, ctx.whole_tiles_in_order, !o.disables("running_sums"), !o.disables("two_counts")).block(program.body);
 }
 
 }  // namespace metile

@@ -17,7 +17,11 @@
 // comparison fails) and, exactly in real arithmetic,
 //   sum over the lane's elements of (e - M)^2 = q + (T - n M)^2 / n     (0 for n = 0).
 // The counts are computed in i64 from the comparisons' i32 operands: the same as the loop's
-// unless its iv + w wraps around i32, which no row of fewer than 2^31 elements does.
+// unless its iv + w wraps around i32, which no row of fewer than 2^31 elements does. For the
+// usual mask iv + arange(w0, size) < X, size <= step, they are two scalars per row and a lane
+// picks one (two_counts): per lane, an i64 quotient, conversion and IEEE division cost CUDA more
+// than the loop does at one iteration (4096 columns, 256 threads: 3496 SASS instructions in the
+// kernel, 2568 with two_counts, 2160 for the merged sum and sum of squares).
 // Why: Welford's per-lane count and mean are two more tiles in registers through the loop
 // (at 4096 columns, 256 threads: 114 registers a thread against 79 for the merged sum and sum of
 // squares) and an IEEE division per element; this form carries what that merged layernorm does
@@ -25,6 +29,7 @@
 #include "passes/tile/running_sum_squares.h"
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -60,6 +65,7 @@ class RunningSums {
 
     if (step == nullptr || step->kind != OpKind::CONST || step->attr_num("value") <= 0)
       return false;
+    step_ = step->attr_num("value");
     if (in_.cond != kNoValue && !bounds(in_.cond)) return false;
     const Block& b1 = in_.l1.body();
     const Op& y1 = b1.ops.back();
@@ -96,14 +102,20 @@ class RunningSums {
     const ValueId q_out = p_.new_value(t), k_out = p_.new_value(st);
 
     // After the loop, first (the bounds' values are the body's, read before it changes).
-    const ValueId n = lane_counts(fused, after);
-    const Type nt = p_.type(n).with_dtype(t.dtype);
-    const ValueId nf = op(after, OpKind::CAST, {n}, nt);
-    const ValueId spread = op(after, OpKind::SUB,
-                              {fused.results[sum_index_], op(after, OpKind::MUL, {nf, in_.m}, wider(nt, in_.m))}, t);
-    const ValueId per =
-        op(after, OpKind::DIV, {op(after, OpKind::MUL, {spread, spread}, t),
-                                op(after, OpKind::MAXIMUM, {nf, real(after, 1.0)}, nt)}, t);
+    ValueId per = kNoValue;
+    if (const std::optional<Counts> two = in_.two_counts ? two_counts(fused, after) : std::nullopt) {
+      const ValueId spread = op(after, OpKind::SUB,
+                                {fused.results[sum_index_], op(after, OpKind::MUL, {two->n, in_.m}, t)}, t);
+      per = op(after, OpKind::MUL, {op(after, OpKind::MUL, {spread, spread}, t), two->r}, t);
+    } else {
+      const ValueId n = lane_counts(fused, after);
+      const Type nt = p_.type(n).with_dtype(t.dtype);
+      const ValueId nf = op(after, OpKind::CAST, {n}, nt);
+      const ValueId spread = op(after, OpKind::SUB,
+                                {fused.results[sum_index_], op(after, OpKind::MUL, {nf, in_.m}, wider(nt, in_.m))}, t);
+      per = op(after, OpKind::DIV, {op(after, OpKind::MUL, {spread, spread}, t),
+                                    op(after, OpKind::MAXIMUM, {nf, real(after, 1.0)}, nt)}, t);
+    }
     const ValueId total = op(after, OpKind::ADD, {q_out, per}, t);
 
     // The body: q' = q + (k' e - T')^2 * (1 / max(k k', 1)) with k' = k + 1 and T' = T + e,
@@ -147,6 +159,10 @@ class RunningSums {
     auto it = outer_defs_.find(v);
     return it == outer_defs_.end() ? nullptr : it->second;
   }
+  const Op* defining(ValueId v) const {
+    auto it = body_defs_.find(v);
+    return it != body_defs_.end() ? it->second : outer(v);
+  }
   // `c`, or the condition it repeats: the activity pass states a lane's activity in both
   // operands of an element-wise op as bitand(c, c).
   ValueId same_condition(ValueId c) const {
@@ -186,6 +202,7 @@ class RunningSums {
   // cond as a conjunction of bounds on iv + w (into bounds_).
   bool bounds(ValueId cond) {
     const Op* d = local(cond, OpKind::BITAND);
+    if (d != nullptr && d->operands[0] == d->operands[1]) return bounds(d->operands[0]);  // activity's c & c
     if (d != nullptr) return bounds(d->operands[0]) && bounds(d->operands[1]);
     auto it = body_defs_.find(cond);
     if (it == body_defs_.end()) return false;
@@ -219,37 +236,107 @@ class RunningSums {
     after.push_back(std::move(copy));
     return copies_[v] = after.back().results[0];
   }
+  // i64 arithmetic after the loop: v widened, a op b (a tile if either is), the constant x.
+  ValueId wide(ValueId v, std::vector<Op>& after) {
+    const Type vt = p_.type(v);
+    return vt.dtype == DType::i64 ? v : append_op(p_, after, OpKind::CAST, {v}, vt.with_dtype(DType::i64), in_.loc);
+  }
+  ValueId arith(OpKind k, ValueId a, ValueId b, std::vector<Op>& after) {
+    const Type ta = p_.type(a);
+    return append_op(p_, after, k, {a, b}, ta.is_tile() ? ta : p_.type(b), in_.loc);
+  }
+  ValueId integer(int64_t x, std::vector<Op>& after) {
+    return append_op(p_, after, OpKind::CONST, {}, Type::scalar(DType::i64), in_.loc, {Attr{"value", x}});
+  }
+  // The loop's start, step and trip count in i64, and `before_limit(a)`: the iterations i with
+  // i * step < a, i < ceil(a / step) clamped below at 0 (a truncated quotient of a negative
+  // a + step - 1 is <= 0, which the clamp makes 0; the trip count does not bound it).
+  struct Iterations {
+    ValueId start, step, zero, step_less_one, trips;
+  };
+  Iterations iterations(const Op& fused, std::vector<Op>& after) {
+    Iterations it;
+    it.start = wide(fused.operands[0], after);
+    it.step = wide(fused.operands[2], after);
+    it.zero = integer(0, after);
+    it.step_less_one = arith(OpKind::SUB, it.step, integer(1, after), after);
+    it.trips = before_limit(it, arith(OpKind::SUB, wide(fused.operands[1], after), it.start, after), after);
+    return it;
+  }
+  ValueId before_limit(const Iterations& it, ValueId a, std::vector<Op>& after) {
+    return arith(OpKind::MAXIMUM,
+                 arith(OpKind::DIV, arith(OpKind::ADD, a, it.step_less_one, after), it.step, after), it.zero, after);
+  }
   // Per lane, the iterations before its first false comparison (i64): the elements it took.
   ValueId lane_counts(const Op& fused, std::vector<Op>& after) {
-    const Type i64 = Type::scalar(DType::i64);
-    auto wide = [&](ValueId v) {
-      const Type vt = p_.type(v);
-      return vt.dtype == DType::i64 ? v : append_op(p_, after, OpKind::CAST, {v}, vt.with_dtype(DType::i64), in_.loc);
-    };
-    auto op = [&](OpKind k, ValueId a, ValueId b) {
-      const Type ta = p_.type(a);
-      return append_op(p_, after, k, {a, b}, ta.is_tile() ? ta : p_.type(b), in_.loc);
-    };
-    auto integer = [&](int64_t x) {
-      return append_op(p_, after, OpKind::CONST, {}, i64, in_.loc, {Attr{"value", x}});
-    };
-    const ValueId start = wide(fused.operands[0]), step = wide(fused.operands[2]);
-    const ValueId zero = integer(0), step_less_one = op(OpKind::SUB, step, integer(1));
-    // Iterations i < ceil(a / step), clamped to [0, trips]: a truncated quotient of a negative
-    // a + step - 1 is <= 0, which the clamp makes 0.
-    auto before_limit = [&](ValueId a) {
-      return op(OpKind::MAXIMUM, op(OpKind::DIV, op(OpKind::ADD, a, step_less_one), step), zero);
-    };
-    const ValueId trips = before_limit(op(OpKind::SUB, wide(fused.operands[1]), start));
-    ValueId n = trips;
+    const Iterations it = iterations(fused, after);
+    ValueId n = it.trips;
     for (const Bound& b : bounds_) {
       // iv = start + i * step: iv + w < x  <=>  i * step < x - start - w (+ 1 when <=).
-      ValueId a = op(OpKind::SUB, wide(hoisted(b.x, after)), start);
-      if (b.w != kNoValue) a = op(OpKind::SUB, a, wide(hoisted(b.w, after)));
-      if (b.inclusive) a = op(OpKind::ADD, a, integer(1));
-      n = op(OpKind::MINIMUM, before_limit(a), n);
+      ValueId a = arith(OpKind::SUB, wide(hoisted(b.x, after), after), it.start, after);
+      if (b.w != kNoValue) a = arith(OpKind::SUB, a, wide(hoisted(b.w, after), after), after);
+      if (b.inclusive) a = arith(OpKind::ADD, a, integer(1, after), after);
+      n = arith(OpKind::MINIMUM, before_limit(it, a, after), n, after);
     }
     return n;
+  }
+  // The lanes' counts n (a float tile) and 1 / max(n, 1), when they are one of two scalars: one
+  // bound iv + w < X with X one value for all lanes and w = arange(w0, size), size <= step. The
+  // lanes' a - w (a = X - start) then lie in (a - w0 - step, a - w0], so their counts are c and
+  // c - 1 with c = ceil((a - w0) / step): c where a - w > (c - 1) step, i.e. w < a - (c - 1) step
+  // (clamped to [0, trips] as lane_counts does; both 0 when c = 0). Per element a comparison and
+  // two selects instead of lane_counts' i64 quotient, conversion and an IEEE division (on CUDA,
+  // at 4096 columns and one iteration, most of what the running sums cost beyond the merged sum
+  // and sum of squares).
+  struct Counts {
+    ValueId n, r;
+  };
+  std::optional<Counts> two_counts(const Op& fused, std::vector<Op>& after) {
+    if (bounds_.size() != 1) return std::nullopt;
+    const Bound& b = bounds_[0];
+    if (b.w == kNoValue || !p_.type(b.x).is_scalar()) return std::nullopt;
+    const Op* w = defining(b.w);
+    const Op* w0 = w != nullptr && w->kind == OpKind::ARANGE ? defining(w->operands[0]) : nullptr;
+    if (w0 == nullptr || w0->kind != OpKind::CONST) return std::nullopt;
+    const int64_t first = w0->attr_int("value"), size = w->attr_int("size");
+    if (static_cast<double>(size) > step_ || first + size > std::numeric_limits<int32_t>::max())
+      return std::nullopt;
+
+    const Iterations it = iterations(fused, after);
+    ValueId a = arith(OpKind::SUB, wide(hoisted(b.x, after), after), it.start, after);
+    if (b.inclusive) a = arith(OpKind::ADD, a, integer(1, after), after);
+    const ValueId c = before_limit(it, arith(OpKind::SUB, a, integer(first, after), after), after);
+    const ValueId c_less_one = arith(OpKind::SUB, c, integer(1, after), after);
+    const ValueId high = arith(OpKind::MINIMUM, c, it.trips, after);
+    const ValueId low =
+        arith(OpKind::MINIMUM, arith(OpKind::MAXIMUM, c_less_one, it.zero, after), it.trips, after);
+    // The threshold in [first, first + size] (where every lane compares alike), so in i32.
+    const ValueId threshold = arith(
+        OpKind::MINIMUM,
+        arith(OpKind::MAXIMUM, arith(OpKind::SUB, a, arith(OpKind::MUL, c_less_one, it.step, after), after),
+              integer(first, after), after),
+        integer(first + size, after), after);
+    const Type wt = p_.type(b.w);
+    const ValueId w_after = hoisted(b.w, after);
+    const ValueId fewer = append_op(
+        p_, after, OpKind::GE,
+        {w_after, append_op(p_, after, OpKind::CAST, {threshold}, Type::scalar(wt.dtype), in_.loc)},
+        wt.with_dtype(DType::boolean), in_.loc);
+
+    const Type st = Type::scalar(in_.t.dtype);
+    auto op = [&](OpKind k, std::vector<ValueId> operands, Type rt) {
+      return append_op(p_, after, k, std::move(operands), rt, in_.loc);
+    };
+    const ValueId one = append_op(p_, after, OpKind::CONST, {}, st, in_.loc, {Attr{"value", 1.0}});
+    const ValueId n_high = op(OpKind::CAST, {high}, st), n_low = op(OpKind::CAST, {low}, st);
+    const ValueId r_high = op(OpKind::DIV, {one, op(OpKind::MAXIMUM, {n_high, one}, st)}, st);
+    const ValueId r_low = op(OpKind::DIV, {one, op(OpKind::MAXIMUM, {n_low, one}, st)}, st);
+    // r_low exactly (r_high <= r_low <= 2 r_high: the difference is exact, Sterbenz), as a sum:
+    // NVVM turns select(c, 1 / x, 1 / y) into 1 / select(c, x, y), a reciprocal per element.
+    const ValueId r_low_sum = op(OpKind::ADD, {op(OpKind::SUB, {r_low, r_high}, st), r_high}, st);
+    const Type lanes = wt.with_dtype(in_.t.dtype);
+    return Counts{op(OpKind::SELECT, {fewer, n_low, n_high}, lanes),
+                  op(OpKind::SELECT, {fewer, r_low_sum, r_high}, lanes)};
   }
   Type wider(const Type& a, ValueId b) const { return a.is_tile() ? a : p_.type(b); }
 
@@ -261,6 +348,7 @@ class RunningSums {
   std::unordered_map<ValueId, bool> invariant_;
   std::unordered_map<ValueId, ValueId> copies_;
   std::vector<Bound> bounds_;
+  double step_ = 0;  // the loop's step, a positive constant
   size_t sum_index_ = 0;
   ValueId sum_next_ = kNoValue;  // T + e in L1's update
 };

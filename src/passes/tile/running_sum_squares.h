@@ -19,6 +19,7 @@ struct CentredMerge {
   ValueId m = kNoValue;        // the centre M, a value between the loops
   Type t;                      // L2's carried sum's type
   Loc loc;
+  bool two_counts = true;      // two scalar counts per row where they serve (METILE_GPU_OFF=two_counts)
 };
 
 /**

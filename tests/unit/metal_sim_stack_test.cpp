@@ -33,7 +33,9 @@ TEST(MetalSimStack, FramesLargerThanTheDefaultStackRun) {
   const int n = 1 << 18;  // 1 MiB of private floats per thread, 4x the default fiber stack
   uint64_t measured = 0;
   std::vector<uint8_t> bytes = build_msl(private_array_kernel(n), big_frame_signature(), &measured);
-  EXPECT_GE(measured, uint64_t{4} * n);
+  // clang reports the frame, not every byte of it (at -O0, 72 bytes under the array's 1 MiB);
+  // the fiber stacks add a margin of 128 KiB to what it reports (group_runner.cpp).
+  EXPECT_GE(measured, uint64_t{4} * n - 4096);
   MslSignature sig = big_frame_signature();
   sig.stack_bytes = measured;
   // The measured size travels with the artifact's signature text.

@@ -61,7 +61,8 @@ std::string file_name(const MslSignature& s) { return s.kernel + ".metal"; }
 // Linux stand-in Metal.framework (tests/metal_standin), across processes.
 std::string build_key(const Clang& clang, const std::string& tu,
                       const std::vector<std::pair<std::string, std::string_view>>& includes) {
-  std::string key = cat("metal-sim clang build 1\n", clang.command, "\n", clang.version, "\n", tu);
+  std::string key = cat("metal-sim clang build 1\n", clang.command, "\n", clang.version, "\n-O",
+                        opt_level(), "\n", tu);
   for (const auto& [name, contents] : includes)
     key += cat("\n#file ", name, " ", contents.size(), "\n", contents);
   return key;

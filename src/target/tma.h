@@ -23,8 +23,8 @@
  * kernel computes (flash attention's K + (batch, head) * seq * head_dim): the tensor is 3-D, the
  * slabs rows * ld elements apart (rows the given bound, before any clamp), and each box takes the
  * slab as a third coordinate. Rows past the bound within a slab are zeros, as the guarded loads
- * read them; where the buffer ends inside a slab the clamped matrix is no stack, so that launch
- * falls back.
+ * read them; where the buffer ends inside a slab the clamped matrix is no stack, and where the
+ * slabs' offsets pass 2^31 - 1 the kernel's i32 offset would wrap: those launches fall back.
  */
 #pragma once
 

@@ -346,6 +346,10 @@ TEST(TmaMap, SlabsStackTheMatricesInThirdDimension) {
   EXPECT_FALSE(cuda::tma_encoding(c, 0x10000, bytes + 256, seq(200), &why)) << "a row past the last slab";
   EXPECT_NE(why.find("inside a slab"), std::string::npos) << why;
   EXPECT_FALSE(cuda::tma_encoding(c, 0x10000, bytes, seq(3000), &why)) << "fewer rows than a slab";
+  // 2^31 elements in 2^16 slabs of 256 x 128: the last slab's i32 offset would wrap.
+  EXPECT_FALSE(cuda::tma_encoding(c, 0x10000, uint64_t{1} << 32, seq(256), &why)) << "offsets past i32";
+  EXPECT_NE(why.find("2^31"), std::string::npos) << why;
+  EXPECT_TRUE(cuda::tma_encoding(c, 0x10000, (uint64_t{1} << 32) - 256 * 256, seq(256), &why)) << why;
   std::vector<TmaMap> out;
   ASSERT_TRUE(parse_tma_maps(c.text(), &out)) << c.text();
   ASSERT_EQ(out.size(), 1u);

@@ -48,7 +48,9 @@ std::optional<TmaEncoding> tma_encoding(const TmaMap& m, uint64_t base, uint64_t
     const int64_t last = (*pitch - 1) * *ld + *cols;  // the elements a slab spans
     if (m.clamp && (elems / *ld) % *pitch != 0) return no("the buffer ends inside a slab");
     slabs = std::min(m.clamp ? elems / *ld / *pitch : (elems - last) / (*pitch * *ld) + 1, kMax);
-    if (*pitch * *ld * m.elem >= (int64_t{1} << 40)) return no("the slab stride is 2^40 bytes or more");
+    // The kernel computes a slab's offset slab * rows * ld in i32 (lower_tma.cpp): past 2^31 - 1
+    // it wraps where TMA would not.
+    if (slabs > kMax / (*pitch * *ld)) return no("the slabs' offsets pass 2^31 - 1 elements");
   }
   // The last element read is (rows - 1) * ld + cols - 1 (below 2^72 bytes: 128-bit arithmetic).
   const unsigned __int128 end =

@@ -739,6 +739,7 @@ std::string Emitter::run(KernelInterface* k) {
     k->cancel = k->cancel || op.kind == GpuOpKind::CANCEL_POINT;
     if (op.kind == GpuOpKind::TMA_LOAD) {  // the maps' texts by index (GpuDialect::tma)
       uses.tma = true;
+      uses.tma_3d = uses.tma_3d || op.find_attr("slabs") != nullptr;
       const size_t map = static_cast<size_t>(op.attr_int("map"));
       if (k->tensor_maps.size() <= map) k->tensor_maps.resize(map + 1);
       k->tensor_maps[map] = op.attr_str("spec");

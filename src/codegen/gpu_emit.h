@@ -84,6 +84,7 @@ struct MmaSpec {
 struct PreludeUses {
   bool swizzle = false;      // tile_swizzle
   bool tma = false;          // TMA copies
+  bool tma_3d = false;       // 3-D TMA copies (TmaMap::slabs)
   bool float8 = false;       // FP8 values (the conversions of src/support/float8.h)
   bool cancel = false;       // cancel points
   std::set<AtomKind> atoms;  // the kinds of its mma ops

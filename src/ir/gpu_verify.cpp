@@ -399,7 +399,8 @@ struct Verifier {
       case GpuOpKind::TMA_LOAD:
       case GpuOpKind::MBAR_WAIT: {
         const bool load = op.kind == GpuOpKind::TMA_LOAD, init = op.kind == GpuOpKind::MBAR_INIT;
-        operands(init ? 2 : load ? 5 : 2, load ? 6 : init ? 2 : 2);
+        const size_t slab = load && op.find_attr("slabs") != nullptr ? 1 : 0;  // a third coordinate
+        operands(init ? 2 : load ? 5 + slab : 2, load ? 6 + slab : init ? 2 : 2);
         results(0);
         const Value& bar = val(op.operands[load ? 1 : 0]);
         if (!bar.is_ptr || bar.space != AddrSpace::threadgroup || bar.dtype != DType::i64)

@@ -270,6 +270,7 @@ class Lowering {
 
   // --- lower_tma.cpp ---
   std::map<const Op*, std::pair<int64_t, TmaMap>> tma_loads;  // tile_load -> (map index, map)
+  std::map<const Op*, ValueId> tma_slabs;  // tile_load -> the slab index of its base (TmaMap::slabs)
   /** Picks the loads TMA copies (tma_loads, pl.arrivals, pl.tma_only); emits nothing. */
   void tma_plan(Pipeline& pl);
   /** Before a pipeline's first copies: tma_plan, then sets up the mbarriers. */

@@ -27,8 +27,20 @@
 // are the default matrix (rows and cols "*" with clamp=1). A MINIMUM the user wrote is no
 // parameter or constant: that load keeps the async copies.
 //
+// A loop whose dots stream one operand and hold the other (attention's K and V, copied at the top
+// of the iteration: lower_pipeline.cpp) takes TMA for its streamed operands too, with the same
+// mbarriers and phase waits; its top keeps the cp.async wait, warpgroup wait and barrier (its mmas
+// end waited for), so tma_only never holds there. Its loads may also read a stack of matrices
+// (TmaMap::slabs): a base that is the parameter plus slab * rows * ld, rows and ld the load's
+// bound and row stride (K + (batch, head) * seq * head_dim), copied as 3-D boxes at (col, row,
+// slab), which read zeros past each slab's rows as the guarded copies do. GEMM's loops keep
+// 2-D maps of a parameter's base.
+//
 // The runtime falls back to a build with TMA off where a launch's tensors break TMA's rules
 // (runtime/cuda/tma_map.h): base address and row stride in bytes multiples of 16.
+#include <algorithm>
+#include <functional>
+
 #include "passes/lower_internal.h"
 
 namespace metile::lowering {
@@ -47,11 +59,30 @@ std::string map_source(const Program& p, const std::map<ValueId, const Op*>& def
   return "";
 }
 
+// The slab index of a base offset `off` = slab * rows * ld (TmaMap::slabs): the factors of off's
+// products less one spelled m.rows and one spelled m.ld must leave one, an i32 scalar.
+ValueId slab_index(const Program& p, const std::map<ValueId, const Op*>& defs, ValueId off, const TmaMap& m) {
+  std::vector<ValueId> factors;
+  std::function<void(ValueId)> split = [&](ValueId v) {
+    auto d = defs.find(v);
+    if (d == defs.end() || d->second->kind != OpKind::MUL) return factors.push_back(v);
+    for (ValueId x : d->second->operands) split(x);
+  };
+  split(off);
+  for (const std::string& src : {m.rows, m.ld}) {
+    auto f = std::find_if(factors.begin(), factors.end(), [&](ValueId v) { return map_source(p, defs, v) == src; });
+    if (f == factors.end()) return kNoValue;
+    factors.erase(f);
+  }
+  if (factors.size() != 1 || p.type(factors[0]).is_tile() || p.type(factors[0]).dtype != DType::i32) return kNoValue;
+  return factors[0];
+}
+
 }  // namespace
 
 void Lowering::tma_plan(Pipeline& pl) {
   pl.arrivals = 0;
-  if (!options.tma || pl.copies_at_top) return;  // the async copies only where an operand is held
+  if (!options.tma) return;
   std::map<ValueId, const Op*> defs;
   walk(p.body, [&](const Op& o) {
     for (ValueId r : o.results) defs[r] = &o;
@@ -60,13 +91,20 @@ void Lowering::tma_plan(Pipeline& pl) {
     const DotPlan& plan = dot_plans.at(d);
     if (!plan.warpgroup()) continue;
     for (int i = 0; i < 2; ++i) {
+      if (plan.direct[i] == nullptr) continue;  // held for the whole loop
       const Op& load = *plan.direct[i];
       const SwizzledTile& t = plan.staged[i];
       if (load.operands.size() != 6 || t.rows > 256 || t.width() > 256 || t.cols % t.width() != 0) continue;
       if (p.type(load.operands[1]).dtype != DType::i32 || p.type(load.operands[2]).dtype != DType::i32) continue;
       TmaMap m;
+      ValueId base = load.operands[0], off = kNoValue;
+      auto at = defs.find(base);
+      if (pl.copies_at_top && at != defs.end() && at->second->kind == OpKind::PTR_OFFSET) {
+        base = at->second->operands[0];
+        off = at->second->operands[1];
+      }
       for (size_t k = 0; k < p.params.size(); ++k)
-        if (p.params[k].value == load.operands[0]) m.param = static_cast<int64_t>(k);
+        if (p.params[k].value == base) m.param = static_cast<int64_t>(k);
       m.ld = map_source(p, defs, load.operands[3]);
       const AttrValue* made = load.find_attr("bounds");
       const std::string* how = made ? std::get_if<std::string>(made) : nullptr;
@@ -87,15 +125,19 @@ void Lowering::tma_plan(Pipeline& pl) {
         m.cols = map_source(p, defs, load.operands[5]);
       }
       if (m.param < 0 || m.ld.empty() || m.rows.empty() || m.cols.empty()) continue;
+      ValueId slab = off == kNoValue ? kNoValue : slab_index(p, defs, off, m);
+      if (off != kNoValue && slab == kNoValue) continue;
+      m.slabs = slab != kNoValue;
       m.elem = t.elem;
       m.box_rows = t.rows;
       m.box_cols = t.width();
       m.swizzle = t.swizzle;
       if (!tma_loads.count(&load)) tma_loads[&load] = {static_cast<int64_t>(tma_loads.size()), m};
+      if (slab != kNoValue) tma_slabs[&load] = slab;
       ++pl.arrivals;
     }
   }
-  pl.tma_only = pl.arrivals != 0 && pl.arrivals == 2 * static_cast<int64_t>(pl.dots.size());
+  pl.tma_only = !pl.copies_at_top && pl.arrivals != 0 && pl.arrivals == 2 * static_cast<int64_t>(pl.dots.size());
 }
 
 void Lowering::tma_prologue(Pipeline& pl) {
@@ -120,12 +162,14 @@ void Lowering::stage_operand(const Op& d, int i, ValueId buf, ValueId stage, Val
   g.kind = gpu::GpuOpKind::TMA_LOAD;
   g.operands = {buf, b.ew(OpKind::PTR_OFFSET, {pl.bars, stage}), get(load.operands[1]), get(load.operands[2]),
                 builtin(gpu::Builtin::thread_index)};
+  if (m.slabs) g.operands.push_back(get(tma_slabs.at(&load)));  // the third coordinate
   if (in_range != kNoValue) g.operands.push_back(in_range);
   g.attrs = {{"map", it->second.first},
              {"spec", m.text()},
              {"box_rows", m.box_rows},
              {"box_cols", m.box_cols},
              {"blocks", plan.staged[i].cols / m.box_cols}};
+  if (m.slabs) g.attrs.push_back({"slabs", int64_t{1}});
   b.append(std::move(g));
 }
 

@@ -17,7 +17,14 @@
  * matrix then reads what the guarded loads read. One line of text per map:
  *   param=<index> rows=<src> cols=<src> ld=<src> elem=<bytes> box=<rows>x<cols> swizzle=<bytes>
  *   clamp=<0|1>
- * (on one line).
+ * (on one line), then " slabs=1" for a stack of such matrices (below).
+ *
+ * With slabs=1 the load's base is the parameter plus slab * rows * ld, for a slab index the
+ * kernel computes (flash attention's K + (batch, head) * seq * head_dim): the tensor is 3-D, the
+ * slabs rows * ld elements apart (rows the given bound, before any clamp), and each box takes the
+ * slab as a third coordinate. Rows past the bound within a slab are zeros, as the guarded loads
+ * read them; where the buffer ends inside a slab the clamped matrix is no stack, and where the
+ * slabs' offsets pass 2^31 - 1 the kernel's i32 offset would wrap: those launches fall back.
  */
 #pragma once
 
@@ -33,11 +40,12 @@ struct TmaMap {
   std::string rows, cols, ld;
   int64_t elem = 0, box_rows = 0, box_cols = 0, swizzle = 0;
   bool clamp = false;  // rows and cols also kept inside the buffer (the checked mode's bounds)
+  bool slabs = false;  // a stack of rows x cols matrices rows * ld apart, indexed by a third coordinate
 
   std::string text() const {
     return "param=" + std::to_string(param) + " rows=" + rows + " cols=" + cols + " ld=" + ld +
            " elem=" + std::to_string(elem) + " box=" + std::to_string(box_rows) + "x" + std::to_string(box_cols) +
-           " swizzle=" + std::to_string(swizzle) + " clamp=" + (clamp ? "1" : "0");
+           " swizzle=" + std::to_string(swizzle) + " clamp=" + (clamp ? "1" : "0") + (slabs ? " slabs=1" : "");
   }
   bool operator==(const TmaMap&) const = default;
 };
@@ -66,11 +74,12 @@ inline bool parse_tma_maps(const std::string& text, std::vector<TmaMap>* out) {
       else if (key == "box") v >> m.box_rows >> x >> m.box_cols;
       else if (key == "swizzle") v >> m.swizzle;
       else if (key == "clamp" && (value == "0" || value == "1")) m.clamp = value == "1";
+      else if (key == "slabs" && value == "1") m.slabs = true;
       else return false;
       if (v.fail() || (key == "box" && x != 'x')) return false;
       ++fields;
     }
-    if (fields != 8 || m.param < 0 || m.rows.empty() || m.cols.empty() || m.ld.empty()) return false;
+    if (fields != 8 + (m.slabs ? 1 : 0) || m.param < 0 || m.rows.empty() || m.cols.empty() || m.ld.empty()) return false;
     if (!m.clamp && (m.rows == "*" || m.cols == "*")) return false;  // no bound and no buffer's
     out->push_back(m);
   }

@@ -210,7 +210,8 @@ TEST(TmaMap, EncodingFollowsTmasRules) {
   ASSERT_TRUE(e) << why;
   EXPECT_EQ(e->dims[0], 200u);
   EXPECT_EQ(e->dims[1], 300u);
-  EXPECT_EQ(e->stride, 400u);
+  EXPECT_EQ(e->stride[0], 400u);
+  EXPECT_EQ(e->rank, 2u);
   EXPECT_EQ(e->box[0], 64u);
   EXPECT_EQ(e->box[1], 128u);
   EXPECT_EQ(e->swizzle, 3);
@@ -267,7 +268,7 @@ TEST(TmaMap, ClampedBoundsFollowTheBoundsPass) {
   ASSERT_TRUE(e) << why;
   EXPECT_EQ(e->dims[1], 100u) << "rows clamped to the buffer's whole rows";
   EXPECT_EQ(e->dims[0], 200u);
-  EXPECT_EQ(e->stride, 512u);
+  EXPECT_EQ(e->stride[0], 512u);
   e = cuda::tma_encoding(a, 0x10000, bytes, args(40, 300, 256), &why);
   ASSERT_TRUE(e) << why;
   EXPECT_EQ(e->dims[1], 40u) << "the given rows when fewer";
@@ -312,6 +313,50 @@ TEST(TmaMap, ClampedBoundsFollowTheBoundsPass) {
   std::vector<TmaMap> none;
   EXPECT_FALSE(parse_tma_maps(star.text(), &none)) << star.text();
   EXPECT_FALSE(parse_tma_maps("param=0 rows=p3 cols=p5 ld=p5 elem=2 box=128x64 swizzle=128 clamp=2", &none));
+}
+
+// A stack of matrices (slabs=1, attention's K and V per (batch, head)): 3-D, the slabs rows * ld
+// apart, as many as lie wholly inside the buffer; clamped, a buffer ending inside a slab falls back.
+TEST(TmaMap, SlabsStackTheMatricesInThirdDimension) {
+  TmaMap a{1, "p5", "128", "128", 2, 128, 64, 128};
+  a.slabs = true;
+  auto seq = [](int64_t rows) {
+    return [=](int64_t i) -> std::optional<int64_t> { return i == 5 ? std::optional<int64_t>(rows) : std::nullopt; };
+  };
+  std::string why;
+  const uint64_t bytes = 8 * 200 * 128 * 2;  // 8 (batch, head) slabs of 200 rows
+  std::optional<cuda::TmaEncoding> e = cuda::tma_encoding(a, 0x10000, bytes, seq(200), &why);
+  ASSERT_TRUE(e) << why;
+  EXPECT_EQ(e->rank, 3u);
+  EXPECT_EQ(e->dims[0], 128u);
+  EXPECT_EQ(e->dims[1], 200u);
+  EXPECT_EQ(e->dims[2], 8u);
+  EXPECT_EQ(e->stride[0], 256u);
+  EXPECT_EQ(e->stride[1], 200u * 256u);
+  EXPECT_EQ(e->box[2], 1u);
+  EXPECT_TRUE(cuda::tma_encoding(a, 0x10000, bytes - 2, seq(200), &why)) << why;
+  EXPECT_EQ(cuda::tma_encoding(a, 0x10000, bytes - 2, seq(200), &why)->dims[2], 7u) << "the last slab is cut";
+  EXPECT_FALSE(cuda::tma_encoding(a, 0x10000, 199 * 256, seq(200), &why)) << "not one whole slab";
+  TmaMap c = a;
+  c.clamp = true;
+  e = cuda::tma_encoding(c, 0x10000, bytes, seq(200), &why);
+  ASSERT_TRUE(e) << why;
+  EXPECT_EQ(e->dims[2], 8u);
+  EXPECT_EQ(e->dims[1], 200u);
+  EXPECT_FALSE(cuda::tma_encoding(c, 0x10000, bytes + 256, seq(200), &why)) << "a row past the last slab";
+  EXPECT_NE(why.find("inside a slab"), std::string::npos) << why;
+  EXPECT_FALSE(cuda::tma_encoding(c, 0x10000, bytes, seq(3000), &why)) << "fewer rows than a slab";
+  // 2^31 elements in 2^16 slabs of 256 x 128: the last slab's i32 offset would wrap.
+  EXPECT_FALSE(cuda::tma_encoding(c, 0x10000, uint64_t{1} << 32, seq(256), &why)) << "offsets past i32";
+  EXPECT_NE(why.find("2^31"), std::string::npos) << why;
+  EXPECT_TRUE(cuda::tma_encoding(c, 0x10000, (uint64_t{1} << 32) - 256 * 256, seq(256), &why)) << why;
+  std::vector<TmaMap> out;
+  ASSERT_TRUE(parse_tma_maps(c.text(), &out)) << c.text();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], c);
+  EXPECT_EQ(c.text(), "param=1 rows=p5 cols=128 ld=128 elem=2 box=128x64 swizzle=128 clamp=1 slabs=1");
+  std::vector<TmaMap> none;
+  EXPECT_FALSE(parse_tma_maps("param=1 rows=p5 cols=128 ld=128 elem=2 box=128x64 swizzle=128 clamp=1 slabs=0", &none));
 }
 
 // f16 and bf16, the swizzles (K rows of 32, 64 and 128 bytes), one and two warpgroups, N up to

@@ -125,7 +125,7 @@ const gpu::Op* def_of(const gpu::Function& f, ValueId v) {
 
 TEST(GpuWgmmaAttention, BothDotsTakeTheWarpgroupAtom) {
   for (const std::string t : {"f16", "bf16"}) {
-    const gpu::Function f = compiled(t, 64, 128);
+    const gpu::Function f = compiled(t, 64, 128, {"tma"});  // the ring through async copies
     const std::string ir = gpu::print(f);
     EXPECT_EQ(count(ir, "atom=\"wgmma\""), 2) << ir;
     EXPECT_EQ(count(ir, "warps_m=8 warps_n=1"), 2) << "both over two warpgroups of 64 rows\n" << ir;
@@ -158,8 +158,9 @@ TEST(GpuWgmmaAttention, BothDotsTakeTheWarpgroupAtom) {
 // the layout lowering hands it must put there the elements wgmma's A fragment names.
 // Both dots hold one operand (Q staged before the loop, P in registers) and stream the other:
 // the loop is pipelined with K and V in a two-stage ring (lower_pipeline.cpp).
+// With TMA off (METILE_GPU_OFF=tma) the ring is filled by async copies.
 TEST(GpuWgmmaAttention, KAndVStreamThroughATwoStageRing) {
-  const std::string ir = gpu::print(compiled("f16", 128, 128));
+  const std::string ir = gpu::print(compiled("f16", 128, 128, {"tma"}));
   EXPECT_EQ(count(ir, "shape=\"128x128\" stages=1"), 1) << "Q, staged once\n" << ir;
   EXPECT_EQ(count(ir, "shape=\"128x128\" stages=2"), 2) << "K and V\n" << ir;
   const size_t loop = ir.find(" for %");
@@ -180,6 +181,42 @@ TEST(GpuWgmmaAttention, KAndVStreamThroughATwoStageRing) {
   const std::string off = gpu::print(compiled("f16", 128, 128, {"pipeline"}));
   EXPECT_EQ(count(off, "stages=2"), 0) << off;
   EXPECT_EQ(count(off, "async_wait pending=1"), 1) << off;
+}
+
+// On sm_90 TMA fills the ring (lower_tma.cpp): K and V are slabs of a 3-D tensor map (their base
+// is K + bh * seq * head_dim), each stage's copies complete on its mbarrier, and every thread
+// waits for the stage's phase after the top's barrier, before the next iteration's copies.
+TEST(GpuWgmmaAttention, KAndVRingStagesAreFilledByTma) {
+  const gpu::Function f = compiled("f16", 128, 128);
+  const std::string ir = gpu::print(f);
+  const size_t loop = ir.find(" for %");
+  ASSERT_NE(loop, std::string::npos) << ir;
+  const std::string before = ir.substr(0, loop), body = ir.substr(loop);
+  EXPECT_EQ(count(ir, " mbar_init "), 1) << ir;
+  EXPECT_EQ(count(ir, "count=2 n=2"), 1) << "K and V arrive on each of two stages\n" << ir;
+  EXPECT_EQ(count(before, " tma_load "), 2) << "the prologue copies iteration 0\n" << ir;
+  EXPECT_EQ(count(ir, " async_copy "), 0) << "Q staged once through registers, K and V by TMA\n" << ir;
+  EXPECT_EQ(count(ir, "slabs=1"), 2 * 2 * 2) << "spec and attribute of each of four copies\n" << ir;
+  EXPECT_EQ(count(ir, "rows=p5 cols=128 ld=128 elem=2 box=128x64 swizzle=128 clamp=0 slabs=1"), 4) << ir;
+  // The top keeps the ring's barrier structure: its waits, the barrier, then the stage's mbarrier
+  // phase, then the next iteration's copies, all ahead of the mmas, which end waited for.
+  const size_t wait = body.find("async_wait pending=0"), bar = body.find(" barrier"),
+               phase = body.find(" mbar_wait "), copy = body.find(" tma_load "), mma = body.find(" = mma ");
+  EXPECT_TRUE(wait < bar && bar < phase && phase < copy && copy < mma) << body;
+  EXPECT_EQ(count(body, " mbar_wait "), 1) << body;
+  EXPECT_EQ(count(body, " tma_load "), 2) << body;
+  EXPECT_EQ(count(ir, " wait=1"), 2) << ir;
+  EXPECT_EQ(count(ir, "warpgroup_wait"), 0) << "no MMA group stays in flight\n" << ir;
+  // In CUDA: each copy two 128 x 64 boxes (128 head_dim columns of f16, a 128-byte swizzle each) at
+  // (column, row, slab), the slab the program's (batch, head).
+  const std::string cuda = emit_cuda(f).source;
+  EXPECT_EQ(count(cuda, "mt_tma_load_3d("), 1 + 2 * 2 * 2) << "the helper and 4 copies of 2 boxes\n" << cuda;
+  EXPECT_EQ(count(cuda, "mt_tma_load_2d("), 1) << "the prelude's helper only\n" << cuda;
+  EXPECT_EQ(count(cuda, "mt_mbar_expect_tx("), 1 + 4) << cuda;
+  // Switched off: today's async copies, no barrier objects.
+  const std::string off = gpu::print(compiled("f16", 128, 128, {"tma"}));
+  EXPECT_EQ(count(off, "tma_load"), 0) << off;
+  EXPECT_EQ(count(off, "mbar_"), 0) << off;
 }
 
 TEST(GpuWgmmaAttention, RegisterAIsWgmmasAFragment) {

@@ -97,6 +97,7 @@ class CudaDialect final : public GpuDialect {
     std::string s(embedded_file("cuda_prelude.h"));
     if (uses.atoms.count(AtomKind::wgmma)) s += "\n" + std::string(embedded_file("cuda_wgmma.h"));
     if (uses.tma) s += "\n" + std::string(embedded_file("cuda_tma.h"));
+    if (uses.tma_3d) s += "\n" + std::string(embedded_file("cuda_tma_3d.h"));
     s += "\n" + std::string(embedded_file("gpu_integer.h"));
     // FP8 conversions in software (the same bits as every device; NVRTC has no cuda_fp8.h
     // without the toolkit's include path) over CUDA's bit casts.

@@ -1,9 +1,9 @@
 // The TMA ops (lower_tma.cpp) in CUDA: thread 0 sets up the mbarriers and issues each tile's
-// boxes (cp.async.bulk.tensor.2d through the kernel's tensor map parameter mt_tmap<map>, one
-// box per column block of the staging layout, each block box_rows x box_cols elements, in
+// boxes (cp.async.bulk.tensor.2d, or .3d at a slab coordinate for a stack of matrices (TmaMap::slabs),
+// through the kernel's tensor map parameter mt_tmap<map>, one box per column block of the staging layout, each block box_rows x box_cols elements, in
 // order); every thread waits on the barrier's phase itself. `opaque` (lower_persistent.cpp) is an
 // empty asm over a copy of an i32, so what is computed from it stays in the loop that computes it. The helpers are in
-// prelude/cuda_tma.h; Metal has no such ops (lowering makes them for wgmma dots only).
+// prelude/cuda_tma.h and, for 3-D boxes, prelude/cuda_tma_3d.h; Metal has no such ops (lowering makes them for wgmma dots only).
 #include "codegen/cuda/tma.h"
 
 #include "support/error.h"
@@ -27,14 +27,17 @@ void emit_cuda_tma(SourceWriter& w, const gpu::Op& op, const std::vector<std::st
     case GpuOpKind::TMA_LOAD: {
       const int64_t rows = op.attr_int("box_rows"), cols = op.attr_int("box_cols"), blocks = op.attr_int("blocks");
       const int64_t bytes = rows * cols * blocks * static_cast<int64_t>(dtype_size(element));
+      const bool slabs = op.find_attr("slabs") != nullptr;  // a third coordinate, operand 5
+      const size_t pred = slabs ? 6 : 5;
       std::string cond = at(4) + " == 0";
-      if (operands.size() > 5) cond += " && " + operands[5];
+      if (operands.size() > pred) cond += " && " + operands[pred];
       w.open("if (" + cond + ")");
       const std::string bar = at(1), map = "&mt_tmap" + std::to_string(op.attr_int("map"));
       w.line("mt_mbar_expect_tx(" + bar + ", " + std::to_string(bytes) + "u);");
       for (int64_t j = 0; j < blocks; ++j)
-        w.line("mt_tma_load_2d(" + at(0) + " + " + std::to_string(j * rows * cols) + ", " + map + ", " + at(3) +
-               " + " + std::to_string(j * cols) + ", " + at(2) + ", " + bar + ");");
+        w.line(std::string(slabs ? "mt_tma_load_3d(" : "mt_tma_load_2d(") + at(0) + " + " +
+               std::to_string(j * rows * cols) + ", " + map + ", " + at(3) + " + " + std::to_string(j * cols) + ", " +
+               at(2) + (slabs ? ", " + at(5) : "") + ", " + bar + ");");
       w.close();
       return;
     }

@@ -918,9 +918,9 @@ bool CudaLaunch::encode_maps() {
     std::optional<TmaEncoding> e =
         tma_encoding(m, storage_[static_cast<size_t>(m.param)], a.buffer->size() - a.offset, param, &why);
     if (!e) return false;
-    const uint32_t unit[2] = {1, 1};
-    if (d->cuTensorMapEncodeTiled(&maps_[i], e->data_type, 2, reinterpret_cast<void*>(e->base), e->dims,
-                                  &e->stride, e->box, unit, 0, e->swizzle, 2, 0) != 0)
+    const uint32_t unit[3] = {1, 1, 1};
+    if (d->cuTensorMapEncodeTiled(&maps_[i], e->data_type, e->rank, reinterpret_cast<void*>(e->base), e->dims,
+                                  e->stride, e->box, unit, 0, e->swizzle, 2, 0) != 0)
       return false;  // a limit of this driver's: the kernel without TMA reads the tensor
   }
   return true;

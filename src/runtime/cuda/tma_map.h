@@ -10,7 +10,9 @@
  * the row stride) lies inside the argument's buffer, since a TMA copy reads the whole box
  * without the bounds pass's extent checks (docs/semantics.md: no access leaves its buffer). A map with
  * clamp=1 (checked programs) first keeps its bounds inside the buffer as the bounds pass does, so
- * its tensor always lies inside; a row stride below 1 or no row left falls back.
+ * its tensor always lies inside; a row stride below 1 or no row left falls back. A stack of
+ * matrices (slabs=1) holds the slabs that lie wholly inside the buffer; a clamped one falls back
+ * where the buffer ends inside a slab (the guarded loads would read that slab's first rows).
  */
 #pragma once
 
@@ -26,9 +28,10 @@ namespace metile::cuda {
 struct TmaEncoding {
   int data_type = 0;       // CU_TENSOR_MAP_DATA_TYPE_UINT8/16/32: the bits are copied as they are
   uint64_t base = 0;
-  uint64_t dims[2] = {};   // {cols, rows}: the contiguous axis first
-  uint64_t stride = 0;     // bytes between rows
-  uint32_t box[2] = {};    // {box_cols, box_rows}
+  uint32_t rank = 2;       // 3 for a stack of matrices (TmaMap::slabs)
+  uint64_t dims[3] = {};   // {cols, rows, slabs}: the contiguous axis first
+  uint64_t stride[2] = {}; // bytes between rows, between slabs
+  uint32_t box[3] = {};    // {box_cols, box_rows, 1}
   int swizzle = 0;         // CU_TENSOR_MAP_SWIZZLE_32B/64B/128B
 };
 

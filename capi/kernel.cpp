@@ -332,18 +332,23 @@ METILE_API metile_status metile_launch_set_arg(metile_launch* l, size_t index, c
   });
 }
 
+// Parameter `index` of `p`, which a caller points at memory: it must exist and be a pointer.
+static const Param& pointer_param(const Program& p, size_t index) {
+  if (index >= p.params.size())
+    fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
+         p.params.size(), " parameters)");
+  const Param& prm = p.params[index];
+  if (!p.type(prm.value).is_ptr)
+    fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` is a scalar, not a pointer");
+  return prm;
+}
+
 METILE_API metile_status metile_launch_set_arg_memory(metile_launch* l, size_t index, void* host,
                                                       size_t bytes) {
   return guard(__func__, [&](const char* fn) {
     METILE_CHECK_ARG(host);
     auto h = get(l, fn);
-    const Program& p = *h->kernel->program;
-    if (index >= p.params.size())
-      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
-           p.params.size(), " parameters)");
-    const Param& prm = p.params[index];
-    if (!p.type(prm.value).is_ptr)
-      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` is a scalar, not a pointer");
+    const Param& prm = pointer_param(*h->kernel->program, index);
     if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": size must be > 0");
     capi::check_address_range(reinterpret_cast<uintptr_t>(host), bytes, fn, "host, bytes");
     std::shared_ptr<Buffer> buf = h->kernel->device->wrap(host, bytes);
@@ -363,13 +368,7 @@ METILE_API metile_status metile_launch_set_arg_device_memory(metile_launch* l, s
                                                              uint64_t address, size_t bytes) {
   return guard(__func__, [&](const char* fn) {
     auto h = get(l, fn);
-    const Program& p = *h->kernel->program;
-    if (index >= p.params.size())
-      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument index ", index, " out of range (",
-           p.params.size(), " parameters)");
-    const Param& prm = p.params[index];
-    if (!p.type(prm.value).is_ptr)
-      fail(METILE_ERROR_INVALID_ARGUMENT, "launch", "argument `", prm.name, "` is a scalar, not a pointer");
+    pointer_param(*h->kernel->program, index);
     if (address == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": address is 0");
     if (bytes == 0) fail(METILE_ERROR_INVALID_ARGUMENT, "launch", fn, ": size must be > 0");
     capi::check_address_range(address, bytes, fn, "address, bytes");

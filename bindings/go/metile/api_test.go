@@ -260,6 +260,10 @@ func TestWrapMemoryAndSetArgMemory(t *testing.T) {
 	if err := l.SetArgMemory(3, unsafe.Pointer(&m2[0]), 4*n); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("memory for the scalar n: %v", err)
 	}
+	// Host devices have no GPU memory to point at (cuda: tests/cuda_standin).
+	if err := l.SetArgDeviceMemory(2, uint64(uintptr(unsafe.Pointer(&m2[0]))), 4*n); !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("host memory as device memory: %v", err)
+	}
 	if _, err := d.WrapMemory(nil, -1); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("negative size: %v", err)
 	}

@@ -225,6 +225,25 @@ func (l *Launch) SetArgMemory(index int, ptr unsafe.Pointer, bytes int) error {
 	return nil
 }
 
+// SetArgDeviceMemory points pointer argument index at bytes of the device's own memory at
+// device address address (on cuda: memory from cuMemAlloc/cudaMalloc, such as another library's
+// tensor). The library checks that the range lies inside one allocation of the launch's GPU
+// (ErrInvalidArgument naming the address otherwise); host devices give ErrUnsupported. The
+// memory must stay allocated while the launch may run over it, and its producer's writes must be
+// ordered before the launch (Device.WaitStream).
+func (l *Launch) SetArgDeviceMemory(index int, address uint64, bytes int) error {
+	if index < 0 || index >= len(l.keep) || bytes < 0 {
+		return &Error{Status: StatusInvalidArgument,
+			Message: fmt.Sprintf("[launch] SetArgDeviceMemory: index %d (of %d arguments) or size %d out of range", index, len(l.keep), bytes)}
+	}
+	var msg *C.char
+	if err := check(C.go_metile_launch_set_arg_device_memory(&msg, l.raw, C.size_t(index), C.uint64_t(address), C.size_t(bytes)), msg); err != nil {
+		return err
+	}
+	l.keep[index] = nil
+	return nil
+}
+
 // SetGrid changes the grid for later runs.
 func (l *Launch) SetGrid(grid [3]uint32) error {
 	cgrid := cGrid(grid)

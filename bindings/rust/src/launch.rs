@@ -88,6 +88,19 @@ impl<'a> Launch<'a> {
         Ok(())
     }
 
+    /// Points pointer argument `index` at `bytes` of the device's own memory at device address
+    /// `address` (on cuda: memory from cuMemAlloc/cudaMalloc, such as another library's tensor).
+    /// The library checks that the range lies inside one allocation of the launch's GPU
+    /// (`InvalidArgument` naming the address otherwise); host devices give `Unsupported`.
+    ///
+    /// # Safety
+    /// The memory must stay allocated while the launch may run over it (until the argument is
+    /// replaced, the launch dropped, or the device synchronized after its last run), and its
+    /// producer's writes must be ordered before the launch (`Device::wait_stream`).
+    pub unsafe fn set_arg_device_memory(&mut self, index: usize, address: u64, bytes: usize) -> Result<()> {
+        check(unsafe { sys::metile_launch_set_arg_device_memory(self.raw, index, address, bytes) })
+    }
+
     /// Runs the launch again (asynchronous on GPUs).
     pub fn run(&mut self) -> Result<()> {
         check(unsafe { sys::metile_launch_run(self.raw) })

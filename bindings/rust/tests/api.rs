@@ -166,6 +166,11 @@ fn wrapped_memory_and_launch_over_caller_memory() -> Result<()> {
         }
         launch.run()?;
         assert_eq!(launch.set_arg_memory(3, &mut scalar).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        // Host devices have no GPU memory to point at (cuda: tests/cuda_standin).
+        let probe = [0u32; 1];
+        let address = probe.as_ptr() as u64;
+        let err = unsafe { launch.set_arg_device_memory(2, address, 4) }.unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::Unsupported | ErrorKind::InvalidArgument), "{err}");
     } // dropping the launch synchronizes, then ends the borrow of `host`
     assert_sum(&host, &hx, &hy);
     assert_eq!(dev.wrap_vec(Vec::<f32>::new()).unwrap_err().kind(), ErrorKind::InvalidArgument);

@@ -311,11 +311,13 @@ class RunningSums {
     const ValueId low =
         arith(OpKind::MINIMUM, arith(OpKind::MAXIMUM, c_less_one, it.zero, after), it.trips, after);
     // The threshold in [first, first + size] (where every lane compares alike), so in i32.
-    const ValueId threshold = arith(
-        OpKind::MINIMUM,
-        arith(OpKind::MAXIMUM, arith(OpKind::SUB, a, arith(OpKind::MUL, c_less_one, it.step, after), after),
-              integer(first, after), after),
-        integer(first + size, after), after);
+    // One op per statement: the order of a call's arguments is the compiler's (the text tests
+    // pin the order g++ gave).
+    const ValueId top = integer(first + size, after);
+    const ValueId bottom = integer(first, after);
+    const ValueId lowest = arith(OpKind::SUB, a, arith(OpKind::MUL, c_less_one, it.step, after), after);
+    const ValueId threshold =
+        arith(OpKind::MINIMUM, arith(OpKind::MAXIMUM, lowest, bottom, after), top, after);
     const Type wt = p_.type(b.w);
     const ValueId w_after = hoisted(b.w, after);
     const ValueId fewer = append_op(

@@ -114,6 +114,10 @@ print("BEST", best)
 
 
 def test_winner_persists_across_processes(device, tmp_path):
+    if device.name in ("cpu", "metal-sim"):
+        # Three processes, each compiling every config: the record is the same on every device,
+        # so the host devices leave it to interp (and cuda, where a GPU runs the suite).
+        pytest.skip("the winner's record is device-independent; interp carries it on the host")
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, METILE_CACHE_DIR=str(tmp_path),
                PYTHONPATH=os.path.dirname(here))

@@ -15,6 +15,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int, c_int32, c_i
                     c_uint16, c_uint32, c_uint64, c_void_p)
 
 from . import _ffi
+from ._errors import InvalidArgumentError
 
 KDL_CPU = 1
 KDL_CUDA = 2
@@ -94,13 +95,25 @@ def dtype_from_dl(code: int, bits: int, lanes: int) -> str | None:
     return _FROM_DL.get((code, bits))
 
 
+def elements_spanned(shape, strides) -> int | None:
+    """The elements from a view's first to its last, inclusive; None where a dimension longer
+    than 1 has a negative stride (the first element is then not the lowest addressed)."""
+    last = 0
+    for d, s in zip(shape, strides):
+        if d != 1:
+            if s < 0:
+                return None
+            last += (d - 1) * s
+    return last + 1
+
+
 def strided_span(t: DLTensor, shape: tuple) -> int | None:
-    """The elements from a strided tensor's first to its last (inclusive), or None when it is
-    compact row-major (NULL strides, or strides that say so) or empty. Negative strides are left
-    for the library to refuse by name."""
+    """The elements a strided tensor spans (elements_spanned), or None when it is compact
+    row-major (NULL strides, or strides that say so) or empty. A negative stride is refused here,
+    before any copy of a read-only tensor could read the span from the wrong end."""
     if not t.strides or 0 in shape:
         return None
-    strides = [t.strides[i] for i in range(t.ndim)]
+    strides = tuple(t.strides[i] for i in range(t.ndim))
     expect = 1
     compact = True
     for d, s in zip(reversed(shape), reversed(strides)):
@@ -109,7 +122,12 @@ def strided_span(t: DLTensor, shape: tuple) -> int | None:
         expect *= d
     if compact:
         return None
-    return 1 + sum((d - 1) * max(s, 0) for d, s in zip(shape, strides) if d != 1)
+    span = elements_spanned(shape, strides)
+    if span is None:
+        raise InvalidArgumentError(
+            f"from_dlpack: dl_tensor.strides {strides} (shape {shape}) has a negative stride; only "
+            "views with non-negative strides are imported in place")
+    return span
 
 
 def capsule(address: int, versioned: bool):

@@ -27,6 +27,7 @@ import numpy as np
 from . import (_device, _dtypes, _ffi, _interrupt, _lang, _lang_combine, _lang_triton,  # noqa: F401
                _loops)
 from ._buffer import Buffer, from_dlpack, torch_orders_implicitly
+from ._dlpack import elements_spanned
 from ._constexpr import constexpr
 from ._errors import (InvalidArgumentError, InvalidProgramError, PerformanceWarning, TracingError,
                       check, error_for)
@@ -867,13 +868,8 @@ def _bind_tensor_memory(h, i, t, guard, dev) -> bool:
     address, shape, strides = guard
     if not address or 0 in shape or t.device.index != dev.ordinal:
         return False
-    last = 0
-    for d, s in zip(shape, strides):
-        if d != 1:
-            if s < 0:
-                return False
-            last += (d - 1) * s
-    return _set_arg_device_memory(h, i, address, (last + 1) * t.element_size()) == 0
+    n = elements_spanned(shape, strides)
+    return n is not None and _set_arg_device_memory(h, i, address, n * t.element_size()) == 0
 
 
 def _scalar_arg(v) -> "_ffi.metile_arg":

@@ -133,3 +133,9 @@ def test_from_dlpack_of_a_strided_view_names_the_strides():
                        match=r"not compact row-major \(strides \(4, 2\) for shape \(4, 2\)\).*"
                              "pass it to a kernel"):
         metile.from_dlpack(_Tensor(np.zeros((4, 4), np.float32)[:, ::2]), "interp")
+
+
+def test_a_dlpack_view_with_a_negative_stride_is_refused_by_name(device):
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)[::-1]
+    with pytest.raises(metile.InvalidArgumentError, match=r"strides \(-4, 1\).*negative stride"):
+        _run(_Tensor(x), _Tensor(np.zeros((4, 4), np.float32)))

@@ -2,9 +2,10 @@
 against torch and Triton, in one run on one GPU (issue 20).
 
     python3 bench/attention_gpu.py [--quick] [--device cuda] [--out FILE] [--only flash,decode]
-                                   [--configs BM,BN,THREADS;...]
+                                   [--configs BM,BN,THREADS;...] [--dims 64,128] [--dtypes f16,bf16]
 
-flash   forward, f16, batch 4 x 32 heads, head_dim 128, seq 1024 / 4096 / 16384, causal and not.
+flash   forward, batch 4 x 32 heads, seq 1024 / 4096 / 16384, causal and not, for each of --dims
+        (head_dim, default 128) and --dtypes (f16, bf16; default f16).
         metile: the example kernel, the fastest of CONFIGS (BLOCK_M, BLOCK_N, num_threads) after
         a check against torch; torch: scaled_dot_product_attention on its flash backend; Triton:
         a fused-attention kernel with the tutorial's algorithm (online softmax in exp2, one
@@ -34,6 +35,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
 import metile  # noqa: E402
 from gpu_timing import time_per_call  # noqa: E402
+from attention_bwd import metile_buffer, random_inputs  # noqa: E402
 import decode_attention  # noqa: E402
 import flash_attention  # noqa: E402
 
@@ -108,23 +110,32 @@ def triton_attention():
 
 
 def bench_flash(args, torch, rows):
-    batch, heads, dim = (1, 2, 64) if args.quick else (4, 32, 128)
+    dims = [int(d) for d in args.dims.split(",")]
+    dtypes = args.dtypes.split(",")
+    for dim in dims:
+        for dtype in dtypes:
+            bench_flash_shape(args, torch, rows, dim, dtype)
+
+
+def bench_flash_shape(args, torch, rows, dim, dtype):
+    batch, heads = (1, 2) if args.quick else (4, 32)
     seqs = [100, 256] if args.quick else [1024, 4096, 16384]
     tri = triton_attention() if torch is not None else None
     rng = np.random.default_rng(0)
     for seq in seqs:
-        x = [(rng.standard_normal((batch, heads, seq, dim), dtype=np.float32) * 0.5).astype(np.float16)
-             for _ in range(3)]
-        mq, mk, mv = (metile_copy(a.reshape(batch * heads, seq, dim)) for a in x)
-        mo = metile.Buffer.zeros((batch * heads, seq, dim), "f16")
+        x = random_inputs(rng, (batch, heads, seq, dim), dtype)[:3]  # float32 holding dtype's values
+        mq, mk, mv = (metile_buffer(a.reshape(batch * heads, seq, dim), dtype) for a in x)
+        mo = metile.Buffer.zeros((batch * heads, seq, dim), dtype)
         mlse = metile.Buffer.zeros((batch * heads, seq), "f32")
         if torch is not None:
-            tq, tk, tv = (torch.from_numpy(a).cuda() for a in x)
+            tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+            tq, tk, tv = (torch.from_numpy(a).cuda().to(tdt) for a in x)  # exact: a holds tdt's values
             to = torch.empty_like(tq)
         for causal in (False, True):
             flops = 4.0 * batch * heads * seq * seq * dim / (2 if causal else 1)
             calls = max(1, min(20, int(5e12 / flops)))
-            row = {"kernel": "flash", "seq": seq, "causal": causal, "shape": [batch, heads, seq, dim]}
+            row = {"kernel": "flash", "seq": seq, "causal": causal, "dtype": dtype,
+                   "shape": [batch, heads, seq, dim]}
             try:
                 if torch is not None:
                     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -137,8 +148,9 @@ def bench_flash(args, torch, rows):
                     row["triton_err"] = float((to.float() - ref).abs().max())
                     row["triton_tflops"] = flops / time_per_call(
                         lambda: tri(tq, tk, tv, to, causal), torch.cuda.synchronize, calls) / 1e12
+                    ref_np = ref.cpu().numpy()
                 else:
-                    ref = flash_attention.reference(*(a.reshape(batch * heads, seq, dim) for a in x), causal)
+                    ref_np = flash_attention.reference(*(a.reshape(batch * heads, seq, dim) for a in x), causal)
                 best = None
                 configs = parse_configs(args.configs) if args.configs else CONFIGS
                 for bm, bn, threads in configs[:2] if args.quick else configs:
@@ -147,16 +159,16 @@ def bench_flash(args, torch, rows):
                             mq, mk, mv, mo, mlse, seq, flash_attention.LOG2E / math.sqrt(dim),
                             HEAD_DIM=dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, num_threads=threads)
                     try:
-                        mo.numpy()[...] = np.nan
+                        mo.numpy()[...] = np.nan if dtype == "f16" else 0x7FC0  # bf16: NaN as bits
                         run()
                         metile.synchronize()
                     except metile.MetileError as e:
                         print("skip", (bm, bn, threads), str(e).splitlines()[0], flush=True)
                         continue
-                    got = mo.numpy().astype(np.float32).reshape(ref.shape)
-                    ref_np = ref.cpu().numpy() if torch is not None else ref
-                    err = float(np.abs(got - ref_np).max())
-                    if not err < 2e-2:
+                    got = mo.numpy()
+                    got = (got.astype(np.uint32) << 16).view(np.float32) if dtype == "bf16" else got.astype(np.float32)
+                    err = float(np.abs(got.reshape(ref_np.shape) - ref_np).max())
+                    if not err < (2e-2 if dtype == "f16" else 6e-2):
                         print("WRONG", row, (bm, bn, threads), "max err", err, flush=True)
                         continue
                     t = time_per_call(run, metile.synchronize, calls, 3)
@@ -221,6 +233,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--only", default="flash,decode")
     ap.add_argument("--configs", default=None, help="BM,BN,THREADS;... (default: CONFIGS)")
+    ap.add_argument("--dims", default="128", help="flash head_dims, comma list")
+    ap.add_argument("--dtypes", default="f16", help="flash dtypes: f16, bf16")
     args = ap.parse_args()
     metile.set_device(args.device)
     try:
@@ -241,7 +255,8 @@ def main():
         if r["kernel"] == "flash":
             m, t, tr = (r.get(k, nan) for k in ("metile_tflops", "torch_tflops", "triton_tflops"))
             print("%-7s %-22s %7.1f %7.1f %7.1f %7.2fx %7.2fx  %s  (TFLOP/s)" % (
-                "flash", f"seq {r['seq']}{' causal' if r['causal'] else ''}", m, t, tr, m / t, m / tr,
+                "flash", f"{r.get('dtype', 'f16')} d{r['shape'][3]} seq {r['seq']}{' causal' if r['causal'] else ''}",
+                m, t, tr, m / t, m / tr,
                 r.get("metile_config")))
         else:
             m, c = r.get("metile_gbs", nan), r.get("copy_gbs", nan)

@@ -2,7 +2,9 @@
 
     python3 bench/gemm_vs_cublas.py [--quick] [--out FILE]
 
-C = A @ B, row-major, f32 C, for f16, bf16 and f32 inputs (f32 as TF32 on all three: metile
+C = A @ B, row-major, C in the inputs' dtype as torch.matmul returns it (f16, bf16; f32 for the
+tf32 rows; --c-dtype f32 gives every kernel an f32 C, the form of the results before 2026-12-07),
+for f16, bf16 and f32 inputs (f32 as TF32 on all three: metile
 with allow_tf32, torch with allow_tf32 matmuls, Triton's default for an f32 dot), at 1024^3,
 4096^3, 8192^3 and the skinny M=16, N=K=8192. metile's kernel is the seed README GEMM
 (tile_load / dot / tile_store) with Triton's grouped program order (tile_swizzle); it picks the fastest of a few (BLOCK_M, BLOCK_N, BLOCK_K,
@@ -41,7 +43,8 @@ def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
         a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
         b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
         acc = metile.dot(a, b, acc)
-    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc.to(C.dtype), (BLOCK_M, BLOCK_N),
+                      bounds=(M, N))
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_threads, num_stages, warps_m, warps_n); num_stages 0 and
@@ -78,6 +81,8 @@ def main():
     ap.add_argument("--configs", default=None, help="indices into CONFIGS to try, e.g. 0,1,4")
     ap.add_argument("--memory", choices=("managed", "dlpack"), default="managed",
                     help="metile's own managed buffers, or torch's device memory through DLPack")
+    ap.add_argument("--c-dtype", choices=("input", "f32"), default="input",
+                    help="C's dtype for every framework: the inputs' (torch.matmul's) or f32")
     args = ap.parse_args()
     import torch
     import triton
@@ -143,11 +148,13 @@ def main():
                                     else host.numpy())
                 return buf
 
-            tout = torch.empty((m, n), device="cuda", dtype=torch.float32)
+            cdt = torch.float32 if args.c_dtype == "f32" else tdt
+            tout = torch.empty((m, n), device="cuda", dtype=cdt)
             if args.memory == "dlpack":
                 ma, mb, mc = metile.from_dlpack(ta), metile.from_dlpack(tb), metile.from_dlpack(tout)
             else:
-                ma, mb, mc = device_copy(ta), device_copy(tb), metile.Buffer.zeros((m, n))
+                ma, mb = device_copy(ta), device_copy(tb)
+                mc = metile.Buffer.zeros((m, n), {torch.float16: "f16", torch.bfloat16: "bf16"}.get(cdt, "f32"))
             best = None
             picked = ([CONFIGS[int(i)] for i in args.configs.split(",")] if args.configs else CONFIGS)
             for config in picked:
@@ -166,15 +173,19 @@ def main():
                     tout.fill_(float("nan"))
                     torch.cuda.synchronize()
                 else:
-                    mc.numpy()[...] = np.nan
+                    mc.numpy()[...] = 0x7FC0 if cdt == torch.bfloat16 else np.nan  # bf16: NaN as bits
                 try:
                     run()
                     metile.synchronize()
                 except Exception as e:  # a configuration the compiler rejects (resources)
                     print("skip", dt, (m, n, k), config, str(e).splitlines()[0], flush=True)
                     continue
-                got = (tout.double() if args.memory == "dlpack"
-                       else torch.from_numpy(mc.numpy().copy()).cuda().double())
+                if args.memory == "dlpack":
+                    got = tout.double()
+                else:
+                    host = mc.numpy().copy()
+                    got = (torch.from_numpy(host.view(np.int16)).view(torch.bfloat16) if cdt == torch.bfloat16
+                           else torch.from_numpy(host)).cuda().double()
                 err = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
                 if not err < (5e-3 if dt != "bf16" else 1e-2):
                     print("WRONG", dt, (m, n, k), config, "rel err", err, flush=True)
@@ -182,13 +193,16 @@ def main():
                 t = time_per_call(run, metile.synchronize, calls, 3)
                 if best is None or t < best[0]:
                     best = (t, config, err)
-            tc = torch.empty((m, n), device="cuda", dtype=torch.float32)
-            t_torch = time_per_call(lambda: torch.matmul(ta, tb, out=tc) if dt == "tf32" else torch.matmul(ta, tb), torch.cuda.synchronize, calls)
+            tc = torch.empty((m, n), device="cuda", dtype=cdt)
+            # cuBLAS writes C in cdt: into tc where that is the inputs' dtype, else (f16/bf16 with
+            # an f32 C, which torch.matmul cannot write) its own f16/bf16 result.
+            t_torch = time_per_call(lambda: torch.matmul(ta, tb, out=tc) if cdt == tdt else torch.matmul(ta, tb),
+                                    torch.cuda.synchronize, calls)
             grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)
             t_matmul[grid](ta, tb, tc, m, n, k)
             terr = float(torch.linalg.norm(tc.double() - ref) / torch.linalg.norm(ref))
             t_triton = time_per_call(lambda: t_matmul[grid](ta, tb, tc, m, n, k), torch.cuda.synchronize, calls)
-            row = {"dtype": dt, "shape": [m, n, k], "gpu": gpu, "memory": args.memory,
+            row = {"dtype": dt, "shape": [m, n, k], "gpu": gpu, "memory": args.memory, "c_dtype": str(cdt),
                    "torch_tflops": flops / t_torch / 1e12, "triton_tflops": flops / t_triton / 1e12,
                    "triton_rel_err": terr}
             if best is not None:

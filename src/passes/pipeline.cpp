@@ -52,6 +52,10 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   // Loops check the host's stop word (time limits, metile_cancel_launches): cuda stops a kernel
   // with `trap`, Metal with a return the whole threadgroup takes together.
   run("insert-cancel-points");
+  // Barriers that order nothing (a reduction's trailing one where the next reduction takes the
+  // other scratch array): before the arrays are placed, where ones that come to share bytes get
+  // their barrier back.
+  if (options.opt_level > 0) run("elide-barriers");
   // Offsets for the arrays the passes above left, and the limit check: last, at every opt level.
   run_gpu_pass("allocate-threadgroup-memory", f, ctx);
   out.gpu_ir_opt = gpu::print(f);

@@ -194,12 +194,13 @@ size_t count(const std::string& s, const std::string& what) {
 TEST(CudaCodegenSource, IndependentBlockReductionsShareOneExchange) {
   if (!have_nvrtc()) GTEST_SKIP() << "NVRTC is not installed";
   // Layernorm's sum and sum of squares: both warps' partials are published before one barrier
-  // and read after it (two barriers in all, not four).
+  // and read after it (one barrier in all, not four: the exchange's trailing barrier, which
+  // would free the array for a later exchange, goes with elide-barriers since none follows).
   CompileOptions o;
   o.num_threads = 128;
   Artifact a = cuda_build_program(kernels::layernorm(1024), o, "sm_90");
   const std::string& src = a.sources.at(Stage::cuda);
-  EXPECT_EQ(count(src, "__syncthreads();"), 2u) << src;
+  EXPECT_EQ(count(src, "__syncthreads();"), 1u) << src;
   EXPECT_NE(src.find("scratch_f32[sg + 4] = "), std::string::npos) << src;
 }
 

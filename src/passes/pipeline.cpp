@@ -89,6 +89,8 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.fp8_promote = !options.disables("fp8_promote");
   lo.warpgroup_kmajor_b = !options.disables("warpgroup_kmajor_b");
   lo.warpgroup_register_a = !options.disables("warpgroup_register_a");
+  // A second scratch array pays only where elide-barriers removes the barrier it frees.
+  lo.alternate_scratch = options.opt_level > 0 && !options.disables("elide-barriers");
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
   // known; where the whole kernel does not fit even with arrays sharing memory
   // (allocate-threadgroup-memory), the stages the target chose give way (3 -> 2 -> none) rather

@@ -181,7 +181,8 @@ TEST(CudaCodegenSource, BlockReductionFoldsOnlyTheWarpsPartials) {
   o.num_threads = 128;
   Artifact a = cuda_build_program(kernels::softmax(1024), o, "sm_90");
   const std::string& src = a.sources.at(Stage::cuda);
-  EXPECT_NE(src.find("scratch_f32 + (lane & 3)"), std::string::npos) << src;
+  EXPECT_NE(src.find("scratch_f32[t3]"), std::string::npos) << src;  // t3 = lane & 3
+  EXPECT_NE(src.find("scratch2_f32[t3]"), std::string::npos) << src;  // the sum's array
   EXPECT_NE(src.find("for (int m = 2; m > 0; m >>= 1)"), std::string::npos) << src;
 }
 

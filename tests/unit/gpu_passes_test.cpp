@@ -94,9 +94,11 @@ TEST(GpuPasses, CseMergesInDominatingScopesOnly) {
   std::string text = gpu::print(f);
   // Each loop recomputes its coord (the loops are siblings, none dominates another) ...
   EXPECT_EQ(count(text, "= coord "), coords_before) << text;
-  // ... but the reductions share one lane == 0 and one scratch slot address.
+  // ... but the reductions share one lane == 0 (their slot addresses differ: the sum takes the
+  // second scratch array).
   EXPECT_EQ(count(text, "%first_lane: bool thread = eq"), 1) << text;
-  EXPECT_EQ(count(text, "%slot: ptr<f32, threadgroup> thread"), 1) << text;
+  EXPECT_EQ(count(text, "= ptr_offset %scratch_f32, %sg\n"), 1) << text;
+  EXPECT_EQ(count(text, "= ptr_offset %scratch2_f32, %sg\n"), 1) << text;
   EXPECT_EQ(count(text, "= load "), 3 + 2) << text;  // loads are never merged
 }
 

@@ -11,8 +11,8 @@
 // waits) count as reading and writing every array, so the barriers around them stay, as do
 // barriers with attributes (they also order device memory or fence the async proxy).
 // Needs: verified GPU IR with thread-uniform control flow, before allocate-threadgroup-memory
-// (arrays that come to share bytes get their barrier back there). Guarantees: every remaining
-// pair of conflicting threadgroup accesses has a barrier between them on every path; nothing
+// (arrays that come to share bytes get their barrier back there). Guarantees: two conflicting
+// threadgroup accesses that had a barrier between them on every path still have one; nothing
 // but plain barriers changes.
 #include <set>
 
@@ -25,42 +25,42 @@ namespace {
 using gpu::GpuOpKind;
 
 // What an op does to threadgroup memory: bit i of reads / writes is the i-th array.
-struct Effect {
+struct ArrayEffect {
   uint64_t reads = 0, writes = 0;
-  bool conflicts(const Effect& later) const {
+  bool conflicts(const ArrayEffect& later) const {
     return (writes & (later.reads | later.writes)) != 0 || (reads & later.writes) != 0;
   }
-  void add(const Effect& e) {
+  void add(const ArrayEffect& e) {
     reads |= e.reads;
     writes |= e.writes;
   }
 };
 
-constexpr uint64_t kEvery = ~uint64_t{0};
+constexpr uint64_t kEveryArray = ~uint64_t{0};
 
 // One op of the program (or an empty join of paths: a loop's head) and where control goes next.
-struct Node {
+struct FlowNode {
   const gpu::Op* op = nullptr;
-  Effect effect;
+  ArrayEffect effect;
   bool barrier = false;
   std::vector<size_t> next, prev;
 };
 
-class Graph {
+class FlowGraph {
  public:
-  explicit Graph(const gpu::Function& f) : f_(f), masks_(gpu::array_masks(f)) { flow(f.body, {}); }
+  explicit FlowGraph(const gpu::Function& f) : f_(f), masks_(gpu::array_masks(f)) { flow(f.body, {}); }
 
-  std::vector<Node> nodes;
+  std::vector<FlowNode> nodes;
 
  private:
   // The arrays an access through `ptrs` may touch (none outside threadgroup memory).
   uint64_t arrays(ValueId ptrs) const {
     const gpu::Value& v = f_.value(ptrs);
     if (!v.is_ptr || v.space != AddrSpace::threadgroup) return 0;
-    return masks_[ptrs] != 0 ? masks_[ptrs] : kEvery;
+    return masks_[ptrs] != 0 ? masks_[ptrs] : kEveryArray;
   }
 
-  Effect effect(const gpu::Op& op) const {
+  ArrayEffect effect(const gpu::Op& op) const {
     switch (op.kind) {
       case GpuOpKind::LOAD:
       case GpuOpKind::VLOAD:
@@ -70,6 +70,8 @@ class Graph {
         return {0, arrays(op.operands[0])};
       case GpuOpKind::ATOMIC:
         return {arrays(op.operands[0]), arrays(op.operands[0])};
+      case GpuOpKind::CONVERT_LAYOUT:  // pure as a value, but its expansion goes through its array
+        return {kEveryArray, kEveryArray};
       // No threadgroup array: an alloc only names one, a print writes device memory, opaque
       // is a register, and a cancel_point's check keeps its own word between its own barriers
       // (msl.cpp; cuda's reads device memory only).
@@ -82,12 +84,12 @@ class Graph {
         return {};
       default:
         if (gpu::has_gpu_trait(op.kind, gpu::kGPure)) return {};
-        return {kEvery, kEvery};
+        return {kEveryArray, kEveryArray};
     }
   }
 
   size_t add(const gpu::Op* op, const std::vector<size_t>& from) {
-    Node n;
+    FlowNode n;
     n.op = op;
     if (op != nullptr) {
       n.effect = effect(*op);
@@ -141,8 +143,8 @@ class Graph {
 };
 
 // What the nodes reachable from `start` (along next or prev) do before a barrier stops the path.
-Effect reach(const std::vector<Node>& nodes, size_t start, bool forward) {
-  Effect seen;
+ArrayEffect effects_until_barrier(const std::vector<FlowNode>& nodes, size_t start, bool forward) {
+  ArrayEffect seen;
   std::vector<bool> visited(nodes.size(), false);
   std::vector<size_t> work = forward ? nodes[start].next : nodes[start].prev;
   while (!work.empty()) {
@@ -156,12 +158,12 @@ Effect reach(const std::vector<Node>& nodes, size_t start, bool forward) {
   return seen;
 }
 
-void sweep(gpu::Block& b, const std::set<const gpu::Op*>& gone) {
+void remove_ops(gpu::Block& b, const std::set<const gpu::Op*>& gone) {
   std::vector<gpu::Op> kept;
   kept.reserve(b.ops.size());
   for (gpu::Op& op : b.ops) {
     if (gone.count(&op) != 0) continue;
-    for (gpu::Block& r : op.regions) sweep(r, gone);
+    for (gpu::Block& r : op.regions) remove_ops(r, gone);
     kept.push_back(std::move(op));
   }
   b.ops = std::move(kept);
@@ -170,19 +172,19 @@ void sweep(gpu::Block& b, const std::set<const gpu::Op*>& gone) {
 }  // namespace
 
 void elide_barriers(gpu::Function& f, const PassContext&) {
-  Graph g(f);
+  FlowGraph g(f);
   std::set<const gpu::Op*> gone;
   // One at a time, in program order: a removed barrier's node passes the paths on, so the
   // barriers after it are judged without it (of two barriers in a row between a write and a
   // read, one stays).
   for (size_t n = 0; n < g.nodes.size(); ++n) {
-    Node& node = g.nodes[n];
+    FlowNode& node = g.nodes[n];
     if (!node.barrier || !node.op->attrs.empty()) continue;
-    if (reach(g.nodes, n, false).conflicts(reach(g.nodes, n, true))) continue;
+    if (effects_until_barrier(g.nodes, n, false).conflicts(effects_until_barrier(g.nodes, n, true))) continue;
     node.barrier = false;
     gone.insert(node.op);
   }
-  if (!gone.empty()) sweep(f.body, gone);
+  if (!gone.empty()) remove_ops(f.body, gone);
 }
 
 }  // namespace metile

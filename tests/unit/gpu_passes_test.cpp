@@ -428,6 +428,11 @@ TEST(GpuPasses, ElideBarriersFollowsTheLoopsBackEdge) {
   EXPECT_EQ(count(two, "    barrier\n"), 2) << two;
   EXPECT_TRUE(has(two, "lanes=2\n    %w_v:")) << two;
   EXPECT_TRUE(has(two, "lanes=2\n    store %o, %v\n    yield\n")) << two;
+  // A while's after block runs its before block, then itself, again.
+  const std::string again = elide("  %k: i32 = while iter(%c: i32 = %z) {\n    %go: bool = lt %c, %n\n"
+                                  "    yield %go, %c\n  } do (%d: i32) {\n" + exchange("a", "x", "m", "    ") +
+                                  "    %e: i32 = add %d, %one\n    yield %e\n  }\n");
+  EXPECT_EQ(count(again, "    barrier\n"), 2) << again;
 }
 
 // An if runs either block: a write to the array in one of them keeps the barrier before it.

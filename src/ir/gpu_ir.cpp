@@ -87,18 +87,35 @@ LayoutId Function::add_layout(Layout l) {
   return static_cast<LayoutId>(layouts.size() - 1);
 }
 
+namespace {
+
+// The pointers GPU IR carries on besides Tile IR's: a splat, or registers renamed within a thread.
+OperandRange gpu_pointer_sources(const Op& op) {
+  if (op.kind == GpuOpKind::ELEMENTWISE) return pointer_sources(op.tile_op);
+  if (op.kind == GpuOpKind::SPLAT || op.kind == GpuOpKind::REG_GATHER) return {0, 1};
+  return {};
+}
+
+std::vector<uint64_t> masks_from(const Function& f, const std::vector<ValueId>& roots) {
+  return pointer_params(f.values.size(), roots, f.body, gpu_pointer_sources,
+                        [](const Op& op) { return op.kind == GpuOpKind::FOR; });
+}
+
+}  // namespace
+
 std::vector<uint64_t> param_masks(const Function& f) {
   std::vector<ValueId> params;
   for (const auto& prm : f.params) params.push_back(prm.value);
-  return pointer_params(
-      f.values.size(), params, f.body,
-      [](const Op& op) -> OperandRange {
-        if (op.kind == GpuOpKind::ELEMENTWISE) return pointer_sources(op.tile_op);
-        // Broadcasts: a splat, or registers renamed within a thread.
-        if (op.kind == GpuOpKind::SPLAT || op.kind == GpuOpKind::REG_GATHER) return {0, 1};
-        return {};
-      },
-      [](const Op& op) { return op.kind == GpuOpKind::FOR; });
+  return masks_from(f, params);
+}
+
+std::vector<uint64_t> array_masks(const Function& f, std::vector<ValueId>* arrays) {
+  std::vector<ValueId> allocs;
+  for (const Op& op : f.body.ops)
+    if (op.kind == GpuOpKind::ALLOC) allocs.push_back(op.result());
+  std::vector<uint64_t> masks = masks_from(f, allocs);
+  if (arrays != nullptr) *arrays = std::move(allocs);
+  return masks;
 }
 
 std::vector<int> use_counts(const Function& f) {

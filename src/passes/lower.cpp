@@ -479,7 +479,7 @@ gpu::Function Lowering::run() {
     set(prm.value, g);
   }
   block(p.body);
-  for (const auto& [dtype, arr] : scratch_arrays) {
+  for (const auto& [key, arr] : scratch_arrays) {
     gpu::Op a;
     a.kind = gpu::GpuOpKind::ALLOC;
     gpu::SharedArray::linear({arr.second}).write(a);

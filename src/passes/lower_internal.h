@@ -345,8 +345,10 @@ class Lowering {
   /**
    * Threadgroup scratch memory of dtype d, at least `size` elements (one array per dtype,
    * shared by every exchange; each exchange ends with a barrier before the array is reused).
+   * `turn` 1: the second array of the dtype, which whole-tile reductions take every other time
+   * (LowerOptions::alternate_scratch).
    */
-  ValueId scratch(DType d, int64_t size);
+  ValueId scratch(DType d, int64_t size, int turn = 0);
   /**
    * Moves the elements of `x` (tile layout) into layout `to`: every thread writes its valid
    * registers to scratch at their element index, then reads element src(e) for each element e
@@ -378,7 +380,8 @@ class Lowering {
     });
   }
 
-  std::map<DType, std::pair<ValueId, int64_t>> scratch_arrays;
+  std::map<std::pair<DType, int>, std::pair<ValueId, int64_t>> scratch_arrays;  // (dtype, turn)
+  std::map<DType, int> reductions_lowered;  // whole-tile reductions through scratch, per dtype
   std::map<std::pair<gpu::Builtin, int>, ValueId> builtins;  // (builtin, axis) -> value
 };
 

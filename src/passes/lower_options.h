@@ -125,6 +125,13 @@ struct LowerOptions {
    * mma.sync (METILE_GPU_OFF=warpgroup_register_a).
    */
   bool warpgroup_register_a = true;
+  /**
+   * Consecutive whole-tile reductions of a dtype take turns between two scratch arrays
+   * (lower_reduce.cpp), so the barrier that ends one orders nothing against the next one's
+   * writes and the elide-barriers pass removes it. Off where that pass does not run
+   * (METILE_GPU_OFF=elide-barriers, opt_level 0): one scratch array per dtype for every exchange.
+   */
+  bool alternate_scratch = true;
 };
 
 }  // namespace metile

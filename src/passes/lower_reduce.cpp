@@ -11,7 +11,8 @@
 // tile is exchanged through threadgroup memory. A reshape is always free: layouts address the
 // row-major flattening, which a reshape keeps.
 // Whole-tile reductions of one block whose operands are ready share one exchange (one barrier
-// pair). Every exchange ends with a barrier, so one scratch array per dtype serves them all.
+// pair). Every exchange ends with a barrier, so one scratch array per dtype serves them all;
+// whole-tile reductions take turns with a second one, so that barrier can go between two of them.
 
 #include "passes/lower_internal.h"
 
@@ -26,12 +27,12 @@ ValueId Lowering::identity(Reduction k, DType d) {
 
 ValueId Lowering::combine(Reduction k, ValueId x, ValueId y) { return b.ew(combining_op(k), {x, y}); }
 
-ValueId Lowering::scratch(DType d, int64_t size) {
-  auto it = scratch_arrays.find(d);
+ValueId Lowering::scratch(DType d, int64_t size, int turn) {
+  auto it = scratch_arrays.find({d, turn});
   if (it == scratch_arrays.end()) {
     ValueId v = b.new_value(d, gpu::kUniform, true, AddrSpace::threadgroup);
-    b.named(v, cat("scratch_", dtype_name(d)));
-    it = scratch_arrays.emplace(d, std::make_pair(v, size)).first;
+    b.named(v, cat("scratch", turn == 0 ? "" : "2", "_", dtype_name(d)));
+    it = scratch_arrays.emplace(std::make_pair(d, turn), std::make_pair(v, size)).first;
   }
   it->second.second = std::max(it->second.second, size);
   return it->second.first;
@@ -137,7 +138,10 @@ void Lowering::reduce(const Op& op) {
     // Lane 0 of each simdgroup publishes its partials (reduction j at j * nsg + simdgroup);
     // every simdgroup then folds them all.
     const int64_t count = static_cast<int64_t>(ops.size());
-    ValueId buf = scratch(d, nsg * count);
+    // Every other reduction takes the second array: the next one's writes then need no barrier
+    // after this one's reads (elide-barriers removes it), only the one before its own reads.
+    const int turn = options.alternate_scratch ? reductions_lowered[d]++ % 2 : 0;
+    ValueId buf = scratch(d, nsg * count, turn);
     ValueId lane = builtin(gpu::Builtin::simd_lane), sg = builtin(gpu::Builtin::simdgroup_index);
     ValueId first = b.named(b.ew(OpKind::EQ, {lane, c_i32(0)}), "first_lane");
     for (int64_t j = 0; j < count; ++j) {

@@ -52,6 +52,10 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   // Loops check the host's stop word (time limits, metile_cancel_launches): cuda stops a kernel
   // with `trap`, Metal with a return the whole threadgroup takes together.
   run("insert-cancel-points");
+  // Barriers that order nothing (a reduction's trailing one where the next reduction takes the
+  // other scratch array): before the arrays are placed, where ones that come to share bytes get
+  // their barrier back.
+  if (options.opt_level > 0) run("elide-barriers");
   // Offsets for the arrays the passes above left, and the limit check: last, at every opt level.
   run_gpu_pass("allocate-threadgroup-memory", f, ctx);
   out.gpu_ir_opt = gpu::print(f);
@@ -86,6 +90,8 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.fp8_promote = !options.disables("fp8_promote");
   lo.warpgroup_kmajor_b = !options.disables("warpgroup_kmajor_b");
   lo.warpgroup_register_a = !options.disables("warpgroup_register_a");
+  // A second scratch array pays only where elide-barriers removes the barrier it frees.
+  lo.alternate_scratch = options.opt_level > 0 && !options.disables("elide-barriers");
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are
   // known; where the whole kernel does not fit even with arrays sharing memory
   // (allocate-threadgroup-memory), the stages the target chose give way (3 -> 2 -> none) rather

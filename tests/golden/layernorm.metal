@@ -237,7 +237,6 @@ struct mt_scalars {
   const float sum = simd_sum(partial);
   const float partial1 = has_partial ? scratch_f32[lane + 8] : 0.0f;
   const float sum1 = simd_sum(partial1);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   const float N1 = float(N);
   const float t7 = sum1 / N1;
   const float t13 = 1.0f / sqrt(((sum / N1) - (t7 * t7)) + 1e-05f);

@@ -173,6 +173,7 @@ struct mt_scalars {
     constant mt_scalars& mt_s [[buffer(2)]],
     device atomic<uint>* mt_cancel [[buffer(3)]],
     threadgroup float* scratch_f32 [[threadgroup(0)]],
+    threadgroup float* scratch2_f32 [[threadgroup(1)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tiitg [[thread_index_in_threadgroup]],
     uint tiisg [[thread_index_in_simdgroup]],
@@ -219,14 +220,11 @@ struct mt_scalars {
   for (int r = 1; r < 4; ++r) local_max = mt_fmax(local_max, acc[r]);
   const float sg_max = simd_max(local_max);
   const bool first_lane = lane == 0;
-  threadgroup float* slot = scratch_f32 + sg;
-  if (first_lane) *slot = sg_max;
+  if (first_lane) scratch_f32[sg] = sg_max;
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const bool has_partial = lane < 8;
-  threadgroup float* lane_slot = scratch_f32 + lane;
-  const float partial = has_partial ? *lane_slot : (-INFINITY);
+  const float partial = has_partial ? scratch_f32[lane] : (-INFINITY);
   const float max_val = simd_max(partial);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   float acc2[4];
   #pragma unroll
   for (int r = 0; r < 4; ++r) acc2[r] = 0.0f;
@@ -261,11 +259,10 @@ struct mt_scalars {
   #pragma unroll
   for (int r = 1; r < 4; ++r) local_sum = local_sum + acc2[r];
   const float sg_sum = simd_sum(local_sum);
-  if (first_lane) *slot = sg_sum;
+  if (first_lane) scratch2_f32[sg] = sg_sum;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  const float partial1 = has_partial ? *lane_slot : 0.0f;
+  const float partial1 = has_partial ? scratch2_f32[lane] : 0.0f;
   const float sum = simd_sum(partial1);
-  threadgroup_barrier(mem_flags::mem_threadgroup);
   for (int i2 = 0; i2 < N; i2 += 1024) {
     int offs2[4];
     bool mask2[4];

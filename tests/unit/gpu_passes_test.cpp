@@ -42,7 +42,8 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "ldmatrix-fragments", "serpentine-mma",
                                              "preload-fragments", "fold-constants", "cse", "dce",
                                              "vectorize-access", "insert-cancel-points",
-                                             "order-device-memory", "allocate-threadgroup-memory"}));
+                                             "order-device-memory", "elide-barriers",
+                                             "allocate-threadgroup-memory"}));
   gpu::Function f = lower(kernels::vector_add(256));
   PassContext ctx{apple_gpu_target()};
   try {
@@ -93,9 +94,11 @@ TEST(GpuPasses, CseMergesInDominatingScopesOnly) {
   std::string text = gpu::print(f);
   // Each loop recomputes its coord (the loops are siblings, none dominates another) ...
   EXPECT_EQ(count(text, "= coord "), coords_before) << text;
-  // ... but the reductions share one lane == 0 and one scratch slot address.
+  // ... but the reductions share one lane == 0 (their slot addresses differ: the sum takes the
+  // second scratch array).
   EXPECT_EQ(count(text, "%first_lane: bool thread = eq"), 1) << text;
-  EXPECT_EQ(count(text, "%slot: ptr<f32, threadgroup> thread"), 1) << text;
+  EXPECT_EQ(count(text, "= ptr_offset %scratch_f32, %sg\n"), 1) << text;
+  EXPECT_EQ(count(text, "= ptr_offset %scratch2_f32, %sg\n"), 1) << text;
   EXPECT_EQ(count(text, "= load "), 3 + 2) << text;  // loads are never merged
 }
 
@@ -352,6 +355,104 @@ TEST(GpuPasses, LdmatrixFragmentsMarksMmaSyncOpsWithAlignedRows) {
   EXPECT_TRUE(has(out, "atom=\"simdgroup_matrix\" atom_m=8 atom_n=8 atom_k=8 m=64 n=64 k=32 lda=40 ldb=72 "
                        "warps_m=2 warps_n=2 tf32=0\n")) << out;
   EXPECT_EQ(run_gpu_passes_on_text(out, {"ldmatrix-fragments"}, t), out);
+}
+
+// elide-barriers: a block reduction's exchange through threadgroup array `array`, as lowering
+// writes it: lane 0 of each simdgroup publishes, a barrier, every thread reads the partials, and
+// the trailing barrier that frees the array for the next exchange. `x` is the thread's value.
+std::string exchange(const std::string& array, const std::string& x, const std::string& r,
+                     const std::string& indent = "  ") {
+  return indent + "%w_" + r + ": ptr<f32, threadgroup> thread = ptr_offset %" + array + ", %sg\n" +
+         indent + "store %w_" + r + ", %" + x + ", %first\n" + indent + "barrier\n" + indent + "%r_" +
+         r + ": ptr<f32, threadgroup> thread = ptr_offset %" + array + ", %lane\n" + indent + "%p_" + r +
+         ": f32 thread = load %r_" + r + "\n" + indent + "%" + r + ": f32 = simd_reduce.sum %p_" + r +
+         " lanes=2\n" + indent + "barrier\n";
+}
+
+const char* const kElideHead =
+    "gpu_kernel @k(%o: ptr<f32>, %n: i32) threads=64 simd=32 {\n"
+    "  %a: ptr<f32, threadgroup> = alloc shape=\"2\" stages=1 layout=\"linear\"\n"
+    "  %b: ptr<f32, threadgroup> = alloc shape=\"2\" stages=1 layout=\"linear\"\n"
+    "  %tid: i32 thread = builtin thread_index.x\n"
+    "  %lane: i32 thread = builtin simd_lane.x\n"
+    "  %sg: i32 thread = builtin simdgroup_index.x\n"
+    "  %z: i32 = const value=0\n"
+    "  %one: i32 = const value=1\n"
+    "  %first: bool thread = eq %lane, %z\n"
+    "  %x: f32 thread = cast %tid\n";
+
+std::string elide(const std::string& body) {
+  return run_gpu_passes_on_text(std::string(kElideHead) + body + "}\n", {"elide-barriers"},
+                                nvidia_gpu_target("sm_90"));
+}
+
+// Two dependent reductions (layernorm's mean, then the squares about it), each through its own
+// array: the first one's trailing barrier orders its reads of %a against nothing (the second
+// writes %b) and the last one's against nothing at all; the barriers before the reads stay.
+TEST(GpuPasses, ElideBarriersRemovesTrailingBarriersOfReductionsOnTwoArrays) {
+  const std::string out = elide(exchange("a", "x", "m") + "  %d: f32 thread = sub %x, %m\n" +
+                                exchange("b", "d", "v") + "  store %o, %v\n");
+  EXPECT_EQ(count(out, "  barrier\n"), 2) << out;
+  EXPECT_TRUE(has(out, "  store %w_m, %x, %first\n  barrier\n  %r_m:")) << out;
+  EXPECT_TRUE(has(out, "lanes=2\n  %d: f32 thread = sub %x, %m\n")) << out;
+  EXPECT_TRUE(has(out, "  store %w_v, %d, %first\n  barrier\n  %r_v:")) << out;
+  EXPECT_TRUE(has(out, "lanes=2\n  store %o, %v\n}")) << out;
+  // Run again: nothing more goes.
+  EXPECT_EQ(run_gpu_passes_on_text(out, {"elide-barriers"}, nvidia_gpu_target("sm_90")), out);
+}
+
+// Through one array, the second reduction's writes overwrite what other threads of the first
+// may still read (write after read), and each exchange's reads need its writes (read after
+// write): of four barriers only the last goes.
+TEST(GpuPasses, ElideBarriersKeepsBarriersBetweenAccessesOfOneArray) {
+  const std::string out = elide(exchange("a", "x", "m") + "  %d: f32 thread = sub %x, %m\n" +
+                                exchange("a", "d", "v") + "  store %o, %v\n");
+  EXPECT_EQ(count(out, "  barrier\n"), 3) << out;
+  EXPECT_TRUE(has(out, "lanes=2\n  barrier\n  %d: f32 thread = sub %x, %m\n")) << out;
+  EXPECT_TRUE(has(out, "lanes=2\n  store %o, %v\n}")) << out;
+  // Offsets do not tell slots apart: one array is one location.
+  const std::string slots = elide(
+      "  %wa: ptr<f32, threadgroup> = ptr_offset %a, %one\n  store %wa, %x\n  barrier\n"
+      "  %ra: ptr<f32, threadgroup> = ptr_offset %a, %z\n  %y: f32 = load %ra\n  store %o, %y\n");
+  EXPECT_EQ(count(slots, "  barrier\n"), 1) << slots;
+}
+
+// In a loop the next turn's writes follow this turn's reads: one exchange per turn keeps its
+// trailing barrier (the back edge), two on alternating arrays need neither.
+TEST(GpuPasses, ElideBarriersFollowsTheLoopsBackEdge) {
+  const std::string one = elide("  for %i: i32 = %z to %n step %one {\n" + exchange("a", "x", "m", "    ") +
+                                "    store %o, %m\n    yield\n  }\n");
+  EXPECT_EQ(count(one, "    barrier\n"), 2) << one;
+  const std::string two = elide("  for %i: i32 = %z to %n step %one {\n" + exchange("a", "x", "m", "    ") +
+                                exchange("b", "m", "v", "    ") + "    store %o, %v\n    yield\n  }\n");
+  EXPECT_EQ(count(two, "    barrier\n"), 2) << two;
+  EXPECT_TRUE(has(two, "lanes=2\n    %w_v:")) << two;
+  EXPECT_TRUE(has(two, "lanes=2\n    store %o, %v\n    yield\n")) << two;
+  // A while's after block runs its before block, then itself, again.
+  const std::string again = elide("  %k: i32 = while iter(%c: i32 = %z) {\n    %go: bool = lt %c, %n\n"
+                                  "    yield %go, %c\n  } do (%d: i32) {\n" + exchange("a", "x", "m", "    ") +
+                                  "    %e: i32 = add %d, %one\n    yield %e\n  }\n");
+  EXPECT_EQ(count(again, "    barrier\n"), 2) << again;
+}
+
+// An if runs either block: a write to the array in one of them keeps the barrier before it.
+TEST(GpuPasses, ElideBarriersFollowsBothBlocksOfAnIf) {
+  auto after_if = [](const std::string& array) {
+    return elide(exchange("a", "x", "m") + "  %c: bool = lt %z, %n\n  if %c {\n    yield\n  } else {\n" +
+                 "    %q: ptr<f32, threadgroup> thread = ptr_offset %" + array + ", %sg\n" +
+                 "    store %q, %m\n    yield\n  }\n");
+  };
+  EXPECT_EQ(count(after_if("a"), "  barrier\n"), 2) << after_if("a");
+  EXPECT_EQ(count(after_if("b"), "  barrier\n"), 1) << after_if("b");
+}
+
+// Barriers with attributes also order device memory, and ops whose effects the pass does not
+// model count as touching every array: both keep their barriers.
+TEST(GpuPasses, ElideBarriersKeepsDeviceBarriersAndUnmodelledOps) {
+  const std::string device = elide(exchange("a", "x", "m") + "  barrier memory=1\n  store %o, %m\n");
+  EXPECT_TRUE(has(device, "  barrier memory=1\n")) << device;
+  const std::string wait = elide(exchange("a", "x", "m") + "  async_wait pending=0\n  store %o, %m\n");
+  EXPECT_TRUE(has(wait, "lanes=2\n  barrier\n  async_wait pending=0\n")) << wait;
 }
 
 }  // namespace

@@ -76,7 +76,9 @@ def test_row_statistics_are_not_converted_before_whole_tile_reductions():
         text = weighted_rows[(1,)].compile(*args, ROWS=rows, DIM=dim).source("gpu_ir_opt")
     # From the row sums on: the row sums in registers (shuffles), one exchange for each whole-tile
     # max and sum and one for the column sum over simdgroups, two barriers each (converting the
-    # row sums to the canonical layout before the max and the sum cost four more).
+    # row sums to the canonical layout before the max and the sum cost four more), less the two
+    # that order nothing (elide-barriers): the column sum's last one, since the sum takes the
+    # second scratch array, and the sum's own last one.
     after = text[text.index("reg_reduce.sum"):]
-    assert after.count("barrier") == 6, text
+    assert after.count("barrier") == 4, text
     assert "reg_gather" in after, text   # p[:, None] from the row statistics' own registers

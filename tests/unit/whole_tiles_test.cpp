@@ -421,6 +421,26 @@ TEST(WholeTiles, CausalAttentionMasksTheDiagonalBlocksOnly) {
   }
 }
 
+TEST(WholeTiles, ScoresScaledBeforeTheirMaskAreGuardedAlike) {
+  // Triton's tutorial: where(valid, dot(q, k) * scale, -inf). A select of anything else in a
+  // dot loop (here the fill the scores' select takes) keeps its mask.
+  const std::string b = bools(64, 32);
+  std::string scaled = attention("lt %cb, %seq" + b);
+  scaled.replace(scaled.find("%sm = select %keep, %sc,"), 24,
+                 "%two = const {value = 2.0} : f32\n    %ss = mul %sc, %two : tile<64x32xf32>\n"
+                 "    %sm = select %keep, %ss,");
+  const std::string out = run(scaled, {"whole_tiles"});
+  EXPECT_EQ(count(out, " = if "), 1) << out;
+  EXPECT_EQ(split_point(out, 4001, 0), 4000);
+  std::string other = attention("lt %cb, %seq" + b);
+  other.replace(other.find("%sm = select %keep, %sc, %ninfb"), 31,
+                "%fill = select %keep, %ninfb, %s0 : tile<64x32xf32>\n    %sm = select %keep, %sc, %fill");
+  const std::string kept = run(other, {"whole_tiles"});
+  EXPECT_EQ(count(kept, " = if "), 1) << kept;
+  const std::string before = kept.substr(0, kept.find(" = if "));
+  EXPECT_EQ(count(before, "= select %\\w+, %\\w+, %\\w+ : tile<64x32xf32>"), 1) << kept;
+}
+
 TEST(WholeTiles, ComparisonsThatAreNotPrefixTrueStayInTheScores) {
   const std::string b = bools(64, 32);
   const std::string cases[] = {

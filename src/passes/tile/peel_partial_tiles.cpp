@@ -37,8 +37,9 @@
 // bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
 //
 // Whole blocks (METILE_GPU_OFF=whole_blocks; off with whole_tiles too): a loop holding a dot
-// keeps its one body; only its selects of a dot's result (attention's where(keep, s, -inf) on
-// the scores) whose masks are whole are put behind a branch on iv < split, uniform per program:
+// keeps its one body; only its selects of a dot's result, or of an element-wise function of one
+// (attention's where(keep, s, -inf) on the scores, scaled or not), whose masks are whole are put
+// behind a branch on iv < split, uniform per program:
 //
 //   %s = if iv < split { yield dot } else { the mask as written; select(mask, dot, b) }
 //
@@ -156,8 +157,8 @@ class Peel {
   // Form::split: the whole-tile copy of `loop` (masks that hold dropped) and the split point.
   // With `last_first` (see the file comment) and a body that allows it, the copy runs its
   // iterations last-first and `reversed` says so.
-  // Form::guard: `loop` itself, each select of a dot result whose mask is whole made an `if` on
-  // iv < split (the split point).
+  // Form::guard: `loop` itself, each select of a dot result (of_dot) whose mask is whole made an
+  // `if` on iv < split (the split point).
   // Nothing when no mask of the body is whole.
   std::optional<std::pair<Op, ValueId>> run(const Op& loop, Form form, bool last_first, bool& reversed) {
     reversed = false;
@@ -466,10 +467,18 @@ class Peel {
     return true;
   }
 
-  // Whether `v` is the result of a dot of the body (the scores a select masks).
-  bool of_dot(ValueId v) const {
+  // Whether `v` is the result of a dot of the body or an element-wise function of one (the
+  // scores a select masks, scaled first as in Triton's tutorial: where(valid, dot(q, k) * scale,
+  // -inf)).
+  bool of_dot(ValueId v) {
     auto at = inside_.find(v);
-    return at != inside_.end() && body_->ops[at->second].kind == OpKind::DOT;
+    if (at == inside_.end()) return false;
+    if (auto known = of_dot_.find(v); known != of_dot_.end()) return known->second;
+    const Op& op = body_->ops[at->second];
+    bool r = op.kind == OpKind::DOT;
+    if (is_elementwise(op.kind) && op.kind != OpKind::PTR_OFFSET)
+      for (ValueId x : op.operands) r = r || (p_.type(x).shape == p_.type(v).shape && of_dot(x));
+    return of_dot_[v] = r;
   }
 
   // Form::guard: each select of `at` (positions in `body`) becomes
@@ -648,6 +657,7 @@ class Peel {
   std::unordered_map<ValueId, size_t> inside_;
   std::unordered_map<ValueId, ValueId> copied_;
   std::unordered_map<ValueId, bool> known_;
+  std::unordered_map<ValueId, bool> of_dot_;
   std::set<ValueId> conditions_;
   std::vector<ValueId> prefixes_;  // iteration counts, each clamped below at 0
   std::unordered_map<int64_t, ValueId> constants_;

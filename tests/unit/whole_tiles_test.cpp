@@ -9,8 +9,11 @@
 #include <regex>
 #include <string>
 
+#include "ir/gpu_ir.h"
 #include "passes/pass.h"
+#include "passes/pipeline.h"
 #include "passes/tile/tile_pass.h"
+#include "target/gpu_target.h"
 #include "target/options.h"
 
 namespace metile {
@@ -267,19 +270,22 @@ TEST(WholeTiles, ARereadRunsLastFirstOnGpus) {
 namespace metile {
 namespace METILE_UNITY_ID {
 
-// Flash attention's K/V loop as the tracer writes it (examples/python/flash_attention.py, head
-// dim 16, f32): the scores q k^T masked by `mask` (over %cb, the columns i + arange broadcast down
-// the rows, and %rb, the rows start + arange broadcast along them), an online softmax, p v
-// accumulated. The loop ends at `end`: %seq, or %diag (causal: the block of the last query row).
+// Flash attention's K/V loop as the tracer writes it (examples/python/flash_attention.py; head
+// dim `hd`, Q, K and V of `dt`, 256 threads when 16-bit): the scores q k^T masked by `mask` (over
+// %cb, the columns i + arange broadcast down the rows, and %rb, the rows start + arange
+// broadcast along them), an online softmax, p v accumulated. The loop ends at `end`: %seq, or
+// %diag (causal: the block of the last query row).
 std::string attention(const std::string& mask, int block_m = 64, int block_n = 32,
-                      const std::string& end = "%seq") {
-  const std::string m = std::to_string(block_m), n = std::to_string(block_n);
+                      const std::string& end = "%seq", const std::string& dt = "f32", int hd = 16) {
+  const std::string m = std::to_string(block_m), n = std::to_string(block_n), d = std::to_string(hd);
+  const std::string p = dt == "f32" ? "%p" : "%ph";
   const std::string s = "tile<" + m + "x" + n + "xf32>", idx = "tile<" + m + "x" + n + "xi32>";
-  return "kernel @attn(%Q: ptr<f32>, %K: ptr<f32>, %V: ptr<f32>, %O: ptr<f32>, %seq: i32, %X: ptr<i32>) {\n"
+  return "kernel @attn(%Q: ptr<" + dt + ">, %K: ptr<" + dt + ">, %V: ptr<" + dt +
+         ">, %O: ptr<f32>, %seq: i32, %X: ptr<i32>)" + (dt == "f32" ? "" : " num_threads(256)") + " {\n"
          "  %c0 = const {value = 0} : i32\n"
          "  %cn = const {value = " + n + "} : i32\n"
          "  %cm = const {value = " + m + "} : i32\n"
-         "  %cd = const {value = 16} : i32\n"
+         "  %cd = const {value = " + d + "} : i32\n"
          "  %pid = program_id {axis = 0} : i32\n"
          "  %start = mul %pid, %cm : i32\n"
          "  %rows = arange %start {size = " + m + "} : tile<" + m + "xi32>\n"
@@ -287,20 +293,20 @@ std::string attention(const std::string& mask, int block_m = 64, int block_n = 3
          "  %rb = broadcast %rr : " + idx + "\n"
          "  %xp = ptr_offset %X, %rb : tile<" + m + "x" + n + "xptr<i32>>\n"
          "  %xs = load %xp : " + idx + "\n"
-         "  %q = tile_load %Q, %start, %c0, %cd, %seq, %cd : tile<" + m + "x16xf32>\n"
+         "  %q = tile_load %Q, %start, %c0, %cd, %seq, %cd : tile<" + m + "x" + d + "x" + dt + ">\n"
          "  %last = add %start, %cm : i32\n"
          "  %diag = minimum %last, %seq : i32\n"
          "  %ninf = const {value = -inf} : f32\n"
          "  %z = const {value = 0.0} : f32\n"
          "  %m0 = broadcast %ninf : tile<" + m + "xf32>\n"
-         "  %acc0 = broadcast %z : tile<" + m + "x16xf32>\n"
+         "  %acc0 = broadcast %z : tile<" + m + "x" + d + "xf32>\n"
          "  %ninfb = broadcast %ninf : " + s + "\n"
          "  %s0 = broadcast %z : " + s + "\n"
          "  %acc, %mx = for %i = %c0 to " + end + " step %cn iter_args(%a = %acc0, %mi = %m0) -> (tile<" + m +
-         "x16xf32>, tile<" + m + "xf32>) {\n"
-         "    %k = tile_load %K, %i, %c0, %cd, %seq, %cd : tile<" + n + "x16xf32>\n"
-         "    %v = tile_load %V, %i, %c0, %cd, %seq, %cd : tile<" + n + "x16xf32>\n"
-         "    %kt = trans %k : tile<16x" + n + "xf32>\n"
+         "x" + d + "xf32>, tile<" + m + "xf32>) {\n"
+         "    %k = tile_load %K, %i, %c0, %cd, %seq, %cd : tile<" + n + "x" + d + "x" + dt + ">\n"
+         "    %v = tile_load %V, %i, %c0, %cd, %seq, %cd : tile<" + n + "x" + d + "x" + dt + ">\n"
+         "    %kt = trans %k : tile<" + d + "x" + n + "x" + dt + ">\n"
          "    %sc = dot %q, %kt, %s0 : " + s + "\n"
          "    %cols = arange %i {size = " + n + "} : tile<" + n + "xi32>\n"
          "    %cr = reshape %cols : tile<1x" + n + "xi32>\n"
@@ -312,8 +318,9 @@ std::string attention(const std::string& mask, int block_m = 64, int block_n = 3
          "    %mc = reshape %mn : tile<" + m + "x1xf32>\n"
          "    %mb = broadcast %mc : " + s + "\n"
          "    %sx = sub %sm, %mb : " + s + "\n"
-         "    %p = exp2 %sx : " + s + "\n"
-         "    %an = dot %p, %v, %a : tile<" + m + "x16xf32>\n"
+         "    %p = exp2 %sx : " + s + "\n" +
+         (dt == "f32" ? "" : "    %ph = cast %p : tile<" + m + "x" + n + "x" + dt + ">\n") +
+         "    %an = dot " + p + ", %v, %a : tile<" + m + "x" + d + "xf32>\n"
          "    yield %an, %mn\n"
          "  }\n"
          "  tile_store %O, %start, %c0, %cd, %acc, %seq, %cd\n"
@@ -325,8 +332,8 @@ std::string bools(int block_m, int block_n) {
 }
 
 // The causal loop: columns below seq and at most the row, up to the last row's block.
-std::string causal_loop(int block_m = 64, int block_n = 32) {
-  std::string t = attention("MASK", block_m, block_n, "%diag");
+std::string causal_loop(int block_m = 64, int block_n = 32, const std::string& dt = "f32", int hd = 16) {
+  std::string t = attention("MASK", block_m, block_n, "%diag", dt, hd);
   const std::string b = bools(block_m, block_n);
   t.replace(t.find("%keep = MASK"), 12,
             "%k1 = lt %cb, %seq" + b + "\n    %k2 = le %cb, %rb" + b + "\n    %keep = bitand %k1, %k2" + b);
@@ -458,6 +465,26 @@ TEST(WholeTiles, ComparisonsThatAreNotPrefixTrueStayInTheScores) {
   const std::string lower = run(attention("ge %cb, %rb" + b), {"whole_tiles"});
   ASSERT_NE(lower.find(" = if "), std::string::npos) << lower;
   for (int64_t pid : {0, 3}) EXPECT_EQ(split_point(lower, 4096, pid), 0) << lower;
+}
+
+// On sm_90 the branch keeps both dots on the warpgroup atom (assign_layouts follows the scores
+// through the `if`): P stays in the scores' registers and K and V stream through the TMA ring.
+TEST(WholeTiles, TheScoresBranchKeepsAttentionOnTheWarpgroupAtom) {
+  for (bool causal : {false, true}) {
+    Program p = parse(causal ? causal_loop(128, 64, "f16", 64)
+                             : attention("lt %cb, %seq" + bools(128, 64), 128, 64, "%seq", "f16", 64));
+    CompileOptions o;
+    TileHiddenArgs hidden;
+    TilePassContext ctx{o, false, hidden, false};
+    run_tile_pass("whole_tiles", p, ctx);
+    const std::string ir = gpu::print(run_gpu_pipeline(p, nvidia_gpu_target("sm_90"), o, "cuda").function);
+    EXPECT_EQ(count(ir, " = if "), 1) << ir;
+    EXPECT_EQ(count(ir, "atom=\"wgmma\""), 2) << ir;
+    EXPECT_EQ(count(ir, "register_a=1"), 1) << "P from the scores' registers\n" << ir;
+    EXPECT_EQ(count(ir, "convert_layout"), 0) << ir;
+    ASSERT_NE(ir.find(" for %"), std::string::npos) << ir;
+    EXPECT_EQ(count(ir.substr(ir.find(" for %")), " tma_load "), 2) << "K and V, one loop\n" << ir;
+  }
 }
 
 TEST(WholeTiles, WholeBlocksAndWholeTilesSwitchItOff) {

@@ -20,7 +20,9 @@
 //
 // Propagation, to a fixed point: element-wise ops with an operand of the same shape in an
 // assigned layout (the epilogue: bias, activation, cast), loop-carried tiles whose yielded value
-// has one (the K-loop accumulator), a row or column reduction of an assigned tile (the layout
+// has one (the K-loop accumulator), the results of an `if` whose block yields one (attention's
+// scores behind whole_tiles' branch around their mask; the walks from a dot to the reductions
+// and the dot reading it pass through such an `if` too), a row or column reduction of an assigned tile (the layout
 // the fragments leave it in, replicated over the lanes that combined it: an online softmax's
 // statistics stay in registers), and the index math and broadcast sources feeding such ops
 // (masks and offsets are made where they are used).
@@ -28,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "passes/dot_choices.h"
@@ -82,6 +85,7 @@ struct Assigner {
   std::vector<gpu::LayoutId>& assigned = out.of;
   std::vector<const Op*> producer;  // Tile IR value -> the op that defines it
   std::vector<std::vector<const Op*>> users;  // Tile IR value -> the ops that read it
+  std::map<const Op*, const Op*> branch_of;  // the yield ending a block of an `if` -> the `if`
 
   int64_t threads();
   /** The target's chunk bytes, or 0 (chunks of 4) with METILE_GPU_OFF=wide_chunks. */
@@ -190,6 +194,9 @@ bool Assigner::rows_reduced(ValueId v) const {
       if (has_trait(u->kind, kReduce) && u->attr_int("axis") == 1) return true;
       if (follows_operands(u->kind) && p.type(u->result()).shape == p.type(v).shape)
         todo.push_back(u->result());
+      if (auto b = branch_of.find(u); b != branch_of.end())  // yielded: the `if`'s result
+        for (size_t i = 0; i < u->operands.size(); ++i)
+          if (u->operands[i] == x) todo.push_back(b->second->results[i]);
     }
   }
   return false;
@@ -214,6 +221,10 @@ const Op* Assigner::accumulator_source(ValueId v) const {
       dot = d;
     } else if (follows_operands(d->kind)) {
       for (ValueId y : d->operands) todo.push_back(y);
+    } else if (d->kind == OpKind::IF) {  // what either block yields (whole_tiles' guarded masks)
+      for (size_t i = 0; i < d->results.size(); ++i)
+        if (d->results[i] == x)
+          for (const Block& r : d->regions) todo.push_back(r.ops.back().operands[i]);
     }
   }
   return dot;
@@ -353,10 +364,7 @@ void Assigner::direct_copies(const Block& blk) {
       const Type& t = p.type(v);
       if (t.dtype != plan.stage || t.shape.dims[1] % vec != 0) continue;
       bool moves = true;  // nothing between the load and the dot writes memory
-      for (size_t x = at->second + 1; x < j; ++x) {
-        OpKind k2 = blk.ops[x].kind;
-        moves = moves && (has_trait(k2, kPure) || k2 == OpKind::TILE_LOAD || k2 == OpKind::LOAD);
-      }
+      for (size_t x = at->second + 1; x < j; ++x) moves = moves && writes_no_memory(blk.ops[x]);
       if (!moves) continue;
       plan.direct[i] = &blk.ops[at->second];
       plan.b_kmajor = plan.b_kmajor || kmajor;
@@ -375,6 +383,8 @@ void Assigner::run() {
   walk(p.body, [&](const Op& d) {
     for (ValueId r : d.results) producer[r] = &d;
     for (ValueId x : d.operands) users[x].push_back(&d);
+    if (d.kind == OpKind::IF)
+      for (const Block& r : d.regions) branch_of[&r.ops.back()] = &d;
   });
   int64_t warps = f.threads / f.simd_width;
   // Rows reduced later (attention's scores) stay within one warp: shuffles, no partials; every
@@ -453,6 +463,11 @@ void Assigner::run() {
             changed = give_layout(o.results[i], assigned[y.operands[i]]) || changed;
           }
       }
+      if (o.kind == OpKind::IF)  // both blocks yield into the result's registers
+        for (const Block& r : o.regions)
+          for (size_t i = 0; i < o.results.size(); ++i)
+            if (assigned[r.ops.back().operands[i]] != gpu::kUniform)
+              changed = give_layout(o.results[i], assigned[r.ops.back().operands[i]]) || changed;
     });
   }
 }

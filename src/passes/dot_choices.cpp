@@ -324,14 +324,22 @@ const Op* copied_load(const Program& p, const DotSite& s, ValueId v) {
   if (load == nullptr) return nullptr;
   const Type& t = p.type(v);
   if (t.shape.rank != 2 || (t.shape.dims[1] * static_cast<int64_t>(dtype_size(t.dtype))) % 16 != 0) return nullptr;
-  for (size_t x = at_load + 1; x < s.at; ++x) {
-    const OpKind k = s.blk->ops[x].kind;
-    if (!has_trait(k, kPure) && k != OpKind::TILE_LOAD && k != OpKind::LOAD) return nullptr;
-  }
+  for (size_t x = at_load + 1; x < s.at; ++x)
+    if (!writes_no_memory(s.blk->ops[x])) return nullptr;
   return load;
 }
 
 }  // namespace
+
+bool writes_no_memory(const Op& op) {
+  if (op.kind == OpKind::IF) {
+    for (const Block& r : op.regions)
+      for (const Op& x : r.ops)
+        if (x.kind != OpKind::YIELD && !writes_no_memory(x)) return false;
+    return true;
+  }
+  return has_trait(op.kind, kPure) || op.kind == OpKind::TILE_LOAD || op.kind == OpKind::LOAD;
+}
 
 const Op* warpgroup_kmajor_b(const Program& p, const Op& dot, const LowerOptions& options) {
   const DType bt = p.type(dot.operands[1]).dtype;

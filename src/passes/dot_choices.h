@@ -70,4 +70,9 @@ bool warpgroup_fp8_copies(const Program& program, const Op& dot, const GpuTarget
  */
 bool kmajor_b_fits(const LowerOptions& options, const DotChoice& c, int64_t k);
 
+/** Whether `op` writes no memory, so a dot's tile_load may be copied past it to the dot: a pure
+ * op, a load, or an `if` whose blocks hold only such ops (whole_tiles' branch around attention's
+ * mask). */
+bool writes_no_memory(const Op& op);
+
 }  // namespace metile

@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <string>
 
+#include "ir/gpu_ir.h"
 #include "passes/pass.h"
+#include "passes/pipeline.h"
 #include "passes/tile/tile_pass.h"
+#include "target/gpu_target.h"
 #include "target/options.h"
 
 namespace metile {
@@ -258,6 +262,238 @@ TEST(WholeTiles, ARereadRunsLastFirstOnGpus) {
   EXPECT_EQ(second_pass(on(two_passes(), true, {"last_first"})),
             (std::vector<std::string>{"whole", "partial"}));
   EXPECT_EQ(second_pass(on(two_passes("%X"), true)), (std::vector<std::string>{"whole", "partial"}));
+}
+
+}  // namespace
+}  // namespace metile
+
+namespace metile {
+namespace METILE_UNITY_ID {
+
+// Flash attention's K/V loop as the tracer writes it (examples/python/flash_attention.py; head
+// dim `hd`, Q, K and V of `dt`, 256 threads when 16-bit): the scores q k^T masked by `mask` (over
+// %cb, the columns i + arange broadcast down the rows, and %rb, the rows start + arange
+// broadcast along them), an online softmax, p v accumulated. The loop ends at `end`: %seq, or
+// %diag (causal: the block of the last query row).
+std::string attention(const std::string& mask, int block_m = 64, int block_n = 32,
+                      const std::string& end = "%seq", const std::string& dt = "f32", int hd = 16) {
+  const std::string m = std::to_string(block_m), n = std::to_string(block_n), d = std::to_string(hd);
+  const std::string p = dt == "f32" ? "%p" : "%ph";
+  const std::string s = "tile<" + m + "x" + n + "xf32>", idx = "tile<" + m + "x" + n + "xi32>";
+  return "kernel @attn(%Q: ptr<" + dt + ">, %K: ptr<" + dt + ">, %V: ptr<" + dt +
+         ">, %O: ptr<f32>, %seq: i32, %X: ptr<i32>)" + (dt == "f32" ? "" : " num_threads(256)") + " {\n"
+         "  %c0 = const {value = 0} : i32\n"
+         "  %cn = const {value = " + n + "} : i32\n"
+         "  %cm = const {value = " + m + "} : i32\n"
+         "  %cd = const {value = " + d + "} : i32\n"
+         "  %pid = program_id {axis = 0} : i32\n"
+         "  %start = mul %pid, %cm : i32\n"
+         "  %rows = arange %start {size = " + m + "} : tile<" + m + "xi32>\n"
+         "  %rr = reshape %rows : tile<" + m + "x1xi32>\n"
+         "  %rb = broadcast %rr : " + idx + "\n"
+         "  %xp = ptr_offset %X, %rb : tile<" + m + "x" + n + "xptr<i32>>\n"
+         "  %xs = load %xp : " + idx + "\n"
+         "  %q = tile_load %Q, %start, %c0, %cd, %seq, %cd : tile<" + m + "x" + d + "x" + dt + ">\n"
+         "  %last = add %start, %cm : i32\n"
+         "  %diag = minimum %last, %seq : i32\n"
+         "  %ninf = const {value = -inf} : f32\n"
+         "  %z = const {value = 0.0} : f32\n"
+         "  %m0 = broadcast %ninf : tile<" + m + "xf32>\n"
+         "  %acc0 = broadcast %z : tile<" + m + "x" + d + "xf32>\n"
+         "  %ninfb = broadcast %ninf : " + s + "\n"
+         "  %s0 = broadcast %z : " + s + "\n"
+         "  %acc, %mx = for %i = %c0 to " + end + " step %cn iter_args(%a = %acc0, %mi = %m0) -> (tile<" + m +
+         "x" + d + "xf32>, tile<" + m + "xf32>) {\n"
+         "    %k = tile_load %K, %i, %c0, %cd, %seq, %cd : tile<" + n + "x" + d + "x" + dt + ">\n"
+         "    %v = tile_load %V, %i, %c0, %cd, %seq, %cd : tile<" + n + "x" + d + "x" + dt + ">\n"
+         "    %kt = trans %k : tile<" + d + "x" + n + "x" + dt + ">\n"
+         "    %sc = dot %q, %kt, %s0 : " + s + "\n"
+         "    %cols = arange %i {size = " + n + "} : tile<" + n + "xi32>\n"
+         "    %cr = reshape %cols : tile<1x" + n + "xi32>\n"
+         "    %cb = broadcast %cr : " + idx + "\n"
+         "    %keep = " + mask + "\n"
+         "    %sm = select %keep, %sc, %ninfb : " + s + "\n"
+         "    %rmax = reduce_max %sm {axis = 1} : tile<" + m + "xf32>\n"
+         "    %mn = maximum %mi, %rmax : tile<" + m + "xf32>\n"
+         "    %mc = reshape %mn : tile<" + m + "x1xf32>\n"
+         "    %mb = broadcast %mc : " + s + "\n"
+         "    %sx = sub %sm, %mb : " + s + "\n"
+         "    %p = exp2 %sx : " + s + "\n" +
+         (dt == "f32" ? "" : "    %ph = cast %p : tile<" + m + "x" + n + "x" + dt + ">\n") +
+         "    %an = dot " + p + ", %v, %a : tile<" + m + "x" + d + "xf32>\n"
+         "    yield %an, %mn\n"
+         "  }\n"
+         "  tile_store %O, %start, %c0, %cd, %acc, %seq, %cd\n"
+         "}\n";
+}
+
+std::string bools(int block_m, int block_n) {
+  return " : tile<" + std::to_string(block_m) + "x" + std::to_string(block_n) + "xbool>";
+}
+
+// The causal loop: columns below seq and at most the row, up to the last row's block.
+std::string causal_loop(int block_m = 64, int block_n = 32, const std::string& dt = "f32", int hd = 16) {
+  std::string t = attention("MASK", block_m, block_n, "%diag", dt, hd);
+  const std::string b = bools(block_m, block_n);
+  t.replace(t.find("%keep = MASK"), 12,
+            "%k1 = lt %cb, %seq" + b + "\n    %k2 = le %cb, %rb" + b + "\n    %keep = bitand %k1, %k2" + b);
+  return t;
+}
+
+// The scalar ops in front of the attention loop evaluated for `seq` and program `pid`; returns
+// the split point the loop's branch compares iv with (-1: no branch).
+int64_t split_point(const std::string& text, int64_t seq, int64_t pid) {
+  Program p = parse(text);
+  std::map<ValueId, int64_t> v;
+  for (const Param& prm : p.params)
+    if (prm.name == "seq") v[prm.value] = seq;
+  const Op* loop = nullptr;
+  for (const Op& op : p.body.ops) {
+    if (op.kind == OpKind::FOR) {
+      loop = &op;
+      break;
+    }
+    if (op.results.size() != 1 || !p.type(op.result()).is_scalar()) continue;
+    const DType t = p.type(op.result()).dtype;
+    if (!is_int(t) && t != DType::boolean) continue;
+    auto x = [&](int i) { return v.at(op.operands[i]); };
+    int64_t r = 0;
+    switch (op.kind) {
+      case OpKind::CONST: r = op.attr_int("value"); break;
+      case OpKind::PROGRAM_ID: r = pid; break;
+      case OpKind::CAST: r = t == DType::i32 ? static_cast<int32_t>(x(0)) : x(0); break;
+      case OpKind::ADD: r = x(0) + x(1); break;
+      case OpKind::SUB: r = x(0) - x(1); break;
+      case OpKind::MUL: r = x(0) * x(1); break;
+      case OpKind::DIV: r = x(0) / x(1); break;
+      case OpKind::MINIMUM: r = std::min(x(0), x(1)); break;
+      case OpKind::MAXIMUM: r = std::max(x(0), x(1)); break;
+      case OpKind::SELECT: r = x(0) ? x(1) : x(2); break;
+      case OpKind::LT: r = x(0) < x(1); break;
+      case OpKind::LE: r = x(0) <= x(1); break;
+      case OpKind::GT: r = x(0) > x(1); break;
+      case OpKind::GE: r = x(0) >= x(1); break;
+      case OpKind::BITAND: r = x(0) & x(1); break;
+      default: continue;  // tiles and pointers: not read by the split
+    }
+    if (t == DType::i32) r = static_cast<int32_t>(r);
+    v[op.result()] = r;
+  }
+  if (loop == nullptr) return -1;
+  for (const Op& op : loop->body().ops)
+    if (op.kind == OpKind::LT && op.operands[0] == loop->body().args[0]) return v.at(op.operands[1]);
+  return -1;
+}
+
+TEST(WholeTiles, AttentionMasksTheScoresOfItsLastBlockOnly) {
+  const std::string out = run(attention("lt %cb, %seq" + bools(64, 32)), {"whole_tiles"});
+  // One loop (its pipeline stays one); the select of the scores behind a branch on iv < split.
+  EXPECT_EQ(count(out, "\\n *%\\w+, %\\w+ = for "), 1) << out;
+  const size_t at = out.find(" = if ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string branch = out.substr(at, out.find("reduce_max") - at);
+  const std::string whole = branch.substr(0, branch.find("} else {")), rest = branch.substr(branch.find("} else {"));
+  EXPECT_EQ(count(whole, "xbool>"), 0) << "whole blocks take the scores as they are: " << out;
+  std::smatch dot;  // the scores (the printer numbers the values)
+  ASSERT_TRUE(std::regex_search(out, dot, std::regex("(%\\w+) = dot %\\w+, %\\w+, %\\w+ : tile<64x32xf32>")));
+  EXPECT_EQ(count(whole, "yield " + dot.str(1) + "\\n"), 1) << out;
+  EXPECT_EQ(count(rest, "= lt %\\w+, %seq : tile<64x32xbool>"), 1) << "the rest masks: " << out;
+  EXPECT_EQ(count(rest, "= select %\\w+, " + dot.str(1) + ", %\\w+ :"), 1) << out;
+  EXPECT_EQ(count(out, "xbool>"), 1) << "no mask outside the branch's rest: " << out;
+  // The loads keep their bounds (the pipeline's copies; TMA clamps them on sm_90).
+  EXPECT_EQ(count(out, "tile_load %K, %\\w+, %\\w+, %\\w+, %seq, %\\w+ :"), 1) << out;
+  // Whole blocks: all but a partial last one.
+  EXPECT_EQ(split_point(out, 4096, 0), 4096);
+  EXPECT_EQ(split_point(out, 4001, 5), 4000);
+  EXPECT_EQ(split_point(out, 31, 0), 0);
+  EXPECT_EQ(split_point(out, 1, 0), 0);
+}
+
+TEST(WholeTiles, CausalAttentionMasksTheDiagonalBlocksOnly) {
+  for (auto [bm, bn] : {std::pair{64, 32}, std::pair{32, 64}, std::pair{64, 64}}) {
+    const std::string out = run(causal_loop(bm, bn), {"whole_tiles"});
+    ASSERT_NE(out.find(" = if "), std::string::npos) << out;
+    const std::string rest = out.substr(out.find("} else {"), out.find("reduce_max") - out.find("} else {"));
+    EXPECT_EQ(count(rest, "= le %\\w+, %\\w+ : tile<"), 1) << out;
+    EXPECT_EQ(count(rest, "= lt %\\w+, %seq : tile<"), 1) << out;
+    // The prefix: blocks whose last column is at most the program's first row.
+    for (int64_t pid : {0, 1, 2, 7}) {
+      const int64_t first_row = pid * bm, diag = std::min<int64_t>(first_row + bm, 1000);
+      int64_t want = 0;
+      while (want + bn <= diag && want + bn - 1 <= first_row) want += bn;
+      EXPECT_EQ(split_point(out, 1000, pid), want) << bm << "x" << bn << " pid " << pid << "\n" << out;
+    }
+    // The first program's prefix is empty: every block runs as written.
+    EXPECT_EQ(split_point(out, 1000, 0), 0);
+  }
+}
+
+TEST(WholeTiles, ScoresScaledBeforeTheirMaskAreGuardedAlike) {
+  // Triton's tutorial: where(valid, dot(q, k) * scale, -inf). A select of anything else in a
+  // dot loop (here the fill the scores' select takes) keeps its mask.
+  const std::string b = bools(64, 32);
+  std::string scaled = attention("lt %cb, %seq" + b);
+  scaled.replace(scaled.find("%sm = select %keep, %sc,"), 24,
+                 "%two = const {value = 2.0} : f32\n    %ss = mul %sc, %two : tile<64x32xf32>\n"
+                 "    %sm = select %keep, %ss,");
+  const std::string out = run(scaled, {"whole_tiles"});
+  EXPECT_EQ(count(out, " = if "), 1) << out;
+  EXPECT_EQ(split_point(out, 4001, 0), 4000);
+  std::string other = attention("lt %cb, %seq" + b);
+  other.replace(other.find("%sm = select %keep, %sc, %ninfb"), 31,
+                "%fill = select %keep, %ninfb, %s0 : tile<64x32xf32>\n    %sm = select %keep, %sc, %fill");
+  const std::string kept = run(other, {"whole_tiles"});
+  EXPECT_EQ(count(kept, " = if "), 1) << kept;
+  const std::string before = kept.substr(0, kept.find(" = if "));
+  EXPECT_EQ(count(before, "= select %\\w+, %\\w+, %\\w+ : tile<64x32xf32>"), 1) << kept;
+}
+
+TEST(WholeTiles, ComparisonsThatAreNotPrefixTrueStayInTheScores) {
+  const std::string b = bools(64, 32);
+  const std::string cases[] = {
+      attention("le %cb, %xs" + b),  // a bound loaded from memory: no least value known
+      attention("ge %cb, %cb" + b),  // the bound moves with the iteration
+  };
+  for (const std::string& text : cases)
+    EXPECT_EQ(run(text, {"whole_tiles"}), print(parse(text), false)) << text;
+  // A decreasing index (the columns negated) is no index this pass follows.
+  std::string down = attention("le %neg, %rb" + b);
+  down.replace(down.find("    %keep"), 0, "    %neg = sub %c0, %cb : tile<64x32xi32>\n");
+  EXPECT_EQ(run(down, {"whole_tiles"}), print(parse(down), false));
+  // A lower comparison against the rows holds on a suffix (the columns grow): it is a condition
+  // on the first block, which fails here, so every block keeps its mask.
+  const std::string lower = run(attention("ge %cb, %rb" + b), {"whole_tiles"});
+  ASSERT_NE(lower.find(" = if "), std::string::npos) << lower;
+  for (int64_t pid : {0, 3}) EXPECT_EQ(split_point(lower, 4096, pid), 0) << lower;
+}
+
+// On sm_90 the branch keeps both dots on the warpgroup atom (assign_layouts follows the scores
+// through the `if`): P stays in the scores' registers and K and V stream through the TMA ring.
+TEST(WholeTiles, TheScoresBranchKeepsAttentionOnTheWarpgroupAtom) {
+  for (bool causal : {false, true}) {
+    Program p = parse(causal ? causal_loop(128, 64, "f16", 64)
+                             : attention("lt %cb, %seq" + bools(128, 64), 128, 64, "%seq", "f16", 64));
+    CompileOptions o;
+    TileHiddenArgs hidden;
+    TilePassContext ctx{o, false, hidden, false};
+    run_tile_pass("whole_tiles", p, ctx);
+    const std::string ir = gpu::print(run_gpu_pipeline(p, nvidia_gpu_target("sm_90"), o, "cuda").function);
+    EXPECT_EQ(count(ir, " = if "), 1) << ir;
+    EXPECT_EQ(count(ir, "atom=\"wgmma\""), 2) << ir;
+    EXPECT_EQ(count(ir, "register_a=1"), 1) << "P from the scores' registers\n" << ir;
+    EXPECT_EQ(count(ir, "convert_layout"), 0) << ir;
+    ASSERT_NE(ir.find(" for %"), std::string::npos) << ir;
+    EXPECT_EQ(count(ir.substr(ir.find(" for %")), " tma_load "), 2) << "K and V, one loop\n" << ir;
+  }
+}
+
+TEST(WholeTiles, WholeBlocksAndWholeTilesSwitchItOff) {
+  const std::string text = causal_loop();
+  EXPECT_EQ(run(text, {"whole_tiles"}, {"whole_blocks"}), print(parse(text), false));
+  EXPECT_EQ(run(text, {"whole_tiles"}, {"whole_tiles"}), print(parse(text), false));
+  EXPECT_NO_THROW(check_pass_names({"whole_blocks"}));
+  // Row loops keep splitting without the branch.
+  EXPECT_EQ(count(run(row_loop(), {"whole_tiles"}, {"whole_blocks"}), "\\n *for "), 2);
 }
 
 }  // namespace

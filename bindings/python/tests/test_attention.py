@@ -88,6 +88,23 @@ def test_flash_attention_blocks_of_different_shapes(device):
         _check(lse.numpy().astype(np.float64), ref_lse, "f32")
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_masks_only_the_blocks_that_need_it(device, causal):
+    """whole_tiles runs the K/V blocks wholly inside seq and, causal, wholly left of the program's
+    first row without the scores' mask, behind one branch (METILE_GPU_OFF=whole_blocks): a
+    ragged last block, BLOCK_M != BLOCK_N both ways (several diagonal blocks a program, or a
+    diagonal block reaching past the program's rows), a sequence shorter than a block, one row."""
+    big = 32 if device.name.startswith("metal") else 128   # Metal: 32 KB of threadgroup memory
+    for seq, bm, bn in ((2 * big + big // 2 + 3, big, big // 2), (2 * big + 5, big // 2, big),
+                        (big // 2 - 5, big, big // 2), (1, big // 2, big)):
+        (q, k, v), vals = _inputs([(2, seq, 32)] * 3, "f32")
+        out = metile.Buffer.zeros((2, seq, 32))
+        lse = flash_attention.attention(q, k, v, out, causal, block_m=bm, block_n=bn)
+        ref, ref_lse = flash_attention.reference(*vals, causal, with_lse=True)
+        _check(_values(out), ref, "f32")
+        _check(lse.numpy().astype(np.float64), ref_lse, "f32")
+
+
 @pytest.mark.parametrize("dtype,causal,off", [("f16", False, ""), ("bf16", True, ""),
                                               ("f16", True, "warpgroup_register_a"),
                                               ("bf16", False, "warpgroup_kmajor_b")])

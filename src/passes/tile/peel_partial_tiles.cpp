@@ -6,22 +6,27 @@
 // the same order; no access outside a buffer that the guarded program did not make.
 //
 // A loop qualifies when its step is a positive constant, its induction variable is i32 and its
-// body holds no region, dot, atomic or SIMT op (GEMM and attention loops keep their one body:
-// doubling them costs registers and compile time). In its body a boolean tile is "whole" when
-// it is a comparison (<, <=, >, >=) between an index of the form iv + arange(a0, B) + invariant
-// scalars and a loop-invariant scalar, or the `bitand` of whole tiles. A bounded tile_load or
-// tile_store (decode attention's K and V blocks) is whole when its row and column coordinates
-// are such indices without the arange, or such an index floor-divided by a positive constant
-// (packed or grouped columns: int4 GEMV's words k // 8 and scales k // G), and its bounds
-// loop-invariant: its [R, C] block then lies in [0, rows) x [0, cols) on every whole tile, and
-// the copy uses the unbounded form.
+// body holds no region, atomic or SIMT op. In its body a boolean tile is "whole" when it is a
+// comparison (<, <=, >, >=) between an index of the form iv + arange(a0, B) + invariant scalars
+// (broadcast or reshaped: the same values) and a loop-invariant scalar, or the `bitand` of whole
+// tiles. A bounded tile_load or tile_store (decode attention's K and V blocks) is whole when its
+// row and column coordinates are such indices without the arange, or such an index
+// floor-divided by a positive constant (packed or grouped columns: int4 GEMV's words k // 8 and
+// scales k // G), and its bounds loop-invariant: its [R, C] block then lies in [0, rows) x
+// [0, cols) on every whole tile, and the copy uses the unbounded form.
 // Over the first n = (end - start) / step iterations (the whole tiles) such an index lies in
 // [start + c + a0, last + c + a0 + B - 1] (last = start + (n - 1) * step, c the scalars' sum),
 // so each comparison holds on every lane of every one of them exactly when one scalar
 // comparison of that range's end holds; so does the index staying inside i32 (no wrap-around).
-// Computed in i64 once in front of the loop, their conjunction `whole` decides the split:
+// A comparison against a loop-invariant tile of the same index form without iv (causal
+// attention's cols <= rows[:, None], rows = start_m + arange) is whole on a prefix of the
+// iterations when it is an upper one (<, <=; the index grows with iv): those whose last lane is
+// below the tile's least value; the prefix's length is computed in front of the loop. (A lower
+// one holds on every iteration when it holds on the first, against the tile's greatest value.)
+// Computed in i64 once in front of the loop, the conjunction `whole` of the scalar comparisons
+// and the least of the prefixes decide the split:
 //
-//   split = start + (whole ? n : 0) * step
+//   split = start + min(whole ? n : 0, prefixes) * step
 //   for iv = start to split step s   { the body; whole masks true: loads and stores unmasked,
 //                                      select(mask, a, b) -> a, bitand(mask, m) -> m }
 //   for iv = split to end step s     { the body as written }  (carried values flow through)
@@ -30,6 +35,23 @@
 // the second loop, i.e. as written. Switched off by disabled_passes / METILE_GPU_OFF "whole_tiles" (every device).
 // Why: the guards and masks cost ~9 instructions per element in the row kernels (ncu on an H100,
 // bench/results/cuda_rows_h100.md run 5), while a row has at most one partial tile.
+//
+// Whole blocks (METILE_GPU_OFF=whole_blocks; off with whole_tiles too): a loop holding a dot
+// keeps its one body; only its selects of a dot's result, or of an element-wise function of one
+// (attention's where(keep, s, -inf) on the scores, scaled or not), whose masks are whole are put
+// behind a branch on iv < split, uniform per program:
+//
+//   %s = if iv < split { yield dot } else { the mask as written; select(mask, dot, b) }
+//
+// Its loads keep their bounds. Why not the split: a GEMM or attention loop is pipelined (its
+// copies issued stages ahead, on sm_90 TMA copies into a ring filled by a prologue), and two
+// loops would refill the pipeline between them, in front of the one or two masked blocks
+// (attention's last, partial block; causal, the diagonal ones), besides doubling the largest
+// body of the program. The branch costs one compare and jump per iteration; on the whole blocks
+// it removes each thread's index math, comparisons and one select per score element, which sit
+// on the softmax's path. The loads' bounds are not worth a second body: on sm_90 the TMA
+// hardware clamps them, elsewhere they are part of the copy into threadgroup memory. The
+// selects' results keep the dot's layout (assign_layouts follows a dot through the `if`).
 //
 // Last-first (GPUs; METILE_GPU_OFF=last_first): a loop that re-reads the range an earlier loop
 // of its block read (same start, end and step), carries nothing, makes one store whose lanes
@@ -77,23 +99,31 @@ std::optional<size_t> tile_bounds(const Op& op) {
 
 bool bounded_tile(const Op& op) { return tile_bounds(op).has_value(); }
 
-bool qualifies(const Program& p, const Op& loop, const std::unordered_map<ValueId, Def>& defs) {
+// How a loop's masks that hold on its whole tiles are dropped: a loop of its own for those tiles
+// (row loops), or one loop whose dot results skip their masks behind a uniform branch (loops
+// holding dots: see the file comment).
+enum class Form { none, split, guard };
+
+Form form_of(const Program& p, const Op& loop, const std::unordered_map<ValueId, Def>& defs,
+             bool guard_dots) {
   if (p.type(loop.operands[0]).dtype != DType::i32 || !p.type(loop.operands[0]).is_scalar())
-    return false;
+    return Form::none;
   auto step = defs.find(loop.operands[2]);
-  if (step == defs.end() || !step->second.int_value || *step->second.int_value <= 0) return false;
+  if (step == defs.end() || !step->second.int_value || *step->second.int_value <= 0) return Form::none;
   const Block& body = loop.regions[0];
-  if (body.ops.size() > kMaxBodyOps) return false;
-  bool masked = false;
+  if (body.ops.size() > kMaxBodyOps) return Form::none;
+  bool masked = false, dots = false, selects = false;
   for (const Op& op : body.ops) {
-    if (!op.regions.empty() || has_trait(op.kind, kSimt) || has_trait(op.kind, kAtomic) ||
-        op.kind == OpKind::DOT)
-      return false;
+    if (!op.regions.empty() || has_trait(op.kind, kSimt) || has_trait(op.kind, kAtomic))
+      return Form::none;
+    dots = dots || op.kind == OpKind::DOT;
+    selects = selects || (op.kind == OpKind::SELECT && p.type(op.operands[0]).is_tile());
     masked = masked || (op.kind == OpKind::LOAD && op.operands.size() > 1) ||
              (op.kind == OpKind::STORE && op.operands.size() > 2) || op.kind == OpKind::SELECT ||
              bounded_tile(op);
   }
-  return masked;
+  if (dots) return guard_dots && selects ? Form::guard : Form::none;
+  return masked ? Form::split : Form::none;
 }
 
 // Fresh values for every result and block argument of `block` (recursively), operands renamed.
@@ -124,11 +154,13 @@ class Peel {
        std::vector<Op>& pre)
       : p_(p), defs_(defs), loc_(loop.loc), pre_(pre) {}
 
-  // The whole-tile copy of `loop` (masks that hold dropped) and the split point, or nothing
-  // when no mask of the body is whole.
+  // Form::split: the whole-tile copy of `loop` (masks that hold dropped) and the split point.
   // With `last_first` (see the file comment) and a body that allows it, the copy runs its
   // iterations last-first and `reversed` says so.
-  std::optional<std::pair<Op, ValueId>> run(const Op& loop, bool last_first, bool& reversed) {
+  // Form::guard: `loop` itself, each select of a dot result (of_dot) whose mask is whole made an
+  // `if` on iv < split (the split point).
+  // Nothing when no mask of the body is whole.
+  std::optional<std::pair<Op, ValueId>> run(const Op& loop, Form form, bool last_first, bool& reversed) {
     reversed = false;
     std::unordered_map<ValueId, ValueId> map;
     Block body = clone_block(p_, loop.regions[0], map);
@@ -149,9 +181,16 @@ class Peel {
 
     std::unordered_map<ValueId, ValueId> subst;
     std::vector<bool> dead(body.ops.size(), false);
+    std::vector<size_t> guarded;  // Form::guard: the selects to put behind the branch
     bool changed = false;
     for (size_t k = 0; k < body.ops.size(); ++k) {
       Op& op = body.ops[k];
+      if (form == Form::guard) {
+        if (op.kind == OpKind::SELECT && p_.type(op.operands[0]).is_tile() && of_dot(op.operands[1]) &&
+            whole(op.operands[0]))
+          guarded.push_back(k);
+        continue;
+      }
       for (ValueId& v : op.operands)
         if (auto it = subst.find(v); it != subst.end()) v = it->second;
       if (op.kind == OpKind::LOAD && op.operands.size() > 1 && whole(op.operands[1])) {
@@ -177,22 +216,34 @@ class Peel {
           }
       }
     }
-    if (!changed) return std::nullopt;
-    std::vector<Op> kept;
-    for (size_t k = 0; k < body.ops.size(); ++k)
-      if (!dead[k]) kept.push_back(std::move(body.ops[k]));
-    body.ops = std::move(kept);
-    drop_unused(body);
-    inside_.clear();
-    for (size_t k = 0; k < body.ops.size(); ++k)
-      for (ValueId r : body.ops[k].results) inside_[r] = k;
+    if (!changed && guarded.empty()) return std::nullopt;
+    if (form == Form::split) {
+      std::vector<Op> kept;
+      for (size_t k = 0; k < body.ops.size(); ++k)
+        if (!dead[k]) kept.push_back(std::move(body.ops[k]));
+      body.ops = std::move(kept);
+      drop_unused(body);
+      inside_.clear();
+      for (size_t k = 0; k < body.ops.size(); ++k)
+        for (ValueId r : body.ops[k].results) inside_[r] = k;
+    }
 
+    // The whole tiles: all of them when every all-tiles condition holds, else none; no more
+    // than each prefix-true comparison's prefix.
     ValueId all = kNoValue;
     for (ValueId c : conditions_)
       all = all == kNoValue ? c : emit(OpKind::BITAND, {all, c}, Type::scalar(DType::boolean));
-    const ValueId n = emit(OpKind::SELECT, {all, whole_n_, zero}, i64());
+    ValueId n = all == kNoValue ? whole_n_ : emit(OpKind::SELECT, {all, whole_n_, zero}, i64());
+    for (ValueId prefix : prefixes_) n = emit(OpKind::MINIMUM, {n, prefix}, i64());
     const ValueId split64 = emit(OpKind::ADD, {start_, emit(OpKind::MUL, {n, step_}, i64())}, i64());
     const ValueId split = emit(OpKind::CAST, {split64}, Type::scalar(DType::i32));
+    if (form == Form::guard) {
+      guard(body, guarded, split);
+      drop_unused(body);
+      Op same = loop;  // its results and operands as they were; only the body changes
+      same.regions[0] = std::move(body);
+      return std::make_pair(std::move(same), split);
+    }
     if (last_first && loop.results.empty() && stores_apart(body)) {
       // iv = (split - step) - (t - start): the same iterations, the last first.
       const ValueId iv = body.args[0];
@@ -292,12 +343,20 @@ class Peel {
       if (a->ivs > 1 || a->aranges > 1) return std::nullopt;
       return a;
     }
-    if (d && d->kind == OpKind::ARANGE) {
-      auto a0 = outside(d->operands[0]);
-      if (!a0 || d->size < 1) return std::nullopt;
-      return Index{0, {*a0}, d->size - 1, 1};
+    if (d && d->kind == OpKind::ARANGE) {  // its start may hold iv (arange(start_n, ...))
+      std::optional<Index> a = index(d->operands[0]);
+      if (!a)
+        if (auto a0 = outside(d->operands[0])) a = Index{0, {*a0}, 0, 0};
+      if (!a || d->size < 1) return std::nullopt;
+      a->width = d->size - 1;
+      a->aranges = 1;
+      return a;
     }
-    if (d && d->kind == OpKind::BROADCAST) return scalar_term(d->operands[0]);
+    if (d && (d->kind == OpKind::BROADCAST || d->kind == OpKind::RESHAPE)) {
+      // A tile broadcast or reshaped holds the values it held: its least and greatest stay.
+      if (p_.type(d->operands[0]).is_tile()) return index(d->operands[0]);
+      return scalar_term(d->operands[0]);
+    }
     if (t.is_scalar()) return scalar_term(v);
     return std::nullopt;
   }
@@ -331,7 +390,7 @@ class Peel {
       if (!d || d->kind != OpKind::BROADCAST) return std::nullopt;
       v = d->operands[0];
     }
-    if (p_.type(v).dtype != dtype) return std::nullopt;
+    if (!p_.type(v).is_scalar() || p_.type(v).dtype != dtype) return std::nullopt;
     auto x = outside(v);
     if (!x) return std::nullopt;
     return emit(OpKind::CAST, {*x}, i64());
@@ -351,6 +410,8 @@ class Peel {
     std::optional<Def> d = def(v);
     if (!t.is_tile() || t.dtype != DType::boolean || !d) return false;
     if (d->kind == OpKind::BITAND) return whole(d->operands[0]) && whole(d->operands[1]);
+    if ((d->kind == OpKind::BROADCAST || d->kind == OpKind::RESHAPE) && p_.type(d->operands[0]).is_tile())
+      return whole(d->operands[0]);  // true on every lane stays so (cols[None, :] < seq, broadcast)
     OpKind k = d->kind;
     if (k != OpKind::LT && k != OpKind::LE && k != OpKind::GT && k != OpKind::GE) return false;
     ValueId e = d->operands[0], s = d->operands[1];
@@ -364,7 +425,7 @@ class Peel {
         : k == OpKind::GT ? OpKind::LT : OpKind::LE;
     }
     std::optional<ValueId> b = bound(s, is_unsigned ? DType::u32 : DType::i32);
-    if (!b) return false;
+    if (!b) return !is_unsigned && against_tile(k, *ix, s);
     const auto [lo, hi] = range(*ix);
     // The bounds pass's one-compare guard: unsigned(lane) < limit is lane < limit once no lane
     // is negative.
@@ -376,6 +437,111 @@ class Peel {
     const bool upper = k == OpKind::LT || k == OpKind::LE;
     conditions_.insert(emit(k, {upper ? hi : lo, *b}, Type::scalar(DType::boolean)));
     return true;
+  }
+
+  // `lanes k t` for t a loop-invariant tile of the index form (no induction variable: causal
+  // attention's rows[:, None]), true on every lane when it is for the lanes' extreme against t's:
+  // t_lo (its first lane) and t_hi (its last). The lanes grow with the iterations, so a lower
+  // comparison (>, >=) holds on all of them when it holds on the first tile's first lane, and an
+  // upper one (<, <=) holds on a prefix: the iterations j whose last lane lo + width + j * step
+  // is <= t_lo (< t_lo for <). That prefix's length, in i64 (sums of i32 values and the step
+  // cannot overflow it) and 0 when even the first tile fails, joins prefixes_; run() takes the
+  // least of them and the whole-tile count.
+  bool against_tile(OpKind k, const Index& ix, ValueId t) {
+    if (!p_.type(t).is_tile()) return false;
+    std::optional<Index> tx = index(t);
+    if (!tx || tx->ivs != 0) return false;
+    const auto [t_lo, t_hi] = range(*tx);
+    const auto [lo, hi] = range(ix);
+    const Type flag = Type::scalar(DType::boolean);
+    if (k == OpKind::GT || k == OpKind::GE) {
+      conditions_.insert(emit(k, {lo, t_hi}, flag));
+      return true;
+    }
+    const ValueId last_lane = ix.width == 0 ? lo : emit(OpKind::ADD, {lo, constant(ix.width)}, i64());
+    ValueId room = emit(OpKind::SUB, {t_lo, last_lane}, i64());
+    if (k == OpKind::LT) room = emit(OpKind::SUB, {room, constant(1)}, i64());
+    const ValueId count = emit(OpKind::ADD, {emit(OpKind::DIV, {room, step_}, i64()), constant(1)}, i64());
+    const ValueId fits = emit(OpKind::GE, {room, constant(0)}, flag);
+    prefixes_.push_back(emit(OpKind::SELECT, {fits, count, constant(0)}, i64()));
+    return true;
+  }
+
+  // Whether `v` is the result of a dot of the body or an element-wise function of one (the
+  // scores a select masks, scaled first as in Triton's tutorial: where(valid, dot(q, k) * scale,
+  // -inf)).
+  bool of_dot(ValueId v) {
+    auto at = inside_.find(v);
+    if (at == inside_.end()) return false;
+    if (auto known = of_dot_.find(v); known != of_dot_.end()) return known->second;
+    const Op& op = body_->ops[at->second];
+    bool r = op.kind == OpKind::DOT;
+    if (is_elementwise(op.kind) && op.kind != OpKind::PTR_OFFSET)
+      for (ValueId x : op.operands) r = r || (p_.type(x).shape == p_.type(v).shape && of_dot(x));
+    return of_dot_[v] = r;
+  }
+
+  // Form::guard: each select of `at` (positions in `body`) becomes
+  //   %r = if iv < split { yield a } else { the mask's ops; %m = select mask, a, b; yield %m }
+  // with the select's result: the whole tiles take a, the rest compute the mask as written.
+  void guard(Block& body, const std::vector<size_t>& at, ValueId split) {
+    std::vector<Op> branches;  // built first: the masks are cloned from the body as it stands
+    ValueId in_whole = kNoValue;
+    std::vector<Op> head;
+    for (size_t k : at) {
+      const Op& sel = body.ops[k];
+      if (in_whole == kNoValue)
+        in_whole = append_op(p_, head, OpKind::LT, {iv_, split}, Type::scalar(DType::boolean), sel.loc);
+      Op branch;
+      branch.kind = OpKind::IF;
+      branch.loc = sel.loc;
+      branch.operands = {in_whole};
+      branch.results = sel.results;
+      branch.regions.resize(2);
+      auto yield = [&](ValueId v) {
+        Op y;
+        y.kind = OpKind::YIELD;
+        y.loc = sel.loc;
+        y.operands = {v};
+        return y;
+      };
+      branch.regions[0].ops.push_back(yield(sel.operands[1]));
+      std::unordered_map<ValueId, ValueId> cloned;
+      Block& rest = branch.regions[1];
+      Op masked = sel;
+      masked.operands[0] = clone_cone(sel.operands[0], rest.ops, cloned);
+      masked.results = {p_.new_value(p_.type(sel.result()))};
+      const ValueId r = masked.result();
+      rest.ops.push_back(std::move(masked));
+      rest.ops.push_back(yield(r));
+      branches.push_back(std::move(branch));
+    }
+    std::vector<Op> out;
+    for (size_t k = 0, next = 0; k < body.ops.size(); ++k) {
+      if (next < at.size() && at[next] == k) {
+        if (next == 0)
+          for (Op& h : head) out.push_back(std::move(h));
+        out.push_back(std::move(branches[next++]));
+        continue;
+      }
+      out.push_back(std::move(body.ops[k]));
+    }
+    body.ops = std::move(out);
+  }
+
+  // `v` computed in `out`: the ops of the body it depends on that may run anywhere, copied
+  // (values defined outside the body, or by other ops, are read as they are).
+  ValueId clone_cone(ValueId v, std::vector<Op>& out, std::unordered_map<ValueId, ValueId>& cloned) {
+    auto at = inside_.find(v);
+    if (at == inside_.end()) return v;
+    if (auto it = cloned.find(v); it != cloned.end()) return it->second;
+    const Op& op = body_->ops[at->second];
+    if (!runs_anywhere(p_, op) || op.results.size() != 1 || op.kind == OpKind::DOT) return v;
+    Op c = op;
+    for (ValueId& o : c.operands) o = clone_cone(o, out, cloned);
+    c.results = {p_.new_value(p_.type(v))};
+    out.push_back(std::move(c));
+    return cloned[v] = out.back().result();
   }
 
   // Adds the scalar conditions under which a bounded tile access covers only rows and columns
@@ -491,7 +657,9 @@ class Peel {
   std::unordered_map<ValueId, size_t> inside_;
   std::unordered_map<ValueId, ValueId> copied_;
   std::unordered_map<ValueId, bool> known_;
+  std::unordered_map<ValueId, bool> of_dot_;
   std::set<ValueId> conditions_;
+  std::vector<ValueId> prefixes_;  // iteration counts, each clamped below at 0
   std::unordered_map<int64_t, ValueId> constants_;
   std::unordered_map<ValueId, ValueId> nonnegative_;
   std::map<std::vector<ValueId>, std::pair<ValueId, ValueId>> ranges_;
@@ -515,12 +683,12 @@ bool rereads(const Op& loop, const std::vector<std::array<ValueId, 3>>& ranges,
 }
 
 void peel_block(Program& p, Block& block, const std::unordered_map<ValueId, Def>& defs,
-                bool last_first) {
+                bool last_first, bool guard_dots) {
   std::vector<Op> out;
   out.reserve(block.ops.size());
   std::vector<std::array<ValueId, 3>> ranges;
   for (Op& op : block.ops) {
-    for (Block& r : op.regions) peel_block(p, r, defs, last_first);
+    for (Block& r : op.regions) peel_block(p, r, defs, last_first, guard_dots);
     if (op.kind != OpKind::FOR) {
       out.push_back(std::move(op));
       continue;
@@ -528,12 +696,16 @@ void peel_block(Program& p, Block& block, const std::unordered_map<ValueId, Def>
     const std::array<ValueId, 3> range{op.operands[0], op.operands[1], op.operands[2]};
     const bool again = rereads(op, ranges, defs);
     ranges.push_back(range);
-    if (qualifies(p, op, defs)) {
+    if (const Form form = form_of(p, op, defs, guard_dots); form != Form::none) {
       std::vector<Op> pre;
       Peel peel(p, defs, op, pre);
       bool reversed = false;
-      if (auto main = peel.run(op, last_first && again, reversed)) {
+      if (auto main = peel.run(op, form, last_first && again, reversed)) {
         for (Op& x : pre) out.push_back(std::move(x));
+        if (form == Form::guard) {
+          out.push_back(std::move(main->first));
+          continue;
+        }
         op.operands[0] = main->second;
         for (size_t k = 0; k < main->first.results.size(); ++k) op.operands[3 + k] = main->first.results[k];
         if (reversed) {  // the partial tile, then the whole ones from the last
@@ -572,7 +744,7 @@ void peel_partial_tiles(Program& program, const TilePassContext& ctx) {
     // Threadgroup memory is no parameter: a kernel with any may read what it wrote.
     walk(program.body, [&](const Op& op) { last_first = last_first && op.kind != OpKind::SHARED; });
   }
-  peel_block(program, program.body, defs, last_first);
+  peel_block(program, program.body, defs, last_first, !ctx.options.disables("whole_blocks"));
 }
 
 }  // namespace metile

@@ -638,21 +638,10 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::WARPGROUP_SYNC:
       if (std::string st = d_.warpgroup_sync(); !st.empty()) w_.line(st + ";");
       return;
-    case GpuOpKind::WARPGROUP_WAIT:
-      if (!op.operands.empty()) {  // an async mma's result: a copy the dialect fences after the wait
-        const ValueId v = op.result();
-        const int64_t n = regs(v);
-        w_.line(type_of(v) + " " + name_[v] + "[" + std::to_string(n) + "];");
-        w_.line(d_.unroll());
-        w_.line("for (int r = 0; r < " + std::to_string(n) + "; ++r) " + name_[v] + "[r] = " +
-                strip_parens(expr(op.operands[0], "r")) + ";");
-        d_.tma(w_, op, {name_[v], std::to_string(n)}, dtype(v), name_[v]);
-        return;
-      }
-      [[fallthrough]];
     case GpuOpKind::MBAR_INIT:
     case GpuOpKind::TMA_LOAD:
     case GpuOpKind::MBAR_WAIT:
+    case GpuOpKind::WARPGROUP_WAIT:
     case GpuOpKind::OPAQUE: {
       std::vector<std::string> operands;
       for (ValueId v : op.operands) operands.push_back(expr(v, "0"));

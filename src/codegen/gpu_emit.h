@@ -71,7 +71,6 @@ struct MmaSpec {
   bool serpentine = false;     // mma.sync: odd atom rows walk the columns backwards
   bool b_kmajor = false;       // b holds B transposed, n rows of k (mma.sync: ldmatrix without .trans; warpgroup: K-major)
   bool wait = true;            // warpgroup: wait for the instructions before the op ends (else a later warpgroup_sync)
-  bool async = false;          // warpgroup: commit only, register A too; a warpgroup_wait on the result waits
   bool transposed = false;     // warpgroup tf32: C^T = B^T A^T with B^T from registers (the CUDA emitter's tf32 form)
   int64_t promote = 0;         // warpgroup FP8: k between promotions of the partial sums (0: fast accumulation)
   /** warpgroup register A (f16/bf16): the 16-bit expression of each register of A's tile, in the

@@ -240,7 +240,6 @@ void Emitter::mma(const gpu::Op& op) {
   s.serpentine = op.find_attr("serpentine") != nullptr && op.attr_int("serpentine") != 0;
   s.b_kmajor = op.find_attr("b_kmajor") != nullptr && op.attr_int("b_kmajor") != 0;
   s.wait = op.find_attr("wait") == nullptr || op.attr_int("wait") != 0;
-  s.async = op.find_attr("async") != nullptr && op.attr_int("async") != 0;
   s.transposed = op.find_attr("transposed") != nullptr && op.attr_int("transposed") != 0;
   s.promote = op.find_attr("promote") != nullptr ? op.attr_int("promote") : 0;
   w_.open("");

@@ -48,9 +48,6 @@
  *       (rows 16-byte aligned; set by the ldmatrix-fragments pass, not by lowering).
  *       {register_a} (warpgroup atom): a is a 16-bit m x k register tile in the fragment layout of an
  *       m x k warpgroup accumulator over the same warpgroups (dot_choices.cpp), not an array.
- *       {async} (warpgroup atom): the op only commits its group, register A included; a later
- *       warpgroup_wait naming acc' waits for it, and only what that wait returns may be read
- *       (lower_overlap.cpp).
  *   async_copy {width}(dst, src, lo, hi [, live] [, whole, base]): each register names a chunk of `width`
  *       consecutive elements starting at dst / src (threadgroup / device memory): elements
  *       [lo, hi) of the chunk are copied, the others become 0; registers whose `live` is false

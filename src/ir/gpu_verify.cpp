@@ -427,17 +427,10 @@ struct Verifier {
         break;
       }
       case GpuOpKind::ASYNC_WAIT:
+      case GpuOpKind::WARPGROUP_WAIT:
         operands(0, 0);
         results(0);
         if (op.attr_int("pending") < 0) bad("pending must not be negative");
-        break;
-      case GpuOpKind::WARPGROUP_WAIT:  // [acc] -> [acc']: an async mma's result, once done (lower_overlap.cpp)
-        operands(0, 1);
-        results(op.operands.size());
-        if (op.attr_int("pending") < 0) bad("pending must not be negative");
-        if (!op.operands.empty() && (!same_type(val(op.operands[0]), val(op.result())) ||
-                                     !f.layout(val(op.result()).layout).is_tile()))
-          bad("the waited value and the result must share one tile layout and dtype");
         break;
       case GpuOpKind::FOR:
         loop(op);

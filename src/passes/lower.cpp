@@ -197,8 +197,6 @@ void Lowering::loop(const Op& op) {
     operands.push_back(materialize(get(op.operands[i]), l));
   }
   persistent_before(op, operands[0], operands[1], operands[2]);  // lower_persistent.cpp
-  if (auto piped = pipelines.find(&op); piped != pipelines.end() && piped->second.output != nullptr)
-    return overlap_loop(op, operands, layouts);  // lower_overlap.cpp
   // A pipelined loop may carry its stage index after the loop's own values (lower_pipeline.cpp).
   const ValueId counter = pipeline_prologue(op, operands[0], operands[1], operands[2]);
   if (counter != kNoValue) operands.push_back(counter);

@@ -201,12 +201,6 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
   return {plan.bufs[0], plan.bufs[1]};
 }
 
-ValueId Lowering::register_a_operand(const Op& dot) {
-  const DotPlan& plan = dot_plans.at(&dot);
-  ValueId a = materialize(get(dot.operands[0]), plan.register_a);
-  return f.value(a).dtype != plan.stage ? b.ew(OpKind::CAST, {a}, plan.stage) : a;
-}
-
 void Lowering::dot(const Op& op) {
   const DotPlan& plan = dot_plans.at(&op);
   const Shape &as = p.type(op.operands[0]).shape, &bs = p.type(op.operands[1]).shape;
@@ -224,7 +218,11 @@ void Lowering::dot(const Op& op) {
   // (dot_choices.cpp); a tile in another layout is converted, one of another dtype cast.
   const bool reg_a = plan.register_a != gpu::kUniform;
   METILE_ASSERT(!reg_a || plan.kc == k, "register-A warpgroup dot: all of K in one stage");
-  ValueId a_regs = reg_a ? register_a_operand(op) : kNoValue;
+  ValueId a_regs = kNoValue;
+  if (reg_a) {
+    a_regs = materialize(get(op.operands[0]), plan.register_a);
+    if (f.value(a_regs).dtype != plan.stage) a_regs = b.ew(OpKind::CAST, {a_regs}, plan.stage);
+  }
   const int64_t lda = plan.ld[0], ldb = plan.ld[1];
   ValueId c_buf = acc_array ? pb.alloc(DType::f32, gpu::SharedArray::linear({m, n}), "c_smem") : kNoValue;
   ValueId tid = builtin(gpu::Builtin::thread_index);
@@ -270,13 +268,9 @@ void Lowering::dot(const Op& op) {
       if (plan.b_kmajor) g.attrs.push_back({"b_kmajor", int64_t{1}});
       // A pipelined warpgroup dot whose result only the next iteration's mma reads is waited for
       // at the next iteration's top and after the loop (lower_pipeline.cpp).
-      // An async one (lower_overlap.cpp) is waited for by a warpgroup_wait on its result.
-      const bool async = async_dots.count(&op) != 0;
       if (plan.warpgroup())
-        g.attrs.push_back(
-            {"wait", int64_t{!async && (piped == pipelined_dots.end() || !piped->second->in_flight.count(&op))}});
+        g.attrs.push_back({"wait", int64_t{piped == pipelined_dots.end() || !piped->second->in_flight.count(&op)}});
       if (reg_a) g.attrs.push_back({"register_a", int64_t{1}});  // dot_choices.cpp
-      if (async) g.attrs.push_back({"async", int64_t{1}});
       if (plan.transposed) g.attrs.push_back({"transposed", int64_t{1}});  // dot_choices.cpp
       if (plan.promote != 0) g.attrs.push_back({"promote", plan.promote});  // dot_choices.cpp
       if (plan.tf32x3) g.attrs.push_back({"tf32x3", int64_t{1}});

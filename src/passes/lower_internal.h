@@ -186,12 +186,6 @@ class Lowering {
     std::vector<const Op*> outer_slice;
     ValueId outer_start = kNoValue, outer_end = kNoValue, outer_step = kNoValue;
     ValueId count = kNoValue, base = kNoValue, guard = kNoValue;
-    // The softmax overlap (lower_overlap.cpp): the output dot (pl.dots[1], register A from the
-    // softmax of pl.dots[0]'s scores), the index of its accumulator among the loop's carried
-    // values, and the body ops that rescale that accumulator (run after its product's wait).
-    const Op* output = nullptr;
-    size_t acc_index = 0;
-    std::set<const Op*> rescale;
   };
   std::map<const Op*, Pipeline> pipelines;             // by Tile IR loop
   std::map<const Op*, const Pipeline*> pipelined_dots;  // dot -> its loop's pipeline
@@ -204,11 +198,6 @@ class Lowering {
   void pipeline_top(const Op& loop, ValueId iv, ValueId counter);
   ValueId pipeline_bottom(const Op& loop, ValueId iv);
   void pipeline_epilogue(const Op& loop);
-  /** In the body: (iv - start) / step, as an i32, counted across tiles where pl.base is set. */
-  ValueId pipeline_iteration(const Pipeline& pl, ValueId iv);
-  /** The carried stage after `stage` (0 after stages - 1), and the one before it. */
-  ValueId next_stage(const Pipeline& pl, ValueId stage);
-  ValueId previous_stage(const Pipeline& pl, ValueId stage);
   /** Issues the copies of every pipelined dot of `pl` for the iteration at `kv` into `stage`. */
   void pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId stage);
   /** The copies of the iteration at `kv` (stages - 1 ahead) into the stage the last one read. */
@@ -236,15 +225,6 @@ class Lowering {
    */
   void stage_direct(const Op& load, ValueId buf, int64_t ld, ValueId in_range = kNoValue);
   void dot(const Op& op);
-  /** A register-A dot's A: its operand in the fragments and dtype the mma reads (dot_choices.cpp). */
-  ValueId register_a_operand(const Op& dot);
-  std::set<const Op*> async_dots;  // warpgroup dots whose mma only commits its group (lower_overlap.cpp)
-
-  // --- lower_overlap.cpp ---
-  /** Whether pl's loop takes the softmax overlap; sets pl.output, acc_index and rescale. */
-  bool plan_overlap(const Op& loop, Pipeline& pl);
-  /** Lowers such a loop (loop()'s bounds and carried values in `operands`, their `layouts`). */
-  void overlap_loop(const Op& loop, const std::vector<ValueId>& operands, const std::vector<LayoutId>& layouts);
 
   // --- lower_double_buffer.cpp ---
   /** The stages a K loop gets on a target without asynchronous copies: 2, or 1 (none). */

@@ -89,13 +89,6 @@ struct LowerOptions {
    */
   bool persistent = true;
   /**
-   * A TMA-fed attention loop (a warpgroup dot of scores whose softmax feeds a register-A output
-   * dot) issues the next iteration's scores and this iteration's output product together and
-   * computes the next softmax while the output product runs, over a three-stage ring
-   * (lower_overlap.cpp). Off: each dot waited for at once (METILE_GPU_OFF=overlap_softmax).
-   */
-  bool overlap_softmax = true;
-  /**
    * Canonical layouts take the target's wider chunks (GpuTarget::chunk_bytes: 16-byte runs of
    * 16-bit tiles on cuda). Off: 4 elements a chunk on every target (METILE_GPU_OFF=wide_chunks).
    */

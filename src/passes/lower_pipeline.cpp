@@ -151,10 +151,8 @@ void Lowering::plan_pipelines() {
     // Copies of later iterations move ahead of this one's stores, which may write what they
     // read: a body that writes memory keeps its loads in order.
     if (writes_memory(body)) return;
-    // The softmax overlap takes three stages wherever they fit (lower_overlap.cpp).
-    const bool overlap = want >= 3 && plan_overlap(loop, pl);
-    int64_t stages = overlap ? 3 : want;
-    while (!overlap && stages > 1 && stages * bytes + fixed > target.threadgroup_memory_bytes / 4 * 3) --stages;
+    int64_t stages = want;
+    while (stages > 1 && stages * bytes + fixed > target.threadgroup_memory_bytes / 4 * 3) --stages;
     if (stages < 2) return;
     pl.stages = stages;
     pl.prefetch = !target.async_copies;  // lower_double_buffer.cpp
@@ -213,7 +211,10 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
     warpgroup_sync_for(pl.dots);
     b.barrier();
   }
-  pl.iteration = pipeline_iteration(pl, iv);
+  ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
+  if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
+  if (pl.base != kNoValue) n = b.ew(OpKind::ADD, {pl.base, n});  // counted across tiles (lower_persistent.cpp)
+  pl.iteration = b.named(n, "iteration");
   pl.stage = counter != kNoValue ? counter : b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
   if (pl.prefetch) prefetch_next(loop, pl);
@@ -223,23 +224,6 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   }
 }
 
-ValueId Lowering::pipeline_iteration(const Pipeline& pl, ValueId iv) {
-  ValueId n = b.ew(OpKind::DIV, {b.ew(OpKind::SUB, {iv, pl.start}), pl.step});
-  if (f.value(n).dtype != DType::i32) n = b.ew(OpKind::CAST, {n}, DType::i32);
-  if (pl.base != kNoValue) n = b.ew(OpKind::ADD, {pl.base, n});  // counted across tiles (lower_persistent.cpp)
-  return b.named(n, "iteration");
-}
-
-ValueId Lowering::next_stage(const Pipeline& pl, ValueId stage) {
-  return b.ew(OpKind::SELECT, {b.ew(OpKind::EQ, {stage, c_i32(pl.stages - 1)}), c_i32(0),
-                               b.ew(OpKind::ADD, {stage, c_i32(1)})});
-}
-
-ValueId Lowering::previous_stage(const Pipeline& pl, ValueId stage) {
-  return b.ew(OpKind::SELECT, {b.ew(OpKind::EQ, {stage, c_i32(0)}), c_i32(pl.stages - 1),
-                               b.ew(OpKind::SUB, {stage, c_i32(1)})});
-}
-
 void Lowering::next_copies(const Op& loop, Pipeline& pl, ValueId kv) {
   if (!options.stage_counter) {
     ValueId next = b.ew(OpKind::MOD, {b.ew(OpKind::ADD, {pl.iteration, c_i32(pl.stages - 1)}), c_i32(pl.stages)});
@@ -247,7 +231,9 @@ void Lowering::next_copies(const Op& loop, Pipeline& pl, ValueId kv) {
     return;
   }
   // The carried stage s: the prefetch goes to (s + stages - 1) % stages = s - 1 (stages - 1 at 0).
-  pipeline_copies(loop, pl, kv, b.named(previous_stage(pl, pl.stage), "next_stage"));
+  ValueId prev = b.ew(OpKind::SELECT, {b.ew(OpKind::EQ, {pl.stage, c_i32(0)}), c_i32(pl.stages - 1),
+                                       b.ew(OpKind::SUB, {pl.stage, c_i32(1)})});
+  pipeline_copies(loop, pl, kv, b.named(prev, "next_stage"));
 }
 
 ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
@@ -266,7 +252,8 @@ ValueId Lowering::pipeline_bottom(const Op& loop, ValueId iv) {
   }
   if (!options.stage_counter) return kNoValue;
   // The next iteration reads s + 1 (0 after stages - 1): a compare and a select.
-  return next_stage(pl, pl.stage);
+  return b.ew(OpKind::SELECT, {b.ew(OpKind::EQ, {pl.stage, c_i32(pl.stages - 1)}), c_i32(0),
+                               b.ew(OpKind::ADD, {pl.stage, c_i32(1)})});
 }
 
 void Lowering::pipeline_epilogue(const Op& loop) {

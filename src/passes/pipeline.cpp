@@ -84,7 +84,6 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.kmajor_b = !options.disables("kmajor_b");
   lo.early_copy = !options.disables("early_copy");
   lo.persistent = !options.disables("persistent");
-  lo.overlap_softmax = !options.disables("overlap_softmax");
   lo.wide_chunks = !options.disables("wide_chunks");
   lo.broadcast_loads = !options.disables("broadcast_loads");
   lo.fp8_promote = !options.disables("fp8_promote");

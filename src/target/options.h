@@ -22,9 +22,9 @@ namespace metile {
  * choices ("wide_chunks", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a");
  * fuse_reductions' running-sum form of centred squares ("running_sums") and its two counts per
  * row after the loop ("two_counts": off, a count per lane). */
-inline constexpr std::array<std::string_view, 20> kPassPieces = {
+inline constexpr std::array<std::string_view, 19> kPassPieces = {
     "async_copy", "aligned_body", "pipeline", "tma",
-    "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "overlap_softmax", "one_align",
+    "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
     "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a",
     "running_sums", "two_counts", "whole_blocks"};
 

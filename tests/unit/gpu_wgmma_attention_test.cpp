@@ -11,7 +11,6 @@
 
 #include "codegen/cuda/cuda.h"
 #include "ir/gpu_ir.h"
-#include "ir/gpu_parse.h"
 #include "ir/tile_ir.h"
 #include "passes/pipeline.h"
 #include "runtime/cuda/cuda_api.h"
@@ -22,10 +21,9 @@
 namespace metile {
 namespace METILE_UNITY_ID {
 
-// examples/python/flash_attention.py's forward kernel as its tracer writes it: BLOCK_M 128 query
-// rows, BLOCK_N keys a step, head_dim d, 256 threads, columns past seq masked; causal: the loop
-// ends at the program's last row and columns past each row are masked too.
-std::string flash(const std::string& t, int block_n, int d, bool causal = false) {
+// examples/python/flash_attention.py's forward kernel (non-causal) as its tracer writes it:
+// BLOCK_M 128 query rows, BLOCK_N keys a step, head_dim d, 256 threads, columns past seq masked.
+std::string flash(const std::string& t, int block_n, int d) {
   const std::string n = std::to_string(block_n), hd = std::to_string(d);
   const std::string s = "tile<128x" + n + "xf32>";
   return R"(kernel @flash(%Q: ptr<)" + t + R"(>, %K: ptr<)" + t + R"(>, %V: ptr<)" + t + R"(>, %O: ptr<)" + t +
@@ -50,7 +48,7 @@ std::string flash(const std::string& t, int block_n, int d, bool causal = false)
   %m0 = broadcast %ninf : tile<128xf32>
   %l0 = broadcast %z : tile<128xf32>
   %acc0 = broadcast %z : tile<128x)" + hd + R"(xf32>
-)" + (causal ? "  %last = add %start, %c128 : i32\n  %cend = minimum %last, %seq : i32\n" : "") + R"(  %acc, %l, %m = for %i = %c0 to )" + (causal ? "%cend" : "%seq") + R"( step %cn iter_args(%a = %acc0, %li = %l0, %mi = %m0) -> (tile<128x)" + hd +
+  %acc, %l, %m = for %i = %c0 to %seq step %cn iter_args(%a = %acc0, %li = %l0, %mi = %m0) -> (tile<128x)" + hd +
          R"(xf32>, tile<128xf32>, tile<128xf32>) {
     %k = tile_load %Kb, %i, %c0, %cd, %seq, %cd : tile<)" + n + "x" + hd + "x" + t + R"(>
     %v = tile_load %Vb, %i, %c0, %cd, %seq, %cd : tile<)" + n + "x" + hd + "x" + t + R"(>
@@ -60,12 +58,8 @@ std::string flash(const std::string& t, int block_n, int d, bool causal = false)
     %cols = arange %i {size = )" + n + R"(} : tile<)" + n + R"(xi32>
     %cr = reshape %cols : tile<1x)" + n + R"(xi32>
     %cb = broadcast %cr : tile<128x)" + n + R"(xi32>
-    %)" + (causal ? "inseq" : "keep") + R"( = lt %cb, %seq : tile<128x)" + n + R"(xbool>
-)" + (causal ? R"(    %rr = reshape %rows : tile<128x1xi32>
-    %rb = broadcast %rr : tile<128x)" + n + R"(xi32>
-    %below = le %cb, %rb : tile<128x)" + n + R"(xbool>
-    %keep = bitand %inseq, %below : tile<128x)" + n + R"(xbool>
-)" : "") + R"(    %ninfb = broadcast %ninf : )" + s + R"(
+    %keep = lt %cb, %seq : tile<128x)" + n + R"(xbool>
+    %ninfb = broadcast %ninf : )" + s + R"(
     %sm = select %keep, %s, %ninfb : )" + s + R"(
     %rmax = reduce_max %sm {axis = 1} : tile<128xf32>
     %rsc = mul %rmax, %scale : tile<128xf32>
@@ -104,11 +98,10 @@ std::string flash(const std::string& t, int block_n, int d, bool causal = false)
 }
 
 // The kernel through the GPU pipeline for an H100 (sm_90), with the pieces named switched off.
-gpu::Function compiled(const std::string& t, int block_n, int d, std::vector<std::string> off = {},
-                       bool causal = false) {
+gpu::Function compiled(const std::string& t, int block_n, int d, std::vector<std::string> off = {}) {
   CompileOptions o;
   o.disabled_passes = std::move(off);
-  return run_gpu_pipeline(parse(flash(t, block_n, d, causal)), nvidia_gpu_target("sm_90"), o, "cuda").function;
+  return run_gpu_pipeline(parse(flash(t, block_n, d)), nvidia_gpu_target("sm_90"), o, "cuda").function;
 }
 
 // The mma op with A in registers (register_a=1), nullptr if none.
@@ -193,9 +186,8 @@ TEST(GpuWgmmaAttention, KAndVStreamThroughATwoStageRing) {
 // On sm_90 TMA fills the ring (lower_tma.cpp): K and V are slabs of a 3-D tensor map (their base
 // is K + bh * seq * head_dim), each stage's copies complete on its mbarrier, and every thread
 // waits for the stage's phase after the top's barrier, before the next iteration's copies.
-// (The loop as written: the softmax overlap, below, is switched off.)
 TEST(GpuWgmmaAttention, KAndVRingStagesAreFilledByTma) {
-  const gpu::Function f = compiled("f16", 128, 128, {"overlap_softmax"});
+  const gpu::Function f = compiled("f16", 128, 128);
   const std::string ir = gpu::print(f);
   const size_t loop = ir.find(" for %");
   ASSERT_NE(loop, std::string::npos) << ir;
@@ -225,61 +217,6 @@ TEST(GpuWgmmaAttention, KAndVRingStagesAreFilledByTma) {
   const std::string off = gpu::print(compiled("f16", 128, 128, {"tma"}));
   EXPECT_EQ(count(off, "tma_load"), 0) << off;
   EXPECT_EQ(count(off, "mbar_"), 0) << off;
-}
-
-// The softmax overlap (lower_overlap.cpp): iteration j issues the scores of K(j) and the output
-// product P(j-1) V(j-1) as two wgmma groups, waits for the scores only (wait_group 1), runs the
-// softmax while the product runs, then waits for it (wait_group 0) and rescales. A three-stage
-// ring holds K(j), V(j-1) and the copies of iteration j + 1; the prologue (scores and softmax of
-// block 0) and the epilogue (the last product) run only where the loop does.
-TEST(GpuWgmmaAttention, SoftmaxOverlapsTheOutputProduct) {
-  for (const int d : {64, 128})
-    for (const bool causal : {false, true}) {
-      const std::string what = "head_dim " + std::to_string(d) + (causal ? " causal" : "");
-      const gpu::Function f = compiled("f16", 128, d, {}, causal);
-      const std::string ir = gpu::print(f);
-      EXPECT_EQ(count(ir, "stages=3 layout=\"swizzle128\""), 2) << what << ": K and V\n" << ir;
-      EXPECT_EQ(count(ir, "count=2 n=3"), 1) << what << "\n" << ir;
-      const size_t loop = ir.find(" for %");
-      ASSERT_NE(loop, std::string::npos) << ir;
-      const std::string before = ir.substr(0, loop), body = ir.substr(loop, ir.find("\n  }\n", loop) - loop),
-                        after = ir.substr(loop + body.size());
-      EXPECT_EQ(count(before, " tma_load "), 4) << what << ": iterations 0 and 1\n" << ir;
-      EXPECT_EQ(count(before, " = if "), 1) << what << ": the prologue, where the loop runs\n" << ir;
-      EXPECT_EQ(count(before, " = mma "), 1) << what << ": block 0's scores\n" << ir;
-      EXPECT_EQ(count(before, " wait=1"), 1) << what << "\n" << ir;
-      EXPECT_EQ(count(body, " tma_load "), 2) << what << ": iteration j + 1\n" << body;
-      EXPECT_EQ(count(body, " async=1"), 2) << what << "\n" << body;
-      EXPECT_EQ(count(body, " wait=1"), 0) << what << "\n" << body;
-      // Scores before the product (groups complete in order), the softmax between the waits.
-      const size_t scores = body.find("b_kmajor=1 wait=0 async=1"), product = body.find("wait=0 register_a=1 async=1"),
-                   first = body.find("warpgroup_wait %"), exp2 = body.find(" exp2 "),
-                   second = body.find("warpgroup_wait %", first + 1);
-      EXPECT_TRUE(scores < product && product < first && first < exp2 && exp2 < second && second != std::string::npos)
-          << what << "\n" << body;
-      EXPECT_NE(body.find("pending=1", first), std::string::npos) << body;
-      EXPECT_EQ(body.find("pending=1", first), body.find("pending=", first)) << what << ": the first waits for S only\n" << body;
-      EXPECT_EQ(body.find("pending=0", second), body.find("pending=", second)) << what << "\n" << body;
-      EXPECT_EQ(count(after, " = if "), 1) << what << ": the epilogue\n" << after;
-      EXPECT_EQ(count(after, "register_a=1"), 1) << what << ": the last product, waited for\n" << after;
-      EXPECT_EQ(gpu::print(gpu::parse(ir)), ir) << what << ": the GPU IR text reads back";
-      // In CUDA the loop's two groups are committed, then wait_group 1, then wait_group 0.
-      const std::string cuda = emit_cuda(f).source;
-      const size_t top = cuda.find("  for (int i = ", cuda.find("extern \"C\""));
-      ASSERT_NE(top, std::string::npos) << cuda;
-      const size_t c1 = cuda.find("mt_wgmma_commit();\n", top), c2 = cuda.find("mt_wgmma_commit();\n", c1 + 1),
-                   w1 = cuda.find("wgmma.wait_group.sync.aligned 1;", top),
-                   w0 = cuda.find("wgmma.wait_group.sync.aligned 0;", top);
-      EXPECT_TRUE(c1 < c2 && c2 < w1 && w1 < w0 && w0 != std::string::npos) << what << "\n" << cuda;
-      EXPECT_EQ(count(cuda, "wgmma.wait_group.sync.aligned 1;"), 1) << what;
-      // Switched off: the loop as written, each dot waited for at once over two stages (d 128)
-      // or three (d 64, which has the room).
-      const std::string off = gpu::print(compiled("f16", 128, d, {"overlap_softmax"}, causal));
-      EXPECT_EQ(count(off, "async=1"), 0) << off;
-      EXPECT_EQ(count(off, "warpgroup_wait"), 0) << off;
-      EXPECT_EQ(count(off, " wait=1"), 2) << off;
-      EXPECT_EQ(count(off, " = if "), 0) << off;
-    }
 }
 
 TEST(GpuWgmmaAttention, RegisterAIsWgmmasAFragment) {
@@ -325,20 +262,14 @@ TEST(GpuWgmmaAttention, CompilesThroughNvrtcForSm90a) {
   struct V {
     const char* t;
     int block_n, d;
-    bool causal, overlap;
   };
-  // Each dtype, BLOCK_N and head_dim twice, causal or not; the softmax overlap and the loop as
-  // written. Overlapped, each dot's wgmmas are written twice: the scores' in the prologue and the
-  // loop, the output's in the loop and the epilogue.
-  for (const V& v : {V{"f16", 64, 64, false, true}, V{"bf16", 64, 128, true, true}, V{"f16", 128, 128, true, true},
-                     V{"bf16", 128, 64, false, true}, V{"f16", 128, 128, false, false}}) {
-    const std::string what = std::string(v.t) + " " + std::to_string(v.block_n) + " " + std::to_string(v.d) +
-                             (v.causal ? " causal" : "") + (v.overlap ? " overlapped" : "");
-    const std::vector<std::string> off = v.overlap ? std::vector<std::string>{} : std::vector<std::string>{"overlap_softmax"};
-    const CudaKernelSource s = emit_cuda(compiled(v.t, v.block_n, v.d, off, v.causal));
-    ASSERT_EQ(count(s.source, "wgmma.mma_async"), (v.overlap ? 2 : 1) * (v.d / 16 + v.block_n / 16)) << what;
+  // Each dtype, BLOCK_N and head_dim twice.
+  for (const V& v : {V{"f16", 64, 64}, V{"bf16", 64, 128}, V{"f16", 128, 128}, V{"bf16", 128, 64}}) {
+    const CudaKernelSource s = emit_cuda(compiled(v.t, v.block_n, v.d));
+    ASSERT_EQ(count(s.source, "wgmma.mma_async"), v.d / 16 + v.block_n / 16) << v.t << " " << v.block_n << " " << v.d;
     std::string log;
-    EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, "sm_90a", &log)) << what << "\n" << log;
+    EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, "sm_90a", &log))
+        << v.t << " " << v.block_n << " " << v.d << "\n" << log;
   }
 }
 

@@ -5,7 +5,6 @@
 // empty asm over a copy of an i32, so what is computed from it stays in the loop that computes it. The helpers are in
 // prelude/cuda_tma.h and, for 3-D boxes, prelude/cuda_tma_3d.h; Metal has no such ops (lowering makes them for wgmma dots only).
 #include "codegen/cuda/tma.h"
-#include "codegen/cuda/wgmma.h"
 
 #include "support/error.h"
 
@@ -52,8 +51,6 @@ void emit_cuda_tma(SourceWriter& w, const gpu::Op& op, const std::vector<std::st
     case GpuOpKind::WARPGROUP_WAIT:
       w.line("asm volatile(\"wgmma.wait_group.sync.aligned " + std::to_string(op.attr_int("pending")) +
              ";\" ::: \"memory\");");
-      // An async mma's result (operands: its copy, the register count), read only below the wait.
-      if (!result.empty()) wgmma_keep_reads_below(w, result, std::stoll(operands[1]));
       return;
     default:
       METILE_ASSERT(false, "tma: not a TMA op");

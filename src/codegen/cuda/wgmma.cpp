@@ -56,10 +56,6 @@ std::string wgmma_accumulator_outputs(const std::string& acc, int64_t block, int
 void wgmma_commit_and_wait(SourceWriter& w, const std::string& acc, int64_t regs) {
   w.line("mt_wgmma_commit();");
   w.line("mt_wgmma_wait_all();");
-  wgmma_keep_reads_below(w, acc, regs);
-}
-
-void wgmma_keep_reads_below(SourceWriter& w, const std::string& acc, int64_t regs) {
   w.line("#pragma unroll");
   w.line("for (int mma_r = 0; mma_r < " + std::to_string(regs) + "; ++mma_r) asm volatile(\"\" : \"+f\"(" + acc +
          "[mma_r]) :: \"memory\");");
@@ -173,9 +169,8 @@ void emit_cuda_wgmma(SourceWriter& w, const MmaSpec& s) {
            "[mma_r] += mma_p[mma_r];");
   }
   if (s.promote > 0) return;  // waited for above
-  // A's fragment registers must not change while the wgmmas read them: the op waits, unless a
-  // warpgroup_wait on its result does (async; ptxas keeps the fragments until that wait).
-  if (s.async || (!s.wait && !reg_a)) {  // a pipelined loop waits at its next barrier (warpgroup_sync)
+  // A's fragment registers must not change while the wgmmas read them: the op waits, always.
+  if (!s.wait && !reg_a) {  // a pipelined loop waits at its next barrier (warpgroup_sync)
     w.line("mt_wgmma_commit();");
     return;
   }

@@ -22,7 +22,5 @@ std::string wgmma_descriptor_high(int64_t leading, int64_t stride, int64_t mode)
 std::string wgmma_accumulator_outputs(const std::string& acc, int64_t block, int64_t regs);
 /** Commits the group, waits for it and keeps the compiler from moving accumulator reads above. */
 void wgmma_commit_and_wait(SourceWriter& w, const std::string& acc, int64_t regs);
-/** After a wait: empty asm statements that rewrite each of `regs` accumulators keep their reads below it. */
-void wgmma_keep_reads_below(SourceWriter& w, const std::string& acc, int64_t regs);
 
 }  // namespace metile

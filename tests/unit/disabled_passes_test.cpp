@@ -41,7 +41,7 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;
   EXPECT_NE(why.find("GPU IR passes: ldmatrix-fragments, serpentine-mma, preload-fragments, fold-constants, cse, dce, "
-                     "vectorize-access, insert-cancel-points, order-device-memory;"),
+                     "vectorize-access, insert-cancel-points, order-device-memory, elide-barriers;"),
             std::string::npos) << why;
   EXPECT_NE(why.find("pieces: async_copy, aligned_body, "), std::string::npos) << why;
   why = refusal({"lower-convert-layout"});
@@ -55,7 +55,7 @@ TEST(DisabledPasses, GpuIrPassesAreSkippedByName) {
   Program p = kernels::softmax(256);
   CompileOptions o;
   const std::string all = run_gpu_pipeline(p, apple_gpu_target(), o, "metal-sim").gpu_ir_opt;
-  o.disabled_passes = {"fold-constants", "cse", "dce", "vectorize-access"};
+  o.disabled_passes = {"fold-constants", "cse", "dce", "vectorize-access", "elide-barriers"};
   GpuPipelineResult none = run_gpu_pipeline(p, apple_gpu_target(), o, "metal-sim");
   EXPECT_NE(none.gpu_ir_opt, all);
   // What the skipped passes would have done is what opt_level 0 leaves out.

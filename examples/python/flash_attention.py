@@ -70,6 +70,16 @@ def default_block(dim):
     return 16 if metile.get_device().name.startswith("metal") or dim > 64 else 32
 
 
+def default_launch(dim, dtype):
+    """(BLOCK_M, BLOCK_N, num_threads or None for the kernel's default) when the caller names no
+    blocks: on cuda, f16/bf16 at head_dim 64 or 128 take 128x128 blocks over 256 threads, the
+    form whose two dots run on Hopper's warpgroup atoms and the fastest measured on an H100
+    (bench/results/attention_h100.md); elsewhere default_block's square blocks."""
+    if metile.get_device().name == "cuda" and dtype in ("f16", "bf16") and dim in (64, 128):
+        return 128, 128, 256
+    return default_block(dim), default_block(dim), None
+
+
 DTYPES = ("f32", "f16", "bf16")
 
 
@@ -120,12 +130,16 @@ def attention(q, k, v, out, causal=False, block_m=None, block_n=None, lse=None):
     bh, seq, dim = q.shape
     if lse is None:
         lse = metile.Buffer.zeros((bh, seq), "f32")
-    block_m = block_m or default_block(dim)
-    block_n = block_n or default_block(dim)
+    dflt_m, dflt_n, threads = default_launch(dim, dtype_name(q))
+    if block_m or block_n:
+        threads = None  # the caller's blocks take the kernel's default thread count
+    block_m = block_m or dflt_m
+    block_n = block_n or dflt_n
     scale = LOG2E / math.sqrt(dim)
     grid = (metile.cdiv(seq, block_m), bh)
+    extra = {} if threads is None else {"num_threads": threads}
     flash_attention_fwd[grid](q, k, v, out, lse, seq, scale, HEAD_DIM=dim, BLOCK_M=block_m,
-                              BLOCK_N=block_n, CAUSAL=causal)
+                              BLOCK_N=block_n, CAUSAL=causal, **extra)
     return lse
 
 

@@ -89,6 +89,24 @@ def test_flash_attention_blocks_of_different_shapes(device):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_default_launch(device, causal):
+    """attention() without blocks takes default_launch's: on cuda 128x128 blocks over 256
+    threads for f16 (both dots on sm_90's warpgroup atoms), elsewhere default_block's; a
+    sequence no multiple of the blocks."""
+    bm, bn, threads = flash_attention.default_launch(64, "f16")
+    if device.name == "cuda":
+        assert (bm, bn, threads) == (128, 128, 256)
+    else:
+        assert threads is None and bm == bn == flash_attention.default_block(64)
+    (q, k, v), vals = _inputs([(2, 150, 64)] * 3, "f16")
+    out = metile.Buffer.zeros((2, 150, 64), dtype="f16")
+    lse = flash_attention.attention(q, k, v, out, causal)
+    ref, ref_lse = flash_attention.reference(*vals, causal, with_lse=True)
+    _check(_values(out), ref, "f16")
+    _check(lse.numpy().astype(np.float64), ref_lse, "f32")
+
+
+@pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_masks_only_the_blocks_that_need_it(device, causal):
     """whole_tiles runs the K/V blocks wholly inside seq and, causal, wholly left of the program's
     first row without the scores' mask, behind one branch (METILE_GPU_OFF=whole_blocks): a

@@ -110,17 +110,15 @@ def triton_attention():
 
 
 def bench_flash(args, torch, rows):
-    dims = [int(d) for d in args.dims.split(",")]
-    dtypes = args.dtypes.split(",")
-    for dim in dims:
-        for dtype in dtypes:
-            bench_flash_shape(args, torch, rows, dim, dtype)
+    tri = triton_attention() if torch is not None else None  # one kernel: autotuned per key
+    for dim in (int(d) for d in args.dims.split(",")):
+        for dtype in args.dtypes.split(","):
+            bench_flash_shape(args, torch, tri, rows, dim, dtype)
 
 
-def bench_flash_shape(args, torch, rows, dim, dtype):
+def bench_flash_shape(args, torch, tri, rows, dim, dtype):
     batch, heads = (1, 2) if args.quick else (4, 32)
     seqs = [100, 256] if args.quick else [1024, 4096, 16384]
-    tri = triton_attention() if torch is not None else None
     rng = np.random.default_rng(0)
     for seq in seqs:
         x = random_inputs(rng, (batch, heads, seq, dim), dtype)[:3]  # float32 holding dtype's values

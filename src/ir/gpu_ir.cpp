@@ -109,13 +109,11 @@ std::vector<uint64_t> param_masks(const Function& f) {
   return masks_from(f, params);
 }
 
-std::vector<uint64_t> array_masks(const Function& f, std::vector<ValueId>* arrays) {
+std::vector<uint64_t> array_masks(const Function& f) {
   std::vector<ValueId> allocs;
   for (const Op& op : f.body.ops)
     if (op.kind == GpuOpKind::ALLOC) allocs.push_back(op.result());
-  std::vector<uint64_t> masks = masks_from(f, allocs);
-  if (arrays != nullptr) *arrays = std::move(allocs);
-  return masks;
+  return masks_from(f, allocs);
 }
 
 std::vector<int> use_counts(const Function& f) {

@@ -237,6 +237,7 @@ struct Function {
 
 using metile::walk;  // ir/walk.h serves both IRs
 using metile::walk_mut;
+using metile::erase_ops_if;
 
 /** Number of uses of each value, indexed by ValueId. */
 std::vector<int> use_counts(const Function& f);
@@ -245,11 +246,11 @@ std::vector<int> use_counts(const Function& f);
 std::vector<uint64_t> param_masks(const Function& f);
 /**
  * For each value, bit i: a pointer that may point into the i-th threadgroup array (alloc op, in
- * the body's order; *arrays, when given, gets their values). As param_masks: from the 64th array
+ * the body's order). As param_masks: from the 64th array
  * on, every bit; 0 for a threadgroup pointer means its array is not known (an if's or while's
  * result), so a caller that must be safe counts it as every array.
  */
-std::vector<uint64_t> array_masks(const Function& f, std::vector<ValueId>* arrays = nullptr);
+std::vector<uint64_t> array_masks(const Function& f);
 
 /**
  * Unique identifiers for every value: parameters keep their names, others get their stem

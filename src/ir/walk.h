@@ -4,6 +4,10 @@
  */
 #pragma once
 
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 namespace metile {
 
 /** Visits every op of `block` and its nested blocks, pre-order. */
@@ -22,6 +26,25 @@ void walk_mut(Block& block, F&& f) {
     f(op);
     for (auto& r : op.regions) walk_mut(r, f);
   }
+}
+
+/** Removes the ops of `block` and its nested blocks for which `pred` holds (a removed op's blocks
+ * go with it; the others keep their order). Returns whether any op was removed. */
+template <typename Block, typename Pred>
+bool erase_ops_if(Block& block, Pred&& pred) {
+  bool erased = false;
+  std::vector<std::decay_t<decltype(block.ops.front())>> kept;
+  kept.reserve(block.ops.size());
+  for (auto& op : block.ops) {
+    if (pred(op)) {
+      erased = true;
+      continue;
+    }
+    for (auto& r : op.regions) erased = erase_ops_if(r, pred) || erased;
+    kept.push_back(std::move(op));
+  }
+  block.ops = std::move(kept);
+  return erased;
 }
 
 }  // namespace metile

@@ -22,26 +22,11 @@ bool removable(const gpu::Op& op, const std::vector<int>& uses) {
   return gpu::has_gpu_trait(op.kind, gpu::kGPure | gpu::kGRead);
 }
 
-bool sweep(gpu::Block& b, const std::vector<int>& uses) {
-  bool changed = false;
-  std::vector<gpu::Op> kept;
-  kept.reserve(b.ops.size());
-  for (gpu::Op& op : b.ops) {
-    if (removable(op, uses)) {
-      changed = true;
-      continue;
-    }
-    for (gpu::Block& r : op.regions) changed = sweep(r, uses) || changed;
-    kept.push_back(std::move(op));
-  }
-  b.ops = std::move(kept);
-  return changed;
-}
-
 }  // namespace
 
 void eliminate_dead_code(gpu::Function& f, const PassContext&) {
-  while (sweep(f.body, gpu::use_counts(f))) {
+  // Each round counts the uses again: what it removed may leave more unused.
+  while (erase_ops_if(f.body, [uses = gpu::use_counts(f)](const gpu::Op& op) { return removable(op, uses); })) {
   }
 }
 

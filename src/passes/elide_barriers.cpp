@@ -158,17 +158,6 @@ ArrayEffect effects_until_barrier(const std::vector<FlowNode>& nodes, size_t sta
   return seen;
 }
 
-void remove_ops(gpu::Block& b, const std::set<const gpu::Op*>& gone) {
-  std::vector<gpu::Op> kept;
-  kept.reserve(b.ops.size());
-  for (gpu::Op& op : b.ops) {
-    if (gone.count(&op) != 0) continue;
-    for (gpu::Block& r : op.regions) remove_ops(r, gone);
-    kept.push_back(std::move(op));
-  }
-  b.ops = std::move(kept);
-}
-
 }  // namespace
 
 void elide_barriers(gpu::Function& f, const PassContext&) {
@@ -184,7 +173,7 @@ void elide_barriers(gpu::Function& f, const PassContext&) {
     node.barrier = false;
     gone.insert(node.op);
   }
-  if (!gone.empty()) remove_ops(f.body, gone);
+  if (!gone.empty()) erase_ops_if(f.body, [&](const gpu::Op& op) { return gone.count(&op) != 0; });
 }
 
 }  // namespace metile

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "codegen/cuda/cuda.h"
+#include "ir/gpu_parse.h"
 #include "kernels/kernels.h"
 #include "passes/lower.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
 #include "passes/tile/tile_pipeline.h"
 #include "runtime/cuda/cuda_api.h"
+#include "support/error.h"
 #include "target/options.h"
 #include "text_count.h"
 
@@ -127,6 +129,33 @@ TEST(GpuPasses, ReleaseStagesRunsInThePipelineAndIsSwitchedOffByName) {
     EXPECT_EQ(count(off, "mbar_arrive"), 0) << off;
     EXPECT_EQ(count(off, "empty_bar"), 0) << off;
     EXPECT_EQ(count(loop_of(off), " barrier\n"), 1) << off;
+  }
+}
+
+// The ops it adds print, parse back and verify; a predicate must be a uniform bool, and
+// mbar_wait's thread-0 form takes both a thread index and a predicate.
+TEST(GpuPasses, ReleaseStagesOpsRoundTripAndAreChecked) {
+  const std::string ok = "gpu_kernel @k(%n: i32) threads=128 simd=32 {\n"
+                         "  %bar: ptr<i64, threadgroup> = alloc shape=\"1\" stages=2 layout=\"linear\"\n"
+                         "  %tid: i32 thread = builtin thread_index.x\n"
+                         "  %lane: i32 thread = builtin simd_lane.x\n"
+                         "  %z: i32 = const value=0\n"
+                         "  %go: bool = lt %z, %n\n"
+                         "  mbar_init %bar, %tid count=4 n=2\n"
+                         "  barrier\n"
+                         "  mbar_arrive %bar, %lane, %go\n"
+                         "  mbar_arrive %bar, %lane\n"
+                         "  mbar_wait %bar, %z, %tid, %go\n"
+                         "  mbar_wait %bar, %z\n"
+                         "}\n";
+  EXPECT_EQ(gpu::print(gpu::parse(ok)), ok);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"mbar_wait %bar, %z, %tid, %go", "mbar_wait %bar, %z, %tid"},
+           {"mbar_arrive %bar, %lane, %go", "mbar_arrive %bar, %lane, %tid"},
+           {"mbar_wait %bar, %z, %tid, %go", "mbar_wait %bar, %z, %tid, %n"}}) {
+    std::string bad = ok;
+    bad.replace(bad.find(from), from.size(), to);
+    EXPECT_THROW(gpu::parse(bad), Error) << to;
   }
 }
 

@@ -641,6 +641,7 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::MBAR_INIT:
     case GpuOpKind::TMA_LOAD:
     case GpuOpKind::MBAR_WAIT:
+    case GpuOpKind::MBAR_ARRIVE:
     case GpuOpKind::WARPGROUP_WAIT:
     case GpuOpKind::OPAQUE: {
       std::vector<std::string> operands;

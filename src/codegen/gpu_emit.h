@@ -158,7 +158,7 @@ class GpuDialect {
   virtual void mma(SourceWriter& w, const MmaSpec& s) const = 0;
   /**
    * Writes the statements of one op of the tensor-memory-accelerator family (gpu_ir.h:
-   * mbar_init, tma_load, mbar_wait, warpgroup_wait, opaque), which lowering makes only for targets
+   * mbar_init, tma_load, mbar_wait, mbar_arrive, warpgroup_wait, opaque), which lowering makes only for targets
    * with warpgroup atoms: `operands` are its operands' expressions (register 0), `element` the
    * element type of its first operand, `result` its result's name ("" without one). The
    * emitter reaching it in a dialect without such ops is a bug.

@@ -71,6 +71,12 @@
  *       every back-edge (cuda), so the first turn stops a program started after a stop and
  *       no check waits for a read. every=0: the program's entry check, once, at top level
  *       before its first write; it acts on the word as it was when the program started.
+ *   mbar_wait(bar, parity [, tid, pred]): waits until the phase of that parity of the mbarrier
+ *       `bar` completed (every thread; with tid and pred: only thread 0, and only where the
+ *       uniform bool pred holds).
+ *   mbar_arrive(bar, lane [, pred]): each thread whose `lane` (its simd lane) is 0 arrives once on
+ *       the mbarrier `bar`, where the uniform bool pred holds: one arrival per simdgroup, made
+ *       after everything the simdgroup did before it (release_stages.cpp).
  *   async_commit: the copies issued since the last commit form a group.
  *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).
  */

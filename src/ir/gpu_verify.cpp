@@ -397,10 +397,15 @@ struct Verifier {
         break;
       case GpuOpKind::MBAR_INIT:
       case GpuOpKind::TMA_LOAD:
-      case GpuOpKind::MBAR_WAIT: {
+      case GpuOpKind::MBAR_WAIT:
+      case GpuOpKind::MBAR_ARRIVE: {
         const bool load = op.kind == GpuOpKind::TMA_LOAD, init = op.kind == GpuOpKind::MBAR_INIT;
+        const bool arrive = op.kind == GpuOpKind::MBAR_ARRIVE, wait = op.kind == GpuOpKind::MBAR_WAIT;
         const size_t slab = load && op.find_attr("slabs") != nullptr ? 1 : 0;  // a third coordinate
-        operands(init ? 2 : load ? 5 + slab : 2, load ? 6 + slab : init ? 2 : 2);
+        operands(load ? 5 + slab : 2, load ? 6 + slab : arrive ? 3 : wait ? 4 : 2);
+        if (wait && op.operands.size() == 3) bad("takes a predicate with its thread index");
+        if ((arrive && op.operands.size() == 3) || (wait && op.operands.size() == 4))
+          uniform_bool(op.operands.back(), "the predicate");
         results(0);
         const Value& bar = val(op.operands[load ? 1 : 0]);
         if (!bar.is_ptr || bar.space != AddrSpace::threadgroup || bar.dtype != DType::i64)

@@ -89,7 +89,7 @@ void live_ranges(const gpu::Function& f, std::vector<Array>& arrays, const std::
           a.async_copied |= op.kind == GpuOpKind::ASYNC_COPY && k == 0;
           a.warpgroup_read |= op.kind == GpuOpKind::MMA && atom_kind_threads(mma_atom_kind(op)) > 32;
           a.pinned |= op.kind == GpuOpKind::TMA_LOAD || op.kind == GpuOpKind::MBAR_INIT ||
-                      op.kind == GpuOpKind::MBAR_WAIT;
+                      op.kind == GpuOpKind::MBAR_WAIT || op.kind == GpuOpKind::MBAR_ARRIVE;
         }
       }
     });

@@ -43,6 +43,7 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   run("serpentine-mma");
   run("preload-fragments");
   if (options.opt_level > 0) {
+    run("release-stages");    // a TMA ring's stages freed by mbarriers, not the K loop's barrier
     run("fold-constants");    // index math on literals, x + 0 from aranges
     run("cse");               // repeated coords, masks and addresses
     run("dce");               // what folding and merging left unused

@@ -40,7 +40,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   std::vector<std::string> names;
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
   EXPECT_EQ(names, (std::vector<std::string>{"lower-convert-layout", "ldmatrix-fragments", "serpentine-mma",
-                                             "preload-fragments", "fold-constants", "cse", "dce",
+                                             "preload-fragments", "release-stages", "fold-constants", "cse", "dce",
                                              "vectorize-access", "insert-cancel-points",
                                              "order-device-memory", "elide-barriers",
                                              "allocate-threadgroup-memory"}));
@@ -52,7 +52,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
     EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: lower-convert-layout, "
-                              "ldmatrix-fragments, serpentine-mma, preload-fragments, fold-constants, cse, dce"));
+                              "ldmatrix-fragments, serpentine-mma, preload-fragments, release-stages, fold-constants, cse, dce"));
   }
 }
 

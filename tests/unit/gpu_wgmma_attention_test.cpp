@@ -185,9 +185,10 @@ TEST(GpuWgmmaAttention, KAndVStreamThroughATwoStageRing) {
 
 // On sm_90 TMA fills the ring (lower_tma.cpp): K and V are slabs of a 3-D tensor map (their base
 // is K + bh * seq * head_dim), each stage's copies complete on its mbarrier, and every thread
-// waits for the stage's phase after the top's barrier, before the next iteration's copies.
+// waits for the stage's phase after the top's barrier, before the next iteration's copies (as
+// lowering writes it: release-stages, below, replaces that barrier).
 TEST(GpuWgmmaAttention, KAndVRingStagesAreFilledByTma) {
-  const gpu::Function f = compiled("f16", 128, 128);
+  const gpu::Function f = compiled("f16", 128, 128, {"release-stages"});
   const std::string ir = gpu::print(f);
   const size_t loop = ir.find(" for %");
   ASSERT_NE(loop, std::string::npos) << ir;
@@ -217,6 +218,24 @@ TEST(GpuWgmmaAttention, KAndVRingStagesAreFilledByTma) {
   const std::string off = gpu::print(compiled("f16", 128, 128, {"tma"}));
   EXPECT_EQ(count(off, "tma_load"), 0) << off;
   EXPECT_EQ(count(off, "mbar_"), 0) << off;
+}
+
+// release-stages: the K/V ring's stages are released by per-stage mbarriers, so the loop has no
+// barrier; Q, stored before the loop, is fenced and published by a barrier in front of it.
+TEST(GpuWgmmaAttention, TheRingsStagesAreReleasedByMbarriers) {
+  const std::string ir = gpu::print(compiled("f16", 128, 128));
+  const size_t loop = ir.find(" for %");
+  ASSERT_NE(loop, std::string::npos) << ir;
+  const std::string before = ir.substr(0, loop), body = ir.substr(loop, ir.find("\n  }\n", loop) - loop);
+  EXPECT_EQ(count(ir, " mbar_init "), 2) << ir;
+  EXPECT_EQ(count(ir, " mbar_init %empty_bar, %tid count=8 n=2"), 1) << ir;
+  EXPECT_EQ(count(body, " barrier"), 0) << body;
+  EXPECT_EQ(before.substr(before.size() - std::string("  warpgroup_sync\n  barrier\n ").size()),
+            "  warpgroup_sync\n  barrier\n ") << before;
+  const size_t arrive = body.find(" mbar_arrive "), wait = body.find(" mbar_wait ", arrive),
+               copy = body.find(" tma_load "), mma = body.find(" = mma ");
+  EXPECT_TRUE(arrive < wait && wait < copy && copy < mma && mma != std::string::npos) << body;
+  EXPECT_EQ(count(body, " mbar_wait "), 2) << body;
 }
 
 TEST(GpuWgmmaAttention, RegisterAIsWgmmasAFragment) {
@@ -267,6 +286,7 @@ TEST(GpuWgmmaAttention, CompilesThroughNvrtcForSm90a) {
   for (const V& v : {V{"f16", 64, 64}, V{"bf16", 64, 128}, V{"f16", 128, 128}, V{"bf16", 128, 64}}) {
     const CudaKernelSource s = emit_cuda(compiled(v.t, v.block_n, v.d));
     ASSERT_EQ(count(s.source, "wgmma.mma_async"), v.d / 16 + v.block_n / 16) << v.t << " " << v.block_n << " " << v.d;
+    ASSERT_EQ(count(s.source, "mbarrier.arrive.shared::cta.b64"), 1) << "release-stages\n" << s.source;
     std::string log;
     EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, "sm_90a", &log))
         << v.t << " " << v.block_n << " " << v.d << "\n" << log;

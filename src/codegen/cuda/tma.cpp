@@ -1,7 +1,9 @@
 // The TMA ops (lower_tma.cpp) in CUDA: thread 0 sets up the mbarriers and issues each tile's
 // boxes (cp.async.bulk.tensor.2d, or .3d at a slab coordinate for a stack of matrices (TmaMap::slabs),
 // through the kernel's tensor map parameter mt_tmap<map>, one box per column block of the staging layout, each block box_rows x box_cols elements, in
-// order); every thread waits on the barrier's phase itself. `opaque` (lower_persistent.cpp) is an
+// order); every thread waits on the barrier's phase itself. The stages' "empty" mbarriers
+// (release_stages.cpp) take one arrival from lane 0 of each warp and are waited for by thread 0
+// alone, before it refills the stage. `opaque` (lower_persistent.cpp) is an
 // empty asm over a copy of an i32, so what is computed from it stays in the loop that computes it. The helpers are in
 // prelude/cuda_tma.h and, for 3-D boxes, prelude/cuda_tma_3d.h; Metal has no such ops (lowering makes them for wgmma dots only).
 #include "codegen/cuda/tma.h"
@@ -41,8 +43,18 @@ void emit_cuda_tma(SourceWriter& w, const gpu::Op& op, const std::vector<std::st
       w.close();
       return;
     }
-    case GpuOpKind::MBAR_WAIT:
+    case GpuOpKind::MBAR_WAIT:  // with a thread index and a predicate: thread 0 only (release_stages.cpp)
+      if (operands.size() == 4) w.open("if (" + at(2) + " == 0 && " + operands[3] + ")");
       w.line("mt_mbar_wait(" + at(0) + ", " + at(1) + ");");
+      if (operands.size() == 4) w.close();
+      return;
+    case GpuOpKind::MBAR_ARRIVE:
+      w.open("if (" + at(1) + " == 0" + (operands.size() == 3 ? " && " + operands[2] : "") + ")");
+      // Release semantics: the warp's earlier accesses happen before the phase completes. Spelled
+      // here rather than in the prelude, which stays as it was for kernels without the op.
+      w.line("asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(mt_smem_addr(" + at(0) +
+             ")) : \"memory\");");
+      w.close();
       return;
     case GpuOpKind::OPAQUE:  // an empty asm that "changes" the value: nothing after it is hoisted
       w.line("int " + result + " = " + at(0) + ";");

@@ -278,7 +278,9 @@ class CudaDialect final : public GpuDialect {
   }
 
   std::string async_copy(const std::string& dst, const std::string& src, int64_t bytes) const override {
-    return bytes == 16 ? "mt_cp_async16(" + dst + ", " + src + ")" : "";
+    if (bytes == 4 || bytes == 8 || bytes == 16)
+      return "mt_cp_async" + std::to_string(bytes) + "(" + dst + ", " + src + ")";
+    return "";
   }
 
   std::string async_copy_if(const std::string& dst, const std::string& src, int64_t bytes,

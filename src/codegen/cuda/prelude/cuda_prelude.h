@@ -174,13 +174,6 @@ MT_FN void mt_cp_async16_if(void* dst, const void* src, bool p) {
   asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q cp.async.cg.shared.global [%0], [%1], 16; }"
                ::"r"(mt_smem_addr(dst)), "l"(src), "r"(int(p)) : "memory");
 }
-// 4 or 8 bytes (kept rows copy element by element: cp.async.ca, the sizes below 16 it allows).
-MT_FN void mt_cp_async4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(mt_smem_addr(dst)), "l"(src) : "memory");
-}
-MT_FN void mt_cp_async8(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(mt_smem_addr(dst)), "l"(src) : "memory");
-}
 MT_FN void mt_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Four 8x8 16-bit matrices: lanes 8q..8q+7 give the row addresses of matrix q (volatile: it
 // reads shared memory, so it must stay between the barriers it was written between). The

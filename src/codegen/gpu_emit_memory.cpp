@@ -167,6 +167,8 @@ void Emitter::async_chunks(const gpu::Op& op, ValueId live, bool aligned, const 
       !a.empty()) {
     copies.push_back(a);
     also(d_.vector_aligned(from, width * elem));
+    // A kept row's chunks (copy_rows_async.cpp) are aligned in the tile, not known in the array.
+    if (op.find_attr("row") != nullptr && width > 1) also(d_.vector_aligned(to, width * elem));
   } else if (op.attr_int("vector") != 0) {
     const int64_t sub = std::min<int64_t>(width, 4);
     for (int64_t s = 0; s < width; s += sub) {

@@ -9,11 +9,15 @@
 // did, which the pass requires; the register's store predicate becomes the copy's `live`), and
 // every thread sees every other thread's copies. Runs at every opt level: the barrier is what
 // orders a row's writes before its reads (a tile program has no barrier of its own).
+// A copy of an unpredicated store whose registers come in runs of 16 bytes of consecutive
+// elements (whole_tiles' loop over whole tiles) takes a run per chunk (reg_gather of the
+// pointers), marked {row} so that the dialect tests each chunk's threadgroup address as well
+// as its device address; the rest copy element by element.
 // Why: a kept row (up to the device's threadgroup memory, 128 KB at 32768 f32) makes one
 // program per SM, which must keep the row's bytes in flight to approach DRAM bandwidth: with
 // register loads one tile (16 KB over 256 threads) would be in flight at a time, with cp.async
 // the whole row is.
-#include <optional>
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -27,7 +31,7 @@ using gpu::GpuOpKind;
 
 class RowCopies {
  public:
-  explicit RowCopies(gpu::Function& f) : f_(f), masks_(gpu::array_masks(f)) {
+  RowCopies(gpu::Function& f, const GpuTarget& target) : f_(f), target_(target), masks_(gpu::array_masks(f)) {
     int index = 0;
     for (const gpu::Op& op : f.body.ops) {
       if (op.kind != GpuOpKind::ALLOC) continue;
@@ -70,14 +74,31 @@ class RowCopies {
         continue;
       }
       g.set_loc(op.loc);
-      const ValueId lo = g.constant_int(DType::i32, 0), one = g.constant_int(DType::i32, 1);
+      ValueId dst = op.operands[0], src = it->second.src;
+      const int64_t width = op.operands.size() == 2 && it->second.pred == kNoValue ? chunk_width(dst) : 1;
+      const ValueId lo = g.constant_int(DType::i32, 0), one = g.constant_int(DType::i32, width);
       const ValueId hi = it->second.pred != kNoValue ? g.ew(OpKind::SELECT, {it->second.pred, one, lo}) : one;
+      if (width > 1) {  // each thread's runs of `width` elements as one chunk each
+        const gpu::Layout& l = f_.layout_of(dst);
+        const int64_t n = l.regs();
+        const gpu::LayoutId chunks = f_.add_layout(
+            gpu::tile_layout(l.numel, l.thr, composition(l.reg, metile::Layout(n / width, width))));
+        std::vector<int64_t> from;
+        for (int64_t r = 0; r < n; r += width) from.push_back(r);
+        dst = g.reg_gather(dst, chunks, from);
+        src = g.reg_gather(src, chunks, from);
+      }
       gpu::Op copy;
       copy.kind = GpuOpKind::ASYNC_COPY;
       copy.loc = op.loc;
-      copy.operands = {op.operands[0], it->second.src, lo, hi};
+      copy.operands = {dst, src, lo, hi};
       if (op.operands.size() > 2) copy.operands.push_back(op.operands[2]);
-      copy.attrs = {{"width", int64_t{1}}, {"vector", int64_t{0}}};
+      // row: the dialect tests each chunk's threadgroup address too (a row's tiles start where
+      // the loop index puts them, which this pass does not see).
+      const DType d = f_.value(dst).dtype;
+      const bool vector = width > 1 && std::find(target_.vector_dtypes.begin(), target_.vector_dtypes.end(), d) !=
+                                           target_.vector_dtypes.end();
+      copy.attrs = {{"width", width}, {"vector", int64_t{vector}}, {"row", int64_t{1}}};
       for (gpu::Op& m : made.ops) ops.push_back(std::move(m));
       made.ops.clear();
       ops.push_back(std::move(copy));
@@ -143,6 +164,22 @@ class RowCopies {
     return found;
   }
 
+  // 16 bytes of elements when every register of `ptrs` (unpredicated) starts or continues a
+  // run of that many consecutive elements starting at a multiple of it in the tile; else 1.
+  int64_t chunk_width(ValueId ptrs) const {
+    const gpu::Layout& l = f_.layout_of(ptrs);
+    const int64_t width = 16 / static_cast<int64_t>(dtype_size(f_.value(ptrs).dtype));
+    if (!l.is_tile() || l.padded || width < 2 || l.regs() % width != 0) return 1;
+    for (int64_t r = 0; r < l.regs(); r += width) {
+      if (l.reg(r) % width != 0) return 1;
+      for (int64_t j = 1; j < width; ++j)
+        if (l.reg(r + j) != l.reg(r) + j) return 1;
+    }
+    for (int64_t t = 0; t < f_.threads; ++t)
+      if (l.thr(t) % width != 0) return 1;
+    return width;
+  }
+
   // The device load whose value `store` writes into a row, when a copy can stand for both:
   // its only use, same layout, and 0 where its predicate is false.
   const gpu::Op* copy_source(const gpu::Op& store, const std::vector<int>& uses) const {
@@ -166,6 +203,7 @@ class RowCopies {
   }
 
   gpu::Function& f_;
+  const GpuTarget& target_;
   std::vector<uint64_t> masks_;
   uint64_t rows_ = 0;
   std::unordered_map<ValueId, const gpu::Op*> defs_;
@@ -173,8 +211,8 @@ class RowCopies {
 
 }  // namespace
 
-void copy_rows_async(gpu::Function& f, const PassContext&) {
-  RowCopies rows(f);
+void copy_rows_async(gpu::Function& f, const PassContext& ctx) {
+  RowCopies rows(f, ctx.target);
   if (!rows.any()) return;
   rows.convert(f.body);
   rows.order(f.body, true);

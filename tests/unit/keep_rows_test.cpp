@@ -181,6 +181,20 @@ TEST(KeepRows, RowCopiesAreIssuedTogetherThenWaitedForOnce) {
   EXPECT_LT(barrier, first) << "the wait comes before the first pass\n" << after;
   EXPECT_EQ(count(after, "async_commit"), 1u) << after;
   EXPECT_EQ(count(after, "= load "), count(before, "= load ") - 1) << after;
+  // Unmasked copies (whole_tiles' loop of whole tiles) of runs of 4 floats in a thread: 16-byte
+  // chunks; the masked rest element by element.
+  Program whole = parse(kept_in_threadgroup(two_passes("%X", "%Out", "%3", 1024), 32768));
+  CompileOptions o;
+  TileHiddenArgs hidden;
+  TilePassContext tctx{o, false, hidden, false, false, 32768};
+  run_tile_pass("whole_tiles", whole, tctx);
+  gpu::Function g = lower_to_gpu(whole, apple_gpu_target(), {0, "metal-sim"});
+  run_gpu_pass("copy-rows-async", g, ctx);
+  const std::string chunked = gpu::print(g);
+  EXPECT_EQ(count(chunked, "async_copy"), 2u) << chunked;
+  EXPECT_EQ(count(chunked, "width=4 vector=1 row=1"), 1u) << chunked;
+  EXPECT_EQ(count(chunked, "width=1 vector=0 row=1"), 1u) << chunked;
+  EXPECT_EQ(count(chunked, "async_commit"), 1u) << chunked;
   // Nothing to copy: nothing changes.
   gpu::Function plain = lower_to_gpu(parse(two_passes()), apple_gpu_target(), {0, "metal-sim"});
   const std::string text = gpu::print(plain);

@@ -162,11 +162,17 @@ void Emitter::async_chunks(const gpu::Op& op, ValueId live, bool aligned, const 
   auto also = [&](const std::string& x) {
     if (!x.empty() && !aligned) cond += (cond.empty() ? "" : " && ") + x;
   };
-  if (std::string a = pred.empty() ? d_.async_copy(to, from, width * elem)
-                                   : d_.async_copy_if(to, from, width * elem, pred);
+  // A kept row's copies (copy_rows_async.cpp): chunks aligned in the tile, not known to be in
+  // the array, so each threadgroup address is tested too; and copies below 16 bytes are the
+  // dialect's asynchronous ones where it has them (a K loop's narrow chunks stay synchronous).
+  const bool row = op.find_attr("row") != nullptr;
+  if (std::string a = !row && width * elem < 16 ? std::string()
+                      : pred.empty()             ? d_.async_copy(to, from, width * elem)
+                                                 : d_.async_copy_if(to, from, width * elem, pred);
       !a.empty()) {
     copies.push_back(a);
     also(d_.vector_aligned(from, width * elem));
+    if (row && width > 1) also(d_.vector_aligned(to, width * elem));
   } else if (op.attr_int("vector") != 0) {
     const int64_t sub = std::min<int64_t>(width, 4);
     for (int64_t s = 0; s < width; s += sub) {

@@ -80,6 +80,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   const bool device_checks = device->info().checks_accesses;
   const bool whole_tiles = device->info().whole_tiles_in_order;
   const bool lowers_fp8 = device->info().lowers_fp8_dots;
+  const uint64_t tg_bytes = device->info().threadgroup_memory_bytes;
   auto ck = std::make_shared<CompiledKernel>();
   ck->program = program;
   ck->options = options;
@@ -106,7 +107,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
       dump_sources(*ck);
       try {
         ck->kernel = load_kernel(*device, device,
-                                 run_tile_pipeline(*program, options, device_checks, whole_tiles, lowers_fp8),
+                                 run_tile_pipeline(*program, options, device_checks, whole_tiles, lowers_fp8, tg_bytes),
                                  options, ck->artifact);
       } catch (const Error& e) {
         // An entry that verifies but no longer loads (say, a library it links was removed) is
@@ -129,7 +130,7 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   auto build_start = Clock::now();
   // Backends see the Tile IR pipeline's output; the kernel keeps the user's program (its
   // signature and text), and the pipeline's text is the artifact's "tile_ir_opt" stage.
-  TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks, whole_tiles, lowers_fp8);
+  TilePipelineResult lowered = run_tile_pipeline(*program, options, device_checks, whole_tiles, lowers_fp8, tg_bytes);
   ck->artifact = device->build(*lowered.program, options);
   ck->artifact.sources[Stage::tile_ir_opt] = print(*lowered.program);
   double build_seconds = seconds_since(build_start);

@@ -197,6 +197,7 @@ void SharedArray::write(Op& alloc) const {
   for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
   std::vector<Attr> attrs = {{"shape", s}, {"stages", stages}, {"layout", layout_name()}};
   if (offset >= 0) attrs.push_back({"offset", offset});
+  if (const AttrValue* row = alloc.find_attr("row")) attrs.push_back({"row", *row});
   alloc.attrs = std::move(attrs);
 }
 
@@ -261,7 +262,8 @@ SharedArray shared_array(const Function& f, const Op& alloc, std::string* why) {
       (a.offset < 0 || static_cast<uint64_t>(a.offset) % a.alignment() != 0))
     problem = cat("offset ", a.offset, " is not a multiple of the ", a.alignment(), "-byte alignment");
   for (const Attr& at : alloc.attrs)
-    if (problem.empty() && at.name != "shape" && at.name != "stages" && at.name != "layout" && at.name != "offset")
+    if (problem.empty() && at.name != "shape" && at.name != "stages" && at.name != "layout" && at.name != "offset" &&
+        at.name != "row")
       problem = cat("unknown attribute ", at.name);
   if (!problem.empty()) {
     if (why != nullptr) *why = problem;

@@ -293,7 +293,9 @@ Block* loop_back_edge(Op& op);
  *                     warpgroup atoms read and TMA writes: blocks of S bytes of each row, 16-byte chunks XORed
  *                     by row; aligned to 1024 bytes (the 128-byte swizzle's 8-row atom);
  *   offset=4096     bytes from the start of the threadgroup's memory, set by the
- *                   allocate-threadgroup-memory pass (absent before it runs).
+ *                   allocate-threadgroup-memory pass (absent before it runs);
+ *   row=1           a kept row (keep_rows): written only by its copy loop, read only where that
+ *                   loop wrote, never cleared (copy-rows-async issues its copies).
  */
 struct SharedArray {
   enum class Layout : uint8_t { linear, pad, swizzle };

@@ -123,8 +123,15 @@ void Lowering::shared(const Op& op) {
   // threads clear it together before the body runs (one barrier for all arrays).
   DType d = p.type(op.result()).dtype;
   int64_t size = op.attr_int("size");
-  ValueId buf = pb.alloc(d, gpu::SharedArray::linear({size}), "smem");
+  const bool row = op.find_attr("row") != nullptr && op.attr_int("row") != 0;
+  ValueId buf = pb.alloc(d, gpu::SharedArray::linear({size}), row ? "row" : "smem");
   set(op.result(), buf);
+  // A kept row (keep_rows): read only where its copy loop wrote, so never cleared; the alloc
+  // says so to copy-rows-async.
+  if (row) {
+    pb.block()->ops.back().set_attr("row", int64_t{1});
+    return;
+  }
   gpu::Block* saved = b.block();
   b.set_block(&init);
   ValueId tid = builtin(gpu::Builtin::thread_index);

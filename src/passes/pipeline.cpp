@@ -38,6 +38,9 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   // What lowering left unread goes before its layout conversions become stores and barriers.
   if (options.opt_level > 0) run("dce");
   run_gpu_pass("lower-convert-layout", f, ctx);  // at every opt level: emitters never see one
+  // Kept rows' copies, all in flight at once, and the barrier in front of their reads: at every
+  // opt level (a row's readers need the barrier), before vectorize-access takes the copy loops.
+  run_gpu_pass("copy-rows-async", f, ctx);
   // How mma.sync's CUDA spelling reads its fragments and orders its atoms, at every opt level.
   run("ldmatrix-fragments");
   run("serpentine-mma");

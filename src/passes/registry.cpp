@@ -36,6 +36,10 @@ void check_pass_names(const std::vector<std::string>& names) {
     if (n == "allocate-threadgroup-memory")
       fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "the GPU IR pass \"", n,
            "\" cannot be disabled: the emitters read the offsets it gives the threadgroup arrays");
+    if (n == "copy-rows-async")
+      fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "the GPU IR pass \"", n,
+           "\" cannot be disabled: its barrier orders a kept row's reads after the copies "
+           "(METILE_GPU_OFF=threadgroup_rows keeps no row in threadgroup memory)");
     std::string tile, gpu, pieces;
     bool found = false;
     for (const TilePassInfo& p : tile_passes()) {
@@ -44,7 +48,9 @@ void check_pass_names(const std::vector<std::string>& names) {
     }
     for (const PassInfo& p : gpu_passes()) {
       found = found || p.name == n;
-      if (p.name != "lower-convert-layout" && p.name != "allocate-threadgroup-memory") gpu += (gpu.empty() ? "" : ", ") + std::string(p.name);
+      if (p.name != "lower-convert-layout" && p.name != "copy-rows-async" &&
+          p.name != "allocate-threadgroup-memory")
+        gpu += (gpu.empty() ? "" : ", ") + std::string(p.name);
     }
     for (std::string_view p : kPassPieces) {
       found = found || p == n;

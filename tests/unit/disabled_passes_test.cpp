@@ -46,6 +46,9 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   EXPECT_NE(why.find("pieces: async_copy, aligned_body, "), std::string::npos) << why;
   why = refusal({"lower-convert-layout"});
   EXPECT_NE(why.find("cannot be disabled"), std::string::npos) << why;
+  why = refusal({"copy-rows-async"});
+  EXPECT_NE(why.find("cannot be disabled"), std::string::npos) << why;
+  EXPECT_NE(why.find("threadgroup_rows"), std::string::npos) << why;
   CompileOptions o;
   o.disabled_passes = {"activty"};
   EXPECT_THROW(run_tile_pipeline(kernels::softmax(256), o, false), Error);

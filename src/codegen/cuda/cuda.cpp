@@ -278,7 +278,13 @@ class CudaDialect final : public GpuDialect {
   }
 
   std::string async_copy(const std::string& dst, const std::string& src, int64_t bytes) const override {
-    return bytes == 16 ? "mt_cp_async16(" + dst + ", " + src + ")" : "";
+    if (bytes == 16) return "mt_cp_async16(" + dst + ", " + src + ")";
+    // 4 and 8 bytes (a kept row's element copies, copy_rows_async.cpp): cp.async.ca, the form
+    // for sizes below 16; spelled here so that the prelude every kernel pastes stays as it was.
+    if (bytes == 4 || bytes == 8)
+      return "asm volatile(\"cp.async.ca.shared.global [%0], [%1], " + std::to_string(bytes) +
+             ";\" ::\"r\"(mt_smem_addr(" + dst + ")), \"l\"(" + src + ") : \"memory\")";
+    return "";
   }
 
   std::string async_copy_if(const std::string& dst, const std::string& src, int64_t bytes,

@@ -35,9 +35,26 @@
 // Run 7 again: 2.10 vs 2.58 TB/s at 16384x1024, 2.15 vs 2.41 at 4096x4096; the kept tile is
 // live across the block reductions between the passes (seed softmax 40 -> 62 registers a thread
 // at 1024 columns, rmsnorm 62 -> 115 at 4096).
-// What a GPU would need for longer rows (the slots are registers here): a threadgroup array
-// indexed by k (shared memory up to the device's limit, e.g. 227 KiB on an H100), which the
-// lowering would allocate for a kept tile instead of K registers-resident slots.
+//
+// Threadgroup rows (devices with threadgroup memory: GPUs, and interp so that the oracle checks
+// it; METILE_GPU_OFF=threadgroup_rows leaves the slots above): rows longer than a tile are kept
+// in a threadgroup array instead, K tiles of it, K as many as fit the device's threadgroup memory
+// less a reserve for the program's other arrays (rank-1 tiles). With fits = end - start <= K *
+// step as above, in front of L1:
+//   row = shared(K * B) {row}               one per kept load of B-element tiles
+//   for i = start to (fits ? end : start) step s { store(row + slot(i), load(p, mask, other), mask) }
+// (slot(i) = (i - start) / s * B + arange(0, B): the row's elements in order when s = B), and
+// each matched load of L1 and L2 becomes
+//   select(fits, load(row + slot(i), mask & fits, other), load(p, mask & !fits, other)).
+// So the row is read from memory once, by a loop that does nothing else: the GPU pipeline's
+// copy-rows-async pass issues the whole row's copies before the first is waited for (cp.async
+// on cuda) and puts the barrier between them and the reads. A row array holds only what its
+// copy loop stored and is read only where that loop's mask held ({row} tells lowering it needs
+// no clearing). Why: on an H100 a 128 KB row (32768 f32) is evicted from L2 before its second
+// pass (~7 programs an SM x 132 SMs of such rows exceed its 50 MB), so every pass re-read it
+// from DRAM (bench/results/cuda_rows_h100.md). The array sets one program per SM on such a
+// device whether or not the row fits, hence the option stays off by default: short rows, whose
+// re-read hits L2, run as written.
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -60,6 +77,16 @@ constexpr uint64_t kLocalBudgetBytes = 64 << 10;  // stack arrays per program in
 constexpr int64_t kGpuMaxKept = 1;
 constexpr int64_t kGpuElementsPerThread = 16;  // registers per thread for the kept tile
 constexpr int64_t kGpuDefaultThreads = 256;
+// Threadgroup memory left to a program's other arrays (block reductions' and layout conversions'
+// scratch): this much, or a sixteenth of the device's, whichever is more.
+constexpr uint64_t kThreadgroupReserveBytes = 4096;
+
+uint64_t row_budget(const TilePassContext& ctx) {
+  const uint64_t limit = ctx.threadgroup_memory_bytes;
+  if (ctx.options.disables("threadgroup_rows")) return 0;
+  const uint64_t reserve = std::max(kThreadgroupReserveBytes, limit / 16);
+  return limit > reserve ? limit - reserve : 0;
+}
 
 // No op in `op` (nested regions included) writes memory.
 bool effect_free(const Op& op) {
@@ -81,7 +108,7 @@ struct Match {
 
 class Keeper {
  public:
-  Keeper(Program& p, const TilePassContext& ctx) : p_(p), ctx_(ctx) {
+  Keeper(Program& p, const TilePassContext& ctx) : p_(p), ctx_(ctx), row_budget_(row_budget(ctx)) {
     walk(p_.body, [&](const Op& op) {
       for (ValueId r : op.results) defs_[r] = &op;
     });
@@ -136,6 +163,25 @@ class Keeper {
 
   // Keeps what L2 = b.ops[j] re-reads of L1 = b.ops[i]; returns how many ops it put before L1.
   std::optional<size_t> keep(Block& b, size_t i, size_t j);
+  // The same in threadgroup arrays (the file comment's threadgroup rows).
+  std::optional<size_t> keep_in_threadgroup(Block& b, size_t i, size_t j, const std::vector<Match>& matches);
+
+  // A load read from a row array: the array, its check, and the load's operands as written.
+  struct Row {
+    ValueId array, fits, spills;
+    int64_t block;  // elements per tile
+    std::vector<ValueId> operands;
+  };
+  // The operands `load` had as written (a load read_row rewrote had others).
+  const std::vector<ValueId>& written_operands(const Op& load) const {
+    auto it = rows_.find(load.results[0]);
+    return it == rows_.end() ? load.operands : it->second.operands;
+  }
+  // Appends to `ops` the rewrite of `load` (at iteration `iv` of a loop from `start` by `step`):
+  // the row array's tile where the row fits, memory otherwise.
+  void read_row(std::vector<Op>& ops, Op load, Row row, ValueId iv, ValueId start, int64_t step);
+  // row_index(ops, iv, ...): slot(iv) of the file comment, an i32 tile of `block` elements.
+  ValueId row_index(std::vector<Op>& ops, ValueId iv, ValueId start, int64_t step, int64_t block, Loc loc);
 
   // What an earlier rewrite kept of one L1 load (by its result): a later loop reuses it.
   struct Kept {
@@ -146,6 +192,9 @@ class Keeper {
   const TilePassContext& ctx_;
   std::unordered_map<ValueId, const Op*> defs_;
   std::unordered_map<ValueId, Kept> kept_;
+  uint64_t row_budget_;     // bytes of threadgroup memory for row arrays (0: keep in slots)
+  uint64_t row_bytes_ = 0;  // of them, what the arrays made so far take
+  std::unordered_map<ValueId, Row> rows_;  // by the memory load's result
 };
 
 std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
@@ -170,12 +219,13 @@ std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
     if (ld2.kind != OpKind::LOAD || !p_.type(ld2.results[0]).is_tile()) continue;
     for (size_t r = 0; r < body1.ops.size(); ++r) {
       const Op& ld1 = body1.ops[r];
-      if (ld1.kind != OpKind::LOAD || ld1.operands.size() != ld2.operands.size() ||
+      const std::vector<ValueId>& operands1 = written_operands(ld1);
+      if (ld1.kind != OpKind::LOAD || operands1.size() != ld2.operands.size() ||
           p_.type(ld1.results[0]) != p_.type(ld2.results[0]))
         continue;
       bool same = true;
-      for (size_t k = 0; k < ld1.operands.size(); ++k)
-        same = same && same_expr(ld1.operands[k], ld2.operands[k], body1.args[0], body2.args[0]);
+      for (size_t k = 0; k < operands1.size(); ++k)
+        same = same && same_expr(operands1[k], ld2.operands[k], body1.args[0], body2.args[0]);
       if (!same) continue;
       matches.push_back({q, r});
       if (!kept_.count(ld1.results[0])) {
@@ -190,6 +240,7 @@ std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
   const ParamAccess access = param_access(p_);
   for (ValueId w : access.written)
     if (access.read.count(w)) return std::nullopt;
+  if (row_budget_ > 0) return keep_in_threadgroup(b, i, j, matches);
 
   // K: the iterations whose tiles fit the budget (loads kept earlier keep their K).
   int64_t slots = ctx_.whole_tiles_in_order ? kMaxKept : kGpuMaxKept;
@@ -325,6 +376,175 @@ std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
     ops.back().results[0] = result;
   }
   body.ops = std::move(ops);
+
+  const size_t added = before.size();
+  b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i),
+               std::make_move_iterator(before.begin()), std::make_move_iterator(before.end()));
+  defs_.clear();
+  walk(p_.body, [&](const Op& op) {
+    for (ValueId r : op.results) defs_[r] = &op;
+  });
+  return added;
+}
+
+ValueId Keeper::row_index(std::vector<Op>& ops, ValueId iv, ValueId start, int64_t step, int64_t block,
+                          Loc loc) {
+  const Type t = p_.type(iv);
+  auto emit = [&](OpKind k, std::vector<ValueId> operands, Type rt, std::vector<Attr> attrs = {}) {
+    return append_op(p_, ops, k, std::move(operands), rt, loc, std::move(attrs));
+  };
+  auto number = [&](int64_t x) { return emit(OpKind::CONST, {}, t, {Attr{"value", x}}); };
+  ValueId at = emit(OpKind::SUB, {iv, start}, t);
+  if (step != block) at = emit(OpKind::MUL, {emit(OpKind::DIV, {at, number(step)}, t), number(block)}, t);
+  if (t.dtype != DType::i32) at = emit(OpKind::CAST, {at}, Type::scalar(DType::i32));
+  return emit(OpKind::ARANGE, {at}, Type::tile(DType::i32, Shape::of(block)), {Attr{"size", block}});
+}
+
+void Keeper::read_row(std::vector<Op>& ops, Op load, Row row, ValueId iv, ValueId start, int64_t step) {
+  const Loc loc = load.loc;
+  const ValueId result = load.results[0];
+  const Type t = p_.type(result), mask_t = t.with_dtype(DType::boolean);
+  auto emit = [&](OpKind k, std::vector<ValueId> operands, Type rt) {
+    return append_op(p_, ops, k, std::move(operands), rt, loc);
+  };
+  const ValueId at = row_index(ops, iv, start, step, row.block, loc);
+  const ValueId ptrs = emit(OpKind::PTR_OFFSET, {row.array, at}, Type::ptr(t.dtype, AddrSpace::threadgroup, t.shape));
+  const ValueId on = emit(OpKind::BROADCAST, {row.fits}, mask_t);
+  const ValueId off = emit(OpKind::BROADCAST, {row.spills}, mask_t);
+  const bool masked = load.operands.size() >= 2;
+  std::vector<ValueId> kept{ptrs, masked ? emit(OpKind::BITAND, {load.operands[1], on}, mask_t) : on};
+  if (load.operands.size() == 3) kept.push_back(load.operands[2]);
+  const ValueId from_row = emit(OpKind::LOAD, std::move(kept), t);
+  row.operands = load.operands;
+  if (masked)
+    load.operands[1] = emit(OpKind::BITAND, {load.operands[1], off}, mask_t);
+  else
+    load.operands.push_back(off);
+  const ValueId read = p_.new_value(t);
+  load.results[0] = read;
+  ops.push_back(std::move(load));
+  rows_.emplace(read, std::move(row));
+  emit(OpKind::SELECT, {on, from_row, read}, t);
+  ops.back().results[0] = result;
+}
+
+std::optional<size_t> Keeper::keep_in_threadgroup(Block& b, size_t i, size_t j,
+                                                  const std::vector<Match>& matches) {
+  const Op& l1 = b.ops[i];
+  const Block& body1 = l1.body();
+  const int64_t step = static_cast<int64_t>(constant(l1.operands[2])->attr_num("value"));
+  // L1's loads kept now (each once, by its index in L1's body), and the bytes of one slot.
+  std::vector<size_t> fresh;
+  uint64_t slot_bytes = 0;
+  for (const Match& m : matches) {
+    const Op& ld1 = body1.ops[m.load1];
+    if (p_.type(ld1.results[0]).shape.rank != 1) return std::nullopt;
+    if (rows_.count(ld1.results[0]) || std::find(fresh.begin(), fresh.end(), m.load1) != fresh.end())
+      continue;
+    fresh.push_back(m.load1);
+    const Type t = p_.type(ld1.results[0]);
+    slot_bytes += static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
+  }
+  const int64_t slots =
+      fresh.empty() || row_budget_ <= row_bytes_ ? 0 : static_cast<int64_t>((row_budget_ - row_bytes_) / slot_bytes);
+  std::vector<Match> used;  // the matches whose L1 load has (or now gets) a row array
+  for (const Match& m : matches)
+    if (rows_.count(body1.ops[m.load1].results[0]) || slots >= 1) used.push_back(m);
+  if (used.empty()) return std::nullopt;
+
+  const Loc loc = b.ops[j].loc;
+  const ValueId start = l1.operands[0], end = l1.operands[1];
+  std::vector<Op> before;
+  auto emit = [&](std::vector<Op>& out, OpKind k, std::vector<ValueId> operands, Type t,
+                  std::vector<Attr> attrs = {}) {
+    return append_op(p_, out, k, std::move(operands), t, loc, std::move(attrs));
+  };
+  std::unordered_map<size_t, Row> made;  // by index in L1's body
+  if (slots >= 1) {
+    row_bytes_ += static_cast<uint64_t>(slots) * slot_bytes;
+    const Type i64 = Type::scalar(DType::i64), boolean = Type::scalar(DType::boolean);
+    auto wide = [&](ValueId v) { return p_.type(v) == i64 ? v : emit(before, OpKind::CAST, {v}, i64); };
+    const ValueId span = emit(before, OpKind::SUB, {wide(end), wide(start)}, i64);
+    const ValueId limit = emit(before, OpKind::CONST, {}, i64, {Attr{"value", slots * step}});
+    const ValueId fits = emit(before, OpKind::LE, {span, limit}, boolean);
+    const ValueId spills = emit(before, OpKind::NOT, {fits}, boolean);
+    // The copy loop: L1's loads as written (their operands' ops cloned), each stored to its row.
+    const ValueId iv1 = body1.args[0], iv0 = p_.new_value(p_.type(iv1));
+    std::vector<Op> copy;
+    std::unordered_map<ValueId, ValueId> map{{iv1, iv0}};
+    std::unordered_map<ValueId, const Op*> in_body;
+    for (const Op& op : body1.ops)
+      for (ValueId r : op.results) in_body[r] = &op;
+    auto clone = [&](auto&& self, ValueId v) -> ValueId {
+      if (auto it = map.find(v); it != map.end()) return it->second;
+      auto def = in_body.find(v);
+      if (def == in_body.end()) return v;
+      Op c = *def->second;
+      for (ValueId& o : c.operands) o = self(self, o);
+      for (ValueId& r : c.results) {
+        const ValueId fresh_r = p_.new_value(p_.type(r));
+        map[r] = fresh_r;
+        r = fresh_r;
+      }
+      copy.push_back(std::move(c));
+      return map.at(v);
+    };
+    for (size_t q : fresh) {
+      const Op& ld1 = body1.ops[q];
+      const Type t = p_.type(ld1.results[0]);
+      const int64_t block = t.shape.numel();
+      const ValueId array = emit(before, OpKind::SHARED, {}, Type::ptr(t.dtype, AddrSpace::threadgroup),
+                                 {Attr{"size", slots * block}, Attr{"row", int64_t{1}}});
+      Op load;
+      load.kind = OpKind::LOAD;
+      load.loc = ld1.loc;
+      for (ValueId o : ld1.operands) load.operands.push_back(clone(clone, o));
+      const ValueId x = p_.new_value(t);
+      load.results = {x};
+      copy.push_back(load);
+      const ValueId at = row_index(copy, iv0, start, step, block, ld1.loc);
+      Op store;
+      store.kind = OpKind::STORE;
+      store.loc = ld1.loc;
+      store.operands = {emit(copy, OpKind::PTR_OFFSET, {array, at}, Type::ptr(t.dtype, AddrSpace::threadgroup, t.shape)),
+                        x};
+      if (load.operands.size() >= 2) store.operands.push_back(load.operands[1]);
+      copy.push_back(std::move(store));
+      made.emplace(q, Row{array, fits, spills, block, {}});
+    }
+    Op yield;
+    yield.kind = OpKind::YIELD;
+    yield.loc = loc;
+    copy.push_back(std::move(yield));
+    Op loop;
+    loop.kind = OpKind::FOR;
+    loop.loc = l1.loc;
+    loop.operands = {start, emit(before, OpKind::SELECT, {fits, end, start}, p_.type(end)), l1.operands[2]};
+    loop.regions.push_back(Block{{iv0}, std::move(copy)});
+    before.push_back(std::move(loop));
+  }
+
+  // L1 reads what it loads anew from the rows; L2 reads each matched load from its row.
+  auto rewrite = [&](Block& body, const std::unordered_map<size_t, const Row*>& at) {
+    std::vector<Op> ops;
+    ops.reserve(body.ops.size() + 12 * at.size());
+    for (size_t q = 0; q < body.ops.size(); ++q) {
+      auto it = at.find(q);
+      if (it == at.end())
+        ops.push_back(std::move(body.ops[q]));
+      else
+        read_row(ops, std::move(body.ops[q]), *it->second, body.args[0], start, step);
+    }
+    body.ops = std::move(ops);
+  };
+  std::unordered_map<size_t, const Row*> at1, at2;
+  for (auto& [q, row] : made) at1[q] = &row;
+  for (const Match& m : used) {
+    auto it = made.find(m.load1);
+    at2[m.load2] = it != made.end() ? &it->second : &rows_.at(body1.ops[m.load1].results[0]);
+  }
+  rewrite(b.ops[j].body(), at2);  // before L1's: at2 may point into rows_, which L1's adds to
+  rewrite(b.ops[i].body(), at1);
 
   const size_t added = before.size();
   b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i),

@@ -66,6 +66,9 @@ struct TilePassContext {
   /** The device's GPU lowering takes FP8 dots itself (DeviceInfo::lowers_fp8_dots): fp8_dots
    * leaves them alone. */
   bool lowers_fp8_dots = false;
+  /** Threadgroup memory a program may use on the device (DeviceInfo; 0: none): keep_rows keeps
+   * longer rows there. */
+  uint64_t threadgroup_memory_bytes = 0;
 };
 
 using TilePassFn = void (*)(Program&, const TilePassContext&);

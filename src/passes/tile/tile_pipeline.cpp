@@ -12,11 +12,12 @@ namespace metile {
 
 TilePipelineResult run_tile_pipeline(const Program& program, const CompileOptions& options,
                                      bool device_checks_accesses, bool whole_tiles_in_order,
-                                     bool lowers_fp8_dots) {
+                                     bool lowers_fp8_dots, uint64_t threadgroup_memory_bytes) {
   check_pass_names(options.disabled_passes);
   auto out = std::make_shared<Program>(program);
   TilePipelineResult result;
-  TilePassContext ctx{options, device_checks_accesses, result.hidden, whole_tiles_in_order, lowers_fp8_dots};
+  TilePassContext ctx{options, device_checks_accesses, result.hidden, whole_tiles_in_order, lowers_fp8_dots,
+                      threadgroup_memory_bytes};
   auto run = [&](std::string_view name) { run_tile_pass(name, *out, ctx); };
   run("dot_precision");  // before split_k copies dots: each copy keeps its precision
   run("fp8_dots");  // the casts it adds are element-wise ops every later pass knows

@@ -29,6 +29,7 @@ struct TilePipelineResult {
 TilePipelineResult run_tile_pipeline(const Program& program, const CompileOptions& options,
                                      bool device_checks_accesses,
                                      bool whole_tiles_in_order = false,
-                                     bool lowers_fp8_dots = false);
+                                     bool lowers_fp8_dots = false,
+                                     uint64_t threadgroup_memory_bytes = 0);
 
 }  // namespace metile

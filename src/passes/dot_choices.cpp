@@ -101,6 +101,20 @@
 // one warpgroup column). METILE_GPU_OFF=warpgroup_kmajor_b keeps the scores (and so the output's A)
 // on mma.sync; warpgroup_register_a stages P, which keeps the output dot on mma.sync.
 //
+// A 16-bit B computed in registers (dot_scaled's decoded weights, any dequantized weight tile).
+//
+// dot(a, trans(t)) with a an M x K tile_load the dot copies (A streams through the K loop's
+// ring) and t an N x K tile the dot's block computes, the trans read by the dot alone
+// (DotChoice::b_stored, stored_b). The warpgroup atom reads a 16-bit B K-major, so t is stored as
+// it is laid out, row n of the N x K swizzled tile holding column n of B: the registers of a
+// canonical layout hold runs of consecutive K values, and vectorize-access makes each run of 8 one
+// 16-byte store (the swizzle moves whole 16-byte chunks), where storing B itself would write 2
+// bytes at a time, transposed. Lowering stores t at the dot each iteration; a pipelined loop gives
+// B two slots and the loop's one barrier a step (lower_pipeline.cpp). The store is a lowering
+// choice, not a pass over staged tiles: which array t goes to, in which layout, and where the
+// barrier sits are fixed by the warpgroup plan and the pipeline, which lowering builds in one
+// place. METILE_GPU_OFF=warpgroup_stored_b keeps such dots on mma.sync, B staged transposed.
+//
 // K-major B on mma.sync: kmajor_b_fits, for lower_trans_operand.cpp, which says how such a B is
 // copied and read.
 #include "passes/dot_choices.h"

@@ -19,12 +19,14 @@
 // `one_align=1` and the emitter tests the first chunk's address only, not each chunk's (on an
 // H100 the test per chunk in the seed softmax's unmasked store loop took it from 40 to 54
 // registers a thread). METILE_GPU_OFF=one_align keeps the test per chunk.
-// A threadgroup array starts at a multiple of 16 bytes (allocate-threadgroup-memory), so its base
-// is a multiple of 16 / size elements: an access in a loop into one whose pointers are aligned
-// contigs is marked `aligned=1` and the emitter tests no alignment at all (a K-major B stored from
-// registers each K step, DotChoice::b_stored: the test and its element-by-element tail cost 43 of
-// mxfp4_gemm's 254 registers on sm_90a). Outside loops the test runs once and stays: without it
-// ptxas gave flash attention's Q staging, before its loop, 255 registers and spills instead of 224.
+// A swizzled threadgroup array (a warpgroup operand tile) starts at a multiple of 1024 bytes
+// (allocate-threadgroup-memory), so its base is a multiple of 16 / size elements: an access in a
+// loop into one whose pointers are aligned contigs is marked `aligned=1` and the emitter tests no
+// alignment at all (a K-major B stored from registers each K step, DotChoice::b_stored: the test
+// and its element-by-element tail cost 43 of mxfp4_gemm's 254 registers on sm_90a). Outside loops
+// the test runs once and stays: without it ptxas gave flash attention's Q staging, before its
+// loop, 255 registers and spills instead of 224. Other arrays (16-byte aligned too) keep their
+// tests until measured: mma.sync's staging in the attention backward kernels and decode attention.
 #include <map>
 #include <numeric>
 
@@ -109,7 +111,8 @@ struct Analysis {
         return chunk_aligned(f.layout(val.layout), v) ? Info{Info::contig, true, 1, true} : Info{};
       case GpuOpKind::SPLAT:
         return info(op.operands[0]);
-      case GpuOpKind::ALLOC:  // the array's base, in elements
+      case GpuOpKind::ALLOC:  // a swizzled array's base, in elements
+        if (op.attr_str("layout").rfind("swizzle", 0) != 0) return scalar(1);
         return scalar(std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(val.dtype))));
       case GpuOpKind::ELEMENTWISE:
         return elementwise(op, per_thread);

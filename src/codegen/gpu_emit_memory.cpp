@@ -22,6 +22,8 @@ void Emitter::vector_access(const gpu::Op& op) {
   bool chunks = n > width;
   // one_align (vectorize_access.cpp): every chunk has the first chunk's alignment.
   const bool one_align = op.find_attr("one_align") != nullptr && op.attr_int("one_align") != 0;
+  // aligned (vectorize_access.cpp): every chunk's address is a multiple of the vector.
+  const bool aligned = op.find_attr("aligned") != nullptr && op.attr_int("aligned") != 0;
   const int64_t bytes = width * static_cast<int64_t>(dtype_size(t));
   // The chunk at `c` (a name or a number): element j's index, its address, and the test that
   // it may be accessed as one vector (every element in bounds, the address aligned).
@@ -34,7 +36,7 @@ void Emitter::vector_access(const gpu::Op& op) {
     std::string cond;
     if (predicated)
       for (int64_t j = 0; j < width; ++j) cond += (j ? " && " : "") + strip_parens(expr(pred, at(c, j)));
-    if (!align) return cond;
+    if (!align || aligned) return cond;
     std::string a = d_.vector_aligned(one_align ? strip_parens(expr(ptr, "0")) : strip_parens(expr(ptr, at(c, 0))),
                                       bytes);
     if (!a.empty()) cond += (cond.empty() ? "" : " && ") + a;

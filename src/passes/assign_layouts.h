@@ -35,6 +35,9 @@ struct DotChoice {
   /** direct[1] is the tile_load under B = trans(load), staged as loaded: n rows of k
    * (lower_trans_operand.cpp; on the warpgroup atom, K-major: dot_choices.cpp). */
   bool b_kmajor = false;
+  /** B = trans(t), t computed in registers: stored each time as t is laid out, n rows of k, into
+   * the warpgroup atom's K-major B tile (b_kmajor; dot_choices.cpp, lower_pipeline.cpp). */
+  bool b_stored = false;
   SwizzledTile staged[2];  // warpgroup(): the swizzled layouts A and B are copied into
   bool tf32x3 = false;  // the relaxed atom runs three MMAs on TF32 hi/lo parts (MatrixAtom::splits)
   bool transposed = false;  // warpgroup tf32 with B N-major: C^T = B^T A^T, B^T from registers (dot_choices.cpp)

@@ -101,6 +101,20 @@
 // one warpgroup column). METILE_GPU_OFF=warpgroup_kmajor_b keeps the scores (and so the output's A)
 // on mma.sync; warpgroup_register_a stages P, which keeps the output dot on mma.sync.
 //
+// A 16-bit B computed in registers (dot_scaled's decoded weights, any dequantized weight tile).
+//
+// dot(a, trans(t)) with a an M x K tile_load the dot copies (A streams through the K loop's
+// ring) and t an N x K tile the dot's block computes, the trans read by the dot alone
+// (DotChoice::b_stored, stored_b). The warpgroup atom reads a 16-bit B K-major, so t is stored as
+// it is laid out, row n of the N x K swizzled tile holding column n of B: the registers of a
+// canonical layout hold runs of consecutive K values, and vectorize-access makes each run of 8 one
+// 16-byte store (the swizzle moves whole 16-byte chunks), where storing B itself would write 2
+// bytes at a time, transposed. Lowering stores t at the dot each iteration; a pipelined loop gives
+// B two slots and the loop's one barrier a step (lower_pipeline.cpp). The store is a lowering
+// choice, not a pass over staged tiles: which array t goes to, in which layout, and where the
+// barrier sits are fixed by the warpgroup plan and the pipeline, which lowering builds in one
+// place. METILE_GPU_OFF=warpgroup_stored_b keeps such dots on mma.sync, B staged transposed.
+//
 // K-major B on mma.sync: kmajor_b_fits, for lower_trans_operand.cpp, which says how such a B is
 // copied and read.
 #include "passes/dot_choices.h"
@@ -118,6 +132,7 @@ const MatrixAtom* warpgroup_atom(const GpuTarget& target, DType ab, DType acc, i
   return nullptr;
 }
 bool invariant_in_block(const Program& p, const Op& dot, ValueId v);  // below
+bool stored_b(const Program& p, const Op& dot);                       // below
 
 // The warpgroup accumulator layout above as a tile layout of the m x n tile (element row * n +
 // col).
@@ -164,17 +179,20 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
   const bool staged_a = kmajor16 && in.direct[0] == nullptr && !reg_a && invariant_in_block(p, o, o.operands[0]);
   if (in.direct[0] == nullptr && !reg_a && !staged_a) return false;
   if (in.b_kmajor && !kmajor16) return false;  // B copied n rows of k for mma.sync (lower_trans_operand.cpp)
+  // 16-bit B = trans(t), t computed in registers (below): stored K-major, A streamed.
+  const bool stored = half && in.direct[1] == nullptr && in.direct[0] != nullptr && options.warpgroup_stored_b &&
+                      stored_b(p, o);
   // 3xTF32 would need each operand's residual staged beside it; mma.sync splits in registers.
   if (in.tf32x3) return false;
   // tf32, FP8 and 16-bit trans(tile_load): B K-major, copied from the N x K tile_load its trans reads.
   const Op* kmajor_b = in.stage == DType::f32 ? warpgroup_kmajor_b(p, o, options) : fp8 || kmajor16 ? in.direct[1] : nullptr;
   if (plan.stage == DType::f32 && kmajor_b == nullptr)  // B N-major: C^T = B^T A^T, B^T in registers
     return plan.direct[1] != nullptr && choose_warpgroup_transposed(p, o, target, rows_reduced, f, plan);
-  if (plan.stage != DType::f32 && in.direct[1] == nullptr) return false;
+  if (plan.stage != DType::f32 && in.direct[1] == nullptr && !stored) return false;
   const MatrixAtom* atom = warpgroup_atom(target, in.stage, p.type(o.result()).dtype, k);
   if (atom == nullptr) return false;
   const int64_t elem = static_cast<int64_t>(dtype_size(in.stage));
-  const SwizzledTile ta = swizzled_tile(m, k, elem), tb = swizzled_b_tile(k, n, elem, kmajor_b != nullptr);
+  const SwizzledTile ta = swizzled_tile(m, k, elem), tb = swizzled_b_tile(k, n, elem, kmajor_b != nullptr || stored);
   // Whole 1024-byte blocks per stage keep every swizzle block of every stage aligned (A in
   // registers has no array).
   if ((!reg_a && (ta.swizzle == 0 || (m * k * elem) % 1024 != 0)) || tb.swizzle == 0 || (k * n * elem) % 1024 != 0)
@@ -185,7 +203,7 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
     if (groups % wn != 0 || m % (64 * wm) != 0 || n % wn != 0) continue;
     const int64_t nw = n / wn;
     if (nw % atom->n != 0 || nw > 256) continue;
-    if (wn > 1 && ((kmajor_b == nullptr && nw % tb.width() != 0) || rows_reduced)) continue;
+    if (wn > 1 && ((kmajor_b == nullptr && !stored && nw % tb.width() != 0) || rows_reduced)) continue;
     // A in registers: each warpgroup holds all of K for its rows, as a_source's accumulator did.
     if (reg_a && (wn != 1 || 4 * wm != a_source->warps_m)) continue;
     wg_m = wm;
@@ -195,6 +213,8 @@ bool choose_warpgroup_atom(const Program& p, const Op& o, const GpuTarget& targe
   if (fp8) plan = fp8_plan;
   plan.atom = atom;
   if (kmajor_b != nullptr) plan.direct[1] = kmajor_b;  // tf32: the trans is not lowered
+  plan.b_kmajor = plan.b_kmajor || stored;
+  plan.b_stored = stored;
   plan.warps_m = static_cast<int>(4 * wg_m);
   plan.warps_n = static_cast<int>(wg_n);
   plan.acc = f.add_layout(warpgroup_fragment(*atom, m, n, wg_m, wg_n));
@@ -327,6 +347,21 @@ const Op* copied_load(const Program& p, const DotSite& s, ValueId v) {
   for (size_t x = at_load + 1; x < s.at; ++x)
     if (!writes_no_memory(s.blk->ops[x])) return nullptr;
   return load;
+}
+
+// Whether dot's B is trans(t) made earlier in the dot's block and read by the dot alone, t a tile
+// the block computes (not a tile_load: those are copied, warpgroup_kmajor_b and direct_copies).
+bool stored_b(const Program& p, const Op& dot) {
+  const DotSite s = site_of(p, dot);
+  if (s.blk == nullptr) return false;
+  for (size_t j = 0; j < s.at; ++j) {
+    const Op& o = s.blk->ops[j];
+    if (o.kind != OpKind::TRANS || o.result() != dot.operands[1] || s.reads[o.result()] != 1) continue;
+    for (size_t x = 0; x < j; ++x)
+      if (s.blk->ops[x].results.size() == 1 && s.blk->ops[x].result() == o.operands[0])
+        return s.blk->ops[x].kind != OpKind::TILE_LOAD;
+  }
+  return false;
 }
 
 }  // namespace

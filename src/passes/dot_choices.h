@@ -22,7 +22,8 @@ namespace metile {
  * atom, warp grid, accumulator layout (added to f) and staged tiles. rows_reduced: the result's
  * rows are reduced later (then one warpgroup column). a_source: the plan of the dot whose
  * accumulator A is an element-wise function of, same shape (nullptr: none); a 16-bit A may then
- * come from registers in its fragments (c.register_a).
+ * come from registers in its fragments (c.register_a). A 16-bit B = trans(t) with t computed in the
+ * dot's block is stored K-major from registers (c.b_stored) when A is copied.
  */
 bool choose_warpgroup_atom(const Program& program, const Op& o, const GpuTarget& target,
                            const LowerOptions& options, bool rows_reduced, const DotChoice* a_source,

@@ -33,7 +33,7 @@
 namespace metile::lowering {
 
 void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
-                     int64_t len, const SwizzledTile* swizzled) {
+                     int64_t len, const SwizzledTile* swizzled, bool kmajor) {
   // A trans only this dot reads: x holds its operand (lower_trans_operand.cpp).
   const auto view = trans_views.find(tile_value);
   const bool transposed = view != trans_views.end();
@@ -50,7 +50,8 @@ void Lowering::stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int a
   ValueId e = b.named(b.coord(l, builtin(gpu::Builtin::thread_index)), "idx");
   ValueId cols = c_i32(s.dims[1]);
   ValueId row = b.ew(OpKind::DIV, {e, cols}), col = b.ew(OpKind::MOD, {e, cols});
-  if (transposed) std::swap(row, col);
+  METILE_ASSERT(!kmajor || (transposed && len == axis_len), "a K-major B is stored whole from trans(t)");
+  if (transposed && !kmajor) std::swap(row, col);
   ValueId pred = valid_pred(l);
   if (len < axis_len) {  // one chunk of the K axis: its elements, shifted to index 0
     ValueId& at = axis == 0 ? row : col;
@@ -192,7 +193,8 @@ std::pair<ValueId, ValueId> Lowering::dot_buffers(const Op& op, int64_t stages) 
       // Warpgroup arrays take the staged tile's shape: a K-major B is staged N x K.
       const auto& t = plan.staged[i];
       // A ring of `stages` for an operand copied each iteration; one for an operand held (lower_pipeline.cpp).
-      const int64_t ring = plan.direct[i] != nullptr ? stages : 1;
+      // B stored from registers in a pipelined loop: two slots, written while the other is read.
+      const int64_t ring = plan.direct[i] != nullptr ? stages : i == 1 && plan.b_stored && stages > 1 ? 2 : 1;
       const gpu::SharedArray a = plan.warpgroup() ? gpu::SharedArray::swizzled({t.rows, t.cols}, t.swizzle, ring)
                                             : gpu::SharedArray::padded(shape[i], pad, ring);
       plan.bufs[i] = pb.alloc(i == 0 ? plan.stage : bt, a, i == 0 ? "a_smem" : "b_smem");
@@ -246,7 +248,8 @@ void Lowering::dot(const Op& op) {
       if (plan.direct[1] != nullptr) {
         if (!early) stage_direct(*plan.direct[1], b_buf, ldb);
       } else if (prestaged.count({&op, 1}) == 0) {
-        stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc, plan.warpgroup() ? &plan.staged[1] : nullptr);
+        stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc, plan.warpgroup() ? &plan.staged[1] : nullptr,
+              plan.b_stored);
       }
       if (direct && !early) async_commit();
       const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
@@ -254,6 +257,11 @@ void Lowering::dot(const Op& op) {
       // Warpgroup: copies and stores fenced for the async proxy, earlier warpgroup MMAs done with the arrays.
       warpgroup_sync_for({&op});
       b.barrier();
+    } else if (plan.b_stored) {  // B into its slot of two, then the ring waited for (lower_pipeline.cpp)
+      ValueId slot = b.ew(OpKind::BITAND, {piped->second->iteration, c_i32(1)});
+      b_buf = b.ew(OpKind::PTR_OFFSET, {b_buf, b.ew(OpKind::MUL, {slot, c_i32(plan.elems[1])})});
+      stage(op.operands[1], b_buf, plan.stage, ldb, 0, 0, k, &plan.staged[1], true);
+      pipeline_sync(op);
     }
     if (plan.atom != nullptr) {
       gpu::Op g;

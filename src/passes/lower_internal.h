@@ -174,6 +174,12 @@ class Lowering {
     // Some dot streams one operand only, the other held for the whole loop (A in registers, or
     // staged before it: flash attention's Q K^T and P V). Its copies go at the top of the body.
     bool copies_at_top = false;
+    // Its one dot stores B from registers each iteration (DotChoice::b_stored): the ring's wait,
+    // the barrier and the later iteration's copies go at that dot (pipeline_sync), after the
+    // body's register work, which so overlaps the previous iteration's warpgroup MMAs.
+    bool sync_at_dot = false;
+    const Op* loop = nullptr;
+    ValueId iv = kNoValue;  // in the body: the GPU induction variable (sync_at_dot)
     std::set<const Op*> in_flight;  // warpgroup dots whose mma stays in flight (chained accumulators)
     // Synchronous copies (lower_double_buffer.cpp): the next iteration's tiles wait in registers
     // (per dot, A's then B's) from the top of the body to its bottom.
@@ -198,6 +204,8 @@ class Lowering {
   void pipeline_top(const Op& loop, ValueId iv, ValueId counter);
   ValueId pipeline_bottom(const Op& loop, ValueId iv);
   void pipeline_epilogue(const Op& loop);
+  /** A sync_at_dot loop's wait for its ring, barrier and next copies, at its dot. */
+  void pipeline_sync(const Op& dot);
   /** Issues the copies of every pipelined dot of `pl` for the iteration at `kv` into `stage`. */
   void pipeline_copies(const Op& loop, Pipeline& pl, ValueId kv, ValueId stage);
   /** The copies of the iteration at `kv` (stages - 1 ahead) into the stage the last one read. */
@@ -215,10 +223,11 @@ class Lowering {
   /**
    * Writes tile value v into threadgroup array buf as dtype d, row-major with row stride ld:
    * the indices [lo, lo + len) of axis `axis`, shifted to start at 0. swizzled: a warpgroup
-   * operand's array (lower_warpgroup.cpp), in whose layout the elements go instead.
+   * operand's array (lower_warpgroup.cpp), in whose layout the elements go instead. kmajor: v is
+   * B = trans(t) and the array holds t as it is laid out, n rows of k (DotChoice::b_stored).
    */
   void stage(ValueId tile_value, ValueId buf, DType d, int64_t ld, int axis, int64_t lo,
-             int64_t len, const SwizzledTile* swizzled = nullptr);
+             int64_t len, const SwizzledTile* swizzled = nullptr, bool kmajor = false);
   /**
    * Copies tile_load `load` into threadgroup array buf (row stride ld) with async_copy; where
    * the uniform `in_range` is false, zeros.

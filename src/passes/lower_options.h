@@ -119,6 +119,13 @@ struct LowerOptions {
    */
   bool warpgroup_register_a = true;
   /**
+   * A 16-bit warpgroup dot whose B is trans(t) with t computed in registers in the dot's block
+   * (dot_scaled's decoded weights) stores t K-major into the swizzled B tile each iteration, while
+   * A streams through the pipeline's ring (dot_choices.cpp, lower_pipeline.cpp). Off: such dots
+   * keep mma.sync with B staged element by element (METILE_GPU_OFF=warpgroup_stored_b).
+   */
+  bool warpgroup_stored_b = true;
+  /**
    * Consecutive whole-tile reductions of a dtype take turns between two scratch arrays
    * (lower_reduce.cpp), so the barrier that ends one orders nothing against the next one's
    * writes and the elide-barriers pass removes it. Off where that pass does not run

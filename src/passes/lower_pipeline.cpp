@@ -34,6 +34,21 @@
 // arrays fit) copies issued at the bottom would be waited for at the very next top, hiding
 // nothing; from the top they overlap the whole body. A warpgroup mma stays in flight only where
 // its result is read by nothing but the next iteration's same dot (chained); else it waits.
+//
+// A loop whose one dot streams A and stores B from registers each iteration (DotChoice::b_stored:
+// dot_scaled's decoded weights on the warpgroup atom) has no wait or barrier at its top. B gets
+// two slots, iteration & 1, and the dot is
+//
+//   ... the body's register work (B's loads and decode) ...
+//   store B into its slot                     (the slot the MMAs of iteration it-2 read)
+//   wait until at most S-2 copy groups are in flight; wait for this thread's warpgroup MMAs
+//   (iteration it-1's) and fence the stores for the async proxy; barrier; wait on TMA's mbarrier
+//   copy the tiles of iteration it+S-1 into stage (it+S-1) % S (read by iteration it-1's MMAs)
+//   the mma, left in flight
+//
+// so the decode and its stores overlap the previous iteration's warpgroup MMAs, and one barrier
+// a step orders everything: the stores against the MMAs of it-2 (waited for before the barrier
+// of it-1) and of it, the refilled stage against the MMAs of it-1.
 #include <algorithm>
 #include <set>
 
@@ -124,7 +139,9 @@ void Lowering::plan_pipelines() {
       const bool streams[2] = {plan.direct[0] != nullptr, plan.direct[1] != nullptr};
       if (!streams[0] && !streams[1]) continue;
       if (!streams[0] || !streams[1]) {
-        if (!held_operands(o, pos, body)) {
+        if (plan.b_stored && streams[0] && target.async_copies) {
+          pl.sync_at_dot = true;
+        } else if (!held_operands(o, pos, body)) {
           rejected = true;
           continue;
         }
@@ -141,13 +158,14 @@ void Lowering::plan_pipelines() {
           plan.register_a != gpu::kUniform ? 0 : static_cast<uint64_t>(m * (plan.kc + pad)) * dtype_size(plan.stage),
           static_cast<uint64_t>(plan.kc * (n + pad)) * dtype_size(plan.stage)};
       for (int i = 0; i < 2; ++i) (streams[i] ? bytes : fixed) += operand_bytes[i];
+      if (plan.b_stored) fixed += operand_bytes[1];  // its second slot
       if (plan.atom != nullptr && plan.atom->acc_through_threadgroup) fixed += static_cast<uint64_t>(m * n) * 4;
       if (plan.warpgroup() && chained(o, body)) pl.in_flight.insert(&o);
       pl.dots.push_back(&o);
     }
     // Attention's second dot left unpipelined would lose the early copy of its operand
     // (lower_early_copy.cpp) to a pipelined first dot: such a loop keeps the unpipelined form.
-    if (pl.dots.empty() || (pl.copies_at_top && rejected)) return;
+    if (pl.dots.empty() || (pl.copies_at_top && rejected) || (pl.sync_at_dot && pl.dots.size() != 1)) return;
     // Copies of later iterations move ahead of this one's stores, which may write what they
     // read: a body that writes memory keeps its loads in order.
     if (writes_memory(body)) return;
@@ -206,7 +224,8 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   auto it = pipelines.find(&loop);
   if (it == pipelines.end()) return;
   Pipeline& pl = it->second;
-  if (!pl.tma_only && !pl.prefetch) {  // else the warpgroup mmas of the last iteration stay in flight (tma_release)
+  // sync_at_dot: the wait, barrier and copies come at the dot (pipeline_sync).
+  if (!pl.tma_only && !pl.prefetch && !pl.sync_at_dot) {  // else the warpgroup mmas of the last iteration stay in flight (tma_release)
     async_wait(pl.stages - 2);
     warpgroup_sync_for(pl.dots);
     b.barrier();
@@ -216,12 +235,29 @@ void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {
   if (pl.base != kNoValue) n = b.ew(OpKind::ADD, {pl.base, n});  // counted across tiles (lower_persistent.cpp)
   pl.iteration = b.named(n, "iteration");
   pl.stage = counter != kNoValue ? counter : b.named(b.ew(OpKind::MOD, {pl.iteration, c_i32(pl.stages)}), "stage");
+  if (pl.sync_at_dot) {
+    pl.loop = &loop;
+    pl.iv = iv;
+    return;
+  }
   tma_wait(pl);  // each thread waits for the stage's TMA copies itself (lower_tma.cpp)
   if (pl.prefetch) prefetch_next(loop, pl);
   if (pl.copies_at_top) {
     const DType t = f.value(iv).dtype;
     next_copies(loop, pl, b.ew(OpKind::ADD, {iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})}));
   }
+}
+
+void Lowering::pipeline_sync(const Op& dot) {
+  Pipeline& pl = pipelines.at(pipelined_dots.at(&dot)->loop);
+  async_wait(pl.stages - 2);
+  // The previous iteration's MMAs (their stage is refilled below, their B slot next iteration)
+  // done, this iteration's B stores fenced for the async proxy, then published.
+  warpgroup_sync_for(pl.dots);
+  b.barrier();
+  tma_wait(pl);
+  const DType t = f.value(pl.iv).dtype;
+  next_copies(*pl.loop, pl, b.ew(OpKind::ADD, {pl.iv, b.ew(OpKind::MUL, {pl.step, b.constant_int(t, pl.stages - 1)})}));
 }
 
 void Lowering::next_copies(const Op& loop, Pipeline& pl, ValueId kv) {

@@ -93,6 +93,7 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.fp8_promote = !options.disables("fp8_promote");
   lo.warpgroup_kmajor_b = !options.disables("warpgroup_kmajor_b");
   lo.warpgroup_register_a = !options.disables("warpgroup_register_a");
+  lo.warpgroup_stored_b = !options.disables("warpgroup_stored_b");
   // A second scratch array pays only where elide-barriers removes the barrier it frees.
   lo.alternate_scratch = options.opt_level > 0 && !options.disables("elide-barriers");
   // The pipeline's stages are sized against 3/4 of the limit before the epilogue's arrays are

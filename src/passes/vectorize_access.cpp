@@ -19,6 +19,14 @@
 // `one_align=1` and the emitter tests the first chunk's address only, not each chunk's (on an
 // H100 the test per chunk in the seed softmax's unmasked store loop took it from 40 to 54
 // registers a thread). METILE_GPU_OFF=one_align keeps the test per chunk.
+// A swizzled threadgroup array (a warpgroup operand tile) starts at a multiple of 1024 bytes
+// (allocate-threadgroup-memory), so its base is a multiple of 16 / size elements: an access in a
+// loop into one whose pointers are aligned contigs is marked `aligned=1` and the emitter tests no
+// alignment at all (a K-major B stored from registers each K step, DotChoice::b_stored: the test
+// and its element-by-element tail cost 43 of mxfp4_gemm's 254 registers on sm_90a). Outside loops
+// the test runs once and stays: without it ptxas gave flash attention's Q staging, before its
+// loop, 255 registers and spills instead of 224. Other arrays (16-byte aligned too) keep their
+// tests until measured: mma.sync's staging in the attention backward kernels and decode attention.
 #include <map>
 #include <numeric>
 
@@ -103,6 +111,9 @@ struct Analysis {
         return chunk_aligned(f.layout(val.layout), v) ? Info{Info::contig, true, 1, true} : Info{};
       case GpuOpKind::SPLAT:
         return info(op.operands[0]);
+      case GpuOpKind::ALLOC:  // a swizzled array's base, in elements
+        if (op.attr_str("layout").rfind("swizzle", 0) != 0) return scalar(1);
+        return scalar(std::max<int64_t>(1, 16 / static_cast<int64_t>(dtype_size(val.dtype))));
       case GpuOpKind::ELEMENTWISE:
         return elementwise(op, per_thread);
       default:
@@ -194,8 +205,9 @@ struct Vectorizer {
     return it->second;
   }
 
-  // The vector width for this access, or 0; `even`: its chunks share one alignment.
-  int64_t width(const gpu::Op& op, bool* even) {
+  // The vector width for this access, or 0; `even`: its chunks share one alignment; `aligned`:
+  // each chunk's address is a multiple of the width.
+  int64_t width(const gpu::Op& op, bool* even, bool* aligned) {
     bool load = op.kind == GpuOpKind::LOAD;
     ValueId ptrs = op.operands[0];
     ValueId data = load ? op.result() : op.operands[1];
@@ -212,22 +224,31 @@ struct Vectorizer {
       const Info& in = analysis(v).info(ptrs);
       if (in.kind == Info::contig) {
         *even = in.even;
+        *aligned = in.aligned && f.value(ptrs).space == AddrSpace::threadgroup;
         return v;
       }
     }
     return 0;
   }
 
-  void visit(gpu::Op& op) {
+  void visit_block(gpu::Block& b, bool in_loop) {
+    for (gpu::Op& op : b.ops) {
+      visit(op, in_loop);
+      for (gpu::Block& r : op.regions) visit_block(r, in_loop || op.kind == GpuOpKind::FOR);
+    }
+  }
+
+  void visit(gpu::Op& op, bool in_loop) {
     if (op.kind != GpuOpKind::LOAD && op.kind != GpuOpKind::STORE) return;
     // The value layout must be the tile's (not a uniform stored through tile pointers).
     if (op.kind == GpuOpKind::STORE && f.value(op.operands[1]).layout != f.value(op.operands[0]).layout)
       return;
-    bool even = false;
-    if (int64_t w = width(op, &even)) {
+    bool even = false, aligned = false;
+    if (int64_t w = width(op, &even, &aligned)) {
       op.kind = op.kind == GpuOpKind::LOAD ? GpuOpKind::VLOAD : GpuOpKind::VSTORE;
       op.attrs = {{"width", w}};
-      if (even && one_align && regs_of(op) > w) op.attrs.push_back({"one_align", int64_t{1}});
+      if (aligned && in_loop) op.attrs.push_back({"aligned", int64_t{1}});
+      else if (even && one_align && regs_of(op) > w) op.attrs.push_back({"one_align", int64_t{1}});
     }
   }
 };
@@ -237,7 +258,7 @@ struct Vectorizer {
 void vectorize_access(gpu::Function& f, const PassContext& ctx) {
   Vectorizer vz{f, ctx.target, ctx.one_align, {}, {}, {}};
   vz.collect(f.body);
-  gpu::walk_mut(f.body, [&](gpu::Op& op) { vz.visit(op); });
+  vz.visit_block(f.body, false);
 }
 
 }  // namespace metile

@@ -19,15 +19,16 @@ namespace metile {
  * its LowerOptions switch; "pipeline" is num_stages = 1), vectorize-access's one alignment test
  * per access ("one_align"), whole_tiles' last-first order ("last_first") and its branch around the
  * masks of dot loops ("whole_blocks"), layout assignment's
- * choices ("wide_chunks", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a");
+ * choices ("wide_chunks", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a",
+ * "warpgroup_stored_b");
  * fuse_reductions' running-sum form of centred squares ("running_sums") and its two counts per
  * row after the loop ("two_counts": off, a count per lane); keep_rows' rows in threadgroup memory
  * ("threadgroup_rows": off, the tiles are kept in registers or local arrays as for one-tile rows). */
-inline constexpr std::array<std::string_view, 20> kPassPieces = {
+inline constexpr std::array<std::string_view, 21> kPassPieces = {
     "async_copy", "aligned_body", "pipeline", "tma",
     "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
     "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a",
-    "running_sums", "two_counts", "whole_blocks", "threadgroup_rows"};
+    "warpgroup_stored_b", "running_sums", "two_counts", "whole_blocks", "threadgroup_rows"};
 
 /** Earlier names of passes and pieces, still accepted wherever the current name is (users'
  * METILE_GPU_OFF settings and scripts): {earlier, current}. The warpgroup pieces were first named

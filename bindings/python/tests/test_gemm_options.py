@@ -71,7 +71,7 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
                              r'ldmatrix-fragments, serpentine-mma, preload-fragments, release-stages, fold-constants, cse, dce, .*; '
                              r'pieces: async_copy, aligned_body, .*tma, .*'
                              r'one_align, last_first, wide_chunks, fp8_promote, broadcast_loads, warpgroup_kmajor_b, '
-                             r'warpgroup_register_a, running_sums, two_counts, whole_blocks, threadgroup_rows\)'):
+                             r'warpgroup_register_a, warpgroup_stored_b, running_sums, two_counts, whole_blocks, threadgroup_rows\)'):
         run(64, 64, 32, num_stages=4)
 
 

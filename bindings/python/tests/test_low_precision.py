@@ -246,14 +246,18 @@ def test_mxfp4_gemm_matches_float64(device, dtype):
     assert err < {"f16": 1e-3, "bf16": 8e-3}[dtype], f"relative error {err:.2e}"
 
 
-def test_mxfp4_gemm_default_tiles_match_float64(device):
-    m, n, k = 70, 72, 136   # partial tiles on every side at the device's default tiles
-    rng = np.random.default_rng(4)
-    (wq, ws), w64 = MX.quantized(n, k, rng, (110, 140))
-    x, x64 = make(rng.standard_normal((m, k)), "bf16")
+@pytest.mark.parametrize("dtype,m,n,k", [("bf16", 70, 72, 136), ("f16", 70, 72, 136),
+                                         ("bf16", 150, 200, 458), ("f16", 131, 136, 330)])
+def test_mxfp4_gemm_default_tiles_match_float64(device, dtype, m, n, k):
+    """Partial tiles on every side at the device's default tiles (cuda: 128 x 128 x 64, the
+    warpgroup form with B decoded into two slots and X's ring); the longer K runs over several
+    turns of both, its last scale block short (K not a multiple of 32)."""
+    rng = np.random.default_rng(4 + k)
+    (wq, ws), w64 = MX.quantized(n, k, rng, (124, 130) if dtype == "f16" else (110, 140))
+    x, x64 = make(rng.standard_normal((m, k)), dtype)
     y = MX.mxfp4_gemm(x, wq, ws)
     err = (np.abs(values(y) - x64 @ w64.T) / (np.abs(x64) @ np.abs(w64).T)).max()
-    assert err < 8e-3, f"relative error {err:.2e}"
+    assert err < {"f16": 1e-3, "bf16": 8e-3}[dtype], f"relative error {err:.2e}"
 
 
 def _standin_k_loop(tmp_path, lines: str, kernel: str) -> str:
@@ -279,21 +283,35 @@ def _standin_k_loop(tmp_path, lines: str, kernel: str) -> str:
     return loop[:loop.index("\n  }\n")]          # to its closing brace
 
 
-def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path):
+_MXFP4_CHILD = ("import numpy as np, metile, mxfp4_gemm as MX\n"
+                "metile.set_device('cuda')\n"
+                "x = metile.Buffer.zeros((256, 256), '{dtype}')\n"
+                "MX.mxfp4_gemm(x, metile.Buffer.zeros((256, 128), 'u8'),\n"
+                "              metile.Buffer.zeros((256, 8), 'u8'))\n")
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_mxfp4_gemm_cuda_decodes_in_registers(tmp_path, dtype):
     """The CUDA that sm_90 gets at cuda's default tiles (compiled, not run, on the stand-in
     driver in a child process): the codes are decoded where they were loaded (the byte repeat
     along K a register copy, the transposes of the weights' bytes cancelled) and the decoded B
-    tile goes to threadgroup memory once, as the dot's staged operand, with X copied by
-    cp.async: a K step has two barriers (operands staged; the dot done reading them) and no
+    tile goes to threadgroup memory once, K-major with 16-byte stores, into one of two slots for
+    the warpgroup MMAs, while X streams through its ring by TMA: one barrier a K step and no
     exchange through scratch memory."""
-    loop = _standin_k_loop(tmp_path, (
-        "import numpy as np, metile, mxfp4_gemm as MX\n"
-        "metile.set_device('cuda')\n"
-        "x = metile.Buffer.zeros((256, 256), 'bf16')\n"
-        "MX.mxfp4_gemm(x, metile.Buffer.zeros((256, 128), 'u8'),\n"
-        "              metile.Buffer.zeros((256, 8), 'u8'))\n"), "mxfp4_gemm_kernel")
-    assert "scratch" not in loop and loop.count("__syncthreads") == 2, loop
-    assert "mt_cp_async16" in loop and "mt_mma_bf16" in loop
+    loop = _standin_k_loop(tmp_path, _MXFP4_CHILD.format(dtype=dtype), "mxfp4_gemm_kernel")
+    assert "scratch" not in loop and loop.count("__syncthreads") == 1, loop
+    assert "mt_tma_load_2d" in loop and "mt_vec<ushort, 8>*)(" in loop, loop
+    assert loop.count(f"wgmma.mma_async.sync.aligned.m64n128k16.f32.{dtype}.{dtype}") == 4, loop
+    assert "mt_mma_" not in loop, loop
+
+
+def test_mxfp4_gemm_cuda_stored_b_switches_off(tmp_path, monkeypatch):
+    """METILE_GPU_OFF=warpgroup_stored_b gives the earlier form: mma.sync, B staged element by
+    element, X copied with cp.async and waited for in its own step (two barriers a step)."""
+    monkeypatch.setenv("METILE_GPU_OFF", "warpgroup_stored_b")
+    loop = _standin_k_loop(tmp_path, _MXFP4_CHILD.format(dtype="bf16"), "mxfp4_gemm_kernel")
+    assert loop.count("__syncthreads") == 2 and "mt_mma_bf16" in loop, loop
+    assert "mt_cp_async16" in loop and "wgmma" not in loop, loop
 
 
 def test_int4_gemv_cuda_decodes_subnormals(tmp_path):

@@ -109,9 +109,7 @@ struct Match {
 class Keeper {
  public:
   Keeper(Program& p, const TilePassContext& ctx) : p_(p), ctx_(ctx), row_budget_(row_budget(ctx)) {
-    walk(p_.body, [&](const Op& op) {
-      for (ValueId r : op.results) defs_[r] = &op;
-    });
+    index_defs();
   }
 
   void block(Block& b) {
@@ -188,6 +186,22 @@ class Keeper {
     std::vector<ValueId> slots;  // L1's results, one per iteration kept
     ValueId fits, spills;        // end - start <= K * step, and its negation
   };
+
+  void index_defs() {
+    defs_.clear();
+    walk(p_.body, [&](const Op& op) {
+      for (ValueId r : op.results) defs_[r] = &op;
+    });
+  }
+  // Inserts `ops` in front of b.ops[i] (defs_ points into the moved ops again); returns how many.
+  size_t insert_before(Block& b, size_t i, std::vector<Op> ops) {
+    const size_t n = ops.size();
+    b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i), std::make_move_iterator(ops.begin()),
+                 std::make_move_iterator(ops.end()));
+    index_defs();
+    return n;
+  }
+
   Program& p_;
   const TilePassContext& ctx_;
   std::unordered_map<ValueId, const Op*> defs_;
@@ -219,9 +233,9 @@ std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
     if (ld2.kind != OpKind::LOAD || !p_.type(ld2.results[0]).is_tile()) continue;
     for (size_t r = 0; r < body1.ops.size(); ++r) {
       const Op& ld1 = body1.ops[r];
+      if (ld1.kind != OpKind::LOAD) continue;  // before written_operands: other ops may have no result
       const std::vector<ValueId>& operands1 = written_operands(ld1);
-      if (ld1.kind != OpKind::LOAD || operands1.size() != ld2.operands.size() ||
-          p_.type(ld1.results[0]) != p_.type(ld2.results[0]))
+      if (operands1.size() != ld2.operands.size() || p_.type(ld1.results[0]) != p_.type(ld2.results[0]))
         continue;
       bool same = true;
       for (size_t k = 0; k < operands1.size(); ++k)
@@ -377,14 +391,7 @@ std::optional<size_t> Keeper::keep(Block& b, size_t i, size_t j) {
   }
   body.ops = std::move(ops);
 
-  const size_t added = before.size();
-  b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i),
-               std::make_move_iterator(before.begin()), std::make_move_iterator(before.end()));
-  defs_.clear();
-  walk(p_.body, [&](const Op& op) {
-    for (ValueId r : op.results) defs_[r] = &op;
-  });
-  return added;
+  return insert_before(b, i, std::move(before));
 }
 
 ValueId Keeper::row_index(std::vector<Op>& ops, ValueId iv, ValueId start, int64_t step, int64_t block,
@@ -546,14 +553,7 @@ std::optional<size_t> Keeper::keep_in_threadgroup(Block& b, size_t i, size_t j,
   rewrite(b.ops[j].body(), at2);  // before L1's: at2 may point into rows_, which L1's adds to
   rewrite(b.ops[i].body(), at1);
 
-  const size_t added = before.size();
-  b.ops.insert(b.ops.begin() + static_cast<std::ptrdiff_t>(i),
-               std::make_move_iterator(before.begin()), std::make_move_iterator(before.end()));
-  defs_.clear();
-  walk(p_.body, [&](const Op& op) {
-    for (ValueId r : op.results) defs_[r] = &op;
-  });
-  return added;
+  return insert_before(b, i, std::move(before));
 }
 
 }  // namespace

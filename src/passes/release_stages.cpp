@@ -130,7 +130,7 @@ class Releaser {
 
   static bool is_const(const gpu::Op* d) { return d != nullptr && d->kind == GpuOpKind::CONST; }
 
-  // A warpgroup MMA whose group stays in flight after it (the CUDA spelling, wgmma.cpp).
+  // A warpgroup MMA whose group stays in flight after it (see the CUDA spelling in codegen/cuda).
   static bool in_flight(const gpu::Op& mma) {
     return atom_kind_threads(mma_atom_kind(mma)) > 32 && !mma.find_attr("register_a") &&
            (!mma.find_attr("wait") || mma.attr_int("wait") == 0) &&

@@ -138,7 +138,9 @@ class RowCopies {
   uint64_t arrays(ValueId ptrs) const {
     const gpu::Value& v = f_.value(ptrs);
     if (!v.is_ptr || v.space != AddrSpace::threadgroup) return 0;
-    return masks_[ptrs] != 0 ? masks_[ptrs] : ~uint64_t{0};
+    // A value this pass made after the masks were taken (its own copies' pointers) may be any.
+    if (ptrs >= masks_.size() || masks_[ptrs] == 0) return ~uint64_t{0};
+    return masks_[ptrs];
   }
 
   // Whether `op` (its regions included) writes (`write`) or reads a row.

@@ -69,8 +69,8 @@ std::string CpuEmitter::entry_arg(const Param& prm) const {
 }
 
 CpuSource CpuEmitter::run() {
+  defs = defining_ops(p.body);
   walk(p.body, [&](const Op& op) {
-    for (ValueId r : op.results) defs[r] = &op;
     if (op.kind == OpKind::FOR) loop_sites.emplace(&op, static_cast<uint32_t>(loop_sites.size() + 1));
     atomics = atomics || has_trait(op.kind, kAtomic);
   });

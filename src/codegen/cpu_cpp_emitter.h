@@ -37,7 +37,7 @@ struct CpuEmitter {
   int fresh = 0;
   // Inside a simdgroup_role region: T-element stores are limited to threads [lo, hi).
   int64_t role_lo = -1, role_hi = -1;
-  std::map<ValueId, const Op*> defs;
+  DefiningOps<Block> defs;
   std::map<const Op*, uint32_t> loop_sites;  // for op -> its fault code
   // The ops after the one being emitted in its block (for fusing reductions into its loop).
   std::vector<const Op*> rest;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,24 @@ void walk_mut(Block& block, F&& f) {
     for (auto& r : op.regions) walk_mut(r, f);
   }
 }
+
+/** The op that defines each result of the ops of `block` and its nested blocks (a block's
+ * arguments, such as a loop's induction variable, have none). The pointers are into `block`:
+ * they hold while no op list in it changes. */
+template <typename Block>
+auto defining_ops(const Block& block) {
+  using Op = std::decay_t<decltype(block.ops.front())>;
+  using Value = typename decltype(Op::results)::value_type;
+  std::unordered_map<Value, const Op*> defs;
+  walk(block, [&](const Op& op) {
+    for (Value r : op.results) defs[r] = &op;
+  });
+  return defs;
+}
+
+/** The type defining_ops returns for a block type, for members and parameters. */
+template <typename Block>
+using DefiningOps = decltype(defining_ops(std::declval<const Block&>()));
 
 /** Removes the ops of `block` and its nested blocks for which `pred` holds (a removed op's blocks
  * go with it; the others keep their order). Returns whether any op was removed. */

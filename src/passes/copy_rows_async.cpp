@@ -38,9 +38,7 @@ class RowCopies {
       if (op.find_attr("row") != nullptr && op.attr_int("row") != 0 && index < 64) rows_ |= uint64_t{1} << index;
       ++index;
     }
-    gpu::walk(f.body, [&](const gpu::Op& op) {
-      for (ValueId r : op.results) defs_[r] = &op;
-    });
+    defs_ = defining_ops(f.body);
   }
 
   bool any() const { return rows_ != 0; }
@@ -208,7 +206,7 @@ class RowCopies {
   const GpuTarget& target_;
   std::vector<uint64_t> masks_;
   uint64_t rows_ = 0;
-  std::unordered_map<ValueId, const gpu::Op*> defs_;
+  DefiningOps<gpu::Block> defs_;
 };
 
 }  // namespace

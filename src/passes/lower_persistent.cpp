@@ -38,7 +38,7 @@ namespace metile::lowering {
 namespace {
 
 // The buffer a pointer value starts at: through ptr_offset ops to a parameter or another op.
-ValueId buffer_root(const std::map<ValueId, const Op*>& defs, ValueId v) {
+ValueId buffer_root(const DefiningOps<Block>& defs, ValueId v) {
   for (auto d = defs.find(v); d != defs.end() && d->second->kind == OpKind::PTR_OFFSET; d = defs.find(v))
     v = d->second->operands[0];
   return v;
@@ -57,10 +57,7 @@ void defined_under(const Block& b, std::set<ValueId>& out) {
 
 void Lowering::plan_persistent() {
   if (!options.persistent || !options.tma) return;
-  std::map<ValueId, const Op*> defs;
-  walk(p.body, [&](const Op& o) {
-    for (ValueId r : o.results) defs[r] = &o;
-  });
+  const DefiningOps<Block> defs = defining_ops(p.body);
   walk(p.body, [&](const Op& outer) {
     if (outer.kind != OpKind::FOR) return;
     const Block& body = outer.body();

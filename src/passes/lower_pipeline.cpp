@@ -116,10 +116,7 @@ void Lowering::plan_pipelines() {
   int64_t want = !target.async_copies ? double_buffer_stages()
                                       : options.num_stages != 0 ? options.num_stages : 3;
   if (want < 2) return;
-  std::map<ValueId, const Op*> defs;
-  walk(p.body, [&](const Op& o) {
-    for (ValueId r : o.results) defs[r] = &o;
-  });
+  const DefiningOps<Block> defs = defining_ops(p.body);
   walk(p.body, [&](const Op& loop) {
     if (loop.kind != OpKind::FOR) return;
     auto step = defs.find(loop.operands[2]);

@@ -48,7 +48,7 @@ namespace metile::lowering {
 namespace {
 
 // A kernel parameter ("p<index>", integer scalars) or an integer constant, as tma.h spells it.
-std::string map_source(const Program& p, const std::map<ValueId, const Op*>& defs, ValueId v) {
+std::string map_source(const Program& p, const DefiningOps<Block>& defs, ValueId v) {
   const Type& t = p.type(v);
   if (t.is_ptr || t.is_tile() || (t.dtype != DType::i32 && t.dtype != DType::i64 && t.dtype != DType::u32)) return "";
   for (size_t i = 0; i < p.params.size(); ++i)
@@ -61,7 +61,7 @@ std::string map_source(const Program& p, const std::map<ValueId, const Op*>& def
 
 // The slab index of a base offset `off` = slab * rows * ld (TmaMap::slabs): the factors of off's
 // products less one spelled m.rows and one spelled m.ld must leave one, an i32 scalar.
-ValueId slab_index(const Program& p, const std::map<ValueId, const Op*>& defs, ValueId off, const TmaMap& m) {
+ValueId slab_index(const Program& p, const DefiningOps<Block>& defs, ValueId off, const TmaMap& m) {
   std::vector<ValueId> factors;
   std::function<void(ValueId)> split = [&](ValueId v) {
     auto d = defs.find(v);
@@ -83,10 +83,7 @@ ValueId slab_index(const Program& p, const std::map<ValueId, const Op*>& defs, V
 void Lowering::tma_plan(Pipeline& pl) {
   pl.arrivals = 0;
   if (!options.tma) return;
-  std::map<ValueId, const Op*> defs;
-  walk(p.body, [&](const Op& o) {
-    for (ValueId r : o.results) defs[r] = &o;
-  });
+  const DefiningOps<Block> defs = defining_ops(p.body);
   for (const Op* d : pl.dots) {
     const DotPlan& plan = dot_plans.at(d);
     if (!plan.warpgroup()) continue;

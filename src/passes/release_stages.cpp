@@ -65,11 +65,7 @@ struct Ring {
 
 class Releaser {
  public:
-  explicit Releaser(gpu::Function& f) : f_(f) {
-    gpu::walk(f.body, [&](const gpu::Op& op) {
-      for (ValueId r : op.results) defs_[r] = &op;
-    });
-  }
+  explicit Releaser(gpu::Function& f) : f_(f), defs_(defining_ops(f.body)) {}
 
   // Releases the stages of the first ring not in `seen` (adding it there); false where none is
   // left. One at a time: a release moves the ops after it, so the next ring is found again.
@@ -356,7 +352,7 @@ class Releaser {
   }
 
   gpu::Function& f_;
-  std::map<ValueId, const gpu::Op*> defs_;
+  DefiningOps<gpu::Block> defs_;
 };
 
 }  // namespace

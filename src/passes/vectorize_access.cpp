@@ -77,8 +77,8 @@ int64_t chunk_regs(const gpu::Layout& l) {
 struct Analysis {
   const gpu::Function& f;
   int64_t v;
-  std::map<ValueId, const gpu::Op*> def;
-  std::map<ValueId, std::pair<ValueId, ValueId>> induction;  // iv -> (start, step)
+  const DefiningOps<gpu::Block>& def;  // the Vectorizer's, shared by every analysis
+  const std::map<ValueId, std::pair<ValueId, ValueId>>& induction;  // iv -> (start, step)
   std::map<ValueId, Info> memo;
 
   const Info& info(ValueId x) {
@@ -184,7 +184,7 @@ struct Vectorizer {
   gpu::Function& f;
   const GpuTarget& target;
   bool one_align;
-  std::map<ValueId, const gpu::Op*> def;
+  DefiningOps<gpu::Block> def;
   std::map<ValueId, std::pair<ValueId, ValueId>> induction;
   std::map<int64_t, Analysis> analyses;
 
@@ -193,8 +193,8 @@ struct Vectorizer {
   }
 
   void collect(const gpu::Block& b) {
+    def = defining_ops(b);
     gpu::walk(b, [&](const gpu::Op& op) {
-      for (ValueId r : op.results) def[r] = &op;
       if (op.kind == GpuOpKind::FOR) induction[op.body().args[0]] = {op.operands[0], op.operands[2]};
     });
   }

@@ -155,10 +155,7 @@ class Fuser {
   }
 
   void index_defs() {
-    defs_.clear();
-    walk(p_.body, [&](const Op& op) {
-      for (ValueId r : op.results) defs_[r] = &op;
-    });
+    defs_ = defining_ops(p_.body);
   }
   const Op* def(ValueId v) const {
     auto it = defs_.find(v);
@@ -202,7 +199,7 @@ class Fuser {
   bool whole_tiles_;
   bool running_sums_;  // the running-sum form of centred squares (METILE_GPU_OFF=running_sums)
   bool two_counts_;    // its counts after the loop as two scalars (METILE_GPU_OFF=two_counts)
-  std::unordered_map<ValueId, const Op*> defs_;
+  DefiningOps<Block> defs_;
 };
 
 // The online softmax pair found in L1 and L2 (see the file comment).

@@ -19,11 +19,10 @@ namespace {
 
 class Indexer {
  public:
-  explicit Indexer(Program& p) : p_(p) {
+  explicit Indexer(Program& p) : p_(p), def_(defining_ops(p.body)) {
     walk(p.body, [&](const Op& op) {
       if (op.kind == OpKind::CONST && p.type(op.result()).is_scalar())
         if (const auto* v = std::get_if<int64_t>(op.find_attr("value"))) consts_[op.result()] = *v;
-      for (ValueId r : op.results) def_[r] = &op;
     });
   }
 
@@ -84,7 +83,7 @@ class Indexer {
 
   Program& p_;
   std::unordered_map<ValueId, int64_t> consts_;
-  std::unordered_map<ValueId, const Op*> def_;
+  DefiningOps<Block> def_;
 };
 
 }  // namespace

@@ -188,10 +188,7 @@ class Keeper {
   };
 
   void index_defs() {
-    defs_.clear();
-    walk(p_.body, [&](const Op& op) {
-      for (ValueId r : op.results) defs_[r] = &op;
-    });
+    defs_ = defining_ops(p_.body);
   }
   // Inserts `ops` in front of b.ops[i] (defs_ points into the moved ops again); returns how many.
   size_t insert_before(Block& b, size_t i, std::vector<Op> ops) {
@@ -204,7 +201,7 @@ class Keeper {
 
   Program& p_;
   const TilePassContext& ctx_;
-  std::unordered_map<ValueId, const Op*> defs_;
+  DefiningOps<Block> defs_;
   std::unordered_map<ValueId, Kept> kept_;
   uint64_t row_budget_;     // bytes of threadgroup memory for row arrays (0: keep in slots)
   uint64_t row_bytes_ = 0;  // of them, what the arrays made so far take

@@ -51,12 +51,10 @@ struct Bound {
 class RunningSums {
  public:
   RunningSums(Program& p, const CentredMerge& in, const Block& body)
-      : p_(p), in_(in), iv_(body.args[0]), body_args_(body.args.begin(), body.args.end()) {
+      : p_(p), in_(in), iv_(body.args[0]), body_args_(body.args.begin(), body.args.end()),
+        outer_defs_(defining_ops(p.body)) {
     for (const Op& op : body.ops)
       for (ValueId r : op.results) body_defs_[r] = &op;
-    walk(p.body, [&](const Op& op) {
-      for (ValueId r : op.results) outer_defs_.emplace(r, &op);
-    });
   }
 
   // L1's carried sum of e under cond from 0, and the condition's bounds; false when not there.

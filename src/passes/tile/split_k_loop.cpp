@@ -39,9 +39,7 @@ class SplitK {
   SplitK(Program& p, const TilePassContext& ctx) : p_(p), ctx_(ctx) {}
 
   void run() {
-    walk(p_.body, [&](const Op& o) {
-      for (ValueId r : o.results) def_[r] = &o;
-    });
+    def_ = defining_ops(p_.body);
     size_t at = p_.body.ops.size();
     for (size_t i = 0; i < p_.body.ops.size(); ++i)
       if (qualifies(p_.body.ops[i])) {
@@ -249,7 +247,7 @@ class SplitK {
 
   Program& p_;
   const TilePassContext& ctx_;
-  std::map<ValueId, const Op*> def_;
+  DefiningOps<Block> def_;
   std::vector<Op>* out_ = nullptr;
   Loc loc_;
 };

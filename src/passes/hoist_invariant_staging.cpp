@@ -103,7 +103,8 @@ size_t hoist_one(gpu::Function& f, gpu::Block& block, size_t at) {
       auto d = pos.find(v);
       if (d == pos.end()) return true;
       const gpu::Op& op = body.ops[d->second];
-      if (!gpu::has_gpu_trait(op.kind, gpu::kGPure) || op.kind == GpuOpKind::CONVERT_LAYOUT) return false;
+      if (!gpu::has_gpu_trait(op.kind, gpu::kGPure) || op.kind == GpuOpKind::CONVERT_LAYOUT)
+        return false;
       if (!slice.insert(d->second).second) return true;
       for (ValueId x : op.operands)
         if (!self(x, self)) return false;
@@ -136,8 +137,8 @@ size_t hoist_one(gpu::Function& f, gpu::Block& block, size_t at) {
       (slice.count(i) ? moved : kept).push_back(std::move(body.ops[i]));
     body.ops = std::move(kept);
     const size_t n = moved.size();
-    block.ops.insert(block.ops.begin() + static_cast<std::ptrdiff_t>(at), std::make_move_iterator(moved.begin()),
-                     std::make_move_iterator(moved.end()));
+    block.ops.insert(block.ops.begin() + static_cast<std::ptrdiff_t>(at),
+                     std::make_move_iterator(moved.begin()), std::make_move_iterator(moved.end()));
     return n;
   }
   return 0;

@@ -79,8 +79,9 @@
 // The warpgroup atom reads a 16-bit B K-major too (transpose flag 0): the copy goes into the
 // swizzled K-major layout A uses (swizzled_b_tile with rows N, cols K) and the emitter reads B with
 // A's descriptor form. Q, a tile_load before the loop, is no direct copy of the dot's block; an A
-// defined outside the dot's block is staged from registers into its swizzled array once, before the
-// loop (lower_prestage.cpp), or, elsewhere, at the dot (stage(), swizzled offsets).
+// defined outside the dot's block is staged from registers into its swizzled array (stage(),
+// swizzled offsets) once: in the prologue of the pipelined loop that holds it (lower_pipeline.cpp),
+// or at the dot, moved in front of the loop by hoist-invariant-staging.
 //
 // Output: dot(p.to(f16), v, acc) with p an element-wise function of the scores. The warpgroup
 // atom's register-A form (m64nNk16: four .b32 registers a thread per k16 step, rows g and g + 8 of
@@ -300,7 +301,8 @@ bool choose_warpgroup_transposed(const Program& p, const Op& o, const GpuTarget&
 namespace {
 
 // Whether v is defined outside the block holding `dot`, a region of some op (a loop's body): the
-// same tile in every run of the block, which lowering stages once before it (lower_prestage.cpp).
+// same tile in every run of the block, which is staged once before it (the pipeline's prologue,
+// or hoist-invariant-staging).
 bool invariant_in_block(const Program& p, const Op& dot, ValueId v) {
   size_t at = 0;
   const Block* blk = block_of(p.body, &dot, &at);

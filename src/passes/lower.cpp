@@ -200,7 +200,6 @@ void Lowering::loop(const Op& op) {
   // A pipelined loop may carry its stage index after the loop's own values (lower_pipeline.cpp).
   const ValueId counter = pipeline_prologue(op, operands[0], operands[1], operands[2]);
   if (counter != kNoValue) operands.push_back(counter);
-  prestage_invariant_operands(op);
   gpu::Op g;
   g.kind = gpu::GpuOpKind::FOR;
   g.operands = operands;

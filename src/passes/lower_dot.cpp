@@ -242,12 +242,12 @@ void Lowering::dot(const Op& op) {
       const bool early = early_issued.count(&op) != 0;
       if (plan.direct[0] != nullptr) {
         if (!early) stage_direct(*plan.direct[0], a_buf, lda);
-      } else if (!reg_a && prestaged.count({&op, 0}) == 0) {  // else staged before its loop (lower_prestage.cpp)
+      } else if (!reg_a) {
         stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc, plan.warpgroup() ? &plan.staged[0] : nullptr);
       }
       if (plan.direct[1] != nullptr) {
         if (!early) stage_direct(*plan.direct[1], b_buf, ldb);
-      } else if (prestaged.count({&op, 1}) == 0) {
+      } else {
         stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc, plan.warpgroup() ? &plan.staged[1] : nullptr,
               plan.b_stored);
       }

@@ -172,7 +172,7 @@ class Lowering {
     int64_t arrivals = 0;     // TMA copies per stage
     bool tma_only = false;    // every copy is TMA's and every dot on the warpgroup atom: one warpgroup MMA group stays in flight
     // Some dot streams one operand only, the other held for the whole loop (A in registers, or
-    // staged before it: flash attention's Q K^T and P V). Its copies go at the top of the body.
+    // staged in the prologue: flash attention's Q K^T and P V). Its copies go at the top of the body.
     bool copies_at_top = false;
     // Its one dot stores B from registers each iteration (DotChoice::b_stored): the ring's wait,
     // the barrier and the later iteration's copies go at that dot (pipeline_sync), after the
@@ -244,11 +244,6 @@ class Lowering {
   void prefetch_next(const Op& loop, Pipeline& pl);
   /** At the bottom: those registers into the other stage, then the iteration's one barrier. */
   void prefetch_store(Pipeline& pl);
-
-  // --- lower_prestage.cpp ---
-  /** Stages the operands of `loop`'s dots that its body does not change, before the loop. */
-  void prestage_invariant_operands(const Op& loop);
-  std::set<std::pair<const Op*, int>> prestaged;  // (dot, operand) staged before its loop
 
   // --- lower_early_copy.cpp ---
   /** Issues the direct copies of later dots that start at `dot`, in one commit group after

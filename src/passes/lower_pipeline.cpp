@@ -27,8 +27,8 @@
 // (Apple GPUs) get two stages filled through registers instead (lower_double_buffer.cpp).
 //
 // A dot may also stream one operand and hold the other for the whole loop: A in registers (the
-// warpgroup atom's register A) or an operand defined before the loop, staged once in front of it
-// (lower_prestage.cpp); flash attention's Q K^T and P V. Only the streamed operand gets a ring.
+// warpgroup atom's register A) or an operand defined before the loop, staged once in the prologue
+// (pipeline_prologue); flash attention's Q K^T and P V. Only the streamed operand gets a ring.
 // Such a loop issues its copies at the top, right after the barrier, instead of the bottom: its
 // dots' results feed the softmax, so their mmas end waited for, and at two stages (all its
 // arrays fit) copies issued at the bottom would be waited for at the very next top, hiding
@@ -91,7 +91,7 @@ bool Lowering::held_operands(const Op& dot, const std::map<ValueId, size_t>& pos
   if (!target.async_copies || plan.kc != p.type(dot.operands[0]).shape.dims[1]) return false;
   for (int i = 0; i < 2; ++i) {
     if (plan.direct[i] != nullptr || (i == 0 && plan.register_a != gpu::kUniform)) continue;
-    const ValueId v = dot.operands[i];  // staged before the loop (lower_prestage.cpp) if it never changes
+    const ValueId v = dot.operands[i];  // staged in the prologue (pipeline_prologue) if it never changes
     if (pos.count(v) || std::count(body.args.begin(), body.args.end(), v)) return false;
   }
   return true;
@@ -207,14 +207,35 @@ ValueId Lowering::pipeline_prologue(const Op& loop, ValueId start, ValueId end, 
     prefetch_prologue(loop, pl);
     return kNoValue;
   }
-  if (pl.outer != nullptr) return persistent_prologue(pl);  // filled a tile ahead (lower_persistent.cpp)
-  const DType t = f.value(start).dtype;
-  tma_prologue(pl);
-  for (int64_t s = 0; s + 1 < pl.stages; ++s) {
-    ValueId kv = b.ew(OpKind::ADD, {start, b.ew(OpKind::MUL, {step, b.constant_int(t, s)})});
-    pipeline_copies(loop, pl, kv, c_i32(s));
+  ValueId counter = kNoValue;
+  if (pl.outer != nullptr) {
+    counter = persistent_prologue(pl);  // filled a tile ahead (lower_persistent.cpp)
+  } else {
+    const DType t = f.value(start).dtype;
+    tma_prologue(pl);
+    for (int64_t s = 0; s + 1 < pl.stages; ++s) {
+      ValueId kv = b.ew(OpKind::ADD, {start, b.ew(OpKind::MUL, {step, b.constant_int(t, s)})});
+      pipeline_copies(loop, pl, kv, c_i32(s));
+    }
+    if (options.stage_counter) counter = c_i32(0);
   }
-  return options.stage_counter ? c_i32(0) : kNoValue;
+  // A held operand is the ring's one-stage counterpart: written here, once, and ordered before
+  // the first mma by the top's barrier (and, for a warpgroup operand, fenced for the async proxy
+  // by the top's warpgroup_sync). Written in the body instead, it would need a barrier of its
+  // own after the previous iteration's mmas, which the pipelined body does not have.
+  for (const Op* d : pl.dots) {
+    const DotPlan& plan = dot_plans.at(d);
+    for (int i = 0; i < 2; ++i) {
+      const ValueId v = d->operands[i];  // unmapped: defined in the body (a b_stored B)
+      if (plan.direct[i] != nullptr || (i == 0 && plan.register_a != gpu::kUniform) || v >= map.size() ||
+          map[v] == kNoValue)
+        continue;
+      auto [a_buf, b_buf] = dot_buffers(*d, pl.stages);
+      stage(v, i == 0 ? a_buf : b_buf, plan.stage, plan.ld[i], i == 0 ? 1 : 0, 0, plan.kc,
+            plan.warpgroup() ? &plan.staged[i] : nullptr);
+    }
+  }
+  return counter;
 }
 
 void Lowering::pipeline_top(const Op& loop, ValueId iv, ValueId counter) {

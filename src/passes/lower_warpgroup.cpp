@@ -8,9 +8,10 @@
 // atom's transposed-B form; B K-major, N x K, where the plan says so) in the swizzled blocks of
 // src/target/swizzled_tile.h, written chunk by chunk by the same async copies as the warp-level
 // path, only to swizzled offsets, unpadded. An A computed in registers (attention's Q) is stored
-// element by element to the same offsets (stage()), before its loop where it does not change there
-// (lower_prestage.cpp); those stores are generic-proxy writes, which the warpgroup_sync before the
-// dot's barrier fences for the async proxy as it does the copies. An A taken from registers
+// element by element to the same offsets (stage()), at the dot, or in the prologue of a pipelined
+// loop that holds it (lower_pipeline.cpp); hoist-invariant-staging may move the former in front of
+// the loop. Those stores are generic-proxy writes, which the warpgroup_sync before the dot's (or
+// the loop top's) barrier fences for the async proxy as it does the copies. An A taken from registers
 // (DotChoice::register_a) has no array. The arrays are the first in threadgroup memory and each
 // stage is whole 1024-byte blocks, so every block sits where the hardware's swizzle (on absolute
 // address bits) expects it. The warpgroup atom reads threadgroup memory through the async proxy:

@@ -37,6 +37,9 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   };
   // What lowering left unread goes before its layout conversions become stores and barriers.
   if (options.opt_level > 0) run("dce");
+  // Dot operands lowering stages at the dot that the loop does not change, stored once in front
+  // of it instead: at every opt level, before lower-convert-layout adds barriers to loop bodies.
+  run("hoist-invariant-staging");
   run_gpu_pass("lower-convert-layout", f, ctx);  // at every opt level: emitters never see one
   // Kept rows' copies, all in flight at once, and the barrier in front of their reads: at every
   // opt level (a row's readers need the barrier), before vectorize-access takes the copy loops.

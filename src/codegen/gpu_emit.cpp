@@ -522,7 +522,12 @@ void Emitter::standalone(const gpu::Op& op) {
     case GpuOpKind::BARRIER:
       if (op.find_attr("async_proxy") != nullptr && !d_.async_proxy_fence().empty())
         w_.line(d_.async_proxy_fence() + ";");
-      if (op.find_attr("device") == nullptr && op.find_attr("memory") != nullptr)
+      if (op.find_attr("id") != nullptr) {  // one warp role's: orders memory among its threads
+        const std::string named =
+            d_.named_barrier(op.attr_int("id"), op.attr_int("threads"), op.find_attr("device") != nullptr);
+        if (named.empty()) fail(METILE_ERROR_INTERNAL, "emit", f_.name, ": the dialect has no named barriers (warp_specialize)");
+        w_.line(named + ";");
+      } else if (op.find_attr("device") == nullptr && op.find_attr("memory") != nullptr)
         w_.line(d_.group_memory_barrier() + ";");
       else
         w_.line(d_.barrier(op.find_attr("device") != nullptr) + ";");
@@ -616,6 +621,13 @@ void Emitter::standalone(const gpu::Op& op) {
       return;
     case GpuOpKind::WHILE:
       while_loop(op);
+      return;
+    case GpuOpKind::WARP_SPECIALIZE:
+      warp_roles(op);
+      return;
+    case GpuOpKind::SETMAXNREG:
+      if (std::string st = d_.set_max_registers(op.attr_int("count"), op.attr_int("inc") != 0); !st.empty())
+        w_.line(st + ";");
       return;
     case GpuOpKind::CANCEL_POINT:
       cancel_point(op.attr_int("every"));
@@ -714,7 +726,8 @@ std::string Emitter::run(KernelInterface* k) {
 
   k->name = safe(f_.name);
   if (std::find(reserved.begin(), reserved.end(), k->name) != reserved.end()) k->name += "_kernel";
-  k->threads = f_.threads;
+  k->threads = gpu::launch_threads(f_);
+  k->warp_roles = k->threads != f_.threads;
   k->max_registers = f_.max_registers;
   gpu::walk(f_.body, [&](const gpu::Op& op) {
     if (op.kind == GpuOpKind::BUILTIN) k->builtins.insert(op.builtin);

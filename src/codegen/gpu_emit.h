@@ -45,6 +45,9 @@ struct KernelInterface {
   int64_t accumulator_registers = 0;  // the largest mma accumulator a thread holds (0: none)
   int64_t loop_registers = 0;  // live through the busiest loop (register_budget.h; 0: no loop)
   int max_registers = 0;  // the user's limit a thread (gpu::Function::max_registers; 0: none)
+  /** The kernel has warp roles (warp_specialize): one block a multiprocessor, whose registers at
+   * launch the roles' setmaxnreg share out. */
+  bool warp_roles = false;
   /** TMA tensor maps (src/target/tma.h texts) by index: kernel parameters after `params`. */
   std::vector<std::string> tensor_maps;
   /** The kernel has cancel_points: it takes the host's stop word `mt_cancel` (a pointer to a
@@ -110,6 +113,13 @@ class GpuDialect {
   virtual std::string barrier(bool device_memory) const = 0;
   /** A barrier that orders device memory among the group's threads only (attribute memory). */
   virtual std::string group_memory_barrier() const { return barrier(true); }
+  /** Barrier `id` of `threads` threads, the named barrier of one warp role (gpu_ir.h,
+   * warp_specialize), ordering device memory too where `device_memory`; "" where the dialect
+   * has none. */
+  virtual std::string named_barrier(int64_t /*id*/, int64_t /*threads*/, bool /*device_memory*/) const { return ""; }
+  /** Lowers (inc false) or raises a warpgroup's register limit a thread to `count`; "" where the
+   * dialect cannot, which then runs a warp_specialize op without it. */
+  virtual std::string set_max_registers(int64_t /*count*/, bool /*inc*/) const { return ""; }
   /** Makes this thread's device-memory writes visible to asynchronous (TMA) copies; "" where
    * the dialect has none. Emitted before a barrier that carries the async_proxy attribute. */
   virtual std::string async_proxy_fence() const { return ""; }

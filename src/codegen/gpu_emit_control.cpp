@@ -28,6 +28,17 @@ void Emitter::branch(const gpu::Op& op) {
   w_.close();
 }
 
+// The producers are the threads past the function's: the consumers keep the indices every
+// layout was built for. The branch is uniform per warp (roles are whole warpgroups).
+void Emitter::warp_roles(const gpu::Op& op) {
+  w_.open("if (" + d_.builtin(gpu::Builtin::thread_index, 0) + " >= " + std::to_string(f_.threads) + ")");
+  block(op.regions[0]);
+  w_.close();
+  w_.open("else");
+  block(op.regions[1]);
+  w_.close();
+}
+
 // for (;;) { before; passed = its values; if (!cond) break; after; carried = its yield }: the
 // results are the passed variables after the loop. The condition is uniform, so every thread
 // turns the same number of times.

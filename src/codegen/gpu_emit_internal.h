@@ -86,6 +86,7 @@ class Emitter {
   /** if and while (uniform conditions: every thread takes the same path). */
   void branch(const gpu::Op& op);
   void while_loop(const gpu::Op& op);
+  void warp_roles(const gpu::Op& op);
   /** A check of the host's stop word, every `every`-th time a thread gets here: the one place
    * every loop's back-edge check is spelled (insert-cancel-points puts the op there). */
   void cancel_point(int64_t every);

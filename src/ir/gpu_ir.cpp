@@ -153,6 +153,21 @@ std::vector<std::string> name_values(const Function& f,
   return names;
 }
 
+int launch_threads(const Function& f) {
+  for (const Op& op : f.body.ops)
+    if (op.kind == GpuOpKind::WARP_SPECIALIZE) return f.threads + static_cast<int>(op.attr_int("producers"));
+  return f.threads;
+}
+
+Op role_barrier(const Function& f, const Op& specialize, size_t role) {
+  Op bar;
+  bar.kind = GpuOpKind::BARRIER;
+  bar.attrs = {{"id", int64_t{role == 0 ? 2 : 1}},
+               {"threads", role == 0 ? specialize.attr_int("producers") : int64_t{f.threads}}};
+  bar.loc = specialize.loc;
+  return bar;
+}
+
 Block* loop_back_edge(Op& op) {
   if (op.kind == GpuOpKind::FOR) return &op.body();
   return op.kind == GpuOpKind::WHILE ? &op.regions.at(1) : nullptr;

@@ -77,6 +77,18 @@
  *   mbar_arrive(bar, lane [, pred]): each thread whose `lane` (its simd lane) is 0 arrives once on
  *       the mbarrier `bar`, where the uniform bool pred holds: one arrival per simdgroup, made
  *       after everything the simdgroup did before it (release_stages.cpp).
+ *   warp_specialize {producers}: a producer and a consumer block (no arguments, each ending in
+ *       an empty yield), at top level, once. The launch runs `producers` threads (whole
+ *       warpgroups) beyond `threads`: thread indices threads.. run the producer block, the
+ *       function's `threads` (whom every layout covers) the consumer block; neither runs what
+ *       the other does, so each block's control flow is uniform over its own threads only, and
+ *       a barrier inside a block is its role's named barrier (role_barrier). The ops before it
+ *       run on every thread: pure ones and thread 0's (mbar_init, tma_load) only, plus
+ *       barriers (specialize_warps.cpp).
+ *   setmaxnreg {count, inc}: the warpgroup's threads lower (inc=0) or raise (inc=1) their register
+ *       limit to `count` (24..256, a multiple of 8); first in a warp_specialize block.
+ *   barrier {id, threads}: a named barrier that `threads` threads (a multiple of the simd width)
+ *       of one warp_specialize role take part in; without them, the whole threadgroup's.
  *   async_commit: the copies issued since the last commit form a group.
  *   async_wait {pending}: waits until at most `pending` groups are still in flight (own thread).
  */
@@ -135,7 +147,7 @@ inline bool is_group_builtin(Builtin b) {
 /** Blocks a region op owns: two for IF (then, else) and WHILE (before, after), one for FOR. */
 inline size_t gpu_regions(GpuOpKind k) {
   if (!has_gpu_trait(k, kGRegion)) return 0;
-  return k == GpuOpKind::IF || k == GpuOpKind::WHILE ? 2 : 1;
+  return k == GpuOpKind::IF || k == GpuOpKind::WHILE || k == GpuOpKind::WARP_SPECIALIZE ? 2 : 1;
 }
 
 using LayoutId = uint32_t;
@@ -274,6 +286,15 @@ std::string print(const Function& f);
 void verify(const Function& f);
 /** The same; on failure *failed is the op that failed (nullptr: the function as a whole). */
 void verify(const Function& f, const Op** failed);
+
+/** Threads a launch of `f` runs: its threads, plus a warp_specialize op's producers. */
+int launch_threads(const Function& f);
+/**
+ * A barrier of the threads running block `role` of the warp_specialize op `specialize` (0: the
+ * producers, 1: the consumers) and no others: named barrier 1 for the consumers, 2 for the
+ * producers (0 stays the whole threadgroup's).
+ */
+Op role_barrier(const Function& f, const Op& specialize, size_t role);
 
 /**
  * The block whose end is `op`'s loop back-edge (a for's body, a while's after block), or

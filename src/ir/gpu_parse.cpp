@@ -392,7 +392,7 @@ class Parser {
     for (GpuOpKind k : kKinds) {
       // Element-wise ops and atomics print their Tile IR op; loops have their own syntax.
       if (k == GpuOpKind::ELEMENTWISE || k == GpuOpKind::ATOMIC || k == GpuOpKind::FOR ||
-          k == GpuOpKind::IF || k == GpuOpKind::WHILE)
+          k == GpuOpKind::IF || k == GpuOpKind::WHILE || k == GpuOpKind::WARP_SPECIALIZE)
         continue;
       if (gpu_op_name(k) == name) return k;
     }
@@ -516,6 +516,11 @@ class Parser {
       control(b, p, name == "if", results, depth);
       return;
     }
+    if (name == "warp_specialize") {
+      if (!results.empty()) bad_at(np, "warp_specialize has no results");
+      specialize(b, p, depth);
+      return;
+    }
     op.kind = op_kind(name, np, op);
     suffix(op, results);
     blanks();
@@ -637,6 +642,30 @@ class Parser {
     end_line();
     op.regions.push_back(scoped_block(passed, depth, true));
     for (const Named& r : results) op.results.push_back(define(r));
+    b.ops.push_back(std::move(op));
+  }
+
+  // `warp_specialize producers=N {` ... `} consumers {` ... `}`.
+  void specialize(Block& b, Pos p, int depth) {
+    if (depth >= kMaxLoopDepth) bad_at(p, "regions nest deeper than ", kMaxLoopDepth, " levels");
+    Op op;
+    op.kind = GpuOpKind::WARP_SPECIALIZE;
+    blanks();
+    while (peek_char() != '{') {
+      Pos ap = here();
+      std::string key = word("an attribute (name=value) or '{'");
+      if (!accept("=")) expected(cat("'=' after attribute ", key));
+      if (op.find_attr(key) != nullptr) bad_at(ap, "attribute ", key, " is given twice");
+      op.attrs.push_back({key, attr_value()});
+      blanks();
+    }
+    expect("{");
+    end_line();
+    op.regions.push_back(scoped_block({}, depth, false));
+    expect_word("consumers");
+    expect("{");
+    end_line();
+    op.regions.push_back(scoped_block({}, depth, true));
     b.ops.push_back(std::move(op));
   }
 

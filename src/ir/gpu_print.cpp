@@ -68,9 +68,16 @@ struct Printer {
   void block(const Block& b, int indent) {
     for (const Op& op : b.ops) one(op, indent);
   }
-  // if %c { ... } else { ... }; while iter(%c: T = %init, ...) { ... } do (%a: T, ...) { ... }
+  // if %c { ... } else { ... }; while iter(%c: T = %init, ...) { ... } do (%a: T, ...) { ... };
+  // warp_specialize producers=N { ... } consumers { ... }
   void control(const Op& op, int indent, const std::string& pad) {
-    if (op.kind == GpuOpKind::IF) {
+    if (op.kind == GpuOpKind::WARP_SPECIALIZE) {
+      out << "warp_specialize";
+      attrs(op);
+      out << " {\n";
+      block(op.regions[0], indent + 1);
+      out << pad << "} consumers {\n";
+    } else if (op.kind == GpuOpKind::IF) {
       out << "if " << ref(op.operands[0]) << " {\n";
       block(op.regions[0], indent + 1);
       out << pad << "} else {\n";
@@ -114,7 +121,7 @@ struct Printer {
     }
     for (size_t i = 0; i < op.results.size(); ++i) out << (i ? ", " : "") << typed(op.results[i]);
     if (!op.results.empty()) out << " = ";
-    if (op.kind == GpuOpKind::IF || op.kind == GpuOpKind::WHILE) {
+    if (op.kind == GpuOpKind::IF || op.kind == GpuOpKind::WHILE || op.kind == GpuOpKind::WARP_SPECIALIZE) {
       control(op, indent, pad);
       return;
     }

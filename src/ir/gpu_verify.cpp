@@ -22,6 +22,9 @@ struct Verifier {
   std::vector<bool> defined = std::vector<bool>(f.values.size(), false);
   std::vector<std::string> names = name_values(f, {});
   const Op* current = nullptr;
+  // The warp_specialize op whose block is being checked, and which block (0: producers).
+  const Op* roles = nullptr;
+  size_t role = 0;
 
   template <typename... Args>
   [[noreturn]] void bad(Args&&... parts) const {
@@ -247,10 +250,32 @@ struct Verifier {
         if (!why.empty()) bad(why);
         break;
       }
-      case GpuOpKind::BARRIER:
+      case GpuOpKind::BARRIER: {
         operands(0, 0);
         results(0);
+        // Inside a warp role, the role's named barrier: the other role's threads never come.
+        const bool named = op.find_attr("id") != nullptr || op.find_attr("threads") != nullptr;
+        if (roles == nullptr && named) bad("a named barrier belongs in a warp_specialize block");
+        if (roles != nullptr) {
+          const Op want = role_barrier(f, *roles, role);
+          if (!named || op.attr_int("id") != want.attr_int("id") || op.attr_int("threads") != want.attr_int("threads"))
+            bad("in the ", role == 0 ? "producer" : "consumer", " block a barrier must be named id=",
+                want.attr_int("id"), " threads=", want.attr_int("threads"));
+        }
         break;
+      }
+      case GpuOpKind::SETMAXNREG: {
+        operands(0, 0);
+        results(0);
+        const int64_t count = op.attr_int("count"), inc = op.attr_int("inc");
+        if (count < 24 || count > 256 || count % 8 != 0) bad("count must be a multiple of 8 in 24..256");
+        if (inc != 0 && inc != 1) bad("inc must be 0 or 1");
+        if (roles == nullptr) bad("belongs in a warp_specialize block");
+        break;
+      }
+      case GpuOpKind::WARP_SPECIALIZE:
+        specialize(op, top_level);
+        return;
       case GpuOpKind::SHUFFLE_XOR:
       case GpuOpKind::SHUFFLE: {
         operands(2, 2);
@@ -541,6 +566,27 @@ struct Verifier {
       yields(op.regions[1], op.results, false, "the after block");
     }
     for (ValueId r : op.results) define(r);
+  }
+
+  // warp_specialize: the last op at top level; whole warpgroups of producers beside a function
+  // of whole warpgroups; two blocks without arguments, each ending in an empty yield.
+  void specialize(const Op& op, bool top_level) {
+    operands(0, 0);
+    results(0);
+    if (!top_level || &op != &f.body.ops.back()) bad("must be the last op at top level");
+    const int64_t producers = op.attr_int("producers");
+    if (producers < 128 || producers % 128 != 0 || f.threads % 128 != 0)
+      bad("producers (", producers, ") and threads (", f.threads, ") must be whole warpgroups");
+    roles = &op;
+    for (size_t r = 0; r < 2; ++r) {
+      const Block& b = op.regions[r];
+      if (!b.args.empty()) bad("warp_specialize blocks take no arguments");
+      role = r;
+      scoped(b);
+      current = &op;
+      yields(b, {}, false, r == 0 ? "the producer block" : "the consumer block");
+    }
+    roles = nullptr;
   }
 
   void block(const Block& b, bool top_level, bool loop_body) {

@@ -118,6 +118,9 @@ std::vector<size_t> FlowGraph::flow(const gpu::Block& b, std::vector<size_t> fro
         from = tested;
         break;
       }
+      // The warp roles run side by side; each role's barriers order its own threads only, so
+      // as for an if, a path goes through one role's block.
+      case GpuOpKind::WARP_SPECIALIZE:
       case GpuOpKind::IF: {
         std::vector<size_t> out = flow(op.regions[0], from);
         for (size_t n : flow(op.regions[1], from)) out.push_back(n);

@@ -10,7 +10,8 @@
 // effects are asynchronous (matrix ops, async and TMA copies, mbarriers, warpgroup waits) count
 // as reading and writing every array (AsyncEffects::every_array, barrier_flow.h), so the barriers
 // around them stay, as do barriers with attributes (they also order device memory or fence the
-// async proxy).
+// async proxy) other than a warp role's name (id, threads: the same barrier among fewer threads,
+// whose paths the flow graph keeps in their role's block).
 // Needs: verified GPU IR with thread-uniform control flow, before allocate-threadgroup-memory
 // (arrays that come to share bytes get their barrier back there). Guarantees: two conflicting
 // threadgroup accesses that had a barrier between them on every path still have one; nothing
@@ -22,6 +23,16 @@
 
 namespace metile {
 
+namespace {
+
+bool plain(const gpu::Op& barrier) {
+  for (const Attr& a : barrier.attrs)
+    if (a.name != "id" && a.name != "threads") return false;
+  return true;
+}
+
+}  // namespace
+
 void elide_barriers(gpu::Function& f, const PassContext&) {
   FlowGraph g(f);
   std::set<const gpu::Op*> gone;
@@ -30,7 +41,7 @@ void elide_barriers(gpu::Function& f, const PassContext&) {
   // read, one stays).
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     FlowNode& node = g.nodes[n];
-    if (!node.barrier || !node.op->attrs.empty()) continue;
+    if (!node.barrier || !plain(*node.op)) continue;
     if (g.until_barrier(n, false).conflicts(g.until_barrier(n, true))) continue;
     node.barrier = false;
     gone.insert(node.op);

@@ -12,7 +12,8 @@
 // with what came before a loop gets its barrier before the loop. A TMA copy reads through the
 // async proxy, so writes before it also need a proxy fence (attribute async_proxy on the barrier).
 // An if's two blocks each see what came before it, and what either leaves pending is pending
-// after it; a while is a loop whose turns run its before and after blocks.
+// after it; a while is a loop whose turns run its before and after blocks; the blocks of a
+// warp_specialize op are an if's, with their role's named barrier.
 // Needs: verified GPU IR with uniform control flow (for, if and while). Guarantees: every
 // such pair, in one iteration or across a loop's back edge, has a device barrier between them;
 // nothing else changes.
@@ -95,6 +96,12 @@ struct Loop {
   std::set<ValueId> inside;  // the values its body defines, nested bodies' included
 };
 
+gpu::Op whole_group_barrier() {
+  gpu::Op bar;
+  bar.kind = GpuOpKind::BARRIER;
+  return bar;
+}
+
 struct Order {
   gpu::Function& f;
   std::vector<uint64_t> params_of;
@@ -102,6 +109,9 @@ struct Order {
   std::unordered_map<ValueId, gpu::Op> def;
   std::vector<Loop> loops;
   std::unordered_map<ValueId, size_t> loop_of;  // a value a loop body defines: the innermost one
+  // The barrier this pass inserts: the whole group's, or in a warp_specialize block its role's
+  // (the other role's threads never come to it).
+  gpu::Op barrier = whole_group_barrier();
 
   // Fills loops and loop_of; `open`: the loops around blk, innermost last.
   void index(const gpu::Block& blk, std::vector<size_t>& open) {
@@ -372,10 +382,9 @@ struct Order {
 
   // A barrier that orders device memory (and fences the async proxy) before op i; the barrier
   // just before it, if there is one, gains that order. i then still names that op.
-  static void order_before(gpu::Block& blk, size_t& i, Pending& pending, bool async_proxy) {
+  void order_before(gpu::Block& blk, size_t& i, Pending& pending, bool async_proxy) const {
     if (i == 0 || blk.ops[i - 1].kind != GpuOpKind::BARRIER) {
-      gpu::Op bar;
-      bar.kind = GpuOpKind::BARRIER;
+      gpu::Op bar = barrier;
       bar.loc = blk.ops[i].loc;
       blk.ops.insert(blk.ops.begin() + static_cast<std::ptrdiff_t>(i), std::move(bar));
       ++i;
@@ -413,6 +422,18 @@ struct Order {
       }
       if (op.kind == GpuOpKind::WHILE) {
         while_loop(blk.ops[i], pending);
+        continue;
+      }
+      // Warp roles: as an if's blocks, each with its own barrier. Accesses of one role are not
+      // ordered against the other's here: specialize_warps.cpp leaves none that conflict.
+      if (op.kind == GpuOpKind::WARP_SPECIALIZE) {
+        Pending other = pending;
+        for (size_t r = 0; r < 2; ++r) {
+          barrier = gpu::role_barrier(f, blk.ops[i], r);
+          block(blk.ops[i].regions[r], r == 0 ? other : pending);
+        }
+        barrier = whole_group_barrier();
+        pending.insert(other.begin(), other.end());
         continue;
       }
       std::optional<Access> a = access(op);

@@ -197,8 +197,11 @@ class CudaDialect final : public GpuDialect {
     // fragment-layout epilogue's indices) and one block runs per multiprocessor, too few warps
     // to hide the copies' latency; a bound below what its loop keeps live makes it spill.
     // A limit the user named (maxnreg) replaces the bound: nvcc refuses both on one kernel.
+    // Warp roles: one block, each thread at launch as many registers as that allows, which the
+    // roles' setmaxnreg share out (specialize_warps.cpp); a second block would starve their
+    // setmaxnreg.inc.
     std::string bounds = std::to_string(k.threads);
-    int blocks = min_blocks_per_multiprocessor(k.threads, k.accumulator_registers, k.loop_registers);
+    int blocks = k.warp_roles ? 1 : min_blocks_per_multiprocessor(k.threads, k.accumulator_registers, k.loop_registers);
     if (blocks > 0) bounds += ", " + std::to_string(blocks);
     const std::string qualifier = k.max_registers > 0 ? "__maxnreg__(" + std::to_string(k.max_registers) + ")"
                                                       : "__launch_bounds__(" + bounds + ")";
@@ -243,6 +246,19 @@ class CudaDialect final : public GpuDialect {
   }
 
   std::string group_memory_barrier() const override { return "__syncthreads()"; }
+
+  // bar.sync orders shared and global memory among the threads taking part, as __syncthreads
+  // (barrier 0) does among the block's.
+  std::string named_barrier(int64_t id, int64_t threads, bool device_memory) const override {
+    return std::string(device_memory ? "__threadfence(); " : "") + "asm volatile(\"bar.sync " + std::to_string(id) +
+           ", " + std::to_string(threads) + ";\" ::: \"memory\")";
+  }
+
+  // sm_90a: every warp of the warpgroup runs it together (.sync.aligned).
+  std::string set_max_registers(int64_t count, bool inc) const override {
+    return std::string("asm volatile(\"setmaxnreg.") + (inc ? "inc" : "dec") + ".sync.aligned.u32 " +
+           std::to_string(count) + ";\")";
+  }
 
   // TMA copies read global memory through the async proxy (PTX ISA, memory consistency model).
   std::string async_proxy_fence() const override {

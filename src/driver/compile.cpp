@@ -74,6 +74,12 @@ std::shared_ptr<CompiledKernel> compile_kernel(Cache& cache, const std::shared_p
   for (std::string_view name : split_list(gpu_off))
     if (!options.disables(name)) options.disabled_passes.emplace_back(name);
   check_pass_names(options.disabled_passes);
+  // METILE_GPU_ON: opt-in passes to run (kOptInPasses; the cache key includes them).
+  const std::string gpu_on = env_string("METILE_GPU_ON");
+  for (std::string_view name : split_list(gpu_on))
+    if (std::find(options.enabled_passes.begin(), options.enabled_passes.end(), name) == options.enabled_passes.end())
+      options.enabled_passes.emplace_back(name);
+  check_enabled_pass_names(options.enabled_passes);
   if (options.check_bounds && options.unchecked)
     fail(METILE_ERROR_INVALID_ARGUMENT, "compile", program->name,
          ": check_bounds and unchecked exclude each other");

@@ -41,6 +41,9 @@ const std::vector<PassInfo>& gpu_passes();
  * "lower-convert-layout", which every pipeline needs (no emitter reads a convert_layout).
  */
 void check_pass_names(const std::vector<std::string>& names);
+/** METILE_ERROR_INVALID_ARGUMENT naming the first name in `names` (CompileOptions::enabled_passes)
+ * that is no opt-in pass (kOptInPasses), with the known ones. */
+void check_enabled_pass_names(const std::vector<std::string>& names);
 /** Runs the named pass and verifies the result; METILE_ERROR_INVALID_ARGUMENT for an unknown name. */
 void run_gpu_pass(std::string_view name, gpu::Function& f, const PassContext& ctx);
 /**

@@ -33,7 +33,7 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   ctx.device = device;
   ctx.check_threadgroup_limit = last;
   auto run = [&](std::string_view name) {  // CompileOptions::disabled_passes may name any but the first
-    if (!options.disables(name)) run_gpu_pass(name, f, ctx);
+    if (options.runs(name)) run_gpu_pass(name, f, ctx);
   };
   // What lowering left unread goes before its layout conversions become stores and barriers.
   if (options.opt_level > 0) run("dce");
@@ -50,6 +50,7 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   run("preload-fragments");
   if (options.opt_level > 0) {
     run("release-stages");    // a TMA ring's stages freed by mbarriers, not the K loop's barrier
+    run("specialize-warps");  // its copies on a producer warpgroup (opt-in: kOptInPasses)
     run("fold-constants");    // index math on literals, x + 0 from aranges
     run("cse");               // repeated coords, masks and addresses
     run("dce");               // what folding and merging left unused

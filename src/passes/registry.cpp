@@ -64,6 +64,20 @@ void check_pass_names(const std::vector<std::string>& names) {
   }
 }
 
+void check_enabled_pass_names(const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    std::string known;
+    bool found = false;
+    for (std::string_view p : kOptInPasses) {
+      found = found || p == n;
+      known += (known.empty() ? "" : ", ") + std::string(p);
+    }
+    if (!found)
+      fail(METILE_ERROR_INVALID_ARGUMENT, "passes", "unknown pass \"", n,
+           "\" to enable (METILE_GPU_ON / enabled_passes; opt-in GPU IR passes: ", known, ")");
+  }
+}
+
 std::string run_gpu_passes_on_text(std::string_view text, const std::vector<std::string>& passes,
                                    const GpuTarget& target) {
   gpu::Function f = gpu::parse(text);

@@ -20,6 +20,10 @@ std::string CompileOptions::key() const {
     os << ";disabled_passes=";
     for (const std::string& p : disabled_passes) os << p << ',';
   }
+  if (!enabled_passes.empty()) {
+    os << ";enabled_passes=";
+    for (const std::string& p : enabled_passes) os << p << ',';
+  }
   return os.str();
 }
 

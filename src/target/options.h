@@ -41,6 +41,10 @@ inline constexpr std::array<PassAlias, 5> kPassAliases = {{
     {"wgmma_kmajor_b", "warpgroup_kmajor_b"}, {"wgmma_register_a", "warpgroup_register_a"},
     {"preload", "preload-fragments"}, {"serpentine", "serpentine-mma"}, {"ldmatrix", "ldmatrix-fragments"}}};
 
+/** GPU IR passes that run only where CompileOptions::enabled_passes (METILE_GPU_ON) names them:
+ * new ones not yet measured on a device. Naming one in disabled_passes still turns it off. */
+inline constexpr std::array<std::string_view, 1> kOptInPasses = {"specialize-warps"};
+
 struct CompileOptions {
   int num_threads = 0;
   int allow_tf32 = -1;
@@ -63,6 +67,19 @@ struct CompileOptions {
         if (p == a.earlier && name == a.current) return true;
     }
     return false;
+  }
+  /** Opt-in passes (kOptInPasses) to run; METILE_GPU_ON, a comma list of them, adds to it. */
+  std::vector<std::string> enabled_passes;
+  /** Whether the pipeline runs `name`: not disabled, and, for an opt-in pass, enabled. */
+  bool runs(std::string_view name) const {
+    if (disables(name)) return false;
+    for (std::string_view opt_in : kOptInPasses)
+      if (opt_in == name)
+        for (const std::string& p : enabled_passes)
+          if (p == name) return true;
+    for (std::string_view opt_in : kOptInPasses)
+      if (opt_in == name) return false;
+    return true;
   }
   /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)
    * instead of only keeping it inside; METILE_CHECK=1 turns it on for every compile. */

@@ -25,7 +25,8 @@ std::string refusal(const std::vector<std::string>& names) {
 
 TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   EXPECT_EQ(refusal({"split_k", "whole_tiles", "cse", "order-device-memory", "tma", "pipeline",
-                     "one_align", "last_first", "double_buffer", "fp8_promote", "release-stages"}), "");
+                     "one_align", "last_first", "double_buffer", "fp8_promote", "release-stages",
+                     "specialize-warps"}), "");
   // An earlier name is accepted and names the pass or piece (kPassAliases).
   EXPECT_EQ(refusal({"wgmma_kmajor_b", "wgmma_register_a", "warpgroup_kmajor_b", "preload",
                      "serpentine", "ldmatrix"}), "");
@@ -40,7 +41,8 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   std::string why = refusal({"cse", "bogus"});
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;
-  EXPECT_NE(why.find("GPU IR passes: hoist-invariant-staging, ldmatrix-fragments, serpentine-mma, preload-fragments, release-stages, fold-constants, cse, dce, "
+  EXPECT_NE(why.find("GPU IR passes: hoist-invariant-staging, ldmatrix-fragments, serpentine-mma, preload-fragments, "
+                     "release-stages, specialize-warps, fold-constants, cse, dce, "
                      "vectorize-access, insert-cancel-points, order-device-memory, elide-barriers;"),
             std::string::npos) << why;
   EXPECT_NE(why.find("pieces: async_copy, aligned_body, "), std::string::npos) << why;

@@ -41,7 +41,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
   EXPECT_EQ(names, (std::vector<std::string>{"hoist-invariant-staging", "lower-convert-layout",
                                              "copy-rows-async", "ldmatrix-fragments", "serpentine-mma", "preload-fragments", "release-stages",
-                                             "fold-constants", "cse", "dce",
+                                             "specialize-warps", "fold-constants", "cse", "dce",
                                              "vectorize-access", "insert-cancel-points",
                                              "order-device-memory", "elide-barriers",
                                              "allocate-threadgroup-memory"}));
@@ -54,7 +54,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
     EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: hoist-invariant-staging, "
                               "lower-convert-layout, copy-rows-async, ldmatrix-fragments, serpentine-mma, preload-fragments, "
-                              "release-stages, fold-constants, cse, dce"));
+                              "release-stages, specialize-warps, fold-constants, cse, dce"));
   }
 }
 

@@ -206,6 +206,29 @@ TEST(GpuPasses, SpecializeWarpsCompilesThroughNvrtcForSm90a) {
   }
 }
 
+// A barrier in the epilogue (as a layout conversion there writes one) becomes the consumers'
+// named barrier; through the passes after it and the CUDA emitter, that is bar.sync 1, 256 after
+// the split and __syncthreads() only before it, and NVRTC compiles it for sm_90a.
+TEST(GpuPasses, SpecializeWarpsNamesTheConsumersBarriers) {
+  std::string in = passes(lowered_text(kernels::gemm_config(DType::bf16, 128, 128, 64, true), 256, 3), {"release-stages"});
+  const std::string store = "  store %c_ptrs";
+  ASSERT_NE(in.find(store), std::string::npos) << in;
+  in.insert(in.find(store), "  barrier\n");
+  const std::string out = passes(in, {"specialize-warps"});
+  const std::string consumers = out.substr(out.find("} consumers {"));
+  EXPECT_EQ(count(consumers, "    barrier id=1 threads=256\n"), 1) << out;
+  EXPECT_EQ(count(out, " barrier\n"), 1) << "the setup's, before the split\n" << out;
+  std::string why;
+  if (cuda::load_nvrtc(&why) == nullptr) GTEST_SKIP() << "NVRTC is not installed: " << why;
+  const gpu::Function f = gpu::parse(passes(out, {"fold-constants", "cse", "dce", "vectorize-access", "order-device-memory",
+                                                  "insert-cancel-points", "allocate-threadgroup-memory"}));
+  const CudaKernelSource s = emit_cuda(f);
+  EXPECT_EQ(count(s.source, "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");"), 1) << s.source;
+  EXPECT_EQ(count(s.source, "__syncthreads();"), 1) << s.source;
+  std::string log;
+  EXPECT_NO_THROW(cuda::nvrtc_compile(s.source, s.entry, "sm_90a", &log)) << log << s.source;
+}
+
 // ---- the protocol, modelled ------------------------------------------------------------------
 // One producer thread and `warps` consumer warps run the ring as the specialized kernel does
 // (the index math of lower_tma.cpp and release_stages.cpp), each step of each picked at random;

@@ -108,6 +108,22 @@ const char* const kEveryOp = R"(gpu_kernel @every_op(%x: ptr<f32>, %n: i32, %cou
 }
 )";
 
+// The warp-role ops (specialize_warps.cpp), which need a function of whole warpgroups and end
+// its top level: a function of their own.
+const char* const kWarpRoles = R"(gpu_kernel @roles(%n: i32) threads=256 simd=32 {
+  %tid: i32 thread = builtin thread_index.x
+  barrier
+  warp_specialize producers=128 {
+    setmaxnreg count=40 inc=0
+    yield
+  } consumers {
+    setmaxnreg count=232 inc=1
+    barrier id=1 threads=256
+    yield
+  }
+}
+)";
+
 // Every function of the GPU lowering tests' kernels (the shared suite plus GEMM variants: f32
 // with tf32 on and off, f16, bf16, epilogues, bias broadcasts, swizzles, ragged bounds), lowered
 // for Apple (simdgroup_matrix; Metal 4 tensor_ops) and NVIDIA (sm_80, sm_90), before and after
@@ -165,6 +181,8 @@ TEST(GpuParse, PrintParsePrintIsIdenticalForEveryLoweredKernel) {
   EXPECT_GT(fragments, 0);
   // Every op of the table is read back, from a lowering or from the hand-written function.
   collect_kinds(gpu::parse(kEveryOp), kinds);
+  collect_kinds(gpu::parse(kWarpRoles), kinds);
+  EXPECT_EQ(gpu::print(gpu::parse(kWarpRoles)), kWarpRoles);
   for (GpuOpKind k : kAllKinds)
     EXPECT_TRUE(kinds.count(k)) << "no " << gpu::gpu_op_name(k) << " was parsed: add it to kEveryOp";
 }

@@ -1,10 +1,11 @@
-"""Before/after timings of metile's mma.sync GEMM in one run: each variant (a libmetile.so and a
-METILE_GPU_OFF list) in its own process, in rounds that alternate the variants' order, so two
+"""Before/after timings of metile's mma.sync GEMM in one run: each variant (a libmetile.so, a
+METILE_GPU_OFF list and, optionally, a METILE_GPU_ON list) in its own process, in rounds that alternate the variants' order, so two
 builds or a piece switched on and off are compared on the same GPU minutes apart at most.
 
     METILE_CUDA_WGMMA=0 python3 bench/gemm_ab.py \\
         --variant after=/tmp/mb/libmetile.so: --variant off=/tmp/mb/libmetile.so:stage_counter \\
         --case f16:4096:2 --case tf32:4096:4 [--rounds 2] [--out FILE]
+    python3 bench/gemm_ab.py --variant off=LIB: --variant ws=LIB::specialize-warps --case f16:4096:6
 
 A case is dtype:n:config (f16 or tf32, n^3; config an index into gemm_vs_cublas.py's CONFIGS). Each variant
 gets its own compile cache directory (the cache keys do not name the library build). Every
@@ -64,7 +65,7 @@ def child(cases):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", action="append", required=True, help="name=LIB:GPU_OFF")
+    ap.add_argument("--variant", action="append", required=True, help="name=LIB:GPU_OFF[:GPU_ON]")
     ap.add_argument("--case", action="append", required=True, help="dtype:n:config")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default=None)
@@ -75,12 +76,12 @@ def main():
     variants = []
     for v in args.variant:
         name, rest = v.split("=", 1)
-        lib, off = rest.split(":", 1)
-        variants.append((name, lib, off, tempfile.mkdtemp(prefix="metile-ab-")))
+        lib, off, on = (rest.split(":", 2) + [""])[:3]
+        variants.append((name, lib, off, on, tempfile.mkdtemp(prefix="metile-ab-")))
     best = {}
     for r in range(args.rounds):
-        for name, lib, off, cache in (variants if r % 2 == 0 else variants[::-1]):
-            env = dict(os.environ, METILE_LIBRARY=lib, METILE_GPU_OFF=off, METILE_CACHE_DIR=cache)
+        for name, lib, off, on, cache in (variants if r % 2 == 0 else variants[::-1]):
+            env = dict(os.environ, METILE_LIBRARY=lib, METILE_GPU_OFF=off, METILE_GPU_ON=on, METILE_CACHE_DIR=cache)
             cmd = [sys.executable, os.path.abspath(__file__), "--child", "--variant", "x=y:z"]
             for c in args.case:
                 cmd += ["--case", c]

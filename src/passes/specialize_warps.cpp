@@ -80,11 +80,7 @@ int64_t consumer_registers(int64_t threads) {
 
 class Specializer {
  public:
-  explicit Specializer(gpu::Function& f) : f_(f) {
-    gpu::walk(f.body, [&](const gpu::Op& op) {
-      for (ValueId r : op.results) defs_[r] = &op;
-    });
-  }
+  explicit Specializer(gpu::Function& f) : f_(f), defs_(defining_ops(f.body)) {}
 
   // Splits the function into the two roles; false (nothing changed) where it does not take.
   bool run() {
@@ -334,7 +330,7 @@ class Specializer {
 
   static constexpr size_t kNone = ~size_t{0};
   gpu::Function& f_;
-  std::map<ValueId, const gpu::Op*> defs_;
+  DefiningOps<gpu::Block> defs_;
   size_t loop_ = kNone;
   ValueId tid_ = kNoValue;
   bool copies_ = false;

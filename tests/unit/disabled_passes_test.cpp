@@ -40,7 +40,7 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   std::string why = refusal({"cse", "bogus"});
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;
-  EXPECT_NE(why.find("GPU IR passes: hoist-invariant-staging, ldmatrix-fragments, serpentine-mma, preload-fragments, release-stages, fold-constants, cse, dce, "
+  EXPECT_NE(why.find("GPU IR passes: hoist-invariant-staging, issue-copies-early, ldmatrix-fragments, serpentine-mma, preload-fragments, release-stages, fold-constants, cse, dce, "
                      "vectorize-access, insert-cancel-points, order-device-memory, elide-barriers;"),
             std::string::npos) << why;
   EXPECT_NE(why.find("pieces: async_copy, aligned_body, "), std::string::npos) << why;

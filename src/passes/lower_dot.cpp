@@ -237,23 +237,24 @@ void Lowering::dot(const Op& op) {
   }
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     if (piped == pipelined_dots.end()) {  // else staged, waited for and synchronized by the loop
-      // early: the copies were issued at an earlier dot (lower_early_copy.cpp).
+      // Copies from device memory form one group waited for at once; issue-copies-early may start
+      // it at an earlier dot.
       const bool direct = plan.direct[0] != nullptr || plan.direct[1] != nullptr;
-      const bool early = early_issued.count(&op) != 0;
       if (plan.direct[0] != nullptr) {
-        if (!early) stage_direct(*plan.direct[0], a_buf, lda);
+        stage_direct(*plan.direct[0], a_buf, lda);
       } else if (!reg_a) {
         stage(op.operands[0], a_buf, plan.stage, lda, 1, k0, kc, plan.warpgroup() ? &plan.staged[0] : nullptr);
       }
       if (plan.direct[1] != nullptr) {
-        if (!early) stage_direct(*plan.direct[1], b_buf, ldb);
+        stage_direct(*plan.direct[1], b_buf, ldb);
       } else {
         stage(op.operands[1], b_buf, plan.stage, ldb, 0, k0, kc, plan.warpgroup() ? &plan.staged[1] : nullptr,
               plan.b_stored);
       }
-      if (direct && !early) async_commit();
-      const int64_t later = issue_early_copies(op);  // groups committed after this dot's own
-      if (direct) async_wait(later);
+      if (direct) {
+        async_commit();
+        async_wait(0);
+      }
       // Warpgroup: copies and stores fenced for the async proxy, earlier warpgroup MMAs done with the arrays.
       warpgroup_sync_for({&op});
       b.barrier();

@@ -245,15 +245,6 @@ class Lowering {
   /** At the bottom: those registers into the other stage, then the iteration's one barrier. */
   void prefetch_store(Pipeline& pl);
 
-  // --- lower_early_copy.cpp ---
-  /** Issues the direct copies of later dots that start at `dot`, in one commit group after
-   * dot's own; returns the groups issued (0 or 1). */
-  int64_t issue_early_copies(const Op& dot);
-  void plan_early_copies();
-  bool early_planned = false;
-  std::map<const Op*, std::vector<const Op*>> early_copies;  // dot -> later dots copied there
-  std::set<const Op*> early_issued;                          // dots whose copies ran earlier
-
   // --- lower_trans_operand.cpp ---
   /** Whether a dot's A or B operand is the only read of Tile IR value `tile_value`. */
   bool only_a_dot_reads(ValueId tile_value);

@@ -61,12 +61,6 @@ struct LowerOptions {
    * .trans (lower_trans_operand.cpp). Off: staged element by element through registers.
    */
   bool kmajor_b = true;
-  /**
-   * A dot's copies from device memory start at an earlier dot of the same block when its loads
-   * come before that one (attention's V during Q K^T and the softmax; lower_early_copy.cpp).
-   * Off: at the dot, waited for at once.
-   */
-  bool early_copy = true;
   /** The warp grid of dots on matrix units (metile_compile_options.warps_m/n); 0 = choose. */
   int warps_m = 0, warps_n = 0;
   /**

@@ -161,7 +161,8 @@ void Lowering::plan_pipelines() {
       pl.dots.push_back(&o);
     }
     // Attention's second dot left unpipelined would lose the early copy of its operand
-    // (lower_early_copy.cpp) to a pipelined first dot: such a loop keeps the unpipelined form.
+    // (issue-copies-early, which starts it only at an unpipelined dot) to a pipelined first dot:
+    // such a loop keeps the unpipelined form.
     if (pl.dots.empty() || (pl.copies_at_top && rejected) || (pl.sync_at_dot && pl.dots.size() != 1)) return;
     // Copies of later iterations move ahead of this one's stores, which may write what they
     // read: a body that writes memory keeps its loads in order.

@@ -44,6 +44,9 @@ GpuPipelineResult lower_and_optimize(const Program& program, const GpuTarget& ta
   // Kept rows' copies, all in flight at once, and the barrier in front of their reads: at every
   // opt level (a row's readers need the barrier), before vectorize-access takes the copy loops.
   run_gpu_pass("copy-rows-async", f, ctx);
+  // A later dot's copies from device memory in flight during an earlier dot (attention's V during
+  // Q K^T and the softmax): after copy-rows-async, so every asynchronous group is there to count.
+  run("issue-copies-early");
   // How mma.sync's CUDA spelling reads its fragments and orders its atoms, at every opt level.
   run("ldmatrix-fragments");
   run("serpentine-mma");
@@ -90,7 +93,6 @@ GpuPipelineResult run_gpu_pipeline(const Program& program, const GpuTarget& targ
   lo.double_buffer = !options.disables("double_buffer");
   lo.stage_counter = !options.disables("stage_counter");
   lo.kmajor_b = !options.disables("kmajor_b");
-  lo.early_copy = !options.disables("early_copy");
   lo.persistent = !options.disables("persistent");
   lo.wide_chunks = !options.disables("wide_chunks");
   lo.broadcast_loads = !options.disables("broadcast_loads");

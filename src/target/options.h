@@ -24,22 +24,23 @@ namespace metile {
  * fuse_reductions' running-sum form of centred squares ("running_sums") and its two counts per
  * row after the loop ("two_counts": off, a count per lane); keep_rows' rows in threadgroup memory
  * ("threadgroup_rows": off, the tiles are kept in registers or local arrays as for one-tile rows). */
-inline constexpr std::array<std::string_view, 21> kPassPieces = {
+inline constexpr std::array<std::string_view, 20> kPassPieces = {
     "async_copy", "aligned_body", "pipeline", "tma",
-    "double_buffer", "stage_counter", "kmajor_b", "early_copy", "persistent", "one_align",
+    "double_buffer", "stage_counter", "kmajor_b", "persistent", "one_align",
     "last_first", "wide_chunks", "fp8_promote", "broadcast_loads", "warpgroup_kmajor_b", "warpgroup_register_a",
     "warpgroup_stored_b", "running_sums", "two_counts", "whole_blocks", "threadgroup_rows"};
 
 /** Earlier names of passes and pieces, still accepted wherever the current name is (users'
  * METILE_GPU_OFF settings and scripts): {earlier, current}. The warpgroup pieces were first named
- * after the PTX instruction that implements them; "preload", "serpentine" and "ldmatrix" were
- * pieces of lowering before they became GPU IR passes. */
+ * after the PTX instruction that implements them; "preload", "serpentine", "ldmatrix" and
+ * "early_copy" were pieces of lowering before they became GPU IR passes. */
 struct PassAlias {
   std::string_view earlier, current;
 };
-inline constexpr std::array<PassAlias, 5> kPassAliases = {{
+inline constexpr std::array<PassAlias, 6> kPassAliases = {{
     {"wgmma_kmajor_b", "warpgroup_kmajor_b"}, {"wgmma_register_a", "warpgroup_register_a"},
-    {"preload", "preload-fragments"}, {"serpentine", "serpentine-mma"}, {"ldmatrix", "ldmatrix-fragments"}}};
+    {"preload", "preload-fragments"}, {"serpentine", "serpentine-mma"}, {"ldmatrix", "ldmatrix-fragments"},
+    {"early_copy", "issue-copies-early"}}};
 
 /** GPU IR passes that run only where CompileOptions::enabled_passes (METILE_GPU_ON) names them:
  * new ones not yet measured on a device. Naming one in disabled_passes still turns it off. */

@@ -41,7 +41,7 @@ TEST(DisabledPasses, EveryKindOfNameIsAcceptedAndOthersAreRefused) {
   std::string why = refusal({"cse", "bogus"});
   EXPECT_NE(why.find("unknown pass \"bogus\" to disable"), std::string::npos) << why;
   EXPECT_NE(why.find("Tile IR passes: activity, "), std::string::npos) << why;
-  EXPECT_NE(why.find("GPU IR passes: hoist-invariant-staging, ldmatrix-fragments, serpentine-mma, preload-fragments, "
+  EXPECT_NE(why.find("GPU IR passes: hoist-invariant-staging, issue-copies-early, ldmatrix-fragments, serpentine-mma, preload-fragments, "
                      "release-stages, specialize-warps, fold-constants, cse, dce, "
                      "vectorize-access, insert-cancel-points, order-device-memory, elide-barriers;"),
             std::string::npos) << why;

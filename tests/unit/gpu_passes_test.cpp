@@ -40,7 +40,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   std::vector<std::string> names;
   for (const PassInfo& p : gpu_passes()) names.push_back(std::string(p.name));
   EXPECT_EQ(names, (std::vector<std::string>{"hoist-invariant-staging", "lower-convert-layout",
-                                             "copy-rows-async", "ldmatrix-fragments", "serpentine-mma", "preload-fragments", "release-stages",
+                                             "copy-rows-async", "issue-copies-early", "ldmatrix-fragments", "serpentine-mma", "preload-fragments", "release-stages",
                                              "specialize-warps", "fold-constants", "cse", "dce",
                                              "vectorize-access", "insert-cancel-points",
                                              "order-device-memory", "elide-barriers",
@@ -53,7 +53,7 @@ TEST(GpuPasses, RegistryListsEveryPassAndRejectsUnknownNames) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), METILE_ERROR_INVALID_ARGUMENT);
     EXPECT_TRUE(has(e.what(), "unknown pass \"unroll-everything\" (known: hoist-invariant-staging, "
-                              "lower-convert-layout, copy-rows-async, ldmatrix-fragments, serpentine-mma, preload-fragments, "
+                              "lower-convert-layout, copy-rows-async, issue-copies-early, ldmatrix-fragments, serpentine-mma, preload-fragments, "
                               "release-stages, specialize-warps, fold-constants, cse, dce"));
   }
 }

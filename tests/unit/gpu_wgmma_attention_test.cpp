@@ -177,7 +177,7 @@ TEST(GpuWgmmaAttention, KAndVStreamThroughATwoStageRing) {
   // The softmax reads S and the rescale reads O: neither mma stays in flight.
   EXPECT_EQ(count(ir, " wait=1"), 2) << ir;
   EXPECT_EQ(count(ir, " wait=0"), 0) << ir;
-  // Switched off with the pipeline: the early copy of V (lower_early_copy.cpp), one stage each.
+  // Switched off with the pipeline: the early copy of V (issue-copies-early), one stage each.
   const std::string off = gpu::print(compiled("f16", 128, 128, {"pipeline"}));
   EXPECT_EQ(count(off, "stages=2"), 0) << off;
   EXPECT_EQ(count(off, "async_wait pending=1"), 1) << off;

@@ -68,7 +68,7 @@ def test_gpu_off_names_its_pieces(sim, monkeypatch):
     with pytest.raises(metile.InvalidArgumentError,
                        match=r'unknown pass "bogus" to disable \(METILE_GPU_OFF / disabled_passes; '
                              r'Tile IR passes: activity, .*split_k, .*whole_tiles, .*; GPU IR passes: '
-                             r'hoist-invariant-staging, ldmatrix-fragments, serpentine-mma, preload-fragments, release-stages, '
+                             r'hoist-invariant-staging, issue-copies-early, ldmatrix-fragments, serpentine-mma, preload-fragments, release-stages, '
                              r'specialize-warps, fold-constants, cse, dce, .*; '
                              r'pieces: async_copy, aligned_body, .*tma, .*'
                              r'one_align, last_first, wide_chunks, fp8_promote, broadcast_loads, warpgroup_kmajor_b, '

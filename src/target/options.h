@@ -5,6 +5,7 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <string_view>
@@ -74,13 +75,8 @@ struct CompileOptions {
   /** Whether the pipeline runs `name`: not disabled, and, for an opt-in pass, enabled. */
   bool runs(std::string_view name) const {
     if (disables(name)) return false;
-    for (std::string_view opt_in : kOptInPasses)
-      if (opt_in == name)
-        for (const std::string& p : enabled_passes)
-          if (p == name) return true;
-    for (std::string_view opt_in : kOptInPasses)
-      if (opt_in == name) return false;
-    return true;
+    if (std::find(kOptInPasses.begin(), kOptInPasses.end(), name) == kOptInPasses.end()) return true;
+    return std::find(enabled_passes.begin(), enabled_passes.end(), name) != enabled_passes.end();
   }
   /** Report the first access outside its buffer (METILE_ERROR_DEVICE with its source line)
    * instead of only keeping it inside; METILE_CHECK=1 turns it on for every compile. */

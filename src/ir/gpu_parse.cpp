@@ -528,13 +528,7 @@ class Parser {
       do op.operands.push_back(use());
       while (accept(","));
     }
-    while (!at_line_end()) {
-      Pos ap = here();
-      std::string key = word("an attribute (name=value) or the end of the line");
-      if (!accept("=")) expected(cat("'=' after attribute ", key));
-      if (op.find_attr(key) != nullptr) bad_at(ap, "attribute ", key, " is given twice");
-      op.attrs.push_back({key, attr_value()});
-    }
+    while (!at_line_end()) attribute(op, "the end of the line");
     end_line();
     if (op.kind == GpuOpKind::BUILTIN && (op.attrs.size() != 1 || !op.operands.empty()))
       bad_at(np, "a builtin takes no operands or attributes besides its axis");
@@ -645,6 +639,15 @@ class Parser {
     b.ops.push_back(std::move(op));
   }
 
+  // One `name=value` of op's attributes; `or_else` names what else may stand there.
+  void attribute(Op& op, std::string_view or_else) {
+    Pos ap = here();
+    std::string key = word(cat("an attribute (name=value) or ", or_else));
+    if (!accept("=")) expected(cat("'=' after attribute ", key));
+    if (op.find_attr(key) != nullptr) bad_at(ap, "attribute ", key, " is given twice");
+    op.attrs.push_back({key, attr_value()});
+  }
+
   // `warp_specialize producers=N {` ... `} consumers {` ... `}`.
   void specialize(Block& b, Pos p, int depth) {
     if (depth >= kMaxLoopDepth) bad_at(p, "regions nest deeper than ", kMaxLoopDepth, " levels");
@@ -652,11 +655,7 @@ class Parser {
     op.kind = GpuOpKind::WARP_SPECIALIZE;
     blanks();
     while (peek_char() != '{') {
-      Pos ap = here();
-      std::string key = word("an attribute (name=value) or '{'");
-      if (!accept("=")) expected(cat("'=' after attribute ", key));
-      if (op.find_attr(key) != nullptr) bad_at(ap, "attribute ", key, " is given twice");
-      op.attrs.push_back({key, attr_value()});
+      attribute(op, "'{'");
       blanks();
     }
     expect("{");
